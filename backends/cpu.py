@@ -1,0 +1,73 @@
+"""CPU backend: optimize an llvmlite module for the host and JIT it with MCJIT."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}
+
+
+def _initialize() -> llvm.TargetMachine:
+    with _LOCK:
+        if "tm" not in _STATE:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            libc = ctypes.CDLL(ctypes.util.find_library("c"))
+            for symbol in ("realloc", "free", "malloc"):
+                llvm.add_symbol(symbol, ctypes.cast(getattr(libc, symbol), ctypes.c_void_p).value)
+            target = llvm.Target.from_default_triple()
+            _STATE["tm"] = target.create_target_machine(
+                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                opt=3, reloc="default", codemodel="jitdefault")
+        return _STATE["tm"]
+
+
+def host_target_machine() -> llvm.TargetMachine:
+    return _initialize()
+
+
+def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
+    """Run the new pass manager's O3 pipeline with loop and SLP vectorization."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(module, pb)
+
+
+@dataclass
+class JitKernel:
+    """A compiled kernel: its entry address and every stage of its code."""
+
+    name: str
+    llvm_ir: str
+    llvm_ir_optimized: str
+    asm: str
+    address: int
+    engine: object = field(repr=False)
+    module: object = field(repr=False)
+
+
+def jit(module: ir.Module, name: str) -> JitKernel:
+    tm = _initialize()
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    text = str(module)
+    ref = llvm.parse_assembly(text)
+    ref.verify()
+    optimize(ref, tm)
+    optimized = str(ref)
+    asm = tm.emit_assembly(ref)
+    with _LOCK:
+        engine = llvm.create_mcjit_compiler(ref, tm)
+        engine.finalize_object()
+        address = engine.get_function_address(name)
+    return JitKernel(name, text, optimized, asm, address, engine, ref)

@@ -1,0 +1,114 @@
+"""Level formats by name: the YAML files shipped in this package plus run-time plugins.
+
+The compiler looks levels up by name only, so a plugin registered here is indistinguishable
+from a shipped format. Shipped files load lazily (first lookup) and once; plugins override
+them only when asked to (replace=True), so a typo'd plugin name cannot silently shadow CSR.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from importlib import resources
+
+from .loader import LevelDef, load_level_file, load_level_text
+
+__all__ = [
+    "LevelFormatClash",
+    "UnknownLevelFormat",
+    "get_level",
+    "level_formats",
+    "register_level_format",
+    "unregister_level_format",
+]
+
+
+class UnknownLevelFormat(KeyError):
+    """No level format has this name; the message lists the ones that exist."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(name)
+        self.name = name
+        self.known = sorted(known)
+
+    def __reduce__(self) -> tuple[type, tuple[str, list[str]]]:
+        """Keep both attributes across pickling."""
+        return (type(self), (self.name, self.known))
+
+    def __str__(self) -> str:
+        """Plain text (KeyError would repr-quote it) so the list of names stays readable."""
+        return f"unknown level format {self.name!r}; known formats: {', '.join(self.known)}"
+
+
+class LevelFormatClash(ValueError):
+    """A plugin's name is already taken and replace=True was not given."""
+
+
+_LOCK = threading.RLock()
+_shipped: dict[str, LevelDef] | None = None
+_user: dict[str, LevelDef] = {}
+
+
+def _load_shipped() -> dict[str, LevelDef]:
+    """Load every *.yaml next to this module, once."""
+    global _shipped
+    with _LOCK:
+        if _shipped is None:
+            found: dict[str, LevelDef] = {}
+            entries = sorted(resources.files(__package__).iterdir(), key=lambda e: e.name)
+            for entry in entries:
+                if entry.name.endswith(".yaml") and entry.is_file():
+                    level = load_level_text(entry.read_text(encoding="utf-8"), str(entry))
+                    if level.name in found:
+                        raise LevelFormatClash(f"{entry}: level format {level.name!r} is also "
+                                               f"defined in {found[level.name].path}")
+                    found[level.name] = level
+            _shipped = found
+        return _shipped
+
+
+def level_formats() -> dict[str, LevelDef]:
+    """All known level formats by name (a copy; plugins override shipped ones)."""
+    with _LOCK:
+        return {**_load_shipped(), **_user}
+
+
+def get_level(name: str) -> LevelDef:
+    """The level format called `name`, or UnknownLevelFormat listing the known names."""
+    with _LOCK:
+        level = _user.get(name) or _load_shipped().get(name)
+        if level is None:
+            raise UnknownLevelFormat(name, list(level_formats()))
+        return level
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def register_level_format(path: str | os.PathLike[str], replace: bool = False) -> LevelDef:
+    """Load, validate and register a plugin level format file; returns its definition.
+
+    Re-registering the same file reloads it (handy while editing a plugin); any other name
+    clash raises LevelFormatClash unless replace=True.
+    """
+    level = load_level_file(path)
+    with _LOCK:
+        existing = _user.get(level.name) or _load_shipped().get(level.name)
+        if existing is not None and not replace and not _same_file(existing.path, level.path):
+            raise LevelFormatClash(
+                f"{level.path}: level format {level.name!r} already exists (from "
+                f"{existing.path}); rename it or pass replace=True")
+        _user[level.name] = level
+    return level
+
+
+def unregister_level_format(name: str) -> None:
+    """Forget a registered plugin; a shipped format it replaced becomes visible again."""
+    with _LOCK:
+        if name not in _user:
+            raise UnknownLevelFormat(name, list(_user))
+        del _user[name]

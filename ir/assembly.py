@@ -1,0 +1,190 @@
+"""Output assembly through the output levels' insert and append functions.
+
+Insert levels (a prefix of the output) are sized up front with their ``size`` function
+and written through ``locate`` + ``insert_coord``. Append levels form groups: a level
+that is not branchless starts a group, branchless levels ride along at their parent's
+position. The last group is appended at the write point; earlier groups are appended
+after their children, and only when a child was produced (no empty segments).
+"""
+
+from __future__ import annotations
+
+import ast
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from . import scalars
+from .bodies import I64, emit_body, is_true
+from .schedule import ScheduleError, unordered_append_output
+from .types import TensorType
+
+if TYPE_CHECKING:
+    from .codegen import Ctx, KernelCompiler, TensorIR
+
+ONE = ir.Constant(I64, 1)
+ZERO = ir.Constant(I64, 0)
+
+
+class OutputAssembler:
+    def __init__(self, kc: "KernelCompiler", tensor: "TensorIR", ttype: TensorType,
+                 level_vars: tuple[str, ...]):
+        self.kc, self.b = kc, kc.b
+        self.tensor = tensor
+        self.levels = ttype.levels
+        self.vars = level_vars
+        self.unordered = unordered_append_output(ttype)
+        self.all_insert = all(lv.can_insert for lv in self.levels)
+        self.prefix = 0
+        while self.prefix < len(self.levels) and self.levels[self.prefix].can_insert:
+            self.prefix += 1
+        for k, level in enumerate(self.levels):
+            if level.mode is None:
+                raise ScheduleError(f"output level {k} ({level.kind}) stores no tensor mode; "
+                                    "such formats cannot be assembled")
+            if k >= self.prefix and not level.can_append:
+                what = "takes neither inserts nor appends" if not level.can_insert else \
+                    "takes inserts but sits below an appended level"
+                raise ScheduleError(f"output level {k} ({level.kind}) {what}: "
+                                    "this format cannot be an output")
+        self.heads = [k for k in range(self.prefix, len(self.levels))
+                      if k == self.prefix or not self.levels[k].branchless]
+        self.last_head = self.heads[-1] if self.heads else len(self.levels)
+
+    def head_of(self, level: int) -> int:
+        return max(h for h in self.heads if h <= level)
+
+    # -- helpers -------------------------------------------------------------------------
+    def call(self, level: int, name: str, **values: ir.Value) -> list[ir.Value]:
+        return self.tensor.call(level, name, **values)
+
+    def has(self, level: int, name: str) -> bool:
+        return self.levels[level].definition.has(name)
+
+    def ensure_lengths(self, level: int, parent_size: ir.Value, size: ir.Value) -> None:
+        for name, adef in self.levels[level].definition.arrays.items():
+            if adef.length is None:
+                continue
+            fn = SimpleNamespace(name=f"{name}.length", body=(ast.Return(value=adef.length),))
+            env = self.tensor.env(level, parent_size=parent_size, size=size)
+            (needed,) = emit_body(self.b, fn, env, {})
+            slot = self.tensor.type.slot_of(level, name).index
+            self.kc.ensure(self.tensor, slot, needed, adef.init or 0)
+
+    def coord(self, ctx: "Ctx", level: int) -> ir.Value:
+        return ctx.bound[self.vars[level]] if level >= 0 else ZERO
+
+    # -- phases --------------------------------------------------------------------------
+    def prologue(self) -> None:
+        b = self.b
+        self.sizes: list[ir.Value | None] = [None] * len(self.levels)
+        parent_size = ONE
+        for k in range(self.prefix):
+            (size,) = self.call(k, "size", parent_size=parent_size)
+            self.ensure_lengths(k, parent_size, size)
+            if self.has(k, "insert_init"):
+                self.call(k, "insert_init", parent_size=parent_size, size=size)
+            self.sizes[k] = size
+            parent_size = size
+        self.static_size = parent_size
+        if self.prefix == len(self.levels):
+            self.kc.ensure(self.tensor, self.tensor.vals_slot, parent_size, 0)
+        self.counters = {}
+        for h in self.heads:
+            self.counters[h] = self.kc.alloca(I64, f"out{h}.size")
+            b.store(ZERO, self.counters[h])
+        for k in range(self.prefix, len(self.levels)):
+            known = parent_size if k == self.prefix else ZERO
+            self.ensure_lengths(k, known, ZERO)
+            if self.has(k, "append_init"):
+                self.call(k, "append_init", parent_size=known, size=ZERO)
+
+    def level_size(self, level: int) -> ir.Value:
+        if level < 0:
+            return ONE
+        if level < self.prefix:
+            return self.sizes[level]
+        return self.b.load(self.counters[self.head_of(level)])
+
+    def epilogue(self) -> None:
+        b = self.b
+        if self.heads and self.heads[0] == 0:
+            self.call(0, "append_edges", p_parent=ZERO, p_begin=ZERO,
+                      p_end=b.load(self.counters[0])) if self.has(0, "append_edges") else None
+        for k in range(len(self.levels)):
+            parent_size, size = self.level_size(k - 1), self.level_size(k)
+            self.ensure_lengths(k, parent_size, size)
+            for fn in ("append_finalize", "insert_finalize"):
+                if self.has(k, fn):
+                    self.call(k, fn, parent_size=parent_size, size=size)
+            b.store(size, b.gep(self.tensor.sizes_ptr, [ir.Constant(I64, k)]))
+        self.kc.ensure(self.tensor, self.tensor.vals_slot, self.level_size(len(self.levels) - 1),
+                       0)
+
+    # -- positions -----------------------------------------------------------------------
+    def insert_position(self, level: int, parent: ir.Value, ctx: "Ctx") -> ir.Value:
+        b = self.b
+        i = self.coord(ctx, level)
+        env = dict(p_parent=parent, i=i, i_parent=self.coord(ctx, level - 1))
+        pos, found = self.call(level, "locate", **env)
+        if not is_true(found) and self.has(level, "insert_coord"):
+            with b.if_then(b.not_(found)):
+                self.call(level, "insert_coord", p=pos, i=i, p_parent=parent)
+        return pos
+
+    def append_group(self, head: int, stop: int, ctx: "Ctx") -> ir.Value:
+        """Append the coordinates of levels head..stop; return the position at ``stop``."""
+        b = self.b
+        pos = b.load(self.counters[head])
+        b.store(b.add(pos, ONE), self.counters[head])
+        parent = ZERO
+        for k in range(head, stop + 1):
+            if k > head:
+                parent, (pos, _) = pos, self.call(k, "pos_bounds", p_parent=pos)
+            self.call(k, "append_coord", p=pos, i=self.coord(ctx, k), p_parent=parent)
+        return pos
+
+    def prefix_position(self, ctx: "Ctx", upto: int) -> ir.Value:
+        pos = ZERO
+        for k in range(min(upto + 1, self.prefix)):
+            pos = self.insert_position(k, pos, ctx)
+        return pos
+
+    def write(self, value: ir.Value, ctx: "Ctx") -> None:
+        b = self.b
+        last = len(self.levels) - 1
+        pos = self.prefix_position(ctx, last)
+        if self.prefix <= last:
+            pos = self.append_group(self.last_head, last, ctx)
+            self.kc.ensure(self.tensor, self.tensor.vals_slot, b.add(pos, ONE), 0)
+        vals = self.tensor.array_ref(self.tensor.vals_slot)
+        address = vals.address(b, pos)
+        dtype = self.tensor.type.dtype
+        if self.prefix > last:
+            old = scalars.load_value(b, b.load(address), dtype, self.kc.dtype)
+            value = scalars.apply(b, "add", [old, value], self.kc.dtype, self.kc.fastmath)
+        value = scalars.convert(b, value, self.kc.dtype, dtype)
+        b.store(scalars.store_value(b, value, dtype), address)
+
+    # -- hooks around loops of output indices ----------------------------------------------
+    def hooks_for(self, var: str):
+        if self.unordered:
+            return None
+        for h in self.heads:
+            if h > 0 and self.vars[h - 1] == var:
+                return (lambda ctx, h=h: self.b.load(self.counters[h]),
+                        lambda ctx, saved, h=h: self.close_segment(h, ctx, saved))
+        return None
+
+    def close_segment(self, head: int, ctx: "Ctx", begin: ir.Value) -> None:
+        b = self.b
+        end = b.load(self.counters[head])
+        with b.if_then(b.icmp_signed(">", end, begin)):
+            parent_level = head - 1
+            if parent_level < self.prefix:
+                parent = self.prefix_position(ctx, parent_level)
+            else:
+                parent = self.append_group(self.head_of(parent_level), parent_level, ctx)
+            if self.has(head, "append_edges"):
+                self.call(head, "append_edges", p_parent=parent, p_begin=begin, p_end=end)

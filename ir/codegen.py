@@ -1,0 +1,664 @@
+"""Format-agnostic lowering of scheduled statements to an llvmlite module.
+
+The kernel walks each statement's loop order. For every loop it builds the lattice of the
+expression, then co-iterates the iterated levels and locates the rest, calling only the
+level functions declared in the operands' YAML definitions (inlined via ``bodies``).
+Outputs are assembled through their levels' insert or append functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+from llvmlite import ir
+
+from . import scalars
+from .bodies import I1, I64, TRUE, ArrayRef, emit_body, is_true
+from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
+from .lattice import UNIVERSE, Iter, build_lattice, choose_iterated, substitute_absent
+from .schedule import Nest, ScheduleError, order_loops
+from .types import TensorType
+
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I8P = I8.as_pointer()
+I64P = I64.as_pointer()
+# A tensor descriptor: nlevels, extents, sizes, arrays (level arrays then vals), caps, params.
+DESCRIPTOR = ir.LiteralStructType([I64, I64P, I64P, I8P.as_pointer(), I64P, I64P])
+STATUS_OK, STATUS_NO_MEMORY = 0, 1
+ZERO = ir.Constant(I64, 0)
+ONE = ir.Constant(I64, 1)
+
+
+@dataclass(frozen=True)
+class LevelPos:
+    """A resolved operand level: its position (or segment of duplicate positions)."""
+
+    pos: ir.Value
+    coord: ir.Value
+    seg_end: ir.Value | None = None
+
+
+@dataclass(frozen=True)
+class Ctx:
+    bound: dict[str, ir.Value] = field(default_factory=dict)
+    levels: dict[int, tuple[LevelPos, ...]] = field(default_factory=dict)
+
+    def bind(self, var: str, value: ir.Value) -> "Ctx":
+        return replace(self, bound={**self.bound, var: value})
+
+    def resolve(self, uid: int, level: LevelPos) -> "Ctx":
+        return replace(self, levels={**self.levels, uid: self.levels.get(uid, ()) + (level,)})
+
+
+class TensorIR:
+    """IR-side handles for one kernel argument."""
+
+    def __init__(self, kc: "KernelCompiler", index: int, ttype: TensorType, is_output: bool):
+        b = kc.b
+        self.kc = kc
+        self.type = ttype
+        self.is_output = is_output
+        slot = b.gep(kc.function.args[0], [ir.Constant(I64, index)])
+        self.desc = b.load(slot, name=f"desc{index}")
+        fields = [b.load(b.gep(self.desc, [ir.Constant(I32, 0), ir.Constant(I32, f)]))
+                  for f in range(6)]
+        _, self.extents_ptr, self.sizes_ptr, self.arrays_ptr, self.caps_ptr, params = fields
+        self.extents = [b.load(b.gep(self.extents_ptr, [ir.Constant(I64, k)]))
+                        for k in range(len(ttype.levels))]
+        self.params: dict[tuple[int, str], ir.Value] = {}
+        for n, key in enumerate(ttype.param_slots()):
+            self.params[key] = b.load(b.gep(params, [ir.Constant(I64, n)]))
+        self.slots = ttype.array_slots()
+        self.index_element = ir.IntType(8 * np.dtype(ttype.index_dtype).itemsize)
+        self.vals_slot = len(self.slots)
+        self.inputs_cache: dict[int, ir.Value] = {}
+        if not is_output:
+            for slot in range(len(self.slots) + 1):
+                self.inputs_cache[slot] = self._load_pointer(b, slot)
+
+    def element(self, slot: int) -> ir.Type:
+        if slot == self.vals_slot:
+            return scalars.element_type(self.type.dtype)
+        return self.index_element
+
+    def _load_pointer(self, b: ir.IRBuilder, slot: int) -> ir.Value:
+        raw = b.load(b.gep(self.arrays_ptr, [ir.Constant(I64, slot)]))
+        return b.bitcast(raw, self.element(slot).as_pointer())
+
+    def pointer(self, b: ir.IRBuilder, slot: int) -> ir.Value:
+        if slot in self.inputs_cache:
+            return self.inputs_cache[slot]
+        return self._load_pointer(b, slot)
+
+    def array_ref(self, slot: int, init: int = 0) -> ArrayRef:
+        if not self.is_output:
+            return ArrayRef(self.inputs_cache[slot], self.element(slot))
+        return ArrayRef(lambda b, s=slot: self._load_pointer(b, s), self.element(slot),
+                        lambda b, index, s=slot, v=init: self.kc.ensure(self, s,
+                                                                        b.add(index, ONE), v))
+
+    def level_arrays(self, level: int) -> dict[str, ArrayRef]:
+        arrays = {}
+        for name, adef in self.type.levels[level].definition.arrays.items():
+            slot = self.type.slot_of(level, name).index
+            arrays[name] = self.array_ref(slot, adef.init or 0)
+        return arrays
+
+    def env(self, level: int, **values: ir.Value) -> dict[str, ir.Value]:
+        nlevels = len(self.type.levels)
+        env = {"N": self.extents[level],
+               "N_child": self.extents[level + 1] if level + 1 < nlevels else ZERO,
+               "i_parent": ZERO, "i_grandparent": ZERO, "p_parent": ZERO}
+        for (k, name), value in self.params.items():
+            if k == level:
+                env[name] = value
+        env.update(values)
+        return env
+
+    def call(self, level: int, function: str, **values: ir.Value) -> list[ir.Value]:
+        fn = self.type.levels[level].definition.functions[function]
+        return emit_body(self.kc.b, fn, self.env(level, **values), self.level_arrays(level))
+
+
+class KernelCompiler:
+    """Builds one kernel function for a list of nests writing one output."""
+
+    def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
+                 dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False):
+        self.nests = nests
+        self.types = types
+        self.arg_order = arg_order
+        self.dtype = dtype
+        self.fastmath = fastmath
+        self.module = ir.Module(name="llvsparse")
+        fnty = ir.FunctionType(I32, [DESCRIPTOR.as_pointer().as_pointer()])
+        self.function = ir.Function(self.module, fnty, name=name)
+        self.function.args[0].add_attribute("noalias")
+        entry = self.function.append_basic_block("entry")
+        self.b = ir.IRBuilder(entry)
+        realloc_ty = ir.FunctionType(I8P, [I8P, I64])
+        self.realloc = ir.Function(self.module, realloc_ty, name="realloc")
+        self.fail_block: ir.Block | None = None
+        self.tensors = {name: TensorIR(self, k, types[name], k == 0)
+                        for k, name in enumerate(arg_order)}
+        self.out_name = arg_order[0]
+        self.operands: dict[int, Operand] = {}
+
+    # -- memory ------------------------------------------------------------------------
+    def fail(self) -> ir.Block:
+        if self.fail_block is None:
+            with self.b.goto_block(self.function.append_basic_block("no_memory")) as _:
+                self.fail_block = self.b.block
+                self.b.ret(ir.Constant(I32, STATUS_NO_MEMORY))
+        return self.fail_block
+
+    def ensure(self, tensor: TensorIR, slot: int, needed: ir.Value, init: int) -> None:
+        """Grow an output array to hold ``needed`` elements, filling new ones with ``init``."""
+        b = self.b
+        cap_ptr = b.gep(tensor.caps_ptr, [ir.Constant(I64, slot)])
+        cap = b.load(cap_ptr)
+        with b.if_then(b.icmp_signed(">", needed, cap), likely=False):
+            doubled = b.mul(cap, ir.Constant(I64, 2))
+            new_cap = b.select(b.icmp_signed(">", needed, doubled), needed, doubled)
+            new_cap = b.select(b.icmp_signed("<", new_cap, ir.Constant(I64, 16)),
+                               ir.Constant(I64, 16), new_cap)
+            element = tensor.element(slot)
+            width = max(1, element.width // 8) if isinstance(element, ir.IntType) else (
+                8 if isinstance(element, ir.DoubleType) else 4)
+            array_slot = b.gep(tensor.arrays_ptr, [ir.Constant(I64, slot)])
+            raw = b.call(self.realloc, [b.load(array_slot),
+                                        b.mul(new_cap, ir.Constant(I64, width))])
+            ok = b.append_basic_block("grown")
+            b.cbranch(b.icmp_unsigned("==", raw, ir.Constant(I8P, None)), self.fail(), ok)
+            b.position_at_end(ok)
+            b.store(raw, array_slot)
+            b.store(new_cap, cap_ptr)
+            typed = b.bitcast(raw, element.as_pointer())
+            fill = (ir.Constant(element, float(init)) if not isinstance(element, ir.IntType)
+                    else ir.Constant(element, init))
+            self.counted_loop(cap, new_cap, lambda q: b.store(
+                fill, b.gep(typed, [q], inbounds=True)))
+
+    def counted_loop(self, start: ir.Value, stop: ir.Value,
+                     body: Callable[[ir.Value], None]) -> None:
+        b = self.b
+        counter = self.alloca(I64, "q")
+        b.store(start, counter)
+        head = b.append_basic_block("fill.head")
+        loop = b.append_basic_block("fill.body")
+        done = b.append_basic_block("fill.done")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
+        b.position_at_end(loop)
+        q = b.load(counter)
+        body(q)
+        b.store(b.add(q, ONE), counter)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def alloca(self, type_: ir.Type, name: str = "") -> ir.AllocaInstr:
+        entry = self.function.entry_basic_block
+        with self.b.goto_block(entry):
+            self.b.position_at_start(entry)
+            return self.b.alloca(type_, name=name)
+
+    # -- driver ------------------------------------------------------------------------
+    def compile(self) -> ir.Module:
+        out_type = self.types[self.out_name]
+        self.output = OutputAssembler(self, self.tensors[self.out_name], out_type,
+                                      self.nests[0].assign.vars)
+        self.output.prologue()
+        for nest in self.nests:
+            for op in operands(nest.body):
+                self.operands[op.uid] = op
+            self.lower_nest(nest)
+        self.output.epilogue()
+        self.b.ret(ir.Constant(I32, STATUS_OK))
+        return self.module
+
+    def lower_nest(self, nest: Nest) -> None:
+        out_vars = nest.assign.vars
+        order = list(nest.order)
+        self.nest = nest
+        self.out_depth = max((order.index(v) + 1 for v in out_vars), default=0)
+        self.scatter = any(order.index(v) >= self.out_depth for v in order if v not in out_vars)
+        self.scatter = self.scatter or self.out_depth < len(out_vars)
+        self.insert_output = self.output.all_insert
+        if self.scatter and not (self.insert_output or self.output.unordered):
+            raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
+        self.loops(order, 0, nest.body, Ctx())
+
+    def loops(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
+        if depth == self.out_depth and not self.scatter:
+            self.write_point(order, depth, expr, ctx)
+            return
+        if depth == len(order):
+            self.output.write(self.value(expr, ctx), ctx)
+            return
+        self.emit_var(order[depth], expr, ctx,
+                      lambda c, e: self.loops(order, depth + 1, e, c),
+                      self.output.hooks_for(order[depth]))
+
+    def write_point(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
+        if depth == len(order):
+            self.output.write(self.value(expr, ctx), ctx)
+            return
+        acc = self.alloca(scalars.compute_type(self.dtype), "acc")
+        touched = self.alloca(I1, "touched")
+        self.b.store(scalars.constant(self.dtype, 0), acc)
+        self.b.store(ir.Constant(I1, 0), touched)
+        self.reduce(order[depth:], expr, ctx, acc, touched)
+        with self.b.if_then(self.b.load(touched)):
+            self.output.write(self.b.load(acc), ctx)
+
+    def reduce(self, order: list[str], expr: Expr, ctx: Ctx, acc: ir.Value,
+               touched: ir.Value | None) -> None:
+        """acc += expr summed over ``order``."""
+        if not order:
+            value = self.value(expr, ctx)
+            total = scalars.apply(self.b, "add", [self.b.load(acc), value], self.dtype,
+                                  self.fastmath)
+            self.b.store(total, acc)
+            if touched is not None:
+                self.b.store(ir.Constant(I1, 1), touched)
+            return
+        self.emit_var(order[0], expr, ctx,
+                      lambda c, e: self.reduce(order[1:], e, c, acc, touched), None)
+
+    # -- values ------------------------------------------------------------------------
+    def value(self, expr: Expr, ctx: Ctx) -> ir.Value:
+        b = self.b
+        if isinstance(expr, Const):
+            return scalars.constant(self.dtype, expr.value)
+        if isinstance(expr, Apply):
+            args = [self.value(a, ctx) for a in expr.args]
+            return scalars.apply(b, expr.op.kind, args, self.dtype, self.fastmath)
+        if isinstance(expr, Sum):
+            return self.nested_sum(expr, ctx)
+        assert isinstance(expr, Operand)
+        return self.operand_value(expr, ctx)
+
+    def operand_value(self, op: Operand, ctx: Ctx) -> ir.Value:
+        tensor = self.tensors[op.tensor]
+        resolved = ctx.levels.get(op.uid, ())
+        if len(resolved) != len(op.vars):
+            raise ScheduleError(f"{op}: levels left unresolved at the point of use")
+        vals = tensor.array_ref(tensor.vals_slot)
+        src = tensor.type.dtype
+        if not resolved:
+            return self._load_val(vals, ZERO, src)
+        last = resolved[-1]
+        if last.seg_end is None:
+            return self._load_val(vals, last.pos, src)
+        acc = self.alloca(scalars.compute_type(self.dtype), "dup")
+        self.b.store(scalars.constant(self.dtype, 0), acc)
+        self.counted_loop(last.pos, last.seg_end, lambda q: self.b.store(scalars.apply(
+            self.b, "add", [self.b.load(acc), self._load_val(vals, q, src)], self.dtype),
+            acc))
+        return self.b.load(acc)
+
+    def _load_val(self, vals: ArrayRef, index: ir.Value, src: str) -> ir.Value:
+        stored = self.b.load(vals.address(self.b, index))
+        return scalars.load_value(self.b, stored, src, self.dtype)
+
+    def nested_sum(self, expr: Sum, ctx: Ctx) -> ir.Value:
+        summed, body = peel_sums(expr)
+        ops = operands(body)
+        for op in ops:
+            self.operands[op.uid] = op
+        order = order_loops(summed, ops, self.types, set(ctx.bound))
+        acc = self.alloca(scalars.compute_type(self.dtype), "sum")
+        self.b.store(scalars.constant(self.dtype, 0), acc)
+        self.reduce(order, body, ctx, acc, None)
+        return self.b.load(acc)
+
+    # -- one loop variable ---------------------------------------------------------------
+    def iter_of(self, ctx: Ctx, var: str) -> Callable[[Operand], Iter | None]:
+        def find(op: Operand) -> Iter | None:
+            k = len(ctx.levels.get(op.uid, ()))
+            if k < len(op.vars) and op.vars[k] == var:
+                return Iter(op.uid, k)
+            return None
+        return find
+
+    def level_type(self, it: Iter):
+        op = self.operands[it.uid]
+        return self.types[op.tensor].levels[it.level]
+
+    def is_full(self, it: Iter) -> bool:
+        return it.is_universe or self.level_type(it).full
+
+    def can_locate(self, it: Iter) -> bool:
+        return not it.is_universe and self.level_type(it).can_locate
+
+    def extent(self, var: str) -> ir.Value:
+        candidates = [(op.tensor, k) for op in self.operands.values()
+                      for k, v in enumerate(op.vars) if v == var]
+        candidates += [(self.out_name, k) for k, v in enumerate(self.nest.assign.vars)
+                       if v == var]
+        if not candidates:
+            raise ScheduleError(f"no operand gives the extent of index {var}")
+        tensor, level = candidates[0]
+        return self.tensors[tensor].extents[level]
+
+    def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
+                 hooks: "Hooks | None") -> None:
+        find = self.iter_of(ctx, var)
+        lattice = build_lattice(expr, find, self.is_full)
+        states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
+        for point in lattice.points:
+            iterated, located = choose_iterated(lattice, point, self.can_locate, self.is_full)
+            emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
+                                   states, find, body, hooks)
+            emitter.emit()
+
+    def iterator_state(self, it: Iter, var: str, ctx: Ctx) -> "IterState":
+        b = self.b
+        if it.is_universe:
+            cur = self.alloca(I64, f"{var}.u")
+            b.store(ZERO, cur)
+            return IterState(it, "coordinate", cur, self.extent(var), None)
+        op = self.operands[it.uid]
+        tensor = self.tensors[op.tensor]
+        level = tensor.type.levels[it.level]
+        parent = ctx.levels.get(op.uid, ())[-1] if it.level > 0 else None
+        env = self.parent_env(op, it.level, ctx)
+        if level.definition.iterate == "coordinate":
+            if parent is not None and parent.seg_end is not None:
+                raise ScheduleError(f"{op.tensor}: level {it.level} iterates coordinates under "
+                                    "a non-unique parent, which cannot be merged")
+            begin, end = tensor.call(it.level, "coord_bounds", **env)
+            kind = "coordinate"
+        elif parent is not None and parent.seg_end is not None:
+            begin, _ = tensor.call(it.level, "pos_bounds", **env)
+            last = dict(env, p_parent=b.sub(parent.seg_end, ONE))
+            _, end = tensor.call(it.level, "pos_bounds", **last)
+            kind = "position"
+        else:
+            begin, end = tensor.call(it.level, "pos_bounds", **env)
+            kind = "position"
+        cur = self.alloca(I64, f"{op.tensor}{it.level}.cur")
+        b.store(begin, cur)
+        return IterState(it, kind, cur, end, parent)
+
+    def parent_env(self, op: Operand, level: int, ctx: Ctx) -> dict[str, ir.Value]:
+        resolved = ctx.levels.get(op.uid, ())
+        env: dict[str, ir.Value] = {}
+        if level >= 1:
+            env["p_parent"] = resolved[level - 1].pos
+            env["i_parent"] = resolved[level - 1].coord
+        if level >= 2:
+            env["i_grandparent"] = resolved[level - 2].coord
+        return env
+
+    def fusable(self, op: Operand, expr: Expr) -> bool:
+        """Duplicates may be visited one by one when the output only accumulates."""
+        return (self.scatter or self.insert_output) and self.output.all_insert and \
+            _linear_in(expr, op.uid)
+
+
+@dataclass
+class IterState:
+    it: Iter
+    kind: str  # 'coordinate' or 'position'
+    cur: ir.AllocaInstr
+    end: ir.Value
+    parent: LevelPos | None
+
+
+Hooks = tuple[Callable[[Ctx], object], Callable[[Ctx, object], None]]
+
+
+class PointEmitter:
+    """The loop (or straight-line code) for one lattice point, with its case dispatch."""
+
+    def __init__(self, kc: KernelCompiler, var, expr, ctx, lattice, point, iterated, located,
+                 states, find, body, hooks):
+        self.kc, self.b = kc, kc.b
+        self.var, self.expr, self.ctx = var, expr, ctx
+        self.lattice, self.point = lattice, point
+        self.iterated, self.located = iterated, located
+        self.states, self.find, self.body, self.hooks = states, find, body, hooks
+
+    def emit(self) -> None:
+        b = self.b
+        single = len(self.iterated) == 1
+        state = self.states[self.iterated[0]]
+        if (single and len(self.lattice.points) == 1 and state.kind == "position"
+                and self.kc.level_type(state.it).branchless
+                and (state.parent is None or state.parent.seg_end is None)):
+            self.iteration(straight=True)
+            return
+        for it in self.iterated:
+            if it not in self.states:
+                raise ScheduleError("internal: iterator without state")
+        if not single:
+            for it in self.iterated:
+                if not it.is_universe and not self.kc.level_type(it).ordered:
+                    op = self.kc.operands[it.uid]
+                    raise ScheduleError(f"{op.tensor}: level {it.level} is unordered and cannot "
+                                        "be co-iterated with another operand")
+        head = b.append_basic_block(f"{self.var}.head")
+        loop = b.append_basic_block(f"{self.var}.body")
+        done = b.append_basic_block(f"{self.var}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        cond = TRUE
+        for it in self.iterated:
+            st = self.states[it]
+            cmp = b.icmp_signed("<", b.load(st.cur), st.end)
+            cond = cmp if cond is TRUE else b.and_(cond, cmp)
+        b.cbranch(cond, loop, done)
+        b.position_at_end(loop)
+        self.latch = head
+        self.iteration(straight=False)
+        if not b.block.is_terminated:
+            b.branch(head)
+        b.position_at_end(done)
+
+    def iteration(self, straight: bool) -> None:
+        b, kc = self.b, self.kc
+        coords: dict[Iter, ir.Value] = {}
+        for it in self.iterated:
+            st = self.states[it]
+            cur = b.load(st.cur)
+            if st.kind == "coordinate":
+                coords[it] = cur
+                continue
+            op = kc.operands[it.uid]
+            env = kc.parent_env(op, it.level, self.ctx)
+            coord, found = kc.tensors[op.tensor].call(it.level, "pos_access", p=cur, **env)
+            coords[it] = coord
+            if not is_true(found):
+                skip = b.append_basic_block("skip")
+                go = b.append_basic_block("found")
+                b.cbranch(found, go, skip)
+                b.position_at_end(skip)
+                if straight:
+                    b.branch(go_done := b.append_basic_block("absent"))
+                else:
+                    b.store(b.add(cur, ONE), st.cur)
+                    b.branch(self.latch)
+                b.position_at_end(go)
+                if straight:
+                    self._absent_block = go_done
+        values = [coords[it] for it in self.iterated]
+        i = values[0]
+        for v in values[1:]:
+            i = b.select(b.icmp_signed("<", v, i), v, i)
+        ctx = self.ctx.bind(self.var, i)
+        present: dict[Iter, ir.Value] = {}
+        positions: dict[int, list[LevelPos]] = {}
+        for it in self.iterated:
+            eq = TRUE if len(self.iterated) == 1 else b.icmp_signed("==", coords[it], i)
+            present[it] = eq
+            if it.is_universe:
+                continue
+            present[it], positions[it.uid] = self.resolve_iterated(it, i, eq, ctx)
+        for it in self.located:
+            present[it], positions[it.uid] = self.resolve_located(it, i, ctx)
+        for uid, levels in positions.items():
+            for level in levels:
+                ctx = ctx.resolve(uid, level)
+        saved = self.hooks[0](ctx) if self.hooks else None
+        self.dispatch(ctx, present)
+        if self.hooks:
+            self.hooks[1](ctx, saved)
+        if not straight:
+            for it in self.iterated:
+                self.advance(it, coords[it], i)
+        elif getattr(self, "_absent_block", None) is not None:
+            b.branch(self._absent_block)
+            b.position_at_end(self._absent_block)
+
+    def resolve_iterated(self, it: Iter, i: ir.Value, eq: ir.Value, ctx: Ctx):
+        """Position of an iterated level at coordinate i, then locate deeper bound levels."""
+        b, kc = self.b, self.kc
+        st = self.states[it]
+        op = kc.operands[it.uid]
+        tensor = kc.tensors[op.tensor]
+        level = tensor.type.levels[it.level]
+        env = kc.parent_env(op, it.level, self.ctx)
+        cur = b.load(st.cur)
+        self.seg_ends = getattr(self, "seg_ends", {})
+        if st.kind == "coordinate":
+            pos, found = tensor.call(it.level, "coord_access", i=i, **env)
+            ok = eq if is_true(found) else b.and_(eq, found)
+            entry = LevelPos(pos, i)
+        elif level.unique or kc.fusable(op, self.expr):
+            ok = eq
+            entry = LevelPos(cur, i)
+        else:
+            seg = self.segment_end(tensor, it, op, cur, st.end, i, env)
+            self.seg_ends[it] = seg
+            ok = eq
+            entry = LevelPos(cur, i, seg)
+        ok, deeper = self.cascade(op, it.level + 1, ok, ctx.resolve(op.uid, entry))
+        return ok, [entry] + deeper
+
+    def segment_end(self, tensor, it, op, cur, end, i, env) -> ir.Value:
+        """First position after the run of duplicates of coordinate i."""
+        b = self.b
+        seg = self.kc.alloca(I64, "seg")
+        b.store(b.add(cur, ONE), seg)
+        head = b.append_basic_block("dedup.head")
+        test = b.append_basic_block("dedup.test")
+        step = b.append_basic_block("dedup.step")
+        done = b.append_basic_block("dedup.done")
+        b.branch(head)
+        b.position_at_end(head)
+        q = b.load(seg)
+        b.cbranch(b.icmp_signed("<", q, end), test, done)
+        b.position_at_end(test)
+        coord, _ = tensor.call(it.level, "pos_access", p=q, **env)
+        b.cbranch(b.icmp_signed("==", coord, i), step, done)
+        b.position_at_end(step)
+        b.store(b.add(q, ONE), seg)
+        b.branch(head)
+        b.position_at_end(done)
+        return b.load(seg)
+
+    def resolve_located(self, it: Iter, i: ir.Value, ctx: Ctx):
+        kc = self.kc
+        op = kc.operands[it.uid]
+        tensor = kc.tensors[op.tensor]
+        env = kc.parent_env(op, it.level, self.ctx)
+        pos, found = tensor.call(it.level, "locate", i=i, **env)
+        entry = LevelPos(pos, i)
+        ok, deeper = self.cascade(op, it.level + 1, found, ctx.resolve(op.uid, entry))
+        return ok, [entry] + deeper
+
+    def cascade(self, op: Operand, level: int, ok: ir.Value, ctx: Ctx):
+        """Locate the following levels whose indices are already bound."""
+        kc, b = self.kc, self.b
+        tensor = kc.tensors[op.tensor]
+        deeper: list[LevelPos] = []
+        while level < len(op.vars) and op.vars[level] in ctx.bound:
+            if not tensor.type.levels[level].can_locate:
+                raise ScheduleError(f"{op.tensor}: level {level} must be iterated but its index "
+                                    f"{op.vars[level]} is already bound; it cannot locate")
+            env = kc.parent_env(op, level, ctx)
+            i = ctx.bound[op.vars[level]]
+            pos, found = tensor.call(level, "locate", i=i, **env)
+            if not is_true(found):
+                ok = found if is_true(ok) else b.and_(ok, found)
+            entry = LevelPos(pos, i)
+            deeper.append(entry)
+            ctx = ctx.resolve(op.uid, entry)
+            level += 1
+        return ok, deeper
+
+    def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> None:
+        b = self.b
+        done = b.append_basic_block("cases.done")
+        point_uids = {it.uid for it in self.point}
+        for sub in self.lattice.subpoints(self.point):
+            sub_uids = {it.uid for it in sub}
+
+            def absent(op: Operand, sub_uids=sub_uids) -> bool:
+                it = self.find(op)
+                return it is not None and (it.uid not in sub_uids or it.uid not in point_uids)
+
+            expr = substitute_absent(self.expr, absent)
+            cond = TRUE
+            for it in sub:
+                if not is_true(present.get(it, TRUE)):
+                    cond = present[it] if is_true(cond) else b.and_(cond, present[it])
+            case_ctx = replace(ctx, levels={u: lv for u, lv in ctx.levels.items()
+                                            if u in sub_uids or u not in point_uids})
+            if is_true(cond):
+                if expr is not None:
+                    self.body(case_ctx, expr)
+                b.branch(done)
+                break
+            then = b.append_basic_block("case")
+            other = b.append_basic_block("case.else")
+            b.cbranch(cond, then, other)
+            b.position_at_end(then)
+            if expr is not None:
+                self.body(case_ctx, expr)
+            b.branch(done)
+            b.position_at_end(other)
+        if not b.block.is_terminated:
+            b.branch(done)
+        b.position_at_end(done)
+
+    def advance(self, it: Iter, coord: ir.Value, i: ir.Value) -> None:
+        b = self.b
+        st = self.states[it]
+        cur = b.load(st.cur)
+        nxt = self.seg_ends.get(it) if hasattr(self, "seg_ends") else None
+        nxt = nxt if nxt is not None else b.add(cur, ONE)
+        if len(self.iterated) == 1:
+            b.store(nxt, st.cur)
+        else:
+            b.store(b.select(b.icmp_signed("==", coord, i), nxt, cur), st.cur)
+
+
+def _linear_in(expr: Expr, uid: int) -> bool:
+    """Whether expr is linear in operand uid (so duplicates may be summed after the fact)."""
+    count = [o.uid for o in operands(expr)].count(uid)
+    if count != 1:
+        return False
+
+    def walk(e: Expr) -> bool:
+        if isinstance(e, Operand):
+            return e.uid == uid
+        if isinstance(e, Sum):
+            return walk(e.body)
+        if isinstance(e, Apply):
+            inside = [walk(a) for a in e.args]
+            if not any(inside):
+                return False
+            if e.op.kind in ("add", "sub", "neg", "mul"):
+                return True
+            return e.op.kind == "div" and inside[0] and not inside[1]
+        return False
+    return walk(expr)
+
+
+from .assembly import OutputAssembler  # noqa: E402  (imports codegen's types lazily)

@@ -1,0 +1,180 @@
+"""Iteration algebra and iteration lattices (paper 003 section 4, paper 004 section 4).
+
+The region an operator's result can be nonzero in is derived from how the operator acts
+on fill values, never from its name: f(0, 0) != 0 needs the whole universe, an operator
+that is zero whenever one argument is absent intersects, anything else unions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .cin import Apply, Const, Expr, Operand, Sum
+
+UNIVERSE_UID = -1
+_PROBES = (1.0, -2.5, 3.0)
+
+
+@dataclass(frozen=True)
+class Iter:
+    """The level ``level`` of operand ``uid``, or the universe of a variable (uid -1)."""
+
+    uid: int
+    level: int
+
+    @property
+    def is_universe(self) -> bool:
+        return self.uid == UNIVERSE_UID
+
+    def __str__(self) -> str:
+        return "U" if self.is_universe else f"#{self.uid}.{self.level}"
+
+
+UNIVERSE = Iter(UNIVERSE_UID, 0)
+
+
+def _is_zero(value: float) -> bool:
+    return not math.isnan(value) and value == 0
+
+
+def region(op, fill: float = 0.0) -> str:
+    """'intersection', 'union', 'left' (first argument's region) or 'universe'."""
+    if op.arity == 1:
+        return "same" if _is_zero(op.evaluate(fill)) else "universe"
+    if not _is_zero(op.evaluate(fill, fill)):
+        return "universe"
+    zero_without_left = all(_is_zero(op.evaluate(fill, y)) for y in _PROBES)
+    zero_without_right = all(_is_zero(op.evaluate(x, fill)) for x in _PROBES)
+    if zero_without_left and zero_without_right:
+        return "intersection"
+    if zero_without_left:
+        return "left"
+    if zero_without_right:
+        return "right"
+    return "union"
+
+
+def _dedupe(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
+    seen: list[frozenset[Iter]] = []
+    for point in points:
+        if point not in seen:
+            seen.append(point)
+    return seen
+
+
+def _product(a: list[frozenset[Iter]], b: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
+    return [p | q for p in a for q in b]
+
+
+def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None]) -> list[frozenset[Iter]]:
+    """The lattice points of ``expr`` as iterator sets; the empty set stands for 'anywhere'."""
+    if isinstance(expr, Operand):
+        it = iter_of(expr)
+        return [frozenset([it])] if it is not None else [frozenset()]
+    if isinstance(expr, Const):
+        return [frozenset()]
+    if isinstance(expr, Sum):
+        return lattice_sets(expr.body, iter_of)
+    assert isinstance(expr, Apply)
+    subs = [lattice_sets(a, iter_of) for a in expr.args]
+    kind = region(expr.op)
+    if kind == "same":
+        return subs[0]
+    if kind == "universe" and len(subs) == 1:
+        return _dedupe(subs[0] + [frozenset()])
+    left, right = subs
+    both = _product(left, right)
+    if kind == "intersection":
+        points = both
+    elif kind == "left":
+        points = both + left
+    elif kind == "right":
+        points = both + right
+    else:
+        points = both + left + right
+    if kind == "universe":
+        points = points + [frozenset()]
+    return _dedupe(points)
+
+
+@dataclass
+class Lattice:
+    """Ordered lattice points (largest first) for one loop variable."""
+
+    points: list[frozenset[Iter]]
+
+    def subpoints(self, point: frozenset[Iter]) -> list[frozenset[Iter]]:
+        return [q for q in self.points if q <= point]
+
+    def __str__(self) -> str:
+        return " | ".join("{" + ", ".join(sorted(str(i) for i in p)) + "}" for p in self.points)
+
+
+def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
+                  is_full: Callable[[Iter], bool]) -> Lattice:
+    """Build the lattice and apply the property-based pruning of paper 003 section 4.2."""
+    points = lattice_sets(expr, iter_of)
+    if any(not p for p in points):
+        points = [p | {UNIVERSE} for p in points]
+    points = sorted(_dedupe(points), key=len, reverse=True)
+    top = points[0]
+    for full in [it for it in top if is_full(it)]:
+        points = [p for p in points if full in p]
+    return Lattice(points)
+
+
+def choose_iterated(lattice: Lattice, point: frozenset[Iter],
+                    can_locate: Callable[[Iter], bool], is_full: Callable[[Iter], bool],
+                    ) -> tuple[list[Iter], list[Iter]]:
+    """Split a point into iterated and located iterators.
+
+    Locating is only sound for an iterator that never has to drive the loop alone: every
+    sub-point must keep at least one iterated iterator (locate only for intersections).
+    """
+    ranked = sorted(point, key=lambda it: (not is_full(it), can_locate(it), str(it)))
+    iterated = [it for it in ranked if not can_locate(it)]
+    fulls = [it for it in ranked if is_full(it)]
+    if fulls and not any(is_full(it) for it in iterated):
+        iterated.append(fulls[0])
+    for sub in lattice.subpoints(point):
+        if not (set(sub) & set(iterated)):
+            candidates = [it for it in ranked if it in sub]
+            iterated.append(candidates[0])
+    located = [it for it in ranked if it not in iterated]
+    return iterated, located
+
+
+def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | None:
+    """``expr`` with absent operands replaced by the fill value and simplified.
+
+    Returns None when the result is the fill value everywhere (nothing to compute).
+    """
+    if isinstance(expr, Operand):
+        return None if absent(expr) else expr
+    if isinstance(expr, Const):
+        return expr if not _is_zero(expr.value) else None
+    if isinstance(expr, Sum):
+        body = substitute_absent(expr.body, absent)
+        return None if body is None else Sum(expr.var, body, expr.op)
+    assert isinstance(expr, Apply)
+    args = [substitute_absent(a, absent) for a in expr.args]
+    if all(a is None or isinstance(a, Const) for a in args):
+        value = expr.op.evaluate(*[0.0 if a is None else a.value for a in args])
+        return None if _is_zero(value) else Const(value)
+    kind = region(expr.op)
+    if kind == "same" and args[0] is None:
+        return None
+    if kind == "intersection" and any(a is None for a in args):
+        return None
+    if kind == "left" and args[0] is None:
+        return None
+    if kind == "right" and args[1] is None:
+        return None
+    if expr.op.identity is not None and _is_zero(expr.op.identity) and expr.op.arity == 2:
+        if args[0] is None:
+            return args[1]
+        if args[1] is None:
+            return args[0]
+    return Apply(expr.op, tuple(Const(0.0) if a is None else a for a in args))

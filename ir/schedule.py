@@ -1,0 +1,134 @@
+"""Turn an assignment into concrete statements with loop orders.
+
+Loop orders follow storage: a level that cannot ``locate`` can only be reached after all
+its ancestors' variables are bound, so each such level orders its ancestors' variables
+before its own. Outputs assembled by appending additionally need their variables
+outermost and in level order. When no order exists, an additive right-hand side whose
+output can take random inserts is split into a sequence of ``+=`` statements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvsparse.operators import ADD, NEG, SUB
+
+from .cin import Apply, Assign, Expr, Operand, hoist_sums, operands, peel_sums
+from .types import TensorType
+
+
+class ScheduleError(ValueError):
+    """No loop order can evaluate the statement with the given formats."""
+
+
+@dataclass(frozen=True)
+class Nest:
+    """One statement ready for lowering: its loop order and the body under the sums."""
+
+    assign: Assign
+    order: tuple[str, ...]
+    body: Expr
+
+
+def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
+                types: dict[str, TensorType], bound: set[str],
+                before: list[tuple[str, str]] = (), prefer: list[str] = ()) -> list[str]:
+    """Topologically order ``loop_vars`` under the storage constraints of the operands."""
+    edges: set[tuple[str, str]] = set(before)
+    for op in exprs_operands:
+        levels = types[op.tensor].levels
+        for k, var in enumerate(op.vars):
+            if var not in loop_vars:
+                continue
+            for earlier in op.vars[:k]:
+                if earlier in loop_vars and not levels[k].can_locate:
+                    edges.add((earlier, var))
+                elif earlier not in loop_vars and earlier not in bound:
+                    raise ScheduleError(
+                        f"{op.tensor}: level {k} (index {var}) is reached only after index "
+                        f"{earlier}, which is bound in an inner loop")
+    rank = {v: (prefer.index(v) if v in prefer else len(prefer) + loop_vars.index(v))
+            for v in loop_vars}
+    remaining = list(loop_vars)
+    order: list[str] = []
+    while remaining:
+        ready = [v for v in remaining
+                 if not any(a in remaining and b == v for a, b in edges if a != v)]
+        if not ready:
+            cycle = ", ".join(sorted(remaining))
+            raise ScheduleError(f"the storage orders of the operands conflict over indices "
+                                f"{cycle} (e.g. a CSR and a CSC operand indexed alike); "
+                                "convert one operand or use an output that takes inserts")
+        pick = min(ready, key=lambda v: rank[v])
+        order.append(pick)
+        remaining.remove(pick)
+    return order
+
+
+def _needs_ordered_output(out: TensorType) -> bool:
+    return any(level.can_append for level in out.levels) and not unordered_append_output(out)
+
+
+def unordered_append_output(out: TensorType) -> bool:
+    """An output whose appended levels promise neither order nor uniqueness (unordered COO).
+
+    Such an output can be appended to from anywhere in the loop nest.
+    """
+    levels = out.levels
+    if not levels or not levels[0].can_append:
+        return False
+    return all(lv.can_append and not lv.ordered and (not lv.unique or k == len(levels) - 1)
+               and (k == 0 or lv.branchless) for k, lv in enumerate(levels))
+
+
+def schedule(assign: Assign, types: dict[str, TensorType]) -> list[Nest]:
+    """Loop orders for ``assign``, splitting it into several statements when needed."""
+    try:
+        return [_schedule_one(assign, types)]
+    except ScheduleError as error:
+        out = types[assign.tensor]
+        terms = _additive_terms(assign.rhs)
+        if len(terms) < 2 or not all(level.can_insert for level in out.levels):
+            raise error
+        nests = []
+        for k, term in enumerate(terms):
+            part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0)
+            nests.append(_schedule_one(part, types))
+        return nests
+
+
+def _additive_terms(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Apply) and expr.op is ADD:
+        return _additive_terms(expr.args[0]) + _additive_terms(expr.args[1])
+    if isinstance(expr, Apply) and expr.op is SUB:
+        negated = [hoist_sums(Apply(NEG, (t,))) for t in _additive_terms(expr.args[1])]
+        return _additive_terms(expr.args[0]) + negated
+    return [expr]
+
+
+def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
+    summed, body = peel_sums(hoist_sums(assign.rhs))
+    out_type = types[assign.tensor]
+    out_vars = list(assign.vars)
+    loop_vars = out_vars + [v for v in summed if v not in out_vars]
+    before: list[tuple[str, str]] = []
+    if _needs_ordered_output(out_type):
+        before += list(zip(out_vars, out_vars[1:]))
+        before += [(o, s) for o in out_vars for s in summed]
+    else:
+        for k, level in enumerate(out_type.levels):
+            if not level.can_locate and not level.can_insert:
+                before += [(v, out_vars[k]) for v in out_vars[:k]]
+    ops = operands(body)
+    try:
+        order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars)
+    except ScheduleError as error:
+        if _needs_ordered_output(out_type):
+            raise ScheduleError(
+                f"{error}. The output {assign.tensor} is assembled by appending, which needs "
+                "its indices outermost and in level order: this expression needs a workspace "
+                "(not supported yet) or an output format that takes inserts (dense, hash)"
+            ) from None
+        raise
+    return Nest(assign, tuple(order), body)
+

@@ -1,0 +1,113 @@
+"""What the compiler knows about a tensor operand: its levels, dtypes and array slots.
+
+These types are the contract between the public API (which resolves format names) and
+the format-agnostic lowering: a level is a ``LevelDef`` plus resolved properties and the
+tensor mode it stores (``None`` for a storage-only level such as a diagonal slot).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..formats.loader import LevelDef
+
+PROPERTY_NAMES = ("full", "ordered", "unique", "branchless", "compact")
+
+
+@dataclass(frozen=True)
+class LevelType:
+    """One storage level of a tensor type."""
+
+    definition: LevelDef = field(compare=False)
+    kind: str
+    mode: int | None
+    properties: tuple[tuple[str, bool], ...]
+
+    def prop(self, name: str) -> bool:
+        return dict(self.properties)[name]
+
+    @property
+    def full(self) -> bool:
+        return self.prop("full")
+
+    @property
+    def ordered(self) -> bool:
+        return self.prop("ordered")
+
+    @property
+    def unique(self) -> bool:
+        return self.prop("unique")
+
+    @property
+    def branchless(self) -> bool:
+        return self.prop("branchless")
+
+    @property
+    def can_locate(self) -> bool:
+        return self.definition.can_locate
+
+    @property
+    def can_insert(self) -> bool:
+        return self.definition.can_insert
+
+    @property
+    def can_append(self) -> bool:
+        return self.definition.can_append
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(self.definition.params)
+
+
+@dataclass(frozen=True)
+class ArraySlot:
+    """Where a level array lives in a tensor descriptor's ``arrays`` table."""
+
+    index: int
+    level: int
+    name: str
+    kind: str  # 'pos' or 'crd'
+    shared: bool
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The static type of a kernel operand; part of every kernel cache key."""
+
+    levels: tuple[LevelType, ...]
+    order: int
+    dtype: str
+    index_dtype: str
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    def array_slots(self) -> list[ArraySlot]:
+        """Level arrays in descriptor order; a shared array gets one slot, at first use."""
+        slots: list[ArraySlot] = []
+        shared_seen: set[str] = set()
+        for k, level in enumerate(self.levels):
+            for name, adef in level.definition.arrays.items():
+                if adef.shared:
+                    if name in shared_seen:
+                        continue
+                    shared_seen.add(name)
+                slots.append(ArraySlot(len(slots), k, name, adef.kind, adef.shared))
+        return slots
+
+    def slot_of(self, level: int, name: str) -> ArraySlot:
+        adef = self.levels[level].definition.arrays[name]
+        for slot in self.array_slots():
+            if slot.name == name and (slot.level == level or (adef.shared and slot.shared)):
+                return slot
+        raise KeyError((level, name))
+
+    def param_slots(self) -> list[tuple[int, str]]:
+        """(level, param name) pairs in descriptor ``params`` order."""
+        return [(k, p) for k, level in enumerate(self.levels) for p in level.params]
+
+    def levels_of_mode(self, mode: int) -> list[int]:
+        return [k for k, level in enumerate(self.levels) if level.mode == mode]

@@ -1,0 +1,18 @@
+"""llvsparse: a sparse tensor algebra compiler with YAML level formats and LLVM codegen."""
+
+from .api import Kernel, ShapeError, compile, einsum, evaluate
+from .format import Format, FormatError, Level, named_format
+from .formats.loader import FormatFileError
+from .formats.registry import level_formats, register_level_format
+from .interpret import CorruptTensorError
+from .ir.schedule import ScheduleError
+from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
+from .tensor import Tensor
+
+__all__ = [
+    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar", "Kernel",
+    "Level", "NotationError", "NotationSyntaxError", "ScheduleError", "ShapeError", "Tensor",
+    "compile", "einsum", "evaluate", "index_vars", "level_formats", "named_format", "parse",
+    "register_level_format",
+]
+__version__ = "0.1.0"

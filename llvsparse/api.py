@@ -1,0 +1,250 @@
+"""compile / evaluate / einsum: from an expression and formats to a callable kernel."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import notation as nt
+from . import runtime
+from .backends.cpu import JitKernel, jit
+from .format import Format, as_format
+from .interpret import evaluate_expr
+from .ir.cin import Assign
+from .ir.codegen import KernelCompiler
+from .ir.frontend import to_concrete
+from .ir.schedule import Nest, schedule
+from .ir.types import TensorType
+
+
+class ShapeError(ValueError):
+    """Operands whose dimensions disagree with the expression or with each other."""
+
+
+@dataclass
+class Instance:
+    """A kernel specialized to dtypes: its statements and machine code."""
+
+    types: dict[str, TensorType]
+    concrete: Assign
+    nests: list[Nest]
+    jit: JitKernel
+    dtype: str
+
+
+_CACHE: dict[tuple, Instance] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
+    inputs = [np.dtype(dtypes[t]) for t in assignment.tensors() if t != assignment.lhs.tensor]
+    literals = [lit.value for lit in _literals(assignment.rhs)]
+    result = np.result_type(*inputs, *literals) if inputs or literals else np.dtype("float64")
+    if _has_division(assignment.rhs) and result.kind in "biu":
+        result = np.dtype("float64")
+    if result.kind == "u":
+        result = np.dtype("int64")
+    return str(result)
+
+
+def _literals(expr: nt.Expr):
+    if isinstance(expr, nt.Literal):
+        yield expr
+    for child in nt.children(expr):
+        yield from _literals(child)
+
+
+def _has_division(expr: nt.Expr) -> bool:
+    if isinstance(expr, nt.Call) and expr.op.kind == "div":
+        return True
+    return any(_has_division(c) for c in nt.children(expr))
+
+
+class Kernel:
+    """A compiled expression; call it with tensors by name, many times.
+
+    Machine code is specialized per value/index dtype on first use and cached.
+    """
+
+    def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
+                 out_format: object = None, fastmath: bool = False):
+        self.assignment = nt.parse(assignment) if isinstance(assignment, str) else assignment
+        orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
+        out = self.assignment.lhs.tensor
+        self.formats: dict[str, Format] = {}
+        for name, order in orders.items():
+            spec = out_format if name == out and out_format is not None else formats.get(name)
+            if spec is None:
+                spec = "dense"
+            self.formats[name] = as_format(spec, order)
+        unknown = set(formats) - set(orders)
+        if unknown:
+            raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
+        self.fastmath = fastmath
+        self.last: Instance | None = None
+
+    # -- specialization -----------------------------------------------------------------
+    def instance(self, dtypes: dict[str, str] | None = None,
+                 index_dtypes: dict[str, str] | None = None) -> Instance:
+        names = self.assignment.tensors()
+        out = self.assignment.lhs.tensor
+        dtypes = {n: (dtypes or {}).get(n, "float64") for n in names}
+        index_dtypes = {n: (index_dtypes or {}).get(n, "int32") for n in names}
+        if out not in (dtypes or {}) or dtypes[out] is None:
+            dtypes[out] = _result_dtype(self.assignment, dtypes)
+        types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
+        key = (str(self.assignment), tuple(sorted((n, types[n]) for n in names)),
+               self.fastmath)
+        with _CACHE_LOCK:
+            cached = _CACHE.get(key)
+        if cached is None:
+            cached = self._build(types, dtypes[out])
+            with _CACHE_LOCK:
+                _CACHE[key] = cached
+        self.last = cached
+        return cached
+
+    def _build(self, types: dict[str, TensorType], dtype: str) -> Instance:
+        concrete = to_concrete(self.assignment, types)
+        nests = schedule(concrete, types)
+        order = [self.assignment.lhs.tensor] + [
+            n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
+        compute = _result_dtype(self.assignment, {n: t.dtype for n, t in types.items()})
+        builder = KernelCompiler(nests, types, order, compute, fastmath=self.fastmath)
+        module = builder.compile()
+        del dtype
+        return Instance(types, concrete, nests, jit(module, builder.function.name), compute)
+
+    # -- inspection ---------------------------------------------------------------------
+    def _default(self) -> Instance:
+        return self.last or self.instance()
+
+    @property
+    def llvm_ir(self) -> str:
+        return self._default().jit.llvm_ir
+
+    @property
+    def llvm_ir_optimized(self) -> str:
+        return self._default().jit.llvm_ir_optimized
+
+    @property
+    def asm(self) -> str:
+        return self._default().jit.asm
+
+    @property
+    def concrete(self) -> str:
+        return "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
+                         for n in self._default().nests)
+
+    # -- calling ------------------------------------------------------------------------
+    def __call__(self, check: bool = True, **tensors):
+        from .tensor import Tensor
+
+        names = self.assignment.tensors()
+        out = self.assignment.lhs.tensor
+        missing = [n for n in names if n != out and n not in tensors]
+        if missing:
+            raise TypeError(f"missing tensors: {', '.join(missing)}")
+        inputs = {n: _as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
+        extents = self._extents(inputs)
+        for name, tensor in inputs.items():
+            if check:
+                tensor.validate()
+            else:
+                tensor.validate_shallow()
+        dtypes = {n: str(t.dtype) for n, t in inputs.items()}
+        index_dtypes = {n: str(t.index_dtype) for n, t in inputs.items()}
+        out_shape = tuple(extents[v.name] for v in self.assignment.lhs.indices)
+        out_index = "int64" if max(out_shape, default=0) >= 2**31 - 1 else "int32"
+        index_dtypes[out] = out_index
+        inst = self.instance(dtypes, index_dtypes)
+        out_type = inst.types[out]
+        result = Tensor.empty_output(out_shape, self.formats[out], out_type)
+        holders = [result.output_holder()] + [inputs[n].holder() for n in names if n != out]
+        runtime.call(inst.jit.address, holders)
+        result.adopt(holders[0])
+        return result
+
+    def _extents(self, inputs) -> dict[str, int]:
+        extents: dict[str, int] = {}
+        where: dict[str, str] = {}
+        for access in self.assignment.accesses():
+            if access.tensor not in inputs:
+                continue
+            tensor = inputs[access.tensor]
+            if tensor.order != len(access.indices):
+                raise ShapeError(f"{access.tensor} has order {tensor.order} but is indexed "
+                                 f"as {access}")
+            for var, size in zip(access.indices, tensor.shape):
+                if var.name in extents and extents[var.name] != size:
+                    raise ShapeError(
+                        f"index {var.name} has extent {extents[var.name]} in "
+                        f"{where[var.name]} but {size} in {access.tensor} (shape {tensor.shape})")
+                extents[var.name] = size
+                where[var.name] = f"{access.tensor} (shape {tensor.shape})"
+        return extents
+
+
+def _as_tensor(value, fmt: Format, name: str):
+    from .tensor import Tensor
+
+    if isinstance(value, Tensor):
+        if value.format != fmt:
+            raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
+                            f"compiled for {fmt!r}; convert it with .asformat()")
+        return value
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise TypeError(f"{name}: cannot use a {type(value).__name__} as a tensor")
+    return Tensor.from_numpy(array, format=fmt)
+
+
+def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
+            **formats: object) -> Kernel:
+    """Compile ``assignment`` for the given operand formats (names or Format objects)."""
+    return Kernel(assignment, formats, out_format, fastmath)
+
+
+_KERNELS: dict[tuple, Kernel] = {}
+
+
+def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
+             check: bool = True, **tensors):
+    """Compile (cached in memory) and run; returns a Tensor."""
+    from .tensor import Tensor
+
+    parsed = nt.parse(assignment) if isinstance(assignment, str) else assignment
+    formats = {}
+    for name, value in tensors.items():
+        formats[name] = value.format if isinstance(value, Tensor) else "dense"
+    out_spec = out_format
+    key = (str(parsed), tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, Format))),
+           tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, str))),
+           out_spec if isinstance(out_spec, (str, Format)) else repr(out_spec))
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = Kernel(parsed, formats, out_spec)
+        _KERNELS[key] = kernel
+    return kernel(check=check, **tensors)
+
+
+def einsum(subscripts: str, *operands, out_format: object = "dense"):
+    """numpy-style einsum over tensors, e.g. ``einsum("ij,j->i", A, x)``."""
+    if "->" not in subscripts:
+        raise ValueError("einsum needs an explicit output: 'ij,j->i'")
+    inputs, output = subscripts.replace(" ", "").split("->")
+    terms = inputs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(f"einsum: {len(terms)} operand subscripts but {len(operands)} operands")
+    names = [f"T{k}" for k in range(len(terms))]
+    rhs = " * ".join(f"{n}({','.join(t)})" for n, t in zip(names, terms))
+    text = f"OUT({','.join(output)}) = {rhs}" if output else f"OUT = {rhs}"
+    return evaluate(text, out_format=out_format, **dict(zip(names, operands)))
+
+
+def level_array_length(adef, tensor, level: int, parent_size: int, size: int) -> int:
+    env = {"parent_size": parent_size, "size": size, "N": tensor.level_extents[level],
+           **tensor.params[level]}
+    return evaluate_expr(adef.length, env)

@@ -1,0 +1,241 @@
+"""Python operator API: ``y[i] = A[i, j] * x[j]`` builds the same AST as ``parse``.
+
+Tensor objects are bound into expressions by identity, and receive their names only when
+an expression is finished (``ExprNode.expr``, ``make_assignment``): a tensor's ``.name``
+if it has one, otherwise ``T0``, ``T1``... in order of first appearance. Deferring the
+naming keeps auto names small and deterministic per expression.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+from collections.abc import Mapping
+
+from llvsparse.notation import (
+    REDUCTION_PREFIX,
+    Access,
+    Assignment,
+    Call,
+    Expr,
+    IndexVar,
+    Literal,
+    NotationError,
+    index_vars,
+    is_valid_name,
+    iter_accesses,
+    negate,
+    place_reductions,
+    rename_tensors,
+    validate,
+)
+from llvsparse.operators import ADD, DIV, MUL, SUB, Operator
+
+__all__ = [
+    "ExprNode",
+    "IndexVar",
+    "TensorAccess",
+    "access",
+    "index_vars",
+    "make_assignment",
+]
+
+_KEY_PREFIX = "#"  # never a valid tensor name, so keys cannot collide with real names
+
+
+def _key(obj: object) -> str:
+    """Placeholder tensor name for ``obj``; stable while an expression holds ``obj``."""
+    return f"{_KEY_PREFIX}{id(obj)}"
+
+
+class ExprNode:
+    """An index-notation expression under construction; combine with ``+ - * /``."""
+
+    __slots__ = ("_objects", "_raw")
+    __array_ufunc__ = None  # make numpy scalars/arrays defer to our reflected operators
+
+    def __init__(self, expr: Expr):
+        self._raw: Expr = expr
+        self._objects: dict[str, object] = {}
+
+    @classmethod
+    def _bound(cls, raw: Expr, objects: Mapping[str, object]) -> ExprNode:
+        node = cls.__new__(cls)
+        node._raw = raw
+        node._objects = dict(objects)
+        return node
+
+    @property
+    def expr(self) -> Expr:
+        """The AST, with bound tensors under their final names (reductions not placed)."""
+        return rename_tensors(self._raw, _resolve_names(self._objects, self._raw))
+
+    @property
+    def operands(self) -> dict[str, object]:
+        """Name -> tensor object for every access taken from a Python object."""
+        names = _resolve_names(self._objects, self._raw)
+        return {names[key]: obj for key, obj in self._objects.items()}
+
+    def _combine(self, op: Operator, other: object, reflected: bool = False) -> ExprNode:
+        rhs = _coerce(other)
+        if rhs is None:
+            return NotImplemented
+        left, right = (rhs, self) if reflected else (self, rhs)
+        objects = {**left._objects, **right._objects}
+        return ExprNode._bound(Call(op, (left._raw, right._raw)), objects)
+
+    def __add__(self, other: object) -> ExprNode:
+        return self._combine(ADD, other)
+
+    def __radd__(self, other: object) -> ExprNode:
+        return self._combine(ADD, other, reflected=True)
+
+    def __sub__(self, other: object) -> ExprNode:
+        return self._combine(SUB, other)
+
+    def __rsub__(self, other: object) -> ExprNode:
+        return self._combine(SUB, other, reflected=True)
+
+    def __mul__(self, other: object) -> ExprNode:
+        return self._combine(MUL, other)
+
+    def __rmul__(self, other: object) -> ExprNode:
+        return self._combine(MUL, other, reflected=True)
+
+    def __truediv__(self, other: object) -> ExprNode:
+        return self._combine(DIV, other)
+
+    def __rtruediv__(self, other: object) -> ExprNode:
+        return self._combine(DIV, other, reflected=True)
+
+    def __neg__(self) -> ExprNode:
+        return ExprNode._bound(negate(self._raw), self._objects)
+
+    def __pos__(self) -> ExprNode:
+        return self
+
+    def __bool__(self) -> bool:
+        raise TypeError("an index expression has no truth value; compare results, not ASTs")
+
+    def __repr__(self) -> str:
+        try:
+            return f"{type(self).__name__}({self.expr})"
+        except NotationError as err:
+            return f"<{type(self).__name__}: {err.message}>"
+
+
+class TensorAccess(ExprNode):
+    """``tensor[i, j]``: an access together with the tensor object it reads."""
+
+    __slots__ = ("indices", "obj")
+
+    def __init__(self, obj: object, indices: tuple[IndexVar, ...]):
+        super().__init__(Access(_key(obj), indices))
+        self._objects = {_key(obj): obj}
+        self.obj = obj
+        self.indices = indices
+
+    @property
+    def access(self) -> Access:
+        """The AST node, under the tensor's resolved name."""
+        result = self.expr
+        assert isinstance(result, Access)
+        return result
+
+
+def access(obj: object, indices: object) -> TensorAccess:
+    """``obj[indices]`` for a tensor class's ``__getitem__``; checks against ``obj.order``."""
+    return TensorAccess(obj, _check_indices(obj, indices))
+
+
+def make_assignment(
+    lhs_obj: object, indices: object, value: object
+) -> tuple[Assignment, dict[str, object]]:
+    """``lhs_obj[indices] = value``: the validated assignment and its name -> object map.
+
+    The left-hand side comes first in the map, then inputs in order of appearance.
+    """
+    lhs_indices = _check_indices(lhs_obj, indices)
+    node = _coerce(value)
+    if node is None:
+        raise TypeError(
+            "the right-hand side must be an index expression or a number, "
+            f"not {type(value).__name__}"
+        )
+    objects = {_key(lhs_obj): lhs_obj, **node._objects}
+    names = _resolve_names(objects, node._raw)
+    lhs = Access(names[_key(lhs_obj)], lhs_indices)
+    rhs = rename_tensors(node._raw, names)
+    assignment = Assignment(lhs, place_reductions(lhs, rhs))
+    validate(assignment)
+    return assignment, {names[key]: obj for key, obj in objects.items()}
+
+
+def _coerce(value: object) -> ExprNode | None:
+    """Expression nodes pass through, numbers become literals, anything else is refused."""
+    if isinstance(value, ExprNode):
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return ExprNode(Literal(value))
+    return None
+
+
+def _check_indices(obj: object, indices: object) -> tuple[IndexVar, ...]:
+    """Normalize ``t[i]``/``t[i, j]``/``t[()]`` to a tuple; catch misuse early."""
+    result = (indices,) if isinstance(indices, IndexVar) else indices
+    if not isinstance(result, tuple):
+        raise TypeError(_index_type_message(indices))
+    for var in result:
+        if not isinstance(var, IndexVar):
+            raise TypeError(_index_type_message(var))
+    order = getattr(obj, "order", None)
+    if isinstance(order, int) and not isinstance(order, bool) and order != len(result):
+        raise NotationError(
+            f"tensor {_label(obj)} has order {order} but is indexed with {len(result)} "
+            f"index variable{'' if len(result) == 1 else 's'}"
+        )
+    return result
+
+
+def _index_type_message(bad: object) -> str:
+    return (
+        "tensors are indexed with IndexVar objects "
+        "(i, j = index_vars('i j'); then A[i, j]), "
+        f"not {type(bad).__name__} {bad!r}"
+    )
+
+
+def _label(obj: object) -> str:
+    name = _given_name(obj)
+    return repr(name) if name else f"of type {type(obj).__name__}"
+
+
+def _given_name(obj: object) -> str | None:
+    """The object's own ``.name``, if it has a usable one."""
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not name:
+        return None
+    if not is_valid_name(name) or name.startswith(REDUCTION_PREFIX):
+        raise NotationError(
+            f"tensor name {name!r} cannot be used in index notation: names are "
+            f"identifiers ([A-Za-z_][A-Za-z0-9_]*) not starting with '{REDUCTION_PREFIX}'"
+        )
+    return name
+
+
+def _resolve_names(objects: Mapping[str, object], raw: Expr) -> dict[str, str]:
+    """Placeholder key -> final name: given names first, then ``T<n>`` for the rest."""
+    names: dict[str, str] = {}
+    for key, obj in objects.items():
+        name = _given_name(obj)
+        if name is None:
+            continue
+        if name in names.values():
+            raise NotationError(f"two different tensors are both named {name!r}")
+        names[key] = name
+    taken = set(names.values()) | {a.tensor for a in iter_accesses(raw)}
+    auto = (f"T{n}" for n in itertools.count() if f"T{n}" not in taken)
+    for key in objects:
+        if key not in names:
+            names[key] = next(auto)
+    return names

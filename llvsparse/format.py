@@ -1,0 +1,169 @@
+"""Tensor formats: a list of levels (level format, stored mode, properties) and named formats.
+
+A level whose ``mode`` is ``None`` stores no tensor mode (DIA's diagonal slot, ELL's slot
+index): the compiler sums over it as a hidden index. Named formats are resolved here, in
+the public API; the compiler only ever sees ``TensorType``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from .formats.registry import get_level
+from .ir.types import PROPERTY_NAMES, LevelType, TensorType
+
+
+class FormatError(ValueError):
+    """A format description that cannot describe a tensor."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of a format: a level format name, the mode it stores, and settings."""
+
+    kind: str
+    mode: int | None = None
+    properties: Mapping[str, bool] = field(default_factory=dict)
+    params: Mapping[str, int] = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        return (self.kind, self.mode, tuple(sorted(self.properties.items())))
+
+
+def _level(spec: Level | str, mode: int | None) -> Level:
+    if isinstance(spec, Level):
+        return spec if spec.mode is not None or mode is None else Level(
+            spec.kind, mode, spec.properties, spec.params)
+    if isinstance(spec, str):
+        return Level(spec, mode)
+    raise FormatError(f"a level must be a Level or a level format name, not {spec!r}")
+
+
+class Format:
+    """An ordered list of levels; the levels' modes give the mode ordering."""
+
+    def __init__(self, levels: Sequence[Level | str], modes: Sequence[int] | None = None,
+                 name: str | None = None):
+        if modes is not None and len(modes) != len(levels):
+            raise FormatError("modes must give one mode per level")
+        resolved = []
+        for k, spec in enumerate(levels):
+            default_mode = modes[k] if modes is not None else None
+            level = _level(spec, default_mode)
+            if level.mode is None and modes is None and isinstance(spec, str):
+                level = Level(spec, k)
+            resolved.append(level)
+        self.levels: tuple[Level, ...] = tuple(resolved)
+        self.name = name
+        stored = [lv.mode for lv in self.levels if lv.mode is not None]
+        self.order = len(set(stored))
+        if sorted(set(stored)) != list(range(self.order)):
+            raise FormatError(f"levels store modes {stored}; expected each of 0..{self.order - 1}")
+        for level in self.levels:
+            self._check_level(level)
+
+    @staticmethod
+    def _check_level(level: Level) -> None:
+        definition = get_level(level.kind)
+        for prop, value in level.properties.items():
+            if prop not in PROPERTY_NAMES:
+                raise FormatError(f"unknown property {prop!r} for level {level.kind!r}")
+            pdef = definition.properties[prop]
+            if not pdef.configurable and pdef.default != value:
+                raise FormatError(f"property {prop!r} of level {level.kind!r} is fixed "
+                                  f"to {pdef.default}")
+        for param in level.params:
+            if param not in definition.params:
+                raise FormatError(f"level {level.kind!r} has no parameter {param!r}")
+
+    def key(self) -> tuple:
+        return tuple(level.key() for level in self.levels)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Format) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        if self.name:
+            return f"Format({self.name!r})"
+        parts = [f"{lv.kind}:{lv.mode}" for lv in self.levels]
+        return f"Format([{', '.join(parts)}])"
+
+    def tensor_type(self, dtype: str, index_dtype: str) -> TensorType:
+        """The compiler's view of this format for given value and index dtypes."""
+        levels = []
+        for level in self.levels:
+            definition = get_level(level.kind)
+            props = {p: definition.properties[p].default for p in PROPERTY_NAMES}
+            props.update(level.properties)
+            levels.append(LevelType(definition, level.kind, level.mode,
+                                    tuple((p, bool(props[p])) for p in PROPERTY_NAMES)))
+        return TensorType(tuple(levels), self.order, dtype, index_dtype)
+
+    @property
+    def has_hidden_levels(self) -> bool:
+        return any(level.mode is None for level in self.levels)
+
+
+def _coo(order: int, modes: Sequence[int], ordered: bool = True) -> list[Level]:
+    if order == 1:
+        return [Level("compressed", modes[0], {"ordered": ordered})]
+    levels = [Level("compressed", modes[0], {"unique": False, "ordered": ordered})]
+    for k, mode in enumerate(modes[1:], start=1):
+        last = k == order - 1
+        levels.append(Level("singleton", mode, {"unique": last, "ordered": ordered}))
+    return levels
+
+
+def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> Format:
+    """Resolve a format name for a tensor of the given order."""
+    key = name.lower()
+    natural = list(modes) if modes is not None else list(range(order))
+    if order == 0:
+        return Format([], name="scalar")
+    if key == "dense":
+        levels: list[Level] = [Level("dense", m) for m in natural]
+    elif key in ("coo", "sparse"):
+        levels = _coo(order, natural)
+    elif key == "coo-unordered":
+        levels = _coo(order, natural, ordered=False)
+    elif key == "csf":
+        levels = [Level("compressed", m) for m in natural]
+    elif key == "hash":
+        levels = [Level("dense", m) for m in natural[:-1]] + [Level("hashed", natural[-1])]
+    elif order == 2 and key in _MATRIX_FORMATS:
+        levels = _MATRIX_FORMATS[key]()
+    elif key in _MATRIX_FORMATS:
+        raise FormatError(f"format {name!r} is for matrices; this tensor has order {order}")
+    else:
+        raise FormatError(f"unknown format {name!r}; known: {', '.join(sorted(NAMED_FORMATS))}")
+    return Format(levels, name=key)
+
+
+_MATRIX_FORMATS = {
+    "csr": lambda: [Level("dense", 0), Level("compressed", 1)],
+    "csc": lambda: [Level("dense", 1), Level("compressed", 0)],
+    "dcsr": lambda: [Level("compressed", 0), Level("compressed", 1)],
+    "dcsc": lambda: [Level("compressed", 1), Level("compressed", 0)],
+    "dia": lambda: [Level("dense", None), Level("range", 0), Level("offset", 1)],
+    "ell": lambda: [Level("dense", None), Level("dense", 0), Level("singleton", 1)],
+}
+
+NAMED_FORMATS = {"dense", "coo", "sparse", "csf", "hash", *_MATRIX_FORMATS}
+
+
+def as_format(spec: Format | str | Sequence[Level | str], order: int) -> Format:
+    """Accept a Format, a format name, or a list of levels."""
+    if isinstance(spec, Format):
+        fmt = spec
+    elif isinstance(spec, str):
+        fmt = named_format(spec, order)
+    else:
+        fmt = Format(list(spec))
+    if fmt.order != order:
+        raise FormatError(f"format {fmt!r} describes order-{fmt.order} tensors, "
+                          f"not order {order}")
+    return fmt

@@ -1,0 +1,158 @@
+"""Evaluate level-function bodies in Python, vectorized over numpy arrays where possible.
+
+The compiler turns bodies into IR; this interpreter serves the host side: walking a
+tensor's levels to unpack or validate it, and sizing output arrays. Array subscripts are
+bounds-checked, so corrupt index arrays raise instead of reading garbage.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import numpy as np
+
+
+class CorruptTensorError(ValueError):
+    """A tensor's index arrays are inconsistent with its format."""
+
+
+class _Return(Exception):
+    def __init__(self, values: tuple):
+        self.values = values
+
+
+_BINOPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply,
+           ast.FloorDiv: np.floor_divide, ast.Mod: np.mod}
+_CMPS = {ast.Eq: np.equal, ast.NotEq: np.not_equal, ast.Lt: np.less, ast.LtE: np.less_equal,
+         ast.Gt: np.greater, ast.GtE: np.greater_equal}
+
+
+class Interpreter:
+    """Runs one body with ``env`` (scalars or equal-length arrays) and ``arrays``."""
+
+    def __init__(self, env: dict[str, Any], arrays: dict[str, np.ndarray], where: str):
+        self.vars = dict(env)
+        self.arrays = arrays
+        self.where = where
+
+    def expr(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in ("True", "False"):
+                return node.id == "True"
+            return self.vars[node.id]
+        if isinstance(node, ast.BinOp):
+            return _BINOPS[type(node.op)](self.expr(node.left), self.expr(node.right))
+        if isinstance(node, ast.UnaryOp):
+            value = self.expr(node.operand)
+            return np.negative(value) if isinstance(node.op, ast.USub) else np.logical_not(value)
+        if isinstance(node, ast.BoolOp):
+            combine = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
+            values = [self.expr(v) for v in node.values]
+            result = values[0]
+            for value in values[1:]:
+                result = combine(result, value)
+            return result
+        if isinstance(node, ast.Compare):
+            left = self.expr(node.left)
+            result = True
+            for op, comp in zip(node.ops, node.comparators):
+                right = self.expr(comp)
+                result = np.logical_and(result, _CMPS[type(op)](left, right))
+                left = right
+            return result
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
+        if isinstance(node, ast.Call):
+            args = [self.expr(a) for a in node.args]
+            name = node.func.id
+            if name == "abs":
+                return np.abs(args[0])
+            fold = np.minimum if name == "min" else np.maximum
+            result = args[0]
+            for value in args[1:]:
+                result = fold(result, value)
+            return result
+        if isinstance(node, ast.IfExp):
+            return np.where(self.expr(node.test), self.expr(node.body), self.expr(node.orelse))
+        raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
+
+    def subscript(self, node: ast.Subscript) -> Any:
+        name = node.value.id
+        array = self.arrays[name]
+        index = np.asarray(self.expr(node.slice))
+        if index.size and (index.min() < 0 or index.max() >= len(array)):
+            bad = int(index.min()) if index.min() < 0 else int(index.max())
+            raise CorruptTensorError(f"{self.where}: reads {name}[{bad}], but {name} has "
+                                     f"{len(array)} entries")
+        return array[index].astype(np.int64) if index.ndim else int(array[int(index)])
+
+    def run(self, body: tuple[ast.stmt, ...]) -> tuple:
+        try:
+            self.stmts(body)
+        except _Return as result:
+            return result.values
+        return ()
+
+    def stmts(self, body) -> None:
+        for stmt in body:
+            self.stmt(stmt)
+
+    def stmt(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Return):
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            raise _Return(tuple(self.expr(v) for v in values))
+        if isinstance(node, ast.Assign):
+            target = node.targets[0]
+            value = self.expr(node.value)
+            if isinstance(target, ast.Name):
+                self.vars[target.id] = value
+            else:
+                self.arrays[target.value.id][int(self.expr(target.slice))] = value
+        elif isinstance(node, ast.AugAssign):
+            current = self.expr(ast.Name(id=node.target.id, ctx=ast.Load()))
+            self.vars[node.target.id] = _BINOPS[type(node.op)](current, self.expr(node.value))
+        elif isinstance(node, ast.If):
+            self.stmts(node.body if bool(self.expr(node.test)) else node.orelse)
+        elif isinstance(node, ast.While):
+            while bool(self.expr(node.test)):
+                self.stmts(node.body)
+        elif isinstance(node, ast.For):
+            bounds = [int(self.expr(a)) for a in node.iter.args]
+            for q in range(*bounds):
+                self.vars[node.target.id] = q
+                self.stmts(node.body)
+        elif not isinstance(node, ast.Pass):
+            raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
+
+
+def straight_line(body: tuple[ast.stmt, ...]) -> bool:
+    """Bodies of assignments and a return can run vectorized over arrays."""
+    return all(isinstance(s, (ast.Assign, ast.Return, ast.Pass)) and not (
+        isinstance(s, ast.Assign) and not isinstance(s.targets[0], ast.Name)) for s in body)
+
+
+def run_function(fn, env: dict[str, Any], arrays: dict[str, np.ndarray], where: str,
+                 count: int | None = None) -> tuple:
+    """Run ``fn`` over ``count`` elements of array-valued ``env`` entries (or once)."""
+    if count is None or straight_line(fn.body):
+        results = Interpreter(env, arrays, where).run(fn.body)
+        if count is None:
+            return results
+        return tuple(np.broadcast_to(np.asarray(r), (count,)) for r in results)
+    columns: list[list] = []
+    for n in range(count):
+        scalar_env = {k: (v[n] if isinstance(v, np.ndarray) and v.ndim else v)
+                      for k, v in env.items()}
+        results = Interpreter(scalar_env, arrays, where).run(fn.body)
+        columns = columns or [[] for _ in results]
+        for column, value in zip(columns, results):
+            column.append(value)
+    return tuple(np.asarray(c) for c in columns) if columns else ()
+
+
+def evaluate_expr(expr: ast.expr, env: dict[str, Any]) -> int:
+    """A scalar length expression, e.g. ``parent_size + 1``."""
+    return int(Interpreter(env, {}, "length").expr(expr))

@@ -1,0 +1,41 @@
+"""Packers for named formats whose levels cannot be assembled by a kernel.
+
+DIA and ELL have a storage-only level (the diagonal or slot index) and levels without
+insert/append (range, offset), so they are built here from sorted coordinates. Every
+format whose levels can be inserted or appended into is packed by a compiled copy kernel
+instead, with no code here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pack_dia(rows, cols, values, shape, index_dtype):
+    """Diagonals at offsets j - i; values[d * nrows + i] holds A[i, i + offset[d]]."""
+    nrows, ncols = shape
+    diag = cols.astype(np.int64) - rows
+    offsets = np.unique(diag)
+    slot = np.searchsorted(offsets, diag)
+    vals = np.zeros(len(offsets) * nrows, dtype=values.dtype)
+    np.add.at(vals, slot * nrows + rows, values)
+    offset_array = offsets.astype(index_dtype)
+    arrays = [{}, {"offset": offset_array}, {"offset": offset_array}]
+    return [len(offsets), nrows, ncols], arrays, vals
+
+
+def pack_ell(rows, cols, values, shape, index_dtype):
+    """Slot-major ELLPACK: entry k of row i at position k * nrows + i; padding is (col 0, 0)."""
+    nrows, ncols = shape
+    counts = np.bincount(rows, minlength=nrows) if nrows else np.zeros(0, np.int64)
+    width = int(counts.max()) if len(rows) else 0
+    starts = np.cumsum(counts) - counts
+    slot = np.arange(len(rows)) - starts[rows]
+    crd = np.zeros(width * nrows, dtype=index_dtype)
+    vals = np.zeros(width * nrows, dtype=values.dtype)
+    crd[slot * nrows + rows] = cols
+    vals[slot * nrows + rows] = values
+    return [width, nrows, ncols], [{}, {}, {"crd": crd}], vals
+
+
+PACKERS = {"dia": pack_dia, "ell": pack_ell}

@@ -1,0 +1,85 @@
+"""The kernel ABI on the host: tensor descriptors, calls and numpy-owned outputs.
+
+C view of a descriptor (see docs in README):
+
+    typedef struct {
+        int64_t  nlevels;
+        int64_t *extents;    /* [nlevels] extent of each level's coordinates */
+        int64_t *sizes;      /* [nlevels] positions per level (written for outputs) */
+        void   **arrays;     /* level arrays in format order, then values */
+        int64_t *capacities; /* elements allocated per array (outputs grow with realloc) */
+        int64_t *params;     /* level parameters in format order (e.g. hashed W) */
+    } llvsparse_tensor;
+    int32_t kernel(llvsparse_tensor **tensors);   /* tensors[0] is the output */
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import weakref
+
+import numpy as np
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
+_LIBC.free.argtypes = [ctypes.c_void_p]
+
+
+class KernelRuntimeError(RuntimeError):
+    """A kernel reported failure (out of memory)."""
+
+
+class Descriptor(ctypes.Structure):
+    _fields_ = [("nlevels", ctypes.c_int64), ("extents", ctypes.POINTER(ctypes.c_int64)),
+                ("sizes", ctypes.POINTER(ctypes.c_int64)),
+                ("arrays", ctypes.POINTER(ctypes.c_void_p)),
+                ("capacities", ctypes.POINTER(ctypes.c_int64)),
+                ("params", ctypes.POINTER(ctypes.c_int64))]
+
+
+KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Descriptor)))
+
+
+class DescriptorHolder:
+    """A descriptor plus the buffers it points into, kept alive for the call."""
+
+    def __init__(self, extents, arrays: list[np.ndarray | None], params: list[int]):
+        n = len(extents)
+        self.extents = (ctypes.c_int64 * max(n, 1))(*extents)
+        self.sizes = (ctypes.c_int64 * max(n, 1))()
+        self.arrays = arrays
+        self.pointers = (ctypes.c_void_p * len(arrays))(
+            *[a.ctypes.data if a is not None and a.size else None for a in arrays])
+        self.caps = (ctypes.c_int64 * len(arrays))(
+            *[len(a) if a is not None else 0 for a in arrays])
+        self.params = (ctypes.c_int64 * max(len(params), 1))(*params)
+        self.struct = Descriptor(n, self.extents, self.sizes, self.pointers, self.caps,
+                                 self.params)
+
+    def take(self, slot: int, dtype: np.dtype, length: int) -> np.ndarray:
+        """Adopt a kernel-allocated buffer as a numpy array that frees it when collected."""
+        address = self.pointers[slot]
+        capacity = self.caps[slot]
+        if not address or capacity == 0:
+            return np.zeros(length, dtype=dtype)
+        self.pointers[slot] = None
+        raw = (ctypes.c_char * (capacity * dtype.itemsize)).from_address(address)
+        weakref.finalize(raw, _LIBC.free, address)
+        return np.frombuffer(raw, dtype=dtype, count=capacity)[:length]
+
+    def release(self) -> None:
+        """Free buffers that were not adopted (after a failed call)."""
+        for slot in range(len(self.arrays)):
+            if self.arrays[slot] is None and self.pointers[slot]:
+                _LIBC.free(self.pointers[slot])
+                self.pointers[slot] = None
+
+
+def call(address: int, holders: list[DescriptorHolder]) -> None:
+    function = KERNEL_TYPE(address)
+    table = (ctypes.POINTER(Descriptor) * len(holders))(
+        *[ctypes.pointer(h.struct) for h in holders])
+    status = function(table)
+    if status != 0:
+        holders[0].release()
+        raise KernelRuntimeError(f"kernel failed with status {status} (out of memory)")

@@ -1,0 +1,288 @@
+"""Tensor: shape, format, dtypes and the numpy arrays of every level."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import notation as nt
+from .expr_api import access, make_assignment
+from .format import Format, as_format, named_format
+from .interpret import CorruptTensorError, evaluate_expr
+from .packers import PACKERS
+from .runtime import DescriptorHolder
+from .walk import walk_levels
+
+VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
+INDEX_LIMIT = 2**31 - 1
+
+
+def _index_dtype(requested, *sizes: int) -> np.dtype:
+    if requested is not None:
+        dtype = np.dtype(requested)
+        if dtype not in (np.dtype("int32"), np.dtype("int64")):
+            raise TypeError(f"index dtype must be int32 or int64, not {dtype}")
+        return dtype
+    return np.dtype("int64") if max(sizes, default=0) >= INDEX_LIMIT else np.dtype("int32")
+
+
+def _value_dtype(dtype) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if str(dtype) not in VALUE_DTYPES:
+        raise TypeError(f"value dtype must be one of {', '.join(VALUE_DTYPES)}, not {dtype}")
+    return dtype
+
+
+class Tensor:
+    """A tensor stored level by level.
+
+    ``level_arrays[k]`` maps the array names declared by level k's YAML definition to
+    numpy arrays (a shared array is the same object in every level that declares it).
+    """
+
+    def __init__(self, shape, format: Format, dtype, index_dtype, level_extents,
+                 level_arrays, params, values, fill=0, name: str | None = None):
+        self.shape = tuple(int(s) for s in shape)
+        self.format = format
+        self.dtype = _value_dtype(dtype)
+        self.index_dtype = np.dtype(index_dtype)
+        self.level_extents = [int(e) for e in level_extents]
+        self.level_arrays = level_arrays
+        self.params = params
+        self.values = values
+        self.fill = fill
+        self.name = name
+
+    # -- basics -------------------------------------------------------------------------
+    @property
+    def order(self) -> int:
+        return len(self.shape)
+
+    @property
+    def tensor_type(self):
+        return self.format.tensor_type(str(self.dtype), str(self.index_dtype))
+
+    @property
+    def nnz(self) -> int:
+        """Stored entries (explicit zeros and padding included)."""
+        return len(walk_levels(self, check=False).positions)
+
+    def __repr__(self) -> str:
+        return (f"Tensor(shape={self.shape}, format={self.format!r}, dtype={self.dtype}, "
+                f"index_dtype={self.index_dtype})")
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_coo(cls, coords, values, shape, format="coo", dtype=None, index_dtype=None,
+                 name: str | None = None) -> Tensor:
+        """Pack coordinates ((order, nnz), as in pydata/sparse) and values; sums duplicates."""
+        shape = tuple(int(s) for s in shape)
+        order = len(shape)
+        coords = np.asarray(coords, dtype=np.int64).reshape(order, -1)
+        values = np.asarray(values)
+        values = values.astype(_value_dtype(dtype if dtype is not None else values.dtype))
+        if values.ndim != 1 or len(values) != coords.shape[1]:
+            raise ValueError(f"{coords.shape[1]} coordinates but {values.size} values")
+        for mode, extent in enumerate(shape):
+            if coords.shape[1] and (coords[mode].min() < 0 or coords[mode].max() >= extent):
+                raise ValueError(f"coordinates of mode {mode} fall outside [0, {extent})")
+        fmt = as_format(format, order)
+        idx = _index_dtype(index_dtype, *shape, coords.shape[1])
+        modes = [lv.mode for lv in fmt.levels if lv.mode is not None]
+        coords, values = _sorted_unique(coords, values, modes)
+        if fmt.has_hidden_levels:
+            return cls._pack_named(fmt, coords, values, shape, idx, name)
+        source = cls._coo(coords, values, shape, modes, idx, name)
+        if source.format == fmt:
+            return source
+        return source.asformat(fmt)
+
+    @classmethod
+    def _coo(cls, coords, values, shape, modes, idx, name) -> Tensor:
+        fmt = named_format("coo", len(shape), modes) if shape else Format([])
+        arrays: list[dict] = []
+        for k, mode in enumerate(modes):
+            crd = coords[mode].astype(idx)
+            if k == 0:
+                arrays.append({"pos": np.array([0, len(values)], dtype=idx), "crd": crd})
+            else:
+                arrays.append({"crd": crd})
+        if not shape:
+            values = values if len(values) else np.zeros(1, values.dtype)
+        return cls(shape, fmt, values.dtype, idx, [shape[m] for m in modes], arrays,
+                   [{} for _ in modes], values, name=name)
+
+    @classmethod
+    def _pack_named(cls, fmt: Format, coords, values, shape, idx, name) -> Tensor:
+        packer = PACKERS.get(fmt.name or "")
+        if packer is None:
+            raise ValueError(f"cannot pack into {fmt!r}: it has storage-only levels and no "
+                             "packer; pack another format and convert with a kernel")
+        extents, arrays, vals = packer(coords[0], coords[1], values, shape, idx)
+        return cls(shape, fmt, values.dtype, idx, extents, arrays,
+                   [{} for _ in fmt.levels], vals, name=name)
+
+    @classmethod
+    def from_numpy(cls, array, format="dense", dtype=None, index_dtype=None,
+                   name: str | None = None) -> Tensor:
+        array = np.asarray(array)
+        coords = np.array(np.nonzero(array), dtype=np.int64).reshape(array.ndim, -1)
+        values = array[tuple(coords)] if array.ndim else array.reshape(1)
+        if array.ndim == 0:
+            coords = np.zeros((0, 1), np.int64)
+        return cls.from_coo(coords, values, array.shape, format, dtype, index_dtype, name)
+
+    @classmethod
+    def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
+                   name: str | None = None) -> Tensor:
+        coo = matrix.tocoo()
+        coords = np.vstack([coo.row, coo.col]).astype(np.int64)
+        return cls.from_coo(coords, coo.data, coo.shape, format, dtype, index_dtype, name)
+
+    def asformat(self, format) -> Tensor:
+        """Convert through a compiled copy kernel (or a named packer)."""
+        from .api import Kernel
+
+        fmt = as_format(format, self.order)
+        if fmt == self.format:
+            return self
+        if fmt.has_hidden_levels or self.order == 0:
+            coords, values = self.to_coo()
+            return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
+                                   self.index_dtype, self.name)
+        idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
+        copy = nt.Assignment(nt.Access("B", idx), nt.Access("A", idx))
+        kernel = _copy_kernel(copy, self.format, fmt, Kernel)
+        result = kernel(A=self)
+        result.name = self.name
+        return result
+
+    # -- kernel ABI ---------------------------------------------------------------------
+    def _flat_params(self) -> list[int]:
+        return [int(self.params[k][p]) for k, p in self.tensor_type.param_slots()]
+
+    def holder(self) -> DescriptorHolder:
+        slots = self.tensor_type.array_slots()
+        arrays = [self.level_arrays[s.level][s.name] for s in slots] + [self.values]
+        return DescriptorHolder(self.level_extents, arrays, self._flat_params())
+
+    @classmethod
+    def empty_output(cls, shape, fmt: Format, ttype) -> Tensor:
+        extents = [shape[lv.mode] for lv in fmt.levels]
+        params = []
+        for level, extent in zip(fmt.levels, extents):
+            names = ttype.levels[len(params)].params
+            params.append({p: int(level.params.get(p, max(extent, 1))) for p in names})
+        return cls(shape, fmt, ttype.dtype, ttype.index_dtype, extents,
+                   [{} for _ in fmt.levels], params, None)
+
+    def output_holder(self) -> DescriptorHolder:
+        slots = self.tensor_type.array_slots()
+        return DescriptorHolder(self.level_extents, [None] * (len(slots) + 1),
+                                self._flat_params())
+
+    def adopt(self, holder: DescriptorHolder) -> None:
+        """Take ownership of the arrays a kernel assembled."""
+        ttype = self.tensor_type
+        sizes = [holder.sizes[k] for k in range(len(ttype.levels))]
+        for slot in ttype.array_slots():
+            adef = ttype.levels[slot.level].definition.arrays[slot.name]
+            parent = sizes[slot.level - 1] if slot.level else 1
+            env = {"parent_size": parent, "size": sizes[slot.level],
+                   "N": self.level_extents[slot.level], **self.params[slot.level]}
+            length = evaluate_expr(adef.length, env) if adef.length is not None else 0
+            array = holder.take(slot.index, self.index_dtype, length)
+            for k, level in enumerate(ttype.levels):
+                if k == slot.level or (slot.shared and slot.name in level.definition.arrays):
+                    self.level_arrays[k][slot.name] = array
+        count = sizes[-1] if sizes else 1
+        self.values = holder.take(len(ttype.array_slots()), self.dtype, count)
+
+    # -- validation ---------------------------------------------------------------------
+    def validate_shallow(self) -> None:
+        """O(1) checks that always run before native code."""
+        for slot in self.tensor_type.array_slots():
+            array = self.level_arrays[slot.level].get(slot.name)
+            if array is None:
+                raise CorruptTensorError(f"level {slot.level} is missing array {slot.name!r}")
+            if array.dtype != self.index_dtype or not array.flags.c_contiguous or array.ndim != 1:
+                raise CorruptTensorError(f"level {slot.level} array {slot.name!r} must be a "
+                                         f"contiguous 1-d {self.index_dtype} array")
+        if self.values is None or self.values.dtype != self.dtype or \
+                not self.values.flags.c_contiguous:
+            raise CorruptTensorError(f"values must be a contiguous {self.dtype} array")
+
+    def validate(self) -> None:
+        """Full O(nnz) check that every read a kernel makes is in bounds and every property
+        the format claims holds."""
+        self.validate_shallow()
+        walk_levels(self, check=True)
+
+    # -- unpacking ----------------------------------------------------------------------
+    def to_coo(self) -> tuple[np.ndarray, np.ndarray]:
+        """Stored entries as ((order, n) coordinates, values), duplicates summed, sorted."""
+        walk = walk_levels(self, check=False)
+        coords = np.zeros((self.order, len(walk.positions)), dtype=np.int64)
+        for k, level in enumerate(self.format.levels):
+            if level.mode is not None:
+                coords[level.mode] = walk.coords[k]
+        values = self.values[walk.positions] if len(walk.positions) else self.values[:0]
+        if self.order == 0:
+            return coords[:, :1], self.values[:1]
+        return _sorted_unique(coords, values, list(range(self.order)))
+
+    def to_numpy(self) -> np.ndarray:
+        coords, values = self.to_coo()
+        dense = np.zeros(self.shape, dtype=self.dtype)
+        if self.order == 0:
+            return np.asarray(values[0] if len(values) else 0, dtype=self.dtype)
+        dense[tuple(coords)] = values
+        return dense
+
+    def to_scipy(self, format: str = "csr"):
+        import scipy.sparse as sp
+
+        if self.order != 2:
+            raise ValueError("to_scipy needs a matrix")
+        coords, values = self.to_coo()
+        return sp.coo_matrix((values, (coords[0], coords[1])), shape=self.shape).asformat(format)
+
+    # -- index notation -----------------------------------------------------------------
+    def __getitem__(self, indices):
+        return access(self, indices)
+
+    def __setitem__(self, indices, value) -> None:
+        from .api import Kernel
+
+        assignment, objects = make_assignment(self, indices, value)
+        inputs = {n: t for n, t in objects.items() if t is not self}
+        formats = {n: t.format for n, t in inputs.items()}
+        result = Kernel(assignment, formats, self.format)(**inputs)
+        self.__dict__.update({k: v for k, v in result.__dict__.items() if k != "name"})
+
+
+_COPY_KERNELS: dict = {}
+
+
+def _copy_kernel(assignment, source: Format, target: Format, kernel_type):
+    key = (source, target, str(assignment))
+    if key not in _COPY_KERNELS:
+        _COPY_KERNELS[key] = kernel_type(assignment, {"A": source}, target)
+    return _COPY_KERNELS[key]
+
+
+def _sorted_unique(coords: np.ndarray, values: np.ndarray, modes: list[int]):
+    """Sort coordinates lexicographically in ``modes`` order and sum duplicates."""
+    if coords.shape[1] == 0 or not modes:
+        if not modes and len(values) > 1:
+            return coords[:, :1], values.sum(keepdims=True).astype(values.dtype)
+        return coords, values
+    order = np.lexsort([coords[m] for m in reversed(modes)])
+    coords, values = coords[:, order], values[order]
+    new = np.ones(coords.shape[1], dtype=bool)
+    new[1:] = np.any(coords[:, 1:] != coords[:, :-1], axis=0)
+    starts = np.flatnonzero(new)
+    if len(starts) == coords.shape[1]:
+        return coords, values
+    summed = np.add.reduceat(values, starts) if values.dtype != bool else \
+        np.logical_or.reduceat(values, starts)
+    return coords[:, starts], summed.astype(values.dtype)

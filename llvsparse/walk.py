@@ -1,0 +1,122 @@
+"""Walk a tensor's levels on the host, through the level functions of its format.
+
+One walk serves unpacking (every stored entry with its coordinates) and validation (every
+read is bounds-checked; coordinates, order, uniqueness and branchlessness are checked
+against what each level claims). It only uses the iteration functions, so a new YAML
+level is unpacked and validated with no code here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .interpret import CorruptTensorError, run_function
+
+
+@dataclass
+class Walk:
+    """Stored entries: per level the coordinate and position of every entry."""
+
+    coords: list[np.ndarray]
+    positions: np.ndarray
+    parents: list[np.ndarray]
+
+
+def _expand(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For ranges [begin, end): the owning range of each element and the element values."""
+    counts = end - begin
+    owner = np.repeat(np.arange(len(begin)), counts)
+    starts = np.cumsum(counts) - counts
+    values = begin[owner] + (np.arange(counts.sum()) - starts[owner])
+    return owner, values
+
+
+def walk_levels(tensor, check: bool) -> Walk:
+    ttype = tensor.tensor_type
+    positions = np.zeros(1, dtype=np.int64)
+    coords: list[np.ndarray] = []
+    parents: list[np.ndarray] = []
+    for k, level in enumerate(ttype.levels):
+        definition = level.definition
+        where = f"level {k} ({level.kind})"
+        env = {"N": tensor.level_extents[k],
+               "N_child": tensor.level_extents[k + 1] if k + 1 < len(ttype.levels) else 0,
+               "p_parent": positions,
+               "i_parent": coords[k - 1] if k >= 1 else np.zeros_like(positions),
+               "i_grandparent": coords[k - 2] if k >= 2 else np.zeros_like(positions),
+               **tensor.params[k]}
+        arrays = tensor.level_arrays[k]
+        n = len(positions)
+        if definition.iterate == "coordinate":
+            begin, end = _bounds(definition.functions["coord_bounds"], env, arrays, where, n)
+            owner, coord = _expand(begin, end)
+            sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
+            pos, found = _access(definition.functions["coord_access"], dict(sub, i=coord),
+                                 arrays, where, len(coord))
+        else:
+            begin, end = _bounds(definition.functions["pos_bounds"], env, arrays, where, n)
+            if check and level.branchless and np.any(end - begin != 1):
+                raise CorruptTensorError(f"{where} is branchless but a parent has "
+                                         f"{int((end - begin).max())} children")
+            owner, pos = _expand(begin, end)
+            sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
+            coord, found = _access(definition.functions["pos_access"], dict(sub, p=pos),
+                                   arrays, where, len(pos))
+        keep = np.asarray(found, dtype=bool)
+        owner, pos, coord = owner[keep], pos[keep], coord[keep]
+        coords = [c[owner] for c in coords] + [coord.astype(np.int64)]
+        if check:
+            _check_level(level, where, owner, coords, tensor.level_extents[k], n)
+        positions, parents = pos.astype(np.int64), parents + [owner]
+    if check and len(positions) and positions.max() >= len(tensor.values):
+        raise CorruptTensorError(f"values has {len(tensor.values)} entries but the levels "
+                                 f"address position {int(positions.max())}")
+    return Walk(coords, positions, parents)
+
+
+def _bounds(fn, env, arrays, where, n):
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    begin, end = run_function(fn, env, arrays, f"{where} {fn.name}", n)
+    begin, end = np.asarray(begin, np.int64), np.asarray(end, np.int64)
+    if np.any(end < begin):
+        bad = int(np.argmax(end < begin))
+        raise CorruptTensorError(f"{where}: {fn.name} gives the decreasing range "
+                                 f"[{begin[bad]}, {end[bad]}) for parent {bad}")
+    return begin, end
+
+
+def _access(fn, env, arrays, where, n):
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    first, found = run_function(fn, env, arrays, f"{where} {fn.name}", n)
+    return np.asarray(first, np.int64), np.asarray(found, bool)
+
+
+def _check_level(level, where, owner, coords, extent, nparents) -> None:
+    coord = coords[-1]
+    if len(coord) and (coord.min() < 0 or coord.max() >= extent):
+        bad = int(coord.min()) if coord.min() < 0 else int(coord.max())
+        raise CorruptTensorError(f"{where}: coordinate {bad} is outside [0, {extent})")
+    same_parent = np.ones(max(len(coord) - 1, 0), dtype=bool)
+    for ancestor in coords[:-1]:
+        same_parent &= ancestor[1:] == ancestor[:-1]
+    step = np.diff(coord)
+    if level.ordered:
+        if level.unique and np.any(same_parent & (owner[1:] == owner[:-1]) & (step <= 0)):
+            raise CorruptTensorError(f"{where} claims ordered, unique coordinates but a "
+                                     "segment is not strictly increasing")
+        if np.any(same_parent & (step < 0)):
+            raise CorruptTensorError(f"{where} claims ordered coordinates but a segment "
+                                     "decreases")
+    elif level.unique and len(coord):
+        order = np.lexsort((coord, owner))
+        dup = (np.diff(owner[order]) == 0) & (np.diff(coord[order]) == 0)
+        if np.any(dup):
+            raise CorruptTensorError(f"{where} claims unique coordinates but has duplicates")
+    if level.full and level.unique:
+        counts = np.bincount(owner, minlength=nparents)
+        if np.any(counts != extent):
+            raise CorruptTensorError(f"{where} claims full but a parent lacks coordinates")
