@@ -225,8 +225,7 @@ class KernelCompiler:
         order = list(nest.order)
         self.nest = nest
         self.out_depth = max((order.index(v) + 1 for v in out_vars), default=0)
-        self.scatter = any(order.index(v) >= self.out_depth for v in order if v not in out_vars)
-        self.scatter = self.scatter or self.out_depth < len(out_vars)
+        self.scatter = any(order.index(v) < self.out_depth for v in order if v not in out_vars)
         self.insert_output = self.output.all_insert
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
@@ -529,7 +528,7 @@ class PointEmitter:
             pos, found = tensor.call(it.level, "coord_access", i=i, **env)
             ok = eq if is_true(found) else b.and_(eq, found)
             entry = LevelPos(pos, i)
-        elif level.unique or kc.fusable(op, self.expr):
+        elif level.unique or (len(self.iterated) == 1 and kc.fusable(op, self.expr)):
             ok = eq
             entry = LevelPos(cur, i)
         else:

@@ -81,9 +81,15 @@ def unordered_append_output(out: TensorType) -> bool:
                and (k == 0 or lv.branchless) for k, lv in enumerate(levels))
 
 
-def schedule(assign: Assign, types: dict[str, TensorType]) -> list[Nest]:
-    """Loop orders for ``assign``, splitting it into several statements when needed."""
+def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False) -> list[Nest]:
+    """Loop orders for ``assign``, splitting it into several statements when needed.
+
+    ``split`` forces the split (used when one nest schedules but cannot be lowered, e.g.
+    a union of unordered levels).
+    """
     try:
+        if split:
+            raise ScheduleError("the statement cannot be lowered as one loop nest")
         return [_schedule_one(assign, types)]
     except ScheduleError as error:
         out = types[assign.tensor]

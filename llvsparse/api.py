@@ -15,7 +15,7 @@ from .interpret import evaluate_expr
 from .ir.cin import Assign
 from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
-from .ir.schedule import Nest, schedule
+from .ir.schedule import Nest, ScheduleError, schedule
 from .ir.types import TensorType
 
 
@@ -92,8 +92,7 @@ class Kernel:
         out = self.assignment.lhs.tensor
         dtypes = {n: (dtypes or {}).get(n, "float64") for n in names}
         index_dtypes = {n: (index_dtypes or {}).get(n, "int32") for n in names}
-        if out not in (dtypes or {}) or dtypes[out] is None:
-            dtypes[out] = _result_dtype(self.assignment, dtypes)
+        dtypes[out] = _result_dtype(self.assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self.assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath)
@@ -108,14 +107,20 @@ class Kernel:
 
     def _build(self, types: dict[str, TensorType], dtype: str) -> Instance:
         concrete = to_concrete(self.assignment, types)
-        nests = schedule(concrete, types)
         order = [self.assignment.lhs.tensor] + [
             n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
-        compute = _result_dtype(self.assignment, {n: t.dtype for n, t in types.items()})
-        builder = KernelCompiler(nests, types, order, compute, fastmath=self.fastmath)
-        module = builder.compile()
-        del dtype
-        return Instance(types, concrete, nests, jit(module, builder.function.name), compute)
+        try:
+            nests = schedule(concrete, types)
+            builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
+            module = builder.compile()
+        except ScheduleError as error:
+            try:
+                nests = schedule(concrete, types, split=True)
+            except ScheduleError:
+                raise error from None
+            builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
+            module = builder.compile()
+        return Instance(types, concrete, nests, jit(module, builder.function.name), dtype)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
