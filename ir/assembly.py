@@ -28,7 +28,7 @@ ZERO = ir.Constant(I64, 0)
 
 
 class OutputAssembler:
-    def __init__(self, kc: "KernelCompiler", tensor: "TensorIR", ttype: TensorType,
+    def __init__(self, kc: KernelCompiler, tensor: TensorIR, ttype: TensorType,
                  level_vars: tuple[str, ...]):
         self.kc, self.b = kc, kc.b
         self.tensor = tensor
@@ -72,7 +72,7 @@ class OutputAssembler:
             slot = self.tensor.type.slot_of(level, name).index
             self.kc.ensure(self.tensor, slot, needed, adef.init or 0)
 
-    def coord(self, ctx: "Ctx", level: int) -> ir.Value:
+    def coord(self, ctx: Ctx, level: int) -> ir.Value:
         return ctx.bound[self.vars[level]] if level >= 0 else ZERO
 
     # -- phases --------------------------------------------------------------------------
@@ -123,17 +123,17 @@ class OutputAssembler:
                        0)
 
     # -- positions -----------------------------------------------------------------------
-    def insert_position(self, level: int, parent: ir.Value, ctx: "Ctx") -> ir.Value:
+    def insert_position(self, level: int, parent: ir.Value, ctx: Ctx) -> ir.Value:
         b = self.b
         i = self.coord(ctx, level)
-        env = dict(p_parent=parent, i=i, i_parent=self.coord(ctx, level - 1))
+        env = {"p_parent": parent, "i": i, "i_parent": self.coord(ctx, level - 1)}
         pos, found = self.call(level, "locate", **env)
         if not is_true(found) and self.has(level, "insert_coord"):
             with b.if_then(b.not_(found)):
                 self.call(level, "insert_coord", p=pos, i=i, p_parent=parent)
         return pos
 
-    def append_group(self, head: int, stop: int, ctx: "Ctx") -> ir.Value:
+    def append_group(self, head: int, stop: int, ctx: Ctx) -> ir.Value:
         """Append the coordinates of levels head..stop; return the position at ``stop``."""
         b = self.b
         pos = b.load(self.counters[head])
@@ -145,13 +145,13 @@ class OutputAssembler:
             self.call(k, "append_coord", p=pos, i=self.coord(ctx, k), p_parent=parent)
         return pos
 
-    def prefix_position(self, ctx: "Ctx", upto: int) -> ir.Value:
+    def prefix_position(self, ctx: Ctx, upto: int) -> ir.Value:
         pos = ZERO
         for k in range(min(upto + 1, self.prefix)):
             pos = self.insert_position(k, pos, ctx)
         return pos
 
-    def write(self, value: ir.Value, ctx: "Ctx") -> None:
+    def write(self, value: ir.Value, ctx: Ctx) -> None:
         b = self.b
         last = len(self.levels) - 1
         pos = self.prefix_position(ctx, last)
@@ -177,7 +177,7 @@ class OutputAssembler:
                         lambda ctx, saved, h=h: self.close_segment(h, ctx, saved))
         return None
 
-    def close_segment(self, head: int, ctx: "Ctx", begin: ir.Value) -> None:
+    def close_segment(self, head: int, ctx: Ctx, begin: ir.Value) -> None:
         b = self.b
         end = b.load(self.counters[head])
         with b.if_then(b.icmp_signed(">", end, begin)):

@@ -9,8 +9,8 @@ checks that can never fail.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from llvmlite import ir
 

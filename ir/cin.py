@@ -8,7 +8,6 @@ explicit ``Sum`` nodes. Printing these gives the ``concrete`` stage of the dump 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from llvsparse.operators import ADD, MUL, NEG, Operator
 
@@ -34,7 +33,7 @@ class Const:
 @dataclass(frozen=True)
 class Apply:
     op: Operator
-    args: tuple["Expr", ...]
+    args: tuple[Expr, ...]
 
     def __str__(self) -> str:
         if self.op.arity == 1:
@@ -45,14 +44,14 @@ class Apply:
 @dataclass(frozen=True)
 class Sum:
     var: str
-    body: "Expr"
+    body: Expr
     op: Operator = ADD
 
     def __str__(self) -> str:
         return f"sum_{self.var}({self.body})"
 
 
-Expr = Union[Operand, Const, Apply, Sum]
+Expr = Operand | Const | Apply | Sum
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ Outputs are assembled through their levels' insert or append functions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 from llvmlite import ir
@@ -17,7 +17,7 @@ from llvmlite import ir
 from . import scalars
 from .bodies import I1, I64, TRUE, ArrayRef, emit_body, is_true
 from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
-from .lattice import UNIVERSE, Iter, build_lattice, choose_iterated, substitute_absent
+from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .schedule import Nest, ScheduleError, order_loops
 from .types import TensorType
 
@@ -46,17 +46,17 @@ class Ctx:
     bound: dict[str, ir.Value] = field(default_factory=dict)
     levels: dict[int, tuple[LevelPos, ...]] = field(default_factory=dict)
 
-    def bind(self, var: str, value: ir.Value) -> "Ctx":
+    def bind(self, var: str, value: ir.Value) -> Ctx:
         return replace(self, bound={**self.bound, var: value})
 
-    def resolve(self, uid: int, level: LevelPos) -> "Ctx":
+    def resolve(self, uid: int, level: LevelPos) -> Ctx:
         return replace(self, levels={**self.levels, uid: self.levels.get(uid, ()) + (level,)})
 
 
 class TensorIR:
     """IR-side handles for one kernel argument."""
 
-    def __init__(self, kc: "KernelCompiler", index: int, ttype: TensorType, is_output: bool):
+    def __init__(self, kc: KernelCompiler, index: int, ttype: TensorType, is_output: bool):
         b = kc.b
         self.kc = kc
         self.type = ttype
@@ -345,7 +345,7 @@ class KernelCompiler:
         return self.tensors[tensor].extents[level]
 
     def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
-                 hooks: "Hooks | None") -> None:
+                 hooks: Hooks | None) -> None:
         find = self.iter_of(ctx, var)
         lattice = build_lattice(expr, find, self.is_full)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
@@ -355,7 +355,7 @@ class KernelCompiler:
                                    states, find, body, hooks)
             emitter.emit()
 
-    def iterator_state(self, it: Iter, var: str, ctx: Ctx) -> "IterState":
+    def iterator_state(self, it: Iter, var: str, ctx: Ctx) -> IterState:
         b = self.b
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
@@ -660,4 +660,4 @@ def _linear_in(expr: Expr, uid: int) -> bool:
     return walk(expr)
 
 
-from .assembly import OutputAssembler  # noqa: E402  (imports codegen's types lazily)
+from .assembly import OutputAssembler

@@ -7,6 +7,7 @@ from itertools import count
 from llvsparse import notation as nt
 
 from .cin import Apply, Assign, Const, Expr, Operand, Sum
+from .schedule import ScheduleError
 from .types import TensorType
 
 
@@ -47,5 +48,6 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     names = tuple(v.name for v in lhs.indices)
     out_vars, hidden = storage_vars(lhs.tensor, names, types[lhs.tensor], next(uids))
     if hidden:
-        raise ValueError(f"output {lhs.tensor} has storage-only levels; it cannot be assembled")
+        raise ScheduleError(f"output {lhs.tensor} has storage-only levels; "
+                            "it cannot be assembled")
     return Assign(lhs.tensor, out_vars, convert(assignment.rhs))

@@ -8,8 +8,8 @@ that is zero whenever one argument is absent intersects, anything else unions.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .cin import Apply, Const, Expr, Operand, Sum
 

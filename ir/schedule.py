@@ -9,6 +9,7 @@ output can take random inserts is split into a sequence of ``+=`` statements.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from llvsparse.operators import ADD, NEG, SUB
@@ -57,7 +58,7 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
         if not ready:
             cycle = ", ".join(sorted(remaining))
             raise ScheduleError(f"the storage orders of the operands conflict over indices "
-                                f"{cycle} (e.g. a CSR and a CSC operand indexed alike); "
+                                f"{cycle} (a row-major and a column-major operand indexed alike); "
                                 "convert one operand or use an output that takes inserts")
         pick = min(ready, key=lambda v: rank[v])
         order.append(pick)
@@ -70,7 +71,7 @@ def _needs_ordered_output(out: TensorType) -> bool:
 
 
 def unordered_append_output(out: TensorType) -> bool:
-    """An output whose appended levels promise neither order nor uniqueness (unordered COO).
+    """An output whose appended levels promise neither order nor uniqueness (e.g. an unordered coordinate list).
 
     Such an output can be appended to from anywhere in the loop nest.
     """
@@ -91,11 +92,11 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False) 
         if split:
             raise ScheduleError("the statement cannot be lowered as one loop nest")
         return [_schedule_one(assign, types)]
-    except ScheduleError as error:
+    except ScheduleError:
         out = types[assign.tensor]
         terms = _additive_terms(assign.rhs)
         if len(terms) < 2 or not all(level.can_insert for level in out.levels):
-            raise error
+            raise
         nests = []
         for k, term in enumerate(terms):
             part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0)
@@ -119,7 +120,7 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
     loop_vars = out_vars + [v for v in summed if v not in out_vars]
     before: list[tuple[str, str]] = []
     if _needs_ordered_output(out_type):
-        before += list(zip(out_vars, out_vars[1:]))
+        before += list(itertools.pairwise(out_vars))
         before += [(o, s) for o in out_vars for s in summed]
     else:
         for k, level in enumerate(out_type.levels):
@@ -133,7 +134,7 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
             raise ScheduleError(
                 f"{error}. The output {assign.tensor} is assembled by appending, which needs "
                 "its indices outermost and in level order: this expression needs a workspace "
-                "(not supported yet) or an output format that takes inserts (dense, hash)"
+                "(not supported yet) or an output whose levels take inserts"
             ) from None
         raise
     return Nest(assign, tuple(order), body)

@@ -154,7 +154,7 @@ class Kernel:
             raise TypeError(f"missing tensors: {', '.join(missing)}")
         inputs = {n: _as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
         extents = self._extents(inputs)
-        for name, tensor in inputs.items():
+        for tensor in inputs.values():
             if check:
                 tensor.validate()
             else:

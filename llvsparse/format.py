@@ -7,8 +7,8 @@ the public API; the compiler only ever sees ``TensorType``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from .formats.registry import get_level
 from .ir.types import PROPERTY_NAMES, LevelType, TensorType

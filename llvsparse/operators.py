@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import operator as _op
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 def _true_divide(a: float, b: float) -> float:

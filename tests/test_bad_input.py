@@ -1,0 +1,125 @@
+"""Bad input raises a specific Python exception before any native code runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llvsparse as ls
+
+B = np.array([[5, 1, 0, 0], [7, 3, 0, 0], [0, 0, 0, 0], [8, 0, 4, 9]], dtype=float)
+
+
+def _csr():
+    return ls.Tensor.from_numpy(B, format="csr")
+
+
+def _spmv(A, x=None):
+    return ls.evaluate("y(i) = A(i,j) * x(j)", A=A, x=np.ones(4) if x is None else x)
+
+
+def test_pos_not_monotone():
+    A = _csr()
+    A.level_arrays[1]["pos"] = np.array([0, 2, 1, 4, 7], dtype=np.int32)
+    with pytest.raises(ls.CorruptTensorError, match="decreasing"):
+        _spmv(A)
+
+
+def test_pos_past_crd():
+    A = _csr()
+    A.level_arrays[1]["pos"] = np.array([0, 2, 4, 4, 70], dtype=np.int32)
+    with pytest.raises(ls.CorruptTensorError, match="crd"):
+        _spmv(A)
+
+
+def test_crd_out_of_range():
+    A = _csr()
+    A.level_arrays[1]["crd"] = A.level_arrays[1]["crd"].copy()
+    A.level_arrays[1]["crd"][0] = 17
+    with pytest.raises(ls.CorruptTensorError, match="outside"):
+        _spmv(A)
+
+
+def test_unsorted_crd_in_ordered_level():
+    A = _csr()
+    crd = A.level_arrays[1]["crd"].copy()
+    crd[0], crd[1] = crd[1], crd[0]
+    A.level_arrays[1]["crd"] = crd
+    with pytest.raises(ls.CorruptTensorError, match="increasing"):
+        _spmv(A)
+
+
+def test_duplicate_in_unique_unordered_level():
+    fmt = ls.Format([ls.Level("dense", 0), ls.Level("compressed", 1, {"ordered": False})])
+    A = ls.Tensor.from_numpy(B, format=fmt)
+    crd = A.level_arrays[1]["crd"].copy()
+    crd[1] = crd[0]
+    A.level_arrays[1]["crd"] = crd
+    with pytest.raises(ls.CorruptTensorError, match="duplicates"):
+        _spmv(A)
+
+
+def test_values_too_short():
+    A = _csr()
+    A.values = A.values[:3].copy()
+    with pytest.raises(ls.CorruptTensorError, match="values"):
+        _spmv(A)
+
+
+def test_wrong_index_dtype_is_caught_even_without_checks():
+    A = _csr()
+    A.level_arrays[1]["crd"] = A.level_arrays[1]["crd"].astype(np.int64)
+    with pytest.raises(ls.CorruptTensorError, match="int32"):
+        ls.compile("y(i) = A(i,j) * x(j)", A="csr")(check=False, A=A, x=np.ones(4))
+
+
+def test_shape_mismatch_names_the_index():
+    with pytest.raises(ls.ShapeError, match="index j"):
+        _spmv(_csr(), np.ones(5))
+
+
+def test_order_mismatch():
+    with pytest.raises((ls.ShapeError, ls.FormatError), match="order"):
+        ls.evaluate("y(i) = A(i,j,k) * x(j)", A=_csr(), x=np.ones(4))
+
+
+def test_syntax_error_points_at_column():
+    with pytest.raises(ls.NotationSyntaxError) as info:
+        ls.compile("y(i) = A(i,j) * * x(j)", A="csr")
+    assert info.value.column == 16
+
+
+def test_unknown_format_name():
+    with pytest.raises(ls.FormatError, match="unknown format"):
+        ls.Tensor.from_numpy(B, format="csrr")
+
+
+def test_fixed_property_cannot_be_overridden():
+    with pytest.raises(ls.FormatError, match="fixed"):
+        ls.Format([ls.Level("dense", 0), ls.Level("hashed", 1, {"ordered": True})])
+
+
+def test_matrix_format_for_a_vector():
+    with pytest.raises(ls.FormatError, match="matrices"):
+        ls.Tensor.from_numpy(np.ones(3), format="csr")
+
+
+def test_output_without_assembly_capability():
+    with pytest.raises(ls.ScheduleError, match="storage-only|cannot be an output"):
+        ls.evaluate("C(i,j) = A(i,j)", out_format="dia", A=_csr())
+
+
+def test_append_output_needing_workspace():
+    with pytest.raises(ls.ScheduleError, match="workspace"):
+        ls.evaluate("C(i,j) = A(i,k) * D(k,j)", out_format="csr", A=_csr(),
+                    D=ls.Tensor.from_numpy(B, format="csr"))
+
+
+def test_coordinates_out_of_shape():
+    with pytest.raises(ValueError, match="outside"):
+        ls.Tensor.from_coo([[0, 5], [0, 0]], [1.0, 2.0], (4, 4), format="csr")
+
+
+def test_unregistered_level_format():
+    with pytest.raises(KeyError, match="known"):
+        ls.Format([ls.Level("bitmapz", 0)])
