@@ -62,6 +62,8 @@ class Assign:
     vars: tuple[str, ...]
     rhs: Expr
     accumulate: bool = False
+    # Indices computed from blocked levels' variables: (index, ((var, multiplier), ...)).
+    derived: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
     def __str__(self) -> str:
         return f"{self.tensor}({','.join(self.vars)}) {'+=' if self.accumulate else '='} {self.rhs}"

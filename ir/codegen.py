@@ -45,6 +45,7 @@ class LevelPos:
 class Ctx:
     bound: dict[str, ir.Value] = field(default_factory=dict)
     levels: dict[int, tuple[LevelPos, ...]] = field(default_factory=dict)
+    found: dict[int, ir.Value] = field(default_factory=dict)  # operands located late
 
     def bind(self, var: str, value: ir.Value) -> Ctx:
         return replace(self, bound={**self.bound, var: value})
@@ -224,8 +225,13 @@ class KernelCompiler:
         out_vars = nest.assign.vars
         order = list(nest.order)
         self.nest = nest
-        self.out_depth = max((order.index(v) + 1 for v in out_vars), default=0)
-        self.scatter = any(order.index(v) < self.out_depth for v in order if v not in out_vars)
+        self.derived = dict(nest.assign.derived)
+        if any(v in self.derived for v in out_vars):
+            self.out_depth, self.scatter = len(order), True
+        else:
+            self.out_depth = max((order.index(v) + 1 for v in out_vars), default=0)
+            self.scatter = any(order.index(v) < self.out_depth
+                               for v in order if v not in out_vars)
         self.insert_output = self.output.all_insert
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
@@ -268,6 +274,18 @@ class KernelCompiler:
         self.emit_var(order[0], expr, ctx,
                       lambda c, e: self.reduce(order[1:], e, c, acc, touched), None)
 
+    def bind(self, ctx: Ctx, var: str, value: ir.Value) -> Ctx:
+        """Bind a loop variable, then every index derived from blocked levels it completes."""
+        ctx = ctx.bind(var, value)
+        for index, parts in self.derived.items():
+            if index not in ctx.bound and all(v in ctx.bound for v, _ in parts):
+                total = ZERO
+                for part, multiplier in parts:
+                    scaled = self.b.mul(ctx.bound[part], ir.Constant(I64, multiplier))
+                    total = self.b.add(total, scaled)
+                ctx = ctx.bind(index, total)
+        return ctx
+
     # -- values ------------------------------------------------------------------------
     def value(self, expr: Expr, ctx: Ctx) -> ir.Value:
         b = self.b
@@ -292,7 +310,11 @@ class KernelCompiler:
             return self._load_val(vals, ZERO, src)
         last = resolved[-1]
         if last.seg_end is None:
-            return self._load_val(vals, last.pos, src)
+            value = self._load_val(vals, last.pos, src)
+            found = ctx.found.get(op.uid)
+            if found is not None and not is_true(found):
+                value = self.b.select(found, value, scalars.constant(self.dtype, 0))
+            return value
         acc = self.alloca(scalars.compute_type(self.dtype), "dup")
         self.b.store(scalars.constant(self.dtype, 0), acc)
         self.counted_loop(last.pos, last.seg_end, lambda q: self.b.store(scalars.apply(
@@ -489,7 +511,7 @@ class PointEmitter:
         i = values[0]
         for v in values[1:]:
             i = b.select(b.icmp_signed("<", v, i), v, i)
-        ctx = self.ctx.bind(self.var, i)
+        ctx = kc.bind(self.ctx, self.var, i)
         present: dict[Iter, ir.Value] = {}
         positions: dict[int, list[LevelPos]] = {}
         for it in self.iterated:
@@ -503,6 +525,7 @@ class PointEmitter:
         for uid, levels in positions.items():
             for level in levels:
                 ctx = ctx.resolve(uid, level)
+        ctx = self.late_locate(ctx)
         saved = self.hooks[0](ctx) if self.hooks else None
         self.dispatch(ctx, present)
         if self.hooks:
@@ -570,6 +593,21 @@ class PointEmitter:
         entry = LevelPos(pos, i)
         ok, deeper = self.cascade(op, it.level + 1, found, ctx.resolve(op.uid, entry))
         return ok, [entry] + deeper
+
+    def late_locate(self, ctx: Ctx) -> Ctx:
+        """Locate operands whose next level's index was just derived (blocked levels)."""
+        for op in operands(self.expr):
+            resolved = len(ctx.levels.get(op.uid, ()))
+            if resolved == len(op.vars) or op.vars[resolved] not in self.kc.derived \
+                    or op.vars[resolved] not in ctx.bound or self.find(op) is not None:
+                continue
+            ok, deeper = self.cascade(op, resolved, TRUE, ctx)
+            for entry in deeper:
+                ctx = ctx.resolve(op.uid, entry)
+            previous = ctx.found.get(op.uid, TRUE)
+            ok = ok if is_true(previous) else self.b.and_(previous, ok)
+            ctx = replace(ctx, found={**ctx.found, op.uid: ok})
+        return ctx
 
     def cascade(self, op: Operand, level: int, ok: ir.Value, ctx: Ctx):
         """Locate the following levels whose indices are already bound."""

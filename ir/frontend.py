@@ -11,28 +11,43 @@ from .schedule import ScheduleError
 from .types import TensorType
 
 
-def storage_vars(tensor: str, indices: tuple[str, ...], ttype: TensorType,
-                 uid: int) -> tuple[tuple[str, ...], list[str]]:
-    """One variable per storage level; hidden levels get fresh variables (returned too)."""
-    level_vars, hidden = [], []
+def storage_vars(tensor: str, indices: tuple[str, ...], ttype: TensorType, uid: int,
+                 derived: dict[str, list[tuple[str, int]]] | None = None,
+                 ) -> tuple[tuple[str, ...], list[str]]:
+    """One variable per storage level; storage-only and blocked levels get fresh variables
+    (returned too, to be summed over). A blocked level's index is recorded in ``derived``
+    as sum(var * multiplier) of its levels' variables."""
+    level_vars, fresh = [], []
+    split: dict[str, list[tuple[str, int]]] = {}
     for k, level in enumerate(ttype.levels):
-        if level.mode is None:
+        if level.mode is None or level.block:
             var = f"{tensor}{uid}_{k}"
-            hidden.append(var)
+            fresh.append(var)
             level_vars.append(var)
+            if level.block:
+                index = indices[level.mode]
+                split.setdefault(index, []).append((var, 1 if level.inner else level.block))
         else:
             level_vars.append(indices[level.mode])
-    return tuple(level_vars), hidden
+    if split and derived is None:
+        raise ScheduleError(f"{tensor}: blocked levels are not supported here")
+    for index, parts in split.items():
+        if index in derived:
+            raise ScheduleError(f"index {index} is blocked in two operands; convert one")
+        derived[index] = parts
+    return tuple(level_vars), fresh
 
 
 def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assign:
     uids = count()
+    derived: dict[str, list[tuple[str, int]]] = {}
 
     def convert(expr: nt.Expr) -> Expr:
         if isinstance(expr, nt.Access):
             uid = next(uids)
             names = tuple(v.name for v in expr.indices)
-            level_vars, hidden = storage_vars(expr.tensor, names, types[expr.tensor], uid)
+            level_vars, hidden = storage_vars(expr.tensor, names, types[expr.tensor], uid,
+                                              derived)
             node: Expr = Operand(expr.tensor, level_vars, uid)
             for var in reversed(hidden):
                 node = Sum(var, node)
@@ -42,7 +57,10 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
         if isinstance(expr, nt.Call):
             return Apply(expr.op, tuple(convert(a) for a in expr.args))
         assert isinstance(expr, nt.Reduction)
-        return Sum(expr.var.name, convert(expr.body), expr.op)
+        body = convert(expr.body)
+        if expr.var.name in derived:
+            return body  # summed by the loops over its blocked levels
+        return Sum(expr.var.name, body, expr.op)
 
     lhs = assignment.lhs
     names = tuple(v.name for v in lhs.indices)
@@ -50,4 +68,6 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     if hidden:
         raise ScheduleError(f"output {lhs.tensor} has storage-only levels; "
                             "it cannot be assembled")
-    return Assign(lhs.tensor, out_vars, convert(assignment.rhs))
+    rhs = convert(assignment.rhs)
+    frozen = tuple((index, tuple(parts)) for index, parts in derived.items())
+    return Assign(lhs.tensor, out_vars, rhs, derived=frozen)

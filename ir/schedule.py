@@ -12,9 +12,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from llvsparse.operators import ADD, NEG, SUB
+from llvsparse.operators import ADD, MUL, NEG, SUB
 
-from .cin import Apply, Assign, Expr, Operand, hoist_sums, operands, peel_sums
+from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
 from .types import TensorType
 
 
@@ -33,8 +33,13 @@ class Nest:
 
 def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
                 types: dict[str, TensorType], bound: set[str],
-                before: list[tuple[str, str]] = (), prefer: list[str] = ()) -> list[str]:
-    """Topologically order ``loop_vars`` under the storage constraints of the operands."""
+                before: list[tuple[str, str]] = (), prefer: list[str] = (),
+                derived: dict[str, tuple[tuple[str, int], ...]] | None = None) -> list[str]:
+    """Topologically order ``loop_vars`` under the storage constraints of the operands.
+
+    An index derived from blocked levels counts as bound once its parts are.
+    """
+    derived = derived or {}
     edges: set[tuple[str, str]] = set(before)
     for op in exprs_operands:
         levels = types[op.tensor].levels
@@ -42,7 +47,11 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
             if var not in loop_vars:
                 continue
             for earlier in op.vars[:k]:
-                if earlier in loop_vars and not levels[k].can_locate:
+                parts = [p for p, _ in derived.get(earlier, ()) if p in loop_vars]
+                if earlier in derived:
+                    if not levels[k].can_locate:
+                        edges.update((part, var) for part in parts)
+                elif earlier in loop_vars and not levels[k].can_locate:
                     edges.add((earlier, var))
                 elif earlier not in loop_vars and earlier not in bound:
                     raise ScheduleError(
@@ -99,7 +108,11 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False) 
             raise
         nests = []
         for k, term in enumerate(terms):
-            part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0)
+            used = expr_vars(term)
+            derived = tuple((index, parts) for index, parts in assign.derived
+                            if any(p in used for p, _ in parts))
+            part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0,
+                          derived)
             nests.append(_schedule_one(part, types))
         return nests
 
@@ -116,9 +129,14 @@ def _additive_terms(expr: Expr) -> list[Expr]:
 def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
     summed, body = peel_sums(hoist_sums(assign.rhs))
     out_type = types[assign.tensor]
-    out_vars = list(assign.vars)
-    loop_vars = out_vars + [v for v in summed if v not in out_vars]
+    derived = {index for index, _ in assign.derived}
+    out_vars = [v for v in assign.vars if v not in derived]
+    loop_vars = out_vars + [v for v in summed if v not in out_vars and v not in derived]
     before: list[tuple[str, str]] = []
+    if _needs_ordered_output(out_type) and derived & set(assign.vars):
+        raise ScheduleError(f"the output {assign.tensor} is assembled by appending, but its "
+                            "indices come from blocked levels: use an output whose levels "
+                            "take inserts")
     if _needs_ordered_output(out_type):
         before += list(itertools.pairwise(out_vars))
         before += [(o, s) for o in out_vars for s in summed]
@@ -127,8 +145,10 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
             if not level.can_locate and not level.can_insert:
                 before += [(v, out_vars[k]) for v in out_vars[:k]]
     ops = operands(body)
+    _check_late_operands(body, derived)
     try:
-        order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars)
+        order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars,
+                            derived=dict(assign.derived))
     except ScheduleError as error:
         if _needs_ordered_output(out_type):
             raise ScheduleError(
@@ -139,3 +159,24 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
         raise
     return Nest(assign, tuple(order), body)
 
+
+
+def _check_late_operands(body: Expr, derived: set[str]) -> None:
+    """Operands indexed by a blocked operand's indices are only located, never iterated,
+    so they may only multiply the blocked operand (a union would miss their entries)."""
+    if not derived:
+        return
+
+    def walk(expr: Expr, through_products: bool) -> None:
+        if isinstance(expr, Operand):
+            if not through_products and set(expr.vars) & derived:
+                raise ScheduleError(f"{expr.tensor} is indexed by indices of blocked levels "
+                                    "outside a product")
+        elif isinstance(expr, Apply):
+            product = expr.op is MUL or (expr.op is NEG and through_products)
+            for arg in expr.args:
+                walk(arg, through_products and product)
+        elif isinstance(expr, Sum):
+            walk(expr.body, through_products)
+
+    walk(body, True)

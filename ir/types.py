@@ -24,6 +24,8 @@ class LevelType:
     kind: str
     mode: int | None
     properties: tuple[tuple[str, bool], ...]
+    block: int | None = None  # the level stores mode coordinate // block (% block if inner)
+    inner: bool = False
 
     def prop(self, name: str) -> bool:
         return dict(self.properties)[name]

@@ -7,6 +7,7 @@ the public API; the compiler only ever sees ``TensorType``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -26,15 +27,18 @@ class Level:
     mode: int | None = None
     properties: Mapping[str, bool] = field(default_factory=dict)
     params: Mapping[str, int] = field(default_factory=dict)
+    block: int | None = None  # stores (mode coordinate // block), or % block when inner
+    inner: bool = False
 
     def key(self) -> tuple:
-        return (self.kind, self.mode, tuple(sorted(self.properties.items())))
+        return (self.kind, self.mode, tuple(sorted(self.properties.items())), self.block,
+                self.inner)
 
 
 def _level(spec: Level | str, mode: int | None) -> Level:
     if isinstance(spec, Level):
         return spec if spec.mode is not None or mode is None else Level(
-            spec.kind, mode, spec.properties, spec.params)
+            spec.kind, mode, spec.properties, spec.params, spec.block, spec.inner)
     if isinstance(spec, str):
         return Level(spec, mode)
     raise FormatError(f"a level must be a Level or a level format name, not {spec!r}")
@@ -100,12 +104,14 @@ class Format:
             props = {p: definition.properties[p].default for p in PROPERTY_NAMES}
             props.update(level.properties)
             levels.append(LevelType(definition, level.kind, level.mode,
-                                    tuple((p, bool(props[p])) for p in PROPERTY_NAMES)))
+                                    tuple((p, bool(props[p])) for p in PROPERTY_NAMES),
+                                    level.block, level.inner))
         return TensorType(tuple(levels), self.order, dtype, index_dtype)
 
     @property
     def has_hidden_levels(self) -> bool:
-        return any(level.mode is None for level in self.levels)
+        """Storage-only or blocked levels: such formats are packed by named packers."""
+        return any(level.mode is None or level.block for level in self.levels)
 
 
 def _coo(order: int, modes: Sequence[int], ordered: bool = True) -> list[Level]:
@@ -118,9 +124,22 @@ def _coo(order: int, modes: Sequence[int], ordered: bool = True) -> list[Level]:
     return levels
 
 
+def bcsr(block: Sequence[int] = (2, 2)) -> Format:
+    """Block CSR: a CSR matrix of dense row-major blocks of shape ``block``."""
+    rows, cols = (int(b) for b in block)
+    if rows < 1 or cols < 1:
+        raise FormatError(f"block shape must be positive, not {tuple(block)}")
+    return Format([Level("dense", 0, block=rows), Level("compressed", 1, block=cols),
+                   Level("dense", 0, block=rows, inner=True),
+                   Level("dense", 1, block=cols, inner=True)], name=f"bcsr{rows}x{cols}")
+
+
 def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> Format:
-    """Resolve a format name for a tensor of the given order."""
+    """Resolve a format name for a tensor of the given order ("bcsr2x3" sets the block)."""
     key = name.lower()
+    blocked = re.fullmatch(r"bcsr(?:(\d+)x(\d+))?", key)
+    if blocked and order == 2:
+        return bcsr((int(blocked[1] or 2), int(blocked[2] or 2)))
     natural = list(modes) if modes is not None else list(range(order))
     if order == 0:
         return Format([], name="scalar")
@@ -152,7 +171,7 @@ _MATRIX_FORMATS = {
     "ell": lambda: [Level("dense", None), Level("dense", 0), Level("singleton", 1)],
 }
 
-NAMED_FORMATS = {"dense", "coo", "sparse", "csf", "hash", *_MATRIX_FORMATS}
+NAMED_FORMATS = {"dense", "coo", "sparse", "csf", "hash", "bcsr", *_MATRIX_FORMATS}
 
 
 def as_format(spec: Format | str | Sequence[Level | str], order: int) -> Format:

@@ -38,4 +38,25 @@ def pack_ell(rows, cols, values, shape, index_dtype):
     return [width, nrows, ncols], [{}, {}, {"crd": crd}], vals
 
 
+def pack_bcsr(rows, cols, values, shape, index_dtype, block):
+    """Block CSR: stored blocks in row-major block order, each block dense and row-major."""
+    brows, bcols = block
+    nrows, ncols = shape
+    if nrows % brows or ncols % bcols:
+        raise ValueError(f"shape {shape} is not a multiple of the block shape {block}")
+    block_row, block_col = rows // brows, cols // bcols
+    keys = block_row * (ncols // bcols) + block_col
+    unique_keys, block_of = np.unique(keys, return_inverse=True)
+    stored_rows = unique_keys // max(ncols // bcols, 1)
+    pos = np.zeros(nrows // brows + 1, dtype=index_dtype)
+    np.add.at(pos, stored_rows + 1, 1)
+    pos = np.cumsum(pos).astype(index_dtype)
+    crd = (unique_keys % max(ncols // bcols, 1)).astype(index_dtype)
+    vals = np.zeros(len(unique_keys) * brows * bcols, dtype=values.dtype)
+    inside = (rows % brows) * bcols + cols % bcols
+    np.add.at(vals, block_of * brows * bcols + inside, values)
+    extents = [nrows // brows, ncols // bcols, brows, bcols]
+    return extents, [{}, {"pos": pos, "crd": crd}, {}, {}], vals
+
+
 PACKERS = {"dia": pack_dia, "ell": pack_ell}

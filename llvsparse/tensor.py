@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from . import notation as nt
 from .expr_api import access, make_assignment
 from .format import Format, as_format, named_format
 from .interpret import CorruptTensorError, evaluate_expr
-from .packers import PACKERS
+from .packers import PACKERS, pack_bcsr
 from .runtime import DescriptorHolder
 from .walk import walk_levels
 
@@ -114,6 +116,9 @@ class Tensor:
     @classmethod
     def _pack_named(cls, fmt: Format, coords, values, shape, idx, name) -> Tensor:
         packer = PACKERS.get(fmt.name or "")
+        if (fmt.name or "").startswith("bcsr"):
+            block = (fmt.levels[0].block, fmt.levels[1].block)
+            packer = partial(pack_bcsr, block=block)
         if packer is None:
             raise ValueError(f"cannot pack into {fmt!r}: it has storage-only levels and no "
                              "packer; pack another format and convert with a kernel")
@@ -224,7 +229,8 @@ class Tensor:
         coords = np.zeros((self.order, len(walk.positions)), dtype=np.int64)
         for k, level in enumerate(self.format.levels):
             if level.mode is not None:
-                coords[level.mode] = walk.coords[k]
+                scale = level.block if level.block and not level.inner else 1
+                coords[level.mode] += walk.coords[k] * scale
         values = self.values[walk.positions] if len(walk.positions) else self.values[:0]
         if self.order == 0:
             return coords[:, :1], self.values[:1]
