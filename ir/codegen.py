@@ -353,6 +353,20 @@ class KernelCompiler:
     def is_full(self, it: Iter) -> bool:
         return it.is_universe or self.level_type(it).full
 
+    def cascade_is_full(self, it: Iter, ctx: Ctx, var: str) -> bool:
+        """An iterator covers every coordinate only if the levels located right after it
+        (their indices already bound) are full too."""
+        if it.is_universe:
+            return True
+        op = self.operands[it.uid]
+        levels = self.types[op.tensor].levels
+        k = it.level + 1
+        while k < len(op.vars) and (op.vars[k] in ctx.bound or op.vars[k] == var):
+            if not levels[k].full:
+                return False
+            k += 1
+        return True
+
     def can_locate(self, it: Iter) -> bool:
         return not it.is_universe and self.level_type(it).can_locate
 
@@ -369,10 +383,14 @@ class KernelCompiler:
     def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
                  hooks: Hooks | None) -> None:
         find = self.iter_of(ctx, var)
-        lattice = build_lattice(expr, find, self.is_full)
+
+        def is_full(it: Iter) -> bool:
+            return self.is_full(it) and self.cascade_is_full(it, ctx, var)
+
+        lattice = build_lattice(expr, find, is_full)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
-            iterated, located = choose_iterated(lattice, point, self.can_locate, self.is_full)
+            iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
                                    states, find, body, hooks)
             emitter.emit()

@@ -135,9 +135,6 @@ def choose_iterated(lattice: Lattice, point: frozenset[Iter],
     """
     ranked = sorted(point, key=lambda it: (not is_full(it), can_locate(it), str(it)))
     iterated = [it for it in ranked if not can_locate(it)]
-    fulls = [it for it in ranked if is_full(it)]
-    if fulls and not any(is_full(it) for it in iterated):
-        iterated.append(fulls[0])
     for sub in lattice.subpoints(point):
         if not (set(sub) & set(iterated)):
             candidates = [it for it in ranked if it in sub]

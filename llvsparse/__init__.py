@@ -5,6 +5,7 @@ from .format import Format, FormatError, Level, named_format
 from .formats.loader import FormatFileError
 from .formats.registry import level_formats, register_level_format
 from .interpret import CorruptTensorError
+from .io import read, write
 from .ir.schedule import ScheduleError
 from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
 from .tensor import Tensor
@@ -13,6 +14,6 @@ __all__ = [
     "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar", "Kernel",
     "Level", "NotationError", "NotationSyntaxError", "ScheduleError", "ShapeError", "Tensor",
     "compile", "einsum", "evaluate", "index_vars", "level_formats", "named_format", "parse",
-    "register_level_format",
+    "read", "register_level_format", "write",
 ]
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ import numpy as np
 from . import notation as nt
 from . import runtime
 from .backends.cpu import JitKernel, jit
-from .format import Format, as_format
+from .format import Format, as_format, named_format
 from .interpret import evaluate_expr
 from .ir.cin import Assign
 from .ir.codegen import KernelCompiler
@@ -32,6 +32,7 @@ class Instance:
     nests: list[Nest]
     jit: JitKernel
     dtype: str
+    conversions: dict[str, Format]  # operands converted on each call, and to what
 
 
 _CACHE: dict[tuple, Instance] = {}
@@ -69,7 +70,8 @@ class Kernel:
     """
 
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
-                 out_format: object = None, fastmath: bool = False):
+                 out_format: object = None, fastmath: bool = False,
+                 out_index_dtype: str | None = None, convert: bool = True):
         self.assignment = nt.parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
@@ -83,6 +85,8 @@ class Kernel:
         if unknown:
             raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
         self.fastmath = fastmath
+        self.out_index_dtype = out_index_dtype
+        self.convert = convert
         self.last: Instance | None = None
 
     # -- specialization -----------------------------------------------------------------
@@ -95,17 +99,40 @@ class Kernel:
         dtypes[out] = _result_dtype(self.assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self.assignment), tuple(sorted((n, types[n]) for n in names)),
-               self.fastmath)
+               self.fastmath, self.convert)
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
         if cached is None:
-            cached = self._build(types, dtypes[out])
+            cached = self._build_converting(types, dtypes[out])
             with _CACHE_LOCK:
                 _CACHE[key] = cached
         self.last = cached
         return cached
 
-    def _build(self, types: dict[str, TensorType], dtype: str) -> Instance:
+    def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
+        """Build; if the operands' storage orders cannot be reconciled, convert operands
+        (one at a time, then all) to a coordinate list in natural mode order."""
+        try:
+            return self._build(types, dtype, {})
+        except ScheduleError as error:
+            if not self.convert:
+                raise
+            out = self.assignment.lhs.tensor
+            inputs = [n for n in self.assignment.tensors() if n != out and types[n].order > 0]
+            candidates = [[n] for n in reversed(inputs)] + [inputs]
+            for names in candidates:
+                conversions = {n: named_format("coo", types[n].order) for n in names}
+                retyped = dict(types)
+                for n, fmt in conversions.items():
+                    retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+                try:
+                    return self._build(retyped, dtype, conversions)
+                except ScheduleError:
+                    continue
+            raise error from None
+
+    def _build(self, types: dict[str, TensorType], dtype: str,
+               conversions: dict[str, Format]) -> Instance:
         concrete = to_concrete(self.assignment, types)
         order = [self.assignment.lhs.tensor] + [
             n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
@@ -120,7 +147,8 @@ class Kernel:
                 raise error from None
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
-        return Instance(types, concrete, nests, jit(module, builder.function.name), dtype)
+        return Instance(types, concrete, nests, jit(module, builder.function.name), dtype,
+                        conversions)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -162,9 +190,11 @@ class Kernel:
         dtypes = {n: str(t.dtype) for n, t in inputs.items()}
         index_dtypes = {n: str(t.index_dtype) for n, t in inputs.items()}
         out_shape = tuple(extents[v.name] for v in self.assignment.lhs.indices)
-        out_index = "int64" if max(out_shape, default=0) >= 2**31 - 1 else "int32"
-        index_dtypes[out] = out_index
+        needed = "int64" if max(out_shape, default=0) >= 2**31 - 1 else "int32"
+        index_dtypes[out] = self.out_index_dtype or needed
         inst = self.instance(dtypes, index_dtypes)
+        for name, fmt in inst.conversions.items():
+            inputs[name] = inputs[name].asformat(fmt)
         out_type = inst.types[out]
         result = Tensor.empty_output(out_shape, self.formats[out], out_type)
         holders = [result.output_holder()] + [inputs[n].holder() for n in names if n != out]

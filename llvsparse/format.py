@@ -31,8 +31,8 @@ class Level:
     inner: bool = False
 
     def key(self) -> tuple:
-        return (self.kind, self.mode, tuple(sorted(self.properties.items())), self.block,
-                self.inner)
+        return (self.kind, self.mode, tuple(sorted(self.properties.items())),
+                tuple(sorted(self.params.items())), self.block, self.inner)
 
 
 def _level(spec: Level | str, mode: int | None) -> Level:

@@ -10,6 +10,7 @@ from . import notation as nt
 from .expr_api import access, make_assignment
 from .format import Format, as_format, named_format
 from .interpret import CorruptTensorError, evaluate_expr
+from .ir.schedule import ScheduleError
 from .packers import PACKERS, pack_bcsr
 from .runtime import DescriptorHolder
 from .walk import walk_levels
@@ -79,8 +80,8 @@ class Tensor:
         """Pack coordinates ((order, nnz), as in pydata/sparse) and values; sums duplicates."""
         shape = tuple(int(s) for s in shape)
         order = len(shape)
-        coords = np.asarray(coords, dtype=np.int64).reshape(order, -1)
-        values = np.asarray(values)
+        values = np.asarray(values).reshape(-1)
+        coords = np.asarray(coords, dtype=np.int64).reshape(order, len(values))
         values = values.astype(_value_dtype(dtype if dtype is not None else values.dtype))
         if values.ndim != 1 or len(values) != coords.shape[1]:
             raise ValueError(f"{coords.shape[1]} coordinates but {values.size} values")
@@ -130,11 +131,12 @@ class Tensor:
     def from_numpy(cls, array, format="dense", dtype=None, index_dtype=None,
                    name: str | None = None) -> Tensor:
         array = np.asarray(array)
-        coords = np.array(np.nonzero(array), dtype=np.int64).reshape(array.ndim, -1)
-        values = array[tuple(coords)] if array.ndim else array.reshape(1)
         if array.ndim == 0:
-            coords = np.zeros((0, 1), np.int64)
-        return cls.from_coo(coords, values, array.shape, format, dtype, index_dtype, name)
+            return cls.from_coo(np.zeros((0, 1), np.int64), array.reshape(1), (), format,
+                                dtype, index_dtype, name)
+        coords = np.array(np.nonzero(array), dtype=np.int64).reshape(array.ndim, -1)
+        return cls.from_coo(coords, array[tuple(coords)], array.shape, format, dtype,
+                            index_dtype, name)
 
     @classmethod
     def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
@@ -156,8 +158,14 @@ class Tensor:
                                    self.index_dtype, self.name)
         idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
         copy = nt.Assignment(nt.Access("B", idx), nt.Access("A", idx))
-        kernel = _copy_kernel(copy, self.format, fmt, Kernel)
-        result = kernel(A=self)
+        kernel = _copy_kernel(copy, self.format, fmt, str(self.index_dtype), Kernel)
+        try:
+            result = kernel(A=self)
+        except ScheduleError:
+            # The storage orders differ (e.g. row-major to column-major): sort on the host.
+            coords, values = self.to_coo()
+            return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
+                                   self.index_dtype, self.name)
         result.name = self.name
         return result
 
@@ -269,10 +277,11 @@ class Tensor:
 _COPY_KERNELS: dict = {}
 
 
-def _copy_kernel(assignment, source: Format, target: Format, kernel_type):
-    key = (source, target, str(assignment))
+def _copy_kernel(assignment, source: Format, target: Format, index_dtype: str, kernel_type):
+    key = (source, target, str(assignment), index_dtype)
     if key not in _COPY_KERNELS:
-        _COPY_KERNELS[key] = kernel_type(assignment, {"A": source}, target)
+        _COPY_KERNELS[key] = kernel_type(assignment, {"A": source}, target,
+                                         out_index_dtype=index_dtype, convert=False)
     return _COPY_KERNELS[key]
 
 
