@@ -20,7 +20,7 @@ def _initialize() -> llvm.TargetMachine:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             libc = ctypes.CDLL(ctypes.util.find_library("c"))
-            for symbol in ("realloc", "free", "malloc"):
+            for symbol in ("free", "malloc"):
                 llvm.add_symbol(symbol, ctypes.cast(getattr(libc, symbol), ctypes.c_void_p).value)
             target = llvm.Target.from_default_triple()
             _STATE["tm"] = target.create_target_machine(

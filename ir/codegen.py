@@ -140,13 +140,16 @@ class KernelCompiler:
         self.function.args[0].add_attribute("noalias")
         entry = self.function.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
-        realloc_ty = ir.FunctionType(I8P, [I8P, I64])
-        self.realloc = ir.Function(self.module, realloc_ty, name="realloc")
+        # malloc/free (not realloc) so the same IR also runs as a CUDA kernel.
+        self.malloc = ir.Function(self.module, ir.FunctionType(I8P, [I64]), name="malloc")
+        self.free = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8P]), name="free")
+        self.memcpy = self.module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         self.fail_block: ir.Block | None = None
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
                         for k, name in enumerate(arg_order)}
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
+        self.lattice_log: list[str] = []
 
     # -- memory ------------------------------------------------------------------------
     def fail(self) -> ir.Block:
@@ -170,11 +173,15 @@ class KernelCompiler:
             width = max(1, element.width // 8) if isinstance(element, ir.IntType) else (
                 8 if isinstance(element, ir.DoubleType) else 4)
             array_slot = b.gep(tensor.arrays_ptr, [ir.Constant(I64, slot)])
-            raw = b.call(self.realloc, [b.load(array_slot),
-                                        b.mul(new_cap, ir.Constant(I64, width))])
+            bytes_per = ir.Constant(I64, width)
+            raw = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
             ok = b.append_basic_block("grown")
             b.cbranch(b.icmp_unsigned("==", raw, ir.Constant(I8P, None)), self.fail(), ok)
             b.position_at_end(ok)
+            old = b.load(array_slot)
+            with b.if_then(b.icmp_unsigned("!=", old, ir.Constant(I8P, None))):
+                b.call(self.memcpy, [raw, old, b.mul(cap, bytes_per), ir.Constant(I1, 0)])
+                b.call(self.free, [old])
             b.store(raw, array_slot)
             b.store(new_cap, cap_ptr)
             typed = b.bitcast(raw, element.as_pointer())
@@ -353,6 +360,14 @@ class KernelCompiler:
     def is_full(self, it: Iter) -> bool:
         return it.is_universe or self.level_type(it).full
 
+    def describe(self, lattice) -> str:
+        def name(it: Iter) -> str:
+            if it.is_universe:
+                return "U"
+            return f"{self.operands[it.uid].tensor}.{it.level}"
+        return " > ".join("{" + ", ".join(sorted(name(i) for i in p)) + "}"
+                          for p in lattice.points)
+
     def cascade_is_full(self, it: Iter, ctx: Ctx, var: str) -> bool:
         """An iterator covers every coordinate only if the levels located right after it
         (their indices already bound) are full too."""
@@ -388,6 +403,7 @@ class KernelCompiler:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
         lattice = build_lattice(expr, find, is_full)
+        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
             iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,8 @@ class Instance:
     jit: JitKernel
     dtype: str
     conversions: dict[str, Format]  # operands converted on each call, and to what
+    lattices: str
+    arg_order: list[str]
 
 
 _CACHE: dict[tuple, Instance] = {}
@@ -148,7 +151,7 @@ class Kernel:
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
         return Instance(types, concrete, nests, jit(module, builder.function.name), dtype,
-                        conversions)
+                        conversions, "\n".join(builder.lattice_log), order)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -165,6 +168,24 @@ class Kernel:
     @property
     def asm(self) -> str:
         return self._default().jit.asm
+
+    @property
+    def lattices(self) -> str:
+        """Every loop's iteration lattice, one line per loop as lowered."""
+        return self._default().lattices
+
+    def ptx(self, sm: str = "sm_80") -> str:
+        """PTX for an NVIDIA GPU of compute capability ``sm`` (needs no GPU)."""
+        from .backends.cuda import emit_ptx
+
+        inst = self._default()
+        return emit_ptx(inst.jit.llvm_ir, inst.jit.name, sm)
+
+    def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
+        """Write an object file (``.o``) or shared library (``.so``) plus a C header."""
+        from .export import export_kernel
+
+        return export_kernel(self, self._default(), Path(path), name)
 
     @property
     def concrete(self) -> str:

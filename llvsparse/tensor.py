@@ -260,6 +260,12 @@ class Tensor:
         coords, values = self.to_coo()
         return sp.coo_matrix((values, (coords[0], coords[1])), shape=self.shape).asformat(format)
 
+    def write(self, path) -> None:
+        """Write to Matrix Market (.mtx[.gz]), FROSTT (.tns[.gz]), .npy or .npz."""
+        from .io import write
+
+        write(self, path)
+
     # -- index notation -----------------------------------------------------------------
     def __getitem__(self, indices):
         return access(self, indices)

@@ -1,0 +1,89 @@
+"""Embedding compiled kernels outside Python: object files, shared libraries, C headers."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from .backends.cpu import host_target_machine, optimize
+
+HEADER_STRUCT = """\
+#include <stdint.h>
+
+#ifndef LLVSPARSE_TENSOR_DEFINED
+#define LLVSPARSE_TENSOR_DEFINED
+/* One tensor argument. Arrays are level arrays in format order, then the values.
+   Inputs: every array filled, capacities = lengths. Outputs: arrays NULL with capacity 0
+   (or malloc'd buffers); the kernel grows them with malloc/free, writes the final
+   positions per level into sizes, and the caller frees them with free(). */
+typedef struct {
+    int64_t  nlevels;
+    int64_t *extents;     /* [nlevels] coordinate extent of each level */
+    int64_t *sizes;       /* [nlevels] positions per level (outputs: written) */
+    void   **arrays;      /* level arrays, then values */
+    int64_t *capacities;  /* elements allocated per array */
+    int64_t *params;      /* level parameters in format order */
+} llvsparse_tensor;
+#endif
+"""
+
+
+def _describe(name: str, ttype) -> list[str]:
+    lines = [f" *   {name}: {ttype.order}-d, {ttype.dtype} values, {ttype.index_dtype} indices"]
+    for k, level in enumerate(ttype.levels):
+        mode = "storage-only" if level.mode is None else f"mode {level.mode}"
+        lines.append(f" *     level {k}: {level.kind} ({mode})")
+    for slot in ttype.array_slots():
+        lines.append(f" *     arrays[{slot.index}] = level {slot.level} {slot.name} "
+                     f"({slot.kind})")
+    lines.append(f" *     arrays[{len(ttype.array_slots())}] = values")
+    for n, (k, param) in enumerate(ttype.param_slots()):
+        lines.append(f" *     params[{n}] = level {k} {param}")
+    return lines
+
+
+def header_text(kernel, inst, name: str) -> str:
+    doc = [f"/* {kernel.assignment}", " * tensors[] order:"]
+    for position, tensor in enumerate(inst.arg_order):
+        doc.append(f" *   [{position}] {tensor}{' (output)' if position == 0 else ''}")
+    for tensor in inst.arg_order:
+        doc += _describe(tensor, inst.types[tensor])
+    doc.append(" * Returns 0 on success, 1 when memory runs out. */")
+    guard = re.sub(r"\W", "_", name).upper() + "_H"
+    return "\n".join([f"#ifndef {guard}", f"#define {guard}", HEADER_STRUCT, *doc,
+                      f"int32_t {name}(llvsparse_tensor **tensors);", f"#endif  /* {guard} */",
+                      ""])
+
+
+def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        raise ValueError(f"{name!r} is not a C identifier")
+    text = inst.jit.llvm_ir.replace(f'@"{inst.jit.name}"(', f'@"{name}"(')
+    module = llvm.parse_assembly(text)
+    host = host_target_machine()
+    target = llvm.Target.from_triple(host.triple)
+    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                      features=llvm.get_host_cpu_features().flatten(),
+                                      opt=3, reloc="pic", codemodel="default")
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    optimize(module, tm)
+    obj = tm.emit_object(module)
+    header = path.with_suffix(".h")
+    header.write_text(header_text(kernel, inst, name))
+    if path.suffix == ".o":
+        path.write_bytes(obj)
+    elif path.suffix in (".so", ".dylib"):
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        if compiler is None:
+            raise FileNotFoundError("a C compiler (cc) is needed to link a shared library")
+        object_path = path.with_suffix(".o")
+        object_path.write_bytes(obj)
+        subprocess.run([compiler, "-shared", "-o", str(path), str(object_path)], check=True)
+    else:
+        raise ValueError(f"export to .o or .so, not {path.suffix!r}")
+    return path, header
