@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
