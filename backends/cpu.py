@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
@@ -12,6 +13,7 @@ from llvmlite import ir
 
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
+STATS: Counter = Counter()  # llvm_compiles, disk_loads: what tests and benchmarks read
 
 
 def _initialize() -> llvm.TargetMachine:
@@ -48,15 +50,18 @@ class JitKernel:
     """A compiled kernel: its entry address and every stage of its code."""
 
     name: str
-    llvm_ir: str
-    llvm_ir_optimized: str
-    asm: str
+    llvm_ir: str | None  # None when loaded from the disk cache
+    llvm_ir_optimized: str | None
+    asm: str | None
     address: int
     engine: object = field(repr=False)
     module: object = field(repr=False)
+    object_code: bytes = field(default=b"", repr=False)
 
 
 def jit(module: ir.Module, name: str) -> JitKernel:
+    """Optimize and JIT ``module``; the kernel keeps its IR, optimized IR, assembly and
+    object code (for the disk cache)."""
     tm = _initialize()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
@@ -66,8 +71,31 @@ def jit(module: ir.Module, name: str) -> JitKernel:
     optimize(ref, tm)
     optimized = str(ref)
     asm = tm.emit_assembly(ref)
+    objects: list[bytes] = []
     with _LOCK:
         engine = llvm.create_mcjit_compiler(ref, tm)
+        engine.set_object_cache(lambda _module, buffer: objects.append(buffer), None)
         engine.finalize_object()
         address = engine.get_function_address(name)
-    return JitKernel(name, text, optimized, asm, address, engine, ref)
+        STATS["llvm_compiles"] += 1
+    kernel = JitKernel(name, text, optimized, asm, address, engine, ref)
+    kernel.object_code = objects[0] if objects else b""
+    return kernel
+
+
+def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
+    """Load cached object code into MCJIT without running LLVM's optimizer or codegen."""
+    tm = _initialize()
+    placeholder = llvm.parse_assembly("")
+    placeholder.name = key
+    with _LOCK:
+        engine = llvm.create_mcjit_compiler(placeholder, tm)
+        engine.set_object_cache(None, lambda _module: object_code)
+        engine.finalize_object()
+        address = engine.get_function_address(name)
+        STATS["disk_loads"] += 1
+    if not address:
+        raise RuntimeError(f"cached object code has no symbol {name}")
+    kernel = JitKernel(name, None, None, None, address, engine, placeholder)
+    kernel.object_code = object_code
+    return kernel

@@ -113,3 +113,17 @@ class TensorType:
 
     def levels_of_mode(self, mode: int) -> list[int]:
         return [k for k, level in enumerate(self.levels) if level.mode == mode]
+
+
+def type_key(ttype: TensorType) -> tuple:
+    """A stable, content-based key for a tensor type (for the on-disk kernel cache):
+    level definitions are keyed by their bodies, so editing a YAML file invalidates it."""
+    levels = []
+    for level in ttype.levels:
+        definition = level.definition
+        bodies = tuple(sorted((n, f.source) for n, f in definition.functions.items()))
+        arrays = tuple((a.name, a.kind, a.length_source, a.init, a.shared)
+                       for a in definition.arrays.values())
+        levels.append((level.kind, level.mode, level.properties, level.block, level.inner,
+                       definition.iterate, bodies, arrays, tuple(definition.params)))
+    return (tuple(levels), ttype.order, ttype.dtype, ttype.index_dtype)

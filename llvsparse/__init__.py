@@ -1,5 +1,7 @@
 """llvsparse: a sparse tensor algebra compiler with YAML level formats and LLVM codegen."""
 
+__version__ = "0.1.0"
+
 from .api import Kernel, ShapeError, compile, einsum, evaluate
 from .format import Format, FormatError, Level, named_format
 from .formats.loader import FormatFileError
@@ -16,4 +18,3 @@ __all__ = [
     "compile", "einsum", "evaluate", "index_vars", "level_formats", "named_format", "parse",
     "read", "register_level_format", "write",
 ]
-__version__ = "0.1.0"

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
+from . import cache as disk_cache
 from . import notation as nt
 from . import runtime
-from .backends.cpu import JitKernel, jit
+from .backends.cpu import JitKernel, jit, load_object
 from .format import Format, as_format, named_format
 from .interpret import evaluate_expr
-from .ir.cin import Assign
 from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
-from .ir.schedule import Nest, ScheduleError, schedule
-from .ir.types import TensorType
+from .ir.schedule import ScheduleError, schedule
+from .ir.types import TensorType, type_key
 
 
 class ShapeError(ValueError):
@@ -29,8 +29,7 @@ class Instance:
     """A kernel specialized to dtypes: its statements and machine code."""
 
     types: dict[str, TensorType]
-    concrete: Assign
-    nests: list[Nest]
+    concrete: str  # the scheduled statements, one per line
     jit: JitKernel
     dtype: str
     conversions: dict[str, Format]  # operands converted on each call, and to what
@@ -106,11 +105,40 @@ class Kernel:
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
         if cached is None:
-            cached = self._build_converting(types, dtypes[out])
+            disk_key = disk_cache.entry_key(
+                (str(self.assignment), tuple((n, type_key(types[n])) for n in names),
+                 self.fastmath, self.convert))
+            cached = self._load(disk_key, types, dtypes[out])
+            if cached is None:
+                cached = self._build_converting(types, dtypes[out])
+                disk_cache.store(disk_key, cached.jit.object_code, {
+                    "name": cached.jit.name, "concrete": cached.concrete,
+                    "lattices": cached.lattices,
+                    "conversions": {n: f.name for n, f in cached.conversions.items()}})
             with _CACHE_LOCK:
                 _CACHE[key] = cached
         self.last = cached
         return cached
+
+    def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
+        """An instance from the disk cache, with no LLVM work, or None."""
+        entry = disk_cache.load(key)
+        if entry is None:
+            return None
+        obj, meta = entry
+        try:
+            kernel = load_object(obj, meta["name"], key)
+        except (RuntimeError, KeyError):
+            return None
+        conversions = {n: named_format(f, types[n].order)
+                       for n, f in meta.get("conversions", {}).items()}
+        retyped = dict(types)
+        for n, fmt in conversions.items():
+            retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+        order = [self.assignment.lhs.tensor] + [
+            n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
+        return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
+                        meta["lattices"], order)
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
@@ -150,24 +178,33 @@ class Kernel:
                 raise error from None
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
-        return Instance(types, concrete, nests, jit(module, builder.function.name), dtype,
+        text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
+                         for n in nests)
+        return Instance(types, text, jit(module, builder.function.name), dtype,
                         conversions, "\n".join(builder.lattice_log), order)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
         return self.last or self.instance()
 
+    def _with_code(self) -> Instance:
+        """The current instance, recompiled if it came from the disk cache (no IR kept)."""
+        inst = self._default()
+        if inst.jit.llvm_ir is None:
+            inst.jit = self._build(inst.types, inst.dtype, inst.conversions).jit
+        return inst
+
     @property
     def llvm_ir(self) -> str:
-        return self._default().jit.llvm_ir
+        return self._with_code().jit.llvm_ir
 
     @property
     def llvm_ir_optimized(self) -> str:
-        return self._default().jit.llvm_ir_optimized
+        return self._with_code().jit.llvm_ir_optimized
 
     @property
     def asm(self) -> str:
-        return self._default().jit.asm
+        return self._with_code().jit.asm
 
     @property
     def lattices(self) -> str:
@@ -189,8 +226,8 @@ class Kernel:
 
     @property
     def concrete(self) -> str:
-        return "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
-                         for n in self._default().nests)
+        """Concrete index notation of the scheduled statements."""
+        return self._default().concrete
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, check: bool = True, **tensors):

@@ -1,0 +1,75 @@
+"""On-disk cache of compiled kernels (object code), so a new process skips LLVM.
+
+Entries are keyed by everything that determines the machine code: expression, operand
+types, options, the host CPU (name and features) and the llvsparse and llvmlite
+versions. Each object file is stored with its SHA-256 in a metadata file; an entry whose
+hash does not match is deleted and rebuilt, never loaded.
+
+``LLVSPARSE_CACHE_DIR`` sets the folder (default ``~/.cache/llvsparse``);
+``LLVSPARSE_CACHE=0`` disables the disk cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from . import __version__
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get("LLVSPARSE_CACHE", "1").lower() in ("0", "false", "off", "no"):
+        return None
+    root = os.environ.get("LLVSPARSE_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "llvsparse"
+
+
+def entry_key(parts: tuple) -> str:
+    host = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    text = repr((parts, host, __version__, llvmlite.__version__))
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def load(key: str) -> tuple[bytes, dict] | None:
+    """The object code and metadata of an entry, or None (missing or corrupt)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    meta_path, obj_path = folder / f"{key}.json", folder / f"{key}.o"
+    try:
+        meta = json.loads(meta_path.read_text())
+        obj = obj_path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(obj).hexdigest() != meta.get("sha256"):
+        for path in (meta_path, obj_path):
+            path.unlink(missing_ok=True)
+        return None
+    return obj, meta
+
+
+def store(key: str, obj: bytes, meta: dict) -> None:
+    """Write an entry atomically (object first, metadata last); failures are ignored."""
+    folder = cache_dir()
+    if folder is None or not obj:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(folder / f"{key}.o", obj)
+        meta = dict(meta, sha256=hashlib.sha256(obj).hexdigest())
+        _atomic_write(folder / f"{key}.json", json.dumps(meta).encode())
+    except OSError:
+        return
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.replace(temp, path)

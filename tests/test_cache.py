@@ -1,0 +1,58 @@
+"""Compiled kernels persist on disk: a new process loads object code instead of running
+LLVM, a corrupt entry is rebuilt, and the cache can be turned off."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = """
+import json, numpy as np, llvsparse as ls
+from llvsparse.backends.cpu import STATS
+A = np.array([[1.0, 0, 2], [0, 3, 0], [4, 0, 5]])
+k = ls.compile("y(i) = A(i,j) * x(j)", A="dense")
+y = k(A=A, x=np.array([1.0, 2.0, 3.0])).to_numpy()
+print(json.dumps({"y": y.tolist(), "stats": dict(STATS)}))
+"""
+EXPECTED = [7.0, 6.0, 19.0]
+
+
+def _run(cache: Path, enabled: bool = True) -> dict:
+    env = dict(os.environ, LLVSPARSE_CACHE_DIR=str(cache),
+               LLVSPARSE_CACHE="1" if enabled else "0")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_from_disk(tmp_path):
+    first = _run(tmp_path)
+    assert first["y"] == EXPECTED
+    assert first["stats"].get("llvm_compiles", 0) >= 1
+    second = _run(tmp_path)
+    assert second["y"] == EXPECTED
+    assert second["stats"].get("llvm_compiles", 0) == 0
+    assert second["stats"].get("disk_loads", 0) >= 1
+
+
+def test_corrupt_entry_is_rebuilt_not_trusted(tmp_path):
+    _run(tmp_path)
+    for obj in tmp_path.glob("*.o"):
+        data = bytearray(obj.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        obj.write_bytes(bytes(data))
+    again = _run(tmp_path)
+    assert again["y"] == EXPECTED
+    assert again["stats"].get("llvm_compiles", 0) >= 1
+    assert again["stats"].get("disk_loads", 0) == 0
+    for meta in tmp_path.glob("*.json"):
+        assert "sha256" in json.loads(meta.read_text())
+
+
+def test_cache_can_be_disabled(tmp_path):
+    result = _run(tmp_path, enabled=False)
+    assert result["y"] == EXPECTED
+    assert list(tmp_path.iterdir()) == []
