@@ -24,11 +24,16 @@ def _initialize() -> llvm.TargetMachine:
             libc = ctypes.CDLL(ctypes.util.find_library("c"))
             for symbol in ("free", "malloc"):
                 llvm.add_symbol(symbol, ctypes.cast(getattr(libc, symbol), ctypes.c_void_p).value)
-            target = llvm.Target.from_default_triple()
-            _STATE["tm"] = target.create_target_machine(
-                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                opt=3, reloc="default", codemodel="jitdefault")
+            _STATE["tm"] = _new_target_machine()
         return _STATE["tm"]
+
+
+def _new_target_machine() -> llvm.TargetMachine:
+    """A host target machine. MCJIT takes ownership of the one it is given (and frees it
+    with the engine), so every engine gets its own."""
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+        opt=3, reloc="default", codemodel="jitdefault")
 
 
 def host_target_machine() -> llvm.TargetMachine:
@@ -57,6 +62,7 @@ class JitKernel:
     engine: object = field(repr=False)
     module: object = field(repr=False)
     object_code: bytes = field(default=b"", repr=False)
+    range_address: int = 0  # the kernel body over a range of the outermost loop
 
 
 def jit(module: ir.Module, name: str) -> JitKernel:
@@ -73,29 +79,33 @@ def jit(module: ir.Module, name: str) -> JitKernel:
     asm = tm.emit_assembly(ref)
     objects: list[bytes] = []
     with _LOCK:
-        engine = llvm.create_mcjit_compiler(ref, tm)
+        engine = llvm.create_mcjit_compiler(ref, _new_target_machine())
         engine.set_object_cache(lambda _module, buffer: objects.append(buffer), None)
         engine.finalize_object()
         address = engine.get_function_address(name)
+        range_address = engine.get_function_address(f"{name}_range")
         STATS["llvm_compiles"] += 1
     kernel = JitKernel(name, text, optimized, asm, address, engine, ref)
+    kernel.range_address = range_address
     kernel.object_code = objects[0] if objects else b""
     return kernel
 
 
 def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
     """Load cached object code into MCJIT without running LLVM's optimizer or codegen."""
-    tm = _initialize()
+    _initialize()
     placeholder = llvm.parse_assembly("")
     placeholder.name = key
     with _LOCK:
-        engine = llvm.create_mcjit_compiler(placeholder, tm)
+        engine = llvm.create_mcjit_compiler(placeholder, _new_target_machine())
         engine.set_object_cache(None, lambda _module: object_code)
         engine.finalize_object()
         address = engine.get_function_address(name)
+        range_address = engine.get_function_address(f"{name}_range")
         STATS["disk_loads"] += 1
-    if not address:
+    if not address or not range_address:
         raise RuntimeError(f"cached object code has no symbol {name}")
     kernel = JitKernel(name, None, None, None, address, engine, placeholder)
+    kernel.range_address = range_address
     kernel.object_code = object_code
     return kernel

@@ -135,9 +135,19 @@ class KernelCompiler:
         self.dtype = dtype
         self.fastmath = fastmath
         self.module = ir.Module(name="llvsparse")
-        fnty = ir.FunctionType(I32, [DESCRIPTOR.as_pointer().as_pointer()])
-        self.function = ir.Function(self.module, fnty, name=name)
+        table = DESCRIPTOR.as_pointer().as_pointer()
+        # The body takes a range [lo, hi) of the outermost loop's coordinates, so threads
+        # can split it; ``name`` runs the whole range (the documented C entry point).
+        self.function = ir.Function(self.module, ir.FunctionType(I32, [table, I64, I64]),
+                                    name=f"{name}_range")
         self.function.args[0].add_attribute("noalias")
+        self.lo, self.hi = self.function.args[1], self.function.args[2]
+        self.entry_name, self.range_name = name, f"{name}_range"
+        whole = ir.Function(self.module, ir.FunctionType(I32, [table]), name=name)
+        wb = ir.IRBuilder(whole.append_basic_block("entry"))
+        wb.ret(wb.call(self.function, [whole.args[0], ZERO,
+                                       ir.Constant(I64, 2**63 - 1)]))
+        self.range_var = nests[0].order[0] if len(nests) == 1 and nests[0].order else None
         entry = self.function.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         # malloc/free (not realloc) so the same IR also runs as a CUDA kernel.
@@ -411,12 +421,25 @@ class KernelCompiler:
                                    states, find, body, hooks)
             emitter.emit()
 
+    def in_range_loop(self, var: str, ctx: Ctx) -> bool:
+        """Whether ``var`` is the outermost loop, whose coordinates come in [lo, hi)."""
+        return var == self.range_var and not ctx.bound
+
+    def clamp(self, begin: ir.Value, end: ir.Value) -> tuple[ir.Value, ir.Value]:
+        b = self.b
+        begin = b.select(b.icmp_signed(">", self.lo, begin), self.lo, begin)
+        end = b.select(b.icmp_signed("<", self.hi, end), self.hi, end)
+        return begin, end
+
     def iterator_state(self, it: Iter, var: str, ctx: Ctx) -> IterState:
         b = self.b
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
-            b.store(ZERO, cur)
-            return IterState(it, "coordinate", cur, self.extent(var), None)
+            begin, end = ZERO, self.extent(var)
+            if self.in_range_loop(var, ctx):
+                begin, end = self.clamp(begin, end)
+            b.store(begin, cur)
+            return IterState(it, "coordinate", cur, end, None)
         op = self.operands[it.uid]
         tensor = self.tensors[op.tensor]
         level = tensor.type.levels[it.level]
@@ -427,6 +450,8 @@ class KernelCompiler:
                 raise ScheduleError(f"{op.tensor}: level {it.level} iterates coordinates under "
                                     "a non-unique parent, which cannot be merged")
             begin, end = tensor.call(it.level, "coord_bounds", **env)
+            if self.in_range_loop(var, ctx):
+                begin, end = self.clamp(begin, end)
             kind = "coordinate"
         elif parent is not None and parent.seg_end is not None:
             begin, _ = tensor.call(it.level, "pos_bounds", **env)
@@ -560,10 +585,20 @@ class PointEmitter:
             for level in levels:
                 ctx = ctx.resolve(uid, level)
         ctx = self.late_locate(ctx)
+        in_range = None
+        if kc.in_range_loop(self.var, self.ctx):
+            in_range = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
+            skip_to = b.append_basic_block("out_of_range")
+            work = b.append_basic_block("in_range")
+            b.cbranch(in_range, work, skip_to)
+            b.position_at_end(work)
         saved = self.hooks[0](ctx) if self.hooks else None
         self.dispatch(ctx, present)
         if self.hooks:
             self.hooks[1](ctx, saved)
+        if in_range is not None:
+            b.branch(skip_to)
+            b.position_at_end(skip_to)
         if not straight:
             for it in self.iterated:
                 self.advance(it, coords[it], i)

@@ -35,6 +35,7 @@ class Instance:
     conversions: dict[str, Format]  # operands converted on each call, and to what
     lattices: str
     arg_order: list[str]
+    parallel_mode: int | None = None  # output mode whose rows threads may split
 
 
 _CACHE: dict[tuple, Instance] = {}
@@ -113,7 +114,7 @@ class Kernel:
                 cached = self._build_converting(types, dtypes[out])
                 disk_cache.store(disk_key, cached.jit.object_code, {
                     "name": cached.jit.name, "concrete": cached.concrete,
-                    "lattices": cached.lattices,
+                    "lattices": cached.lattices, "parallel_mode": cached.parallel_mode,
                     "conversions": {n: f.name for n, f in cached.conversions.items()}})
             with _CACHE_LOCK:
                 _CACHE[key] = cached
@@ -138,7 +139,7 @@ class Kernel:
         order = [self.assignment.lhs.tensor] + [
             n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
         return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
-                        meta["lattices"], order)
+                        meta["lattices"], order, meta.get("parallel_mode"))
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
@@ -180,8 +181,9 @@ class Kernel:
             module = builder.compile()
         text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
                          for n in nests)
-        return Instance(types, text, jit(module, builder.function.name), dtype,
-                        conversions, "\n".join(builder.lattice_log), order)
+        return Instance(types, text, jit(module, builder.entry_name), dtype,
+                        conversions, "\n".join(builder.lattice_log), order,
+                        _parallel_mode(nests, builder, types[order[0]]))
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -230,7 +232,9 @@ class Kernel:
         return self._default().concrete
 
     # -- calling ------------------------------------------------------------------------
-    def __call__(self, check: bool = True, **tensors):
+    def __call__(self, check: bool = True, threads: int | None = None, **tensors):
+        """Run on tensors given by name. ``check=False`` skips the O(nnz) validation of
+        trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call."""
         from .tensor import Tensor
 
         names = self.assignment.tensors()
@@ -255,8 +259,17 @@ class Kernel:
             inputs[name] = inputs[name].asformat(fmt)
         out_type = inst.types[out]
         result = Tensor.empty_output(out_shape, self.formats[out], out_type)
-        holders = [result.output_holder()] + [inputs[n].holder() for n in names if n != out]
-        runtime.call(inst.jit.address, holders)
+        threads = runtime.get_num_threads() if threads is None else threads
+        work = sum(len(t.values) for t in inputs.values())
+        parallel = (threads > 1 and inst.parallel_mode is not None
+                    and work >= PARALLEL_MIN_WORK and out_shape[inst.parallel_mode] > 1)
+        holder = result.output_holder(preallocate=parallel)
+        holders = [holder] + [inputs[n].holder() for n in names if n != out]
+        if parallel:
+            runtime.call_parallel(inst.jit.range_address, holders,
+                                  out_shape[inst.parallel_mode], threads)
+        else:
+            runtime.call(inst.jit.address, holders)
         result.adopt(holders[0])
         return result
 
@@ -278,6 +291,24 @@ class Kernel:
                 extents[var.name] = size
                 where[var.name] = f"{access.tensor} (shape {tensor.shape})"
         return extents
+
+
+PARALLEL_MIN_WORK = 20_000  # stored input values below which threads cost more than they save
+
+
+def _parallel_mode(nests, builder, out_type: TensorType) -> int | None:
+    """The output mode threads may split: the outermost loop must be the output's first
+    level, written without scatter, into levels that are full, insert-only and array-free
+    (so each thread touches only its own rows and the output can be allocated up front)."""
+    if len(nests) != 1 or not nests[0].order or not nests[0].assign.vars:
+        return None
+    nest = nests[0]
+    if builder.scatter or nest.order[0] != nest.assign.vars[0] or nest.assign.derived:
+        return None
+    if not all(lv.full and lv.can_insert and not lv.definition.arrays
+               for lv in out_type.levels):
+        return None
+    return out_type.levels[0].mode
 
 
 def _as_tensor(value, fmt: Format, name: str):

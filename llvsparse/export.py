@@ -62,7 +62,7 @@ def header_text(kernel, inst, name: str) -> str:
 def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         raise ValueError(f"{name!r} is not a C identifier")
-    text = inst.jit.llvm_ir.replace(f'@"{inst.jit.name}"(', f'@"{name}"(')
+    text = inst.jit.llvm_ir.replace(f'@"{inst.jit.name}', f'@"{name}')
     module = llvm.parse_assembly(text)
     host = host_target_machine()
     target = llvm.Target.from_triple(host.triple)

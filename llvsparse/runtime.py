@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -38,6 +41,31 @@ class Descriptor(ctypes.Structure):
 
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Descriptor)))
+RANGE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Descriptor)),
+                              ctypes.c_int64, ctypes.c_int64)
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+_DEFAULT_THREADS = [os.cpu_count() or 1]
+
+
+def set_num_threads(count: int) -> None:
+    """Default thread count for kernels whose outermost loop can be split."""
+    if count < 1:
+        raise ValueError("the thread count must be at least 1")
+    _DEFAULT_THREADS[0] = int(count)
+
+
+def get_num_threads() -> int:
+    return _DEFAULT_THREADS[0]
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One process-wide pool, so threads are not created per call."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=max(os.cpu_count() or 1, 2),
+                                            thread_name_prefix="llvsparse"))
+        return _POOL[0]
 
 
 class DescriptorHolder:
@@ -59,6 +87,9 @@ class DescriptorHolder:
     def take(self, slot: int, dtype: np.dtype, length: int) -> np.ndarray:
         """Adopt a kernel-allocated buffer as a numpy array that frees it when collected."""
         address = self.pointers[slot]
+        given = self.arrays[slot]
+        if given is not None and address == (given.ctypes.data if given.size else None):
+            return given[:length]
         capacity = self.caps[slot]
         if not address or capacity == 0:
             return np.zeros(length, dtype=dtype)
@@ -75,11 +106,33 @@ class DescriptorHolder:
                 self.pointers[slot] = None
 
 
-def call(address: int, holders: list[DescriptorHolder]) -> None:
-    function = KERNEL_TYPE(address)
-    table = (ctypes.POINTER(Descriptor) * len(holders))(
+def _table(holders: list[DescriptorHolder]):
+    return (ctypes.POINTER(Descriptor) * len(holders))(
         *[ctypes.pointer(h.struct) for h in holders])
-    status = function(table)
+
+
+def _check(status: int, holders: list[DescriptorHolder]) -> None:
     if status != 0:
         holders[0].release()
         raise KernelRuntimeError(f"kernel failed with status {status} (out of memory)")
+
+
+def call(address: int, holders: list[DescriptorHolder]) -> None:
+    """Run a kernel on the calling thread (ctypes releases the GIL for the call)."""
+    _check(KERNEL_TYPE(address)(_table(holders)), holders)
+
+
+def call_parallel(range_address: int, holders: list[DescriptorHolder], extent: int,
+                  threads: int) -> None:
+    """Split the outermost loop's coordinates [0, extent) into chunks run on the pool.
+
+    More chunks than threads keeps skewed rows (power-law inputs) balanced.
+    """
+    function = RANGE_TYPE(range_address)
+    table = _table(holders)
+    chunks = min(extent, threads * 4)
+    bounds = [extent * k // chunks for k in range(chunks + 1)]
+    futures = [_pool().submit(function, table, lo, hi)
+               for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    for status in [f.result() for f in futures]:
+        _check(status, holders)

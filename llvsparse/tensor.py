@@ -188,10 +188,14 @@ class Tensor:
         return cls(shape, fmt, ttype.dtype, ttype.index_dtype, extents,
                    [{} for _ in fmt.levels], params, None)
 
-    def output_holder(self) -> DescriptorHolder:
+    def output_holder(self, preallocate: bool = False) -> DescriptorHolder:
+        """Empty output arrays for a kernel to grow; ``preallocate`` gives array-free
+        (dense-like) outputs their zeroed values up front, as threaded calls need."""
         slots = self.tensor_type.array_slots()
-        return DescriptorHolder(self.level_extents, [None] * (len(slots) + 1),
-                                self._flat_params())
+        arrays: list[np.ndarray | None] = [None] * (len(slots) + 1)
+        if preallocate:
+            arrays[-1] = np.zeros(int(np.prod(self.level_extents)), dtype=self.dtype)
+        return DescriptorHolder(self.level_extents, arrays, self._flat_params())
 
     def adopt(self, holder: DescriptorHolder) -> None:
         """Take ownership of the arrays a kernel assembled."""
