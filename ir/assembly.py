@@ -161,9 +161,11 @@ class OutputAssembler:
         vals = self.tensor.array_ref(self.tensor.vals_slot)
         address = vals.address(b, pos)
         dtype = self.tensor.type.dtype
-        if self.prefix > last:
-            old = scalars.load_value(b, b.load(address), dtype, self.kc.dtype)
-            value = scalars.apply(b, "add", [old, value], self.kc.dtype, self.kc.fastmath)
+        kc = self.kc
+        overwrite = not (kc.scatter or kc.repeats or kc.nest.assign.accumulate)
+        if self.prefix > last and not overwrite:
+            old = scalars.load_value(b, b.load(address), dtype, kc.dtype)
+            value = scalars.apply(b, "add", [old, value], kc.dtype, kc.fastmath)
         value = scalars.convert(b, value, self.kc.dtype, dtype)
         b.store(scalars.store_value(b, value, dtype), address)
 

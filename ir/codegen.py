@@ -250,6 +250,7 @@ class KernelCompiler:
             self.scatter = any(order.index(v) < self.out_depth
                                for v in order if v not in out_vars)
         self.insert_output = self.output.all_insert
+        self.repeats = False  # set when a fused non-unique loop revisits output coordinates
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
         self.loops(order, 0, nest.body, Ctx())
@@ -623,6 +624,8 @@ class PointEmitter:
         elif level.unique or (len(self.iterated) == 1 and kc.fusable(op, self.expr)):
             ok = eq
             entry = LevelPos(cur, i)
+            if not level.unique and self.var in kc.nest.assign.vars:
+                kc.repeats = True
         else:
             seg = self.segment_end(tensor, it, op, cur, st.end, i, env)
             self.seg_ends[it] = seg

@@ -131,12 +131,24 @@ class Tensor:
     def from_numpy(cls, array, format="dense", dtype=None, index_dtype=None,
                    name: str | None = None) -> Tensor:
         array = np.asarray(array)
+        fmt = as_format(format, array.ndim)
+        if fmt == named_format("dense", array.ndim) and array.ndim:
+            return cls._wrap_dense(array, fmt, dtype, index_dtype, name)
         if array.ndim == 0:
             return cls.from_coo(np.zeros((0, 1), np.int64), array.reshape(1), (), format,
                                 dtype, index_dtype, name)
         coords = np.array(np.nonzero(array), dtype=np.int64).reshape(array.ndim, -1)
         return cls.from_coo(coords, array[tuple(coords)], array.shape, format, dtype,
                             index_dtype, name)
+
+    @classmethod
+    def _wrap_dense(cls, array, fmt: Format, dtype, index_dtype, name) -> Tensor:
+        """Row-major dense storage is the array itself: no copy when it is contiguous."""
+        values = np.ascontiguousarray(array, dtype=_value_dtype(dtype or array.dtype))
+        idx = _index_dtype(index_dtype, *array.shape)
+        return cls(array.shape, fmt, values.dtype, idx, list(array.shape),
+                   [{} for _ in fmt.levels], [{} for _ in fmt.levels], values.reshape(-1),
+                   name=name)
 
     @classmethod
     def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
