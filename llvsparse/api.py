@@ -217,14 +217,14 @@ class Kernel:
         """PTX for an NVIDIA GPU of compute capability ``sm`` (needs no GPU)."""
         from .backends.cuda import emit_ptx
 
-        inst = self._default()
+        inst = self._with_code()
         return emit_ptx(inst.jit.llvm_ir, inst.jit.name, sm)
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
         """Write an object file (``.o``) or shared library (``.so``) plus a C header."""
         from .export import export_kernel
 
-        return export_kernel(self, self._default(), Path(path), name)
+        return export_kernel(self, self._with_code(), Path(path), name)
 
     @property
     def concrete(self) -> str:

@@ -11,6 +11,7 @@ hash does not match is deleted and rebuilt, never loaded.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -20,7 +21,9 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
-from . import __version__
+from . import __version__, runtime
+from . import ir as ir_package
+from .backends import cpu as cpu_backend
 
 
 def cache_dir() -> Path | None:
@@ -30,9 +33,24 @@ def cache_dir() -> Path | None:
     return Path(root) if root else Path.home() / ".cache" / "llvsparse"
 
 
+@functools.cache
+def compiler_fingerprint() -> str:
+    """A hash of the compiler's own sources: any change to code generation or the kernel
+    ABI invalidates every entry, even between releases."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for module in (ir_package, cpu_backend, runtime):
+        folder = Path(module.__file__).resolve().parent
+        for path in sorted(folder.glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    digest.update((package / "api.py").read_bytes())
+    return digest.hexdigest()
+
+
 def entry_key(parts: tuple) -> str:
     host = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
-    text = repr((parts, host, __version__, llvmlite.__version__))
+    text = repr((parts, host, __version__, llvmlite.__version__, compiler_fingerprint()))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 

@@ -1,0 +1,250 @@
+"""The ``llvsparse`` command line, run as users run it: a subprocess per command."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+from llvsparse.backends.cuda import check_ptx
+
+ROOT = Path(__file__).resolve().parents[1]
+OLM1000 = Path("/work/shared/data/matrices/olm1000.mtx.gz")
+if not OLM1000.exists():  # the same matrix ships with the package
+    OLM1000 = ROOT / "llvsparse" / "data" / "olm1000.mtx.gz"
+SPMV = "y(i) = A(i,j) * x(j)"
+
+Cli = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A private kernel cache, so no entry from another checkout or test run is loaded."""
+    return {**os.environ, "LLVSPARSE_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
+
+
+@pytest.fixture
+def cli(env: dict[str, str], tmp_path: Path) -> Cli:
+    def call(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "llvsparse", *args], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+
+    return call
+
+
+def sections(stdout: str) -> dict[str, str]:
+    """Split dump output at its ';; ---- STAGE ----' headers."""
+    parts = re.split(r"^;; ---- (\S+) ----\n", stdout, flags=re.MULTILINE)
+    assert parts[0] == ""
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+# -- dump ------------------------------------------------------------------------------------
+def test_dump_text_stages(cli: Cli) -> None:
+    done = cli("dump", SPMV, "-f", "A:csr", "-f", "x:dense",
+               "--emit", "notation,concrete,lattice", "--emit", "llvm", "--emit", "llvm-opt",
+               "--emit", "asm")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in done.stdout  # no colour into a pipe
+    found = sections(done.stdout)
+    assert list(found) == ["notation", "concrete", "lattice", "llvm", "llvm-opt", "asm"]
+    assert found["notation"].strip() == "y(i) = sum_j(A(i,j) * x(j))"
+    assert "forall i" in found["concrete"] and "forall j" in found["concrete"]
+    assert "A.0" in found["lattice"] and "x.0" in found["lattice"]
+    assert re.search(r'^define .*@"llvsparse_kernel"\(', found["llvm"], re.MULTILINE)
+    assert re.search(r"^define .*@llvsparse_kernel\(", found["llvm-opt"], re.MULTILINE)
+    assert re.search(r"^llvsparse_kernel:", found["asm"], re.MULTILINE)
+
+
+def test_dump_other_target_and_name(cli: Cli, tmp_path: Path) -> None:
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "asm,obj", "--target",
+               "aarch64-unknown-linux-gnu", "--cpu", "neoverse-n1", "--name", "spmv",
+               "-o", "k.o")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^spmv:", sections(done.stdout)["asm"], re.MULTILINE)
+    obj = (tmp_path / "k.o").read_bytes()
+    assert obj[:4] == b"\x7fELF"
+    assert int.from_bytes(obj[18:20], "little") == 183  # e_machine: AArch64
+
+
+def test_dump_obj_for_host(cli: Cli, tmp_path: Path) -> None:
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "obj", "-o", "k.o")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "k.o").read_bytes()[:4] == b"\x7fELF"
+    assert "k.o" in sections(done.stdout)["obj"]
+
+
+def test_dump_obj_needs_output(cli: Cli) -> None:
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "obj")
+    assert done.returncode == 2
+    assert "-o" in done.stderr
+
+
+def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path) -> None:
+    texts = []
+    for _ in range(2):  # the second run finds the kernel in the disk cache, without IR
+        done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
+                   "--out-format", "csr", "--emit", "ptx", "--sm", "sm_80", "-o", "k.ptx")
+        assert done.returncode == 0, done.stderr
+        texts.append((tmp_path / "k.ptx").read_text())
+    assert texts[0] == texts[1]
+    assert ".target sm_80" in texts[0] and ";; ----" not in texts[0]  # one stage: no header
+    check_ptx(texts[0], "sm_80")
+
+
+def test_dump_bad_expression_shows_column(cli: Cli) -> None:
+    done = cli("dump", "y(i) = A(i,j) * ", "-f", "A:csr", "--emit", "llvm")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "column 16" in done.stderr
+    lines = done.stderr.splitlines()
+    caret = next(k for k, line in enumerate(lines) if line.strip() == "^")
+    shown = lines[caret - 1]
+    assert lines[caret].index("^") - shown.index("y(i)") == 16
+
+
+@pytest.mark.parametrize("args", [["-f", "A:nosuchformat"], ["-f", "A:dia", "--emit", "bogus"],
+                                  ["-f", "Q:csr"], ["-f", "A"]])
+def test_dump_usage_errors(cli: Cli, args: list[str]) -> None:
+    done = cli("dump", SPMV, *args, "--emit", "llvm")
+    assert done.returncode == 2
+    assert "error" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_dump_colour_only_on_a_terminal(env: dict[str, str], tmp_path: Path) -> None:
+    def on_terminal(*extra: str) -> bytes:
+        leader, follower = pty.openpty()
+        done = subprocess.run([sys.executable, "-m", "llvsparse", "dump", SPMV, "-f", "A:csr",
+                               "--emit", "notation", *extra], stdout=follower,
+                              stderr=subprocess.PIPE, env=env, cwd=tmp_path, timeout=300,
+                              check=False)
+        os.close(follower)
+        assert done.returncode == 0, done.stderr
+        output = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # Linux reports the closed terminal as EIO
+                break
+            if not chunk:
+                break
+            output += chunk
+        os.close(leader)
+        return output
+
+    assert b"\x1b[" in on_terminal()
+    plain = on_terminal("--no-color")
+    assert b"\x1b[" not in plain and b";; ---- notation ----" in plain
+
+
+# -- run -------------------------------------------------------------------------------------
+def test_run_random_input_to_matrix_market(cli: Cli, tmp_path: Path) -> None:
+    done = cli("run", "B(i,j) = A(i,j) * x(j)", "-i", f"A:{OLM1000}", "-i", "x:random",
+               "--seed", "7", "--out-format", "csr", "-o", "out.mtx", "--repeat", "3")
+    assert done.returncode == 0, done.stderr
+    for label in ("compile", "first call", "median of 3"):
+        assert re.search(rf"^{label}\s+[\d.]+ ms", done.stdout, re.MULTILINE), done.stdout
+    A = sp.csr_matrix(scipy.io.mmread(str(OLM1000)))
+    x = np.random.default_rng(7).random(A.shape[1])
+    got = sp.csr_matrix(scipy.io.mmread(str(tmp_path / "out.mtx")))
+    assert got.shape == A.shape
+    np.testing.assert_allclose(got.toarray(), A.multiply(x[None, :]).toarray())
+
+
+def test_run_spmv_to_npy(cli: Cli, tmp_path: Path) -> None:
+    done = cli("run", SPMV, "-i", f"A:{OLM1000}", "-i", "x:ones", "-f", "A:ell", "-o", "y.npy",
+               "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\s+A\s+1000x1000\s+ell\b", done.stdout, re.MULTILINE), done.stdout
+    A = sp.csr_matrix(scipy.io.mmread(str(OLM1000)))
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), A @ np.ones(A.shape[1]))
+
+
+def test_run_generated_shapes(cli: Cli, tmp_path: Path) -> None:
+    done = cli("run", "s = x(i) * y(i)", "-i", "x:random:50", "-i", "y:ones", "--seed", "3",
+               "-o", "s.npy", "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "s.npy"),
+                               np.random.default_rng(3).random(50).sum())
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-i", "A:random", "-i", "x:random"], "cannot infer the extent of i, j for A"),
+    (["-i", f"A:{OLM1000}", "-i", "x:random:5"], "index j has extent 1000"),
+    (["-i", f"A:{OLM1000}", "-i", "x:ones", "-o", "y.mtx"], "holds matrices"),
+    (["-i", f"A:{OLM1000}"], "no input for x"),
+])
+def test_run_usage_errors(cli: Cli, args: list[str], message: str) -> None:
+    done = cli("run", SPMV, *args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+# -- formats ---------------------------------------------------------------------------------
+def test_formats_list(cli: Cli) -> None:
+    done = cli("formats")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^compressed\s+position iteration", done.stdout, re.MULTILINE)
+
+
+def test_formats_check_good(cli: Cli) -> None:
+    good = ROOT / "formats" / "dense.yaml"
+    done = cli("formats", "--check", str(good))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{good}: ok (dense)"
+
+
+BROKEN_KEY = """\
+name: mylevel
+doc: a level with a misspelt key
+params: {}
+arrays: {}
+colour: blue
+"""
+BROKEN_BODY = """\
+name: mylevel
+doc: a level whose body imports
+params: {}
+arrays: {}
+properties: {full: true, ordered: true, unique: true, branchless: false, compact: true}
+capabilities:
+  iterate: coordinate
+  coord_bounds: return 0, N
+  coord_access: |
+    import os
+    return p_parent * N + i, True
+"""
+
+
+def test_formats_check_broken_files(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "key.yaml").write_text(BROKEN_KEY)
+    (tmp_path / "body.yaml").write_text(BROKEN_BODY)
+    good = ROOT / "formats" / "compressed.yaml"
+    done = cli("formats", "--check", "key.yaml", str(good), "body.yaml", "missing.yaml")
+    assert done.returncode == 1
+    assert f"{good}: ok (compressed)" in done.stdout
+    assert re.search(r"^key\.yaml:5: .*'colour'", done.stderr, re.MULTILINE), done.stderr
+    assert re.search(r"^body\.yaml:10: .*import", done.stderr, re.MULTILINE), done.stderr
+    assert "missing.yaml" in done.stderr
+
+
+# -- demo and help ---------------------------------------------------------------------------
+def test_demo(cli: Cli) -> None:
+    done = cli("demo")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WRONG" not in done.stdout
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["dump"], ["run"], ["formats"]])
+def test_help(cli: Cli, command: list[str]) -> None:
+    done = cli(*command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: llvsparse")
