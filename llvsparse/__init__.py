@@ -9,13 +9,33 @@ from .formats.registry import level_formats, register_level_format
 from .interpret import CorruptTensorError
 from .io import read, write
 from .ir.schedule import ScheduleError
-from .runtime import get_num_threads, set_num_threads
 from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
+from .runtime import get_num_threads, set_num_threads
 from .tensor import Tensor
 
 __all__ = [
-    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar", "Kernel",
-    "Level", "NotationError", "NotationSyntaxError", "ScheduleError", "ShapeError", "Tensor",
-    "compile", "einsum", "evaluate", "index_vars", "level_formats", "named_format", "parse",
-    "read", "register_level_format", "set_num_threads", "get_num_threads", "write",
+    "CorruptTensorError",
+    "Format",
+    "FormatError",
+    "FormatFileError",
+    "IndexVar",
+    "Kernel",
+    "Level",
+    "NotationError",
+    "NotationSyntaxError",
+    "ScheduleError",
+    "ShapeError",
+    "Tensor",
+    "compile",
+    "einsum",
+    "evaluate",
+    "get_num_threads",
+    "index_vars",
+    "level_formats",
+    "named_format",
+    "parse",
+    "read",
+    "register_level_format",
+    "set_num_threads",
+    "write",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import itertools
 import os
 import threading
 import weakref
@@ -133,6 +134,6 @@ def call_parallel(range_address: int, holders: list[DescriptorHolder], extent: i
     chunks = min(extent, threads * 4)
     bounds = [extent * k // chunks for k in range(chunks + 1)]
     futures = [_pool().submit(function, table, lo, hi)
-               for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+               for lo, hi in itertools.pairwise(bounds) if hi > lo]
     for status in [f.result() for f in futures]:
         _check(status, holders)
