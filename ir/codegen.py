@@ -94,8 +94,15 @@ class TensorIR:
             return self.inputs_cache[slot]
         return self._load_pointer(b, slot)
 
+    def freeze(self) -> None:
+        """Load every array pointer once: an output sized up front never moves again, and
+        a pointer kept in a register lets LLVM vectorize loops that store through it."""
+        for slot in range(len(self.slots) + 1):
+            self.inputs_cache[slot] = self._load_pointer(self.kc.b, slot)
+        self.frozen = True
+
     def array_ref(self, slot: int, init: int = 0) -> ArrayRef:
-        if not self.is_output:
+        if not self.is_output or getattr(self, "frozen", False):
             return ArrayRef(self.inputs_cache[slot], self.element(slot))
         return ArrayRef(lambda b, s=slot: self._load_pointer(b, s), self.element(slot),
                         lambda b, index, s=slot, v=init: self.kc.ensure(self, s,
@@ -230,6 +237,8 @@ class KernelCompiler:
         self.output = OutputAssembler(self, self.tensors[self.out_name], out_type,
                                       self.nests[0].assign.vars)
         self.output.prologue()
+        if self.output.all_insert:
+            self.tensors[self.out_name].freeze()
         for nest in self.nests:
             for op in operands(nest.body):
                 self.operands[op.uid] = op

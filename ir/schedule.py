@@ -34,10 +34,14 @@ class Nest:
 def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
                 types: dict[str, TensorType], bound: set[str],
                 before: list[tuple[str, str]] = (), prefer: list[str] = (),
-                derived: dict[str, tuple[tuple[str, int], ...]] | None = None) -> list[str]:
+                derived: dict[str, tuple[tuple[str, int], ...]] | None = None,
+                sparse_first: bool = False) -> list[str]:
     """Topologically order ``loop_vars`` under the storage constraints of the operands.
 
-    An index derived from blocked levels counts as bound once its parts are.
+    An index derived from blocked levels counts as bound once its parts are. With
+    ``sparse_first`` (outputs that take scattered updates), an index some operand must
+    iterate (a level that cannot locate) goes before one only dense levels index, so
+    inner loops run over dense rows: SpMM and MTTKRP get TACO's i,k,j order.
     """
     derived = derived or {}
     edges: set[tuple[str, str]] = set(before)
@@ -57,7 +61,11 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
                     raise ScheduleError(
                         f"{op.tensor}: level {k} (index {var}) is reached only after index "
                         f"{earlier}, which is bound in an inner loop")
-    rank = {v: (prefer.index(v) if v in prefer else len(prefer) + loop_vars.index(v))
+    iterated = {var for op in exprs_operands
+                for var, level in zip(op.vars, types[op.tensor].levels)
+                if not level.can_locate}
+    rank = {v: (not (sparse_first and v in iterated),
+                prefer.index(v) if v in prefer else len(prefer) + loop_vars.index(v))
             for v in loop_vars}
     remaining = list(loop_vars)
     order: list[str] = []
@@ -148,6 +156,7 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
     _check_late_operands(body, derived)
     try:
         order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars,
+                            sparse_first=all(lv.can_insert for lv in out_type.levels),
                             derived=dict(assign.derived))
     except ScheduleError as error:
         if _needs_ordered_output(out_type):
