@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -60,12 +61,20 @@ class JitKernel:
     name: str
     llvm_ir: str | None  # None when loaded from the disk cache
     llvm_ir_optimized: str | None
-    asm: str | None
     address: int
     engine: object = field(repr=False)
     module: object = field(repr=False)
     object_code: bytes = field(default=b"", repr=False)
     range_address: int = 0  # the kernel body over a range of the outermost loop
+    phases: dict = field(default_factory=dict)  # seconds spent per compile phase
+
+    @property
+    def asm(self) -> str | None:
+        """Host assembly, produced on request (it costs as much as the optimizer)."""
+        if self.llvm_ir_optimized is None:
+            return None
+        module = llvm.parse_assembly(self.llvm_ir_optimized)
+        return _initialize().emit_assembly(module)
 
 
 def jit(module: ir.Module, name: str) -> JitKernel:
@@ -74,12 +83,14 @@ def jit(module: ir.Module, name: str) -> JitKernel:
     tm = _initialize()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
+    start = time.perf_counter()
     text = str(module)
     ref = llvm.parse_assembly(text)
     ref.verify()
+    parsed = time.perf_counter()
     optimize(ref, tm)
     optimized = str(ref)
-    asm = tm.emit_assembly(ref)
+    tuned = time.perf_counter()
     objects: list[bytes] = []
     with _LOCK:
         engine = llvm.create_mcjit_compiler(ref, _new_target_machine())
@@ -88,8 +99,10 @@ def jit(module: ir.Module, name: str) -> JitKernel:
         address = engine.get_function_address(name)
         range_address = engine.get_function_address(f"{name}_range")
         STATS["llvm_compiles"] += 1
-    kernel = JitKernel(name, text, optimized, asm, address, engine, ref)
+    kernel = JitKernel(name, text, optimized, address, engine, ref)
     kernel.range_address = range_address
+    kernel.phases = {"parse+verify": parsed - start, "optimize": tuned - parsed,
+                     "machine code": time.perf_counter() - tuned}
     kernel.object_code = objects[0] if objects else b""
     return kernel
 
@@ -108,7 +121,7 @@ def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
         STATS["disk_loads"] += 1
     if not address or not range_address:
         raise RuntimeError(f"cached object code has no symbol {name}")
-    kernel = JitKernel(name, None, None, None, address, engine, placeholder)
+    kernel = JitKernel(name, None, None, address, engine, placeholder)
     kernel.range_address = range_address
     kernel.object_code = object_code
     return kernel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +166,7 @@ class Kernel:
 
     def _build(self, types: dict[str, TensorType], dtype: str,
                conversions: dict[str, Format]) -> Instance:
+        start = time.perf_counter()
         concrete = to_concrete(self.assignment, types)
         order = [self.assignment.lhs.tensor] + [
             n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
@@ -181,7 +183,10 @@ class Kernel:
             module = builder.compile()
         text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
                          for n in nests)
-        return Instance(types, text, jit(module, builder.entry_name), dtype,
+        lowered = time.perf_counter() - start
+        compiled = jit(module, builder.entry_name)
+        compiled.phases = {"lower to IR": lowered, **compiled.phases}
+        return Instance(types, text, compiled, dtype,
                         conversions, "\n".join(builder.lattice_log), order,
                         _parallel_mode(nests, builder, types[order[0]]))
 
@@ -207,6 +212,11 @@ class Kernel:
     @property
     def asm(self) -> str:
         return self._with_code().jit.asm
+
+    @property
+    def compile_times(self) -> dict[str, float]:
+        """Seconds per phase of the last cold compile (empty when loaded from disk)."""
+        return dict(self._default().jit.phases)
 
     @property
     def lattices(self) -> str:
