@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .formats.registry import get_level
 from .ir.types import PROPERTY_NAMES, LevelType, TensorType
 
@@ -77,9 +79,12 @@ class Format:
             if not pdef.configurable and pdef.default != value:
                 raise FormatError(f"property {prop!r} of level {level.kind!r} is fixed "
                                   f"to {pdef.default}")
-        for param in level.params:
+        for param, value in level.params.items():
             if param not in definition.params:
                 raise FormatError(f"level {level.kind!r} has no parameter {param!r}")
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise FormatError(f"parameter {param} of level {level.kind!r} must be a "
+                                  f"positive integer, not {value!r}")
 
     def key(self) -> tuple:
         return tuple(level.key() for level in self.levels)

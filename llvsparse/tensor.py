@@ -239,6 +239,11 @@ class Tensor:
         if self.values is None or self.values.dtype != self.dtype or \
                 not self.values.flags.c_contiguous:
             raise CorruptTensorError(f"values must be a contiguous {self.dtype} array")
+        for k, params in enumerate(self.params):
+            for name, value in params.items():
+                if int(value) < 1:
+                    raise CorruptTensorError(f"level {k} parameter {name} is {value}; "
+                                             "it must be positive")
 
     def validate(self) -> None:
         """Full O(nnz) check that every read a kernel makes is in bounds and every property

@@ -123,3 +123,12 @@ def test_coordinates_out_of_shape():
 def test_unregistered_level_format():
     with pytest.raises(KeyError, match="known"):
         ls.Format([ls.Level("bitmapz", 0)])
+
+
+def test_zero_hash_width_is_rejected_before_native_code():
+    tensor = ls.Tensor.from_numpy(np.arange(4.0), format="hash")
+    tensor.params[0]["W"] = 0
+    with pytest.raises(ls.CorruptTensorError, match="positive"):
+        ls.evaluate("y(i) = t(i) * 2", t=tensor)
+    with pytest.raises(ls.FormatError, match="positive"):
+        ls.Format([ls.Level("hashed", 0, params={"W": 0})])
