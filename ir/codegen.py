@@ -76,6 +76,7 @@ class TensorIR:
         self.index_element = ir.IntType(8 * np.dtype(ttype.index_dtype).itemsize)
         self.vals_slot = len(self.slots)
         self.inputs_cache: dict[int, ir.Value] = {}
+        self.frozen = False  # output pointers loaded once (see freeze)
         if not is_output:
             for slot in range(len(self.slots) + 1):
                 self.inputs_cache[slot] = self._load_pointer(b, slot)
@@ -102,7 +103,7 @@ class TensorIR:
         self.frozen = True
 
     def array_ref(self, slot: int, init: int = 0) -> ArrayRef:
-        if not self.is_output or getattr(self, "frozen", False):
+        if not self.is_output or self.frozen:
             return ArrayRef(self.inputs_cache[slot], self.element(slot))
         return ArrayRef(lambda b, s=slot: self._load_pointer(b, s), self.element(slot),
                         lambda b, index, s=slot, v=init: self.kc.ensure(self, s,
@@ -513,6 +514,8 @@ class PointEmitter:
         self.lattice, self.point = lattice, point
         self.iterated, self.located = iterated, located
         self.states, self.find, self.body, self.hooks = states, find, body, hooks
+        self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
+        self.absent: ir.Block | None = None  # straight-line code: where a miss goes
 
     def emit(self) -> None:
         b = self.b
@@ -569,13 +572,12 @@ class PointEmitter:
                 b.cbranch(found, go, skip)
                 b.position_at_end(skip)
                 if straight:
-                    b.branch(go_done := b.append_basic_block("absent"))
+                    self.absent = self.absent or b.append_basic_block("absent")
+                    b.branch(self.absent)
                 else:
                     b.store(b.add(cur, ONE), st.cur)
                     b.branch(self.latch)
                 b.position_at_end(go)
-                if straight:
-                    self._absent_block = go_done
         values = [coords[it] for it in self.iterated]
         i = values[0]
         for v in values[1:]:
@@ -612,9 +614,9 @@ class PointEmitter:
         if not straight:
             for it in self.iterated:
                 self.advance(it, coords[it], i)
-        elif getattr(self, "_absent_block", None) is not None:
-            b.branch(self._absent_block)
-            b.position_at_end(self._absent_block)
+        elif self.absent is not None:
+            b.branch(self.absent)
+            b.position_at_end(self.absent)
 
     def resolve_iterated(self, it: Iter, i: ir.Value, eq: ir.Value, ctx: Ctx):
         """Position of an iterated level at coordinate i, then locate deeper bound levels."""
@@ -625,7 +627,6 @@ class PointEmitter:
         level = tensor.type.levels[it.level]
         env = kc.parent_env(op, it.level, self.ctx)
         cur = b.load(st.cur)
-        self.seg_ends = getattr(self, "seg_ends", {})
         if st.kind == "coordinate":
             pos, found = tensor.call(it.level, "coord_access", i=i, **env)
             ok = eq if is_true(found) else b.and_(eq, found)
@@ -749,8 +750,7 @@ class PointEmitter:
         b = self.b
         st = self.states[it]
         cur = b.load(st.cur)
-        nxt = self.seg_ends.get(it) if hasattr(self, "seg_ends") else None
-        nxt = nxt if nxt is not None else b.add(cur, ONE)
+        nxt = self.seg_ends[it] if it in self.seg_ends else b.add(cur, ONE)
         if len(self.iterated) == 1:
             b.store(nxt, st.cur)
         else:
