@@ -7,6 +7,7 @@ tensor mode it stores (``None`` for a storage-only level such as a diagonal slot
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,6 +90,9 @@ class TensorType:
 
     def array_slots(self) -> list[ArraySlot]:
         """Level arrays in descriptor order; a shared array gets one slot, at first use."""
+        return list(_array_slots(self))
+
+    def _compute_array_slots(self) -> tuple[ArraySlot, ...]:
         slots: list[ArraySlot] = []
         shared_seen: set[str] = set()
         for k, level in enumerate(self.levels):
@@ -98,7 +102,7 @@ class TensorType:
                         continue
                     shared_seen.add(name)
                 slots.append(ArraySlot(len(slots), k, name, adef.kind, adef.shared))
-        return slots
+        return tuple(slots)
 
     def slot_of(self, level: int, name: str) -> ArraySlot:
         adef = self.levels[level].definition.arrays[name]
@@ -113,6 +117,12 @@ class TensorType:
 
     def levels_of_mode(self, mode: int) -> list[int]:
         return [k for k, level in enumerate(self.levels) if level.mode == mode]
+
+
+@functools.lru_cache(maxsize=4096)
+def _array_slots(ttype: TensorType) -> tuple[ArraySlot, ...]:
+    """Memoized: the call path asks for slots on every kernel call."""
+    return ttype._compute_array_slots()
 
 
 def type_key(ttype: TensorType) -> tuple:

@@ -91,6 +91,9 @@ class Kernel:
         self.fastmath = fastmath
         self.out_index_dtype = out_index_dtype
         self.convert = convert
+        self._names = self.assignment.tensors()
+        self._accesses = self.assignment.accesses()
+        self._signatures: dict[tuple, Instance] = {}  # call-path cache of instances
         self.last: Instance | None = None
 
     # -- specialization -----------------------------------------------------------------
@@ -247,8 +250,7 @@ class Kernel:
         trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call."""
         from .tensor import Tensor
 
-        names = self.assignment.tensors()
-        out = self.assignment.lhs.tensor
+        names, out = self._names, self.assignment.lhs.tensor
         missing = [n for n in names if n != out and n not in tensors]
         if missing:
             raise TypeError(f"missing tensors: {', '.join(missing)}")
@@ -259,12 +261,16 @@ class Kernel:
                 tensor.validate()
             else:
                 tensor.validate_shallow()
-        dtypes = {n: str(t.dtype) for n, t in inputs.items()}
-        index_dtypes = {n: str(t.index_dtype) for n, t in inputs.items()}
         out_shape = tuple(extents[v.name] for v in self.assignment.lhs.indices)
-        needed = "int64" if max(out_shape, default=0) >= 2**31 - 1 else "int32"
-        index_dtypes[out] = self.out_index_dtype or needed
-        inst = self.instance(dtypes, index_dtypes)
+        wide = max(out_shape, default=0) >= 2**31 - 1
+        signature = (wide, *((t.dtype, t.index_dtype) for t in inputs.values()))
+        inst = self._signatures.get(signature)
+        if inst is None:
+            dtypes = {n: t.dtype.name for n, t in inputs.items()}
+            index_dtypes = {n: t.index_dtype.name for n, t in inputs.items()}
+            index_dtypes[out] = self.out_index_dtype or ("int64" if wide else "int32")
+            inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
+        self.last = inst
         for name, fmt in inst.conversions.items():
             inputs[name] = inputs[name].asformat(fmt)
         out_type = inst.types[out]
@@ -286,7 +292,7 @@ class Kernel:
     def _extents(self, inputs) -> dict[str, int]:
         extents: dict[str, int] = {}
         where: dict[str, str] = {}
-        for access in self.assignment.accesses():
+        for access in self._accesses:
             if access.tensor not in inputs:
                 continue
             tensor = inputs[access.tensor]

@@ -87,10 +87,12 @@ class Format:
                                   f"positive integer, not {value!r}")
 
     def key(self) -> tuple:
-        return tuple(level.key() for level in self.levels)
+        if "_key" not in self.__dict__:
+            self._key = tuple(level.key() for level in self.levels)
+        return self._key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Format) and self.key() == other.key()
+        return self is other or (isinstance(other, Format) and self.key() == other.key())
 
     def __hash__(self) -> int:
         return hash(self.key())
@@ -102,7 +104,15 @@ class Format:
         return f"Format([{', '.join(parts)}])"
 
     def tensor_type(self, dtype: str, index_dtype: str) -> TensorType:
-        """The compiler's view of this format for given value and index dtypes."""
+        """The compiler's view of this format for given value and index dtypes (memoized:
+        the call path needs it for every operand)."""
+        key = (dtype, index_dtype)
+        cache = self.__dict__.setdefault("_types", {})
+        if key not in cache:
+            cache[key] = self._tensor_type(dtype, index_dtype)
+        return cache[key]
+
+    def _tensor_type(self, dtype: str, index_dtype: str) -> TensorType:
         levels = []
         for level in self.levels:
             definition = get_level(level.kind)

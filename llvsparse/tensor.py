@@ -62,7 +62,12 @@ class Tensor:
 
     @property
     def tensor_type(self):
-        return self.format.tensor_type(str(self.dtype), str(self.index_dtype))
+        key = (self.format, self.dtype, self.index_dtype)
+        cached = self.__dict__.get("_type_cache")
+        if cached is None or any(a is not b for a, b in zip(cached[0], key)):
+            cached = (key, self.format.tensor_type(self.dtype.name, self.index_dtype.name))
+            self._type_cache = cached
+        return cached[1]
 
     @property
     def nnz(self) -> int:
