@@ -1,0 +1,38 @@
+"""What the generated code looks like: the properties the performance work relies on."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+import llvsparse as ls
+
+
+def _csr(seed: int = 0):
+    return sp.random(60, 50, density=0.1, format="csr", random_state=seed)
+
+
+def test_floating_point_reassociation_only_under_fastmath():
+    strict = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    fast = ls.compile("y(i) = A(i,j) * x(j)", A="csr", fastmath=True)
+    A = ls.Tensor.from_scipy(_csr(), format="csr")
+    x = np.random.default_rng(0).random(50)
+    np.testing.assert_allclose(fast(A=A, x=x).to_numpy(), _csr() @ x)
+    assert " fast " not in strict.llvm_ir and "reassoc" not in strict.llvm_ir_optimized
+    assert " fast " in fast.llvm_ir
+
+
+def test_kernels_have_no_bounds_checks_or_calls_in_loops():
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    optimized = kernel.llvm_ir_optimized
+    body = optimized.split("define", 2)[1]
+    calls = [line for line in body.splitlines() if " call " in line]
+    assert all("malloc" in c or "free" in c or "llvm." in c for c in calls)
+
+
+def test_entry_points_and_range_variant_exist():
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    assert 'define i32 @"llvsparse_kernel"' in kernel.llvm_ir
+    assert 'define i32 @"llvsparse_kernel_range"' in kernel.llvm_ir
+    assert set(kernel.compile_times) >= {"lower to IR", "optimize", "machine code"}
+    assert "llvsparse_kernel" in kernel.asm
