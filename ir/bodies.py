@@ -32,15 +32,24 @@ class ArrayRef:
     """
 
     pointer: ir.Value | Callable[[ir.IRBuilder], ir.Value]
-    element: ir.IntType
+    element: ir.Type
     before_store: Callable[[ir.IRBuilder, ir.Value], None] | None = None
+    invariant: bool = False  # an input: never written while the kernel runs
 
     def address(self, builder: ir.IRBuilder, index: ir.Value) -> ir.Value:
         base = self.pointer(builder) if callable(self.pointer) else self.pointer
         return builder.gep(base, [index], inbounds=True)
 
-    def load(self, builder: ir.IRBuilder, index: ir.Value) -> ir.Value:
+    def load_raw(self, builder: ir.IRBuilder, index: ir.Value) -> ir.Value:
+        """The element as stored; inputs are marked invariant so stores to the output
+        cannot keep LLVM from hoisting or vectorizing their loads."""
         value = builder.load(self.address(builder, index))
+        if self.invariant:
+            value.set_metadata("invariant.load", builder.module.add_metadata([]))
+        return value
+
+    def load(self, builder: ir.IRBuilder, index: ir.Value) -> ir.Value:
+        value = self.load_raw(builder, index)
         return value if self.element.width == 64 else builder.sext(value, I64)
 
     def store(self, builder: ir.IRBuilder, index: ir.Value, value: ir.Value) -> None:

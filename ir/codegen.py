@@ -104,7 +104,8 @@ class TensorIR:
 
     def array_ref(self, slot: int, init: int = 0) -> ArrayRef:
         if not self.is_output or self.frozen:
-            return ArrayRef(self.inputs_cache[slot], self.element(slot))
+            return ArrayRef(self.inputs_cache[slot], self.element(slot),
+                            invariant=not self.is_output)
         return ArrayRef(lambda b, s=slot: self._load_pointer(b, s), self.element(slot),
                         lambda b, index, s=slot, v=init: self.kc.ensure(self, s,
                                                                         b.add(index, ONE), v))
@@ -155,7 +156,10 @@ class KernelCompiler:
         wb = ir.IRBuilder(whole.append_basic_block("entry"))
         wb.ret(wb.call(self.function, [whole.args[0], ZERO,
                                        ir.Constant(I64, 2**63 - 1)]))
-        self.range_var = nests[0].order[0] if len(nests) == 1 and nests[0].order else None
+        # Threads split the output's first index: every loop over it is clamped to [lo, hi)
+        # (loops outside it, e.g. DIA's diagonals, run whole in every thread).
+        first = nests[0].assign.vars[0] if nests[0].assign.vars else None
+        self.range_var = first if len(nests) == 1 and first in nests[0].order else None
         entry = self.function.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         # malloc/free (not realloc) so the same IR also runs as a CUDA kernel.
@@ -351,7 +355,7 @@ class KernelCompiler:
         return self.b.load(acc)
 
     def _load_val(self, vals: ArrayRef, index: ir.Value, src: str) -> ir.Value:
-        stored = self.b.load(vals.address(self.b, index))
+        stored = vals.load_raw(self.b, index)
         return scalars.load_value(self.b, stored, src, self.dtype)
 
     def nested_sum(self, expr: Sum, ctx: Ctx) -> ir.Value:
@@ -433,8 +437,8 @@ class KernelCompiler:
             emitter.emit()
 
     def in_range_loop(self, var: str, ctx: Ctx) -> bool:
-        """Whether ``var`` is the outermost loop, whose coordinates come in [lo, hi)."""
-        return var == self.range_var and not ctx.bound
+        """Whether a loop over ``var`` only visits coordinates in [lo, hi)."""
+        return var == self.range_var and var not in ctx.bound
 
     def clamp(self, begin: ir.Value, end: ir.Value) -> tuple[ir.Value, ir.Value]:
         b = self.b
@@ -598,7 +602,8 @@ class PointEmitter:
                 ctx = ctx.resolve(uid, level)
         ctx = self.late_locate(ctx)
         in_range = None
-        if kc.in_range_loop(self.var, self.ctx):
+        clamped = all(self.states[it].kind == "coordinate" for it in self.iterated)
+        if kc.in_range_loop(self.var, self.ctx) and not clamped:
             in_range = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
             skip_to = b.append_basic_block("out_of_range")
             work = b.append_basic_block("in_range")

@@ -313,14 +313,14 @@ PARALLEL_MIN_WORK = 20_000  # stored input values below which threads cost more 
 
 
 def _parallel_mode(nests, builder, out_type: TensorType) -> int | None:
-    """The output mode threads may split: the outermost loop must be the output's first
-    level, and the output's levels full, insert-only and array-free, so each thread
-    touches only its own rows (scatter inside a row is fine) and the output can be
-    allocated up front."""
+    """The output mode threads may split: the output's first index (every loop over it is
+    clamped to a thread's rows; loops outside it run whole in each thread), into levels
+    that are full, insert-only and array-free, so each thread writes only its own rows
+    and the output can be allocated up front."""
     if len(nests) != 1 or not nests[0].order or not nests[0].assign.vars:
         return None
     nest = nests[0]
-    if nest.order[0] != nest.assign.vars[0] or nest.assign.derived:
+    if nest.assign.vars[0] not in nest.order or nest.assign.derived:
         return None
     if not all(lv.full and lv.can_insert and not lv.definition.arrays
                for lv in out_type.levels):
