@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import itertools
 import os
 import threading
@@ -118,9 +119,14 @@ def _check(status: int, holders: list[DescriptorHolder]) -> None:
         raise KernelRuntimeError(f"kernel failed with status {status} (out of memory)")
 
 
+@functools.lru_cache(maxsize=1024)
+def _function(address: int):
+    return KERNEL_TYPE(address)
+
+
 def call(address: int, holders: list[DescriptorHolder]) -> None:
     """Run a kernel on the calling thread (ctypes releases the GIL for the call)."""
-    _check(KERNEL_TYPE(address)(_table(holders)), holders)
+    _check(_function(address)(_table(holders)), holders)
 
 
 def call_parallel(range_address: int, holders: list[DescriptorHolder], extent: int,

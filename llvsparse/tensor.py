@@ -190,10 +190,41 @@ class Tensor:
     def _flat_params(self) -> list[int]:
         return [int(self.params[k][p]) for k, p in self.tensor_type.param_slots()]
 
-    def holder(self) -> DescriptorHolder:
-        slots = self.tensor_type.array_slots()
-        arrays = [self.level_arrays[s.level][s.name] for s in slots] + [self.values]
-        return DescriptorHolder(self.level_extents, arrays, self._flat_params())
+    def holder(self, check_shallow: bool = True) -> DescriptorHolder:
+        """The descriptor of this tensor, reused while its arrays, params and extents are
+        the same objects and values (the O(1) checks run once per such state)."""
+        levels = self.level_arrays
+        arrays = [levels[k].get(name) for k, name in self._slot_names()] + [self.values]
+        key = (*map(id, arrays), *(v for p in self.params for v in p.values()),
+               *self.level_extents)
+        cached = self.__dict__.get("_holder")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        if check_shallow:
+            self.validate_shallow()
+        holder = DescriptorHolder(self.level_extents, arrays, self._flat_params())
+        self._holder = (key, holder)
+        return holder
+
+    def _slot_names(self) -> list[tuple[int, str]]:
+        ttype = self.tensor_type
+        cached = self.__dict__.get("_slots")
+        if cached is None or cached[0] is not ttype:
+            cached = (ttype, [(s.level, s.name) for s in ttype.array_slots()])
+            self._slots = cached
+        return cached[1]
+
+    @classmethod
+    def dense_output(cls, shape, fmt: Format, ttype, extents, values) -> Tensor:
+        """An output whose levels need no arrays, around preallocated values (the fast
+        path of a kernel call: no validation, no kernel-owned memory to adopt)."""
+        tensor = cls.__new__(cls)
+        tensor.__dict__.update(shape=shape, format=fmt, dtype=values.dtype,
+                               index_dtype=np.dtype(ttype.index_dtype),
+                               level_extents=extents, level_arrays=[{} for _ in extents],
+                               params=[{} for _ in extents], values=values, fill=0,
+                               name=None)
+        return tensor
 
     @classmethod
     def empty_output(cls, shape, fmt: Format, ttype) -> Tensor:
@@ -207,7 +238,8 @@ class Tensor:
 
     def output_holder(self, preallocate: bool = False) -> DescriptorHolder:
         """Empty output arrays for a kernel to grow; ``preallocate`` gives array-free
-        (dense-like) outputs their zeroed values up front, as threaded calls need."""
+        (dense-like) outputs their zeroed values up front (threaded calls need it, and it
+        spares adopting kernel memory)."""
         slots = self.tensor_type.array_slots()
         arrays: list[np.ndarray | None] = [None] * (len(slots) + 1)
         if preallocate:

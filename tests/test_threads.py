@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse.api import PARALLEL_MIN_WORK
+import llvsparse.api
 
 
 def _matrix(rows: int, cols: int, per_row: int, seed: int):
@@ -30,6 +30,12 @@ CASES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _threads_for_small_inputs(monkeypatch):
+    """Exercise the threaded path on test-sized inputs."""
+    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
+
+
 @pytest.mark.parametrize(("expr", "formats", "make"), CASES)
 def test_threads_match_serial_bit_for_bit(expr, formats, make):
     rng = np.random.default_rng(3)
@@ -38,7 +44,7 @@ def test_threads_match_serial_bit_for_bit(expr, formats, make):
         offsets = (-9, -4, -2, 0, 1, 3, 5, 8)
         matrix = sp.diags([rng.random(3000 - abs(k)) for k in offsets], offsets,
                           shape=(3000, 3000)).tocsr()
-    assert matrix.nnz >= PARALLEL_MIN_WORK
+    assert matrix.nnz >= ls.api.PARALLEL_MIN_WORK
     operands = {"A": ls.Tensor.from_scipy(matrix, format=formats["A"]), **make(matrix, rng)}
     kernel = ls.compile(expr, **{n: f for n, f in formats.items()})
     serial = kernel(threads=1, **operands).to_numpy()
