@@ -70,7 +70,7 @@ class OutputAssembler:
             env = self.tensor.env(level, parent_size=parent_size, size=size)
             (needed,) = emit_body(self.b, fn, env, {})
             slot = self.tensor.type.slot_of(level, name).index
-            self.kc.ensure(self.tensor, slot, needed, adef.init or 0)
+            self.kc.ensure(self.tensor, slot, needed, adef.init)
 
     def coord(self, ctx: Ctx, level: int) -> ir.Value:
         return ctx.bound[self.vars[level]] if level >= 0 else ZERO
@@ -120,7 +120,7 @@ class OutputAssembler:
                     self.call(k, fn, parent_size=parent_size, size=size)
             b.store(size, b.gep(self.tensor.sizes_ptr, [ir.Constant(I64, k)]))
         self.kc.ensure(self.tensor, self.tensor.vals_slot, self.level_size(len(self.levels) - 1),
-                       0)
+                       0 if self.all_insert else None)
 
     # -- positions -----------------------------------------------------------------------
     def insert_position(self, level: int, parent: ir.Value, ctx: Ctx) -> ir.Value:
@@ -157,7 +157,7 @@ class OutputAssembler:
         pos = self.prefix_position(ctx, last)
         if self.prefix <= last:
             pos = self.append_group(self.last_head, last, ctx)
-            self.kc.ensure(self.tensor, self.tensor.vals_slot, b.add(pos, ONE), 0)
+            self.kc.ensure(self.tensor, self.tensor.vals_slot, b.add(pos, ONE), None)
         vals = self.tensor.array_ref(self.tensor.vals_slot)
         address = vals.address(b, pos)
         dtype = self.tensor.type.dtype

@@ -77,8 +77,18 @@ class TensorIR:
         self.vals_slot = len(self.slots)
         self.inputs_cache: dict[int, ir.Value] = {}
         self.frozen = False  # output pointers loaded once (see freeze)
-        if not is_output:
-            for slot in range(len(self.slots) + 1):
+        # An output's array pointers and capacities live in locals while the kernel runs
+        # (stores into the arrays cannot alias them) and go back to the descriptor at exit.
+        self.local_pointers: dict[int, ir.AllocaInstr] = {}
+        self.local_caps: dict[int, ir.AllocaInstr] = {}
+        for slot in range(len(self.slots) + 1):
+            if is_output:
+                index = ir.Constant(I64, slot)
+                self.local_pointers[slot] = b.alloca(I8P, name=f"out.ptr{slot}")
+                b.store(b.load(b.gep(self.arrays_ptr, [index])), self.local_pointers[slot])
+                self.local_caps[slot] = b.alloca(I64, name=f"out.cap{slot}")
+                b.store(b.load(b.gep(self.caps_ptr, [index])), self.local_caps[slot])
+            else:
                 self.inputs_cache[slot] = self._load_pointer(b, slot)
 
     def element(self, slot: int) -> ir.Type:
@@ -87,8 +97,18 @@ class TensorIR:
         return self.index_element
 
     def _load_pointer(self, b: ir.IRBuilder, slot: int) -> ir.Value:
-        raw = b.load(b.gep(self.arrays_ptr, [ir.Constant(I64, slot)]))
+        if slot in self.local_pointers:
+            raw = b.load(self.local_pointers[slot])
+        else:
+            raw = b.load(b.gep(self.arrays_ptr, [ir.Constant(I64, slot)]))
         return b.bitcast(raw, self.element(slot).as_pointer())
+
+    def write_back(self, b: ir.IRBuilder) -> None:
+        """Publish the output's (possibly grown) arrays to its descriptor."""
+        for slot, pointer in self.local_pointers.items():
+            index = ir.Constant(I64, slot)
+            b.store(b.load(pointer), b.gep(self.arrays_ptr, [index]))
+            b.store(b.load(self.local_caps[slot]), b.gep(self.caps_ptr, [index]))
 
     def pointer(self, b: ir.IRBuilder, slot: int) -> ir.Value:
         if slot in self.inputs_cache:
@@ -102,7 +122,7 @@ class TensorIR:
             self.inputs_cache[slot] = self._load_pointer(self.kc.b, slot)
         self.frozen = True
 
-    def array_ref(self, slot: int, init: int = 0) -> ArrayRef:
+    def array_ref(self, slot: int, init: int | None = None) -> ArrayRef:
         if not self.is_output or self.frozen:
             return ArrayRef(self.inputs_cache[slot], self.element(slot),
                             invariant=not self.is_output)
@@ -114,7 +134,7 @@ class TensorIR:
         arrays = {}
         for name, adef in self.type.levels[level].definition.arrays.items():
             slot = self.type.slot_of(level, name).index
-            arrays[name] = self.array_ref(slot, adef.init or 0)
+            arrays[name] = self.array_ref(slot, adef.init)
         return arrays
 
     def env(self, level: int, **values: ir.Value) -> dict[str, ir.Value]:
@@ -178,13 +198,15 @@ class KernelCompiler:
         if self.fail_block is None:
             with self.b.goto_block(self.function.append_basic_block("no_memory")) as _:
                 self.fail_block = self.b.block
+                self.tensors[self.out_name].write_back(self.b)
                 self.b.ret(ir.Constant(I32, STATUS_NO_MEMORY))
         return self.fail_block
 
-    def ensure(self, tensor: TensorIR, slot: int, needed: ir.Value, init: int) -> None:
-        """Grow an output array to hold ``needed`` elements, filling new ones with ``init``."""
+    def ensure(self, tensor: TensorIR, slot: int, needed: ir.Value, init: int | None) -> None:
+        """Grow an output array to hold ``needed`` elements, filling new ones with ``init``
+        (None: every element is written before it is read, so no fill)."""
         b = self.b
-        cap_ptr = b.gep(tensor.caps_ptr, [ir.Constant(I64, slot)])
+        cap_ptr = tensor.local_caps[slot]
         cap = b.load(cap_ptr)
         with b.if_then(b.icmp_signed(">", needed, cap), likely=False):
             doubled = b.mul(cap, ir.Constant(I64, 2))
@@ -194,7 +216,7 @@ class KernelCompiler:
             element = tensor.element(slot)
             width = max(1, element.width // 8) if isinstance(element, ir.IntType) else (
                 8 if isinstance(element, ir.DoubleType) else 4)
-            array_slot = b.gep(tensor.arrays_ptr, [ir.Constant(I64, slot)])
+            array_slot = tensor.local_pointers[slot]
             bytes_per = ir.Constant(I64, width)
             raw = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
             ok = b.append_basic_block("grown")
@@ -206,11 +228,12 @@ class KernelCompiler:
                 b.call(self.free, [old])
             b.store(raw, array_slot)
             b.store(new_cap, cap_ptr)
-            typed = b.bitcast(raw, element.as_pointer())
-            fill = (ir.Constant(element, float(init)) if not isinstance(element, ir.IntType)
-                    else ir.Constant(element, init))
-            self.counted_loop(cap, new_cap, lambda q: b.store(
-                fill, b.gep(typed, [q], inbounds=True)))
+            if init is not None:
+                typed = b.bitcast(raw, element.as_pointer())
+                fill = (ir.Constant(element, float(init))
+                        if not isinstance(element, ir.IntType) else ir.Constant(element, init))
+                self.counted_loop(cap, new_cap, lambda q: b.store(
+                    fill, b.gep(typed, [q], inbounds=True)))
 
     def counted_loop(self, start: ir.Value, stop: ir.Value,
                      body: Callable[[ir.Value], None]) -> None:
@@ -249,6 +272,7 @@ class KernelCompiler:
                 self.operands[op.uid] = op
             self.lower_nest(nest)
         self.output.epilogue()
+        self.tensors[self.out_name].write_back(self.b)
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
 
