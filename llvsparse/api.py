@@ -94,6 +94,7 @@ class Kernel:
         self._names = self.assignment.tensors()
         self._accesses = self.assignment.accesses()
         self._signatures: dict[tuple, Instance] = {}  # call-path cache of instances
+        self._last_bound: BoundCall | None = None
         self.last: Instance | None = None
 
     # -- specialization -----------------------------------------------------------------
@@ -248,8 +249,17 @@ class Kernel:
     def __call__(self, check: bool = True, threads: int | None = None, **tensors):
         """Run on tensors given by name. ``check=False`` skips the O(nnz) validation of
         trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call."""
-        from .tensor import Tensor
+        if not check and self._last_bound is not None:
+            bound = self._last_bound.reuse(tensors, threads)
+            if bound is not None:
+                return bound()
+        bound = self.bind(check=check, threads=threads, **tensors)
+        self._last_bound = bound
+        return bound()
 
+    def bind(self, check: bool = True, threads: int | None = None, **tensors) -> BoundCall:
+        """Validate, specialize and prepare descriptors once; the returned callable runs
+        the kernel on these operands with almost no Python work (for calls in a loop)."""
         names, out = self._names, self.assignment.lhs.tensor
         missing = [n for n in names if n != out and n not in tensors]
         if missing:
@@ -271,30 +281,16 @@ class Kernel:
         self.last = inst
         for name, fmt in inst.conversions.items():
             inputs[name] = inputs[name].asformat(fmt)
-        out_type = inst.types[out]
         threads = runtime.get_num_threads() if threads is None else threads
         parallel = (threads > 1 and inst.parallel_mode is not None
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK)
-        if inst.parallel_mode is not None or not out_shape:
-            fmt = self.formats[out]
-            extents = [out_shape[lv.mode] for lv in fmt.levels]
-            values = np.zeros(int(np.prod(extents)), dtype=out_type.dtype)
-            result = Tensor.dense_output(out_shape, fmt, out_type, extents, values)
-            holder = runtime.DescriptorHolder(extents, [values], [])
-        else:
-            result = Tensor.empty_output(out_shape, self.formats[out], out_type)
-            holder = result.output_holder()
-        holders = [holder] + [inputs[n].holder(check_shallow=not check) for n in names
-                              if n != out]
-        if parallel:
-            runtime.call_parallel(inst.jit.range_address, holders,
-                                  out_shape[inst.parallel_mode], threads)
-        else:
-            runtime.call(inst.jit.address, holders)
-        if result.values is None:
-            result.adopt(holders[0])
-        return result
+        holders = [inputs[n].holder(check_shallow=not check) for n in names if n != out]
+        bound = BoundCall(inst, self.formats[out], out_shape, holders,
+                          threads if parallel else 1)
+        bound.operands = {n: tensors[n] for n in names if n != out}
+        bound.requested_threads = threads
+        return bound
 
     def _extents(self, inputs) -> dict[str, int]:
         extents: dict[str, int] = {}
@@ -319,6 +315,76 @@ class Kernel:
 # Stored input values below which handing work to the pool costs more than it saves
 # (measured: pool round trips are tens of microseconds; CSR SpMV runs ~1 ns per value).
 PARALLEL_MIN_WORK = 200_000
+
+
+class BoundCall:
+    """A kernel bound to operands: each call allocates the output and runs native code.
+
+    Dense-like outputs are allocated here and passed in (one reused descriptor); other
+    outputs are grown by the kernel and adopted afterwards.
+    """
+
+    def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
+                 inputs: list[runtime.DescriptorHolder], threads: int):
+        self.inst, self.format, self.shape = inst, out_format, out_shape
+        self.out_type = inst.types[inst.arg_order[0]]
+        self.inputs, self.threads = inputs, threads
+        self.dense = inst.parallel_mode is not None or not out_shape
+        if self.dense:
+            self.extents = [out_shape[lv.mode] for lv in out_format.levels]
+            self.size = int(np.prod(self.extents))
+            self.dtype = np.dtype(self.out_type.dtype)
+            self.output = runtime.DescriptorHolder(self.extents, [None], [])
+            self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
+            self.busy = threading.Lock()  # the shared output descriptor: one call at a time
+
+    def _run_dense(self, values: np.ndarray, output: runtime.DescriptorHolder,
+                   call) -> None:
+        output.point_to(0, values)
+        if self.threads > 1:
+            runtime.call_parallel(self.inst.jit.range_address, [output, *self.inputs],
+                                  self.shape[self.inst.parallel_mode], self.threads)
+        elif call is not None:
+            call()
+        else:
+            runtime.call(self.inst.jit.address, [output, *self.inputs])
+
+    def reuse(self, tensors: dict, threads: int | None) -> BoundCall | None:
+        """This binding, if ``tensors`` are the same Tensor objects with the same arrays
+        (so descriptors and checks still hold) and the thread request matches."""
+        from .tensor import Tensor
+
+        wanted = runtime.get_num_threads() if threads is None else threads
+        if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
+            return None
+        for (name, bound), holder in zip(self.operands.items(), self.inputs):
+            given = tensors[name]
+            if given is not bound or not isinstance(given, Tensor) or \
+                    given.holder(check_shallow=True) is not holder:
+                return None
+        return self
+
+    def __call__(self):
+        from .tensor import Tensor
+
+        inst = self.inst
+        if self.dense:
+            values = np.zeros(self.size, dtype=self.dtype)
+            if self.busy.acquire(blocking=False):
+                try:
+                    self._run_dense(values, self.output, self.call)
+                finally:
+                    self.busy.release()
+            else:  # another thread is inside this binding: use a private descriptor
+                self._run_dense(values, runtime.DescriptorHolder(self.extents, [values], []),
+                                None)
+            return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
+                                       values)
+        result = Tensor.empty_output(self.shape, self.format, self.out_type)
+        holders = [result.output_holder(), *self.inputs]
+        runtime.call(inst.jit.address, holders)
+        result.adopt(holders[0])
+        return result
 
 
 def _parallel_mode(nests, builder, out_type: TensorType) -> int | None:

@@ -86,6 +86,12 @@ class DescriptorHolder:
         self.struct = Descriptor(n, self.extents, self.sizes, self.pointers, self.caps,
                                  self.params)
 
+    def point_to(self, slot: int, array: np.ndarray) -> None:
+        """Reuse this descriptor for a new caller-owned array in ``slot``."""
+        self.arrays[slot] = array
+        self.pointers[slot] = array.ctypes.data if array.size else None
+        self.caps[slot] = len(array)
+
     def take(self, slot: int, dtype: np.dtype, length: int) -> np.ndarray:
         """Adopt a kernel-allocated buffer as a numpy array that frees it when collected."""
         address = self.pointers[slot]
@@ -122,6 +128,18 @@ def _check(status: int, holders: list[DescriptorHolder]) -> None:
 @functools.lru_cache(maxsize=1024)
 def _function(address: int):
     return KERNEL_TYPE(address)
+
+
+def prepared_call(address: int, holders: list[DescriptorHolder]):
+    """A zero-argument callable running the kernel on these descriptors (whose slots the
+    caller may repoint between calls)."""
+    function, table = _function(address), _table(holders)
+
+    def run() -> None:
+        status = function(table)
+        if status != 0:
+            _check(status, holders)
+    return run
 
 
 def call(address: int, holders: list[DescriptorHolder]) -> None:
