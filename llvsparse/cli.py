@@ -505,6 +505,13 @@ def _add_format_options(parser: argparse.ArgumentParser) -> None:
                         help="format of the result (default dense)")
 
 
+def bench(args: argparse.Namespace) -> int:
+    """Run the benchmark suite (tools/bench.py); its own --help lists the options."""
+    from .tools.bench import main as bench_main
+
+    return bench_main(args.bench_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """All subcommands and their options (separate from main so docs/tests can inspect it)."""
     parser = argparse.ArgumentParser(prog="llvsparse", description=__doc__,
@@ -560,6 +567,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the full input validation on each call (trusted data)")
     p.set_defaults(run=run)
 
+    p = sub.add_parser("bench", add_help=False, help="benchmark against installed peers "
+                       "(see llvsparse bench --help)")
+    p.add_argument("bench_args", nargs=argparse.REMAINDER)
+    p.set_defaults(run=bench)
+
     p = sub.add_parser("formats", formatter_class=raw,
                        help="list level formats, or check plugin files",
                        description=formats.__doc__)
@@ -570,6 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # the benchmark parses its own options (tools/bench.py)
+        return bench(argparse.Namespace(bench_args=argv[1:]))
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
