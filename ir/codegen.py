@@ -481,10 +481,11 @@ class KernelCompiler:
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
             begin, end = ZERO, self.extent(var)
-            if self.in_range_loop(var, ctx):
+            clamped = self.in_range_loop(var, ctx)
+            if clamped:
                 begin, end = self.clamp(begin, end)
             b.store(begin, cur)
-            return IterState(it, "coordinate", cur, end, None)
+            return IterState(it, "coordinate", cur, end, None, clamped)
         op = self.operands[it.uid]
         tensor = self.tensors[op.tensor]
         level = tensor.type.levels[it.level]
@@ -495,7 +496,8 @@ class KernelCompiler:
                 raise ScheduleError(f"{op.tensor}: level {it.level} iterates coordinates under "
                                     "a non-unique parent, which cannot be merged")
             begin, end = tensor.call(it.level, "coord_bounds", **env)
-            if self.in_range_loop(var, ctx):
+            clamped = self.in_range_loop(var, ctx)
+            if clamped:
                 begin, end = self.clamp(begin, end)
             kind = "coordinate"
         elif parent is not None and parent.seg_end is not None:
@@ -506,9 +508,39 @@ class KernelCompiler:
         else:
             begin, end = tensor.call(it.level, "pos_bounds", **env)
             kind = "position"
+        if kind == "position":
+            clamped = self.in_range_loop(var, ctx) and level.ordered
+            if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
+                begin, end = (self.lower_bound(tensor, it.level, env, begin, end, bound)
+                              for bound in (self.lo, self.hi))
         cur = self.alloca(I64, f"{op.tensor}{it.level}.cur")
         b.store(begin, cur)
-        return IterState(it, kind, cur, end, parent)
+        return IterState(it, kind, cur, end, parent, clamped)
+
+    def lower_bound(self, tensor: TensorIR, level: int, env: dict[str, ir.Value],
+                    begin: ir.Value, end: ir.Value, target: ir.Value) -> ir.Value:
+        """First position in [begin, end) whose coordinate is >= target (binary search
+        through the level's own pos_access)."""
+        b = self.b
+        low, high = self.alloca(I64, "bs.lo"), self.alloca(I64, "bs.hi")
+        b.store(begin, low)
+        b.store(end, high)
+        head = b.append_basic_block("bs.head")
+        body = b.append_basic_block("bs.body")
+        done = b.append_basic_block("bs.done")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(b.icmp_signed("<", b.load(low), b.load(high)), body, done)
+        b.position_at_end(body)
+        lo_value, hi_value = b.load(low), b.load(high)
+        mid = b.add(lo_value, b.ashr(b.sub(hi_value, lo_value), ONE))
+        coord, _ = tensor.call(level, "pos_access", p=mid, **env)
+        below = b.icmp_signed("<", coord, target)
+        b.store(b.select(below, b.add(mid, ONE), lo_value), low)
+        b.store(b.select(below, hi_value, mid), high)
+        b.branch(head)
+        b.position_at_end(done)
+        return b.load(low)
 
     def parent_env(self, op: Operand, level: int, ctx: Ctx) -> dict[str, ir.Value]:
         resolved = ctx.levels.get(op.uid, ())
@@ -533,6 +565,7 @@ class IterState:
     cur: ir.AllocaInstr
     end: ir.Value
     parent: LevelPos | None
+    clamped: bool = False  # already limited to the thread's coordinates [lo, hi)
 
 
 Hooks = tuple[Callable[[Ctx], object], Callable[[Ctx, object], None]]
@@ -632,7 +665,7 @@ class PointEmitter:
                 ctx = ctx.resolve(uid, level)
         ctx = self.late_locate(ctx)
         in_range = None
-        clamped = all(self.states[it].kind == "coordinate" for it in self.iterated)
+        clamped = all(self.states[it].clamped for it in self.iterated)
         if kc.in_range_loop(self.var, self.ctx) and not clamped:
             in_range = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
             skip_to = b.append_basic_block("out_of_range")

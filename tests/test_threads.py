@@ -27,6 +27,9 @@ CASES = [
     ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr"},
      lambda A, rng: {"B": rng.random(A.shape)}),
     ("y(i) = A(i,j) * x(j)", {"A": "dia"}, lambda A, rng: {"x": rng.random(A.shape[1])}),
+    ("y(i) = A(i,j) * x(j)", {"A": "coo"}, lambda A, rng: {"x": rng.random(A.shape[1])}),
+    ("C(i,j) = A(i,k) * B(k,j)", {"A": "dcsr"},
+     lambda A, rng: {"B": rng.random((A.shape[1], 8))}),
 ]
 
 
@@ -56,8 +59,7 @@ def test_threads_match_serial_bit_for_bit(expr, formats, make):
                   "C(i,j) = A(i,j) * B(i,j)": "ij,ij->ij"}[expr]
     names = [n for n in ("A", "B", "D", "x") if n in dense]
     np.testing.assert_allclose(threaded, np.einsum(subscripts, *[dense[n] for n in names]))
-    if formats["A"] == "csr":
-        assert kernel.last.parallel_mode == 0
+    assert kernel.last.parallel_mode == 0
 
 
 def test_sparse_output_stays_serial():
