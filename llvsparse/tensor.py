@@ -162,6 +162,24 @@ class Tensor:
         coords = np.vstack([coo.row, coo.col]).astype(np.int64)
         return cls.from_coo(coords, coo.data, coo.shape, format, dtype, index_dtype, name)
 
+    @classmethod
+    def from_pydata(cls, array, format="coo", dtype=None, index_dtype=None,
+                    name: str | None = None) -> Tensor:
+        """From a pydata/sparse array (anything with ``coords``, ``data`` and ``shape``;
+        GCXS and DOK convert through ``tocoo``)."""
+        if not hasattr(array, "coords") and hasattr(array, "tocoo"):
+            array = array.tocoo()
+        return cls.from_coo(array.coords, array.data, array.shape, format, dtype, index_dtype,
+                            name)
+
+    def to_pydata(self):
+        """A pydata/sparse COO array (needs the ``sparse`` package)."""
+        import sparse
+
+        coords, values = self.to_coo()
+        return sparse.COO(coords, values, shape=self.shape, has_duplicates=False,
+                          sorted=True)
+
     def asformat(self, format) -> Tensor:
         """Convert through a compiled copy kernel (or a named packer)."""
         from .api import Kernel

@@ -450,3 +450,17 @@ def test_csr_output_matches_scipy(fa, fb):
     if spmm is not None:
         np.testing.assert_array_equal(spmm.to_scipy().toarray(),
                                       (sp.csr_matrix(A57) @ sp.csr_matrix(B74)).toarray())
+
+
+def test_pydata_style_arrays_round_trip():
+    """Anything shaped like pydata/sparse's COO (coords, data, shape) packs into any format."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(5)
+    dense = rng.random((3, 4, 5))
+    dense[dense < 0.6] = 0
+    coords = np.array(np.nonzero(dense))
+    like = SimpleNamespace(coords=coords, data=dense[tuple(coords)], shape=dense.shape)
+    for fmt in ("coo", "csf", "dense", "hash"):
+        np.testing.assert_array_equal(ls.Tensor.from_pydata(like, format=fmt).to_numpy(),
+                                      dense)
