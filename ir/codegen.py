@@ -206,34 +206,65 @@ class KernelCompiler:
         """Grow an output array to hold ``needed`` elements, filling new ones with ``init``
         (None: every element is written before it is read, so no fill)."""
         b = self.b
-        cap_ptr = tensor.local_caps[slot]
+        cap_ptr, array_slot = tensor.local_caps[slot], tensor.local_pointers[slot]
         cap = b.load(cap_ptr)
         with b.if_then(b.icmp_signed(">", needed, cap), likely=False):
-            doubled = b.mul(cap, ir.Constant(I64, 2))
-            new_cap = b.select(b.icmp_signed(">", needed, doubled), needed, doubled)
-            new_cap = b.select(b.icmp_signed("<", new_cap, ir.Constant(I64, 16)),
-                               ir.Constant(I64, 16), new_cap)
-            element = tensor.element(slot)
-            width = max(1, element.width // 8) if isinstance(element, ir.IntType) else (
-                8 if isinstance(element, ir.DoubleType) else 4)
-            array_slot = tensor.local_pointers[slot]
-            bytes_per = ir.Constant(I64, width)
-            raw = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
+            grow = self.grow_function(tensor.element(slot), init)
+            grown = b.call(grow, [b.load(array_slot), cap, needed])
+            raw, new_cap = b.extract_value(grown, 0), b.extract_value(grown, 1)
             ok = b.append_basic_block("grown")
             b.cbranch(b.icmp_unsigned("==", raw, ir.Constant(I8P, None)), self.fail(), ok)
             b.position_at_end(ok)
-            old = b.load(array_slot)
-            with b.if_then(b.icmp_unsigned("!=", old, ir.Constant(I8P, None))):
-                b.call(self.memcpy, [raw, old, b.mul(cap, bytes_per), ir.Constant(I1, 0)])
-                b.call(self.free, [old])
             b.store(raw, array_slot)
             b.store(new_cap, cap_ptr)
-            if init is not None:
-                typed = b.bitcast(raw, element.as_pointer())
-                fill = (ir.Constant(element, float(init))
-                        if not isinstance(element, ir.IntType) else ir.Constant(element, init))
-                self.counted_loop(cap, new_cap, lambda q: b.store(
-                    fill, b.gep(typed, [q], inbounds=True)))
+
+    def grow_function(self, element: ir.Type, init: int | None) -> ir.Function:
+        """The out-of-line slow path of ``ensure`` for one element type and fill: kept out
+        of kernel loops (noinline, cold) so their registers are not spent on it."""
+        name = f"llvsparse_grow_{element}_{'none' if init is None else init}".replace(" ", "")
+        if name in self.module.globals:
+            return self.module.globals[name]
+        result = ir.LiteralStructType([I8P, I64])
+        function = ir.Function(self.module, ir.FunctionType(result, [I8P, I64, I64]), name)
+        function.linkage = "internal"
+        function.attributes.add("noinline")
+        function.attributes.add("cold")
+        old, cap, needed = function.args
+        b = ir.IRBuilder(function.append_basic_block("entry"))
+        doubled = b.mul(cap, ir.Constant(I64, 2))
+        new_cap = b.select(b.icmp_signed(">", needed, doubled), needed, doubled)
+        new_cap = b.select(b.icmp_signed("<", new_cap, ir.Constant(I64, 16)),
+                           ir.Constant(I64, 16), new_cap)
+        width = max(1, element.width // 8) if isinstance(element, ir.IntType) else (
+            8 if isinstance(element, ir.DoubleType) else 4)
+        bytes_per = ir.Constant(I64, width)
+        raw = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
+        failed = b.icmp_unsigned("==", raw, ir.Constant(I8P, None))
+        with b.if_then(failed):
+            b.ret(ir.Constant(result, [ir.Constant(I8P, None), ZERO]))
+        with b.if_then(b.icmp_unsigned("!=", old, ir.Constant(I8P, None))):
+            b.call(self.memcpy, [raw, old, b.mul(cap, bytes_per), ir.Constant(I1, 0)])
+            b.call(self.free, [old])
+        if init is not None:
+            typed = b.bitcast(raw, element.as_pointer())
+            fill = (ir.Constant(element, float(init))
+                    if not isinstance(element, ir.IntType) else ir.Constant(element, init))
+            counter = b.alloca(I64)
+            b.store(cap, counter)
+            head, body, done = (function.append_basic_block(n)
+                                for n in ("fill.head", "fill.body", "fill.done"))
+            b.branch(head)
+            b.position_at_end(head)
+            b.cbranch(b.icmp_signed("<", b.load(counter), new_cap), body, done)
+            b.position_at_end(body)
+            q = b.load(counter)
+            b.store(fill, b.gep(typed, [q], inbounds=True))
+            b.store(b.add(q, ONE), counter)
+            b.branch(head)
+            b.position_at_end(done)
+        packed = b.insert_value(ir.Constant(result, ir.Undefined), raw, 0)
+        b.ret(b.insert_value(packed, new_cap, 1))
+        return function
 
     def counted_loop(self, start: ir.Value, stop: ir.Value,
                      body: Callable[[ir.Value], None]) -> None:
