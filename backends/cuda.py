@@ -15,7 +15,16 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from .cpu import link_runtime
+
 TRIPLE = "nvptx64-nvidia-cuda"
+DEVICE_RUNTIME_IR = """
+declare ptr @malloc(i64)
+define linkonce_odr ptr @llvsparse_alloc(i64 %bytes) {
+  %p = call ptr @malloc(i64 %bytes)
+  ret ptr %p
+}
+"""
 DATA_LAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 _LOCK = threading.Lock()
 _READY: list[bool] = []
@@ -60,6 +69,7 @@ def emit_ptx(ir_text: str, name: str, sm: str = "sm_80") -> str:
     """PTX for the kernel function ``name`` of ``ir_text`` (llvmlite IR text)."""
     _initialize()
     module = llvm.parse_assembly(_as_kernel(ir_text, name))
+    link_runtime(module, DEVICE_RUNTIME_IR)
     module.verify()
     target = llvm.Target.from_triple(TRIPLE)
     tm = target.create_target_machine(cpu=sm, features="+ptx78", opt=3)

@@ -183,7 +183,10 @@ class KernelCompiler:
         entry = self.function.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         # malloc/free (not realloc) so the same IR also runs as a CUDA kernel.
-        self.malloc = ir.Function(self.module, ir.FunctionType(I8P, [I64]), name="malloc")
+        # The allocator is defined per target when the module is linked (backends): large
+        # host buffers get transparent huge pages, device code calls plain malloc.
+        self.malloc = ir.Function(self.module, ir.FunctionType(I8P, [I64]),
+                                  name="llvsparse_alloc")
         self.free = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8P]), name="free")
         self.memcpy = self.module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         self.fail_block: ir.Block | None = None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from .backends.cpu import host_target_machine, optimize
+from .backends.cpu import host_target_machine, link_runtime, optimize
 
 HEADER_STRUCT = """\
 #include <stdint.h>
@@ -64,6 +64,7 @@ def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
         raise ValueError(f"{name!r} is not a C identifier")
     text = inst.jit.llvm_ir.replace(f'@"{inst.jit.name}', f'@"{name}')
     module = llvm.parse_assembly(text)
+    link_runtime(module)
     host = host_target_machine()
     target = llvm.Target.from_triple(host.triple)
     tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
