@@ -55,7 +55,11 @@ def header_text(kernel, inst, name: str) -> str:
     doc.append(" * Returns 0 on success, 1 when memory runs out. */")
     guard = re.sub(r"\W", "_", name).upper() + "_H"
     return "\n".join([f"#ifndef {guard}", f"#define {guard}", HEADER_STRUCT, *doc,
-                      f"int32_t {name}(llvsparse_tensor **tensors);", f"#endif  /* {guard} */",
+                      f"int32_t {name}(llvsparse_tensor **tensors);",
+                      "/* Only the output's first index in [lo, hi); the output must be passed",
+                      "   allocated and zeroed. Disjoint ranges may run on different threads. */",
+                      f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
+                      f"#endif  /* {guard} */",
                       ""])
 
 
