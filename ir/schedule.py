@@ -35,13 +35,16 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
                 types: dict[str, TensorType], bound: set[str],
                 before: list[tuple[str, str]] = (), prefer: list[str] = (),
                 derived: dict[str, tuple[tuple[str, int], ...]] | None = None,
-                sparse_first: bool = False) -> list[str]:
+                sparse_first: bool = False,
+                soft: list[tuple[str, str]] = ()) -> list[str]:
     """Topologically order ``loop_vars`` under the storage constraints of the operands.
 
-    An index derived from blocked levels counts as bound once its parts are. With
-    ``sparse_first`` (outputs that take scattered updates), an index some operand must
-    iterate (a level that cannot locate) goes before one only dense levels index, so
-    inner loops run over dense rows: SpMM and MTTKRP get TACO's i,k,j order.
+    An index derived from blocked levels counts as bound once its parts are. Among the
+    orders the constraints allow, indices follow each operand's (and ``soft``'s) storage
+    order where they can, so memory is walked in the order it is laid out (ELL's slots
+    before rows, a row-major dense operand row by row). Then, with ``sparse_first``
+    (outputs that take scattered updates), an index some operand must iterate goes before
+    one only dense levels index: SpMM and MTTKRP get TACO's i,k,j order.
     """
     derived = derived or {}
     edges: set[tuple[str, str]] = set(before)
@@ -64,6 +67,10 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
     iterated = {var for op in exprs_operands
                 for var, level in zip(op.vars, types[op.tensor].levels)
                 if not level.can_locate}
+    preferred = set(soft)
+    for op in exprs_operands:
+        chain = [v for v in op.vars if v in loop_vars]
+        preferred.update((a, b) for a, b in itertools.pairwise(chain) if a != b)
     rank = {v: (not (sparse_first and v in iterated),
                 prefer.index(v) if v in prefer else len(prefer) + loop_vars.index(v))
             for v in loop_vars}
@@ -77,7 +84,10 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
             raise ScheduleError(f"the storage orders of the operands conflict over indices "
                                 f"{cycle} (a row-major and a column-major operand indexed alike); "
                                 "convert one operand or use an output that takes inserts")
-        pick = min(ready, key=lambda v: rank[v])
+        def waiting(var: str) -> int:
+            return sum(1 for a, b in preferred if b == var and a in remaining and a != var)
+
+        pick = min(ready, key=lambda v: (waiting(v), rank[v]))
         order.append(pick)
         remaining.remove(pick)
     return order
@@ -156,6 +166,7 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
     _check_late_operands(body, derived)
     try:
         order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars,
+                            soft=list(itertools.pairwise(out_vars)),
                             sparse_first=all(lv.can_insert for lv in out_type.levels),
                             derived=dict(assign.derived))
     except ScheduleError as error:

@@ -313,8 +313,8 @@ class Kernel:
 
 
 # Stored input values below which handing work to the pool costs more than it saves
-# (measured: pool round trips are tens of microseconds; CSR SpMV runs ~1 ns per value).
-PARALLEL_MIN_WORK = 200_000
+# (measured: below ~1M values, calls of a few hundred microseconds got slower on 2 threads).
+PARALLEL_MIN_WORK = 1_000_000
 
 
 class BoundCall:

@@ -27,7 +27,9 @@ def test_kernels_have_no_bounds_checks_or_calls_in_loops():
     optimized = kernel.llvm_ir_optimized
     body = optimized.split("define", 2)[1]
     calls = [line for line in body.splitlines() if " call " in line]
-    assert all("malloc" in c or "free" in c or "llvm." in c for c in calls)
+    allowed = ("malloc", "free", "llvm.", "llvsparse_grow", "llvsparse_alloc",
+               "posix_memalign", "madvise")
+    assert all(any(name in c for name in allowed) for c in calls), calls
 
 
 def test_entry_points_and_range_variant_exist():
