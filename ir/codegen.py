@@ -252,40 +252,15 @@ class KernelCompiler:
             typed = b.bitcast(raw, element.as_pointer())
             fill = (ir.Constant(element, float(init))
                     if not isinstance(element, ir.IntType) else ir.Constant(element, init))
-            counter = b.alloca(I64)
-            b.store(cap, counter)
-            head, body, done = (function.append_basic_block(n)
-                                for n in ("fill.head", "fill.body", "fill.done"))
-            b.branch(head)
-            b.position_at_end(head)
-            b.cbranch(b.icmp_signed("<", b.load(counter), new_cap), body, done)
-            b.position_at_end(body)
-            q = b.load(counter)
-            b.store(fill, b.gep(typed, [q], inbounds=True))
-            b.store(b.add(q, ONE), counter)
-            b.branch(head)
-            b.position_at_end(done)
+            emit_counted_loop(b, b.alloca(I64), cap, new_cap,
+                              lambda q: b.store(fill, b.gep(typed, [q], inbounds=True)))
         packed = b.insert_value(ir.Constant(result, ir.Undefined), raw, 0)
         b.ret(b.insert_value(packed, new_cap, 1))
         return function
 
     def counted_loop(self, start: ir.Value, stop: ir.Value,
                      body: Callable[[ir.Value], None]) -> None:
-        b = self.b
-        counter = self.alloca(I64, "q")
-        b.store(start, counter)
-        head = b.append_basic_block("fill.head")
-        loop = b.append_basic_block("fill.body")
-        done = b.append_basic_block("fill.done")
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
-        b.position_at_end(loop)
-        q = b.load(counter)
-        body(q)
-        b.store(b.add(q, ONE), counter)
-        b.branch(head)
-        b.position_at_end(done)
+        emit_counted_loop(self.b, self.alloca(I64, "q"), start, stop, body)
 
     def alloca(self, type_: ir.Type, name: str = "") -> ir.AllocaInstr:
         entry = self.function.entry_basic_block
@@ -590,6 +565,24 @@ class KernelCompiler:
         """Duplicates may be visited one by one when the output only accumulates."""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
             _linear_in(expr, op.uid)
+
+
+def emit_counted_loop(b: ir.IRBuilder, counter: ir.AllocaInstr, start: ir.Value,
+                      stop: ir.Value, body: Callable[[ir.Value], None]) -> None:
+    """for q in range(start, stop): body(q), with ``counter`` as the loop variable."""
+    b.store(start, counter)
+    head = b.append_basic_block("loop.head")
+    loop = b.append_basic_block("loop.body")
+    done = b.append_basic_block("loop.done")
+    b.branch(head)
+    b.position_at_end(head)
+    b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
+    b.position_at_end(loop)
+    q = b.load(counter)
+    body(q)
+    b.store(b.add(q, ONE), counter)
+    b.branch(head)
+    b.position_at_end(done)
 
 
 @dataclass
