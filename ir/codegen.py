@@ -569,11 +569,15 @@ class KernelCompiler:
 
 def emit_counted_loop(b: ir.IRBuilder, counter: ir.AllocaInstr, start: ir.Value,
                       stop: ir.Value, body: Callable[[ir.Value], None]) -> None:
-    """for q in range(start, stop): body(q), with ``counter`` as the loop variable."""
+    """for q in range(start, stop): body(q), with ``counter`` as the loop variable.
+
+    Its blocks are named fill.*, which the dump and the loop-shape tests tell apart from
+    the loops over index variables.
+    """
     b.store(start, counter)
-    head = b.append_basic_block("loop.head")
-    loop = b.append_basic_block("loop.body")
-    done = b.append_basic_block("loop.done")
+    head = b.append_basic_block("fill.head")
+    loop = b.append_basic_block("fill.body")
+    done = b.append_basic_block("fill.done")
     b.branch(head)
     b.position_at_end(head)
     b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
