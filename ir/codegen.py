@@ -75,7 +75,7 @@ class TensorIR:
         self.slots = ttype.array_slots()
         self.index_element = ir.IntType(8 * np.dtype(ttype.index_dtype).itemsize)
         self.vals_slot = len(self.slots)
-        self.inputs_cache: dict[int, ir.Value] = {}
+        self.pointers: dict[int, ir.Value] = {}
         self.frozen = False  # output pointers loaded once (see freeze)
         # An output's array pointers and capacities live in locals while the kernel runs
         # (stores into the arrays cannot alias them) and go back to the descriptor at exit.
@@ -89,7 +89,7 @@ class TensorIR:
                 self.local_caps[slot] = b.alloca(I64, name=f"out.cap{slot}")
                 b.store(b.load(b.gep(self.caps_ptr, [index])), self.local_caps[slot])
             else:
-                self.inputs_cache[slot] = self._load_pointer(b, slot)
+                self.pointers[slot] = self._load_pointer(b, slot)
 
     def element(self, slot: int) -> ir.Type:
         if slot == self.vals_slot:
@@ -110,21 +110,16 @@ class TensorIR:
             b.store(b.load(pointer), b.gep(self.arrays_ptr, [index]))
             b.store(b.load(self.local_caps[slot]), b.gep(self.caps_ptr, [index]))
 
-    def pointer(self, b: ir.IRBuilder, slot: int) -> ir.Value:
-        if slot in self.inputs_cache:
-            return self.inputs_cache[slot]
-        return self._load_pointer(b, slot)
-
     def freeze(self) -> None:
         """Load every array pointer once: an output sized up front never moves again, and
         a pointer kept in a register lets LLVM vectorize loops that store through it."""
         for slot in range(len(self.slots) + 1):
-            self.inputs_cache[slot] = self._load_pointer(self.kc.b, slot)
+            self.pointers[slot] = self._load_pointer(self.kc.b, slot)
         self.frozen = True
 
     def array_ref(self, slot: int, init: int | None = None) -> ArrayRef:
         if not self.is_output or self.frozen:
-            return ArrayRef(self.inputs_cache[slot], self.element(slot),
+            return ArrayRef(self.pointers[slot], self.element(slot),
                             invariant=not self.is_output)
         return ArrayRef(lambda b, s=slot: self._load_pointer(b, s), self.element(slot),
                         lambda b, index, s=slot, v=init: self.kc.ensure(self, s,

@@ -14,7 +14,6 @@ from . import notation as nt
 from . import runtime
 from .backends.cpu import JitKernel, jit, load_object
 from .format import Format, as_format, named_format
-from .interpret import evaluate_expr
 from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
@@ -461,8 +460,3 @@ def einsum(subscripts: str, *operands, out_format: object = "dense"):
     text = f"OUT({','.join(output)}) = {rhs}" if output else f"OUT = {rhs}"
     return evaluate(text, out_format=out_format, **dict(zip(names, operands)))
 
-
-def level_array_length(adef, tensor, level: int, parent_size: int, size: int) -> int:
-    env = {"parent_size": parent_size, "size": size, "N": tensor.level_extents[level],
-           **tensor.params[level]}
-    return evaluate_expr(adef.length, env)

@@ -254,14 +254,9 @@ class Tensor:
         return cls(shape, fmt, ttype.dtype, ttype.index_dtype, extents,
                    [{} for _ in fmt.levels], params, None)
 
-    def output_holder(self, preallocate: bool = False) -> DescriptorHolder:
-        """Empty output arrays for a kernel to grow; ``preallocate`` gives array-free
-        (dense-like) outputs their zeroed values up front (threaded calls need it, and it
-        spares adopting kernel memory)."""
-        slots = self.tensor_type.array_slots()
-        arrays: list[np.ndarray | None] = [None] * (len(slots) + 1)
-        if preallocate:
-            arrays[-1] = np.zeros(int(np.prod(self.level_extents)), dtype=self.dtype)
+    def output_holder(self) -> DescriptorHolder:
+        """Empty output arrays (NULL, capacity 0) for a kernel to grow and ``adopt``."""
+        arrays: list[np.ndarray | None] = [None] * (len(self.tensor_type.array_slots()) + 1)
         return DescriptorHolder(self.level_extents, arrays, self._flat_params())
 
     def adopt(self, holder: DescriptorHolder) -> None:
