@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import platform
 import threading
 import time
 from collections import Counter
@@ -22,11 +23,23 @@ def _initialize() -> llvm.TargetMachine:
         if "tm" not in _STATE:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            _align_innermost_loops()
             libc = ctypes.CDLL(ctypes.util.find_library("c"))
             for symbol in ("free", "malloc", "posix_memalign", "madvise"):
                 llvm.add_symbol(symbol, ctypes.cast(getattr(libc, symbol), ctypes.c_void_p).value)
             _STATE["tm"] = _new_target_machine()
         return _STATE["tm"]
+
+
+def _align_innermost_loops() -> None:
+    """Start innermost loops on a 32-byte boundary on x86 (LLVM's default is 16).
+
+    A sparse inner loop is ~25 bytes; where it straddles a 32-byte fetch window it ran
+    15-25% slower (CSR SpMV on bcsstk33 against the same loop in scipy, on Zen 4), and
+    which case a kernel got depended on where MCJIT happened to place it.
+    """
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        llvm.set_option("", "-x86-experimental-pref-innermost-loop-alignment=5")
 
 
 def _new_target_machine() -> llvm.TargetMachine:
