@@ -18,6 +18,7 @@ from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
+from .tensor import Tensor
 
 
 class ShapeError(ValueError):
@@ -337,22 +338,17 @@ class BoundCall:
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
             self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
-    def _run_dense(self, values: np.ndarray, output: runtime.DescriptorHolder,
-                   call) -> None:
-        output.point_to(0, values)
+    def _run_dense(self, values: np.ndarray) -> None:
+        output = runtime.DescriptorHolder(self.extents, [values], [])
         if self.threads > 1:
             runtime.call_parallel(self.inst.jit.range_address, [output, *self.inputs],
                                   self.shape[self.inst.parallel_mode], self.threads)
-        elif call is not None:
-            call()
         else:
             runtime.call(self.inst.jit.address, [output, *self.inputs])
 
     def reuse(self, tensors: dict, threads: int | None) -> BoundCall | None:
         """This binding, if ``tensors`` are the same Tensor objects with the same arrays
         (so descriptors and checks still hold) and the thread request matches."""
-        from .tensor import Tensor
-
         wanted = runtime.get_num_threads() if threads is None else threads
         if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
             return None
@@ -364,24 +360,21 @@ class BoundCall:
         return self
 
     def __call__(self):
-        from .tensor import Tensor
-
-        inst = self.inst
         if self.dense:
             values = np.zeros(self.size, dtype=self.dtype)
-            if self.busy.acquire(blocking=False):
+            if self.threads == 1 and self.busy.acquire(blocking=False):
                 try:
-                    self._run_dense(values, self.output, self.call)
+                    self.output.point_to(0, values)
+                    self.call()
                 finally:
                     self.busy.release()
-            else:  # another thread is inside this binding: use a private descriptor
-                self._run_dense(values, runtime.DescriptorHolder(self.extents, [values], []),
-                                None)
+            else:  # threads, or another thread inside this binding: a private descriptor
+                self._run_dense(values)
             return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
                                        values)
         result = Tensor.empty_output(self.shape, self.format, self.out_type)
         holders = [result.output_holder(), *self.inputs]
-        runtime.call(inst.jit.address, holders)
+        runtime.call(self.inst.jit.address, holders)
         result.adopt(holders[0])
         return result
 
@@ -405,8 +398,6 @@ def _parallel_mode(nests, builder, out_type: TensorType) -> int | None:
 
 
 def _as_tensor(value, fmt: Format, name: str):
-    from .tensor import Tensor
-
     if isinstance(value, Tensor):
         if value.format != fmt:
             raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
@@ -430,8 +421,6 @@ _KERNELS: dict[tuple, Kernel] = {}
 def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
              check: bool = True, **tensors):
     """Compile (cached in memory) and run; returns a Tensor."""
-    from .tensor import Tensor
-
     parsed = nt.parse(assignment) if isinstance(assignment, str) else assignment
     formats = {}
     for name, value in tensors.items():
