@@ -85,6 +85,20 @@ def link_runtime(module: llvm.ModuleRef, runtime_ir: str = HOST_RUNTIME_IR) -> N
     module.link_in(runtime)
 
 
+def host_allocator() -> int:
+    """Address of ``llvsparse_alloc`` compiled once on its own, for Python to reserve
+    output buffers that kernels then own (grow, free) exactly like their own."""
+    _initialize()
+    with _LOCK:
+        if "alloc" not in _STATE:
+            module = llvm.parse_assembly(HOST_RUNTIME_IR)
+            engine = llvm.create_mcjit_compiler(module, _new_target_machine())
+            engine.finalize_object()
+            _STATE["alloc_engine"] = engine
+            _STATE["alloc"] = engine.get_function_address("llvsparse_alloc")
+        return _STATE["alloc"]
+
+
 def host_target_machine() -> llvm.TargetMachine:
     return _initialize()
 

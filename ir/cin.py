@@ -80,6 +80,12 @@ def operands(expr: Expr) -> list[Operand]:
     return []
 
 
+def contains_sum(expr: Expr) -> bool:
+    if isinstance(expr, Sum):
+        return True
+    return isinstance(expr, Apply) and any(contains_sum(a) for a in expr.args)
+
+
 def expr_vars(expr: Expr) -> set[str]:
     """Variables used anywhere in ``expr`` (including summed ones)."""
     return {v for o in operands(expr) for v in o.vars}

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from . import scalars
 from .bodies import I1, I64, TRUE, ArrayRef, emit_body, is_true
-from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
+from .cin import Apply, Const, Expr, Operand, Sum, contains_sum, operands, peel_sums
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .schedule import Nest, ScheduleError, order_loops
 from .types import TensorType
@@ -304,9 +304,12 @@ class KernelCompiler:
         if depth == len(order):
             self.output.write(self.value(expr, ctx), ctx)
             return
+        leaf = None
+        if depth + 1 == len(order):
+            leaf = self.output.write
         self.emit_var(order[depth], expr, ctx,
                       lambda c, e: self.loops(order, depth + 1, e, c),
-                      self.output.hooks_for(order[depth]))
+                      self.output.hooks_for(order[depth]), leaf)
 
     def write_point(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
         if depth == len(order):
@@ -327,18 +330,22 @@ class KernelCompiler:
             self.output.write(self.b.load(acc), ctx)
 
     def reduce(self, order: list[str], expr: Expr, ctx: Ctx, acc: ir.Value,
-               touched: ir.Value | None) -> None:
-        """acc += expr summed over ``order``."""
+               touched: ir.Value | None, value: ir.Value | None = None) -> None:
+        """acc += expr summed over ``order`` (or += ``value``, already computed)."""
         if not order:
-            value = self.value(expr, ctx)
+            if value is None:
+                value = self.value(expr, ctx)
             total = scalars.apply(self.b, "add", [self.b.load(acc), value], self.dtype,
                                   self.fastmath)
             self.b.store(total, acc)
             if touched is not None:
                 self.b.store(ir.Constant(I1, 1), touched)
             return
+        leaf = None
+        if len(order) == 1:
+            leaf = lambda value, c: self.reduce([], Const(0), c, acc, touched, value)
         self.emit_var(order[0], expr, ctx,
-                      lambda c, e: self.reduce(order[1:], e, c, acc, touched), None)
+                      lambda c, e: self.reduce(order[1:], e, c, acc, touched), None, leaf)
 
     def bind(self, ctx: Ctx, var: str, value: ir.Value) -> Ctx:
         """Bind a loop variable, then every index derived from blocked levels it completes."""
@@ -455,7 +462,10 @@ class KernelCompiler:
         return self.tensors[tensor].extents[level]
 
     def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
-                 hooks: Hooks | None) -> None:
+                 hooks: Hooks | None, leaf: Leaf | None = None) -> None:
+        """The loops over ``var``: one per lattice point. ``body`` emits what runs at each
+        coordinate; ``leaf``, when given, is the same body as a consumer of an already
+        computed value (the innermost loop), which lets cases merge into selects."""
         find = self.iter_of(ctx, var)
 
         def is_full(it: Iter) -> bool:
@@ -467,7 +477,7 @@ class KernelCompiler:
         for point in lattice.points:
             iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
-                                   states, find, body, hooks)
+                                   states, find, body, hooks, leaf)
             emitter.emit()
 
     def in_range_loop(self, var: str, ctx: Ctx) -> bool:
@@ -595,14 +605,16 @@ class IterState:
 
 
 Hooks = tuple[Callable[[Ctx], object], Callable[[Ctx, object], None]]
+Leaf = Callable[[ir.Value, Ctx], None]
 
 
 class PointEmitter:
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
     def __init__(self, kc: KernelCompiler, var, expr, ctx, lattice, point, iterated, located,
-                 states, find, body, hooks):
+                 states, find, body, hooks, leaf=None):
         self.kc, self.b = kc, kc.b
+        self.leaf = leaf
         self.var, self.expr, self.ctx = var, expr, ctx
         self.lattice, self.point = lattice, point
         self.iterated, self.located = iterated, located
@@ -699,7 +711,8 @@ class PointEmitter:
             b.cbranch(in_range, work, skip_to)
             b.position_at_end(work)
         saved = self.hooks[0](ctx) if self.hooks else None
-        self.dispatch(ctx, present)
+        if straight or not self.dispatch_by_select(ctx, present):
+            self.dispatch(ctx, present)
         if self.hooks:
             self.hooks[1](ctx, saved)
         if in_range is not None:
@@ -805,9 +818,9 @@ class PointEmitter:
             level += 1
         return ok, deeper
 
-    def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> None:
-        b = self.b
-        done = b.append_basic_block("cases.done")
+    def cases(self, ctx: Ctx, present: dict[Iter, ir.Value]):
+        """(condition, expression, context) per subpoint, most operands first; the
+        expression has absent operands replaced by their fill values (None: no result)."""
         point_uids = {it.uid for it in self.point}
         for sub in self.lattice.subpoints(self.point):
             sub_uids = {it.uid for it in sub}
@@ -816,13 +829,69 @@ class PointEmitter:
                 it = self.find(op)
                 return it is not None and (it.uid not in sub_uids or it.uid not in point_uids)
 
-            expr = substitute_absent(self.expr, absent)
             cond = TRUE
             for it in sub:
                 if not is_true(present.get(it, TRUE)):
-                    cond = present[it] if is_true(cond) else b.and_(cond, present[it])
+                    cond = present[it] if is_true(cond) else self.b.and_(cond, present[it])
             case_ctx = replace(ctx, levels={u: lv for u, lv in ctx.levels.items()
                                             if u in sub_uids or u not in point_uids})
+            yield cond, substitute_absent(self.expr, absent), case_ctx
+
+    def dispatch_by_select(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> bool:
+        """Compute every case's value and pick one with selects, then run the innermost
+        body once: a co-iteration whose cases all produce a value (a union such as
+        A + B) then has no data-dependent branch per coordinate, which on random
+        sparsity patterns mispredicts about every other step.
+
+        Only when every value can be computed unconditionally: each case is a scalar
+        expression over operands at positions that are valid whether or not the operand
+        is present (iterated positions inside the loop, always-found locates).
+        """
+        if self.leaf is None or len(self.iterated) < 2:
+            return False
+        for it in self.point:
+            if not it.is_universe and not is_true(present.get(it, TRUE)) and \
+                    it not in self.iterated:
+                return False  # a located operand that may miss: its position is not valid
+        chosen = []
+        for cond, expr, case_ctx in self.cases(ctx, present):
+            if expr is None or contains_sum(expr):
+                return False
+            chosen.append((cond, expr, case_ctx))
+            if is_true(cond):
+                break
+        if len(chosen) < 2 or not self.positions_always_valid(ctx):
+            return False
+        b, kc = self.b, self.kc
+        value, taken = None, None
+        for cond, expr, case_ctx in reversed(chosen):
+            computed = kc.value(expr, case_ctx)
+            value = computed if value is None else b.select(cond, computed, value)
+            taken = cond if taken is None else b.or_(cond, taken)
+        if is_true(taken):
+            self.leaf(value, ctx)
+        else:
+            with b.if_then(taken, likely=True):
+                self.leaf(value, ctx)
+        return True
+
+    def positions_always_valid(self, ctx: Ctx) -> bool:
+        """Whether every operand position resolved at this coordinate may be read
+        whether or not its operand is present (no deeper locate that can miss)."""
+        for it in self.iterated:
+            if it.is_universe:
+                continue
+            op = self.kc.operands[it.uid]
+            levels = self.kc.types[op.tensor].levels
+            for k in range(it.level + 1, len(ctx.levels.get(op.uid, ()))):
+                if not levels[k].full:
+                    return False
+        return not any(not is_true(found) for found in ctx.found.values())
+
+    def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> None:
+        b = self.b
+        done = b.append_basic_block("cases.done")
+        for cond, expr, case_ctx in self.cases(ctx, present):
             if is_true(cond):
                 if expr is not None:
                     self.body(case_ctx, expr)

@@ -289,6 +289,7 @@ class Kernel:
         bound = BoundCall(inst, self.formats[out], out_shape, holders,
                           threads if parallel else 1)
         bound.operands = {n: tensors[n] for n in names if n != out}
+        bound.expected = _expected_entries(inputs.values())
         bound.requested_threads = threads
         return bound
 
@@ -329,6 +330,7 @@ class BoundCall:
         self.inst, self.format, self.shape = inst, out_format, out_shape
         self.out_type = inst.types[inst.arg_order[0]]
         self.inputs, self.threads = inputs, threads
+        self.expected = 0  # stored values to reserve in a sparse output (set by bind)
         self.dense = inst.parallel_mode is not None or not out_shape
         if self.dense:
             self.extents = [out_shape[lv.mode] for lv in out_format.levels]
@@ -373,10 +375,18 @@ class BoundCall:
             return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
                                        values)
         result = Tensor.empty_output(self.shape, self.format, self.out_type)
-        holders = [result.output_holder(), *self.inputs]
+        holders = [result.output_holder(self.expected), *self.inputs]
         runtime.call(self.inst.jit.address, holders)
         result.adopt(holders[0])
         return result
+
+
+def _expected_entries(inputs) -> int:
+    """Stored values of the sparse operands together: a bound on a sparse output's size
+    for unions, intersections and pattern-preserving kernels (products of sparse
+    operands can exceed it; then the kernel grows the arrays as usual)."""
+    return sum(len(t.values) for t in inputs
+               if not all(lv.full for lv in t.tensor_type.levels))
 
 
 def _parallel_mode(nests, builder, out_type: TensorType) -> int | None:

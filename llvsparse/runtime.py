@@ -28,6 +28,16 @@ import numpy as np
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
 _LIBC.free.argtypes = [ctypes.c_void_p]
+_LIBC.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_LIBC.realloc.restype = ctypes.c_void_p
+_ALLOC_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
+
+
+@functools.cache
+def _allocate():
+    from .backends.cpu import host_allocator
+
+    return _ALLOC_TYPE(host_allocator())
 
 
 class KernelRuntimeError(RuntimeError):
@@ -95,6 +105,17 @@ class DescriptorHolder:
             else None
         self.caps[slot] = len(array)
 
+    def reserve(self, slot: int, count: int, itemsize: int) -> None:
+        """Hand the kernel a buffer of ``count`` elements for an output array it would
+        otherwise grow from nothing (no doubling copies when ``count`` is an upper
+        bound). Untouched pages cost nothing, and ``take`` trims the rest."""
+        if count <= 0 or self.pointers[slot]:
+            return
+        address = _allocate()(count * itemsize)
+        if address:  # out of memory here: the kernel grows the array as usual
+            self.pointers[slot] = address
+            self.caps[slot] = count
+
     def take(self, slot: int, dtype: np.dtype, length: int) -> np.ndarray:
         """Adopt a kernel-allocated buffer as a numpy array that frees it when collected."""
         address = self.pointers[slot]
@@ -105,7 +126,11 @@ class DescriptorHolder:
         if not address or capacity == 0:
             return np.zeros(length, dtype=dtype)
         self.pointers[slot] = None
-        raw = (ctypes.c_char * (capacity * dtype.itemsize)).from_address(address)
+        if capacity > length:  # shrinking in place: glibc splits or remaps, no copy
+            trimmed = _LIBC.realloc(address, max(length, 1) * dtype.itemsize)
+            if trimmed:
+                address, capacity = trimmed, length
+        raw = (ctypes.c_char * (max(capacity, 1) * dtype.itemsize)).from_address(address)
         weakref.finalize(raw, _LIBC.free, address)
         return np.frombuffer(raw, dtype=dtype, count=capacity)[:length]
 

@@ -254,10 +254,31 @@ class Tensor:
         return cls(shape, fmt, ttype.dtype, ttype.index_dtype, extents,
                    [{} for _ in fmt.levels], params, None)
 
-    def output_holder(self) -> DescriptorHolder:
-        """Empty output arrays (NULL, capacity 0) for a kernel to grow and ``adopt``."""
-        arrays: list[np.ndarray | None] = [None] * (len(self.tensor_type.array_slots()) + 1)
-        return DescriptorHolder(self.level_extents, arrays, self._flat_params())
+    def output_holder(self, expected: int = 0) -> DescriptorHolder:
+        """Empty output arrays for a kernel to grow and ``adopt``.
+
+        ``expected`` (a likely upper bound on stored values) reserves the arrays a kernel
+        appends to: those of levels below the first one that cannot insert, whose
+        elements need no initial value, and the values. Each gets ``expected`` elements,
+        capped by the number of coordinates its level can hold.
+        """
+        ttype = self.tensor_type
+        slots = ttype.array_slots()
+        holder = DescriptorHolder(self.level_extents, [None] * (len(slots) + 1),
+                                  self._flat_params())
+        if expected <= 0:
+            return holder
+        appended = next((k for k, lv in enumerate(ttype.levels) if not lv.can_insert), None)
+        if appended is None:
+            return holder
+        coordinates = np.cumprod([max(e, 1) for e in self.level_extents], dtype=np.float64)
+        for slot in slots:
+            adef = ttype.levels[slot.level].definition.arrays[slot.name]
+            if slot.level >= appended and adef.init is None:
+                count = int(min(expected, coordinates[slot.level]))
+                holder.reserve(slot.index, count, self.index_dtype.itemsize)
+        holder.reserve(len(slots), int(min(expected, coordinates[-1])), self.dtype.itemsize)
+        return holder
 
     def adopt(self, holder: DescriptorHolder) -> None:
         """Take ownership of the arrays a kernel assembled."""

@@ -1,0 +1,52 @@
+"""Sparse outputs: reserved up front from the operands' sizes, trimmed when adopted, and
+still grown by the kernel when the reservation is too small."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import llvsparse as ls
+
+
+def _buffer_elements(array: np.ndarray) -> int:
+    """Elements in the buffer behind an adopted output array (its base)."""
+    return array.base.size if array.base is not None else array.size
+
+
+@pytest.mark.parametrize("op", ["+", "*"])
+def test_reserved_outputs_are_exact_after_adoption(op):
+    a = sp.random(300, 200, density=0.05, format="csr", random_state=1)
+    b = sp.random(300, 200, density=0.05, format="csr", random_state=2)
+    kernel = ls.compile(f"C(i,j) = A(i,j) {op} B(i,j)", A="csr", B="csr", C="csr")
+    result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
+    expected = (a + b) if op == "+" else a.multiply(b)
+    np.testing.assert_allclose(result.to_scipy().toarray(), expected.toarray())
+    crd = result.level_arrays[1]["crd"]
+    assert len(crd) == len(result.values) == expected.nnz
+    # The reservation was nnz(A) + nnz(B); what the caller holds is trimmed to the result.
+    assert _buffer_elements(crd) == len(crd)
+    assert _buffer_elements(result.values) == len(result.values)
+
+
+@pytest.mark.parametrize("out", ["csr", "dcsr", "coo"])
+def test_outputs_larger_than_the_reservation_still_grow(out):
+    rng = np.random.default_rng(3)
+    a = np.where(rng.random(120) < 0.3, rng.random(120), 0.0)
+    b = np.where(rng.random(90) < 0.3, rng.random(90), 0.0)
+    kernel = ls.compile("C(i,j) = a(i) * b(j)", a="sparse", b="sparse", C=out)
+    result = kernel(a=ls.Tensor.from_numpy(a, "sparse"),
+                    b=ls.Tensor.from_numpy(b, "sparse"))
+    np.testing.assert_array_equal(result.to_numpy(), np.outer(a, b))
+    assert len(result.values) == np.count_nonzero(a) * np.count_nonzero(b)
+
+
+def test_empty_result_from_reserved_output():
+    a = sp.random(50, 40, density=0.1, format="csr", random_state=4)
+    b = sp.csr_matrix(a.shape)
+    kernel = ls.compile("C(i,j) = A(i,j) * B(i,j)", A="csr", B="csr", C="csr")
+    result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
+    assert len(result.values) == 0
+    assert result.to_scipy().nnz == 0
+    np.testing.assert_array_equal(result.level_arrays[1]["pos"], np.zeros(51, np.int32))
