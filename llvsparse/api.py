@@ -18,6 +18,7 @@ from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
+from .outputs import AssembledOutput
 from .tensor import Tensor
 
 
@@ -287,9 +288,8 @@ class Kernel:
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK)
         holders = [inputs[n].holder(check_shallow=not check) for n in names if n != out]
         bound = BoundCall(inst, self.formats[out], out_shape, holders,
-                          threads if parallel else 1)
+                          threads if parallel else 1, _expected_entries(inputs.values()))
         bound.operands = {n: tensors[n] for n in names if n != out}
-        bound.expected = _expected_entries(inputs.values())
         bound.requested_threads = threads
         return bound
 
@@ -326,11 +326,10 @@ class BoundCall:
     """
 
     def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
-                 inputs: list[runtime.DescriptorHolder], threads: int):
+                 inputs: list[runtime.DescriptorHolder], threads: int, expected: int = 0):
         self.inst, self.format, self.shape = inst, out_format, out_shape
         self.out_type = inst.types[inst.arg_order[0]]
         self.inputs, self.threads = inputs, threads
-        self.expected = 0  # stored values to reserve in a sparse output (set by bind)
         self.dense = inst.parallel_mode is not None or not out_shape
         if self.dense:
             self.extents = [out_shape[lv.mode] for lv in out_format.levels]
@@ -339,6 +338,8 @@ class BoundCall:
             self.output = runtime.DescriptorHolder(self.extents, [None], [])
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
             self.busy = threading.Lock()  # the shared output descriptor: one call at a time
+        else:
+            self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
 
     def _run_dense(self, values: np.ndarray) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], [])
@@ -374,11 +375,9 @@ class BoundCall:
                 self._run_dense(values)
             return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
                                        values)
-        result = Tensor.empty_output(self.shape, self.format, self.out_type)
-        holders = [result.output_holder(self.expected), *self.inputs]
+        holders = [self.assembled.holder(), *self.inputs]
         runtime.call(self.inst.jit.address, holders)
-        result.adopt(holders[0])
-        return result
+        return self.assembled.adopt(holders[0])
 
 
 def _expected_entries(inputs) -> int:

@@ -8,6 +8,7 @@ bounds-checked, so corrupt index arrays raise instead of reading garbage.
 from __future__ import annotations
 
 import ast
+import operator
 from typing import Any
 
 import numpy as np
@@ -153,6 +154,23 @@ def run_function(fn, env: dict[str, Any], arrays: dict[str, np.ndarray], where: 
     return tuple(np.asarray(c) for c in columns) if columns else ()
 
 
+_SCALAR_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                  ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_SCALAR_CALLS = {"abs": abs, "min": min, "max": max}
+
+
 def evaluate_expr(expr: ast.expr, env: dict[str, Any]) -> int:
-    """A scalar length expression, e.g. ``parent_size + 1``."""
+    """A scalar length expression, e.g. ``parent_size + 1``, with Python integers (it
+    runs on every kernel call that adopts an output; numpy scalars cost 10x more)."""
+    if isinstance(expr, ast.Constant):
+        return int(expr.value)
+    if isinstance(expr, ast.Name):
+        return int(env[expr.id])
+    if isinstance(expr, ast.BinOp) and type(expr.op) in _SCALAR_BINOPS:
+        return _SCALAR_BINOPS[type(expr.op)](evaluate_expr(expr.left, env),
+                                             evaluate_expr(expr.right, env))
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return -evaluate_expr(expr.operand, env)
+    if isinstance(expr, ast.Call) and expr.func.id in _SCALAR_CALLS:
+        return _SCALAR_CALLS[expr.func.id](*(evaluate_expr(a, env) for a in expr.args))
     return int(Interpreter(env, {}, "length").expr(expr))

@@ -21,7 +21,6 @@ import functools
 import itertools
 import os
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -81,6 +80,20 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL[0]
 
 
+class _KernelBuffer:
+    """Memory a kernel allocated, shown to numpy through ``__array_interface__`` (the
+    array's base) and freed when the last array viewing it is collected."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address: int, count: int, dtype: np.dtype):
+        self.__array_interface__ = {"data": (address, False), "shape": (count,),
+                                    "typestr": dtype.str, "version": 3}
+
+    def __del__(self) -> None:
+        _LIBC.free(self.__array_interface__["data"][0])
+
+
 class DescriptorHolder:
     """A descriptor plus the buffers it points into, kept alive for the call."""
 
@@ -130,9 +143,7 @@ class DescriptorHolder:
             trimmed = _LIBC.realloc(address, max(length, 1) * dtype.itemsize)
             if trimmed:
                 address, capacity = trimmed, length
-        raw = (ctypes.c_char * (max(capacity, 1) * dtype.itemsize)).from_address(address)
-        weakref.finalize(raw, _LIBC.free, address)
-        return np.frombuffer(raw, dtype=dtype, count=capacity)[:length]
+        return np.asarray(_KernelBuffer(address, capacity, dtype))[:length]
 
     def release(self) -> None:
         """Free buffers that were not adopted (after a failed call)."""

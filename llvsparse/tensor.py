@@ -9,7 +9,7 @@ import numpy as np
 from . import notation as nt
 from .expr_api import access, make_assignment
 from .format import Format, as_format, named_format
-from .interpret import CorruptTensorError, evaluate_expr
+from .interpret import CorruptTensorError
 from .ir.schedule import ScheduleError
 from .packers import PACKERS, pack_bcsr
 from .runtime import DescriptorHolder
@@ -243,59 +243,6 @@ class Tensor:
                                params=[{} for _ in extents], values=values, fill=0,
                                name=None)
         return tensor
-
-    @classmethod
-    def empty_output(cls, shape, fmt: Format, ttype) -> Tensor:
-        extents = [shape[lv.mode] for lv in fmt.levels]
-        params = []
-        for level, extent in zip(fmt.levels, extents):
-            names = ttype.levels[len(params)].params
-            params.append({p: int(level.params.get(p, max(extent, 1))) for p in names})
-        return cls(shape, fmt, ttype.dtype, ttype.index_dtype, extents,
-                   [{} for _ in fmt.levels], params, None)
-
-    def output_holder(self, expected: int = 0) -> DescriptorHolder:
-        """Empty output arrays for a kernel to grow and ``adopt``.
-
-        ``expected`` (a likely upper bound on stored values) reserves the arrays a kernel
-        appends to: those of levels below the first one that cannot insert, whose
-        elements need no initial value, and the values. Each gets ``expected`` elements,
-        capped by the number of coordinates its level can hold.
-        """
-        ttype = self.tensor_type
-        slots = ttype.array_slots()
-        holder = DescriptorHolder(self.level_extents, [None] * (len(slots) + 1),
-                                  self._flat_params())
-        if expected <= 0:
-            return holder
-        appended = next((k for k, lv in enumerate(ttype.levels) if not lv.can_insert), None)
-        if appended is None:
-            return holder
-        coordinates = np.cumprod([max(e, 1) for e in self.level_extents], dtype=np.float64)
-        for slot in slots:
-            adef = ttype.levels[slot.level].definition.arrays[slot.name]
-            if slot.level >= appended and adef.init is None:
-                count = int(min(expected, coordinates[slot.level]))
-                holder.reserve(slot.index, count, self.index_dtype.itemsize)
-        holder.reserve(len(slots), int(min(expected, coordinates[-1])), self.dtype.itemsize)
-        return holder
-
-    def adopt(self, holder: DescriptorHolder) -> None:
-        """Take ownership of the arrays a kernel assembled."""
-        ttype = self.tensor_type
-        sizes = [holder.sizes[k] for k in range(len(ttype.levels))]
-        for slot in ttype.array_slots():
-            adef = ttype.levels[slot.level].definition.arrays[slot.name]
-            parent = sizes[slot.level - 1] if slot.level else 1
-            env = {"parent_size": parent, "size": sizes[slot.level],
-                   "N": self.level_extents[slot.level], **self.params[slot.level]}
-            length = evaluate_expr(adef.length, env) if adef.length is not None else 0
-            array = holder.take(slot.index, self.index_dtype, length)
-            for k, level in enumerate(ttype.levels):
-                if k == slot.level or (slot.shared and slot.name in level.definition.arrays):
-                    self.level_arrays[k][slot.name] = array
-        count = sizes[-1] if sizes else 1
-        self.values = holder.take(len(ttype.array_slots()), self.dtype, count)
 
     # -- validation ---------------------------------------------------------------------
     def validate_shallow(self) -> None:

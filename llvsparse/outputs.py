@@ -1,0 +1,99 @@
+"""Outputs that kernels assemble themselves: reserved before the call, adopted after it.
+
+Everything that does not change between calls of one binding (which arrays to reserve,
+how long each adopted array is, which levels share it) is worked out once here, so a
+call costs a descriptor, the kernel, and one numpy view per array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .format import Format
+from .interpret import evaluate_expr
+from .runtime import DescriptorHolder
+from .tensor import Tensor
+
+
+@dataclass(frozen=True)
+class _Adopted:
+    slot: int
+    level: int
+    name: str
+    length: object  # the array's length expression (None: unsized)
+    levels: tuple[int, ...]  # every level that names this array (shared arrays: several)
+
+
+class AssembledOutput:
+    """The plan for one binding's sparse output.
+
+    ``expected`` (a likely upper bound on stored values) reserves the arrays a kernel
+    appends to: those of levels from the first one that cannot insert, whose elements
+    need no initial value, and the values; each is capped by the coordinates its level
+    can hold. A kernel grows any reservation that turns out too small.
+    """
+
+    def __init__(self, shape: tuple[int, ...], fmt: Format, ttype, expected: int):
+        self.shape, self.format = shape, fmt
+        self.dtype, self.index_dtype = np.dtype(ttype.dtype), np.dtype(ttype.index_dtype)
+        self.extents = [shape[lv.mode] for lv in fmt.levels]
+        self.params = []
+        for k, (level, extent) in enumerate(zip(fmt.levels, self.extents)):
+            self.params.append({p: int(level.params.get(p, max(extent, 1)))
+                                for p in ttype.levels[k].params})
+        self.flat_params = [int(self.params[k][p]) for k, p in ttype.param_slots()]
+        slots = ttype.array_slots()
+        self.values_slot = len(slots)
+        self.adopted = [
+            _Adopted(s.index, s.level, s.name, ttype.levels[s.level].definition.arrays[
+                s.name].length, tuple(k for k, lv in enumerate(ttype.levels) if k == s.level
+                                      or (s.shared and s.name in lv.definition.arrays)))
+            for s in slots]
+        self.reservations = self._reservations(ttype, slots, expected)
+
+    def _reservations(self, ttype, slots, expected: int) -> list[tuple[int, int, int]]:
+        appended = next((k for k, lv in enumerate(ttype.levels) if not lv.can_insert), None)
+        if expected <= 0 or appended is None:
+            return []
+        coordinates = np.cumprod([max(e, 1) for e in self.extents], dtype=np.float64)
+        reserved = [(s.index, int(min(expected, coordinates[s.level])),
+                     self.index_dtype.itemsize) for s in slots
+                    if s.level >= appended and ttype.levels[s.level].definition.arrays[
+                        s.name].init is None]
+        reserved.append((self.values_slot, int(min(expected, coordinates[-1])),
+                         self.dtype.itemsize))
+        return reserved
+
+    def holder(self) -> DescriptorHolder:
+        """Fresh output descriptor: reserved arrays, the rest NULL for the kernel to grow."""
+        holder = DescriptorHolder(self.extents, [None] * (self.values_slot + 1),
+                                  self.flat_params)
+        for slot, count, itemsize in self.reservations:
+            holder.reserve(slot, count, itemsize)
+        return holder
+
+    def adopt(self, holder: DescriptorHolder) -> Tensor:
+        """The kernel's arrays as a numpy-owned Tensor."""
+        nlevels = len(self.extents)
+        sizes = [holder.sizes[k] for k in range(nlevels)]
+        level_arrays: list[dict[str, np.ndarray]] = [{} for _ in range(nlevels)]
+        for entry in self.adopted:
+            length = 0
+            if entry.length is not None:
+                env = {"parent_size": sizes[entry.level - 1] if entry.level else 1,
+                       "size": sizes[entry.level], "N": self.extents[entry.level],
+                       **self.params[entry.level]}
+                length = evaluate_expr(entry.length, env)
+            array = holder.take(entry.slot, self.index_dtype, length)
+            for k in entry.levels:
+                level_arrays[k][entry.name] = array
+        values = holder.take(self.values_slot, self.dtype, sizes[-1] if sizes else 1)
+        tensor = Tensor.__new__(Tensor)
+        tensor.__dict__.update(shape=self.shape, format=self.format, dtype=self.dtype,
+                               index_dtype=self.index_dtype, level_extents=list(self.extents),
+                               level_arrays=level_arrays,
+                               params=[dict(p) for p in self.params], values=values, fill=0,
+                               name=None)
+        return tensor
