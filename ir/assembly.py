@@ -72,6 +72,26 @@ class OutputAssembler:
             slot = self.tensor.type.slot_of(level, name).index
             self.kc.ensure(self.tensor, slot, needed, adef.init)
 
+    @property
+    def appends(self) -> bool:
+        """Whether writes append to the last level (rather than insert everywhere)."""
+        return self.prefix < len(self.levels)
+
+    def reserve_last_group(self, extra: ir.Value) -> set[int]:
+        """Make room for ``extra`` more entries in the last append group's sized arrays
+        and the values; return those slots."""
+        b = self.b
+        head = self.last_head
+        size = b.add(b.load(self.counters[head]), extra)
+        slots = {self.tensor.vals_slot}
+        for k in range(head, len(self.levels)):
+            self.ensure_lengths(k, self.level_size(k - 1) if k == head else size, size)
+            slots |= {self.tensor.type.slot_of(k, name).index
+                      for name, adef in self.levels[k].definition.arrays.items()
+                      if _grows_with_entries(adef.length)}
+        self.kc.ensure(self.tensor, self.tensor.vals_slot, size, None)
+        return slots
+
     def coord(self, ctx: Ctx, level: int) -> ir.Value:
         return ctx.bound[self.vars[level]] if level >= 0 else ZERO
 
@@ -190,3 +210,10 @@ class OutputAssembler:
                 parent = self.append_group(self.head_of(parent_level), parent_level, ctx)
             if self.has(head, "append_edges"):
                 self.call(head, "append_edges", p_parent=parent, p_begin=begin, p_end=end)
+
+
+def _grows_with_entries(length: ast.expr | None) -> bool:
+    """Whether an array's length follows its level's entry count (``size``), as opposed
+    to its parent's (a positions array) or nothing."""
+    return length is not None and any(isinstance(node, ast.Name) and node.id == "size"
+                                      for node in ast.walk(length))

@@ -77,6 +77,7 @@ class TensorIR:
         self.vals_slot = len(self.slots)
         self.pointers: dict[int, ir.Value] = {}
         self.frozen = False  # output pointers loaded once (see freeze)
+        self.prechecked: set[int] = set()  # slots whose capacity a loop ensured up front
         # An output's array pointers and capacities live in locals while the kernel runs
         # (stores into the arrays cannot alias them) and go back to the descriptor at exit.
         self.local_pointers: dict[int, ir.AllocaInstr] = {}
@@ -203,6 +204,8 @@ class KernelCompiler:
     def ensure(self, tensor: TensorIR, slot: int, needed: ir.Value, init: int | None) -> None:
         """Grow an output array to hold ``needed`` elements, filling new ones with ``init``
         (None: every element is written before it is read, so no fill)."""
+        if slot in tensor.prechecked:
+            return
         b = self.b
         cap_ptr, array_slot = tensor.local_caps[slot], tensor.local_pointers[slot]
         cap = b.load(cap_ptr)
@@ -477,7 +480,8 @@ class KernelCompiler:
         for point in lattice.points:
             iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
-                                   states, find, body, hooks, leaf)
+                                   states, find, body, hooks, leaf,
+                                   leaf == self.output.write and self.output.appends)
             emitter.emit()
 
     def in_range_loop(self, var: str, ctx: Ctx) -> bool:
@@ -612,9 +616,10 @@ class PointEmitter:
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
     def __init__(self, kc: KernelCompiler, var, expr, ctx, lattice, point, iterated, located,
-                 states, find, body, hooks, leaf=None):
+                 states, find, body, hooks, leaf=None, appends=False):
         self.kc, self.b = kc, kc.b
         self.leaf = leaf
+        self.appends = appends  # the leaf appends one entry to the output's last level
         self.var, self.expr, self.ctx = var, expr, ctx
         self.lattice, self.point = lattice, point
         self.iterated, self.located = iterated, located
@@ -640,6 +645,7 @@ class PointEmitter:
                     op = self.kc.operands[it.uid]
                     raise ScheduleError(f"{op.tensor}: level {it.level} is unordered and cannot "
                                         "be co-iterated with another operand")
+        reserved = self.reserve_appends()
         head = b.append_basic_block(f"{self.var}.head")
         loop = b.append_basic_block(f"{self.var}.body")
         done = b.append_basic_block(f"{self.var}.done")
@@ -657,6 +663,24 @@ class PointEmitter:
         if not b.block.is_terminated:
             b.branch(head)
         b.position_at_end(done)
+        self.kc.tensors[self.kc.out_name].prechecked -= reserved
+
+    def reserve_appends(self) -> set[int]:
+        """Before a loop whose every iteration appends at most one output entry, make
+        room for as many entries as it can iterate (each iteration advances an iterator)
+        and return the output slots its stores then need not check: no capacity test
+        and no call to the grow path inside the loop, so its registers stay in
+        registers."""
+        kc, b = self.kc, self.b
+        if self.leaf is None or not self.appends:
+            return set()
+        bound = ZERO
+        for it in self.iterated:
+            st = self.states[it]
+            bound = b.add(bound, b.sub(st.end, b.load(st.cur)))
+        slots = kc.output.reserve_last_group(bound)
+        kc.tensors[kc.out_name].prechecked |= slots
+        return slots
 
     def iteration(self, straight: bool) -> None:
         b, kc = self.b, self.kc
@@ -711,14 +735,17 @@ class PointEmitter:
             b.cbranch(in_range, work, skip_to)
             b.position_at_end(work)
         saved = self.hooks[0](ctx) if self.hooks else None
-        if straight or not self.dispatch_by_select(ctx, present):
+        split = None if (straight or in_range is not None or self.hooks) else (coords, i)
+        handled = not straight and self.dispatch_by_select(ctx, present, split)
+        if not handled:
             self.dispatch(ctx, present)
+        advanced = handled == "advanced"
         if self.hooks:
             self.hooks[1](ctx, saved)
         if in_range is not None:
             b.branch(skip_to)
             b.position_at_end(skip_to)
-        if not straight:
+        if not straight and not advanced:
             for it in self.iterated:
                 self.advance(it, coords[it], i)
         elif self.absent is not None:
@@ -837,7 +864,8 @@ class PointEmitter:
                                             if u in sub_uids or u not in point_uids})
             yield cond, substitute_absent(self.expr, absent), case_ctx
 
-    def dispatch_by_select(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> bool:
+    def dispatch_by_select(self, ctx: Ctx, present: dict[Iter, ir.Value],
+                           split: tuple[dict[Iter, ir.Value], ir.Value] | None) -> str | bool:
         """Compute every case's value and pick one with selects, then run the innermost
         body once: a co-iteration whose cases all produce a value (a union such as
         A + B) then has no data-dependent branch per coordinate, which on random
@@ -846,6 +874,14 @@ class PointEmitter:
         Only when every value can be computed unconditionally: each case is a scalar
         expression over operands at positions that are valid whether or not the operand
         is present (iterated positions inside the loop, always-found locates).
+
+        With ``split`` (the coordinates, for advancing), a union of three or more cases
+        branches on its first case (every operand present) and advances every iterator
+        there by one step; the other cases are selected. Selecting alone makes each
+        step's positions depend on the coordinates just loaded (a load-compare-add chain
+        per entry); where the operands' patterns coincide (A + Aᵀ of a symmetric
+        pattern) the branch is predicted and the chain disappears, and where they
+        differ it is predicted the other way. Returns "advanced" when it advanced.
         """
         if self.leaf is None or len(self.iterated) < 2:
             return False
@@ -862,6 +898,23 @@ class PointEmitter:
                 break
         if len(chosen) < 2 or not self.positions_always_valid(ctx):
             return False
+        if split is None or len(chosen) < 3:
+            self.emit_selected(chosen, ctx)
+            return True
+        coords, i = split
+        cond, expr, case_ctx = chosen[0]
+        with self.b.if_else(cond) as (every, other):
+            with every:
+                self.leaf(self.kc.value(expr, case_ctx), ctx)
+                for it in self.iterated:
+                    self.advance(it, coords[it], None)
+            with other:
+                self.emit_selected(chosen[1:], ctx)
+                for it in self.iterated:
+                    self.advance(it, coords[it], i)
+        return "advanced"
+
+    def emit_selected(self, chosen, ctx: Ctx) -> None:
         b, kc = self.b, self.kc
         value, taken = None, None
         for cond, expr, case_ctx in reversed(chosen):
@@ -873,7 +926,6 @@ class PointEmitter:
         else:
             with b.if_then(taken, likely=True):
                 self.leaf(value, ctx)
-        return True
 
     def positions_always_valid(self, ctx: Ctx) -> bool:
         """Whether every operand position resolved at this coordinate may be read
@@ -909,12 +961,13 @@ class PointEmitter:
             b.branch(done)
         b.position_at_end(done)
 
-    def advance(self, it: Iter, coord: ir.Value, i: ir.Value) -> None:
+    def advance(self, it: Iter, coord: ir.Value, i: ir.Value | None) -> None:
+        """Step past coordinate ``i`` (None: the iterator is known to be at it)."""
         b = self.b
         st = self.states[it]
         cur = b.load(st.cur)
         nxt = self.seg_ends[it] if it in self.seg_ends else b.add(cur, ONE)
-        if len(self.iterated) == 1:
+        if len(self.iterated) == 1 or i is None:
             b.store(nxt, st.cur)
         else:
             b.store(b.select(b.icmp_signed("==", coord, i), nxt, cur), st.cur)
