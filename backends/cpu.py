@@ -128,6 +128,8 @@ class JitKernel:
     module: object = field(repr=False)
     object_code: bytes = field(default=b"", repr=False)
     range_address: int = 0  # the kernel body over a range of the outermost loop
+    # Phases of a split assembly (setup, count, fill, finish), where the kernel has them.
+    assembly: dict[str, int] = field(default_factory=dict)
     phases: dict = field(default_factory=dict)  # seconds spent per compile phase
 
     @property
@@ -161,9 +163,11 @@ def jit(module: ir.Module, name: str) -> JitKernel:
         engine.finalize_object()
         address = engine.get_function_address(name)
         range_address = engine.get_function_address(f"{name}_range")
+        assembly = _assembly_addresses(engine, name)
         STATS["llvm_compiles"] += 1
     kernel = JitKernel(name, text, optimized, address, engine, ref)
     kernel.range_address = range_address
+    kernel.assembly = assembly
     kernel.phases = {"parse+verify": parsed - start, "optimize": tuned - parsed,
                      "machine code": time.perf_counter() - tuned}
     kernel.object_code = objects[0] if objects else b""
@@ -181,10 +185,19 @@ def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
         engine.finalize_object()
         address = engine.get_function_address(name)
         range_address = engine.get_function_address(f"{name}_range")
+        assembly = _assembly_addresses(engine, name)
         STATS["disk_loads"] += 1
     if not address or not range_address:
         raise RuntimeError(f"cached object code has no symbol {name}")
     kernel = JitKernel(name, None, None, address, engine, placeholder)
     kernel.range_address = range_address
+    kernel.assembly = assembly
     kernel.object_code = object_code
     return kernel
+
+
+def _assembly_addresses(engine, name: str) -> dict[str, int]:
+    """The split-assembly phase entries a kernel has (all four, or none)."""
+    found = {phase: engine.get_function_address(f"{name}_{phase}")
+             for phase in ("setup", "count", "fill", "finish")}
+    return found if all(found.values()) else {}

@@ -29,8 +29,13 @@ ZERO = ir.Constant(I64, 0)
 
 class OutputAssembler:
     def __init__(self, kc: KernelCompiler, tensor: TensorIR, ttype: TensorType,
-                 level_vars: tuple[str, ...]):
+                 level_vars: tuple[str, ...], phase: str = "whole",
+                 start: ir.Value | None = None):
         self.kc, self.b = kc, kc.b
+        # A split assembly's phases (see KernelCompiler.can_split_assembly): only setup
+        # and whole touch the arrays up front; count only counts; fill and finish start
+        # the last group's count at ``start`` (the thread's offset, or the total).
+        self.phase, self.start = phase, start
         self.tensor = tensor
         self.levels = ttype.levels
         self.vars = level_vars
@@ -96,24 +101,45 @@ class OutputAssembler:
         return ctx.bound[self.vars[level]] if level >= 0 else ZERO
 
     # -- phases --------------------------------------------------------------------------
+    def splittable(self) -> bool:
+        """Rows that threads own (full, array-free insert levels) above one append
+        group, none of whose initialized arrays grows with its entries."""
+        if self.unordered or self.prefix == 0 or self.heads != [self.prefix]:
+            return False
+        if not all(lv.full and not lv.definition.arrays for lv in self.levels[:self.prefix]):
+            return False
+        appended = [adef for lv in self.levels[self.prefix:]
+                    for adef in lv.definition.arrays.values()]
+        return all(adef.length is not None for adef in appended) and not any(
+            adef.init is not None and _grows_with_entries(adef.length) for adef in appended)
+
+    def entries(self) -> ir.Value:
+        """Entries appended to the last group so far."""
+        return self.b.load(self.counters[self.last_head])
+
     def prologue(self) -> None:
         b = self.b
+        arrays = self.phase in ("whole", "setup")
         self.sizes: list[ir.Value | None] = [None] * len(self.levels)
         parent_size = ONE
         for k in range(self.prefix):
             (size,) = self.call(k, "size", parent_size=parent_size)
-            self.ensure_lengths(k, parent_size, size)
-            if self.has(k, "insert_init"):
-                self.call(k, "insert_init", parent_size=parent_size, size=size)
+            if arrays:
+                self.ensure_lengths(k, parent_size, size)
+                if self.has(k, "insert_init"):
+                    self.call(k, "insert_init", parent_size=parent_size, size=size)
             self.sizes[k] = size
             parent_size = size
         self.static_size = parent_size
-        if self.prefix == len(self.levels):
+        if self.prefix == len(self.levels) and arrays:
             self.kc.ensure(self.tensor, self.tensor.vals_slot, parent_size, 0)
         self.counters = {}
         for h in self.heads:
             self.counters[h] = self.kc.alloca(I64, f"out{h}.size")
-            b.store(ZERO, self.counters[h])
+            start = self.start if h == self.last_head and self.start is not None else ZERO
+            b.store(start, self.counters[h])
+        if not arrays:
+            return
         for k in range(self.prefix, len(self.levels)):
             known = parent_size if k == self.prefix else ZERO
             self.ensure_lengths(k, known, ZERO)
@@ -174,6 +200,10 @@ class OutputAssembler:
     def write(self, value: ir.Value, ctx: Ctx) -> None:
         b = self.b
         last = len(self.levels) - 1
+        if self.phase == "count":  # the rows are array-free: only the count changes
+            counter = self.counters[self.last_head]
+            b.store(b.add(b.load(counter), ONE), counter)
+            return
         pos = self.prefix_position(ctx, last)
         if self.prefix <= last:
             pos = self.append_group(self.last_head, last, ctx)
@@ -191,7 +221,7 @@ class OutputAssembler:
 
     # -- hooks around loops of output indices ----------------------------------------------
     def hooks_for(self, var: str):
-        if self.unordered:
+        if self.unordered or self.phase == "count":
             return None
         for h in self.heads:
             if h > 0 and self.vars[h - 1] == var:

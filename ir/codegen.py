@@ -28,6 +28,9 @@ I64P = I64.as_pointer()
 # A tensor descriptor: nlevels, extents, sizes, arrays (level arrays then vals), caps, params.
 DESCRIPTOR = ir.LiteralStructType([I64, I64P, I64P, I8P.as_pointer(), I64P, I64P])
 STATUS_OK, STATUS_NO_MEMORY = 0, 1
+# Extra arguments (after the descriptor table) of each phase of a split assembly.
+PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
+                   "fill": [I64, I64, I64], "finish": [I64]}
 ZERO = ir.Constant(I64, 0)
 ONE = ir.Constant(I64, 1)
 
@@ -153,25 +156,34 @@ class KernelCompiler:
     """Builds one kernel function for a list of nests writing one output."""
 
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
-                 dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False):
+                 dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False,
+                 phase: str = "whole", module: ir.Module | None = None):
         self.nests = nests
         self.types = types
         self.arg_order = arg_order
         self.dtype = dtype
         self.fastmath = fastmath
-        self.module = ir.Module(name="llvsparse")
-        table = DESCRIPTOR.as_pointer().as_pointer()
-        # The body takes a range [lo, hi) of the outermost loop's coordinates, so threads
-        # can split it; ``name`` runs the whole range (the documented C entry point).
-        self.function = ir.Function(self.module, ir.FunctionType(I32, [table, I64, I64]),
-                                    name=f"{name}_range")
-        self.function.args[0].add_attribute("noalias")
-        self.lo, self.hi = self.function.args[1], self.function.args[2]
+        self.phase = phase
+        self.module = module or ir.Module(name="llvsparse")
         self.entry_name, self.range_name = name, f"{name}_range"
-        whole = ir.Function(self.module, ir.FunctionType(I32, [table]), name=name)
-        wb = ir.IRBuilder(whole.append_basic_block("entry"))
-        wb.ret(wb.call(self.function, [whole.args[0], ZERO,
-                                       ir.Constant(I64, 2**63 - 1)]))
+        table = DESCRIPTOR.as_pointer().as_pointer()
+        everything = ir.Constant(I64, 2**63 - 1)
+        if phase == "whole":
+            # The body takes a range [lo, hi) of the outermost loop's coordinates, so
+            # threads can split it; ``name`` runs the whole range (the documented C entry).
+            self.function = ir.Function(self.module, ir.FunctionType(I32, [table, I64, I64]),
+                                        name=f"{name}_range")
+            self.lo, self.hi = self.function.args[1], self.function.args[2]
+            whole = ir.Function(self.module, ir.FunctionType(I32, [table]), name=name)
+            wb = ir.IRBuilder(whole.append_basic_block("entry"))
+            wb.ret(wb.call(self.function, [whole.args[0], ZERO, everything]))
+        else:
+            self.function = ir.Function(self.module, ir.FunctionType(
+                I32, [table, *PHASE_ARGUMENTS[phase]]), name=f"{name}_{phase}")
+            ranged = phase in ("count", "fill")
+            self.lo = self.function.args[1] if ranged else ZERO
+            self.hi = self.function.args[2] if ranged else everything
+        self.function.args[0].add_attribute("noalias")
         # Threads split the output's first index: every loop over it is clamped to [lo, hi)
         # (loops outside it, e.g. DIA's diagonals, run whole in every thread).
         first = nests[0].assign.vars[0] if nests[0].assign.vars else None
@@ -181,9 +193,8 @@ class KernelCompiler:
         # malloc/free (not realloc) so the same IR also runs as a CUDA kernel.
         # The allocator is defined per target when the module is linked (backends): large
         # host buffers get transparent huge pages, device code calls plain malloc.
-        self.malloc = ir.Function(self.module, ir.FunctionType(I8P, [I64]),
-                                  name="llvsparse_alloc")
-        self.free = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8P]), name="free")
+        self.malloc = self.declare("llvsparse_alloc", ir.FunctionType(I8P, [I64]))
+        self.free = self.declare("free", ir.FunctionType(ir.VoidType(), [I8P]))
         self.memcpy = self.module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         self.fail_block: ir.Block | None = None
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
@@ -192,12 +203,18 @@ class KernelCompiler:
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
 
+    def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
+        """A function of the module (phases share one module), declared once."""
+        existing = self.module.globals.get(name)
+        return existing if existing is not None else ir.Function(self.module, signature, name)
+
     # -- memory ------------------------------------------------------------------------
     def fail(self) -> ir.Block:
         if self.fail_block is None:
             with self.b.goto_block(self.function.append_basic_block("no_memory")) as _:
                 self.fail_block = self.b.block
-                self.tensors[self.out_name].write_back(self.b)
+                if self.phase not in ("count", "fill"):  # threads share the descriptor
+                    self.tensors[self.out_name].write_back(self.b)
                 self.b.ret(ir.Constant(I32, STATUS_NO_MEMORY))
         return self.fail_block
 
@@ -209,6 +226,11 @@ class KernelCompiler:
         b = self.b
         cap_ptr, array_slot = tensor.local_caps[slot], tensor.local_pointers[slot]
         cap = b.load(cap_ptr)
+        if self.phase == "fill":  # sized exactly by the count phase; threads never grow
+            ok = b.append_basic_block("fits")
+            b.cbranch(b.icmp_signed(">", needed, cap), self.fail(), ok)
+            b.position_at_end(ok)
+            return
         with b.if_then(b.icmp_signed(">", needed, cap), likely=False):
             grow = self.grow_function(tensor.element(slot), init)
             grown = b.call(grow, [b.load(array_slot), cap, needed])
@@ -268,20 +290,49 @@ class KernelCompiler:
 
     # -- driver ------------------------------------------------------------------------
     def compile(self) -> ir.Module:
+        """Emit this compiler's function: the whole kernel, or one phase of a split
+        assembly (see ``can_split_assembly``)."""
         out_type = self.types[self.out_name]
+        args = self.function.args
+        start = {"fill": args[-1], "finish": args[-1]}.get(self.phase)
         self.output = OutputAssembler(self, self.tensors[self.out_name], out_type,
-                                      self.nests[0].assign.vars)
+                                      self.nests[0].assign.vars, self.phase, start)
         self.output.prologue()
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
-        for nest in self.nests:
-            for op in operands(nest.body):
-                self.operands[op.uid] = op
-            self.lower_nest(nest)
-        self.output.epilogue()
-        self.tensors[self.out_name].write_back(self.b)
+        if self.phase in ("whole", "count", "fill"):
+            for nest in self.nests:
+                for op in operands(nest.body):
+                    self.operands[op.uid] = op
+                self.lower_nest(nest)
+        if self.phase == "count":
+            self.b.store(self.output.entries(), args[-1])
+        if self.phase in ("whole", "finish"):
+            self.output.epilogue()
+        if self.phase in ("whole", "setup", "finish"):
+            self.tensors[self.out_name].write_back(self.b)
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
+
+    def can_split_assembly(self) -> bool:
+        """Whether threads may assemble this kernel's sparse output together, in phases:
+        ``setup`` sizes the output's fixed arrays, ``count(lo, hi)`` counts the entries
+        rows [lo, hi) append, ``fill(lo, hi, offset)`` appends them from ``offset`` into
+        arrays sized exactly, and ``finish(total)`` runs the levels' finalize functions.
+
+        It needs one loop nest whose outermost loop is the output's first index, over
+        output levels that are full and array-free (rows that threads own) followed by
+        one append group whose parent is those rows, with no array there that must be
+        initialized and grows with the entries.
+        """
+        if len(self.nests) != 1 or self.range_var is None or self.nests[0].assign.derived:
+            return False
+        nest = self.nests[0]
+        if not nest.order or nest.order[0] != self.range_var:
+            return False
+        output = OutputAssembler(self, self.tensors[self.out_name], self.types[self.out_name],
+                                 nest.assign.vars)
+        return output.splittable()
 
     def lower_nest(self, nest: Nest) -> None:
         out_vars = nest.assign.vars
@@ -672,7 +723,7 @@ class PointEmitter:
         and no call to the grow path inside the loop, so its registers stay in
         registers."""
         kc, b = self.kc, self.b
-        if self.leaf is None or not self.appends:
+        if self.leaf is None or not self.appends or kc.phase != "whole":
             return set()
         bound = ZERO
         for it in self.iterated:

@@ -14,7 +14,7 @@ from . import notation as nt
 from . import runtime
 from .backends.cpu import JitKernel, jit, load_object
 from .format import Format, as_format, named_format
-from .ir.codegen import KernelCompiler
+from .ir.codegen import PHASE_ARGUMENTS, KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
@@ -186,6 +186,10 @@ class Kernel:
                 raise error from None
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
+        if builder.can_split_assembly():
+            for phase in PHASE_ARGUMENTS:
+                KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
+                               module=module).compile()
         text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
                          for n in nests)
         lowered = time.perf_counter() - start
@@ -283,8 +287,10 @@ class Kernel:
         for name, fmt in inst.conversions.items():
             inputs[name] = inputs[name].asformat(fmt)
         threads = runtime.get_num_threads() if threads is None else threads
-        parallel = (threads > 1 and inst.parallel_mode is not None
-                    and out_shape[inst.parallel_mode] > 1
+        split_mode = inst.parallel_mode
+        if split_mode is None and inst.jit.assembly:
+            split_mode = self.formats[out].levels[0].mode
+        parallel = (threads > 1 and split_mode is not None and out_shape[split_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK)
         holders = [inputs[n].holder(check_shallow=not check) for n in names if n != out]
         bound = BoundCall(inst, self.formats[out], out_shape, holders,
@@ -375,8 +381,14 @@ class BoundCall:
                 self._run_dense(values)
             return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
                                        values)
-        holders = [self.assembled.holder(), *self.inputs]
-        runtime.call(self.inst.jit.address, holders)
+        if self.threads > 1:
+            holders = [self.assembled.holder(reserve=False), *self.inputs]
+            runtime.assemble_parallel(
+                self.inst.jit.assembly, holders, self.shape[self.format.levels[0].mode],
+                self.threads, lambda total: self.assembled.reserve_exactly(holders[0], total))
+        else:
+            holders = [self.assembled.holder(), *self.inputs]
+            runtime.call(self.inst.jit.address, holders)
         return self.assembled.adopt(holders[0])
 
 

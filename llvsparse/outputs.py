@@ -51,26 +51,39 @@ class AssembledOutput:
                 s.name].length, tuple(k for k, lv in enumerate(ttype.levels) if k == s.level
                                       or (s.shared and s.name in lv.definition.arrays)))
             for s in slots]
-        self.reservations = self._reservations(ttype, slots, expected)
-
-    def _reservations(self, ttype, slots, expected: int) -> list[tuple[int, int, int]]:
         appended = next((k for k, lv in enumerate(ttype.levels) if not lv.can_insert), None)
-        if expected <= 0 or appended is None:
+        # Arrays a kernel appends to: from the first level that cannot insert on, those
+        # whose elements need no initial value, and the values.
+        self.appended = [] if appended is None else [
+            entry for entry in self.adopted if entry.level >= appended
+            and ttype.levels[entry.level].definition.arrays[entry.name].init is None]
+        self.reservations = self._reservations(expected) if appended is not None else []
+
+    def _reservations(self, expected: int) -> list[tuple[int, int, int]]:
+        if expected <= 0:
             return []
         coordinates = np.cumprod([max(e, 1) for e in self.extents], dtype=np.float64)
-        reserved = [(s.index, int(min(expected, coordinates[s.level])),
-                     self.index_dtype.itemsize) for s in slots
-                    if s.level >= appended and ttype.levels[s.level].definition.arrays[
-                        s.name].init is None]
+        reserved = [(e.slot, int(min(expected, coordinates[e.level])),
+                     self.index_dtype.itemsize) for e in self.appended]
         reserved.append((self.values_slot, int(min(expected, coordinates[-1])),
                          self.dtype.itemsize))
         return reserved
 
-    def holder(self) -> DescriptorHolder:
+    def reserve_exactly(self, holder: DescriptorHolder, entries: int) -> None:
+        """Size the appended arrays for ``entries`` entries in the last level (a split
+        assembly's count), from each array's own length expression."""
+        rows = int(np.prod(self.extents[:self.appended[0].level])) if self.appended else 1
+        for entry in self.appended:
+            env = {"parent_size": rows if entry.level == self.appended[0].level else entries,
+                   "size": entries, "N": self.extents[entry.level], **self.params[entry.level]}
+            holder.reserve(entry.slot, evaluate_expr(entry.length, env), self.index_dtype.itemsize)
+        holder.reserve(self.values_slot, entries, self.dtype.itemsize)
+
+    def holder(self, reserve: bool = True) -> DescriptorHolder:
         """Fresh output descriptor: reserved arrays, the rest NULL for the kernel to grow."""
         holder = DescriptorHolder(self.extents, [None] * (self.values_slot + 1),
                                   self.flat_params)
-        for slot, count, itemsize in self.reservations:
+        for slot, count, itemsize in self.reservations if reserve else ():
             holder.reserve(slot, count, itemsize)
         return holder
 

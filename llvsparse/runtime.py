@@ -55,6 +55,13 @@ _BYTE = ctypes.c_char
 KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Descriptor)))
 RANGE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Descriptor)),
                               ctypes.c_int64, ctypes.c_int64)
+_TABLE = ctypes.POINTER(ctypes.POINTER(Descriptor))
+SETUP_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE)
+COUNT_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64,
+                              ctypes.POINTER(ctypes.c_int64))
+FILL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64,
+                             ctypes.c_int64)
+FINISH_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64)
 _POOL: list[ThreadPoolExecutor] = []
 _POOL_LOCK = threading.Lock()
 _DEFAULT_THREADS = [os.cpu_count() or 1]
@@ -186,17 +193,42 @@ def call(address: int, holders: list[DescriptorHolder]) -> None:
     _check(_function(address)(_table(holders)), holders)
 
 
-def call_parallel(range_address: int, holders: list[DescriptorHolder], extent: int,
-                  threads: int) -> None:
-    """Split the outermost loop's coordinates [0, extent) into chunks run on the pool.
-
-    More chunks than threads keeps skewed rows (power-law inputs) balanced.
-    """
-    function = RANGE_TYPE(range_address)
-    table = _table(holders)
+def _chunks(extent: int, threads: int) -> list[tuple[int, int]]:
+    """[0, extent) in equal ranges, more than threads so skewed rows (power-law inputs)
+    stay balanced."""
     chunks = min(extent, threads * 4)
     bounds = [extent * k // chunks for k in range(chunks + 1)]
-    futures = [_pool().submit(function, table, lo, hi)
-               for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+def _run_all(holders: list[DescriptorHolder], calls) -> None:
+    """Run (function, *args) calls on the pool; raise for the first that failed."""
+    futures = [_pool().submit(*call) for call in calls]
     for status in [f.result() for f in futures]:
         _check(status, holders)
+
+
+def call_parallel(range_address: int, holders: list[DescriptorHolder], extent: int,
+                  threads: int) -> None:
+    """Split the outermost loop's coordinates [0, extent) into chunks run on the pool."""
+    function, table = RANGE_TYPE(range_address), _table(holders)
+    _run_all(holders, [(function, table, lo, hi) for lo, hi in _chunks(extent, threads)])
+
+
+def assemble_parallel(addresses: dict[str, int], holders: list[DescriptorHolder],
+                      extent: int, threads: int, reserve) -> None:
+    """A sparse output assembled by threads over chunks of its rows: count each chunk's
+    entries, ``reserve(total)`` exactly, fill each chunk from its offset, finish."""
+    table = _table(holders)
+    _check(SETUP_TYPE(addresses["setup"])(table), holders)
+    chunks = _chunks(extent, threads)
+    counts = [ctypes.c_int64(0) for _ in chunks]
+    count = COUNT_TYPE(addresses["count"])
+    _run_all(holders, [(count, table, lo, hi, ctypes.byref(c))
+                       for (lo, hi), c in zip(chunks, counts)])
+    offsets = list(itertools.accumulate((c.value for c in counts), initial=0))
+    reserve(offsets[-1])
+    fill = FILL_TYPE(addresses["fill"])
+    _run_all(holders, [(fill, table, lo, hi, offset)
+                       for (lo, hi), offset in zip(chunks, offsets)])
+    _check(FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)

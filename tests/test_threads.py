@@ -62,13 +62,53 @@ def test_threads_match_serial_bit_for_bit(expr, formats, make):
     assert kernel.last.parallel_mode == (None if formats["A"] == "dia" else 0)
 
 
-def test_sparse_output_stays_serial():
-    matrix = _matrix(3000, 2500, 12, 1)
-    A = ls.Tensor.from_scipy(matrix, format="csr")
-    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
-    result = kernel(threads=2, A=A, B=A)
-    assert kernel.last.parallel_mode is None
-    assert abs(result.to_scipy() - 2 * matrix).max() == 0
+SPARSE_OUTPUT_CASES = [
+    # expression, operand formats, output format, assembled by threads?
+    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, "csr", True),
+    ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, "csr", True),
+    ("C(i,j) = A(i,j) * U(i,k) * V(j,k)", {"A": "csr"}, "csr", True),
+    ("C(i,j) = A(i,j) - B(i,j)", {"A": "csr", "B": "csr"}, "dcsr", False),
+    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, "coo", False),
+]
+
+
+def _arrays(tensor: ls.Tensor) -> list[np.ndarray]:
+    return [a for level in tensor.level_arrays for a in level.values()] + [tensor.values]
+
+
+@pytest.mark.parametrize(("expr", "formats", "out", "split"), SPARSE_OUTPUT_CASES)
+def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, split):
+    rng = np.random.default_rng(5)
+    a, b = _matrix(3000, 2500, 12, 1), _matrix(3000, 2500, 12, 2)
+    a = sp.diags((np.arange(3000) // 400 != 2).astype(float)) @ a  # rows 800-1199 empty
+    a.eliminate_zeros()
+    operands = {"A": ls.Tensor.from_scipy(a, "csr"), "B": ls.Tensor.from_scipy(b, "csr"),
+                "U": rng.random((3000, 4)), "V": rng.random((2500, 4))}
+    operands = {n: v for n, v in operands.items() if f"{n}(" in expr}
+    kernel = ls.compile(expr, out_format=out, **formats)
+    serial, threaded = kernel(threads=1, **operands), kernel(threads=2, **operands)
+    assert bool(kernel.last.jit.assembly) == split
+    for one, two in zip(_arrays(serial), _arrays(threaded), strict=True):
+        np.testing.assert_array_equal(one, two)
+    expected = {"+": lambda: a + b, "*": lambda: a.multiply(b), "-": lambda: a - b}
+    reference = (a.multiply(operands["U"] @ operands["V"].T) if "U" in operands
+                 else expected[next(c for c in "+-*" if f" {c} " in expr)]())
+    np.testing.assert_allclose(threaded.to_numpy(), reference.toarray(), rtol=1e-12)
+
+
+def test_ttv_into_csr_assembled_by_threads():
+    rng = np.random.default_rng(6)
+    coords = rng.integers(0, [400, 300, 200], size=(20000, 3)).T
+    dense = np.zeros((400, 300, 200))
+    np.add.at(dense, tuple(coords), rng.random(coords.shape[1]))
+    c = rng.random(200)
+    B = ls.Tensor.from_numpy(dense, "csf")
+    kernel = ls.compile("A(i,j) = B(i,j,k) * c(k)", out_format="csr", B="csf")
+    serial, threaded = kernel(threads=1, B=B, c=c), kernel(threads=2, B=B, c=c)
+    assert kernel.last.jit.assembly
+    for one, two in zip(_arrays(serial), _arrays(threaded), strict=True):
+        np.testing.assert_array_equal(one, two)
+    np.testing.assert_allclose(threaded.to_numpy(), np.einsum("ijk,k->ij", dense, c))
 
 
 def test_set_num_threads_validates():
