@@ -184,6 +184,7 @@ _MATRIX_FORMATS = {
     "dcsc": lambda: [Level("compressed", 1), Level("compressed", 0)],
     "dia": lambda: [Level("dense", None), Level("range", 0), Level("offset", 1)],
     "ell": lambda: [Level("dense", None), Level("dense", 0), Level("singleton", 1)],
+    "ell-rows": lambda: [Level("dense", 0), Level("dense", None), Level("singleton", 1)],
 }
 
 NAMED_FORMATS = {"dense", "coo", "sparse", "csf", "hash", "bcsr", *_MATRIX_FORMATS}

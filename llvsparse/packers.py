@@ -24,18 +24,35 @@ def pack_dia(rows, cols, values, shape, index_dtype):
     return [len(offsets), nrows, ncols], arrays, vals
 
 
-def pack_ell(rows, cols, values, shape, index_dtype):
-    """Slot-major ELLPACK: entry k of row i at position k * nrows + i; padding is (col 0, 0)."""
-    nrows, ncols = shape
+def _ell_slots(rows, nrows: int) -> tuple[int, np.ndarray]:
+    """Row width and each entry's slot within its row (entries sorted by row)."""
     counts = np.bincount(rows, minlength=nrows) if nrows else np.zeros(0, np.int64)
     width = int(counts.max()) if len(rows) else 0
     starts = np.cumsum(counts) - counts
-    slot = np.arange(len(rows)) - starts[rows]
+    return width, np.arange(len(rows)) - starts[rows]
+
+
+def pack_ell(rows, cols, values, shape, index_dtype):
+    """Slot-major ELLPACK: entry k of row i at position k * nrows + i; padding is (col 0, 0)."""
+    nrows, ncols = shape
+    width, slot = _ell_slots(rows, nrows)
     crd = np.zeros(width * nrows, dtype=index_dtype)
     vals = np.zeros(width * nrows, dtype=values.dtype)
     crd[slot * nrows + rows] = cols
     vals[slot * nrows + rows] = values
     return [width, nrows, ncols], [{}, {}, {"crd": crd}], vals
+
+
+def pack_ell_rows(rows, cols, values, shape, index_dtype):
+    """Row-major ELLPACK: entry k of row i at position i * width + k; padding is (col 0, 0).
+    Each row's entries are contiguous, so SpMV keeps a row's sum in a register."""
+    nrows, ncols = shape
+    width, slot = _ell_slots(rows, nrows)
+    crd = np.zeros(width * nrows, dtype=index_dtype)
+    vals = np.zeros(width * nrows, dtype=values.dtype)
+    crd[rows * width + slot] = cols
+    vals[rows * width + slot] = values
+    return [nrows, width, ncols], [{}, {}, {"crd": crd}], vals
 
 
 def pack_bcsr(rows, cols, values, shape, index_dtype, block):
@@ -59,4 +76,4 @@ def pack_bcsr(rows, cols, values, shape, index_dtype, block):
     return extents, [{}, {"pos": pos, "crd": crd}, {}, {}], vals
 
 
-PACKERS = {"dia": pack_dia, "ell": pack_ell}
+PACKERS = {"dia": pack_dia, "ell": pack_ell, "ell-rows": pack_ell_rows}

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import llvsparse as ls
 
-MATRIX_IN = ["dense", "csr", "csc", "coo", "dcsr", "dia", "ell", "hash"]
+MATRIX_IN = ["dense", "csr", "csc", "coo", "dcsr", "dia", "ell", "ell-rows", "hash"]
 VECTOR_IN = ["dense", "coo", "hash"]
 TENSOR3_IN = ["dense", "coo", "csf", "hash"]
 MATRIX_OUT = ["dense", "csr", "dcsr", "coo", "hash"]
@@ -326,7 +326,7 @@ def test_edge_add_mul(name, fa, fo):
     run("C(i,j) = A(i,j) * B(i,j)", fo, a * b, A=make(a, fa), B=make(b, "csr"))
 
 
-@pytest.mark.parametrize("fmt", ["coo", "csr", "csc", "dcsr", "dia", "ell", "hash", "dense"])
+@pytest.mark.parametrize("fmt", ["coo", "csr", "csc", "dcsr", "dia", "ell", "ell-rows", "hash", "dense"])
 def test_duplicates_summed(fmt):
     rows = np.array([2, 0, 2, 0, 1, 0])
     cols = np.array([1, 3, 1, 0, 2, 3])
@@ -421,7 +421,7 @@ def matrix_case(draw):
 
 
 @settings(max_examples=25, deadline=None)
-@given(case=matrix_case(), fa=st.sampled_from(PROP_FORMATS + ["dia", "ell"]),
+@given(case=matrix_case(), fa=st.sampled_from(PROP_FORMATS + ["dia", "ell", "ell-rows"]),
        fb=st.sampled_from(PROP_FORMATS), fo=st.sampled_from(["dense", "csr", "coo"]))
 def test_property_spmv_spadd_hadamard(case, fa, fb, fo):
     a, b, x = case

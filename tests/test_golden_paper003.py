@@ -143,7 +143,7 @@ def test_compressed_append_empty_row():
     assert t.level_arrays[1]["pos"].tolist() == [0, 2, 4, 4, 7]
 
 
-@pytest.mark.parametrize("fmt", ["dense", "csr", "csc", "coo", "dcsr", "dcsc", "dia", "ell",
+@pytest.mark.parametrize("fmt", ["dense", "csr", "csc", "coo", "dcsr", "dcsc", "dia", "ell", "ell-rows",
                                  "hash"])
 def test_generic_iteration_returns_nonzeros(fmt):
     """Test 6: iterating every encoding gives exactly B's nonzeros (stored zeros filtered)."""
@@ -159,7 +159,7 @@ def test_generic_iteration_returns_nonzeros(fmt):
 # ---------------------------------------------------------------------------------------
 # 6.2 kernel tests
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("fmt", ["dense", "csr", "csc", "coo", "dcsr", "dcsc", "dia", "ell",
+@pytest.mark.parametrize("fmt", ["dense", "csr", "csc", "coo", "dcsr", "dcsc", "dia", "ell", "ell-rows",
                                  "hash"])
 @pytest.mark.parametrize("fx", ["dense", "coo", "hash"])
 def test_7_spmv(fmt, fx):
@@ -211,7 +211,7 @@ DUP_VALS = [1.0, 2, 3, 4, 5, 6]
 DUP_DENSE = np.array([[4.0, 0, 0, 8], [0, 0, 5, 0], [0, 4, 0, 0]])
 
 
-@pytest.mark.parametrize("fmt", ["coo", "csr", "dcsr", "dense", "hash", "dia", "ell"])
+@pytest.mark.parametrize("fmt", ["coo", "csr", "dcsr", "dense", "hash", "dia", "ell", "ell-rows"])
 def test_12_duplicates_from_coo(fmt):
     m = ls.Tensor.from_coo(np.array([DUP_ROWS, DUP_COLS]), np.array(DUP_VALS), (3, 4), fmt)
     np.testing.assert_array_equal(m.to_numpy(), DUP_DENSE)
