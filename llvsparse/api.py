@@ -336,7 +336,11 @@ class BoundCall:
         self.inst, self.format, self.shape = inst, out_format, out_shape
         self.out_type = inst.types[inst.arg_order[0]]
         self.inputs, self.threads = inputs, threads
-        self.dense = inst.parallel_mode is not None or not out_shape
+        # Outputs whose levels are full and array-free (dense rows, blocks of them) are
+        # allocated here, zeroed, and passed in; the kernel never grows them.
+        self.dense = not out_shape or all(
+            lv.full and lv.can_insert and not lv.definition.arrays
+            for lv in self.out_type.levels)
         if self.dense:
             self.extents = [out_shape[lv.mode] for lv in out_format.levels]
             self.size = int(np.prod(self.extents))
