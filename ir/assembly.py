@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from . import scalars
-from .bodies import I64, emit_body, is_true
+from .bodies import I64, emit_body, is_true, mark_access
 from .schedule import ScheduleError, unordered_append_output
 from .types import TensorType
 
@@ -214,10 +214,13 @@ class OutputAssembler:
         kc = self.kc
         overwrite = not (kc.scatter or kc.repeats or kc.nest.assign.accumulate)
         if self.prefix > last and not overwrite:
-            old = scalars.load_value(b, b.load(address), dtype, kc.dtype)
+            stored = b.load(address)
+            mark_access(stored, b.module, is_input=False)
+            old = scalars.load_value(b, stored, dtype, kc.dtype)
             value = scalars.apply(b, "add", [old, value], kc.dtype, kc.fastmath)
         value = scalars.convert(b, value, self.kc.dtype, dtype)
-        b.store(scalars.store_value(b, value, dtype), address)
+        mark_access(b.store(scalars.store_value(b, value, dtype), address), b.module,
+                    is_input=False)
 
     # -- hooks around loops of output indices ----------------------------------------------
     def hooks_for(self, var: str):

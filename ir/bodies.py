@@ -46,6 +46,7 @@ class ArrayRef:
         value = builder.load(self.address(builder, index))
         if self.invariant:
             value.set_metadata("invariant.load", builder.module.add_metadata([]))
+        mark_access(value, builder.module, self.invariant)
         return value
 
     def load(self, builder: ir.IRBuilder, index: ir.Value) -> ir.Value:
@@ -57,7 +58,17 @@ class ArrayRef:
             self.before_store(builder, index)
         if self.element.width != 64:
             value = builder.trunc(value, self.element)
-        builder.store(value, self.address(builder, index))
+        mark_access(builder.store(value, self.address(builder, index)), builder.module,
+                   self.invariant)
+
+
+def mark_access(access: ir.Instruction, module: ir.Module, is_input: bool) -> None:
+    """Scoped alias metadata: input arrays are one scope, and output accesses never
+    alias it (outputs are always freshly allocated), so LLVM needs no runtime overlap
+    checks before vectorizing a loop that reads inputs and writes the output."""
+    domain = module.add_metadata(["llvsparse.arrays"])
+    inputs = module.add_metadata([module.add_metadata(["llvsparse.inputs", domain])])
+    access.set_metadata("alias.scope" if is_input else "noalias", inputs)
 
 
 def is_true(value: ir.Value) -> bool:

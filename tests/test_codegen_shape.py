@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
@@ -57,3 +58,11 @@ def test_union_merge_loop_has_no_grow_calls_and_selects_its_cases():
     b = sp.random(60, 50, density=0.1, format="csr", random_state=2)
     result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
     np.testing.assert_array_equal(result.to_scipy().toarray(), (a + b).toarray())
+
+
+@pytest.mark.parametrize(("expr", "fmt"), [("C(i,j) = A(i,k) * B(k,j)", "csr"),
+                                           ("y(i) = A(i,j) * x(j)", "dia")])
+def test_outputs_never_alias_inputs_so_vector_loops_need_no_overlap_checks(expr, fmt):
+    kernel = ls.compile(expr, A=fmt)
+    optimized = kernel.llvm_ir_optimized
+    assert "x double>" in optimized and "memcheck" not in optimized
