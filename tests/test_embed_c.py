@@ -74,6 +74,7 @@ def test_spmv_from_c(tmp_path: Path) -> None:
     out = build_and_run(kernel, "spmv", "spmv_main.c", tmp_path)
     header = (tmp_path / "k.h").read_text()
     assert "int32_t spmv(llvsparse_tensor **tensors);" in header
+    assert "spmv_count" not in header  # a dense output has no assembly phases
     assert documented(header, "A") == CSR_SLOTS  # the layout spmv_main.c fills
     assert documented(header, "x") == ["arrays[0] = values"]
     np.testing.assert_array_equal(out["y"], A_DENSE @ X)
@@ -84,6 +85,8 @@ def test_sparse_add_from_c(tmp_path: Path) -> None:
     out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path)
     header = (tmp_path / "k.h").read_text()
     assert "int32_t add_csr(llvsparse_tensor **tensors);" in header
+    for phase in ("setup", "count", "fill", "finish"):
+        assert f"int32_t add_csr_{phase}(llvsparse_tensor **tensors" in header
     for tensor in "CAB":
         assert documented(header, tensor) == CSR_SLOTS
     expected = sp.csr_matrix(A_DENSE + B_DENSE)
