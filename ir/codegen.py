@@ -320,8 +320,8 @@ class KernelCompiler:
         rows [lo, hi) append, ``fill(lo, hi, offset)`` appends them from ``offset`` into
         arrays sized exactly, and ``finish(total)`` runs the levels' finalize functions.
 
-        It needs one loop nest whose outermost loop is the output's first index, over
-        output levels that are full and array-free (rows that threads own) followed by
+        It needs one loop nest whose outermost loop is the output's first index, with
+        dense loops inside the output's indices (see below), over output levels that are full and array-free (rows that threads own) followed by
         one append group whose parent is those rows, with no array there that must be
         initialized and grows with the entries.
         """
@@ -329,6 +329,14 @@ class KernelCompiler:
             return False
         nest = self.nests[0]
         if not nest.order or nest.order[0] != self.range_var:
+            return False
+        # Counting walks the same sparse loops as filling; it is cheaper only by the
+        # dense loops inside the output's (a dot product per entry, as in SDDMM), which
+        # it drops. Without them two passes on two threads were slower than one pass.
+        inner = [v for v in nest.order if v not in nest.assign.vars]
+        if not inner or any(not self.types[op.tensor].levels[k].full
+                            for op in operands(nest.body)
+                            for k, v in enumerate(op.vars) if v in inner):
             return False
         output = OutputAssembler(self, self.tensors[self.out_name], self.types[self.out_name],
                                  nest.assign.vars)
@@ -788,9 +796,10 @@ class PointEmitter:
         saved = self.hooks[0](ctx) if self.hooks else None
         split = None if (straight or in_range is not None or self.hooks) else (coords, i)
         handled = not straight and self.dispatch_by_select(ctx, present, split)
-        if not handled:
-            self.dispatch(ctx, present)
-        advanced = handled == "advanced"
+        if handled:
+            advanced = handled == "advanced"
+        else:
+            advanced = self.dispatch(ctx, present, split)
         if self.hooks:
             self.hooks[1](ctx, saved)
         if in_range is not None:
@@ -991,10 +1000,18 @@ class PointEmitter:
                     return False
         return not any(not is_true(found) for found in ctx.found.values())
 
-    def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> None:
+    def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value],
+                 split: tuple[dict[Iter, ir.Value], ir.Value] | None = None) -> bool:
+        """Branch to the first case whose operands are present. With ``split`` (the
+        coordinates) and several iterators, the first case (all present) also advances
+        every iterator by one step, so a predicted match does not wait on the loaded
+        coordinates to know the next positions; returns whether it advanced."""
         b = self.b
         done = b.append_basic_block("cases.done")
-        for cond, expr, case_ctx in self.cases(ctx, present):
+        joined = None
+        if split is not None and len(self.iterated) > 1:
+            joined = b.append_basic_block("cases.advanced")
+        for n, (cond, expr, case_ctx) in enumerate(self.cases(ctx, present)):
             if is_true(cond):
                 if expr is not None:
                     self.body(case_ctx, expr)
@@ -1006,11 +1023,23 @@ class PointEmitter:
             b.position_at_end(then)
             if expr is not None:
                 self.body(case_ctx, expr)
-            b.branch(done)
+            if n == 0 and joined is not None:
+                for it in self.iterated:
+                    self.advance(it, split[0][it], None)
+                b.branch(joined)
+            else:
+                b.branch(done)
             b.position_at_end(other)
         if not b.block.is_terminated:
             b.branch(done)
         b.position_at_end(done)
+        if joined is None:
+            return False
+        for it in self.iterated:
+            self.advance(it, split[0][it], split[1])
+        b.branch(joined)
+        b.position_at_end(joined)
+        return True
 
     def advance(self, it: Iter, coord: ir.Value, i: ir.Value | None) -> None:
         """Step past coordinate ``i`` (None: the iterator is known to be at it)."""

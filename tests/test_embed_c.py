@@ -85,8 +85,7 @@ def test_sparse_add_from_c(tmp_path: Path) -> None:
     out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path)
     header = (tmp_path / "k.h").read_text()
     assert "int32_t add_csr(llvsparse_tensor **tensors);" in header
-    for phase in ("setup", "count", "fill", "finish"):
-        assert f"int32_t add_csr_{phase}(llvsparse_tensor **tensors" in header
+    assert "add_csr_count" not in header  # a merge is assembled in one pass
     for tensor in "CAB":
         assert documented(header, tensor) == CSR_SLOTS
     expected = sp.csr_matrix(A_DENSE + B_DENSE)
@@ -95,3 +94,14 @@ def test_sparse_add_from_c(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out["pos"], expected.indptr)
     np.testing.assert_array_equal(out["crd"], expected.indices)
     np.testing.assert_array_equal(out["vals"], expected.data)
+
+
+def test_header_declares_split_assembly_phases(tmp_path: Path) -> None:
+    kernel = ls.compile("C(i,j) = S(i,j) * U(i,k) * V(j,k)", out_format="csr", S="csr")
+    obj, header = kernel.export(tmp_path / "sddmm.o", name="sddmm")
+    text = header.read_text()
+    for phase in ("setup", "count", "fill", "finish"):
+        assert f"int32_t sddmm_{phase}(llvsparse_tensor **tensors" in text
+    symbols = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True)
+    assert all(f" T sddmm_{phase}" in symbols.stdout
+               for phase in ("setup", "count", "fill", "finish"))
