@@ -212,8 +212,7 @@ class OutputAssembler:
         address = vals.address(b, pos)
         dtype = self.tensor.type.dtype
         kc = self.kc
-        overwrite = not (kc.scatter or kc.repeats or kc.nest.assign.accumulate)
-        if self.prefix > last and not overwrite:
+        if self.prefix > last and not self.overwrites():
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)
             old = scalars.load_value(b, stored, dtype, kc.dtype)
@@ -221,6 +220,12 @@ class OutputAssembler:
         value = scalars.convert(b, value, self.kc.dtype, dtype)
         mark_access(b.store(scalars.store_value(b, value, dtype), address), b.module,
                     is_input=False)
+
+    def overwrites(self) -> bool:
+        """Whether a write stores its value (each output entry is written once) rather
+        than adding it to what is there."""
+        kc = self.kc
+        return not (kc.scatter or kc.repeats or kc.nest.assign.accumulate)
 
     # -- hooks around loops of output indices ----------------------------------------------
     def hooks_for(self, var: str):

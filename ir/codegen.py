@@ -378,12 +378,17 @@ class KernelCompiler:
             self.output.write(self.value(expr, ctx), ctx)
             return
         acc = self.alloca(scalars.compute_type(self.dtype), "acc")
-        self.b.store(scalars.constant(self.dtype, 0), acc)
+        self.b.store(scalars.sum_start(self.dtype), acc)
         if self.output.all_insert and all(lv.full for lv in self.output.levels):
             # Storing an empty sum into zero-filled, full storage changes nothing, so the
-            # row is written unconditionally (one branch less per row).
+            # row is written unconditionally (one branch less per row); where it is
+            # stored rather than added, + 0 turns an empty sum's -0.0 into 0.0.
             self.reduce(order[depth:], expr, ctx, acc, None)
-            self.output.write(self.b.load(acc), ctx)
+            total = self.b.load(acc)
+            if self.output.overwrites():
+                total = scalars.apply(self.b, "add", [total, scalars.constant(self.dtype, 0)],
+                                      self.dtype)
+            self.output.write(total, ctx)
             return
         touched = self.alloca(I1, "touched")
         self.b.store(ir.Constant(I1, 0), touched)
@@ -451,7 +456,7 @@ class KernelCompiler:
                 value = self.b.select(found, value, scalars.constant(self.dtype, 0))
             return value
         acc = self.alloca(scalars.compute_type(self.dtype), "dup")
-        self.b.store(scalars.constant(self.dtype, 0), acc)
+        self.b.store(scalars.sum_start(self.dtype), acc)  # a segment is never empty
         self.counted_loop(last.pos, last.seg_end, lambda q: self.b.store(scalars.apply(
             self.b, "add", [self.b.load(acc), self._load_val(vals, q, src)], self.dtype),
             acc))

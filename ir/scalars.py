@@ -70,6 +70,13 @@ def constant(dtype: str, value: float) -> ir.Constant:
     return ir.Constant(compute_type(dtype), int(value))
 
 
+def sum_start(dtype: str) -> ir.Constant:
+    """Where a running sum starts: -0.0 for floats, the exact additive identity
+    (-0.0 + x is x for every x, so LLVM folds the first addition away; 0.0 + -0.0 is
+    not -0.0, so it cannot)."""
+    return constant(dtype, -0.0 if _kind(dtype) == "f" else 0)
+
+
 def apply(builder: ir.IRBuilder, kind: str, args: list[ir.Value], dtype: str,
           fastmath: bool = False) -> ir.Value:
     """Emit one operator application on register values of ``dtype``."""
