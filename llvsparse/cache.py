@@ -6,11 +6,14 @@ versions. Each object file is stored with its SHA-256 in a metadata file; an ent
 hash does not match is deleted and rebuilt, never loaded.
 
 ``LLVSPARSE_CACHE_DIR`` sets the folder (default ``~/.cache/llvsparse``);
-``LLVSPARSE_CACHE=0`` disables the disk cache.
+``LLVSPARSE_CACHE=0`` disables the disk cache. ``LLVSPARSE_CACHE_MAX_MB`` (default 256)
+bounds its size: after a store that exceeds it, the least recently used entries go
+until it is under three quarters of the bound.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -69,6 +72,8 @@ def load(key: str) -> tuple[bytes, dict] | None:
         for path in (meta_path, obj_path):
             path.unlink(missing_ok=True)
         return None
+    with contextlib.suppress(OSError):
+        os.utime(meta_path)  # recently used: evicted last
     return obj, meta
 
 
@@ -82,8 +87,39 @@ def store(key: str, obj: bytes, meta: dict) -> None:
         _atomic_write(folder / f"{key}.o", obj)
         meta = dict(meta, sha256=hashlib.sha256(obj).hexdigest())
         _atomic_write(folder / f"{key}.json", json.dumps(meta).encode())
+        evict(folder, _max_bytes())
     except OSError:
         return
+
+
+def _max_bytes() -> int:
+    try:
+        return int(float(os.environ.get("LLVSPARSE_CACHE_MAX_MB", "256")) * 2**20)
+    except ValueError:
+        return 256 * 2**20
+
+
+def evict(folder: Path, max_bytes: int) -> None:
+    """Delete least recently used entries (by their metadata file's time) while the
+    folder holds more than ``max_bytes``, down to three quarters of it."""
+    entries = []
+    total = 0
+    for meta_path in folder.glob("*.json"):
+        obj_path = meta_path.with_suffix(".o")
+        try:
+            size = meta_path.stat().st_size + obj_path.stat().st_size
+            entries.append((meta_path.stat().st_mtime, size, meta_path, obj_path))
+        except OSError:
+            continue
+        total += size
+    if total <= max_bytes:
+        return
+    for _, size, meta_path, obj_path in sorted(entries, key=lambda e: e[0]):
+        meta_path.unlink(missing_ok=True)
+        obj_path.unlink(missing_ok=True)
+        total -= size
+        if total <= max_bytes * 3 // 4:
+            return
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

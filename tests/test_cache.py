@@ -56,3 +56,31 @@ def test_cache_can_be_disabled(tmp_path):
     result = _run(tmp_path, enabled=False)
     assert result["y"] == EXPECTED
     assert list(tmp_path.iterdir()) == []
+
+
+def test_size_bound_evicts_least_recently_used(tmp_path):
+    from llvsparse import cache
+
+    for n, age in enumerate((300, 200, 100)):  # entry 0 is the oldest
+        (tmp_path / f"k{n}.o").write_bytes(b"x" * 1000)
+        (tmp_path / f"k{n}.json").write_text("{}")
+        os.utime(tmp_path / f"k{n}.json", (1e9 - age, 1e9 - age))
+    cache.evict(tmp_path, max_bytes=10_000)
+    assert len(list(tmp_path.glob("*.o"))) == 3  # under the bound: nothing goes
+    cache.evict(tmp_path, max_bytes=2_500)
+    assert sorted(p.stem for p in tmp_path.glob("*.o")) == ["k2"]
+    assert sorted(p.stem for p in tmp_path.glob("*.json")) == ["k2"]
+
+
+def test_store_respects_the_size_bound(tmp_path, monkeypatch):
+    from llvsparse import cache
+
+    monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LLVSPARSE_CACHE_MAX_MB", str(3000 / 2**20))
+    for n in range(5):
+        cache.store(f"entry{n}", b"y" * 1000, {"name": "k"})
+        os.utime(tmp_path / f"entry{n}.json", (1e9 + n, 1e9 + n))
+    total = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert 0 < total <= 3000
+    assert (tmp_path / "entry4.o").exists() and not (tmp_path / "entry0.o").exists()
+    assert cache.load("entry4") is not None
