@@ -105,8 +105,13 @@ def _pin() -> Pinning:
     pinning = Pinning()
     for var in THREAD_VARS:  # read by libraries loaded after this (MKL, numba, GraphBLAS)
         os.environ.setdefault(var, "1")
+    # OpenMP workers (GraphBLAS-2t) otherwise spin after each parallel region and take the
+    # second core from whichever implementation runs next in the rotation.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("KMP_BLOCKTIME", "0")
     env = ", ".join(f"{v}={os.environ.get(v)}" for v in (
-        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"))
+        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS",
+        "OMP_WAIT_POLICY", "KMP_BLOCKTIME"))
     pinning.statements.append(f"environment: {env}")
     try:
         from threadpoolctl import threadpool_limits
