@@ -187,7 +187,8 @@ _MATRIX_FORMATS = {
     "ell-rows": lambda: [Level("dense", 0), Level("dense", None), Level("singleton", 1)],
 }
 
-NAMED_FORMATS = {"dense", "coo", "sparse", "csf", "hash", "bcsr", *_MATRIX_FORMATS}
+NAMED_FORMATS = {"dense", "coo", "coo-unordered", "sparse", "csf", "hash", "bcsr",
+                 *_MATRIX_FORMATS}
 
 
 def as_format(spec: Format | str | Sequence[Level | str], order: int) -> Format:

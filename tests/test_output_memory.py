@@ -50,3 +50,15 @@ def test_empty_result_from_reserved_output():
     assert len(result.values) == 0
     assert result.to_scipy().nnz == 0
     np.testing.assert_array_equal(result.level_arrays[1]["pos"], np.zeros(51, np.int32))
+
+
+def test_scattered_product_into_unordered_coordinates():
+    """CSC x CSR runs k outermost and scatters into C: an unordered coordinate output
+    takes the entries as they come (duplicates included) and converts exactly."""
+    a = sp.random(30, 20, density=0.2, format="csc", random_state=5)
+    b = sp.random(20, 25, density=0.2, format="csr", random_state=6)
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csc", B="csr", out_format="coo-unordered")
+    result = kernel(A=ls.Tensor.from_scipy(a, "csc"), B=ls.Tensor.from_scipy(b, "csr"))
+    assert kernel.concrete.startswith("forall k")
+    np.testing.assert_allclose(result.to_numpy(), (a @ b).toarray(), rtol=1e-12)
+    assert len(result.values) >= (a @ b).nnz
