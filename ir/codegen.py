@@ -294,7 +294,7 @@ class KernelCompiler:
         assembly (see ``can_split_assembly``)."""
         out_type = self.types[self.out_name]
         args = self.function.args
-        start = {"fill": args[-1], "finish": args[-1]}.get(self.phase)
+        start = args[-1] if self.phase in ("fill", "finish") else None
         self.output = OutputAssembler(self, self.tensors[self.out_name], out_type,
                                       self.nests[0].assign.vars, self.phase, start)
         self.output.prologue()
@@ -321,9 +321,10 @@ class KernelCompiler:
         arrays sized exactly, and ``finish(total)`` runs the levels' finalize functions.
 
         It needs one loop nest whose outermost loop is the output's first index, with
-        dense loops inside the output's indices (see below), over output levels that are full and array-free (rows that threads own) followed by
-        one append group whose parent is those rows, with no array there that must be
-        initialized and grows with the entries.
+        dense loops inside the output's indices (see below), over output levels that
+        are full and array-free (rows that threads own) followed by one append group
+        whose parent is those rows, with no array there that must be initialized and
+        grows with the entries. Call it after ``compile``.
         """
         if len(self.nests) != 1 or self.range_var is None or self.nests[0].assign.derived:
             return False
@@ -338,9 +339,7 @@ class KernelCompiler:
                             for op in operands(nest.body)
                             for k, v in enumerate(op.vars) if v in inner):
             return False
-        output = OutputAssembler(self, self.tensors[self.out_name], self.types[self.out_name],
-                                 nest.assign.vars)
-        return output.splittable()
+        return self.output.splittable()
 
     def lower_nest(self, nest: Nest) -> None:
         out_vars = nest.assign.vars
@@ -397,22 +396,23 @@ class KernelCompiler:
             self.output.write(self.b.load(acc), ctx)
 
     def reduce(self, order: list[str], expr: Expr, ctx: Ctx, acc: ir.Value,
-               touched: ir.Value | None, value: ir.Value | None = None) -> None:
-        """acc += expr summed over ``order`` (or += ``value``, already computed)."""
+               touched: ir.Value | None) -> None:
+        """acc += expr summed over ``order``."""
         if not order:
-            if value is None:
-                value = self.value(expr, ctx)
-            total = scalars.apply(self.b, "add", [self.b.load(acc), value], self.dtype,
-                                  self.fastmath)
-            self.b.store(total, acc)
-            if touched is not None:
-                self.b.store(ir.Constant(I1, 1), touched)
+            self.accumulate(self.value(expr, ctx), acc, touched)
             return
         leaf = None
         if len(order) == 1:
-            leaf = lambda value, c: self.reduce([], Const(0), c, acc, touched, value)
+            leaf = lambda value, _ctx: self.accumulate(value, acc, touched)
         self.emit_var(order[0], expr, ctx,
                       lambda c, e: self.reduce(order[1:], e, c, acc, touched), None, leaf)
+
+    def accumulate(self, value: ir.Value, acc: ir.Value, touched: ir.Value | None) -> None:
+        total = scalars.apply(self.b, "add", [self.b.load(acc), value], self.dtype,
+                              self.fastmath)
+        self.b.store(total, acc)
+        if touched is not None:
+            self.b.store(ir.Constant(I1, 1), touched)
 
     def bind(self, ctx: Ctx, var: str, value: ir.Value) -> Ctx:
         """Bind a loop variable, then every index derived from blocked levels it completes."""
@@ -810,9 +810,9 @@ class PointEmitter:
             b.position_at_end(work)
         saved = self.hooks[0](ctx) if self.hooks else None
         split = None if (straight or in_range is not None or self.hooks) else (coords, i)
-        handled = not straight and self.dispatch_by_select(ctx, present, split)
-        if handled:
-            advanced = handled == "advanced"
+        chosen = None if straight else self.selectable_cases(ctx, present)
+        if chosen:
+            advanced = self.dispatch_by_select(chosen, ctx, split)
         else:
             advanced = self.dispatch(ctx, present, split)
         if self.hooks:
@@ -940,16 +940,35 @@ class PointEmitter:
                                             if u in sub_uids or u not in point_uids})
             yield cond, substitute_absent(self.expr, absent), case_ctx
 
-    def dispatch_by_select(self, ctx: Ctx, present: dict[Iter, ir.Value],
-                           split: tuple[dict[Iter, ir.Value], ir.Value] | None) -> str | bool:
-        """Compute every case's value and pick one with selects, then run the innermost
-        body once: a co-iteration whose cases all produce a value (a union such as
-        A + B) then has no data-dependent branch per coordinate, which on random
-        sparsity patterns mispredicts about every other step.
+    def selectable_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
+        """The cases of a co-iteration whose values may all be computed unconditionally
+        and picked with selects, or None: each case is a scalar expression (it produces a
+        value) over operands at positions valid whether or not the operand is present
+        (iterated positions inside the loop, always-found locates), and the body is the
+        innermost one. A union such as A + B then has no data-dependent branch per
+        coordinate, which on random sparsity patterns mispredicts about every other step.
+        """
+        if self.leaf is None or len(self.iterated) < 2:
+            return None
+        for it in self.point:
+            if not it.is_universe and not is_true(present.get(it, TRUE)) and \
+                    it not in self.iterated:
+                return None  # a located operand that may miss: its position is not valid
+        chosen = []
+        for cond, expr, case_ctx in self.cases(ctx, present):
+            if expr is None or contains_sum(expr):
+                return None
+            chosen.append((cond, expr, case_ctx))
+            if is_true(cond):
+                break
+        if len(chosen) < 2 or not self.positions_always_valid(ctx):
+            return None
+        return chosen
 
-        Only when every value can be computed unconditionally: each case is a scalar
-        expression over operands at positions that are valid whether or not the operand
-        is present (iterated positions inside the loop, always-found locates).
+    def dispatch_by_select(self, chosen: list, ctx: Ctx,
+                           split: tuple[dict[Iter, ir.Value], ir.Value] | None) -> bool:
+        """Run the innermost body once on the selected case's value; return whether the
+        iterators were advanced here.
 
         With ``split`` (the coordinates, for advancing), a union of three or more cases
         branches on its first case (every operand present) and advances every iterator
@@ -957,26 +976,11 @@ class PointEmitter:
         step's positions depend on the coordinates just loaded (a load-compare-add chain
         per entry); where the operands' patterns coincide (A + Aᵀ of a symmetric
         pattern) the branch is predicted and the chain disappears, and where they
-        differ it is predicted the other way. Returns "advanced" when it advanced.
+        differ it is predicted the other way.
         """
-        if self.leaf is None or len(self.iterated) < 2:
-            return False
-        for it in self.point:
-            if not it.is_universe and not is_true(present.get(it, TRUE)) and \
-                    it not in self.iterated:
-                return False  # a located operand that may miss: its position is not valid
-        chosen = []
-        for cond, expr, case_ctx in self.cases(ctx, present):
-            if expr is None or contains_sum(expr):
-                return False
-            chosen.append((cond, expr, case_ctx))
-            if is_true(cond):
-                break
-        if len(chosen) < 2 or not self.positions_always_valid(ctx):
-            return False
         if split is None or len(chosen) < 3:
             self.emit_selected(chosen, ctx)
-            return True
+            return False
         coords, i = split
         cond, expr, case_ctx = chosen[0]
         with self.b.if_else(cond) as (every, other):
@@ -988,7 +992,7 @@ class PointEmitter:
                 self.emit_selected(chosen[1:], ctx)
                 for it in self.iterated:
                     self.advance(it, coords[it], i)
-        return "advanced"
+        return True
 
     def emit_selected(self, chosen, ctx: Ctx) -> None:
         b, kc = self.b, self.kc

@@ -186,18 +186,19 @@ class Kernel:
                 raise error from None
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
+        parallel_mode = _parallel_mode(nests, types[order[0]])
         if builder.can_split_assembly():
             for phase in PHASE_ARGUMENTS:
                 KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
                                module=module).compile()
+            parallel_mode = types[order[0]].levels[0].mode
         text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
                          for n in nests)
         lowered = time.perf_counter() - start
         compiled = jit(module, builder.entry_name)
         compiled.phases = {"lower to IR": lowered, **compiled.phases}
         return Instance(types, text, compiled, dtype,
-                        conversions, "\n".join(builder.lattice_log), order,
-                        _parallel_mode(nests, builder, types[order[0]]))
+                        conversions, "\n".join(builder.lattice_log), order, parallel_mode)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -287,10 +288,8 @@ class Kernel:
         for name, fmt in inst.conversions.items():
             inputs[name] = inputs[name].asformat(fmt)
         threads = runtime.get_num_threads() if threads is None else threads
-        split_mode = inst.parallel_mode
-        if split_mode is None and inst.jit.assembly:
-            split_mode = self.formats[out].levels[0].mode
-        parallel = (threads > 1 and split_mode is not None and out_shape[split_mode] > 1
+        parallel = (threads > 1 and inst.parallel_mode is not None
+                    and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK)
         holders = [inputs[n].holder(check_shallow=not check) for n in names if n != out]
         bound = BoundCall(inst, self.formats[out], out_shape, holders,
@@ -336,11 +335,9 @@ class BoundCall:
         self.inst, self.format, self.shape = inst, out_format, out_shape
         self.out_type = inst.types[inst.arg_order[0]]
         self.inputs, self.threads = inputs, threads
-        # Outputs whose levels are full and array-free (dense rows, blocks of them) are
-        # allocated here, zeroed, and passed in; the kernel never grows them.
-        self.dense = not out_shape or all(
-            lv.full and lv.can_insert and not lv.definition.arrays
-            for lv in self.out_type.levels)
+        # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
+        # grows them.
+        self.dense = not out_shape or _dense_like(self.out_type)
         if self.dense:
             self.extents = [out_shape[lv.mode] for lv in out_format.levels]
             self.size = int(np.prod(self.extents))
@@ -388,7 +385,7 @@ class BoundCall:
         if self.threads > 1:
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
-                self.inst.jit.assembly, holders, self.shape[self.format.levels[0].mode],
+                self.inst.jit.assembly, holders, self.shape[self.inst.parallel_mode],
                 self.threads, lambda total: self.assembled.reserve_exactly(holders[0], total))
         else:
             holders = [self.assembled.holder(), *self.inputs]
@@ -404,11 +401,18 @@ def _expected_entries(inputs) -> int:
                if not all(lv.full for lv in t.tensor_type.levels))
 
 
-def _parallel_mode(nests, builder, out_type: TensorType) -> int | None:
+def _dense_like(out_type: TensorType) -> bool:
+    """Levels that are full, insert-only and array-free: storage sized up front."""
+    return all(lv.full and lv.can_insert and not lv.definition.arrays
+               for lv in out_type.levels)
+
+
+def _parallel_mode(nests, out_type: TensorType) -> int | None:
     """The output mode threads may split: the output's first index (every loop over it is
-    clamped to a thread's rows; loops outside it run whole in each thread), into levels
-    that are full, insert-only and array-free, so each thread writes only its own rows
-    and the output can be allocated up front."""
+    clamped to a thread's rows; loops outside it run whole in each thread), into a
+    dense-like output, so each thread writes only its own rows and the output can be
+    allocated up front. (Sparse outputs that threads assemble in phases get their first
+    mode in ``_build``.)"""
     if len(nests) != 1 or not nests[0].order or not nests[0].assign.vars:
         return None
     nest = nests[0]
@@ -416,10 +420,7 @@ def _parallel_mode(nests, builder, out_type: TensorType) -> int | None:
     # is correct, but measured slower on two threads: every thread walks all diagonals.
     if nest.order[0] != nest.assign.vars[0] or nest.assign.derived:
         return None
-    if not all(lv.full and lv.can_insert and not lv.definition.arrays
-               for lv in out_type.levels):
-        return None
-    return out_type.levels[0].mode
+    return out_type.levels[0].mode if _dense_like(out_type) else None
 
 
 def _as_tensor(value, fmt: Format, name: str):

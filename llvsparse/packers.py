@@ -24,35 +24,30 @@ def pack_dia(rows, cols, values, shape, index_dtype):
     return [len(offsets), nrows, ncols], arrays, vals
 
 
-def _ell_slots(rows, nrows: int) -> tuple[int, np.ndarray]:
-    """Row width and each entry's slot within its row (entries sorted by row)."""
+def _pack_ell(rows, cols, values, shape, index_dtype, row_major: bool):
+    """ELLPACK with every row padded to the longest one; padding is (col 0, value 0)."""
+    nrows, ncols = shape
     counts = np.bincount(rows, minlength=nrows) if nrows else np.zeros(0, np.int64)
     width = int(counts.max()) if len(rows) else 0
-    starts = np.cumsum(counts) - counts
-    return width, np.arange(len(rows)) - starts[rows]
+    slot = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
+    position = rows * width + slot if row_major else slot * nrows + rows
+    crd = np.zeros(width * nrows, dtype=index_dtype)
+    vals = np.zeros(width * nrows, dtype=values.dtype)
+    crd[position] = cols
+    vals[position] = values
+    extents = [nrows, width, ncols] if row_major else [width, nrows, ncols]
+    return extents, [{}, {}, {"crd": crd}], vals
 
 
 def pack_ell(rows, cols, values, shape, index_dtype):
-    """Slot-major ELLPACK: entry k of row i at position k * nrows + i; padding is (col 0, 0)."""
-    nrows, ncols = shape
-    width, slot = _ell_slots(rows, nrows)
-    crd = np.zeros(width * nrows, dtype=index_dtype)
-    vals = np.zeros(width * nrows, dtype=values.dtype)
-    crd[slot * nrows + rows] = cols
-    vals[slot * nrows + rows] = values
-    return [width, nrows, ncols], [{}, {}, {"crd": crd}], vals
+    """Slot-major ELLPACK (the paper's): entry k of row i at position k * nrows + i."""
+    return _pack_ell(rows, cols, values, shape, index_dtype, row_major=False)
 
 
 def pack_ell_rows(rows, cols, values, shape, index_dtype):
-    """Row-major ELLPACK: entry k of row i at position i * width + k; padding is (col 0, 0).
-    Each row's entries are contiguous, so SpMV keeps a row's sum in a register."""
-    nrows, ncols = shape
-    width, slot = _ell_slots(rows, nrows)
-    crd = np.zeros(width * nrows, dtype=index_dtype)
-    vals = np.zeros(width * nrows, dtype=values.dtype)
-    crd[rows * width + slot] = cols
-    vals[rows * width + slot] = values
-    return [nrows, width, ncols], [{}, {}, {"crd": crd}], vals
+    """Row-major ELLPACK: entry k of row i at position i * width + k. Each row's entries
+    are contiguous, so SpMV keeps a row's sum in a register."""
+    return _pack_ell(rows, cols, values, shape, index_dtype, row_major=True)
 
 
 def pack_bcsr(rows, cols, values, shape, index_dtype, block):

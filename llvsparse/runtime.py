@@ -52,10 +52,9 @@ class Descriptor(ctypes.Structure):
 
 
 _BYTE = ctypes.c_char
-KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Descriptor)))
-RANGE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.POINTER(Descriptor)),
-                              ctypes.c_int64, ctypes.c_int64)
 _TABLE = ctypes.POINTER(ctypes.POINTER(Descriptor))
+KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE)
+RANGE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64)
 SETUP_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE)
 COUNT_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64,
                               ctypes.POINTER(ctypes.c_int64))
