@@ -157,6 +157,19 @@ class LevelDef:
             raise ValueError(f"unknown level function {fn!r}; expected one of {FUNCTION_NAMES}")
         return fn in self.functions
 
+    def always_found(self, fn: str) -> bool:
+        """Whether `fn` (a function returning a position and a found flag) finds every
+        coordinate it is asked for: each of its returns says a literal True. Code
+        generators may then visit several positions at once without a test per position."""
+        function = self.functions.get(fn)
+        if function is None:
+            return False
+        returns = [node for stmt in function.body for node in ast.walk(stmt)
+                   if isinstance(node, ast.Return)]
+        return bool(returns) and all(
+            isinstance(node.value, ast.Tuple) and isinstance(node.value.elts[-1], ast.Constant)
+            and node.value.elts[-1].value is True for node in returns)
+
     @property
     def can_locate(self) -> bool:
         """Random access to a coordinate under a parent."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from llvmlite import ir
 
-from . import scalars
+from . import jam, scalars
 from .bodies import I1, I64, TRUE, ArrayRef, emit_body, is_true
 from .cin import Apply, Const, Expr, Operand, Sum, contains_sum, operands, peel_sums
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
@@ -365,12 +365,14 @@ class KernelCompiler:
         if depth == len(order):
             self.output.write(self.value(expr, ctx), ctx)
             return
-        leaf = None
+        leaf, jam_body = None, None
         if depth + 1 == len(order):
             leaf = self.output.write
+        elif jam.can_jam(self, order, depth, expr):
+            jam_body = lambda lanes: jam.emit(self, order, depth + 1, expr, lanes)
         self.emit_var(order[depth], expr, ctx,
                       lambda c, e: self.loops(order, depth + 1, e, c),
-                      self.output.hooks_for(order[depth]), leaf)
+                      self.output.hooks_for(order[depth]), leaf, jam_body)
 
     def write_point(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
         if depth == len(order):
@@ -529,10 +531,12 @@ class KernelCompiler:
         return self.tensors[tensor].extents[level]
 
     def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
-                 hooks: Hooks | None, leaf: Leaf | None = None) -> None:
+                 hooks: Hooks | None, leaf: Leaf | None = None,
+                 jam_body: Callable[[list[Ctx]], None] | None = None) -> None:
         """The loops over ``var``: one per lattice point. ``body`` emits what runs at each
         coordinate; ``leaf``, when given, is the same body as a consumer of an already
-        computed value (the innermost loop), which lets cases merge into selects."""
+        computed value (the innermost loop), which lets cases merge into selects;
+        ``jam_body``, when given, is the body for several coordinates at once (see jam)."""
         find = self.iter_of(ctx, var)
 
         def is_full(it: Iter) -> bool:
@@ -545,7 +549,7 @@ class KernelCompiler:
             iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
                                    states, find, body, hooks, leaf,
-                                   leaf == self.output.write and self.output.appends)
+                                   leaf == self.output.write and self.output.appends, jam_body)
             emitter.emit()
 
     def in_range_loop(self, var: str, ctx: Ctx) -> bool:
@@ -598,6 +602,26 @@ class KernelCompiler:
         cur = self.alloca(I64, f"{op.tensor}{it.level}.cur")
         b.store(begin, cur)
         return IterState(it, kind, cur, end, parent, clamped)
+
+    def cascade(self, op: Operand, level: int, ok: ir.Value, ctx: Ctx):
+        """Locate the following levels whose indices are already bound."""
+        b = self.b
+        tensor = self.tensors[op.tensor]
+        deeper: list[LevelPos] = []
+        while level < len(op.vars) and op.vars[level] in ctx.bound:
+            if not tensor.type.levels[level].can_locate:
+                raise ScheduleError(f"{op.tensor}: level {level} must be iterated but its index "
+                                    f"{op.vars[level]} is already bound; it cannot locate")
+            env = self.parent_env(op, level, ctx)
+            i = ctx.bound[op.vars[level]]
+            pos, found = tensor.call(level, "locate", i=i, **env)
+            if not is_true(found):
+                ok = found if is_true(ok) else b.and_(ok, found)
+            entry = LevelPos(pos, i)
+            deeper.append(entry)
+            ctx = ctx.resolve(op.uid, entry)
+            level += 1
+        return ok, deeper
 
     def lower_bound(self, tensor: TensorIR, level: int, env: dict[str, ir.Value],
                     begin: ir.Value, end: ir.Value, target: ir.Value) -> ir.Value:
@@ -690,9 +714,10 @@ class PointEmitter:
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
     def __init__(self, kc: KernelCompiler, var, expr, ctx, lattice, point, iterated, located,
-                 states, find, body, hooks, leaf=None, appends=False):
+                 states, find, body, hooks, leaf=None, appends=False, jam_body=None):
         self.kc, self.b = kc, kc.b
         self.leaf = leaf
+        self.jam_body = jam_body
         self.appends = appends  # the leaf appends one entry to the output's last level
         self.var, self.expr, self.ctx = var, expr, ctx
         self.lattice, self.point = lattice, point
@@ -719,6 +744,8 @@ class PointEmitter:
                     op = self.kc.operands[it.uid]
                     raise ScheduleError(f"{op.tensor}: level {it.level} is unordered and cannot "
                                         "be co-iterated with another operand")
+        if self.jam_body is not None and self.jammable():
+            self.jam_loop()  # the loop below then runs the remaining iterations
         reserved = self.reserve_appends()
         head = b.append_basic_block(f"{self.var}.head")
         loop = b.append_basic_block(f"{self.var}.body")
@@ -738,6 +765,59 @@ class PointEmitter:
             b.branch(head)
         b.position_at_end(done)
         self.kc.tensors[self.kc.out_name].prechecked -= reserved
+
+    def jammable(self) -> bool:
+        """Whether this loop may visit ``jam.LANES`` positions per step: one sparse level
+        iterated by position, each position one coordinate (unique, always found), every
+        other operand level at that coordinate located surely, and no per-coordinate
+        output hooks or thread-range test."""
+        kc = self.kc
+        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks \
+                or kc.in_range_loop(self.var, self.ctx):
+            return False
+        it = self.iterated[0]
+        state = self.states[it]
+        if it.is_universe or state.kind != "position" or (
+                state.parent is not None and state.parent.seg_end is not None):
+            return False
+        level = kc.level_type(it)
+        if not level.unique or not level.definition.always_found("pos_access"):
+            return False
+        for op in operands(self.expr):
+            for k in range(len(self.ctx.levels.get(op.uid, ())), len(op.vars)):
+                if op.vars[k] != self.var and op.vars[k] not in self.ctx.bound:
+                    break
+                if (op.uid, k) != (it.uid, it.level) and not jam.locates_surely(kc, op, k):
+                    return False
+        return True
+
+    def jam_loop(self) -> None:
+        """Visit ``jam.LANES`` consecutive positions per step while that many are left."""
+        b, kc = self.b, self.kc
+        it = self.iterated[0]
+        state = self.states[it]
+        op = kc.operands[it.uid]
+        env = kc.parent_env(op, it.level, self.ctx)
+        step = ir.Constant(I64, jam.LANES)
+        kc.lattice_log.append(f"{self.var}: {jam.LANES} positions per step (jammed)")
+        head = b.append_basic_block(f"{self.var}.jam.head")
+        loop = b.append_basic_block(f"{self.var}.jam.body")
+        done = b.append_basic_block(f"{self.var}.jam.done")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
+        b.position_at_end(loop)
+        cur = b.load(state.cur)
+        lanes = []
+        for u in range(jam.LANES):
+            p = b.add(cur, ir.Constant(I64, u))
+            coord, _ = kc.tensors[op.tensor].call(it.level, "pos_access", p=p, **env)
+            ctx = kc.bind(self.ctx, self.var, coord).resolve(it.uid, LevelPos(p, coord))
+            lanes.append(jam.locate_bound(kc, ctx, self.expr))
+        self.jam_body(lanes)
+        b.store(b.add(cur, step), state.cur)
+        b.branch(head)
+        b.position_at_end(done)
 
     def reserve_appends(self) -> set[int]:
         """Before a loop whose every iteration appends at most one output entry, make
@@ -851,7 +931,7 @@ class PointEmitter:
             self.seg_ends[it] = seg
             ok = eq
             entry = LevelPos(cur, i, seg)
-        ok, deeper = self.cascade(op, it.level + 1, ok, ctx.resolve(op.uid, entry))
+        ok, deeper = self.kc.cascade(op, it.level + 1, ok, ctx.resolve(op.uid, entry))
         return ok, [entry] + deeper
 
     def segment_end(self, tensor, it, op, cur, end, i, env) -> ir.Value:
@@ -883,7 +963,7 @@ class PointEmitter:
         env = kc.parent_env(op, it.level, self.ctx)
         pos, found = tensor.call(it.level, "locate", i=i, **env)
         entry = LevelPos(pos, i)
-        ok, deeper = self.cascade(op, it.level + 1, found, ctx.resolve(op.uid, entry))
+        ok, deeper = self.kc.cascade(op, it.level + 1, found, ctx.resolve(op.uid, entry))
         return ok, [entry] + deeper
 
     def late_locate(self, ctx: Ctx) -> Ctx:
@@ -893,33 +973,13 @@ class PointEmitter:
             if resolved == len(op.vars) or op.vars[resolved] not in self.kc.derived \
                     or op.vars[resolved] not in ctx.bound or self.find(op) is not None:
                 continue
-            ok, deeper = self.cascade(op, resolved, TRUE, ctx)
+            ok, deeper = self.kc.cascade(op, resolved, TRUE, ctx)
             for entry in deeper:
                 ctx = ctx.resolve(op.uid, entry)
             previous = ctx.found.get(op.uid, TRUE)
             ok = ok if is_true(previous) else self.b.and_(previous, ok)
             ctx = replace(ctx, found={**ctx.found, op.uid: ok})
         return ctx
-
-    def cascade(self, op: Operand, level: int, ok: ir.Value, ctx: Ctx):
-        """Locate the following levels whose indices are already bound."""
-        kc, b = self.kc, self.b
-        tensor = kc.tensors[op.tensor]
-        deeper: list[LevelPos] = []
-        while level < len(op.vars) and op.vars[level] in ctx.bound:
-            if not tensor.type.levels[level].can_locate:
-                raise ScheduleError(f"{op.tensor}: level {level} must be iterated but its index "
-                                    f"{op.vars[level]} is already bound; it cannot locate")
-            env = kc.parent_env(op, level, ctx)
-            i = ctx.bound[op.vars[level]]
-            pos, found = tensor.call(level, "locate", i=i, **env)
-            if not is_true(found):
-                ok = found if is_true(ok) else b.and_(ok, found)
-            entry = LevelPos(pos, i)
-            deeper.append(entry)
-            ctx = ctx.resolve(op.uid, entry)
-            level += 1
-        return ok, deeper
 
     def cases(self, ctx: Ctx, present: dict[Iter, ir.Value]):
         """(condition, expression, context) per subpoint, most operands first; the

@@ -1,0 +1,134 @@
+"""Unroll-and-jam: consecutive iterations of a sparse loop share the dense loops inside it.
+
+A dot product per stored entry (SDDMM's ``sum_k A(i,k)*B(j,k)``) is a chain of dependent
+adds, so one entry at a time runs at the add latency. With ``LANES`` entries in one k loop,
+their chains run side by side while each sum keeps its own order (nothing is
+reassociated). Where the inner loop updates an output row (SpMM's ``C(i,:) += a*B(k,:)``,
+MTTKRP), the lanes' updates of one element follow each other in registers, so the row is
+loaded and stored once per ``LANES`` entries instead of once per entry.
+
+Every float operation happens in the same order as without jamming: the inner loops only
+locate (full levels whose ``locate`` always finds), and the output is either written once
+per lane after the inner loops, in lane order, or updated in place at locations that each
+lane visits once per inner iteration, in lane order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from . import scalars
+from .bodies import I1, I64, TRUE, is_true
+from .cin import Expr, Operand, contains_sum, operands
+
+if TYPE_CHECKING:
+    from .codegen import Ctx, KernelCompiler
+
+LANES = 8
+ZERO = ir.Constant(I64, 0)
+ONE = ir.Constant(I64, 1)
+
+
+def locates_surely(kc: KernelCompiler, op: Operand, level: int) -> bool:
+    """Whether an operand's level is full and its ``locate`` finds every coordinate."""
+    lv = kc.types[op.tensor].levels[level]
+    return lv.full and lv.definition.always_found("locate")
+
+
+def can_jam(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> bool:
+    """Whether the loop at ``order[depth]`` may be jammed into the loops inside it."""
+    inner = order[depth + 1:]
+    if not inner or contains_sum(expr) or kc.derived or kc.range_var in inner:
+        return False
+    if any(kc.output.hooks_for(var) is not None for var in inner):
+        return False
+    for op in operands(expr):
+        for level, var in enumerate(op.vars):
+            if var in inner and not locates_surely(kc, op, level):
+                return False
+    written_after = not kc.scatter and kc.out_depth == depth + 1
+    updated_in_place = kc.output.all_insert and set(inner) <= set(kc.nest.assign.vars)
+    return written_after or updated_in_place
+
+
+def locate_bound(kc: KernelCompiler, ctx: Ctx, expr: Expr) -> Ctx:
+    """Resolve every operand level whose index is bound (each one surely found)."""
+    for op in operands(expr):
+        resolved = len(ctx.levels.get(op.uid, ()))
+        ok, deeper = kc.cascade(op, resolved, TRUE, ctx)
+        if not is_true(ok):
+            raise AssertionError(f"{op.tensor}: a jammed locate may miss")
+        for entry in deeper:
+            ctx = ctx.resolve(op.uid, entry)
+    return ctx
+
+
+def emit(kc: KernelCompiler, order: list[str], depth: int, expr: Expr,
+         lanes: list[Ctx]) -> None:
+    """``kc.loops(order, depth, ...)`` for every lane, with one loop per index."""
+    if depth == kc.out_depth and not kc.scatter:
+        write_points(kc, order, depth, expr, lanes)
+    elif depth == len(order):
+        for lane in lanes:
+            kc.output.write(kc.value(expr, lane), lane)
+    else:
+        each_coordinate(kc, order[depth], expr, lanes,
+                        lambda inner: emit(kc, order, depth + 1, expr, inner))
+
+
+def write_points(kc: KernelCompiler, order: list[str], depth: int, expr: Expr,
+                 lanes: list[Ctx]) -> None:
+    """Each lane's sum over ``order[depth:]``, then its write, in lane order."""
+    if depth == len(order):
+        for lane in lanes:
+            kc.output.write(kc.value(expr, lane), lane)
+        return
+    b = kc.b
+    accs = []
+    for _ in lanes:
+        acc = kc.alloca(scalars.compute_type(kc.dtype), "lane.acc")
+        b.store(scalars.sum_start(kc.dtype), acc)
+        accs.append(acc)
+    touched = kc.alloca(I1, "lanes.touched")  # the inner loops ran (the same for all lanes)
+    b.store(ir.Constant(I1, 0), touched)
+    reduce(kc, order[depth:], expr, lanes, accs, touched)
+    with b.if_then(b.load(touched)):
+        for lane, acc in zip(lanes, accs):
+            total = b.load(acc)
+            if kc.output.overwrites():  # an empty sum's -0.0 is stored as 0.0
+                total = scalars.apply(b, "add", [total, scalars.constant(kc.dtype, 0)],
+                                      kc.dtype)
+            kc.output.write(total, lane)
+
+
+def reduce(kc: KernelCompiler, order: list[str], expr: Expr, lanes: list[Ctx],
+           accs: list[ir.Value], touched: ir.Value) -> None:
+    if not order:
+        for lane, acc in zip(lanes, accs):
+            kc.accumulate(kc.value(expr, lane), acc, touched)
+        return
+    each_coordinate(kc, order[0], expr, lanes,
+                    lambda inner: reduce(kc, order[1:], expr, inner, accs, touched))
+
+
+def each_coordinate(kc: KernelCompiler, var: str, expr: Expr, lanes: list[Ctx],
+                    body) -> None:
+    """for var in range(extent): body(lanes with var bound and located)."""
+    b = kc.b
+    counter = kc.alloca(I64, f"{var}.jam")
+    stop = kc.extent(var)
+    b.store(ZERO, counter)
+    head = b.append_basic_block(f"{var}.head")
+    loop = b.append_basic_block(f"{var}.body")
+    done = b.append_basic_block(f"{var}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
+    b.position_at_end(loop)
+    k = b.load(counter)
+    body([locate_bound(kc, kc.bind(lane, var, k), expr) for lane in lanes])
+    b.store(b.add(k, ONE), counter)
+    b.branch(head)
+    b.position_at_end(done)
