@@ -354,6 +354,7 @@ class KernelCompiler:
                                for v in order if v not in out_vars)
         self.insert_output = self.output.all_insert
         self.repeats = False  # set when a fused non-unique loop revisits output coordinates
+        self.run_state: tuple[str, ir.Value, ir.Value] | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
         self.loops(order, 0, nest.body, Ctx())
@@ -378,14 +379,25 @@ class KernelCompiler:
         if depth == len(order):
             self.output.write(self.value(expr, ctx), ctx)
             return
+        b = self.b
         acc = self.alloca(scalars.compute_type(self.dtype), "acc")
-        self.b.store(scalars.sum_start(self.dtype), acc)
+        run = self.run_state if self.run_state and self.run_state[0] == order[depth - 1] \
+            else None
+        start = scalars.sum_start(self.dtype)
+        if run is not None:  # continue the run's sum while the coordinate repeats
+            _, run_coord, run_sum = run
+            same = b.icmp_signed("==", b.load(run_coord), ctx.bound[run[0]])
+            start = b.select(same, b.load(run_sum), start)
+        b.store(start, acc)
         if self.output.all_insert and all(lv.full for lv in self.output.levels):
             # Storing an empty sum into zero-filled, full storage changes nothing, so the
             # row is written unconditionally (one branch less per row); where it is
             # stored rather than added, + 0 turns an empty sum's -0.0 into 0.0.
             self.reduce(order[depth:], expr, ctx, acc, None)
             total = self.b.load(acc)
+            if run is not None:
+                b.store(total, run_sum)
+                b.store(ctx.bound[run[0]], run_coord)
             if self.output.overwrites():
                 total = scalars.apply(self.b, "add", [total, scalars.constant(self.dtype, 0)],
                                       self.dtype)
@@ -668,6 +680,17 @@ class KernelCompiler:
         return (level.ordered and not self.scatter and var in order
                 and order.index(var) + 1 == self.out_depth)
 
+    def running_sums(self, var: str, level, op: Operand, expr: Expr) -> bool:
+        """Whether a sorted run of duplicates may be summed by one loop over its positions
+        that stores the sum so far at every position: a select restarts the sum where
+        the coordinate changes, so there is no branch per run (COO rows of 1-10 entries
+        mispredicted two loop exits per row), and the order of the adds is the run's.
+        It needs an output whose entries may be stored repeatedly: full, random-access
+        levels that the statement assigns rather than adds to."""
+        return (not level.unique and self.sums_in_register(var, level)
+                and self.fusable(op, expr) and not self.nest.assign.accumulate
+                and all(lv.full for lv in self.output.levels))
+
     def fusable(self, op: Operand, expr: Expr) -> bool:
         """Duplicates may be visited one by one when the output only accumulates."""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
@@ -724,6 +747,7 @@ class PointEmitter:
         self.iterated, self.located = iterated, located
         self.states, self.find, self.body, self.hooks = states, find, body, hooks
         self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
+        self.running = False  # positions of duplicate coordinates summed as they come
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
 
     def emit(self) -> None:
@@ -747,6 +771,12 @@ class PointEmitter:
         if self.jam_body is not None and self.jammable():
             self.jam_loop()  # the loop below then runs the remaining iterations
         reserved = self.reserve_appends()
+        self.running = self.runs_sums()
+        if self.running:
+            run_coord = self.kc.alloca(I64, "run.coord")
+            run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
+            b.store(ir.Constant(I64, -1), run_coord)
+            self.kc.run_state = (self.var, run_coord, run_sum)
         head = b.append_basic_block(f"{self.var}.head")
         loop = b.append_basic_block(f"{self.var}.body")
         done = b.append_basic_block(f"{self.var}.done")
@@ -765,6 +795,18 @@ class PointEmitter:
             b.branch(head)
         b.position_at_end(done)
         self.kc.tensors[self.kc.out_name].prechecked -= reserved
+        if self.running:
+            self.kc.run_state = None
+
+    def runs_sums(self) -> bool:
+        """Whether this loop sums runs of duplicates as they come (see running_sums)."""
+        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks:
+            return False
+        it = self.iterated[0]
+        if it.is_universe or self.states[it].kind != "position":
+            return False
+        return self.kc.running_sums(self.var, self.kc.level_type(it), self.kc.operands[it.uid],
+                                    self.expr)
 
     def jammable(self) -> bool:
         """Whether this loop may visit ``jam.LANES`` positions per step: one sparse level
@@ -920,11 +962,12 @@ class PointEmitter:
             pos, found = tensor.call(it.level, "coord_access", i=i, **env)
             ok = eq if is_true(found) else b.and_(eq, found)
             entry = LevelPos(pos, i)
-        elif level.unique or (len(self.iterated) == 1 and kc.fusable(op, self.expr)
-                              and not kc.sums_in_register(self.var, level)):
+        elif level.unique or self.running or (
+                len(self.iterated) == 1 and kc.fusable(op, self.expr)
+                and not kc.sums_in_register(self.var, level)):
             ok = eq
             entry = LevelPos(cur, i)
-            if not level.unique and self.var in kc.nest.assign.vars:
+            if not level.unique and not self.running and self.var in kc.nest.assign.vars:
                 kc.repeats = True
         else:
             seg = self.segment_end(tensor, it, op, cur, st.end, i, env)

@@ -66,3 +66,24 @@ def test_outputs_never_alias_inputs_so_vector_loops_need_no_overlap_checks(expr,
     kernel = ls.compile(expr, A=fmt)
     optimized = kernel.llvm_ir_optimized
     assert "x double>" in optimized and "memcheck" not in optimized
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sorted_coo_spmv_sums_rows_in_order(threads, monkeypatch):
+    """Runs of a sorted COO row are summed as they come (a select restarts the sum where
+    the row changes): the result is the row's left-to-right sum, bit for bit, on rows of
+    every length (empty ones included) and on threads' row ranges."""
+    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 100)
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 9, 500)
+    rows = np.repeat(np.arange(500), lengths)
+    cols = np.concatenate([np.sort(rng.choice(300, n, replace=False)) for n in lengths])
+    values = rng.standard_normal(rows.size)
+    x = rng.standard_normal(300)
+    A = ls.Tensor.from_coo(np.stack([rows, cols]), values, (500, 300))
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="coo")
+    y = kernel(A=A.asformat("coo"), x=x, threads=threads).to_numpy()
+    expected = np.zeros(500)
+    for row, col, value in zip(rows, cols, values):
+        expected[row] += value * x[col]
+    np.testing.assert_array_equal(y, expected)
