@@ -403,11 +403,16 @@ class KernelCompiler:
                                       self.dtype)
             self.output.write(total, ctx)
             return
+        if jam.only_locate(self, order[depth:], expr):
+            self.reduce(order[depth:], expr, ctx, acc, None)
+            with b.if_then(jam.all_nonempty(self, order[depth:])):
+                self.output.write(b.load(acc), ctx)
+            return
         touched = self.alloca(I1, "touched")
-        self.b.store(ir.Constant(I1, 0), touched)
+        b.store(ir.Constant(I1, 0), touched)
         self.reduce(order[depth:], expr, ctx, acc, touched)
-        with self.b.if_then(self.b.load(touched)):
-            self.output.write(self.b.load(acc), ctx)
+        with b.if_then(b.load(touched)):
+            self.output.write(b.load(acc), ctx)
 
     def reduce(self, order: list[str], expr: Expr, ctx: Ctx, acc: ir.Value,
                touched: ir.Value | None) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from . import scalars
-from .bodies import I1, I64, TRUE, is_true
+from .bodies import I64, TRUE, is_true
 from .cin import Expr, Operand, contains_sum, operands
 
 if TYPE_CHECKING:
@@ -42,15 +42,30 @@ def can_jam(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> boo
     inner = order[depth + 1:]
     if not inner or contains_sum(expr) or kc.derived or kc.range_var in inner:
         return False
-    if any(kc.output.hooks_for(var) is not None for var in inner):
+    if any(kc.output.hooks_for(var) is not None for var in inner) \
+            or not only_locate(kc, inner, expr):
         return False
-    for op in operands(expr):
-        for level, var in enumerate(op.vars):
-            if var in inner and not locates_surely(kc, op, level):
-                return False
     written_after = not kc.scatter and kc.out_depth == depth + 1
     updated_in_place = kc.output.all_insert and set(inner) <= set(kc.nest.assign.vars)
     return written_after or updated_in_place
+
+
+def only_locate(kc: KernelCompiler, loop_vars: list[str], expr: Expr) -> bool:
+    """Whether loops over ``loop_vars`` visit every coordinate of their extents and
+    resolve every operand level they index by a locate that always finds it."""
+    return all(locates_surely(kc, op, level) for op in operands(expr)
+               for level, var in enumerate(op.vars) if var in loop_vars)
+
+
+def all_nonempty(kc: KernelCompiler, loop_vars: list[str]) -> ir.Value:
+    """Whether loops that only locate run at all: every extent is positive. (A flag set
+    inside them would keep LLVM from deleting loops whose values are unused, such as
+    the dot products of a count phase.)"""
+    b, nonempty = kc.b, TRUE
+    for var in loop_vars:
+        positive = b.icmp_signed(">", kc.extent(var), ZERO)
+        nonempty = positive if nonempty is TRUE else b.and_(nonempty, positive)
+    return nonempty
 
 
 def locate_bound(kc: KernelCompiler, ctx: Ctx, expr: Expr) -> Ctx:
@@ -91,10 +106,8 @@ def write_points(kc: KernelCompiler, order: list[str], depth: int, expr: Expr,
         acc = kc.alloca(scalars.compute_type(kc.dtype), "lane.acc")
         b.store(scalars.sum_start(kc.dtype), acc)
         accs.append(acc)
-    touched = kc.alloca(I1, "lanes.touched")  # the inner loops ran (the same for all lanes)
-    b.store(ir.Constant(I1, 0), touched)
-    reduce(kc, order[depth:], expr, lanes, accs, touched)
-    with b.if_then(b.load(touched)):
+    reduce(kc, order[depth:], expr, lanes, accs)
+    with b.if_then(all_nonempty(kc, order[depth:])):
         for lane, acc in zip(lanes, accs):
             total = b.load(acc)
             if kc.output.overwrites():  # an empty sum's -0.0 is stored as 0.0
@@ -104,13 +117,13 @@ def write_points(kc: KernelCompiler, order: list[str], depth: int, expr: Expr,
 
 
 def reduce(kc: KernelCompiler, order: list[str], expr: Expr, lanes: list[Ctx],
-           accs: list[ir.Value], touched: ir.Value) -> None:
+           accs: list[ir.Value]) -> None:
     if not order:
         for lane, acc in zip(lanes, accs):
-            kc.accumulate(kc.value(expr, lane), acc, touched)
+            kc.accumulate(kc.value(expr, lane), acc, None)
         return
     each_coordinate(kc, order[0], expr, lanes,
-                    lambda inner: reduce(kc, order[1:], expr, inner, accs, touched))
+                    lambda inner: reduce(kc, order[1:], expr, inner, accs))
 
 
 def each_coordinate(kc: KernelCompiler, var: str, expr: Expr, lanes: list[Ctx],

@@ -87,3 +87,21 @@ def test_sorted_coo_spmv_sums_rows_in_order(threads, monkeypatch):
     for row, col, value in zip(rows, cols, values):
         expected[row] += value * x[col]
     np.testing.assert_array_equal(y, expected)
+
+
+def test_count_phase_drops_the_dot_products():
+    """SDDMM's count phase needs no values: its k loops only locate, so whether they run
+    is decided from the extents and LLVM deletes them (a flag set inside them kept 64
+    empty iterations per entry alive)."""
+    kernel = ls.compile("C(i,j) = S(i,j) * A(i,k) * B(j,k)", S="csr", A="dense",
+                        B="dense", C="csr")
+    optimized = kernel.llvm_ir_optimized
+    start = optimized.index("@llvsparse_kernel_count(")
+    count = optimized[start:optimized.index("\ndefine", start)]
+    assert "j.jam" in kernel.llvm_ir and "k.head" not in count
+    S = _csr(3)
+    rng = np.random.default_rng(3)
+    A, B = rng.random((60, 5)), rng.random((50, 5))
+    result = kernel(S=ls.Tensor.from_scipy(S, "csr"), A=ls.Tensor.from_numpy(A, "dense"),
+                    B=ls.Tensor.from_numpy(B, "dense")).to_scipy()
+    np.testing.assert_allclose(result.toarray(), S.multiply(A @ B.T).toarray(), rtol=1e-14)
