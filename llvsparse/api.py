@@ -344,9 +344,11 @@ class BoundCall:
             self.dtype = np.dtype(self.out_type.dtype)
             self.output = runtime.DescriptorHolder(self.extents, [None], [])
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
-            self.busy = threading.Lock()  # the shared output descriptor: one call at a time
         else:
             self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
+            self.output = self.assembled.holder(reserve=False)
+            self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
+        self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
     def _run_dense(self, values: np.ndarray) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], [])
@@ -387,7 +389,15 @@ class BoundCall:
             runtime.assemble_parallel(
                 self.inst.jit.assembly, holders, self.shape[self.inst.parallel_mode],
                 self.threads, lambda total: self.assembled.reserve_exactly(holders[0], total))
-        else:
+        elif self.busy.acquire(blocking=False):
+            try:  # the shared descriptor, emptied by adoption or by a failed call
+                self.output.clear()
+                self.assembled.reserve(self.output)
+                self.call()
+                return self.assembled.adopt(self.output)
+            finally:
+                self.busy.release()
+        else:  # another thread inside this binding: a private descriptor
             holders = [self.assembled.holder(), *self.inputs]
             runtime.call(self.inst.jit.address, holders)
         return self.assembled.adopt(holders[0])

@@ -83,9 +83,14 @@ class AssembledOutput:
         """Fresh output descriptor: reserved arrays, the rest NULL for the kernel to grow."""
         holder = DescriptorHolder(self.extents, [None] * (self.values_slot + 1),
                                   self.flat_params)
-        for slot, count, itemsize in self.reservations if reserve else ():
-            holder.reserve(slot, count, itemsize)
+        if reserve:
+            self.reserve(holder)
         return holder
+
+    def reserve(self, holder: DescriptorHolder) -> None:
+        """Reserve the planned arrays in an empty descriptor."""
+        for slot, count, itemsize in self.reservations:
+            holder.reserve(slot, count, itemsize)
 
     def adopt(self, holder: DescriptorHolder) -> Tensor:
         """The kernel's arrays as a numpy-owned Tensor."""

@@ -124,6 +124,16 @@ class DescriptorHolder:
             else None
         self.caps[slot] = len(array)
 
+    def clear(self) -> None:
+        """Back to an empty output descriptor (no arrays, no entries), for reuse once its
+        arrays were adopted or released."""
+        self.release()
+        for slot in range(len(self.arrays)):
+            self.arrays[slot] = None
+            self.pointers[slot] = None
+            self.caps[slot] = 0
+        ctypes.memset(self.sizes, 0, ctypes.sizeof(self.sizes))
+
     def reserve(self, slot: int, count: int, itemsize: int) -> None:
         """Hand the kernel a buffer of ``count`` elements for an output array it would
         otherwise grow from nothing (no doubling copies when ``count`` is an upper
