@@ -33,6 +33,7 @@ PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
                    "fill": [I64, I64, I64], "finish": [I64]}
 ZERO = ir.Constant(I64, 0)
 ONE = ir.Constant(I64, 1)
+GALLOP_SKEW = 8  # see PointEmitter.skewed
 
 
 @dataclass(frozen=True)
@@ -753,6 +754,7 @@ class PointEmitter:
         self.states, self.find, self.body, self.hooks = states, find, body, hooks
         self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
         self.running = False  # positions of duplicate coordinates summed as they come
+        self.galloping = False  # mismatches skip ahead by search (see seek_common)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
 
     def emit(self) -> None:
@@ -782,6 +784,22 @@ class PointEmitter:
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
             b.store(ir.Constant(I64, -1), run_coord)
             self.kc.run_state = (self.var, run_coord, run_sum)
+        if self.gallops():  # two versions of the loop: galloping pays off on skewed ranges
+            with b.if_else(self.skewed()) as (skewed, balanced):
+                with skewed:
+                    self.galloping = True
+                    self.emit_loop()
+                with balanced:
+                    self.galloping = False
+                    self.emit_loop()
+        else:
+            self.emit_loop()
+        self.kc.tensors[self.kc.out_name].prechecked -= reserved
+        if self.running:
+            self.kc.run_state = None
+
+    def emit_loop(self) -> None:
+        b = self.b
         head = b.append_basic_block(f"{self.var}.head")
         loop = b.append_basic_block(f"{self.var}.body")
         done = b.append_basic_block(f"{self.var}.done")
@@ -799,9 +817,6 @@ class PointEmitter:
         if not b.block.is_terminated:
             b.branch(head)
         b.position_at_end(done)
-        self.kc.tensors[self.kc.out_name].prechecked -= reserved
-        if self.running:
-            self.kc.run_state = None
 
     def runs_sums(self) -> bool:
         """Whether this loop sums runs of duplicates as they come (see running_sums)."""
@@ -1163,11 +1178,89 @@ class PointEmitter:
         b.position_at_end(done)
         if joined is None:
             return False
-        for it in self.iterated:
-            self.advance(it, split[0][it], split[1])
+        if self.galloping:
+            self.seek_common(split[0])
+        else:
+            for it in self.iterated:
+                self.advance(it, split[0][it], split[1])
         b.branch(joined)
         b.position_at_end(joined)
         return True
+
+    def gallops(self) -> bool:
+        """Whether a mismatch may skip every iterator straight to the largest coordinate:
+        the body runs only where all operands are present (an intersection), and each
+        iterates the positions of an ordered, unique level."""
+        if len(self.iterated) < 2 or len(self.lattice.points) != 1:
+            return False
+        for it in self.iterated:
+            state = self.states[it]
+            level = None if it.is_universe else self.kc.level_type(it)
+            if level is None or state.kind != "position" or not level.ordered \
+                    or not level.unique or (state.parent is not None
+                                            and state.parent.seg_end is not None):
+                return False
+        return True
+
+    def skewed(self) -> ir.Value:
+        """Whether one iterator's range is over GALLOP_SKEW times another's: stepping
+        through the long one would cost more than searching it. On comparable ranges
+        the branch-free one-step merge is faster (uniform random rows: 23 vs 36 ms)."""
+        b = self.b
+        lengths = [b.sub(self.states[it].end, b.load(self.states[it].cur))
+                   for it in self.iterated]
+        shortest, longest = lengths[0], lengths[0]
+        for length in lengths[1:]:
+            shortest = b.select(b.icmp_signed("<", length, shortest), length, shortest)
+            longest = b.select(b.icmp_signed(">", length, longest), length, longest)
+        return b.icmp_signed(">", longest, b.mul(shortest, ir.Constant(I64, GALLOP_SKEW)))
+
+    def seek_common(self, coords: dict[Iter, ir.Value]) -> None:
+        """Move every iterator behind the largest current coordinate to its first
+        position at or after it. A row of a few entries intersected with one of
+        thousands (power-law rows against their transpose's) then costs a search per
+        short-row entry instead of a step per long-row entry."""
+        b = self.b
+        target = None
+        for coord in coords.values():
+            target = coord if target is None else b.select(
+                b.icmp_signed(">", coord, target), coord, target)
+        for it in self.iterated:
+            with b.if_then(b.icmp_signed("<", coords[it], target)):
+                b.store(self.gallop(it, target), self.states[it].cur)
+
+    def gallop(self, it: Iter, target: ir.Value) -> ir.Value:
+        """First position of ``it`` whose coordinate is >= target, searching forward
+        from its current position (whose coordinate is below target) in steps of
+        1, 2, 4, ... and then by bisection, so a short skip costs one probe."""
+        b, kc = self.b, self.kc
+        state = self.states[it]
+        op = kc.operands[it.uid]
+        tensor = kc.tensors[op.tensor]
+        env = kc.parent_env(op, it.level, self.ctx)
+        low, step = kc.alloca(I64, "gallop.low"), kc.alloca(I64, "gallop.step")
+        b.store(b.load(state.cur), low)
+        b.store(ONE, step)
+        head = b.append_basic_block("gallop.head")
+        test = b.append_basic_block("gallop.test")
+        grow = b.append_basic_block("gallop.grow")
+        done = b.append_basic_block("gallop.done")
+        b.branch(head)
+        b.position_at_end(head)
+        probe = b.add(b.load(low), b.load(step))
+        b.cbranch(b.icmp_signed("<", probe, state.end), test, done)
+        b.position_at_end(test)
+        coord, _ = tensor.call(it.level, "pos_access", p=probe, **env)
+        b.cbranch(b.icmp_signed("<", coord, target), grow, done)
+        b.position_at_end(grow)
+        b.store(probe, low)
+        b.store(b.shl(b.load(step), ONE), step)
+        b.branch(head)
+        b.position_at_end(done)
+        lowest = b.load(low)
+        probe = b.add(lowest, b.load(step))
+        high = b.select(b.icmp_signed("<", probe, state.end), probe, state.end)
+        return kc.lower_bound(tensor, it.level, env, b.add(lowest, ONE), high, target)
 
     def advance(self, it: Iter, coord: ir.Value, i: ir.Value | None) -> None:
         """Step past coordinate ``i`` (None: the iterator is known to be at it)."""
