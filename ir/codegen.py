@@ -776,7 +776,8 @@ class PointEmitter:
                     raise ScheduleError(f"{op.tensor}: level {it.level} is unordered and cannot "
                                         "be co-iterated with another operand")
         if self.jam_body is not None and self.jammable():
-            self.jam_loop()  # the loop below then runs the remaining iterations
+            for lanes in jam.LANES:  # the loop below then runs the remaining iterations
+                self.jam_loop(lanes)
         reserved = self.reserve_appends()
         self.running = self.runs_sums()
         if self.running:
@@ -829,7 +830,7 @@ class PointEmitter:
                                     self.expr)
 
     def jammable(self) -> bool:
-        """Whether this loop may visit ``jam.LANES`` positions per step: one sparse level
+        """Whether this loop may visit several positions per step: one sparse level
         iterated by position, each position one coordinate (unique, always found), every
         other operand level at that coordinate located surely, and no per-coordinate
         output hooks or thread-range test."""
@@ -853,25 +854,25 @@ class PointEmitter:
                     return False
         return True
 
-    def jam_loop(self) -> None:
-        """Visit ``jam.LANES`` consecutive positions per step while that many are left."""
+    def jam_loop(self, width: int) -> None:
+        """Visit ``width`` consecutive positions per step while that many are left."""
         b, kc = self.b, self.kc
         it = self.iterated[0]
         state = self.states[it]
         op = kc.operands[it.uid]
         env = kc.parent_env(op, it.level, self.ctx)
-        step = ir.Constant(I64, jam.LANES)
-        kc.lattice_log.append(f"{self.var}: {jam.LANES} positions per step (jammed)")
-        head = b.append_basic_block(f"{self.var}.jam.head")
-        loop = b.append_basic_block(f"{self.var}.jam.body")
-        done = b.append_basic_block(f"{self.var}.jam.done")
+        step = ir.Constant(I64, width)
+        kc.lattice_log.append(f"{self.var}: {width} positions per step (jammed)")
+        head = b.append_basic_block(f"{self.var}.jam{width}.head")
+        loop = b.append_basic_block(f"{self.var}.jam{width}.body")
+        done = b.append_basic_block(f"{self.var}.jam{width}.done")
         b.branch(head)
         b.position_at_end(head)
         b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
         b.position_at_end(loop)
         cur = b.load(state.cur)
         lanes = []
-        for u in range(jam.LANES):
+        for u in range(width):
             p = b.add(cur, ir.Constant(I64, u))
             coord, _ = kc.tensors[op.tensor].call(it.level, "pos_access", p=p, **env)
             ctx = kc.bind(self.ctx, self.var, coord).resolve(it.uid, LevelPos(p, coord))

@@ -1,11 +1,12 @@
 """Unroll-and-jam: consecutive iterations of a sparse loop share the dense loops inside it.
 
 A dot product per stored entry (SDDMM's ``sum_k A(i,k)*B(j,k)``) is a chain of dependent
-adds, so one entry at a time runs at the add latency. With ``LANES`` entries in one k loop,
+adds, so one entry at a time runs at the add latency. With 8 entries in one k loop,
 their chains run side by side while each sum keeps its own order (nothing is
 reassociated). Where the inner loop updates an output row (SpMM's ``C(i,:) += a*B(k,:)``,
 MTTKRP), the lanes' updates of one element follow each other in registers, so the row is
-loaded and stored once per ``LANES`` entries instead of once per entry.
+loaded and stored once per 8 entries instead of once per entry. Steps of 8, then of 4
+(rows of 4-7 entries, such as a 2-D stencil's 5), then one at a time.
 
 Every float operation happens in the same order as without jamming: the inner loops only
 locate (full levels whose ``locate`` always finds), and the output is either written once
@@ -26,7 +27,7 @@ from .cin import Expr, Operand, contains_sum, operands
 if TYPE_CHECKING:
     from .codegen import Ctx, KernelCompiler
 
-LANES = 8
+LANES = (8, 4)  # positions per step of the jammed loops, in the order they run
 ZERO = ir.Constant(I64, 0)
 ONE = ir.Constant(I64, 1)
 

@@ -85,4 +85,4 @@ def test_loops_without_dense_inner_loops_are_not_jammed(expression, formats):
 def test_jammed_loop_is_in_the_code():
     kernel = ls.compile("C(i,j) = S(i,j) * A(i,k) * B(j,k)", S="csr", A="dense", B="dense",
                         C="csr")
-    assert "j.jam.body:" in kernel.llvm_ir
+    assert "j.jam8.body:" in kernel.llvm_ir and "j.jam4.body:" in kernel.llvm_ir
