@@ -86,3 +86,14 @@ def test_jammed_loop_is_in_the_code():
     kernel = ls.compile("C(i,j) = S(i,j) * A(i,k) * B(j,k)", S="csr", A="dense", B="dense",
                         C="csr")
     assert "j.jam8.body:" in kernel.llvm_ir and "j.jam4.body:" in kernel.llvm_ir
+
+
+@pytest.mark.parametrize("expression, formats", [
+    ("C(i,j) = S(i,j) * A(i,k) * B(j,k)", {"S": "csr", "A": "dense", "B": "dense", "C": "csr"}),
+    ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr", "C": "csr"}),  # galloping
+])
+def test_jammed_and_galloping_kernels_pass_ptxas(expression, formats):
+    from llvsparse.backends.cuda import check_ptx
+
+    kernel = ls.compile(expression, **formats)
+    check_ptx(kernel.ptx(sm="sm_80"), "sm_80")
