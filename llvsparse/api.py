@@ -358,6 +358,22 @@ class BoundCall:
         else:
             runtime.call(self.inst.jit.address, [output, *self.inputs])
 
+    def _into(self, out: np.ndarray) -> np.ndarray:
+        """``out`` as the flat values of this call's output, after checking it fits."""
+        if not self.dense:
+            raise TypeError("out= needs a dense-like output (levels without arrays); this "
+                            f"kernel assembles a {self.format.name or 'sparse'} output")
+        if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
+                or out.shape != tuple(self.extents) or not out.flags.c_contiguous \
+                or not out.flags.writeable:
+            raise ValueError(f"out= must be a writable C-contiguous {self.dtype} array of "
+                             f"shape {tuple(self.extents)} (the output's levels in order)")
+        for holder in self.inputs:
+            if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
+                raise ValueError("out= overlaps an input's memory; kernels assume outputs "
+                                 "never alias inputs")
+        return out.reshape(-1)
+
     def reuse(self, tensors: dict, threads: int | None) -> BoundCall | None:
         """This binding, if ``tensors`` are the same Tensor objects with the same arrays
         (so descriptors and checks still hold) and the thread request matches."""
@@ -371,9 +387,17 @@ class BoundCall:
                 return None
         return self
 
-    def __call__(self):
-        if self.dense:
+    def __call__(self, out: np.ndarray | None = None):
+        """Run the kernel; the result is a new Tensor. ``out`` (dense-like outputs only):
+        a C-contiguous array of the output's shape and dtype to write into instead, so a
+        loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
+        costs its page faults on every call, taken by all threads at once)."""
+        if out is not None:
+            values = self._into(out)
+            values.fill(0)
+        elif self.dense:
             values = np.zeros(self.size, dtype=self.dtype)
+        if self.dense:
             if self.threads == 1 and self.busy.acquire(blocking=False):
                 try:
                     self.output.point_to(0, values)

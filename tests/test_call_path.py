@@ -59,3 +59,37 @@ def test_concurrent_calls_on_one_binding():
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bound_call_writes_into_out(threads, monkeypatch):
+    """``call(out=...)`` overwrites the caller's array (garbage in it is cleared first) and
+    returns a Tensor over it, equal bit for bit to a fresh result."""
+    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 100)
+    a = sp.random(300, 200, density=0.05, format="csr", random_state=4)
+    b = np.random.default_rng(4).random((200, 16))
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", B="dense")
+    call = kernel.bind(check=False, threads=threads, A=ls.Tensor.from_scipy(a, "csr"),
+                       B=ls.Tensor.from_numpy(b, "dense"))
+    out = np.full((300, 16), np.nan)
+    for _ in range(2):
+        result = call(out=out)
+        assert np.shares_memory(result.values, out)
+        np.testing.assert_array_equal(out, call().to_numpy())
+    np.testing.assert_allclose(out, a @ b, rtol=1e-13)
+
+
+def test_bound_call_out_is_checked():
+    a = sp.random(30, 30, density=0.2, format="csr", random_state=5)
+    A = ls.Tensor.from_scipy(a, "csr")
+    x = ls.Tensor.from_numpy(np.ones(30), "dense")
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr").bind(A=A, x=x)
+    with pytest.raises(ValueError, match="shape"):
+        spmv(out=np.zeros(31))
+    with pytest.raises(ValueError, match="float64"):
+        spmv(out=np.zeros(30, dtype=np.float32))
+    with pytest.raises(ValueError, match="overlaps"):
+        spmv(out=x.values)
+    add = ls.compile("C(i,j) = A(i,j) + B(i,j)", A="csr", B="csr", C="csr").bind(A=A, B=A)
+    with pytest.raises(TypeError, match="dense-like"):
+        add(out=np.zeros((30, 30)))
