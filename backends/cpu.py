@@ -35,7 +35,7 @@ def _align_innermost_loops() -> None:
     """Start innermost loops on a 32-byte boundary on x86 (LLVM's default is 16).
 
     A sparse inner loop is ~25 bytes; where it straddles a 32-byte fetch window it ran
-    15-25% slower (CSR SpMV on bcsstk33 against the same loop in scipy, on Zen 4), and
+    15-25% slower (row-wise SpMV on bcsstk33 against the same loop in scipy, on Zen 4), and
     which case a kernel got depended on where MCJIT happened to place it.
     """
     if platform.machine().lower() in ("x86_64", "amd64"):
@@ -53,7 +53,7 @@ def _new_target_machine() -> llvm.TargetMachine:
 def _host_features() -> str:
     """The host's features, with gathers avoided on x86: the SLP vectorizer turned a jammed
     SDDMM's eight row loads into a hardware gather that ran 2x slower than eight scalar
-    loads (Zen 4); slot-major ELL, the only other kernel that used one, measured the same
+    loads (Zen 4); slot-major padded-row SpMV, the only other kernel that used one, the same
     either way."""
     features = llvm.get_host_cpu_features().flatten()
     if platform.machine().lower() in ("x86_64", "amd64"):
@@ -120,7 +120,7 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> 
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     # Runtime unrolling of short sparse segments costs more in remainder loops than it
-    # saves (CSR SpMV on 4M random entries: 6.8 -> 8.2 ms unrolled, re-measured with
+    # saves (row-wise SpMV on 4M random entries: 6.8 -> 8.2 ms unrolled, re-measured with
     # aligned loops); interleaving stays on.
     pto.loop_unrolling = False
     pb = llvm.create_pass_builder(tm, pto)

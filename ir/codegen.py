@@ -689,7 +689,7 @@ class KernelCompiler:
     def running_sums(self, var: str, level, op: Operand, expr: Expr) -> bool:
         """Whether a sorted run of duplicates may be summed by one loop over its positions
         that stores the sum so far at every position: a select restarts the sum where
-        the coordinate changes, so there is no branch per run (COO rows of 1-10 entries
+        the coordinate changes, so there is no branch per run (SpMV rows of 1-10 entries
         mispredicted two loop exits per row), and the order of the adds is the run's.
         It needs an output whose entries may be stored repeatedly: full, random-access
         levels that the statement assigns rather than adds to."""

@@ -1,4 +1,4 @@
-"""Unroll-and-jam: consecutive iterations of a sparse loop share the dense loops inside it.
+"""Unroll-and-jam: consecutive iterations of a sparse loop share the loops inside it.
 
 A dot product per stored entry (SDDMM's ``sum_k A(i,k)*B(j,k)``) is a chain of dependent
 adds, so one entry at a time runs at the add latency. With 8 entries in one k loop,
