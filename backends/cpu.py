@@ -53,8 +53,8 @@ def _new_target_machine() -> llvm.TargetMachine:
 def _host_features() -> str:
     """The host's features, with gathers avoided on x86: the SLP vectorizer turned a jammed
     SDDMM's eight row loads into a hardware gather that ran 2x slower than eight scalar
-    loads (Zen 4); slot-major padded-row SpMV, the only other kernel that used one, the same
-    either way."""
+    loads (Zen 4). Slot-major padded-row SpMV, the only other kernel that used one, ran
+    as fast either way."""
     features = llvm.get_host_cpu_features().flatten()
     if platform.machine().lower() in ("x86_64", "amd64"):
         features += ",+prefer-no-gather"
