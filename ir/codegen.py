@@ -280,8 +280,8 @@ class KernelCompiler:
         return function
 
     def counted_loop(self, start: ir.Value, stop: ir.Value,
-                     body: Callable[[ir.Value], None]) -> None:
-        emit_counted_loop(self.b, self.alloca(I64, "q"), start, stop, body)
+                     body: Callable[[ir.Value], None], name: str = "fill") -> None:
+        emit_counted_loop(self.b, self.alloca(I64, "q"), start, stop, body, name)
 
     def alloca(self, type_: ir.Type, name: str = "") -> ir.AllocaInstr:
         entry = self.function.entry_basic_block
@@ -395,12 +395,12 @@ class KernelCompiler:
             # row is written unconditionally (one branch less per row); where it is
             # stored rather than added, + 0 turns an empty sum's -0.0 into 0.0.
             self.reduce(order[depth:], expr, ctx, acc, None)
-            total = self.b.load(acc)
+            total = b.load(acc)
             if run is not None:
                 b.store(total, run_sum)
                 b.store(ctx.bound[run[0]], run_coord)
             if self.output.overwrites():
-                total = scalars.apply(self.b, "add", [total, scalars.constant(self.dtype, 0)],
+                total = scalars.apply(b, "add", [total, scalars.constant(self.dtype, 0)],
                                       self.dtype)
             self.output.write(total, ctx)
             return
@@ -704,16 +704,17 @@ class KernelCompiler:
 
 
 def emit_counted_loop(b: ir.IRBuilder, counter: ir.AllocaInstr, start: ir.Value,
-                      stop: ir.Value, body: Callable[[ir.Value], None]) -> None:
+                      stop: ir.Value, body: Callable[[ir.Value], None],
+                      name: str = "fill") -> None:
     """for q in range(start, stop): body(q), with ``counter`` as the loop variable.
 
-    Its blocks are named fill.*, which the dump and the loop-shape tests tell apart from
-    the loops over index variables.
+    Its blocks are named ``name``.* (fill.* by default, which the dump and the loop-shape
+    tests tell apart from the loops over index variables).
     """
     b.store(start, counter)
-    head = b.append_basic_block("fill.head")
-    loop = b.append_basic_block("fill.body")
-    done = b.append_basic_block("fill.done")
+    head = b.append_basic_block(f"{name}.head")
+    loop = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
     b.branch(head)
     b.position_at_end(head)
     b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)

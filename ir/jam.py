@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 LANES = (8, 4)  # positions per step of the jammed loops, in the order they run
 ZERO = ir.Constant(I64, 0)
-ONE = ir.Constant(I64, 1)
 
 
 def locates_surely(kc: KernelCompiler, op: Operand, level: int) -> bool:
@@ -130,19 +129,6 @@ def reduce(kc: KernelCompiler, order: list[str], expr: Expr, lanes: list[Ctx],
 def each_coordinate(kc: KernelCompiler, var: str, expr: Expr, lanes: list[Ctx],
                     body) -> None:
     """for var in range(extent): body(lanes with var bound and located)."""
-    b = kc.b
-    counter = kc.alloca(I64, f"{var}.jam")
-    stop = kc.extent(var)
-    b.store(ZERO, counter)
-    head = b.append_basic_block(f"{var}.head")
-    loop = b.append_basic_block(f"{var}.body")
-    done = b.append_basic_block(f"{var}.done")
-    b.branch(head)
-    b.position_at_end(head)
-    b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
-    b.position_at_end(loop)
-    k = b.load(counter)
-    body([locate_bound(kc, kc.bind(lane, var, k), expr) for lane in lanes])
-    b.store(b.add(k, ONE), counter)
-    b.branch(head)
-    b.position_at_end(done)
+    kc.counted_loop(ZERO, kc.extent(var),
+                    lambda k: body([locate_bound(kc, kc.bind(lane, var, k), expr)
+                                    for lane in lanes]), name=var)

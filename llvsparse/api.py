@@ -359,10 +359,8 @@ class BoundCall:
             runtime.call(self.inst.jit.address, [output, *self.inputs])
 
     def _into(self, out: np.ndarray) -> np.ndarray:
-        """``out`` as the flat values of this call's output, after checking it fits."""
-        if not self.dense:
-            raise TypeError("out= needs a dense-like output (levels without arrays); this "
-                            f"kernel assembles a {self.format.name or 'sparse'} output")
+        """``out`` as the flat, zeroed values of this call's output, after checking it
+        fits."""
         if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
                 or out.shape != tuple(self.extents) or not out.flags.c_contiguous \
                 or not out.flags.writeable:
@@ -372,7 +370,9 @@ class BoundCall:
             if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
                 raise ValueError("out= overlaps an input's memory; kernels assume outputs "
                                  "never alias inputs")
-        return out.reshape(-1)
+        values = out.reshape(-1)
+        values.fill(0)
+        return values
 
     def reuse(self, tensors: dict, threads: int | None) -> BoundCall | None:
         """This binding, if ``tensors`` are the same Tensor objects with the same arrays
@@ -392,12 +392,8 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
-        if out is not None:
-            values = self._into(out)
-            values.fill(0)
-        elif self.dense:
-            values = np.zeros(self.size, dtype=self.dtype)
         if self.dense:
+            values = np.zeros(self.size, dtype=self.dtype) if out is None else self._into(out)
             if self.threads == 1 and self.busy.acquire(blocking=False):
                 try:
                     self.output.point_to(0, values)
@@ -408,6 +404,9 @@ class BoundCall:
                 self._run_dense(values)
             return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
                                        values)
+        if out is not None:
+            raise TypeError("out= needs a dense-like output (levels without arrays); this "
+                            f"kernel assembles a {self.format.name or 'sparse'} output")
         if self.threads > 1:
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
