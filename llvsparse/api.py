@@ -292,11 +292,32 @@ class Kernel:
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK)
         holders = [inputs[n].holder(check_shallow=not check) for n in names if n != out]
-        bound = BoundCall(inst, self.formats[out], out_shape, holders,
-                          threads if parallel else 1, _expected_entries(inputs.values()))
+        plan = None
+        if parallel:
+            var = self.assignment.lhs.indices[inst.parallel_mode].name
+            plan = runtime.split(out_shape[inst.parallel_mode], threads,
+                                 self._entries_per_row(inputs, var))
+        bound = BoundCall(inst, self.formats[out], out_shape, holders, plan,
+                          _expected_entries(inputs.values()))
         bound.operands = {n: tensors[n] for n in names if n != out}
         bound.requested_threads = threads
         return bound
+
+    def _entries_per_row(self, inputs: dict[str, Tensor], var: str) -> np.ndarray | None:
+        """Stored entries under each coordinate of ``var`` (the split loop's index), summed
+        over the sparse inputs whose first level stores it: what evens out threads' work."""
+        total = None
+        for access in self._accesses:
+            tensor = inputs.get(access.tensor)
+            if tensor is None or all(lv.full for lv in tensor.tensor_type.levels):
+                continue
+            first = tensor.tensor_type.levels[0]
+            if first.mode is None or first.block is not None \
+                    or access.indices[first.mode].name != var:
+                continue
+            entries = tensor.entries_per_first_coordinate()
+            total = entries if total is None else total + entries
+        return total
 
     def _extents(self, inputs) -> dict[str, int]:
         extents: dict[str, int] = {}
@@ -331,10 +352,11 @@ class BoundCall:
     """
 
     def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
-                 inputs: list[runtime.DescriptorHolder], threads: int, expected: int = 0):
+                 inputs: list[runtime.DescriptorHolder], plan: runtime.Split | None,
+                 expected: int = 0):
         self.inst, self.format, self.shape = inst, out_format, out_shape
         self.out_type = inst.types[inst.arg_order[0]]
-        self.inputs, self.threads = inputs, threads
+        self.inputs, self.plan = inputs, plan  # plan: chunks for threads, None for one
         # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
         # grows them.
         self.dense = not out_shape or _dense_like(self.out_type)
@@ -350,17 +372,30 @@ class BoundCall:
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
-    def _run_dense(self, values: np.ndarray) -> None:
+    def _run_dense(self, values: np.ndarray, zeroed: bool = True) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], [])
-        if self.threads > 1:
+        if self.plan:
+            zero_rows = None if zeroed else (values.ctypes.data,
+                                             values.nbytes // max(self.extents[0], 1))
             runtime.call_parallel(self.inst.jit.range_address, [output, *self.inputs],
-                                  self.shape[self.inst.parallel_mode], self.threads)
+                                  self.plan, zero_rows)
         else:
             runtime.call(self.inst.jit.address, [output, *self.inputs])
 
+    def _run_one(self, values: np.ndarray) -> None:
+        """One thread: through the shared descriptor, or a private one while another
+        thread is inside this binding."""
+        if self.busy.acquire(blocking=False):
+            try:
+                self.output.point_to(0, values)
+                self.call()
+            finally:
+                self.busy.release()
+        else:
+            self._run_dense(values)
+
     def _into(self, out: np.ndarray) -> np.ndarray:
-        """``out`` as the flat, zeroed values of this call's output, after checking it
-        fits."""
+        """``out`` as the flat values of this call's output, after checking it fits."""
         if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
                 or out.shape != tuple(self.extents) or not out.flags.c_contiguous \
                 or not out.flags.writeable:
@@ -370,9 +405,7 @@ class BoundCall:
             if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
                 raise ValueError("out= overlaps an input's memory; kernels assume outputs "
                                  "never alias inputs")
-        values = out.reshape(-1)
-        values.fill(0)
-        return values
+        return out.reshape(-1)
 
     def reuse(self, tensors: dict, threads: int | None) -> BoundCall | None:
         """This binding, if ``tensors`` are the same Tensor objects with the same arrays
@@ -393,25 +426,24 @@ class BoundCall:
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
         if self.dense:
-            values = np.zeros(self.size, dtype=self.dtype) if out is None else self._into(out)
-            if self.threads == 1 and self.busy.acquire(blocking=False):
-                try:
-                    self.output.point_to(0, values)
-                    self.call()
-                finally:
-                    self.busy.release()
-            else:  # threads, or another thread inside this binding: a private descriptor
-                self._run_dense(values)
+            if self.plan:  # unzeroed: each thread clears its own rows
+                values = np.empty(self.size, self.dtype) if out is None else self._into(out)
+                self._run_dense(values, zeroed=False)
+            else:
+                values = np.zeros(self.size, self.dtype) if out is None else self._into(out)
+                if out is not None:
+                    values.fill(0)
+                self._run_one(values)
             return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
                                        values)
         if out is not None:
             raise TypeError("out= needs a dense-like output (levels without arrays); this "
                             f"kernel assembles a {self.format.name or 'sparse'} output")
-        if self.threads > 1:
+        if self.plan:
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
-                self.inst.jit.assembly, holders, self.shape[self.inst.parallel_mode],
-                self.threads, lambda total: self.assembled.reserve_exactly(holders[0], total))
+                self.inst.jit.assembly, holders, self.plan,
+                lambda total: self.assembled.reserve_exactly(holders[0], total))
         elif self.busy.acquire(blocking=False):
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()

@@ -13,7 +13,7 @@ from .interpret import CorruptTensorError
 from .ir.schedule import ScheduleError
 from .packers import PACKERS, pack_bcsr
 from .runtime import DescriptorHolder
-from .walk import walk_levels
+from .walk import entries_per_coordinate, walk_levels
 
 VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
 INDEX_LIMIT = 2**31 - 1
@@ -223,6 +223,16 @@ class Tensor:
         holder = DescriptorHolder(self.level_extents, arrays, self._flat_params())
         self._holder = (key, holder)
         return holder
+
+    def entries_per_first_coordinate(self) -> np.ndarray:
+        """Stored entries under each coordinate of the first level (what evens out threads'
+        work), kept while the descriptor is."""
+        holder = self.holder()
+        cached = self.__dict__.get("_entries")
+        if cached is None or cached[0] is not holder:
+            cached = (holder, entries_per_coordinate(self))
+            self._entries = cached
+        return cached[1]
 
     def _slot_names(self) -> list[tuple[int, str]]:
         ttype = self.tensor_type

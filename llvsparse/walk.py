@@ -8,6 +8,7 @@ level is unpacked and validated with no code here.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,46 +35,89 @@ def _expand(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def walk_levels(tensor, check: bool) -> Walk:
-    ttype = tensor.tensor_type
     positions = np.zeros(1, dtype=np.int64)
     coords: list[np.ndarray] = []
     parents: list[np.ndarray] = []
-    for k, level in enumerate(ttype.levels):
-        definition = level.definition
-        where = f"level {k} ({level.kind})"
-        env = {"N": tensor.level_extents[k],
-               "N_child": tensor.level_extents[k + 1] if k + 1 < len(ttype.levels) else 0,
-               "p_parent": positions,
-               "i_parent": coords[k - 1] if k >= 1 else np.zeros_like(positions),
-               "i_grandparent": coords[k - 2] if k >= 2 else np.zeros_like(positions),
-               **tensor.params[k]}
-        arrays = tensor.level_arrays[k]
-        n = len(positions)
-        if definition.iterate == "coordinate":
-            begin, end = _bounds(definition.functions["coord_bounds"], env, arrays, where, n)
-            owner, coord = _expand(begin, end)
-            sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
-            pos, found = _access(definition.functions["coord_access"], dict(sub, i=coord),
-                                 arrays, where, len(coord))
-        else:
-            begin, end = _bounds(definition.functions["pos_bounds"], env, arrays, where, n)
-            if check and level.branchless and np.any(end - begin != 1):
-                raise CorruptTensorError(f"{where} is branchless but a parent has "
-                                         f"{int((end - begin).max())} children")
-            owner, pos = _expand(begin, end)
-            sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
-            coord, found = _access(definition.functions["pos_access"], dict(sub, p=pos),
-                                   arrays, where, len(pos))
-        keep = np.asarray(found, dtype=bool)
-        owner, pos, coord = owner[keep], pos[keep], coord[keep]
+    for k, level in enumerate(tensor.tensor_type.levels):
+        owner, pos, coord = _step(tensor, k, positions, coords, check)
         coords = [c[owner] for c in coords] + [coord.astype(np.int64)]
         if check:
-            _check_level(level, where, owner, coords, tensor.level_extents[k], n)
+            _check_level(level, f"level {k} ({level.kind})", owner, coords,
+                         tensor.level_extents[k], len(positions))
         positions, parents = pos.astype(np.int64), parents + [owner]
     if check and len(positions) and positions.max() >= len(tensor.values):
         raise CorruptTensorError(f"values has {len(tensor.values)} entries but the levels "
                                  f"address position {int(positions.max())}")
     return Walk(coords, positions, parents)
+
+
+def _env(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray]) -> dict:
+    """The names a level function of level ``k`` may read, for these parent positions."""
+    extents = tensor.level_extents
+    return {"N": extents[k], "N_child": extents[k + 1] if k + 1 < len(extents) else 0,
+            "p_parent": positions,
+            "i_parent": coords[k - 1] if k >= 1 else np.zeros_like(positions),
+            "i_grandparent": coords[k - 2] if k >= 2 else np.zeros_like(positions),
+            **tensor.params[k]}
+
+
+def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check: bool):
+    """Level ``k``'s entries under the parent ``positions``: (owning parent, position,
+    coordinate) of each."""
+    level = tensor.tensor_type.levels[k]
+    definition, arrays = level.definition, tensor.level_arrays[k]
+    where = f"level {k} ({level.kind})"
+    env, n = _env(tensor, k, positions, coords), len(positions)
+    if definition.iterate == "coordinate":
+        begin, end = _bounds(definition.functions["coord_bounds"], env, arrays, where, n)
+        owner, coord = _expand(begin, end)
+        sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
+        pos, found = _access(definition.functions["coord_access"], dict(sub, i=coord),
+                             arrays, where, len(coord))
+    else:
+        begin, end = _bounds(definition.functions["pos_bounds"], env, arrays, where, n)
+        if check and level.branchless and np.any(end - begin != 1):
+            raise CorruptTensorError(f"{where} is branchless but a parent has "
+                                     f"{int((end - begin).max())} children")
+        owner, pos = _expand(begin, end)
+        sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
+        coord, found = _access(definition.functions["pos_access"], dict(sub, p=pos),
+                               arrays, where, len(pos))
+    keep = np.asarray(found, dtype=bool)
+    return owner[keep], pos[keep], coord[keep]
+
+
+def entries_per_coordinate(tensor) -> np.ndarray:
+    """Stored entries under each coordinate of the first level (the work a thread takes on
+    with that coordinate), without walking every entry.
+
+    Below the first level the count descends through compact, position-iterated levels
+    by the bounds of a subtree's first and last position only (a compact level's children
+    sit in order, without gaps); it stops at a level that is not, or whose bounds read
+    parent coordinates, and counts entries there.
+    """
+    _, pos, coord = _step(tensor, 0, np.zeros(1, dtype=np.int64), [], check=False)
+    first, last = pos.astype(np.int64), pos.astype(np.int64) + 1
+    for k, level in enumerate(tensor.tensor_type.levels[1:], start=1):
+        bounds = level.definition.functions.get("pos_bounds")
+        if not level.prop("compact") or bounds is None \
+                or _reads(bounds, ("i_parent", "i_grandparent")):
+            break
+        where, arrays = f"level {k} ({level.kind})", tensor.level_arrays[k]
+        some = last > first
+        env = _env(tensor, k, first[some], [first[some]] * k)  # coordinates: never read
+        begin, _ = _bounds(bounds, env, arrays, where, int(some.sum()))
+        _, end = _bounds(bounds, dict(env, p_parent=last[some] - 1), arrays, where,
+                         int(some.sum()))
+        first, last = np.zeros_like(first), np.zeros_like(last)
+        first[some], last[some] = begin, end
+    return np.bincount(coord.astype(np.int64), weights=last - first,
+                       minlength=tensor.level_extents[0])
+
+
+def _reads(fn, names: tuple[str, ...]) -> bool:
+    return any(isinstance(node, ast.Name) and node.id in names
+               for stmt in fn.body for node in ast.walk(stmt))
 
 
 def _bounds(fn, env, arrays, where, n):

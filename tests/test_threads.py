@@ -3,12 +3,18 @@ bit (no reduction is reordered), for every kernel whose output rows do not race.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import llvsparse as ls
 import llvsparse.api
+from llvsparse import runtime
 
 
 def _matrix(rows: int, cols: int, per_row: int, seed: int):
@@ -126,3 +132,85 @@ def test_set_num_threads_validates():
     ls.set_num_threads(2)
     assert ls.get_num_threads() == 2
     ls.set_num_threads(before)
+
+
+@settings(max_examples=60, deadline=None)
+@given(weights=st.lists(st.integers(0, 1000), min_size=1, max_size=300),
+       heavy=st.integers(0, 10**6), threads=st.integers(1, 4))
+def test_split_partitions_rows_into_even_chunks(weights, heavy, threads):
+    """Chunks cover [0, extent) in order without gaps; none holds more than an even share
+    plus one coordinate's work; threads draw the heaviest first."""
+    work = np.array(weights, dtype=float)
+    work[len(work) // 2] += heavy
+    plan = runtime.split(len(work), threads, work)
+    bounds = [lo for lo, _ in plan.chunks] + [plan.chunks[-1][1]]
+    assert bounds[0] == 0 and bounds[-1] == len(work)
+    assert all(lo < hi for lo, hi in plan.chunks)
+    assert all(hi == lo for (_, hi), (lo, _) in zip(plan.chunks, plan.chunks[1:]))
+    cost = [float((work[lo:hi] + 1).sum()) for lo, hi in plan.chunks]
+    count = min(len(work), threads * runtime.CHUNKS_PER_THREAD)
+    assert max(cost) <= (work + 1).sum() / count + (work + 1).max() + 1e-9
+    assert sorted(plan.order) == list(range(len(plan.chunks)))
+    assert [cost[k] for k in plan.order] == sorted(cost, reverse=True)
+    assert plan.threads == threads
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_chunks_run_on_the_requested_number_of_threads(threads):
+    plan = runtime.split(64, threads)
+    seen: list[tuple[int, int]] = []
+
+    def run_chunk(k: int) -> int:
+        time.sleep(0.001)  # long enough that every worker takes a chunk
+        seen.append((k, threading.get_ident()))
+        return 0
+    runtime._run_split([], plan, run_chunk)
+    assert sorted(k for k, _ in seen) == list(range(len(plan.chunks)))
+    assert len({ident for _, ident in seen}) == threads
+
+
+@pytest.mark.parametrize("fmt", ["csr", "dcsr", "coo", "csc", "dcsc"])
+def test_entries_per_first_coordinate_matrix(fmt):
+    matrix = sp.diags((np.arange(300) != 5).astype(float)) @ _matrix(300, 200, 4, 9)
+    matrix.eliminate_zeros()  # row 5 empty
+    tensor = ls.Tensor.from_scipy(matrix, fmt)
+    coords, _ = tensor.to_coo()
+    mode = tensor.tensor_type.levels[0].mode
+    expected = np.bincount(coords[mode], minlength=matrix.shape[mode])
+    np.testing.assert_array_equal(tensor.entries_per_first_coordinate(), expected)
+
+
+@pytest.mark.parametrize("fmt", ["csf", "coo"])
+def test_entries_per_first_coordinate_tensor(fmt):
+    rng = np.random.default_rng(8)
+    coords = rng.integers(0, [30, 20, 10], size=(2000, 3)).T
+    tensor = ls.Tensor.from_coo(coords, rng.random(2000), (30, 20, 10), format=fmt)
+    stored, _ = tensor.to_coo()
+    np.testing.assert_array_equal(tensor.entries_per_first_coordinate(),
+                                  np.bincount(stored[0], minlength=30))
+
+
+def test_entries_per_first_coordinate_stops_at_levels_it_cannot_span():
+    """Below a level whose children are not in position order (hashed), the count is of
+    entries at the last level it could span: one per row here."""
+    tensor = ls.Tensor.from_scipy(_matrix(50, 40, 3, 2), "hash")
+    np.testing.assert_array_equal(tensor.entries_per_first_coordinate(), np.ones(50))
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_skewed_mttkrp_split_by_entries_matches_serial(threads):
+    """One slice holds a third of the entries: the plan gives it a chunk of its own, and
+    the threaded result equals the serial one bit for bit."""
+    rng = np.random.default_rng(4)
+    first = np.concatenate([np.full(4000, 17), rng.integers(0, 200, 8000)])
+    coords = np.vstack([first, rng.integers(0, 60, 12000), rng.integers(0, 50, 12000)])
+    B = ls.Tensor.from_coo(coords, rng.random(12000), (200, 60, 50), format="csf")
+    C, D = rng.random((60, 8)), rng.random((50, 8))
+    kernel = ls.compile("A(i,r) = B(i,k,l) * C(k,r) * D(l,r)", B="csf")
+    call = kernel.bind(threads=threads, B=B, C=C, D=D)
+    heavy = [(lo, hi) for lo, hi in call.plan.chunks if lo <= 17 < hi]
+    assert heavy == [(17, 18)]
+    serial = kernel(threads=1, B=B, C=C, D=D).to_numpy()
+    np.testing.assert_array_equal(call().to_numpy(), serial)
+    dense = B.to_numpy()
+    np.testing.assert_allclose(serial, np.einsum("ikl,kr,lr->ir", dense, C, D), rtol=1e-12)
