@@ -22,7 +22,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, P
     out, png = folder / "bench.json", folder / "bench.png"
     proc = subprocess.run(
         [sys.executable, "-m", "llvsparse.tools.bench", "--quick", "--json", str(out),
-         "--png", str(png), "--no-progress"],
+         "--png", str(png), "--no-progress", "--llvsparse-threads", "1,2", "--llvsparse-out"],
         check=False, capture_output=True, text=True, timeout=300)
     assert out.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc.returncode, json.loads(out.read_text()), png
@@ -39,6 +39,8 @@ def test_every_implementation_verified(quick_report: tuple[int, dict, Path]) -> 
     for kernel in KERNELS:
         mine = [r for r in results if r["kernel"] == kernel and r["library"] == "llvsparse"]
         assert mine and all(r["verified"] for r in mine), kernel
+        assert {r["impl"] for r in mine} == {"llvsparse", "llvsparse-2t", "llvsparse-out",
+                                            "llvsparse-2t-out"}, kernel
         if kernel != "spmv_ell" or importlib.util.find_spec("numba") is not None:
             assert any(r["library"] != "llvsparse" for r in results if r["kernel"] == kernel)
 

@@ -600,6 +600,30 @@ def summary_table(records: list[Record], markdown: bool = False, min_best_s: flo
     return _render(title, header, table, markdown)
 
 
+def scaling_table(records: list[Record], markdown: bool = False) -> str:
+    """llvsparse's own one-thread median over its N-thread median, per kernel and input,
+    with fresh results and (columns ``-out``) into an array allocated ahead."""
+    mine = {(r.kernel, r.input, r.impl): r.median_s for r in records
+            if r.library == "llvsparse" and r.verified and r.median_s}
+    columns = sorted({(impl.removesuffix("-out"), impl.endswith("-out"))
+                      for _, _, impl in mine if impl.removesuffix("-out") != "llvsparse"})
+    if not columns:
+        return ""
+    header = ["kernel", "input"] + [f"1t / {name.removeprefix('llvsparse-')}"
+                                    + (" (out=)" if out else "") for name, out in columns]
+    table = []
+    for kernel, case in dict.fromkeys((k, i) for k, i, _ in mine):
+        cells = [kernel, case]
+        for name, out in columns:
+            suffix = "-out" if out else ""
+            one, many = (mine.get((kernel, case, f"llvsparse{suffix}")),
+                         mine.get((kernel, case, f"{name}{suffix}")))
+            cells.append(f"{one / many:.2f}" if one and many else "")
+        table.append(cells)
+    return _render("Thread scaling: llvsparse 1-thread median / N-thread median (higher is "
+                   "better)", header, table, markdown)
+
+
 def roofline_table(records: list[Record], roof: dict, markdown: bool = False,
                    generated_only: bool = True) -> str:
     """SpMV: achieved GB/s of minimum traffic and fraction of the measured bandwidth."""
@@ -741,6 +765,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds (default 7)")
     parser.add_argument("--llvsparse-threads", default="1", metavar="LIST",
                         help="thread counts for llvsparse columns, e.g. 1,2 (default 1)")
+    parser.add_argument("--llvsparse-out", action="store_true",
+                        help="also time llvsparse writing dense results into an array "
+                             "allocated ahead (call(out=...)): columns llvsparse[-Nt]-out")
     parser.add_argument("--no-roofline", action="store_true", help="skip the STREAM triad")
     parser.add_argument("--no-compile", action="store_true", help="skip compile-cost timing")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -759,7 +786,7 @@ def main(argv: list[str] | None = None) -> int:
         note("this llvsparse has no threads= option: llvsparse runs on 1 thread only")
         threads = (1,)
     pinning = _pin()
-    impls, peer_notes, versions = discover(threads)
+    impls, peer_notes, versions = discover(threads, args.llvsparse_out)
     for text in peer_notes:
         note(text)
     started = time.time()
@@ -775,6 +802,7 @@ def main(argv: list[str] | None = None) -> int:
     print(kernel_tables(records))
     print(summary_table(records))
     print(summary_table(records, min_best_s=LARGE_S))
+    print(scaling_table(records))
     if roof:
         print(roofline_table(records, roof))
     if costs:
@@ -819,6 +847,7 @@ def main(argv: list[str] | None = None) -> int:
             handle.write(summary_table(records, markdown=True, min_best_s=LARGE_S) + "\n")
             handle.write(summary_table(records, markdown=True, stat="min") + "\n")
             handle.write(kernel_tables(records, markdown=True) + "\n")
+            handle.write(scaling_table(records, markdown=True) + "\n")
             if roof:
                 handle.write(roofline_table(records, roof, markdown=True) + "\n")
                 handle.write(roofline_table(records, roof, markdown=True,

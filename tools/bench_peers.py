@@ -314,9 +314,11 @@ def _dense(array: np.ndarray) -> Any:
     return ls.Tensor.from_numpy(np.ascontiguousarray(array), format="dense")
 
 
-def llvsparse_impl(threads: int = 1) -> Impl:
+def llvsparse_impl(threads: int = 1, into_out: bool = False) -> Impl:
     """llvsparse kernels bound once with ``kernel.bind(check=False, ...)`` on operands packed
-    ahead of time; the timed call is the bound zero-argument callable."""
+    ahead of time; the timed call is the bound zero-argument callable. ``into_out``: dense
+    results are written into one array allocated ahead (``call(out=...)``), which shows
+    the kernel's own thread scaling without the page faults of a fresh result."""
     pass_threads = llvsparse_supports_threads()
 
     def prepare_for(name: str) -> Callable[[Case], Prepared]:
@@ -359,11 +361,14 @@ def llvsparse_impl(threads: int = 1) -> Impl:
             # Descriptors prepared once (not timed), like peers converting operands to their
             # own structures; the timed call runs the kernel and returns the output Tensor.
             call = kernel.bind(check=False, **extra, **tensors)
+            if into_out and call.dense:
+                buffer = np.empty(call.extents, dtype=call.dtype)
+                return Prepared(lambda: call(out=buffer), _ls_result)
             return Prepared(call, _ls_result)
 
         return prepare
 
-    suffix = "" if threads == 1 else f"-{threads}t"
+    suffix = ("" if threads == 1 else f"-{threads}t") + ("-out" if into_out else "")
     return Impl(f"llvsparse{suffix}", "llvsparse", threads,
                 {name: prepare_for(name) for name in KERNELS})
 
@@ -830,9 +835,12 @@ def _import(name: str) -> tuple[Any, str | None]:
         return None, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
-def discover(llvsparse_threads: tuple[int, ...] = (1,)) -> tuple[list[Impl], list[str], dict]:
+def discover(llvsparse_threads: tuple[int, ...] = (1,), llvsparse_out: bool = False
+             ) -> tuple[list[Impl], list[str], dict]:
     """Implementations to run, notes on skipped peers, and the peers' versions."""
     impls = [llvsparse_impl(t) for t in llvsparse_threads]
+    if llvsparse_out:
+        impls += [llvsparse_impl(t, into_out=True) for t in llvsparse_threads]
     notes: list[str] = []
     versions: dict[str, str] = {"llvsparse": ls.__version__, "numpy": np.__version__}
     import scipy
