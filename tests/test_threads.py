@@ -1,5 +1,6 @@
-"""Threaded kernels: the outermost loop split over rows gives the serial result bit for
-bit (no reduction is reordered), for every kernel whose output rows do not race."""
+"""Threaded kernels: the output's rows split among threads give the serial result bit for
+bit (no reduction is reordered), for every kernel whose output rows do not race, with
+the rows' loop outermost or under storage-only loops (DIA's diagonals, ELL's slots)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ CASES = [
     ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr"},
      lambda A, rng: {"B": rng.random(A.shape)}),
     ("y(i) = A(i,j) * x(j)", {"A": "dia"}, lambda A, rng: {"x": rng.random(A.shape[1])}),
+    ("y(i) = A(i,j) * x(j)", {"A": "ell"}, lambda A, rng: {"x": rng.random(A.shape[1])}),
+    ("C(i,j) = A(i,k) * B(k,j)", {"A": "dia"},
+     lambda A, rng: {"B": rng.random((A.shape[1], 8))}),
     ("y(i) = A(i,j) * x(j)", {"A": "coo"}, lambda A, rng: {"x": rng.random(A.shape[1])}),
     ("C(i,j) = A(i,k) * B(k,j)", {"A": "dcsr"},
      lambda A, rng: {"B": rng.random((A.shape[1], 8))}),
@@ -49,7 +53,7 @@ def _threads_for_small_inputs(monkeypatch):
 def test_threads_match_serial_bit_for_bit(expr, formats, make):
     rng = np.random.default_rng(3)
     matrix = _matrix(3000, 2500, 12, 7)
-    if formats["A"] == "dia":
+    if formats["A"] in ("dia", "ell"):  # banded
         offsets = (-9, -4, -2, 0, 1, 3, 5, 8)
         matrix = sp.diags([rng.random(3000 - abs(k)) for k in offsets], offsets,
                           shape=(3000, 3000)).tocsr()
@@ -65,7 +69,7 @@ def test_threads_match_serial_bit_for_bit(expr, formats, make):
                   "C(i,j) = A(i,j) * B(i,j)": "ij,ij->ij"}[expr]
     names = [n for n in ("A", "B", "D", "x") if n in dense]
     np.testing.assert_allclose(threaded, np.einsum(subscripts, *[dense[n] for n in names]))
-    assert kernel.last.parallel_mode == (None if formats["A"] == "dia" else 0)
+    assert kernel.last.parallel_mode == 0  # under the diagonals / slots for DIA and ELL
 
 
 SPARSE_OUTPUT_CASES = [
@@ -214,3 +218,14 @@ def test_skewed_mttkrp_split_by_entries_matches_serial(threads):
     np.testing.assert_array_equal(call().to_numpy(), serial)
     dense = B.to_numpy()
     np.testing.assert_allclose(serial, np.einsum("ikl,kr,lr->ir", dense, C, D), rtol=1e-12)
+
+
+def test_rows_under_a_column_loop_stay_on_one_thread():
+    """CSC SpMV walks columns outermost: splitting rows under them would make every thread
+    walk every entry, so the kernel runs whole on one thread, and still right."""
+    matrix = _matrix(3000, 2500, 12, 3)
+    x = np.random.default_rng(1).random(2500)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csc")
+    call = kernel.bind(threads=2, A=ls.Tensor.from_scipy(matrix, "csc"), x=x)
+    assert kernel.last.parallel_mode is None and call.plan is None
+    np.testing.assert_allclose(call().to_numpy(), matrix @ x, rtol=1e-12)
