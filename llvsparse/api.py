@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import mmap
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,13 +375,11 @@ class BoundCall:
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
-    def _run_dense(self, values: np.ndarray, zeroed: bool = True) -> None:
+    def _run_dense(self, values: np.ndarray, prepare=None) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], [])
         if self.plan:
-            zero_rows = None if zeroed else (values.ctypes.data,
-                                             values.nbytes // max(self.extents[0], 1))
             runtime.call_parallel(self.inst.jit.range_address, [output, *self.inputs],
-                                  self.plan, zero_rows)
+                                  self.plan, prepare)
         else:
             runtime.call(self.inst.jit.address, [output, *self.inputs])
 
@@ -427,9 +427,10 @@ class BoundCall:
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
         if self.dense:
-            if self.plan:  # unzeroed: each thread clears its own rows
-                values = np.empty(self.size, self.dtype) if out is None else self._into(out)
-                self._run_dense(values, zeroed=False)
+            if self.plan:  # threads clear (out=) or page in (fresh) their rows first
+                values = np.zeros(self.size, self.dtype) if out is None else self._into(out)
+                rows = values.reshape(self.extents[0], -1)
+                self._run_dense(values, _page_in(rows) if out is None else _clear(rows))
             else:
                 values = np.zeros(self.size, self.dtype) if out is None else self._into(out)
                 if out is not None:
@@ -457,6 +458,23 @@ class BoundCall:
             holders = [self.assembled.holder(), *self.inputs]
             runtime.call(self.inst.jit.address, holders)
         return self.assembled.adopt(holders[0])
+
+
+def _clear(rows: np.ndarray) -> Callable[[int, int], None]:
+    def clear(lo: int, hi: int) -> None:
+        rows[lo:hi] = 0
+    return clear
+
+
+def _page_in(rows: np.ndarray) -> Callable[[int, int], None]:
+    """Write one zero per page of a fresh zeroed array's rows [lo, hi), so the threads
+    take its page faults together up front rather than mid-stream in the kernel (SpMM
+    into a fresh 46 MB result on 2 threads: 8.4 vs 11.5 ms)."""
+    step = max(mmap.PAGESIZE // rows.itemsize, 1)
+
+    def page_in(lo: int, hi: int) -> None:
+        rows[lo:hi].reshape(-1)[::step] = 0
+    return page_in
 
 
 def _expected_entries(inputs) -> int:

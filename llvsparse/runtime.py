@@ -21,6 +21,7 @@ import functools
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -30,7 +31,6 @@ _LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
 _LIBC.free.argtypes = [ctypes.c_void_p]
 _LIBC.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _LIBC.realloc.restype = ctypes.c_void_p
-_LIBC.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
 _ALLOC_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
 
 
@@ -265,23 +265,19 @@ def _run_split(holders: list[DescriptorHolder], plan: Split, run_chunk) -> None:
 
 
 def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Split,
-                  zero_rows: tuple[int, int] | None = None) -> None:
+                  prepare: Callable[[int, int], None] | None = None) -> None:
     """Run the outermost loop's chunks of ``plan`` on its threads.
 
-    ``zero_rows`` (address, bytes per row): an unzeroed output, cleared by the threads
-    row range by row range before any chunk runs, so its fresh pages are faulted in by
-    all threads at once. (Clearing each chunk just before running it measured slower:
-    SpMM 100k x 64 on 2 threads, 43 vs 35 ms; faults mixed with the other thread's
-    streaming cost more.)
+    ``prepare(lo, hi)``: done to every chunk's rows by the threads before any chunk's
+    kernel runs (clearing a caller's output, paging in a fresh one), so that work is
+    shared too. (Doing it to each chunk just before its kernel measured slower: page
+    faults mixed with the other thread's streaming cost more.)
     """
-    if zero_rows:
-        address, row_bytes = zero_rows
-
-        def clear(k: int) -> int:
-            lo, hi = plan.chunks[k]
-            _LIBC.memset(address + lo * row_bytes, 0, (hi - lo) * row_bytes)
+    if prepare:
+        def prepare_chunk(k: int) -> int:
+            prepare(*plan.chunks[k])
             return 0
-        _run_split(holders, plan, clear)
+        _run_split(holders, plan, prepare_chunk)
     function, table = RANGE_TYPE(range_address), _table(holders)
     _run_split(holders, plan, lambda k: function(table, *plan.chunks[k]))
 
