@@ -375,7 +375,8 @@ class BoundCall:
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
-    def _run_dense(self, values: np.ndarray, prepare=None) -> None:
+    def _run_dense(self, values: np.ndarray,
+                   prepare: Callable[[int, int], None] | None = None) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], [])
         if self.plan:
             runtime.call_parallel(self.inst.jit.range_address, [output, *self.inputs],
@@ -427,12 +428,11 @@ class BoundCall:
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
         if self.dense:
+            values = np.zeros(self.size, self.dtype) if out is None else self._into(out)
             if self.plan:  # threads clear (out=) or page in (fresh) their rows first
-                values = np.zeros(self.size, self.dtype) if out is None else self._into(out)
                 rows = values.reshape(self.extents[0], -1)
                 self._run_dense(values, _page_in(rows) if out is None else _clear(rows))
             else:
-                values = np.zeros(self.size, self.dtype) if out is None else self._into(out)
                 if out is not None:
                     values.fill(0)
                 self._run_one(values)

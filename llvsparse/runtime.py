@@ -231,8 +231,9 @@ def split(extent: int, threads: int, weights: np.ndarray | None = None) -> Split
     inner = np.searchsorted(cost, targets, side="left") + 1
     # A coordinate worth a whole share gets a chunk to itself, so no light rows wait
     # behind it in the same thread.
-    heavy = np.flatnonzero(weights + 1.0 >= cost[-1] / count) if weights is not None \
-        and extent else np.zeros(0, dtype=np.int64)
+    heavy = np.zeros(0, dtype=np.int64)
+    if weights is not None and extent:
+        heavy = np.flatnonzero(weights + 1.0 >= cost[-1] / count)
     bounds = np.unique(np.concatenate([[0], np.clip(inner, 1, extent), heavy, heavy + 1,
                                        [extent]]))
     chunks = tuple((int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds))
@@ -241,7 +242,8 @@ def split(extent: int, threads: int, weights: np.ndarray | None = None) -> Split
     return Split(chunks, order, threads)
 
 
-def _run_split(holders: list[DescriptorHolder], plan: Split, run_chunk) -> None:
+def _run_split(holders: list[DescriptorHolder], plan: Split,
+               run_chunk: Callable[[int], int]) -> None:
     """``run_chunk(k)`` for every chunk, on ``plan.threads`` threads (the caller and pool
     workers) drawing chunks in ``plan.order``; raise for the first that failed."""
     pending, lock = iter(plan.order), threading.Lock()
