@@ -45,8 +45,10 @@ CASES = [
 
 @pytest.fixture(autouse=True)
 def _threads_for_small_inputs(monkeypatch):
-    """Exercise the threaded path on test-sized inputs."""
+    """Exercise the threaded path, with outputs paged in by the threads, on test-sized
+    inputs."""
     monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", 0)
 
 
 @pytest.mark.parametrize(("expr", "formats", "make"), CASES)
@@ -168,9 +170,61 @@ def test_chunks_run_on_the_requested_number_of_threads(threads):
         time.sleep(0.001)  # long enough that every worker takes a chunk
         seen.append((k, threading.get_ident()))
         return 0
-    runtime._run_split([], plan, run_chunk)
+    runtime._run_phases([], plan, [runtime.Phase(run_chunk)])
     assert sorted(k for k, _ in seen) == list(range(len(plan.chunks)))
     assert len({ident for _, ident in seen}) == threads
+
+
+def test_phases_run_in_order_with_one_step_between():
+    plan = runtime.split(40, 2)
+    log: list[tuple[str, int]] = []
+
+    def step(name: str):
+        def run_chunk(k: int) -> int:
+            time.sleep(0.0005)
+            log.append((name, k))
+            return 0
+        return run_chunk
+    runtime._run_phases([], plan, [runtime.Phase(step("a"), lambda: log.append(("between", -1))),
+                                   runtime.Phase(step("b"))])
+    names = [name for name, _ in log]
+    chunks = len(plan.chunks)
+    assert names == ["a"] * chunks + ["between"] + ["b"] * chunks
+
+
+def test_a_failing_chunk_stops_later_phases_and_raises():
+    plan = runtime.split(40, 2)
+    ran_second: list[int] = []
+    with pytest.raises(runtime.KernelRuntimeError, match="status 1"):
+        runtime._run_phases([_EmptyHolder()], plan, [
+            runtime.Phase(lambda k: int(k == 3)),
+            runtime.Phase(lambda k: ran_second.append(k) or 0)])
+    assert ran_second == []
+
+
+@pytest.mark.parametrize("where", [0, 1])
+def test_an_exception_in_any_thread_reaches_the_caller(where):
+    """Raised by a chunk in the caller's thread or a worker's, in the first phase or in
+    the step between phases: the caller gets it, and no thread waits forever."""
+    plan = runtime.split(40, 2)
+
+    def boom(k: int) -> int:
+        time.sleep(0.0005)
+        if k == 5:
+            raise ZeroDivisionError("chunk 5")
+        return 0
+
+    def after() -> None:
+        raise ZeroDivisionError("between")
+    phases = [runtime.Phase(boom), runtime.Phase(lambda k: 0)] if where == 0 else \
+        [runtime.Phase(lambda k: 0, after), runtime.Phase(lambda k: 0)]
+    with pytest.raises(ZeroDivisionError):
+        runtime._run_phases([], plan, phases)
+
+
+class _EmptyHolder:
+    def release(self) -> None:
+        pass
 
 
 @pytest.mark.parametrize("fmt", ["csr", "dcsr", "coo", "csc", "dcsc"])
