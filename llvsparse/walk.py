@@ -71,8 +71,8 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
     if definition.iterate == "coordinate":
         begin, end = _bounds(definition.functions["coord_bounds"], env, arrays, where, n)
         owner, coord = _expand(begin, end)
-        sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
-        pos, found = _access(definition.functions["coord_access"], dict(sub, i=coord),
+        access = definition.functions["coord_access"]
+        pos, found = _access(access, dict(_per_child(env, owner, access), i=coord),
                              arrays, where, len(coord))
     else:
         begin, end = _bounds(definition.functions["pos_bounds"], env, arrays, where, n)
@@ -80,11 +80,21 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
             raise CorruptTensorError(f"{where} is branchless but a parent has "
                                      f"{int((end - begin).max())} children")
         owner, pos = _expand(begin, end)
-        sub = {key: (v[owner] if isinstance(v, np.ndarray) else v) for key, v in env.items()}
-        coord, found = _access(definition.functions["pos_access"], dict(sub, p=pos),
+        access = definition.functions["pos_access"]
+        coord, found = _access(access, dict(_per_child(env, owner, access), p=pos),
                                arrays, where, len(pos))
     keep = np.asarray(found, dtype=bool)
+    if keep.all():
+        return owner, pos, coord
     return owner[keep], pos[keep], coord[keep]
+
+
+def _per_child(env: dict, owner: np.ndarray, fn) -> dict:
+    """``env`` for the children: each parent's values repeated per child, for the names
+    ``fn`` reads (a level of a million rows need not repeat arrays nobody reads)."""
+    return {key: (value[owner] if isinstance(value, np.ndarray) else value)
+            for key, value in env.items()
+            if not isinstance(value, np.ndarray) or _reads(fn, (key,))}
 
 
 def entries_per_coordinate(tensor) -> np.ndarray:
@@ -103,16 +113,27 @@ def entries_per_coordinate(tensor) -> np.ndarray:
         if not level.prop("compact") or bounds is None \
                 or _reads(bounds, ("i_parent", "i_grandparent")):
             break
-        where, arrays = f"level {k} ({level.kind})", tensor.level_arrays[k]
+        where = f"level {k} ({level.kind})"
         some = last > first
-        env = _env(tensor, k, first[some], [first[some]] * k)  # coordinates: never read
-        begin, _ = _bounds(bounds, env, arrays, where, int(some.sum()))
-        _, end = _bounds(bounds, dict(env, p_parent=last[some] - 1), arrays, where,
-                         int(some.sum()))
+        if some.all():  # no empty subtree (always so under the first level's entries)
+            first, last = _subtree_bounds(tensor, k, bounds, first, last, where)
+            continue
+        begin, end = _subtree_bounds(tensor, k, bounds, first[some], last[some], where)
         first, last = np.zeros_like(first), np.zeros_like(last)
         first[some], last[some] = begin, end
     return np.bincount(coord.astype(np.int64), weights=last - first,
                        minlength=tensor.level_extents[0])
+
+
+def _subtree_bounds(tensor, k: int, bounds, first: np.ndarray, last: np.ndarray, where: str):
+    """Level ``k``'s positions under parent ranges [first, last) (all nonempty): from the
+    first parent's begin to the last parent's end."""
+    arrays, n = tensor.level_arrays[k], len(first)
+    env = _env(tensor, k, first, [first] * k)  # coordinates: never read (checked above)
+    begin, end = _bounds(bounds, env, arrays, where, n)
+    if not np.array_equal(last - 1, first):  # single parents (the first level's) need one
+        _, end = _bounds(bounds, dict(env, p_parent=last - 1), arrays, where, n)
+    return begin, end
 
 
 def _reads(fn, names: tuple[str, ...]) -> bool:
