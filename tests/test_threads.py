@@ -140,6 +140,14 @@ def test_set_num_threads_validates():
     ls.set_num_threads(before)
 
 
+@pytest.mark.parametrize("threads", [0, -1, 1.5, "2", True])
+def test_threads_per_call_are_validated(threads):
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    A = ls.Tensor.from_scipy(_matrix(20, 10, 2, 1), "csr")
+    with pytest.raises(ValueError, match="threads must be a positive integer"):
+        kernel(threads=threads, A=A, x=np.ones(10))
+
+
 @settings(max_examples=60, deadline=None)
 @given(weights=st.lists(st.integers(0, 1000), min_size=1, max_size=300),
        heavy=st.integers(0, 10**6), threads=st.integers(1, 4))
