@@ -322,24 +322,25 @@ class KernelCompiler:
         arrays sized exactly, and ``finish(total)`` runs the levels' finalize functions.
 
         It needs one loop nest whose outermost loop is the output's first index, with
-        no sparse loops inside the output's indices (see below), over output levels
-        that are full and array-free (rows that threads own) followed by one append
-        group whose parent is those rows, with no array there that must be initialized
-        and grows with the entries. Call it after ``compile``.
+        dense loops inside the output's indices (see below), over output levels that
+        are full and array-free (rows that threads own) followed by one append group
+        whose parent is those rows, with no array there that must be initialized and
+        grows with the entries. Call it after ``compile``.
         """
         if len(self.nests) != 1 or self.range_var is None or self.nests[0].assign.derived:
             return False
         nest = self.nests[0]
         if not nest.order or nest.order[0] != self.range_var:
             return False
-        # Counting walks the same loops over the output's indices as filling, without
-        # the values: it drops the dense loops inside them (a dot product per entry, as
-        # in SDDMM) and a merge's loads and stores (2 threads: SpAdd 1.2-1.4x, Hadamard
-        # 1.0-1.3x). Sparse loops inside them would be walked twice in full (TTV into
-        # CSR: 0.83-1.17x), so those kernels stay whole.
+        # Counting walks the same sparse loops as filling; it is cheaper only by the
+        # dense loops inside the output's indices (a dot product per entry, as in
+        # SDDMM), which it drops. Without them two passes on two threads measured no
+        # faster than one pass (SpAdd 0.82-1.35x, Hadamard 0.66-1.22x, TTV into CSR
+        # 0.83-1.17x over four runs), so merges stay whole.
         inner = [v for v in nest.order if v not in nest.assign.vars]
-        if any(not self.types[op.tensor].levels[k].full
-               for op in operands(nest.body) for k, v in enumerate(op.vars) if v in inner):
+        if not inner or any(not self.types[op.tensor].levels[k].full
+                            for op in operands(nest.body)
+                            for k, v in enumerate(op.vars) if v in inner):
             return False
         return self.output.splittable()
 
