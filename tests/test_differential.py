@@ -339,6 +339,25 @@ def test_duplicates_summed(fmt):
     run("C(i,j) = A(i,j) + B(i,j)", "dense", 2 * expected, A=t, B=make(expected, "csr"))
 
 
+@settings(max_examples=60, deadline=None)
+@given(entries=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4),
+                                  st.integers(-3, 3)), max_size=14),
+       presort=st.booleans(), fmt=st.sampled_from(["csr", "csc", "coo", "dcsr", "ell"]))
+def test_from_coo_sorted_unsorted_and_duplicated(entries, presort, fmt):
+    """Entries already in order pass through without sorting; any other order or a
+    repeated coordinate is sorted and summed. Both give the dense sum of the entries."""
+    if presort:
+        entries = sorted(entries)
+    rows = np.array([e[0] for e in entries], dtype=np.int64)
+    cols = np.array([e[1] for e in entries], dtype=np.int64)
+    vals = np.array([float(e[2]) for e in entries])
+    expected = np.zeros((4, 5))
+    np.add.at(expected, (rows, cols), vals)
+    t = ls.Tensor.from_coo(np.array([rows, cols]).reshape(2, -1), vals, (4, 5), format=fmt)
+    t.validate()
+    np.testing.assert_array_equal(t.to_numpy(), expected)
+
+
 @pytest.mark.parametrize("fa", MATRIX_IN)
 def test_index_dtype_int64(fa):
     t = make(A57, fa, index_dtype="int64")
