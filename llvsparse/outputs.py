@@ -114,4 +114,4 @@ class AssembledOutput:
                                level_arrays=level_arrays,
                                params=[dict(p) for p in self.params], values=values, fill=0,
                                name=None)
-        return tensor
+        return tensor._seal()
