@@ -29,6 +29,14 @@ def _expand(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """For ranges [begin, end): the owning range of each element and the element values."""
     counts = end - begin
     owner = np.repeat(np.arange(len(begin)), counts)
+    if not len(begin):
+        return owner, np.zeros(0, np.int64)
+    # Back-to-back ranges (a compressed level's positions) and equal ranges (a dense
+    # level's coordinates) need no gathers: half the time of validating a 4M-entry CSR.
+    if np.array_equal(begin[1:], end[:-1]):
+        return owner, np.arange(begin[0], end[-1], dtype=np.int64)
+    if np.all(begin == begin[0]) and np.all(end == end[0]):
+        return owner, np.tile(np.arange(begin[0], end[0], dtype=np.int64), len(begin))
     starts = np.cumsum(counts) - counts
     values = begin[owner] + (np.arange(counts.sum()) - starts[owner])
     return owner, values
