@@ -296,17 +296,18 @@ class Kernel:
         if isinstance(threads, bool) or not isinstance(threads, int | np.integer) \
                 or threads < 1:
             raise ValueError(f"threads must be a positive integer, not {threads!r}")
+        expected = _expected_entries(inputs.values())
         parallel = (threads > 1 and inst.parallel_mode is not None
                     and out_shape[inst.parallel_mode] > 1
-                    and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK)
+                    and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
+                    and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
         holders = [inputs[n].holder(check_shallow=not check) for n in names if n != out]
         plan = None
         if parallel:
             var = self.assignment.lhs.indices[inst.parallel_mode].name
             plan = self._plan(out_shape[inst.parallel_mode], threads,
                               self._entries_per_row(inputs, var))
-        bound = BoundCall(inst, self.formats[out], out_shape, holders, plan,
-                          _expected_entries(inputs.values()))
+        bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
         bound.operands = {n: tensors[n] for n in names if n != out}
         bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
                          if isinstance(a, np.ndarray) and _views(inputs[n].values, a)}
@@ -360,14 +361,21 @@ class Kernel:
         return extents
 
 
-# Dense results from which threads share clearing or paging in the rows (below it the
-# extra step among threads, about 50 us, costs more than the work).
-SHARED_CLEAR_BYTES = 4 << 20
+# Dense results from which threads share clearing or paging in the rows before the
+# kernel. Below it the extra phase costs more than the page faults it moves (SpMM on 2
+# threads with a fresh result: 5.6 MB 0.63-0.89x with it, 1.35x without; 19 MB level;
+# 33 MB 1.77x vs 1.66x; 59 MB 1.65x vs 0.97x).
+SHARED_CLEAR_BYTES = 16 << 20
 
 # Stored input values below which handing work to the pool costs more than it saves
 # (measured on 2 threads, uniform CSR: SpMV with 250k nonzeros 0.97x, 500k 1.24x, 1M
 # 1.6x; SpMM, 64 columns, with 100k nonzeros and 640k dense values 1.44x).
 PARALLEL_MIN_WORK = 500_000
+
+# Stored sparse entries below which a sparse output is assembled on one thread: counting,
+# sizing and filling in phases costs two more meetings of the threads and an allocation
+# (SDDMM, rank 64, on 2 threads: 24k-40k entries 0.92-1.08x, 95k-150k 1.28-1.30x).
+ASSEMBLY_MIN_ENTRIES = 64_000
 
 
 class BoundCall:

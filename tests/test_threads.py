@@ -48,6 +48,7 @@ def _threads_for_small_inputs(monkeypatch):
     """Exercise the threaded path, with outputs paged in by the threads, on test-sized
     inputs."""
     monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1000)
     monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", 0)
 
 
@@ -103,6 +104,7 @@ def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, sp
     kernel = ls.compile(expr, out_format=out, **formats)
     serial, threaded = kernel(threads=1, **operands), kernel(threads=2, **operands)
     assert bool(kernel.last.jit.assembly) == split
+    assert (kernel.bind(threads=2, **operands).plan is not None) == split
     for one, two in zip(_arrays(serial), _arrays(threaded), strict=True):
         np.testing.assert_array_equal(one, two)
     A, B = a.toarray(), b.toarray()
@@ -316,3 +318,17 @@ def test_sampled_merges_of_skewed_rows_assembled_by_threads(op, monkeypatch):
         np.testing.assert_array_equal(one, two)
     merged = (a + b) if op == "+" else a.multiply(b)
     np.testing.assert_allclose(threaded.to_numpy(), merged.toarray() * (u @ v.T), rtol=1e-12)
+
+
+def test_small_sparse_outputs_assembled_on_one_thread(monkeypatch):
+    """Below ASSEMBLY_MIN_ENTRIES stored sparse entries the phases cost more than they
+    save: one thread assembles, even with threads=2 and enough dense values."""
+    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 64_000)
+    rng = np.random.default_rng(8)
+    a = _matrix(3000, 2500, 12, 1)
+    kernel = ls.compile("C(i,j) = A(i,j) * U(i,k) * V(j,k)", A="csr", out_format="csr")
+    operands = {"A": ls.Tensor.from_scipy(a, "csr"), "U": rng.random((3000, 4)),
+                "V": rng.random((2500, 4))}
+    assert a.nnz < 64_000 and kernel.bind(threads=2, **operands).plan is None
+    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", a.nnz)
+    assert kernel.bind(threads=2, **operands).plan is not None
