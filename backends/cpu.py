@@ -86,6 +86,57 @@ advise:
 failed:
   ret ptr null
 }
+
+; Threads share a call's chunks here, outside the GIL. state: [0] next chunk to draw,
+; [1] first failing status, [2] gate: threads inside, plus CLOSED once the caller is done
+; (a helper arriving after that leaves at once, so the caller never waits for a thread
+; that has not started).
+define linkonce_odr void @llvsparse_run_chunks(ptr %range, ptr %table, ptr %bounds,
+                                               i64 %count, ptr %state) {
+entry:
+  %fail_p = getelementptr i64, ptr %state, i64 1
+  %gate_p = getelementptr i64, ptr %state, i64 2
+  %before = atomicrmw add ptr %gate_p, i64 1 acq_rel
+  %closed = icmp sge i64 %before, 4611686018427387904
+  br i1 %closed, label %leave, label %take
+take:
+  %k = atomicrmw add ptr %state, i64 1 monotonic
+  %more = icmp slt i64 %k, %count
+  br i1 %more, label %check, label %leave
+check:
+  %failed = load atomic i64, ptr %fail_p monotonic, align 8
+  %ok = icmp eq i64 %failed, 0
+  br i1 %ok, label %run, label %leave
+run:
+  %lo_at = shl i64 %k, 1
+  %lo_p = getelementptr i64, ptr %bounds, i64 %lo_at
+  %lo = load i64, ptr %lo_p, align 8
+  %hi_p = getelementptr i64, ptr %lo_p, i64 1
+  %hi = load i64, ptr %hi_p, align 8
+  %status = call i32 %range(ptr %table, i64 %lo, i64 %hi)
+  %good = icmp eq i32 %status, 0
+  br i1 %good, label %take, label %fail
+fail:
+  %wide = sext i32 %status to i64
+  %ignored = cmpxchg ptr %fail_p, i64 0, i64 %wide acq_rel monotonic
+  br label %leave
+leave:
+  %gone = atomicrmw sub ptr %gate_p, i64 1 acq_rel
+  ret void
+}
+
+define linkonce_odr void @llvsparse_close_and_wait(ptr %state) {
+entry:
+  %gate_p = getelementptr i64, ptr %state, i64 2
+  %old = atomicrmw or ptr %gate_p, i64 4611686018427387904 acq_rel
+  br label %wait
+wait:
+  %gate = load atomic i64, ptr %gate_p acquire, align 8
+  %idle = icmp eq i64 %gate, 4611686018427387904
+  br i1 %idle, label %done, label %wait
+done:
+  ret void
+}
 """
 
 
@@ -108,6 +159,15 @@ def host_allocator() -> int:
             _STATE["alloc_engine"] = engine
             _STATE["alloc"] = engine.get_function_address("llvsparse_alloc")
         return _STATE["alloc"]
+
+
+def host_chunk_runner() -> tuple[int, int]:
+    """Addresses of ``llvsparse_run_chunks`` and ``llvsparse_close_and_wait`` (compiled
+    with the allocator): threads draw a call's chunks natively, never needing the GIL."""
+    host_allocator()
+    engine = _STATE["alloc_engine"]
+    return (engine.get_function_address("llvsparse_run_chunks"),
+            engine.get_function_address("llvsparse_close_and_wait"))
 
 
 def host_target_machine() -> llvm.TargetMachine:

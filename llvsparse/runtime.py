@@ -35,6 +35,14 @@ _ALLOC_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
 
 
 @functools.cache
+def _chunk_runner():
+    from .backends.cpu import host_chunk_runner
+
+    run, close = host_chunk_runner()
+    return _RUN_CHUNKS_TYPE(run), _CLOSE_TYPE(close)
+
+
+@functools.cache
 def _allocate():
     from .backends.cpu import host_allocator
 
@@ -63,6 +71,9 @@ COUNT_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_i
 FILL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64,
                              ctypes.c_int64)
 FINISH_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64)
+_RUN_CHUNKS_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, _TABLE, ctypes.c_void_p,
+                                    ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
+_CLOSE_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64))
 _POOL: list[tuple[ThreadPoolExecutor, int]] = []
 _POOL_LOCK = threading.Lock()
 _DEFAULT_THREADS = [os.cpu_count() or 1]
@@ -221,6 +232,11 @@ class Split:
     order: tuple[int, ...]
     threads: int
 
+    @functools.cached_property
+    def drawn_bounds(self) -> np.ndarray:
+        """(lo, hi) of each chunk in drawing order, for the native chunk loop."""
+        return np.array([self.chunks[k] for k in self.order], dtype=np.int64).reshape(-1, 2)
+
 
 def split(extent: int, threads: int, weights: np.ndarray | None = None) -> Split:
     """Chunks of about equal work: ``weights[c]`` is the stored entries under coordinate c
@@ -302,13 +318,17 @@ def _run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase
 
 def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Split,
                   prepare: Callable[[int, int], None] | None = None) -> None:
-    """Run the outermost loop's chunks of ``plan`` on its threads.
+    """Run the outermost loop's chunks of ``plan`` on its threads (without ``prepare``,
+    the chunk loop is native: see ``_run_chunks_natively``).
 
     ``prepare(lo, hi)``: done to every chunk's rows by the threads before any chunk's
     kernel runs (clearing a caller's output, paging in a fresh one), so that work is
     shared too. (Doing it to each chunk just before its kernel measured slower: page
     faults mixed with the other thread's streaming cost more.)
     """
+    if prepare is None:
+        _run_chunks_natively(range_address, holders, plan)
+        return
     function, table = RANGE_TYPE(range_address), _table(holders)
     phases = [Phase(lambda k: function(table, *plan.chunks[k]))]
     if prepare:
@@ -317,6 +337,23 @@ def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Spl
             return 0
         phases.insert(0, Phase(prepare_chunk))
     _run_phases(holders, plan, phases)
+
+
+def _run_chunks_natively(range_address: int, holders: list[DescriptorHolder],
+                         plan: Split) -> None:
+    """One kernel phase with the chunk loop in native code: helpers need the GIL only to
+    start (a Python chunk loop left a pool worker waiting for the GIL while the caller
+    drew every chunk of a short call), and the caller does not wait for a helper that
+    has not started by the time the chunks are gone."""
+    run, close = _chunk_runner()
+    table, bounds = _table(holders), plan.drawn_bounds
+    state = (ctypes.c_int64 * 3)()
+    args = (range_address, table, bounds.ctypes.data, len(bounds), state)
+    for _ in range(min(plan.threads, len(bounds)) - 1):
+        _pool(plan.threads - 1).submit(run, *args)
+    run(*args)
+    close(state)
+    _check(state[1], holders)
 
 
 def assemble_parallel(addresses: dict[str, int], holders: list[DescriptorHolder],

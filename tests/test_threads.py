@@ -4,6 +4,7 @@ the rows' loop outermost or under storage-only loops (DIA's diagonals, ELL's slo
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 
@@ -52,8 +53,11 @@ def _threads_for_small_inputs(monkeypatch):
     monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", 0)
 
 
+@pytest.mark.parametrize("page_in", [True, False], ids=["paged-in", "native-chunks"])
 @pytest.mark.parametrize(("expr", "formats", "make"), CASES)
-def test_threads_match_serial_bit_for_bit(expr, formats, make):
+def test_threads_match_serial_bit_for_bit(expr, formats, make, page_in, monkeypatch):
+    if not page_in:  # one kernel phase: the chunk loop runs in native code
+        monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", 1 << 40)
     rng = np.random.default_rng(3)
     matrix = _matrix(3000, 2500, 12, 7)
     if formats["A"] in ("dia", "ell"):  # banded
@@ -230,6 +234,35 @@ def test_an_exception_in_any_thread_reaches_the_caller(where):
         [runtime.Phase(lambda k: 0, after), runtime.Phase(lambda k: 0)]
     with pytest.raises(ZeroDivisionError):
         runtime._run_phases([], plan, phases)
+
+
+_CHUNK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+@pytest.mark.parametrize("fail_at", [None, 3])
+def test_native_chunk_loop_runs_each_chunk_once_and_reports_failure(fail_at):
+    """Both threads draw chunks from the native loop; each chunk runs once; a failing
+    chunk's status is raised and the chunks not yet drawn are skipped."""
+    plan = runtime.split(4000, 2)
+    ran: list[tuple[int, int]] = []
+    threads_seen: set[int] = set()
+
+    @_CHUNK
+    def chunk(table, lo, hi):
+        time.sleep(0.0005)  # long enough that the helper takes chunks too
+        ran.append((lo, hi))
+        threads_seen.add(threading.get_ident())
+        return int(fail_at is not None and (lo, hi) == plan.chunks[fail_at])
+
+    address = ctypes.cast(chunk, ctypes.c_void_p).value
+    holders = [runtime.DescriptorHolder([1], [None], [])]
+    if fail_at is None:
+        runtime.call_parallel(address, holders, plan)
+        assert sorted(ran) == list(plan.chunks) and len(threads_seen) == 2
+    else:
+        with pytest.raises(runtime.KernelRuntimeError, match="status 1"):
+            runtime.call_parallel(address, holders, plan)
+        assert len(ran) < len(plan.chunks) and len(set(ran)) == len(ran)
 
 
 class _EmptyHolder:
