@@ -564,7 +564,8 @@ def _parallel_mode(nests, types: dict[str, TensorType], out: str) -> int | None:
 
 def _views(values: np.ndarray, array: np.ndarray) -> bool:
     """Whether a wrapped operand's values are ``array``'s memory (no copy was made)."""
-    return values is array or values.base is array
+    return values.size == array.size and values.dtype == array.dtype and \
+        values.__array_interface__["data"][0] == array.__array_interface__["data"][0]
 
 
 def _as_tensor(value, fmt: Format, name: str):

@@ -146,6 +146,17 @@ def test_numpy_operand_reused_in_place(spmv, check):
                                rtol=1e-12)
 
 
+def test_numpy_view_operand_reused_in_place(spmv):
+    """A contiguous view of a bigger array (a row of a matrix) is used without a copy too."""
+    A = ls.Tensor.from_scipy(MATRIX, format="csr")
+    rows = np.tile(X, (3, 1))
+    x = rows[1]
+    first = spmv(A=A, x=x).to_numpy()
+    rows[1] *= 3.0
+    np.testing.assert_allclose(spmv(A=A, x=x).to_numpy(), 3 * first, rtol=1e-12)
+    assert spmv._last_bound.wrapped == {"x": (x.shape, x.dtype)}
+
+
 def test_numpy_operand_reshaped_in_place_is_not_reused(spmv):
     A = ls.Tensor.from_scipy(MATRIX, format="csr")
     x = X.copy()
