@@ -330,13 +330,12 @@ def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Spl
         _run_chunks_natively(range_address, holders, plan)
         return
     function, table = RANGE_TYPE(range_address), _table(holders)
-    phases = [Phase(lambda k: function(table, *plan.chunks[k]))]
-    if prepare:
-        def prepare_chunk(k: int) -> int:
-            prepare(*plan.chunks[k])
-            return 0
-        phases.insert(0, Phase(prepare_chunk))
-    _run_phases(holders, plan, phases)
+
+    def prepare_chunk(k: int) -> int:
+        prepare(*plan.chunks[k])
+        return 0
+    _run_phases(holders, plan, [Phase(prepare_chunk),
+                                Phase(lambda k: function(table, *plan.chunks[k]))])
 
 
 def _run_chunks_natively(range_address: int, holders: list[DescriptorHolder],
@@ -349,8 +348,10 @@ def _run_chunks_natively(range_address: int, holders: list[DescriptorHolder],
     table, bounds = _table(holders), plan.drawn_bounds
     state = (ctypes.c_int64 * 3)()
     args = (range_address, table, bounds.ctypes.data, len(bounds), state)
-    for _ in range(min(plan.threads, len(bounds)) - 1):
-        _pool(plan.threads - 1).submit(run, *args)
+    helpers = min(plan.threads, len(bounds)) - 1
+    pool = _pool(helpers) if helpers > 0 else None
+    for _ in range(helpers):
+        pool.submit(run, *args)
     run(*args)
     close(state)
     _check(state[1], holders)

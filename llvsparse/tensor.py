@@ -297,8 +297,7 @@ class Tensor:
         """Without index arrays the walk depends only on the format, extents and
         parameters: walk once per such key and remember how many values it addresses
         (a dense vector passed as a numpy array is wrapped, so checked, every call)."""
-        key = (self.format, self.dtype, self.index_dtype, tuple(self.level_extents),
-               tuple(tuple(p.items()) for p in self.params))
+        key = (self.format, self.dtype, self.index_dtype, *self._shape_key())
         needed = _ARRAY_FREE_VALUES.get(key)
         if needed is None:
             positions = walk_levels(self, check=True).positions
@@ -338,8 +337,11 @@ class Tensor:
         arrays = [a for level in self.level_arrays for a in level.values()]
         if any(a.flags.writeable for a in arrays):
             return None
-        return (_Identity((*arrays, self.values)),
-                tuple(tuple(p.items()) for p in self.params), tuple(self.level_extents))
+        return (_Identity((*arrays, self.values)), *self._shape_key())
+
+    def _shape_key(self) -> tuple[tuple, tuple]:
+        """Level extents and parameters, as a comparable value."""
+        return tuple(self.level_extents), tuple(tuple(p.items()) for p in self.params)
 
     # -- unpacking ----------------------------------------------------------------------
     def to_coo(self) -> tuple[np.ndarray, np.ndarray]:
