@@ -72,9 +72,10 @@ def test_outputs_never_alias_inputs_so_vector_loops_need_no_overlap_checks(expr,
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_sorted_coo_spmv_sums_rows_in_order(threads, monkeypatch):
-    """Runs of a sorted COO row are summed as they come (a select restarts the sum where
-    the row changes): the result is the row's left-to-right sum, bit for bit, on rows of
-    every length (empty ones included) and on threads' row ranges."""
+    """Runs of a sorted COO row are summed as they come (a branch writes the finished row
+    and restarts the sum where the row changes): the result is the row's left-to-right
+    sum, bit for bit, on rows of every length (empty ones included) and on threads' row
+    ranges."""
     monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 100)
     rng = np.random.default_rng(7)
     lengths = rng.integers(0, 9, 500)
@@ -89,6 +90,35 @@ def test_sorted_coo_spmv_sums_rows_in_order(threads, monkeypatch):
     for row, col, value in zip(rows, cols, values):
         expected[row] += value * x[col]
     np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("entries", [0, 1, 7, 3000])
+def test_sorted_coo_ttv_runs_restart_under_each_outer_coordinate(entries, threads,
+                                                                 monkeypatch):
+    """A running sum over a tensor's second level (COO under dense rows) is opened afresh
+    for every i and
+    its last run is written when i's loop ends: TTV into a dense matrix equals the
+    in-order per-entry sum bit for bit, with no entries, one, and runs that end exactly
+    where a thread's rows or an i end."""
+    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 100)
+    rng = np.random.default_rng(entries)
+    shape = (40, 30, 20)
+    flat = np.unique(rng.integers(0, np.prod(shape), entries))
+    coords = np.stack(np.unravel_index(flat, shape))
+    values = rng.standard_normal(flat.size)
+    c = rng.standard_normal(shape[2])
+    rows_of_coo = ls.Format([ls.Level("dense", 0),
+                             ls.Level("compressed", 1, {"unique": False, "ordered": True}),
+                             ls.Level("singleton", 2, {"unique": True, "ordered": True})])
+    A = ls.Tensor.from_coo(coords, values, shape, format=rows_of_coo)
+    kernel = ls.compile("B(i,j) = A(i,j,k) * c(k)", A=rows_of_coo)
+    assert "llvm.loop.unroll.count" in kernel.llvm_ir
+    result = kernel(A=A, c=c, threads=threads).to_numpy()
+    expected = np.zeros(shape[:2])
+    for (i, j, k), value in zip(coords.T, values):
+        expected[i, j] += value * c[k]
+    np.testing.assert_array_equal(result, expected)
 
 
 def test_count_phase_drops_the_dot_products():

@@ -386,8 +386,8 @@ def test_17_coo_spmv_single_loop_where_rows_are_unordered():
 
 def test_17_sorted_coo_spmv_single_loop_sums_each_row_in_a_register():
     """The paper's single loop, with sorted rows summed in a register: each position
-    continues its row's sum (a select restarts it where the row changes) and stores it,
-    so y is never read and the adds follow the row's order, bit for bit."""
+    continues its row's sum; where the row changes, a branch stores the finished sum and
+    restarts it, so y is never read and the adds follow the row's order, bit for bit."""
     k = ls.compile("y(i) = A(i,j) * x(j)", out_format="dense", A="coo", x="dense")
     y = k(A=ls.Tensor.from_numpy(B, "coo"), x=X).to_numpy()
     assert _loops(k, "i") == 1
