@@ -387,9 +387,13 @@ class KernelCompiler:
             leaf = self.output.write
         elif jam.can_jam(self, order, depth, expr):
             jam_body = lambda lanes: jam.emit(self, order, depth + 1, expr, lanes)
+        # Each iteration appends at most one output entry: the leaf writes one, or the
+        # next depth writes one sum (TTV's j loop around its k reduction).
+        appends = self.output.appends and (leaf is not None or (
+            not self.scatter and depth + 1 == self.out_depth))
         self.emit_var(order[depth], expr, ctx,
                       lambda c, e: self.loops(order, depth + 1, e, c),
-                      self.output.hooks_for(order[depth]), leaf, jam_body)
+                      self.output.hooks_for(order[depth]), leaf, jam_body, appends)
 
     def write_point(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
         if depth == len(order):
@@ -583,11 +587,13 @@ class KernelCompiler:
 
     def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
                  hooks: Hooks | None, leaf: Leaf | None = None,
-                 jam_body: Callable[[list[Ctx]], None] | None = None) -> None:
+                 jam_body: Callable[[list[Ctx]], None] | None = None,
+                 appends: bool = False) -> None:
         """The loops over ``var``: one per lattice point. ``body`` emits what runs at each
         coordinate; ``leaf``, when given, is the same body as a consumer of an already
         computed value (the innermost loop), which lets cases merge into selects;
-        ``jam_body``, when given, is the body for several coordinates at once (see jam)."""
+        ``jam_body``, when given, is the body for several coordinates at once (see jam);
+        ``appends``: each iteration appends at most one entry to the output."""
         find = self.iter_of(ctx, var)
 
         def is_full(it: Iter) -> bool:
@@ -599,8 +605,7 @@ class KernelCompiler:
         for point in lattice.points:
             iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
-                                   states, find, body, hooks, leaf,
-                                   leaf == self.output.write and self.output.appends, jam_body)
+                                   states, find, body, hooks, leaf, appends, jam_body)
             emitter.emit()
 
     def in_range_loop(self, var: str, ctx: Ctx) -> bool:
@@ -792,7 +797,7 @@ class PointEmitter:
         self.kc, self.b = kc, kc.b
         self.leaf = leaf
         self.jam_body = jam_body
-        self.appends = appends  # the leaf appends one entry to the output's last level
+        self.appends = appends  # an iteration appends at most one entry to the output
         self.var, self.expr, self.ctx = var, expr, ctx
         self.lattice, self.point = lattice, point
         self.iterated, self.located = iterated, located
@@ -937,7 +942,7 @@ class PointEmitter:
         and no call to the grow path inside the loop, so its registers stay in
         registers."""
         kc, b = self.kc, self.b
-        if self.leaf is None or not self.appends or kc.phase != "whole":
+        if not self.appends or kc.phase != "whole":
             return set()
         bound = ZERO
         for it in self.iterated:

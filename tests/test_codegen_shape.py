@@ -62,6 +62,28 @@ def test_union_merge_loop_has_no_grow_calls_and_selects_its_cases():
     np.testing.assert_array_equal(result.to_scipy().toarray(), (a + b).toarray())
 
 
+@pytest.mark.parametrize("reserved", [True, False])
+def test_reduction_under_an_appending_loop_makes_room_before_the_loop(reserved, monkeypatch):
+    """TTV into CSR: each j appends at most one sum of its k loop, so room for the j
+    loop's entries is made before it, and the store of each sum has no capacity test or
+    grow call; without any reservation ahead of the call the room is grown there."""
+    if not reserved:
+        monkeypatch.setattr(ls.outputs.AssembledOutput, "_reservations", lambda self, n: [])
+    kernel = ls.compile("A(i,j) = B(i,j,k) * c(k)", B="csf", out_format="csr")
+    text = kernel.llvm_ir
+    write = text.split("\nk.done.if:", 1)[1].split("store double", 1)  # sum to store
+    assert len(write) == 2 and "llvsparse_grow" not in write[0]
+    rng = np.random.default_rng(5)
+    shape = (30, 40, 25)
+    flat = np.unique(rng.integers(0, np.prod(shape), 2000))
+    coords = np.stack(np.unravel_index(flat, shape))
+    values, c = rng.standard_normal(flat.size), rng.standard_normal(shape[2])
+    result = kernel(B=ls.Tensor.from_coo(coords, values, shape, format="csf"), c=c)
+    expected = np.zeros(shape[:2])
+    np.add.at(expected, (coords[0], coords[1]), values * c[coords[2]])
+    np.testing.assert_allclose(result.to_scipy().toarray(), expected, rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize(("expr", "fmt"), [("C(i,j) = A(i,k) * B(k,j)", "csr"),
                                            ("y(i) = A(i,j) * x(j)", "dia")])
 def test_outputs_never_alias_inputs_so_vector_loops_need_no_overlap_checks(expr, fmt):
