@@ -10,6 +10,7 @@ from .interpret import CorruptTensorError
 from .io import read, write
 from .ir.schedule import ScheduleError
 from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
+from .results import set_result_pool_bytes
 from .runtime import get_num_threads, set_num_threads
 from .tensor import Tensor
 
@@ -37,5 +38,6 @@ __all__ = [
     "read",
     "register_level_format",
     "set_num_threads",
+    "set_result_pool_bytes",
     "write",
 ]

@@ -23,6 +23,7 @@ from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput
+from .results import RESULTS
 from .tensor import Tensor
 
 
@@ -423,6 +424,7 @@ class BoundCall:
                 self.output.point_to(0, values)
                 self.call()
             finally:
+                self.output.forget(0)  # the result's memory is the caller's alone
                 self.busy.release()
         else:
             self._run_dense(values)
@@ -468,13 +470,16 @@ class BoundCall:
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
         if self.dense:
-            values = np.zeros(self.size, self.dtype) if out is None else self._into(out)
-            if self.plan and values.nbytes >= SHARED_CLEAR_BYTES:
-                # threads clear (out=) or page in (fresh) their rows first
-                rows = values.reshape(self.extents[0], -1)
-                self._run_dense(values, _page_in(rows) if out is None else _clear(rows))
+            if out is None:  # large results reuse the memory of collected ones
+                values, dirty = RESULTS.zeros(self.size, self.dtype)
             else:
-                if out is not None:
+                values, dirty = self._into(out), True
+            if self.plan and values.nbytes >= SHARED_CLEAR_BYTES:
+                # threads clear (out=, recycled) or page in (fresh) their rows first
+                rows = values.reshape(self.extents[0], -1)
+                self._run_dense(values, _clear(rows) if dirty else _page_in(rows))
+            else:
+                if dirty:
                     values.fill(0)
                 if self.plan:
                     self._run_dense(values)

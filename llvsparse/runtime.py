@@ -139,14 +139,18 @@ class DescriptorHolder:
             else None
         self.caps[slot] = len(array)
 
+    def forget(self, slot: int) -> None:
+        """Drop the array in ``slot`` (a caller's, after the call)."""
+        self.arrays[slot] = None
+        self.pointers[slot] = None
+        self.caps[slot] = 0
+
     def clear(self) -> None:
         """Back to an empty output descriptor (no arrays, no entries), for reuse once its
         arrays were adopted or released."""
         self.release()
         for slot in range(len(self.arrays)):
-            self.arrays[slot] = None
-            self.pointers[slot] = None
-            self.caps[slot] = 0
+            self.forget(slot)
         ctypes.memset(self.sizes, 0, ctypes.sizeof(self.sizes))
 
     def reserve(self, slot: int, count: int, itemsize: int) -> None:

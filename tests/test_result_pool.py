@@ -1,0 +1,86 @@
+"""Large dense results reuse the memory of collected ones, cleared, and never memory that
+an array still views."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import llvsparse as ls
+from llvsparse import api
+from llvsparse.results import MIN_BYTES, RESULTS
+
+ROWS = 12_000  # C is ROWS x 64 doubles: 6 MB, above MIN_BYTES
+
+
+@pytest.fixture
+def spmm():
+    """A kernel, A with empty rows (whose rows of C only a clear sets), and B's maker."""
+    RESULTS.set_limit(64 << 20)
+    RESULTS.idle.clear()
+    A = sp.random(ROWS, 40, density=0.05, format="csr", random_state=3)
+    assert (np.diff(A.indptr) == 0).any()
+    kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr")
+    rng = np.random.default_rng(4)
+    yield kernel, ls.Tensor.from_scipy(A, format="csr"), A, lambda: rng.random((40, 64))
+    RESULTS.set_limit(512 << 20)
+
+
+def _address(result: ls.Tensor) -> int:
+    return result.values.ctypes.data
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_collected_result_is_reused_cleared(spmm, threads, monkeypatch):
+    monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(api, "SHARED_CLEAR_BYTES", MIN_BYTES)  # threads clear their rows
+    kernel, A, scipy_A, make_B = spmm
+    first = kernel(A=A, B=make_B(), threads=threads)
+    address = _address(first)
+    del first
+    B = make_B()
+    second = kernel(A=A, B=B, threads=threads)
+    assert _address(second) == address
+    np.testing.assert_allclose(second.to_numpy(), scipy_A @ B, rtol=1e-13)
+
+
+def test_live_results_and_their_views_keep_their_memory(spmm):
+    kernel, A, scipy_A, make_B = spmm
+    B1, B2, B3 = make_B(), make_B(), make_B()
+    first = kernel(A=A, B=B1)
+    second = kernel(A=A, B=B2)
+    assert _address(first) != _address(second)
+    view = first.to_numpy()[5:]
+    del first
+    third = kernel(A=A, B=B3)
+    assert _address(third) != view.ctypes.data - 5 * view.strides[0]
+    np.testing.assert_allclose(view, (scipy_A @ B1)[5:], rtol=1e-13)
+    np.testing.assert_allclose(second.to_numpy(), scipy_A @ B2, rtol=1e-13)
+    np.testing.assert_allclose(third.to_numpy(), scipy_A @ B3, rtol=1e-13)
+
+
+def test_a_limit_of_zero_keeps_nothing_and_small_results_are_not_kept(spmm):
+    kernel, A, _, make_B = spmm
+    ls.set_result_pool_bytes(0)
+    result = kernel(A=A, B=make_B())
+    del result
+    assert RESULTS.idle == []
+    RESULTS.set_limit(64 << 20)
+    small = ls.compile("y(i) = A(i,j) * x(j)", A="csr")(A=A, x=np.ones(40))
+    assert small.values.nbytes < MIN_BYTES
+    del small
+    assert RESULTS.idle == []
+    with pytest.raises(ValueError, match="0 or more"):
+        ls.set_result_pool_bytes(-1)
+
+
+def test_idle_memory_beyond_the_limit_is_dropped_oldest_first(spmm):
+    kernel, A, _, make_B = spmm
+    nbytes = ROWS * 64 * 8
+    RESULTS.set_limit(2 * nbytes)
+    results = [kernel(A=A, B=make_B()) for _ in range(3)]
+    addresses = [_address(r) for r in results]
+    while results:
+        results.pop(0)  # collected in call order
+    assert [m.ctypes.data for m in RESULTS.idle] == addresses[1:]
