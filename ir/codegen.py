@@ -210,6 +210,8 @@ class KernelCompiler:
         self.malloc = self.declare("llvsparse_alloc", ir.FunctionType(I8P, [I64]))
         self.free = self.declare("free", ir.FunctionType(ir.VoidType(), [I8P]))
         self.memcpy = self.module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
+        self.memset = self.module.declare_intrinsic("llvm.memset", [I8P, I64])
+        self.clears_output = False  # see clear_rows: the caller need not zero the output
         self.fail_block: ir.Block | None = None
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
                         for k, name in enumerate(arg_order)}
@@ -601,12 +603,49 @@ class KernelCompiler:
 
         lattice = build_lattice(expr, find, is_full)
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
+        if leaf is None and jam_body is None and self.may_clear_rows(var, ctx) and all(
+                is_full(it) for it in choose_iterated(lattice, lattice.points[0],
+                                                      self.can_locate, is_full)[0]) \
+                and len(lattice.points) == 1:
+            self.clears_output = True
+            body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
             iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
                                    states, find, body, hooks, leaf, appends, jam_body)
             emitter.emit()
+
+    def may_clear_rows(self, var: str, ctx: Ctx) -> bool:
+        """Whether the kernel may zero each row of its output itself, just before adding
+        into it, rather than have the caller zero it all first: a dense output that one
+        statement assigns (not +=) by scattering, in a loop over its first index that
+        visits every row. The row is then zeroed in cache, and a pass over the whole
+        output in memory is saved (SpMM on a 46 MB result: ~2 of 9 ms)."""
+        out = self.output
+        return (self.phase == "whole" and len(self.nests) == 1 and self.scatter
+                and not ctx.bound and var == self.range_var and not self.nest.assign.accumulate
+                and out.all_insert and all(lv.full for lv in out.levels))
+
+    def clearing_rows(self, body: Callable[[Ctx, Expr], None]) -> Callable[[Ctx, Expr], None]:
+        """``body``, after zeroing the output's row at the loop's coordinate."""
+        def clear_then_body(ctx: Ctx, expr: Expr) -> None:
+            out, b = self.output, self.b
+            row = ctx
+            for v in out.vars:
+                if v not in row.bound:
+                    row = row.bind(v, ZERO)
+            start = out.prefix_position(row, len(out.levels) - 1)
+            count = ONE
+            for extent in self.tensors[self.out_name].extents[1:]:
+                count = b.mul(count, extent)
+            vals = self.tensors[self.out_name].array_ref(self.tensors[self.out_name].vals_slot)
+            itemsize = np.dtype(self.types[self.out_name].dtype).itemsize
+            b.call(self.memset, [b.bitcast(vals.address(b, start), I8P),
+                                 ir.Constant(ir.IntType(8), 0),
+                                 b.mul(count, ir.Constant(I64, itemsize)), ir.Constant(I1, 0)])
+            body(ctx, expr)
+        return clear_then_body
 
     def in_range_loop(self, var: str, ctx: Ctx) -> bool:
         """Whether a loop over ``var`` only visits coordinates in [lo, hi)."""

@@ -43,6 +43,7 @@ class Instance:
     lattices: str
     arg_order: list[str]
     parallel_mode: int | None = None  # output mode whose rows threads may split
+    clears_output: bool = False  # the kernel zeroes its dense output's rows itself
 
 
 _CACHE: dict[tuple, Instance] = {}
@@ -127,6 +128,7 @@ class Kernel:
                 disk_cache.store(disk_key, cached.jit.object_code, {
                     "name": cached.jit.name, "concrete": cached.concrete,
                     "lattices": cached.lattices, "parallel_mode": cached.parallel_mode,
+                    "clears_output": cached.clears_output,
                     "conversions": {n: f.name for n, f in cached.conversions.items()}})
             with _CACHE_LOCK:
                 _CACHE[key] = cached
@@ -151,7 +153,8 @@ class Kernel:
         order = [self.assignment.lhs.tensor] + [
             n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
         return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
-                        meta["lattices"], order, meta.get("parallel_mode"))
+                        meta["lattices"], order, meta.get("parallel_mode"),
+                        meta.get("clears_output", False))
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
@@ -203,8 +206,9 @@ class Kernel:
         lowered = time.perf_counter() - start
         compiled = jit(module, builder.entry_name)
         compiled.phases = {"lower to IR": lowered, **compiled.phases}
-        return Instance(types, text, compiled, dtype,
-                        conversions, "\n".join(builder.lattice_log), order, parallel_mode)
+        return Instance(types, text, compiled, dtype, conversions,
+                        "\n".join(builder.lattice_log), order, parallel_mode,
+                        builder.clears_output)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -474,7 +478,9 @@ class BoundCall:
                 values, dirty = RESULTS.zeros(self.size, self.dtype)
             else:
                 values, dirty = self._into(out), True
-            if self.plan and values.nbytes >= SHARED_CLEAR_BYTES:
+            fresh = not dirty
+            dirty = dirty and not self.inst.clears_output
+            if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
                 # threads clear (out=, recycled) or page in (fresh) their rows first
                 rows = values.reshape(self.extents[0], -1)
                 self._run_dense(values, _clear(rows) if dirty else _page_in(rows))

@@ -84,3 +84,28 @@ def test_store_respects_the_size_bound(tmp_path, monkeypatch):
     assert 0 < total <= 3000
     assert (tmp_path / "entry4.o").exists() and not (tmp_path / "entry0.o").exists()
     assert cache.load("entry4") is not None
+
+
+def test_a_kernel_from_disk_still_knows_it_zeroes_its_rows(tmp_path, monkeypatch):
+    """Whether a kernel zeroes its dense output itself travels with its object code: the
+    caller skips the clear only when the loaded kernel does it."""
+    import numpy as np
+    import scipy.sparse as sp
+    from llvsparse.backends.cpu import STATS
+
+    import llvsparse as ls
+    from llvsparse import api
+
+    monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(api, "_CACHE", {})
+    expr = "C(i,k) = A(i,j) * B(j,k)"
+    assert ls.compile(expr, A="csr").instance().clears_output
+    monkeypatch.setattr(api, "_CACHE", {})
+    loads = STATS.get("disk_loads", 0)
+    kernel = ls.compile(expr, A="csr")
+    A = sp.random(200, 30, density=0.05, format="csr", random_state=8)
+    B = np.random.default_rng(8).random((30, 8))
+    result = kernel(A=ls.Tensor.from_scipy(A, format="csr"), B=B,
+                    out=np.full((200, 8), np.nan))
+    assert STATS.get("disk_loads", 0) == loads + 1 and kernel.instance().clears_output
+    np.testing.assert_allclose(result.to_numpy(), A @ B, rtol=1e-13)

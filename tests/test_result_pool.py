@@ -84,3 +84,38 @@ def test_idle_memory_beyond_the_limit_is_dropped_oldest_first(spmm):
     while results:
         results.pop(0)  # collected in call order
     assert [m.ctypes.data for m in RESULTS.idle] == addresses[1:]
+
+
+def _nan_out(kernel, **operands) -> np.ndarray:
+    shape = tuple(kernel.bind(check=False, **operands).extents)
+    return np.full(shape, np.nan)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scattering_kernels_zero_their_rows_so_out_is_not_cleared_first(threads, monkeypatch):
+    """SpMM visits every row of C and zeroes it before adding into it, so an ``out=``
+    full of NaN (never cleared by the caller) comes back exact, empty rows included."""
+    monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 100)
+    A = sp.random(300, 40, density=0.05, format="csr", random_state=6)
+    B = np.random.default_rng(6).random((40, 16))
+    kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr")
+    operands = {"A": ls.Tensor.from_scipy(A, format="csr"), "B": B}
+    out = _nan_out(kernel, **operands)
+    result = kernel.bind(check=False, threads=threads, **operands)(out=out)
+    assert kernel._default().clears_output
+    np.testing.assert_allclose(result.to_numpy(), A @ B, rtol=1e-13)
+
+
+@pytest.mark.parametrize(("expr", "fmt"), [
+    ("C(i,k) = A(i,j) * B(j,k)", "dcsr"),  # rows without entries are never visited
+    ("y(i) = A(i,j) * x(j)", "coo"),  # summed in place, not scattered
+])
+def test_kernels_that_skip_rows_leave_the_clear_to_the_caller(expr, fmt):
+    A = sp.random(300, 40, density=0.01, format="csr", random_state=7)
+    second = np.random.default_rng(7).random((40, 16) if "B" in expr else 40)
+    kernel = ls.compile(expr, A=fmt)
+    name = "B" if "B" in expr else "x"
+    operands = {"A": ls.Tensor.from_scipy(A, format=fmt), name: second}
+    result = kernel(out=_nan_out(kernel, **operands), **operands)
+    assert not kernel._default().clears_output
+    np.testing.assert_allclose(result.to_numpy(), A @ second, rtol=1e-13)
