@@ -13,6 +13,7 @@ import numpy as np
 
 from .format import Format
 from .interpret import evaluate_expr
+from .results import with_spare
 from .runtime import DescriptorHolder
 from .tensor import Tensor
 
@@ -58,6 +59,9 @@ class AssembledOutput:
             entry for entry in self.adopted if entry.level >= appended
             and ttype.levels[entry.level].definition.arrays[entry.name].init is None]
         self.reservations = self._reservations(expected) if appended is not None else []
+        # What the last call adopted, reserved for the next: a binding's calls usually
+        # assemble the same number of entries, and then their memory is recycled whole.
+        self.last: list[tuple[int, int, int]] | None = None
 
     def _reservations(self, expected: int) -> list[tuple[int, int, int]]:
         if expected <= 0:
@@ -88,8 +92,8 @@ class AssembledOutput:
         return holder
 
     def reserve(self, holder: DescriptorHolder) -> None:
-        """Reserve the planned arrays in an empty descriptor."""
-        for slot, count, itemsize in self.reservations:
+        """Reserve the planned arrays, or the last call's, in an empty descriptor."""
+        for slot, count, itemsize in self.last or self.reservations:
             holder.reserve(slot, count, itemsize)
 
     def adopt(self, holder: DescriptorHolder) -> Tensor:
@@ -97,6 +101,8 @@ class AssembledOutput:
         nlevels = len(self.extents)
         sizes = [holder.sizes[k] for k in range(nlevels)]
         level_arrays: list[dict[str, np.ndarray]] = [{} for _ in range(nlevels)]
+        appended = {entry.slot for entry in self.appended}
+        lengths = []
         for entry in self.adopted:
             length = 0
             if entry.length is not None:
@@ -107,7 +113,12 @@ class AssembledOutput:
             array = holder.take(entry.slot, self.index_dtype, length)
             for k in entry.levels:
                 level_arrays[k][entry.name] = array
+            if entry.slot in appended:
+                lengths.append((entry.slot, length, self.index_dtype.itemsize))
         values = holder.take(self.values_slot, self.dtype, sizes[-1] if sizes else 1)
+        if self.reservations:
+            lengths.append((self.values_slot, len(values), self.dtype.itemsize))
+            self.last = [(slot, with_spare(n), size) for slot, n, size in lengths]
         tensor = Tensor.__new__(Tensor)
         tensor.__dict__.update(shape=self.shape, format=self.format, dtype=self.dtype,
                                index_dtype=self.index_dtype, level_extents=list(self.extents),

@@ -1,12 +1,14 @@
-"""Recycled memory for large dense results.
+"""Recycled memory for large results.
 
 A fresh 50 MB result costs its page faults on every call (7.5 ms of a 47 ms SpMM on one
-thread here, taken by both threads alike on two), because freed memory that large goes
-back to the system. A loop of calls usually drops the last result before the next call
-returns, so its memory is kept here and handed to the next call of the same size, which
-clears it instead (a clear is one pass over mapped pages, split among the call's threads).
+thread here, taken by both threads alike on two; 28 huge-page faults of a 12 ms SpAdd),
+because freed memory that large goes back to the system. A loop of calls usually drops
+the last result before the next call returns, so its memory is kept here and handed to
+the next call that needs the same number of bytes: dense results (``RESULTS``, cleared
+unless the kernel writes every entry) and the arrays kernels assemble sparse results in
+(``BUFFERS``, see runtime).
 
-Memory is only reused once no array views it: each result's base is a lease whose
+Memory is only reused once no array views it: each result's base is an object whose
 collection gives the memory back.
 """
 
@@ -17,7 +19,14 @@ import threading
 import numpy as np
 
 MIN_BYTES = 4 << 20  # smaller buffers are recycled by malloc itself
-DEFAULT_LIMIT = 512 << 20
+DEFAULT_LIMIT = 256 << 20
+
+
+def with_spare(entries: int) -> int:
+    """What to reserve for a call expected to assemble ``entries``, as the last call did:
+    a little more, since kernels make room for a row's largest possible number of
+    entries before it (a union of two rows), and growing mid-call would copy."""
+    return entries + max(entries // 32, 1024)
 
 
 class _Lease:
@@ -35,7 +44,8 @@ class _Lease:
 
 
 class ResultPool:
-    """Idle result buffers of at least MIN_BYTES, at most ``limit`` bytes in all."""
+    """Idle result buffers of at least MIN_BYTES, at most ``limit`` bytes in all: numpy
+    arrays, or blocks of the kernels' allocator (anything with ``nbytes``)."""
 
     def __init__(self, limit: int = DEFAULT_LIMIT):
         self.limit = limit
@@ -54,14 +64,15 @@ class ResultPool:
             memory = np.zeros(nbytes, np.uint8)
         return np.asarray(_Lease(memory, count, dtype, self)), recycled
 
-    def take(self, nbytes: int) -> np.ndarray | None:
+    def take(self, nbytes: int):
+        """An idle buffer of exactly ``nbytes``, now the caller's, or None."""
         with self.lock:
             for k, memory in enumerate(self.idle):
                 if memory.nbytes == nbytes:
                     return self.idle.pop(k)
         return None
 
-    def give_back(self, memory: np.ndarray) -> None:
+    def give_back(self, memory) -> None:
         with self.lock:
             self.idle.append(memory)
             self._trim()
@@ -79,11 +90,13 @@ class ResultPool:
 
 
 RESULTS = ResultPool()
+BUFFERS = ResultPool()
 
 
 def set_result_pool_bytes(nbytes: int) -> None:
-    """How many bytes of idle large results to keep for reuse (0: none; each result
-    then gets fresh memory)."""
+    """How many bytes of idle large results to keep for reuse, dense and sparse each
+    (0: none; each result then gets fresh memory)."""
     if nbytes < 0:
         raise ValueError("the result pool's limit must be 0 or more bytes")
     RESULTS.set_limit(nbytes)
+    BUFFERS.set_limit(nbytes)

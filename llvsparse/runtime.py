@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .results import BUFFERS, MIN_BYTES, with_spare
+
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
 _LIBC.free.argtypes = [ctypes.c_void_p]
 _LIBC.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -103,16 +105,40 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 class _KernelBuffer:
     """Memory a kernel allocated, shown to numpy through ``__array_interface__`` (the
-    array's base) and freed when the last array viewing it is collected."""
+    array's base); when the last array viewing it is collected, it is freed, or kept
+    for the next call's output if it is large (see results)."""
 
-    __slots__ = ("__array_interface__",)
+    __slots__ = ("__array_interface__", "nbytes")
 
     def __init__(self, address: int, count: int, dtype: np.dtype):
         self.__array_interface__ = {"data": (address, False), "shape": (count,),
                                     "typestr": dtype.str, "version": 3}
+        self.nbytes = count * dtype.itemsize
 
     def __del__(self) -> None:
-        _LIBC.free(self.__array_interface__["data"][0])
+        address = self.__array_interface__["data"][0]
+        if self.nbytes >= MIN_BYTES:
+            BUFFERS.give_back(_IdleBlock(address, self.nbytes))
+        else:
+            _LIBC.free(address)
+
+
+class _IdleBlock:
+    """Memory from the kernels' allocator waiting in the pool; freed if the pool drops
+    it, handed over (no longer freed here) when a call takes it."""
+
+    __slots__ = ("address", "nbytes")
+
+    def __init__(self, address: int, nbytes: int):
+        self.address, self.nbytes = address, nbytes
+
+    def detach(self) -> int:
+        address, self.address = self.address, 0
+        return address
+
+    def __del__(self) -> None:
+        if self.address:
+            _LIBC.free(self.address)
 
 
 class DescriptorHolder:
@@ -159,7 +185,9 @@ class DescriptorHolder:
         bound). Untouched pages cost nothing, and ``take`` trims the rest."""
         if count <= 0 or self.pointers[slot]:
             return
-        address = _allocate()(count * itemsize)
+        nbytes = count * itemsize
+        idle = BUFFERS.take(nbytes) if nbytes >= MIN_BYTES else None
+        address = idle.detach() if idle is not None else _allocate()(nbytes)
         if address:  # out of memory here: the kernel grows the array as usual
             self.pointers[slot] = address
             self.caps[slot] = count
@@ -174,7 +202,10 @@ class DescriptorHolder:
         if not address or capacity == 0:
             return np.zeros(length, dtype=dtype)
         self.pointers[slot] = None
-        if capacity > length:  # shrinking in place: glibc splits or remaps, no copy
+        # Shrinking in place (glibc splits or remaps, no copy), unless the buffer is one
+        # to recycle and its spare room is what the next call reserves (with_spare).
+        if capacity > length and (capacity * dtype.itemsize < MIN_BYTES
+                                  or capacity > with_spare(length)):
             trimmed = _LIBC.realloc(address, max(length, 1) * dtype.itemsize)
             if trimmed:
                 address, capacity = trimmed, length

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 import llvsparse as ls
 from llvsparse import api
-from llvsparse.results import MIN_BYTES, RESULTS
+from llvsparse.results import BUFFERS, DEFAULT_LIMIT, MIN_BYTES, RESULTS, with_spare
 
 ROWS = 12_000  # C is ROWS x 64 doubles: 6 MB, above MIN_BYTES
 
@@ -24,7 +24,7 @@ def spmm():
     kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr")
     rng = np.random.default_rng(4)
     yield kernel, ls.Tensor.from_scipy(A, format="csr"), A, lambda: rng.random((40, 64))
-    RESULTS.set_limit(512 << 20)
+    RESULTS.set_limit(DEFAULT_LIMIT)
 
 
 def _address(result: ls.Tensor) -> int:
@@ -119,3 +119,30 @@ def test_kernels_that_skip_rows_leave_the_clear_to_the_caller(expr, fmt):
     result = kernel(out=_nan_out(kernel, **operands), **operands)
     assert not kernel._default().clears_output
     np.testing.assert_allclose(result.to_numpy(), A @ second, rtol=1e-13)
+
+
+def test_sparse_results_recycle_their_arrays_when_a_binding_repeats():
+    """A binding reserves what its last call assembled (plus a little), so a collected
+    result's large arrays fit the next call's exactly and are reused; the values are
+    recomputed (the operand's values change in place between calls)."""
+    BUFFERS.idle.clear()
+    a = sp.random(2000, 2000, density=0.2, format="csr", random_state=9)
+    b = sp.random(2000, 2000, density=0.2, format="csr", random_state=10)
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", A="csr", B="csr", C="csr")
+    A = ls.Tensor.from_scipy(a, format="csr")
+    call = kernel.bind(A=A, B=ls.Tensor.from_scipy(b, format="csr"), threads=1)
+    entries = (a + b).nnz
+    assert entries * 8 >= MIN_BYTES
+    for _ in range(2):  # the first call reserved nnz(A) + nnz(B), the second with_spare
+        call()  # collected at once
+    result = call()
+    address, buffer = result.values.ctypes.data, result.values.base
+    assert len(result.values) == entries and buffer.nbytes == with_spare(entries) * 8
+    del result, buffer
+    A.values[:] *= 2
+    again = call()
+    assert again.values.ctypes.data == address
+    expected = (2 * a + b).tocsr()
+    expected.sort_indices()
+    np.testing.assert_allclose(again.values, expected.data, rtol=1e-14)
+    np.testing.assert_array_equal(again.level_arrays[1]["crd"], expected.indices)
