@@ -844,6 +844,7 @@ class PointEmitter:
         self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
         self.running = False  # positions of duplicate coordinates summed as they come
         self.galloping = False  # mismatches skip ahead by search (see seek_common)
+        self.lockstep = False  # every iterator holds the same coordinates (same_coordinates)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
 
     def emit(self) -> None:
@@ -874,6 +875,23 @@ class PointEmitter:
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
             b.store(ir.Constant(I64, -1), run_coord)
             self.kc.run_state = RunState(self.var, run_coord, run_sum, self.ctx)
+        if self.may_step_together():
+            with b.if_else(self.same_coordinates()) as (same, different):
+                with same:
+                    self.lockstep = True
+                    self.emit_loop()
+                    self.lockstep = False
+                with different:
+                    self.emit_merge()
+        else:
+            self.emit_merge()
+        self.kc.tensors[self.kc.out_name].prechecked -= reserved
+        if self.running:
+            self.kc.finish_run(self.kc.run_state)
+            self.kc.run_state = None
+
+    def emit_merge(self) -> None:
+        b = self.b
         if self.gallops():  # two versions of the loop: galloping pays off on skewed ranges
             with b.if_else(self.skewed()) as (skewed, balanced):
                 with skewed:
@@ -884,10 +902,60 @@ class PointEmitter:
                     self.emit_loop()
         else:
             self.emit_loop()
-        self.kc.tensors[self.kc.out_name].prechecked -= reserved
-        if self.running:
-            self.kc.finish_run(self.kc.run_state)
-            self.kc.run_state = None
+
+    def may_step_together(self) -> bool:
+        """Whether the iterators may be checked for holding the same coordinates, to be
+        stepped together: an intersection (a union's merge already branches on a match
+        first, predicted where patterns coincide: A + Aᵀ on the stencil ran 8.9 ms as a
+        merge, 9.9 with the check) of position iterators over ordered, unique levels
+        (one position per coordinate), with no per-coordinate hooks or thread-range test."""
+        if len(self.iterated) < 2 or len(self.lattice.points) != 1 or self.hooks \
+                or self.kc.in_range_loop(self.var, self.ctx):
+            return False
+        for it in self.iterated:
+            state = self.states[it]
+            level = None if it.is_universe else self.kc.level_type(it)
+            if level is None or state.kind != "position" or not level.ordered \
+                    or not level.unique or (state.parent is not None
+                                            and state.parent.seg_end is not None):
+                return False
+        return True
+
+    def same_coordinates(self) -> ir.Value:
+        """Whether the iterators' ranges hold the same coordinates in the same order (A .*
+        Aᵀ of a symmetric pattern, row by row): then one counter steps
+        them all and every coordinate is a match, with no compare, select or branch per
+        entry (A .* Aᵀ on the stencil 10.0 -> 8.7 ms). Otherwise the ranges' lengths
+        differ (one compare), or a scan that LLVM vectorizes finds a difference."""
+        b, kc = self.b, self.kc
+        first, *others = self.iterated
+        begin = {it: b.load(self.states[it].cur) for it in self.iterated}
+        length = b.sub(self.states[first].end, begin[first])
+        equal = kc.alloca(I1, "same")
+        b.store(TRUE, equal)
+        lengths_match = TRUE
+        for it in others:
+            other = b.sub(self.states[it].end, begin[it])
+            lengths_match = b.and_(lengths_match, b.icmp_signed("==", other, length))
+        with b.if_then(lengths_match):
+            counter = kc.alloca(I64, "same.k")
+
+            def compare(k: ir.Value) -> None:
+                coords = []
+                for it in self.iterated:
+                    op = kc.operands[it.uid]
+                    env = kc.parent_env(op, it.level, self.ctx)
+                    coord, found = kc.tensors[op.tensor].call(
+                        it.level, "pos_access", p=b.add(begin[it], k), **env)
+                    coords.append(coord)
+                    if not is_true(found):
+                        b.store(b.and_(b.load(equal), found), equal)
+                for coord in coords[1:]:
+                    b.store(b.and_(b.load(equal), b.icmp_signed("==", coord, coords[0])),
+                            equal)
+
+            emit_counted_loop(b, counter, ZERO, length, compare, name="same")
+        return b.and_(lengths_match, b.load(equal))
 
     def emit_loop(self) -> None:
         b = self.b
@@ -1018,13 +1086,14 @@ class PointEmitter:
                 b.position_at_end(go)
         values = [coords[it] for it in self.iterated]
         i = values[0]
-        for v in values[1:]:
+        for v in values[1:] if not self.lockstep else []:
             i = b.select(b.icmp_signed("<", v, i), v, i)
         ctx = kc.bind(self.ctx, self.var, i)
         present: dict[Iter, ir.Value] = {}
         positions: dict[int, list[LevelPos]] = {}
         for it in self.iterated:
-            eq = TRUE if len(self.iterated) == 1 else b.icmp_signed("==", coords[it], i)
+            eq = TRUE if len(self.iterated) == 1 or self.lockstep \
+                else b.icmp_signed("==", coords[it], i)
             present[it] = eq
             if it.is_universe:
                 continue
@@ -1044,7 +1113,8 @@ class PointEmitter:
             b.cbranch(in_range, work, skip_to)
             b.position_at_end(work)
         saved = self.hooks[0](ctx) if self.hooks else None
-        split = None if (straight or in_range is not None or self.hooks) else (coords, i)
+        split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
+            else (coords, i)
         chosen = None if straight else self.selectable_cases(ctx, present)
         if chosen:
             advanced = self.dispatch_by_select(chosen, ctx, split)
@@ -1057,7 +1127,7 @@ class PointEmitter:
             b.position_at_end(skip_to)
         if not straight and not advanced:
             for it in self.iterated:
-                self.advance(it, coords[it], i)
+                self.advance(it, coords[it], None if self.lockstep else i)
         elif self.absent is not None:
             b.branch(self.absent)
             b.position_at_end(self.absent)

@@ -160,3 +160,44 @@ def test_count_phase_drops_the_dot_products():
     result = kernel(S=ls.Tensor.from_scipy(S, "csr"), A=ls.Tensor.from_numpy(A, "dense"),
                     B=ls.Tensor.from_numpy(B, "dense")).to_scipy()
     np.testing.assert_allclose(result.toarray(), S.multiply(A @ B.T).toarray(), rtol=1e-14)
+
+
+def _rows_mixed(seed: int):
+    """Two matrices whose rows agree in every way a merge can meet: identical rows,
+    rows of equal length with other columns, rows of other lengths, empty rows."""
+    rng = np.random.default_rng(seed)
+    a = sp.random(200, 60, density=0.1, format="csr", random_state=seed).toarray()
+    b = sp.random(200, 60, density=0.1, format="csr", random_state=seed + 1).toarray()
+    for row in range(0, 200, 3):  # same columns, other values
+        b[row] = np.where(a[row] != 0, rng.standard_normal(60), 0.0)
+    for row in range(1, 200, 9):  # same length, columns shifted by one
+        b[row] = np.roll(np.where(a[row] != 0, 1.5, 0.0), 1)
+    a[5], b[5] = 0.0, 0.0
+    a[7] = 0.0
+    return sp.csr_matrix(a), sp.csr_matrix(b)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_intersections_step_rows_with_the_same_columns_together(seed):
+    """A .* B checks each pair of rows for the same columns (a vectorized scan) and
+    steps those with one counter; other rows merge. Both give scipy's product."""
+    a, b = _rows_mixed(seed)
+    kernel = ls.compile("C(i,j) = A(i,j) * B(i,j)", A="csr", B="csr", C="csr")
+    assert "same.head" in kernel.llvm_ir
+    result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
+    np.testing.assert_array_equal(result.to_scipy().toarray(), a.multiply(b).toarray())
+    three = ls.compile("D(i,j) = A(i,j) * B(i,j) * E(i,j)", A="csr", B="csr", E="csr",
+                       D="csr")
+    result = three(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"),
+                   E=ls.Tensor.from_scipy(a, "csr"))
+    np.testing.assert_allclose(result.to_scipy().toarray(),
+                               a.multiply(b).multiply(a).toarray(), rtol=1e-15)
+
+
+def test_unions_keep_their_merge():
+    """A + B has no same-columns check: its merge branches on a match first already."""
+    a, b = _rows_mixed(2)
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", A="csr", B="csr", C="csr")
+    assert "same.head" not in kernel.llvm_ir
+    result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
+    np.testing.assert_array_equal(result.to_scipy().toarray(), (a + b).toarray())
