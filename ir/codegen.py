@@ -211,7 +211,10 @@ class KernelCompiler:
         self.free = self.declare("free", ir.FunctionType(ir.VoidType(), [I8P]))
         self.memcpy = self.module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         self.memset = self.module.declare_intrinsic("llvm.memset", [I8P, I64])
-        self.clears_output = False  # see clear_rows: the caller need not zero the output
+        # Whether the caller may skip zeroing a dense output (see initializes_output):
+        self.clears_rows = False  # rows zeroed in the kernel (clearing_rows)
+        self.stores_every_row = False  # sums stored unconditionally (write_point)
+        self.skips_rows = False  # a loop over an output index may miss coordinates
         self.fail_block: ir.Block | None = None
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
                         for k, name in enumerate(arg_order)}
@@ -408,13 +411,20 @@ class KernelCompiler:
             self.reduce(order[depth:], expr, ctx, run.total, None)
             return
         acc = self.alloca(scalars.compute_type(self.dtype), "acc")
-        b.store(scalars.sum_start(self.dtype), acc)
         if self.output.all_insert and all(lv.full for lv in self.output.levels):
             # Storing an empty sum into zero-filled, full storage changes nothing, so the
-            # row is written unconditionally (one branch less per row).
+            # row is written unconditionally (one branch less per row). A stored sum
+            # starts at 0.0, as the sum the output's zero would give (a -0.0 start
+            # would need a + 0 per row to turn an empty sum into 0.0: CSR SpMV on the
+            # stencil spent 8% on it).
+            stored = self.output.overwrites()
+            b.store(scalars.constant(self.dtype, 0) if stored else scalars.sum_start(self.dtype),
+                    acc)
+            self.stores_every_row |= stored
             self.reduce(order[depth:], expr, ctx, acc, None)
-            self.write_sum(b.load(acc), ctx)
+            self.output.write(b.load(acc), ctx)
             return
+        b.store(scalars.sum_start(self.dtype), acc)
         if jam.only_locate(self, order[depth:], expr):
             self.reduce(order[depth:], expr, ctx, acc, None)
             with b.if_then(jam.all_nonempty(self, order[depth:])):
@@ -603,11 +613,13 @@ class KernelCompiler:
 
         lattice = build_lattice(expr, find, is_full)
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
-        if leaf is None and jam_body is None and self.may_clear_rows(var, ctx) and all(
-                is_full(it) for it in choose_iterated(lattice, lattice.points[0],
-                                                      self.can_locate, is_full)[0]) \
-                and len(lattice.points) == 1:
-            self.clears_output = True
+        covers_all = len(lattice.points) == 1 and all(
+            is_full(it) for it in choose_iterated(lattice, lattice.points[0],
+                                                  self.can_locate, is_full)[0])
+        if var in self.nest.assign.vars and not covers_all:
+            self.skips_rows = True
+        if covers_all and leaf is None and jam_body is None and self.may_clear_rows(var, ctx):
+            self.clears_rows = True
             body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
@@ -615,6 +627,17 @@ class KernelCompiler:
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
                                    states, find, body, hooks, leaf, appends, jam_body)
             emitter.emit()
+
+    @property
+    def initializes_output(self) -> bool:
+        """Whether the kernel sets every entry of its dense output, so the caller need not
+        zero it first (out=, a recycled result): it zeroes each row itself before
+        scattering into it, or stores a sum at every coordinate of loops that visit
+        them all (CSR SpMV)."""
+        if self.phase != "whole" or len(self.nests) != 1:
+            return False
+        return self.clears_rows or (self.stores_every_row and not self.skips_rows
+                                    and not self.scatter)
 
     def may_clear_rows(self, var: str, ctx: Ctx) -> bool:
         """Whether the kernel may zero each row of its output itself, just before adding

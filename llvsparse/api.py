@@ -43,7 +43,7 @@ class Instance:
     lattices: str
     arg_order: list[str]
     parallel_mode: int | None = None  # output mode whose rows threads may split
-    clears_output: bool = False  # the kernel zeroes its dense output's rows itself
+    initializes_output: bool = False  # the kernel sets every entry of its dense output
 
 
 _CACHE: dict[tuple, Instance] = {}
@@ -128,7 +128,7 @@ class Kernel:
                 disk_cache.store(disk_key, cached.jit.object_code, {
                     "name": cached.jit.name, "concrete": cached.concrete,
                     "lattices": cached.lattices, "parallel_mode": cached.parallel_mode,
-                    "clears_output": cached.clears_output,
+                    "initializes_output": cached.initializes_output,
                     "conversions": {n: f.name for n, f in cached.conversions.items()}})
             with _CACHE_LOCK:
                 _CACHE[key] = cached
@@ -154,7 +154,7 @@ class Kernel:
             n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
         return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
                         meta["lattices"], order, meta.get("parallel_mode"),
-                        meta.get("clears_output", False))
+                        meta.get("initializes_output", False))
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
@@ -208,7 +208,7 @@ class Kernel:
         compiled.phases = {"lower to IR": lowered, **compiled.phases}
         return Instance(types, text, compiled, dtype, conversions,
                         "\n".join(builder.lattice_log), order, parallel_mode,
-                        builder.clears_output)
+                        builder.initializes_output)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -479,7 +479,7 @@ class BoundCall:
             else:
                 values, dirty = self._into(out), True
             fresh = not dirty
-            dirty = dirty and not self.inst.clears_output
+            dirty = dirty and not self.inst.initializes_output
             if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
                 # threads clear (out=, recycled) or page in (fresh) their rows first
                 rows = values.reshape(self.extents[0], -1)

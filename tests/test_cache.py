@@ -99,7 +99,7 @@ def test_a_kernel_from_disk_still_knows_it_zeroes_its_rows(tmp_path, monkeypatch
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(api, "_CACHE", {})
     expr = "C(i,k) = A(i,j) * B(j,k)"
-    assert ls.compile(expr, A="csr").instance().clears_output
+    assert ls.compile(expr, A="csr").instance().initializes_output
     monkeypatch.setattr(api, "_CACHE", {})
     loads = STATS.get("disk_loads", 0)
     kernel = ls.compile(expr, A="csr")
@@ -107,5 +107,5 @@ def test_a_kernel_from_disk_still_knows_it_zeroes_its_rows(tmp_path, monkeypatch
     B = np.random.default_rng(8).random((30, 8))
     result = kernel(A=ls.Tensor.from_scipy(A, format="csr"), B=B,
                     out=np.full((200, 8), np.nan))
-    assert STATS.get("disk_loads", 0) == loads + 1 and kernel.instance().clears_output
+    assert STATS.get("disk_loads", 0) == loads + 1 and kernel.instance().initializes_output
     np.testing.assert_allclose(result.to_numpy(), A @ B, rtol=1e-13)

@@ -102,12 +102,28 @@ def test_scattering_kernels_zero_their_rows_so_out_is_not_cleared_first(threads,
     operands = {"A": ls.Tensor.from_scipy(A, format="csr"), "B": B}
     out = _nan_out(kernel, **operands)
     result = kernel.bind(check=False, threads=threads, **operands)(out=out)
-    assert kernel._default().clears_output
+    assert kernel._default().initializes_output
     np.testing.assert_allclose(result.to_numpy(), A @ B, rtol=1e-13)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_sums_stored_everywhere_need_no_clear(threads, monkeypatch):
+    """CSR SpMV stores a sum (0.0 for an empty row) at every row, so ``out=`` full of
+    NaN is not cleared by the caller and comes back exact."""
+    monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 100)
+    A = sp.random(300, 40, density=0.03, format="csr", random_state=11)
+    assert (np.diff(A.indptr) == 0).any()
+    x = np.random.default_rng(11).random(40)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    operands = {"A": ls.Tensor.from_scipy(A, format="csr"), "x": x}
+    result = kernel.bind(check=False, threads=threads, **operands)(out=_nan_out(kernel, **operands))
+    assert kernel._default().initializes_output
+    np.testing.assert_array_equal(result.to_numpy(), A @ x)
 
 
 @pytest.mark.parametrize(("expr", "fmt"), [
     ("C(i,k) = A(i,j) * B(j,k)", "dcsr"),  # rows without entries are never visited
+    ("y(i) = A(i,j) * x(j)", "dcsr"),
     ("y(i) = A(i,j) * x(j)", "coo"),  # summed in place, not scattered
 ])
 def test_kernels_that_skip_rows_leave_the_clear_to_the_caller(expr, fmt):
@@ -117,7 +133,7 @@ def test_kernels_that_skip_rows_leave_the_clear_to_the_caller(expr, fmt):
     name = "B" if "B" in expr else "x"
     operands = {"A": ls.Tensor.from_scipy(A, format=fmt), name: second}
     result = kernel(out=_nan_out(kernel, **operands), **operands)
-    assert not kernel._default().clears_output
+    assert not kernel._default().initializes_output
     np.testing.assert_allclose(result.to_numpy(), A @ second, rtol=1e-13)
 
 
