@@ -475,7 +475,8 @@ class BoundCall:
         costs its page faults on every call, taken by all threads at once)."""
         if self.dense:
             if out is None:  # large results reuse the memory of collected ones
-                values, dirty = RESULTS.zeros(self.size, self.dtype)
+                values, dirty = RESULTS.zeros(self.size, self.dtype,
+                                              self.inst.initializes_output)
             else:
                 values, dirty = self._into(out), True
             fresh = not dirty

@@ -52,11 +52,17 @@ class ResultPool:
         self.idle: list[np.ndarray] = []  # oldest first
         self.lock = threading.Lock()
 
-    def zeros(self, count: int, dtype: np.dtype) -> tuple[np.ndarray, bool]:
-        """A flat result of ``count`` elements, and whether it is recycled: a fresh one
-        is zero (untouched pages), a recycled one holds an earlier result until cleared."""
+    def zeros(self, count: int, dtype: np.dtype,
+              overwritten: bool = False) -> tuple[np.ndarray, bool]:
+        """A flat result of ``count`` elements, and whether it may hold old values: a
+        recycled one holds an earlier result until cleared; a fresh one is zero (large
+        ones are untouched pages), unless it is small and ``overwritten`` (the kernel
+        sets every entry), when malloc's memory is not cleared (scipy's 400k-row SpMV
+        result: a 3.2 MB memset per call)."""
         nbytes = count * dtype.itemsize
         if nbytes < MIN_BYTES or self.limit < nbytes:
+            if overwritten:
+                return np.empty(count, dtype), True
             return np.zeros(count, dtype), False
         memory = self.take(nbytes)
         recycled = memory is not None

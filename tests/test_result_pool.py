@@ -162,3 +162,23 @@ def test_sparse_results_recycle_their_arrays_when_a_binding_repeats():
     expected.sort_indices()
     np.testing.assert_allclose(again.values, expected.data, rtol=1e-14)
     np.testing.assert_array_equal(again.level_arrays[1]["crd"], expected.indices)
+
+
+def test_small_results_that_kernels_overwrite_are_not_zeroed(monkeypatch):
+    """A small result of a kernel that sets every entry comes from ``np.empty``: memory
+    full of NaN comes back exact; one that skips rows still gets zeros."""
+    from types import SimpleNamespace
+
+    from llvsparse import results
+
+    def nan_empty(count, dtype):
+        return np.full(count, np.nan, dtype)
+
+    monkeypatch.setattr(results, "np", SimpleNamespace(
+        empty=nan_empty, zeros=np.zeros, asarray=np.asarray, uint8=np.uint8))
+    A = sp.random(300, 40, density=0.03, format="csr", random_state=12)
+    x = np.random.default_rng(12).random(40)
+    for fmt in ("csr", "dcsr"):
+        kernel = ls.compile("y(i) = A(i,j) * x(j)", A=fmt)
+        y = kernel(A=ls.Tensor.from_scipy(A, format=fmt), x=x).to_numpy()
+        np.testing.assert_array_equal(y, A @ x)
