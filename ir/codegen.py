@@ -613,9 +613,9 @@ class KernelCompiler:
 
         lattice = build_lattice(expr, find, is_full)
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
-        covers_all = len(lattice.points) == 1 and all(
-            is_full(it) for it in choose_iterated(lattice, lattice.points[0],
-                                                  self.can_locate, is_full)[0])
+        # Every coordinate is visited with every operand present (none located that can
+        # miss, as a hashed S(i,j) against a dense B(j,k) can).
+        covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
         if covers_all and leaf is None and jam_body is None and self.may_clear_rows(var, ctx):

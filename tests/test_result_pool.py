@@ -182,3 +182,17 @@ def test_small_results_that_kernels_overwrite_are_not_zeroed(monkeypatch):
         kernel = ls.compile("y(i) = A(i,j) * x(j)", A=fmt)
         y = kernel(A=ls.Tensor.from_scipy(A, format=fmt), x=x).to_numpy()
         np.testing.assert_array_equal(y, A @ x)
+
+
+def test_a_sample_located_in_a_hash_leaves_the_clear_to_the_caller():
+    """SDDMM into a dense C with S hashed: j runs over B's rows and S(i,j) is looked up,
+    so where it is missing nothing is stored, and ``out=`` must be cleared first."""
+    S = sp.random(30, 20, density=0.2, format="csr", random_state=13)
+    rng = np.random.default_rng(13)
+    A, B = rng.random((30, 4)), rng.random((20, 4))
+    kernel = ls.compile("C(i,j) = S(i,j) * A(i,k) * B(j,k)", S="hash", A="dense",
+                        B="dense")
+    result = kernel(S=ls.Tensor.from_scipy(S, format="hash"), A=A, B=B,
+                    out=np.full((30, 20), np.nan))
+    assert not kernel._default().initializes_output
+    np.testing.assert_allclose(result.to_numpy(), S.multiply(A @ B.T).toarray(), rtol=1e-13)
