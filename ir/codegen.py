@@ -33,7 +33,7 @@ PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
                    "fill": [I64, I64, I64], "finish": [I64]}
 ZERO = ir.Constant(I64, 0)
 ONE = ir.Constant(I64, 1)
-RUN_UNROLL = 8  # running-sum loops: COO SpMV on 4M random entries 9.5 -> 7.4 ms (4: 7.9)
+RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV, 4M random entries 9.5 -> 7.4 ms (4: 7.9)
 GALLOP_SKEW = 8  # see PointEmitter.skewed
 
 
@@ -415,7 +415,7 @@ class KernelCompiler:
             # Storing an empty sum into zero-filled, full storage changes nothing, so the
             # row is written unconditionally (one branch less per row). A stored sum
             # starts at 0.0, as the sum the output's zero would give (a -0.0 start
-            # would need a + 0 per row to turn an empty sum into 0.0: CSR SpMV on the
+            # would need a + 0 per row to turn an empty sum into 0.0: row-wise SpMV on the
             # stencil spent 8% on it).
             stored = self.output.overwrites()
             b.store(scalars.constant(self.dtype, 0) if stored else scalars.sum_start(self.dtype),
@@ -449,7 +449,7 @@ class KernelCompiler:
 
         A branch, not a select: a select would chain every sum to the one before (one
         add latency per entry through the whole loop), while a predicted branch starts
-        each run's adds afresh so that runs overlap (COO SpMV 0.6-0.8x the time on real
+        each run's adds afresh so that runs overlap (coordinate-list SpMV 0.6-0.8x the time on real
         matrices, the stencil 0.8x; measured against the select on this machine)."""
         b = self.b
         with b.if_then(b.icmp_signed("!=", b.load(run.coord), coord)):
@@ -614,7 +614,7 @@ class KernelCompiler:
         lattice = build_lattice(expr, find, is_full)
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
         # Every coordinate is visited with every operand present (none located that can
-        # miss, as a hashed S(i,j) against a dense B(j,k) can).
+        # miss, as a looked-up S(i,j) against a full B(j,k) can).
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
@@ -633,7 +633,7 @@ class KernelCompiler:
         """Whether the kernel sets every entry of its dense output, so the caller need not
         zero it first (out=, a recycled result): it zeroes each row itself before
         scattering into it, or stores a sum at every coordinate of loops that visit
-        them all (CSR SpMV)."""
+        them all (row-wise SpMV)."""
         if self.phase != "whole" or len(self.nests) != 1:
             return False
         return self.clears_rows or (self.stores_every_row and not self.skips_rows
