@@ -14,6 +14,7 @@ collection gives the memory back.
 
 from __future__ import annotations
 
+import collections
 import threading
 
 import numpy as np
@@ -49,7 +50,11 @@ class ResultPool:
 
     def __init__(self, limit: int = DEFAULT_LIMIT):
         self.limit = limit
-        self.idle: list[np.ndarray] = []  # oldest first
+        self.idle: list[np.ndarray] = []  # oldest first; only with the lock held
+        # Given back, not yet idle: buffers return from __del__, which garbage collection
+        # may run on a thread that holds the lock (allocating inside take), so returning
+        # never waits for it; the lock's holder moves them to ``idle``.
+        self.returned: collections.deque = collections.deque()
         self.lock = threading.Lock()
 
     def zeros(self, count: int, dtype: np.dtype,
@@ -73,23 +78,30 @@ class ResultPool:
     def take(self, nbytes: int):
         """An idle buffer of exactly ``nbytes``, now the caller's, or None."""
         with self.lock:
+            self._settle()
             for k, memory in enumerate(self.idle):
                 if memory.nbytes == nbytes:
                     return self.idle.pop(k)
         return None
 
     def give_back(self, memory) -> None:
-        with self.lock:
-            self.idle.append(memory)
-            self._trim()
+        self.returned.append(memory)
+        if self.lock.acquire(blocking=False):  # else its holder settles it
+            try:
+                self._settle()
+            finally:
+                self.lock.release()
 
     def set_limit(self, nbytes: int) -> None:
         with self.lock:
             self.limit = nbytes
-            self._trim()
+            self._settle()
 
-    def _trim(self) -> None:
-        """Drop the oldest idle buffers beyond the limit (the lock is held)."""
+    def _settle(self) -> None:
+        """Make returned buffers idle, then drop the oldest beyond the limit (the lock is
+        held; a collection meanwhile only appends to ``returned``)."""
+        while self.returned:
+            self.idle.append(self.returned.popleft())
         held = sum(m.nbytes for m in self.idle)
         while self.idle and held > self.limit:
             held -= self.idle.pop(0).nbytes

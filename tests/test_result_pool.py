@@ -9,7 +9,14 @@ import scipy.sparse as sp
 
 import llvsparse as ls
 from llvsparse import api
-from llvsparse.results import BUFFERS, DEFAULT_LIMIT, MIN_BYTES, RESULTS, with_spare
+from llvsparse.results import (
+    BUFFERS,
+    DEFAULT_LIMIT,
+    MIN_BYTES,
+    RESULTS,
+    ResultPool,
+    with_spare,
+)
 
 ROWS = 12_000  # C is ROWS x 64 doubles: 6 MB, above MIN_BYTES
 
@@ -196,3 +203,15 @@ def test_a_sample_located_in_a_hash_leaves_the_clear_to_the_caller():
                     out=np.full((30, 20), np.nan))
     assert not kernel._default().initializes_output
     np.testing.assert_allclose(result.to_numpy(), S.multiply(A @ B.T).toarray(), rtol=1e-13)
+
+
+def test_giving_back_never_waits_for_the_pool_lock():
+    """A result collected while its own thread holds the pool's lock (garbage collection
+    run by an allocation inside ``take``) is queued, not waited for, and becomes idle
+    when the lock's holder settles the pool."""
+    pool = ResultPool(limit=1 << 30)
+    memory = np.zeros(MIN_BYTES, np.uint8)
+    with pool.lock:
+        pool.give_back(memory)  # would deadlock if it took the lock
+        assert pool.idle == []
+    assert pool.take(MIN_BYTES) is memory
