@@ -33,7 +33,7 @@ PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
                    "fill": [I64, I64, I64], "finish": [I64]}
 ZERO = ir.Constant(I64, 0)
 ONE = ir.Constant(I64, 1)
-RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV, 4M random entries 9.5 -> 7.4 ms (4: 7.9)
+RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV on 4M entries 9.5 -> 7.4 ms (4x: 7.9)
 GALLOP_SKEW = 8  # see PointEmitter.skewed
 
 
@@ -415,8 +415,8 @@ class KernelCompiler:
             # Storing an empty sum into zero-filled, full storage changes nothing, so the
             # row is written unconditionally (one branch less per row). A stored sum
             # starts at 0.0, as the sum the output's zero would give (a -0.0 start
-            # would need a + 0 per row to turn an empty sum into 0.0: row-wise SpMV on the
-            # stencil spent 8% on it).
+            # would need a + 0 per row to turn an empty sum into 0.0: row-wise SpMV on
+            # the stencil spent 8% on it).
             stored = self.output.overwrites()
             b.store(scalars.constant(self.dtype, 0) if stored else scalars.sum_start(self.dtype),
                     acc)
@@ -449,8 +449,8 @@ class KernelCompiler:
 
         A branch, not a select: a select would chain every sum to the one before (one
         add latency per entry through the whole loop), while a predicted branch starts
-        each run's adds afresh so that runs overlap (coordinate-list SpMV 0.6-0.8x the time on real
-        matrices, the stencil 0.8x; measured against the select on this machine)."""
+        each run's adds afresh so that runs overlap (coordinate-list SpMV: 0.6-0.8x the
+        time on real matrices, 0.8x on the stencil; measured against the select)."""
         b = self.b
         with b.if_then(b.icmp_signed("!=", b.load(run.coord), coord)):
             self.finish_run(run)
@@ -652,18 +652,19 @@ class KernelCompiler:
 
     def clearing_rows(self, body: Callable[[Ctx, Expr], None]) -> Callable[[Ctx, Expr], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""
+        out, tensor, b = self.output, self.tensors[self.out_name], self.b
+        itemsize = np.dtype(tensor.type.dtype).itemsize
+
         def clear_then_body(ctx: Ctx, expr: Expr) -> None:
-            out, b = self.output, self.b
             row = ctx
             for v in out.vars:
                 if v not in row.bound:
                     row = row.bind(v, ZERO)
             start = out.prefix_position(row, len(out.levels) - 1)
             count = ONE
-            for extent in self.tensors[self.out_name].extents[1:]:
+            for extent in tensor.extents[1:]:
                 count = b.mul(count, extent)
-            vals = self.tensors[self.out_name].array_ref(self.tensors[self.out_name].vals_slot)
-            itemsize = np.dtype(self.types[self.out_name].dtype).itemsize
+            vals = tensor.array_ref(tensor.vals_slot)
             b.call(self.memset, [b.bitcast(vals.address(b, start), I8P),
                                  ir.Constant(ir.IntType(8), 0),
                                  b.mul(count, ir.Constant(I64, itemsize)), ir.Constant(I1, 0)])
@@ -930,19 +931,10 @@ class PointEmitter:
         """Whether the iterators may be checked for holding the same coordinates, to be
         stepped together: an intersection (a union's merge already branches on a match
         first, predicted where patterns coincide: A + Aᵀ on the stencil ran 8.9 ms as a
-        merge, 9.9 with the check) of position iterators over ordered, unique levels
-        (one position per coordinate), with no per-coordinate hooks or thread-range test."""
-        if len(self.iterated) < 2 or len(self.lattice.points) != 1 or self.hooks \
-                or self.kc.in_range_loop(self.var, self.ctx):
-            return False
-        for it in self.iterated:
-            state = self.states[it]
-            level = None if it.is_universe else self.kc.level_type(it)
-            if level is None or state.kind != "position" or not level.ordered \
-                    or not level.unique or (state.parent is not None
-                                            and state.parent.seg_end is not None):
-                return False
-        return True
+        merge, 9.9 with the check) whose iterators may gallop (see gallops), with no
+        per-coordinate hooks or thread-range test."""
+        return self.gallops() and not self.hooks \
+            and not self.kc.in_range_loop(self.var, self.ctx)
 
     def same_coordinates(self) -> ir.Value:
         """Whether the iterators' ranges hold the same coordinates in the same order (A .*
@@ -1109,8 +1101,9 @@ class PointEmitter:
                 b.position_at_end(go)
         values = [coords[it] for it in self.iterated]
         i = values[0]
-        for v in values[1:] if not self.lockstep else []:
-            i = b.select(b.icmp_signed("<", v, i), v, i)
+        if not self.lockstep:  # else every coordinate equals the first
+            for v in values[1:]:
+                i = b.select(b.icmp_signed("<", v, i), v, i)
         ctx = kc.bind(self.ctx, self.var, i)
         present: dict[Iter, ir.Value] = {}
         positions: dict[int, list[LevelPos]] = {}

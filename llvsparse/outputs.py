@@ -59,6 +59,7 @@ class AssembledOutput:
             entry for entry in self.adopted if entry.level >= appended
             and ttype.levels[entry.level].definition.arrays[entry.name].init is None]
         self.reservations = self._reservations(expected) if appended is not None else []
+        self.appended_slots = {entry.slot for entry in self.appended}
         # What the last call adopted, reserved for the next: a binding's calls usually
         # assemble the same number of entries, and then their memory is recycled whole.
         self.last: list[tuple[int, int, int]] | None = None
@@ -101,7 +102,6 @@ class AssembledOutput:
         nlevels = len(self.extents)
         sizes = [holder.sizes[k] for k in range(nlevels)]
         level_arrays: list[dict[str, np.ndarray]] = [{} for _ in range(nlevels)]
-        appended = {entry.slot for entry in self.appended}
         lengths = []
         for entry in self.adopted:
             length = 0
@@ -113,7 +113,7 @@ class AssembledOutput:
             array = holder.take(entry.slot, self.index_dtype, length)
             for k in entry.levels:
                 level_arrays[k][entry.name] = array
-            if entry.slot in appended:
+            if entry.slot in self.appended_slots:
                 lengths.append((entry.slot, length, self.index_dtype.itemsize))
         values = holder.take(self.values_slot, self.dtype, sizes[-1] if sizes else 1)
         if self.reservations:
