@@ -23,7 +23,7 @@ from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput
-from .results import RESULTS
+from .results import MIN_BYTES, RESULTS
 from .tensor import Tensor
 
 
@@ -399,10 +399,17 @@ class BoundCall:
         # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
         # grows them.
         self.dense = not out_shape or _dense_like(self.out_type)
+        self.new_small = None
         if self.dense:
             self.extents = [out_shape[lv.mode] for lv in out_format.levels]
             self.size = int(np.prod(self.extents))
             self.dtype = np.dtype(self.out_type.dtype)
+            self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
+                                               self.extents)
+            # Below the pool's threshold a fresh result comes straight from numpy, left
+            # uncleared where the kernel sets every entry (see ResultPool.zeros).
+            if self.size * self.dtype.itemsize < MIN_BYTES:
+                self.new_small = np.empty if inst.initializes_output else np.zeros
             self.output = runtime.DescriptorHolder(self.extents, [None], [])
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
         else:
@@ -473,6 +480,13 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
+        if self.new_small is not None and out is None:  # the short path of small calls
+            values = self.new_small(self.size, self.dtype)
+            if self.plan:
+                self._run_dense(values)
+            else:
+                self._run_one(values)
+            return self.result(values)
         if self.dense:
             if out is None:  # large results reuse the memory of collected ones
                 values, dirty = RESULTS.zeros(self.size, self.dtype,
@@ -492,8 +506,7 @@ class BoundCall:
                     self._run_dense(values)
                 else:
                     self._run_one(values)
-            return Tensor.dense_output(self.shape, self.format, self.out_type, self.extents,
-                                       values)
+            return self.result(values)
         if out is not None:
             raise TypeError("out= needs a dense-like output (levels without arrays); this "
                             f"kernel assembles a {self.format.name or 'sparse'} output")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -215,17 +216,20 @@ class Tensor:
         return [int(self.params[k][p]) for k, p in self.tensor_type.param_slots()]
 
     def holder(self, check_shallow: bool = True) -> DescriptorHolder:
-        """The descriptor of this tensor, reused while its arrays, params and extents are
-        the same objects and values (the O(1) checks run once per such state)."""
-        levels = self.level_arrays
-        arrays = [levels[k].get(name) for k, name in self._slot_names()] + [self.values]
-        key = (*map(id, arrays), *(v for p in self.params for v in p.values()),
-               *self.level_extents)
+        """The descriptor of this tensor, reused while its format, dtypes, arrays, params
+        and extents are the same objects and values (the O(1) checks run once per such
+        state). The key names every level's arrays rather than the format's slots: it
+        is built on every call, and looking the slots up would double its cost."""
+        key = (self.format, self.dtype, self.index_dtype, id(self.values),
+               *[(name, id(a)) for level in self.level_arrays for name, a in level.items()],
+               *[v for p in self.params for v in p.values()], *self.level_extents)
         cached = self.__dict__.get("_holder")
         if cached is not None and cached[0] == key:
             return cached[1]
         if check_shallow:
             self.validate_shallow()
+        levels = self.level_arrays
+        arrays = [levels[k].get(name) for k, name in self._slot_names()] + [self.values]
         holder = DescriptorHolder(self.level_extents, arrays, self._flat_params())
         self._holder = (key, holder)
         return holder
@@ -249,16 +253,23 @@ class Tensor:
         return cached[1]
 
     @classmethod
-    def dense_output(cls, shape, fmt: Format, ttype, extents, values) -> Tensor:
-        """An output whose levels need no arrays, around preallocated values (the fast
-        path of a kernel call: no validation, no kernel-owned memory to adopt)."""
-        tensor = cls.__new__(cls)
-        tensor.__dict__.update(shape=shape, format=fmt, dtype=values.dtype,
-                               index_dtype=np.dtype(ttype.index_dtype),
-                               level_extents=extents, level_arrays=[{} for _ in extents],
-                               params=[{} for _ in extents], values=values, fill=0,
-                               name=None)
-        return tensor
+    def dense_outputs(cls, shape, fmt: Format, ttype, extents) -> Callable[[np.ndarray], Tensor]:
+        """A maker of outputs whose levels need no arrays, around preallocated values (the
+        fast path of a kernel call: no validation, no kernel-owned memory to adopt). The
+        fields every such output shares are worked out once, here, not per call."""
+        index_dtype = np.dtype(ttype.index_dtype)
+        shared = {"shape": shape, "format": fmt, "index_dtype": index_dtype,
+                  "level_extents": extents, "fill": 0, "name": None}
+        levels = range(len(extents))
+
+        def make(values: np.ndarray) -> Tensor:
+            tensor = cls.__new__(cls)
+            fields = tensor.__dict__
+            fields.update(shared)
+            fields.update(dtype=values.dtype, values=values,
+                          level_arrays=[{} for _ in levels], params=[{} for _ in levels])
+            return tensor
+        return make
 
     # -- validation ---------------------------------------------------------------------
     def validate_shallow(self) -> None:

@@ -27,6 +27,30 @@ def test_bound_call_matches_reference_and_allocates_fresh_outputs():
     np.testing.assert_array_equal(first.to_numpy(), second.to_numpy())
 
 
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dia", "dcsr", "hash"])
+def test_small_fresh_results_ignore_freed_garbage(fmt):
+    """Small results come straight from numpy, uncleared only where the kernel sets every
+    entry: rows without entries must read 0 even when malloc hands back the memory of a
+    dropped result that was filled with NaN."""
+    rng = np.random.default_rng(3)
+    dense = np.where(rng.random((300, 200)) < 0.05, rng.random((300, 200)), 0.0)
+    dense[::7] = 0.0  # empty rows
+    if fmt == "dia":
+        dense = np.triu(np.tril(dense, 2), -3)
+    matrix = sp.csr_matrix(dense)
+    x = rng.random(200)
+    A, xt = ls.Tensor.from_scipy(matrix, format=fmt), ls.Tensor.from_numpy(x)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A=fmt)
+    bound = kernel.bind(A=A, x=xt)
+    for call in (bound, lambda: kernel(check=False, A=A, x=xt)):
+        for _ in range(3):
+            result = call()
+            np.testing.assert_allclose(result.to_numpy(), matrix @ x, rtol=1e-12, atol=0)
+            assert result.values.flags.owndata and result.format == kernel.formats["y"]
+            result.values[:] = np.nan
+            del result
+
+
 def test_reused_binding_notices_replaced_arrays():
     matrix, A, xt, x = _operands(1)
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
