@@ -59,6 +59,9 @@ class AssembledOutput:
             entry for entry in self.adopted if entry.level >= appended
             and ttype.levels[entry.level].definition.arrays[entry.name].init is None]
         self.reservations = self._reservations(expected) if appended is not None else []
+        # What an adopted array's length expression sees besides the sizes, per level.
+        self.length_env = [{"N": extent, **params}
+                           for extent, params in zip(self.extents, self.params)]
         self.appended_slots = {entry.slot for entry in self.appended}
         # What the last call adopted, reserved for the next: a binding's calls usually
         # assemble the same number of entries, and then their memory is recycled whole.
@@ -98,19 +101,19 @@ class AssembledOutput:
             holder.reserve(slot, count, itemsize)
 
     def adopt(self, holder: DescriptorHolder) -> Tensor:
-        """The kernel's arrays as a numpy-owned Tensor."""
+        """The kernel's arrays as a numpy-owned Tensor, sealed: its index arrays are made
+        read-only as they are taken (see Tensor._seal), its values stay writeable."""
         nlevels = len(self.extents)
-        sizes = [holder.sizes[k] for k in range(nlevels)]
+        sizes = holder.sizes[:nlevels]
         level_arrays: list[dict[str, np.ndarray]] = [{} for _ in range(nlevels)]
         lengths = []
         for entry in self.adopted:
             length = 0
             if entry.length is not None:
-                env = {"parent_size": sizes[entry.level - 1] if entry.level else 1,
-                       "size": sizes[entry.level], "N": self.extents[entry.level],
-                       **self.params[entry.level]}
-                length = evaluate_expr(entry.length, env)
-            array = holder.take(entry.slot, self.index_dtype, length)
+                length = evaluate_expr(entry.length, {
+                    **self.length_env[entry.level], "size": sizes[entry.level],
+                    "parent_size": sizes[entry.level - 1] if entry.level else 1})
+            array = holder.take(entry.slot, self.index_dtype, length, writeable=False)
             for k in entry.levels:
                 level_arrays[k][entry.name] = array
             if entry.slot in self.appended_slots:
@@ -124,5 +127,5 @@ class AssembledOutput:
                                index_dtype=self.index_dtype, level_extents=list(self.extents),
                                level_arrays=level_arrays,
                                params=[dict(p) for p in self.params], values=values, fill=0,
-                               name=None)
-        return tensor._seal()
+                               name=None, _sealed=True)
+        return tensor

@@ -110,8 +110,8 @@ class _KernelBuffer:
 
     __slots__ = ("__array_interface__", "nbytes")
 
-    def __init__(self, address: int, count: int, dtype: np.dtype):
-        self.__array_interface__ = {"data": (address, False), "shape": (count,),
+    def __init__(self, address: int, count: int, dtype: np.dtype, writeable: bool = True):
+        self.__array_interface__ = {"data": (address, not writeable), "shape": (count,),
                                     "typestr": dtype.str, "version": 3}
         self.nbytes = count * dtype.itemsize
 
@@ -192,15 +192,18 @@ class DescriptorHolder:
             self.pointers[slot] = address
             self.caps[slot] = count
 
-    def take(self, slot: int, dtype: np.dtype, length: int) -> np.ndarray:
-        """Adopt a kernel-allocated buffer as a numpy array that frees it when collected."""
+    def take(self, slot: int, dtype: np.dtype, length: int,
+             writeable: bool = True) -> np.ndarray:
+        """Adopt a kernel-allocated buffer as a numpy array that frees it when collected;
+        ``writeable=False``: read-only, with everything it views."""
         address = self.pointers[slot]
         given = self.arrays[slot]
         if given is not None and address == (given.ctypes.data if given.size else None):
-            return given[:length]
+            return given[:length] if writeable else make_read_only(given[:length])
         capacity = self.caps[slot]
         if not address or capacity == 0:
-            return np.zeros(length, dtype=dtype)
+            return make_read_only(np.zeros(length, dtype=dtype)) if not writeable \
+                else np.zeros(length, dtype=dtype)
         self.pointers[slot] = None
         # Shrinking in place (glibc splits or remaps, no copy), unless the buffer is one
         # to recycle and its spare room is what the next call reserves (with_spare).
@@ -209,7 +212,7 @@ class DescriptorHolder:
             trimmed = _LIBC.realloc(address, max(length, 1) * dtype.itemsize)
             if trimmed:
                 address, capacity = trimmed, length
-        return np.asarray(_KernelBuffer(address, capacity, dtype))[:length]
+        return np.asarray(_KernelBuffer(address, capacity, dtype, writeable))[:length]
 
     def release(self) -> None:
         """Free buffers that were not adopted (after a failed call)."""
@@ -217,6 +220,16 @@ class DescriptorHolder:
             if self.arrays[slot] is None and self.pointers[slot]:
                 _LIBC.free(self.pointers[slot])
                 self.pointers[slot] = None
+
+
+def make_read_only(array: np.ndarray) -> np.ndarray:
+    """Make ``array`` and every array it views read-only (no writeable view of its
+    memory is left), and return it."""
+    view = array
+    while isinstance(view, np.ndarray):
+        view.flags.writeable = False
+        view = view.base
+    return array
 
 
 def _table(holders: list[DescriptorHolder]):

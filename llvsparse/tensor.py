@@ -13,7 +13,7 @@ from .format import Format, as_format, named_format
 from .interpret import CorruptTensorError
 from .ir.schedule import ScheduleError
 from .packers import PACKERS, pack_bcsr
-from .runtime import DescriptorHolder
+from .runtime import DescriptorHolder, make_read_only
 from .walk import entries_per_coordinate, walk_levels
 
 VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
@@ -327,9 +327,7 @@ class Tensor:
         no one can hold a writeable view of them yet."""
         for arrays in self.level_arrays:
             for array in arrays.values():
-                while isinstance(array, np.ndarray):
-                    array.flags.writeable = False
-                    array = array.base
+                make_read_only(array)
         self._sealed = True
         return self
 
