@@ -1106,11 +1106,12 @@ class PointEmitter:
                 i = b.select(b.icmp_signed("<", v, i), v, i)
         ctx = kc.bind(self.ctx, self.var, i)
         present: dict[Iter, ir.Value] = {}
+        at_i: dict[Iter, ir.Value] = {}  # each iterator's coordinate test
         positions: dict[int, list[LevelPos]] = {}
         for it in self.iterated:
             eq = TRUE if len(self.iterated) == 1 or self.lockstep \
                 else b.icmp_signed("==", coords[it], i)
-            present[it] = eq
+            present[it] = at_i[it] = eq
             if it.is_universe:
                 continue
             present[it], positions[it.uid] = self.resolve_iterated(it, i, eq, ctx)
@@ -1131,11 +1132,12 @@ class PointEmitter:
         saved = self.hooks[0](ctx) if self.hooks else None
         split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
             else (coords, i)
-        chosen = None if straight else self.selectable_cases(ctx, present)
+        chosen = None if straight or split else self.selectable_cases(ctx, present)
         if chosen:
-            advanced = self.dispatch_by_select(chosen, ctx, split)
+            self.emit_selected(chosen, ctx)
+            advanced = False
         else:
-            advanced = self.dispatch(ctx, present, split)
+            advanced = self.dispatch(ctx, present, split, at_i)
         if self.hooks:
             self.hooks[1](ctx, saved)
         if in_range is not None:
@@ -1240,7 +1242,7 @@ class PointEmitter:
                     cond = present[it] if is_true(cond) else self.b.and_(cond, present[it])
             case_ctx = replace(ctx, levels={u: lv for u, lv in ctx.levels.items()
                                             if u in sub_uids or u not in point_uids})
-            yield cond, substitute_absent(self.expr, absent), case_ctx
+            yield cond, substitute_absent(self.expr, absent), case_ctx, frozenset(sub)
 
     def selectable_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
         """The cases of a co-iteration whose values may all be computed unconditionally
@@ -1257,7 +1259,7 @@ class PointEmitter:
                     it not in self.iterated:
                 return None  # a located operand that may miss: its position is not valid
         chosen = []
-        for cond, expr, case_ctx in self.cases(ctx, present):
+        for cond, expr, case_ctx, _ in self.cases(ctx, present):
             if expr is None or contains_sum(expr):
                 return None
             chosen.append((cond, expr, case_ctx))
@@ -1266,35 +1268,6 @@ class PointEmitter:
         if len(chosen) < 2 or not self.positions_always_valid(ctx):
             return None
         return chosen
-
-    def dispatch_by_select(self, chosen: list, ctx: Ctx,
-                           split: tuple[dict[Iter, ir.Value], ir.Value] | None) -> bool:
-        """Run the innermost body once on the selected case's value; return whether the
-        iterators were advanced here.
-
-        With ``split`` (the coordinates, for advancing), a union of three or more cases
-        branches on its first case (every operand present) and advances every iterator
-        there by one step; the other cases are selected. Selecting alone makes each
-        step's positions depend on the coordinates just loaded (a load-compare-add chain
-        per entry); where the operands' patterns coincide (A + Aᵀ of a symmetric
-        pattern) the branch is predicted and the chain disappears, and where they
-        differ it is predicted the other way.
-        """
-        if split is None or len(chosen) < 3:
-            self.emit_selected(chosen, ctx)
-            return False
-        coords, i = split
-        cond, expr, case_ctx = chosen[0]
-        with self.b.if_else(cond) as (every, other):
-            with every:
-                self.leaf(self.kc.value(expr, case_ctx), ctx)
-                for it in self.iterated:
-                    self.advance(it, coords[it], None)
-            with other:
-                self.emit_selected(chosen[1:], ctx)
-                for it in self.iterated:
-                    self.advance(it, coords[it], i)
-        return True
 
     def emit_selected(self, chosen, ctx: Ctx) -> None:
         b, kc = self.b, self.kc
@@ -1323,34 +1296,41 @@ class PointEmitter:
         return not any(not is_true(found) for found in ctx.found.values())
 
     def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value],
-                 split: tuple[dict[Iter, ir.Value], ir.Value] | None = None) -> bool:
-        """Branch to the first case whose operands are present. With ``split`` (the
-        coordinates) and several iterators, the first case (all present) also advances
-        every iterator by one step, so a predicted match does not wait on the loaded
-        coordinates to know the next positions; returns whether it advanced."""
+                 split: tuple[dict[Iter, ir.Value], ir.Value] | None = None,
+                 at_i: dict[Iter, ir.Value] | None = None) -> bool:
+        """Branch to the first case whose operands are present; return whether the
+        iterators were advanced here.
+
+        With ``split`` (the coordinates) and several iterators, each case advances the
+        iterators it knows about by a constant step (see advance_case), so the next
+        positions do not wait on the coordinates just loaded: a branch per coordinate
+        instead of a load-compare-select chain per entry (cases computed unconditionally
+        and selected, the earlier way, cost about 7 cycles per entry). CSR + CSR: real
+        matrices 0.56-0.65x the time (Franz6 229 -> 127 us), power-law rows 0.74x, the
+        stencil 0.9x; uniformly random patterns, where the branch mispredicts about every
+        other entry, 1.56x (27.5 -> 43 ms, still ahead of scipy's 55)."""
         b = self.b
         done = b.append_basic_block("cases.done")
         joined = None
         if split is not None and len(self.iterated) > 1:
             joined = b.append_basic_block("cases.advanced")
-        for n, (cond, expr, case_ctx) in enumerate(self.cases(ctx, present)):
-            if is_true(cond):
-                if expr is not None:
-                    self.body(case_ctx, expr)
-                b.branch(done)
-                break
-            then = b.append_basic_block("case")
-            other = b.append_basic_block("case.else")
-            b.cbranch(cond, then, other)
-            b.position_at_end(then)
+        earlier: list[frozenset] = []
+        for cond, expr, case_ctx, sub in self.cases(ctx, present):
+            if not is_true(cond):
+                then = b.append_basic_block("case")
+                other = b.append_basic_block("case.else")
+                b.cbranch(cond, then, other)
+                b.position_at_end(then)
             if expr is not None:
                 self.body(case_ctx, expr)
-            if n == 0 and joined is not None:
-                for it in self.iterated:
-                    self.advance(it, split[0][it], None)
+            if joined is not None:
+                self.advance_case(sub, earlier, present, split, at_i)
                 b.branch(joined)
             else:
                 b.branch(done)
+            if is_true(cond):
+                break
+            earlier.append(sub)
             b.position_at_end(other)
         if not b.block.is_terminated:
             b.branch(done)
@@ -1365,6 +1345,25 @@ class PointEmitter:
         b.branch(joined)
         b.position_at_end(joined)
         return True
+
+    def advance_case(self, sub: frozenset, earlier: list[frozenset],
+                     present: dict[Iter, ir.Value],
+                     split: tuple[dict[Iter, ir.Value], ir.Value],
+                     at_i: dict[Iter, ir.Value]) -> None:
+        """Advance the iterators in the branch of the case whose operands are ``sub``:
+        those in it are at the coordinate (one step); one that an earlier case, taken
+        had it been at the coordinate, holds with operands all in ``sub`` is not (no
+        step), where its presence is exactly its coordinate test; any other steps past
+        the coordinate by a select."""
+        coords, i = split
+        for it in self.iterated:
+            if it in sub:
+                self.advance(it, coords[it], None)
+            elif present[it] is at_i[it] and any(
+                    it in prior and prior - {it} <= sub for prior in earlier):
+                continue
+            else:
+                self.advance(it, coords[it], i)
 
     def gallops(self) -> bool:
         """Whether a mismatch may skip every iterator straight to the largest coordinate:

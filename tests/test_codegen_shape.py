@@ -43,10 +43,23 @@ def test_entry_points_and_range_variant_exist():
     assert "llvsparse_kernel" in kernel.asm
 
 
-def test_union_merge_loop_has_no_grow_calls_and_selects_its_cases():
+def _blocks(text: str) -> dict[str, str]:
+    """The IR's basic blocks by label."""
+    blocks, label = {}, None
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            label = line[:-1]
+            blocks[label] = ""
+        elif label is not None:
+            blocks[label] += line + "\n"
+    return blocks
+
+
+def test_union_merge_loop_has_no_grow_calls_and_steps_each_case_by_a_constant():
     """A + B: room for the whole merge is made before the loop (no capacity test or grow
-    call per entry), and the cases where one operand is missing are selected, not
-    branched on (random patterns would mispredict about every other entry)."""
+    call per entry), and each case (both, A only, B only) branches and steps exactly
+    its own operands by one, with no select: the next positions never wait on the
+    coordinates just loaded (a load-compare-select chain per entry otherwise)."""
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", A="csr", B="csr", C="csr")
     text = kernel.llvm_ir
     # Blocks are printed in creation order: the merge loop's body follows its head,
@@ -55,7 +68,11 @@ def test_union_merge_loop_has_no_grow_calls_and_selects_its_cases():
     merge_loop = text.split("\npos_access.exit:", 1)[1].split("\npos.length.exit", 1)[0]
     assert "llvsparse_grow" in before_loop
     assert "llvsparse_grow" not in merge_loop
-    assert " select " in merge_loop and merge_loop.count("store double") == 2
+    writes = [body for body in _blocks(merge_loop).values() if "store double" in body]
+    stepped = [tuple(cur for cur in ("A1.cur", "B1.cur") if f'i64* %"{cur}"' in body)
+               for body in writes]
+    assert stepped == [("A1.cur", "B1.cur"), ("A1.cur",), ("B1.cur",)]
+    assert not any(" select " in body for body in writes)
     a = _csr(1)
     b = sp.random(60, 50, density=0.1, format="csr", random_state=2)
     result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
