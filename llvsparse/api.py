@@ -480,15 +480,10 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
-        if self.new_small is not None and out is None:  # the short path of small calls
-            values = self.new_small(self.size, self.dtype)
-            if self.plan:
-                self._run_dense(values)
-            else:
-                self._run_one(values)
-            return self.result(values)
         if self.dense:
-            if out is None:  # large results reuse the memory of collected ones
+            if out is None and self.new_small is not None:  # fresh, never dirty
+                values, dirty = self.new_small(self.size, self.dtype), False
+            elif out is None:  # large results reuse the memory of collected ones
                 values, dirty = RESULTS.zeros(self.size, self.dtype,
                                               self.inst.initializes_output)
             else:

@@ -199,11 +199,12 @@ class DescriptorHolder:
         address = self.pointers[slot]
         given = self.arrays[slot]
         if given is not None and address == (given.ctypes.data if given.size else None):
-            return given[:length] if writeable else make_read_only(given[:length])
+            view = given[:length]
+            return view if writeable else make_read_only(view)
         capacity = self.caps[slot]
         if not address or capacity == 0:
-            return make_read_only(np.zeros(length, dtype=dtype)) if not writeable \
-                else np.zeros(length, dtype=dtype)
+            empty = np.zeros(length, dtype=dtype)
+            return empty if writeable else make_read_only(empty)
         self.pointers[slot] = None
         # Shrinking in place (glibc splits or remaps, no copy), unless the buffer is one
         # to recycle and its spare room is what the next call reserves (with_spare).
