@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -174,3 +175,37 @@ def evaluate_expr(expr: ast.expr, env: dict[str, Any]) -> int:
     if isinstance(expr, ast.Call) and expr.func.id in _SCALAR_CALLS:
         return _SCALAR_CALLS[expr.func.id](*(evaluate_expr(a, env) for a in expr.args))
     return int(Interpreter(env, {}, "length").expr(expr))
+
+
+def length_function(expr: ast.expr, fixed: dict[str, int]) -> Callable[[int, int], int]:
+    """``expr`` as a function of (size, parent_size), with the names that do not change
+    between calls (N, level parameters) bound once. Expressions of evaluate_expr's
+    scalar subset become a compiled lambda (adopting an output evaluates one per array
+    per call: 0.1 us instead of 1); anything else goes through evaluate_expr."""
+    names = {"size", "parent_size", *fixed}
+    if _scalar_subset(expr, names):
+        arguments = ast.arguments(posonlyargs=[], args=[ast.arg("size"), ast.arg("parent_size")],
+                                  kwonlyargs=[], kw_defaults=[], defaults=[])
+        tree = ast.fix_missing_locations(ast.Expression(ast.Lambda(arguments, expr)))
+        scope = {"__builtins__": {}, **_SCALAR_CALLS, **{k: int(v) for k, v in fixed.items()}}
+        # Safe: the tree holds only integer arithmetic on these names, min, max, abs.
+        return eval(compile(tree, "<length>", "eval"), scope)
+    return lambda size, parent_size: evaluate_expr(
+        expr, {**fixed, "size": size, "parent_size": parent_size})
+
+
+def _scalar_subset(expr: ast.expr, names: set[str]) -> bool:
+    """Whether evaluate_expr computes ``expr`` without the general interpreter."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, int) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.Name):
+        return expr.id in names
+    if isinstance(expr, ast.BinOp):
+        return type(expr.op) in _SCALAR_BINOPS and _scalar_subset(expr.left, names) \
+            and _scalar_subset(expr.right, names)
+    if isinstance(expr, ast.UnaryOp):
+        return isinstance(expr.op, ast.USub) and _scalar_subset(expr.operand, names)
+    if isinstance(expr, ast.Call):
+        return isinstance(expr.func, ast.Name) and expr.func.id in _SCALAR_CALLS \
+            and not expr.keywords and all(_scalar_subset(a, names) for a in expr.args)
+    return False

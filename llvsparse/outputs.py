@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .format import Format
-from .interpret import evaluate_expr
+from .interpret import length_function
 from .results import with_spare
 from .runtime import DescriptorHolder
 from .tensor import Tensor
@@ -59,9 +59,10 @@ class AssembledOutput:
             entry for entry in self.adopted if entry.level >= appended
             and ttype.levels[entry.level].definition.arrays[entry.name].init is None]
         self.reservations = self._reservations(expected) if appended is not None else []
-        # What an adopted array's length expression sees besides the sizes, per level.
-        self.length_env = [{"N": extent, **params}
-                           for extent, params in zip(self.extents, self.params)]
+        # Each adopted array's length as a function of (size, parent_size), or None.
+        self.lengths = [None if entry.length is None else length_function(
+            entry.length, {"N": self.extents[entry.level], **self.params[entry.level]})
+            for entry in self.adopted]
         self.appended_slots = {entry.slot for entry in self.appended}
         # What the last call adopted, reserved for the next: a binding's calls usually
         # assemble the same number of entries, and then their memory is recycled whole.
@@ -81,10 +82,11 @@ class AssembledOutput:
         """Size the appended arrays for ``entries`` entries in the last level (a split
         assembly's count), from each array's own length expression."""
         rows = int(np.prod(self.extents[:self.appended[0].level])) if self.appended else 1
+        lengths = dict(zip(self.adopted, self.lengths))
         for entry in self.appended:
-            env = {"parent_size": rows if entry.level == self.appended[0].level else entries,
-                   "size": entries, "N": self.extents[entry.level], **self.params[entry.level]}
-            holder.reserve(entry.slot, evaluate_expr(entry.length, env), self.index_dtype.itemsize)
+            parent = rows if entry.level == self.appended[0].level else entries
+            holder.reserve(entry.slot, lengths[entry](entries, parent),
+                           self.index_dtype.itemsize)
         holder.reserve(self.values_slot, entries, self.dtype.itemsize)
 
     def holder(self, reserve: bool = True) -> DescriptorHolder:
@@ -107,12 +109,10 @@ class AssembledOutput:
         sizes = holder.sizes[:nlevels]
         level_arrays: list[dict[str, np.ndarray]] = [{} for _ in range(nlevels)]
         lengths = []
-        for entry in self.adopted:
-            length = 0
-            if entry.length is not None:
-                length = evaluate_expr(entry.length, {
-                    **self.length_env[entry.level], "size": sizes[entry.level],
-                    "parent_size": sizes[entry.level - 1] if entry.level else 1})
+        for entry, length_of in zip(self.adopted, self.lengths):
+            level = entry.level
+            length = 0 if length_of is None else length_of(
+                sizes[level], sizes[level - 1] if level else 1)
             array = holder.take(entry.slot, self.index_dtype, length, writeable=False)
             for k in entry.levels:
                 level_arrays[k][entry.name] = array

@@ -3,11 +3,16 @@ still grown by the kernel when the reservation is too small."""
 
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import llvsparse as ls
+from llvsparse.interpret import evaluate_expr, length_function
 
 
 def _buffer_elements(array: np.ndarray) -> int:
@@ -82,3 +87,31 @@ def test_bound_sparse_output_descriptor_is_reused_safely():
         results = list(pool.map(lambda _: bound(), range(64)))
     for result in results:
         np.testing.assert_array_equal(result.to_scipy().toarray(), (a + b).toarray())
+
+
+_LEAVES = st.one_of(st.integers(0, 9).map(str), st.sampled_from(["size", "parent_size", "N", "k"]))
+
+
+def _combine(parts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    binary = st.tuples(parts, st.sampled_from(["+", "-", "*"]), parts).map(
+        lambda t: f"({t[0]} {t[1]} {t[2]})")
+    divided = st.tuples(parts, st.sampled_from(["//", "%"]), st.integers(1, 5)).map(
+        lambda t: f"({t[0]} {t[1]} {t[2]})")
+    called = st.tuples(st.sampled_from(["min", "max"]), parts, parts).map(
+        lambda t: f"{t[0]}({t[1]}, {t[2]})")
+    return st.one_of(binary, divided, called, parts.map(lambda p: f"-{p}"),
+                     parts.map(lambda p: f"abs({p})"),
+                     st.tuples(parts, parts).map(lambda t: f"({t[0]} if {t[1]} > 2 else 1)"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.recursive(_LEAVES, _combine, max_leaves=8), size=st.integers(0, 10**6),
+       parent=st.integers(0, 10**6), n=st.integers(1, 10**6), k=st.integers(1, 64))
+def test_compiled_length_expressions_agree_with_the_interpreter(text, size, parent, n, k):
+    """Adopting an output evaluates each array's length through a function compiled once
+    per binding (or, outside the scalar subset, e.g. a conditional, the interpreter):
+    it must give the interpreter's value for any expression a level may declare."""
+    expr = ast.parse(text, mode="eval").body
+    compiled = length_function(expr, {"N": n, "k": k})
+    expected = evaluate_expr(expr, {"N": n, "k": k, "size": size, "parent_size": parent})
+    assert compiled(size, parent) == expected
