@@ -59,10 +59,10 @@ class AssembledOutput:
             entry for entry in self.adopted if entry.level >= appended
             and ttype.levels[entry.level].definition.arrays[entry.name].init is None]
         self.reservations = self._reservations(expected) if appended is not None else []
-        # Each adopted array's length as a function of (size, parent_size), or None.
-        self.lengths = [None if entry.length is None else length_function(
+        # Each adopted array's length as a function of (size, parent_size), by slot.
+        self.length_of = {entry.slot: None if entry.length is None else length_function(
             entry.length, {"N": self.extents[entry.level], **self.params[entry.level]})
-            for entry in self.adopted]
+            for entry in self.adopted}
         self.appended_slots = {entry.slot for entry in self.appended}
         # What the last call adopted, reserved for the next: a binding's calls usually
         # assemble the same number of entries, and then their memory is recycled whole.
@@ -82,10 +82,9 @@ class AssembledOutput:
         """Size the appended arrays for ``entries`` entries in the last level (a split
         assembly's count), from each array's own length expression."""
         rows = int(np.prod(self.extents[:self.appended[0].level])) if self.appended else 1
-        lengths = dict(zip(self.adopted, self.lengths))
         for entry in self.appended:
             parent = rows if entry.level == self.appended[0].level else entries
-            holder.reserve(entry.slot, lengths[entry](entries, parent),
+            holder.reserve(entry.slot, self.length_of[entry.slot](entries, parent),
                            self.index_dtype.itemsize)
         holder.reserve(self.values_slot, entries, self.dtype.itemsize)
 
@@ -109,8 +108,8 @@ class AssembledOutput:
         sizes = holder.sizes[:nlevels]
         level_arrays: list[dict[str, np.ndarray]] = [{} for _ in range(nlevels)]
         lengths = []
-        for entry, length_of in zip(self.adopted, self.lengths):
-            level = entry.level
+        for entry in self.adopted:
+            level, length_of = entry.level, self.length_of[entry.slot]
             length = 0 if length_of is None else length_of(
                 sizes[level], sizes[level - 1] if level else 1)
             array = holder.take(entry.slot, self.index_dtype, length, writeable=False)
