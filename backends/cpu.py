@@ -268,8 +268,17 @@ def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
     return kernel
 
 
+# The phase entries of each way threads may assemble a sparse output (see KernelCompiler's
+# can_split_assembly and can_gather_assembly).
+SPLIT_PHASES = ("setup", "count", "fill", "finish")
+GATHER_PHASES = ("setup", "append", "finish")
+
+
 def _assembly_addresses(engine, name: str) -> dict[str, int]:
-    """The split-assembly phase entries a kernel has (all four, or none)."""
-    found = {phase: engine.get_function_address(f"{name}_{phase}")
-             for phase in ("setup", "count", "fill", "finish")}
-    return found if all(found.values()) else {}
+    """The phase entries of the threaded assembly a kernel has (one complete set, or
+    none)."""
+    for phases in (SPLIT_PHASES, GATHER_PHASES):
+        found = {phase: engine.get_function_address(f"{name}_{phase}") for phase in phases}
+        if all(found.values()):
+            return found
+    return {}

@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from . import scalars
 from .bodies import I64, emit_body, is_true, mark_access
+from .relocatable import appends_relocatably
 from .schedule import ScheduleError, unordered_append_output
 from .types import TensorType
 
@@ -34,7 +35,8 @@ class OutputAssembler:
         self.kc, self.b = kc, kc.b
         # A split assembly's phases (see KernelCompiler.can_split_assembly): only setup
         # and whole touch the arrays up front; count only counts; fill and finish start
-        # the last group's count at ``start`` (the thread's offset, or the total).
+        # the last group's count at ``start`` (the thread's offset, or the total);
+        # append starts it at 0 in a thread's private buffers (gatherable).
         self.phase, self.start = phase, start
         self.tensor = tensor
         self.levels = ttype.levels
@@ -112,6 +114,18 @@ class OutputAssembler:
                     for adef in lv.definition.arrays.values()]
         return all(adef.length is not None for adef in appended) and not any(
             adef.init is not None and _grows_with_entries(adef.length) for adef in appended)
+
+    def gatherable(self) -> bool:
+        """Splittable, with one appended level whose append functions are relocatable
+        (see relocatable) and whose arrays without an initial value hold one element
+        per entry: threads may then append their rows into private buffers from
+        position 0, and the buffers are concatenated in row order."""
+        if not self.splittable() or self.prefix != len(self.levels) - 1:
+            return False
+        level = self.levels[self.prefix].definition
+        return not any(a.shared for a in level.arrays.values()) and all(
+            a.init is not None or _is_size(a.length) for a in level.arrays.values()) \
+            and appends_relocatably(level)
 
     def entries(self) -> ir.Value:
         """Entries appended to the last group so far."""
@@ -248,6 +262,10 @@ class OutputAssembler:
                 parent = self.append_group(self.head_of(parent_level), parent_level, ctx)
             if self.has(head, "append_edges"):
                 self.call(head, "append_edges", p_parent=parent, p_begin=begin, p_end=end)
+
+
+def _is_size(length: ast.expr | None) -> bool:
+    return isinstance(length, ast.Name) and length.id == "size"
 
 
 def _grows_with_entries(length: ast.expr | None) -> bool:

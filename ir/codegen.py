@@ -30,7 +30,8 @@ DESCRIPTOR = ir.LiteralStructType([I64, I64P, I64P, I8P.as_pointer(), I64P, I64P
 STATUS_OK, STATUS_NO_MEMORY = 0, 1
 # Extra arguments (after the descriptor table) of each phase of a split assembly.
 PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
-                   "fill": [I64, I64, I64], "finish": [I64]}
+                   "fill": [I64, I64, I64], "append": [I64, I64, I64.as_pointer()],
+                   "finish": [I64]}
 ZERO = ir.Constant(I64, 0)
 ONE = ir.Constant(I64, 1)
 RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV on 4M entries 9.5 -> 7.4 ms (4x: 7.9)
@@ -194,7 +195,7 @@ class KernelCompiler:
         else:
             self.function = ir.Function(self.module, ir.FunctionType(
                 I32, [table, *PHASE_ARGUMENTS[phase]]), name=f"{name}_{phase}")
-            ranged = phase in ("count", "fill")
+            ranged = phase in ("count", "fill", "append")
             self.lo = self.function.args[1] if ranged else ZERO
             self.hi = self.function.args[2] if ranged else everything
         self.function.args[0].add_attribute("noalias")
@@ -319,16 +320,16 @@ class KernelCompiler:
         self.output.prologue()
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
-        if self.phase in ("whole", "count", "fill"):
+        if self.phase in ("whole", "count", "fill", "append"):
             for nest in self.nests:
                 for op in operands(nest.body):
                     self.operands[op.uid] = op
                 self.lower_nest(nest)
-        if self.phase == "count":
+        if self.phase in ("count", "append"):
             self.b.store(self.output.entries(), args[-1])
         if self.phase in ("whole", "finish"):
             self.output.epilogue()
-        if self.phase in ("whole", "setup", "finish"):
+        if self.phase in ("whole", "setup", "append", "finish"):
             self.tensors[self.out_name].write_back(self.b)
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
@@ -345,22 +346,35 @@ class KernelCompiler:
         whose parent is those rows, with no array there that must be initialized and
         grows with the entries. Call it after ``compile``.
         """
-        if len(self.nests) != 1 or self.range_var is None or self.nests[0].assign.derived:
+        if not self.rows_outermost():
             return False
         nest = self.nests[0]
-        if not nest.order or nest.order[0] != self.range_var:
-            return False
         # Counting walks the same sparse loops as filling; it is cheaper only by the
         # dense loops inside the output's indices (a dot product per entry, as in
         # SDDMM), which it drops. Without them two passes on two threads measured no
         # faster than one pass (SpAdd 0.82-1.35x, Hadamard 0.66-1.22x, TTV into CSR
-        # 0.83-1.17x over four runs), so merges stay whole.
+        # 0.83-1.17x over four runs): such kernels gather instead (can_gather_assembly).
         inner = [v for v in nest.order if v not in nest.assign.vars]
         if not inner or any(not self.types[op.tensor].levels[k].full
                             for op in operands(nest.body)
                             for k, v in enumerate(op.vars) if v in inner):
             return False
         return self.output.splittable()
+
+    def can_gather_assembly(self) -> bool:
+        """Whether threads may assemble this kernel's sparse output by gathering:
+        ``setup`` as above, ``append(lo, hi, *entries)`` appends rows [lo, hi) into the
+        thread's own buffers from position 0 (the row cells it owns stay shared), the
+        caller concatenates the buffers in row order, and ``finish(total)`` as above.
+        One pass over the inputs, plus a copy of the entries. Call it after ``compile``.
+        """
+        return self.rows_outermost() and self.output.gatherable()
+
+    def rows_outermost(self) -> bool:
+        """One loop nest whose outermost loop is the output's first index."""
+        if len(self.nests) != 1 or self.range_var is None or self.nests[0].assign.derived:
+            return False
+        return bool(self.nests[0].order) and self.nests[0].order[0] == self.range_var
 
     def lower_nest(self, nest: Nest) -> None:
         out_vars = nest.assign.vars
@@ -1064,7 +1078,7 @@ class PointEmitter:
         and no call to the grow path inside the loop, so its registers stay in
         registers."""
         kc, b = self.kc, self.b
-        if not self.appends or kc.phase != "whole":
+        if not self.appends or kc.phase not in ("whole", "append"):
             return set()
         bound = ZERO
         for it in self.iterated:

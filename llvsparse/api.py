@@ -15,10 +15,10 @@ import numpy as np
 from . import cache as disk_cache
 from . import notation as nt
 from . import runtime
-from .backends.cpu import JitKernel, jit, load_object
+from .backends.cpu import GATHER_PHASES, SPLIT_PHASES, JitKernel, jit, load_object
 from .format import Format, as_format, named_format
 from .ir.cin import operands
-from .ir.codegen import PHASE_ARGUMENTS, KernelCompiler
+from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
@@ -196,10 +196,12 @@ class Kernel:
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
         parallel_mode = _parallel_mode(nests, types, order[0])
-        if builder.can_split_assembly():
-            for phase in PHASE_ARGUMENTS:
-                KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
-                               module=module).compile()
+        phases = SPLIT_PHASES if builder.can_split_assembly() else \
+            GATHER_PHASES if builder.can_gather_assembly() else ()
+        for phase in phases:
+            KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
+                           module=module).compile()
+        if phases:
             parallel_mode = types[order[0]].levels[0].mode
         text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
                          for n in nests)
@@ -507,9 +509,15 @@ class BoundCall:
                             f"kernel assembles a {self.format.name or 'sparse'} output")
         if self.plan:
             holders = [self.assembled.holder(reserve=False), *self.inputs]
-            runtime.assemble_parallel(
-                self.inst.jit.assembly, holders, self.plan,
-                lambda total: self.assembled.reserve_exactly(holders[0], total))
+            phases = self.inst.jit.assembly
+
+            def reserve(total: int) -> None:
+                self.assembled.reserve_exactly(holders[0], total)
+            if "append" in phases:
+                runtime.gather_parallel(phases, holders, self.plan,
+                                        self.assembled.moved_slots(), reserve)
+            else:
+                runtime.assemble_parallel(phases, holders, self.plan, reserve)
         elif self.busy.acquire(blocking=False):
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()

@@ -59,23 +59,37 @@ def header_text(kernel, inst, name: str) -> str:
                       "/* Only the output's first index in [lo, hi); the output must be passed",
                       "   allocated and zeroed. Disjoint ranges may run on different threads. */",
                       f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
-                      *(_phase_declarations(name) if inst.jit.assembly else []),
+                      *(_phase_declarations(name, inst.jit.assembly) if inst.jit.assembly else []),
                       f"#endif  /* {guard} */",
                       ""])
 
 
-def _phase_declarations(name: str) -> list[str]:
-    """The split-assembly phases, for callers that assemble a sparse output on threads."""
+def _phase_declarations(name: str, phases) -> list[str]:
+    """The threaded-assembly phases the kernel has, for callers that assemble a sparse
+    output on threads."""
+    if "count" in phases:
+        return [
+            "/* Threads assembling the sparse output together: setup once; count each",
+            "   disjoint row range [lo, hi) into *entries; allocate the appended arrays and",
+            "   the values for the total; fill each range from its offset (the entries of",
+            "   the ranges before it); finish once with the total. */",
+            f"int32_t {name}_setup(llvsparse_tensor **tensors);",
+            f"int32_t {name}_count(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
+            "                      int64_t *entries);",
+            f"int32_t {name}_fill(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
+            "                     int64_t offset);",
+            f"int32_t {name}_finish(llvsparse_tensor **tensors, int64_t total);"]
     return [
-        "/* Threads assembling the sparse output together: setup once; count each disjoint",
-        "   row range [lo, hi) into *entries; allocate the appended arrays and the values for",
-        "   the total; fill each range from its offset (the entries of the ranges before it);",
-        "   finish once with the total. */",
+        "/* Threads assembling the sparse output together: setup once; then for each",
+        "   disjoint row range [lo, hi), append into a copy of the output descriptor whose",
+        "   appended arrays and values are the thread's own (NULL, capacity 0: the kernel",
+        "   grows them) while the other arrays stay shared; it stores the range's entries",
+        "   in *entries. Concatenate the ranges' appended arrays and values in row order",
+        "   into the output's (free the thread's buffers), then finish once with the",
+        "   total. */",
         f"int32_t {name}_setup(llvsparse_tensor **tensors);",
-        f"int32_t {name}_count(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
-        "                      int64_t *entries);",
-        f"int32_t {name}_fill(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
-        "                     int64_t offset);",
+        f"int32_t {name}_append(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
+        "                       int64_t *entries);",
         f"int32_t {name}_finish(llvsparse_tensor **tensors, int64_t total);"]
 
 

@@ -88,6 +88,13 @@ class AssembledOutput:
                            self.index_dtype.itemsize)
         holder.reserve(self.values_slot, entries, self.dtype.itemsize)
 
+    def moved_slots(self) -> list[tuple[int, int]]:
+        """(slot, element size) of the arrays threads append into buffers of their own
+        when they gather the output (see runtime.gather_parallel): those appended and the
+        values."""
+        return [(entry.slot, self.index_dtype.itemsize) for entry in self.appended] + [
+            (self.values_slot, self.dtype.itemsize)]
+
     def holder(self, reserve: bool = True) -> DescriptorHolder:
         """Fresh output descriptor: reserved arrays, the rest NULL for the kernel to grow."""
         holder = DescriptorHolder(self.extents, [None] * (self.values_slot + 1),

@@ -73,6 +73,7 @@ COUNT_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_i
 FILL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64,
                              ctypes.c_int64)
 FINISH_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64)
+APPEND_TYPE = COUNT_TYPE
 _RUN_CHUNKS_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, _TABLE, ctypes.c_void_p,
                                     ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
 _CLOSE_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64))
@@ -215,6 +216,31 @@ class DescriptorHolder:
                 address, capacity = trimmed, length
         return np.asarray(_KernelBuffer(address, capacity, dtype, writeable))[:length]
 
+    def private_copy(self, slots: list[int]) -> DescriptorHolder:
+        """A descriptor for one thread: the same arrays, except ``slots``, which start
+        empty for the kernel to grow (that thread's own buffers)."""
+        copy = DescriptorHolder(list(self.extents), [None] * len(self.arrays),
+                                list(self.params))
+        copy.pointers[:], copy.caps[:] = self.pointers[:], self.caps[:]
+        for slot in slots:
+            copy.pointers[slot], copy.caps[slot] = None, 0
+        return copy
+
+    def give_back(self, slots: list[tuple[int, int]]) -> None:
+        """Let go of the buffers in ``slots`` (slot, element size): large ones wait in
+        the pool for the next call's reservations (a thread's buffers are the same size
+        call after call, and fresh ones would cost their page faults again), the rest
+        are freed."""
+        for slot, itemsize in slots:
+            address, nbytes = self.pointers[slot], self.caps[slot] * itemsize
+            if not address:
+                continue
+            if nbytes >= MIN_BYTES:
+                BUFFERS.give_back(_IdleBlock(address, nbytes))
+            else:
+                _LIBC.free(address)
+            self.pointers[slot], self.caps[slot] = None, 0
+
     def release(self) -> None:
         """Free buffers that were not adopted (after a failed call)."""
         for slot in range(len(self.arrays)):
@@ -236,6 +262,9 @@ def make_read_only(array: np.ndarray) -> np.ndarray:
 def _table(holders: list[DescriptorHolder]):
     return (ctypes.POINTER(Descriptor) * len(holders))(
         *[ctypes.pointer(h.struct) for h in holders])
+
+
+STATUS_NO_MEMORY = 1
 
 
 def _check(status: int, holders: list[DescriptorHolder]) -> None:
@@ -280,6 +309,7 @@ class Split:
     chunks: tuple[tuple[int, int], ...]
     order: tuple[int, ...]
     threads: int
+    work: tuple[int, ...] = ()  # per chunk: its rows' weights, plus one per row
 
     @functools.cached_property
     def drawn_bounds(self) -> np.ndarray:
@@ -304,7 +334,7 @@ def split(extent: int, threads: int, weights: np.ndarray | None = None) -> Split
     chunks = tuple((int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds))
     work = [cost[hi - 1] - (cost[lo - 1] if lo else 0.0) for lo, hi in chunks]
     order = tuple(sorted(range(len(chunks)), key=lambda k: -work[k]))
-    return Split(chunks, order, threads)
+    return Split(chunks, order, threads, tuple(int(w) for w in work))
 
 
 @dataclass(frozen=True)
@@ -423,4 +453,48 @@ def assemble_parallel(addresses: dict[str, int], holders: list[DescriptorHolder]
     _run_phases(holders, plan, [
         Phase(lambda k: count(table, *plan.chunks[k], ctypes.byref(counts[k])), size_output),
         Phase(lambda k: fill(table, *plan.chunks[k], offsets[k]))])
+    _check(FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)
+
+
+def gather_parallel(addresses: dict[str, int], holders: list[DescriptorHolder], plan: Split,
+                    moved: list[tuple[int, int]], reserve: Callable[[int], None]) -> None:
+    """A sparse output assembled by threads over chunks of its rows in one pass: each
+    chunk appends its entries into buffers of its own (the ``moved`` slots, with their
+    element sizes; one element per entry) while the row cells stay shared, then
+    ``reserve(total)`` sizes the output exactly and each chunk's buffers are copied to
+    its offset, by the threads, before ``finish``."""
+    table = _table(holders)
+    _check(SETUP_TYPE(addresses["setup"])(table), holders)
+    output, slots = holders[0], [slot for slot, _ in moved]
+    own = [output.private_copy(slots) for _ in plan.chunks]  # after setup: its row cells
+    for mine, work in zip(own, plan.work):  # the stored entries under a chunk's rows
+        for slot, itemsize in moved:        # bound most outputs' (untouched pages are free)
+            mine.reserve(slot, work, itemsize)
+    tables = [_table([mine, *holders[1:]]) for mine in own]
+    counts = [ctypes.c_int64(0) for _ in plan.chunks]
+    offsets: list[int] = []
+    append = APPEND_TYPE(addresses["append"])
+
+    def size_output() -> None:
+        offsets.extend(itertools.accumulate((c.value for c in counts), initial=0))
+        reserve(offsets[-1])
+
+    def copy(k: int) -> int:
+        for slot, itemsize in moved:
+            if counts[k].value:
+                if not output.pointers[slot]:
+                    return STATUS_NO_MEMORY  # reserve could not allocate
+                ctypes.memmove(output.pointers[slot] + offsets[k] * itemsize,
+                               own[k].pointers[slot], counts[k].value * itemsize)
+        own[k].give_back(moved)
+        return 0
+
+    try:
+        _run_phases(holders, plan, [
+            Phase(lambda k: append(tables[k], *plan.chunks[k], ctypes.byref(counts[k])),
+                  size_output),
+            Phase(copy)])
+    finally:
+        for mine in own:  # chunks not copied (after a failure)
+            mine.give_back(moved)
     _check(FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)

@@ -85,9 +85,24 @@ def test_sparse_add_from_c(tmp_path: Path) -> None:
     out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path)
     header = (tmp_path / "k.h").read_text()
     assert "int32_t add_csr(llvsparse_tensor **tensors);" in header
-    assert "add_csr_count" not in header  # a merge is assembled in one pass
+    assert "add_csr_count" not in header  # a merge is gathered in one pass
+    assert "int32_t add_csr_append(llvsparse_tensor **tensors" in header
     for tensor in "CAB":
         assert documented(header, tensor) == CSR_SLOTS
+    expected = sp.csr_matrix(A_DENSE + B_DENSE)
+    expected.sort_indices()
+    assert out["sizes"] == [4, expected.nnz]
+    np.testing.assert_array_equal(out["pos"], expected.indptr)
+    np.testing.assert_array_equal(out["crd"], expected.indices)
+    np.testing.assert_array_equal(out["vals"], expected.data)
+
+
+def test_sparse_add_gathered_from_c(tmp_path: Path) -> None:
+    """The gather phases the header documents, driven from C over three row ranges (one
+    of them the empty row): the same arrays as one whole call."""
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
+    out = build_and_run(kernel, "add_csr", "add_gather_main.c", tmp_path)
+    assert out["finish"] == [0]
     expected = sp.csr_matrix(A_DENSE + B_DENSE)
     expected.sort_indices()
     assert out["sizes"] == [4, expected.nnz]

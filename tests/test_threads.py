@@ -80,24 +80,30 @@ def test_threads_match_serial_bit_for_bit(expr, formats, make, page_in, monkeypa
 
 
 SPARSE_OUTPUT_CASES = [
-    # expression, operand formats, output format, assembled by threads? (only kernels
-    # with dense loops inside the output's indices: their count pass is much cheaper)
-    ("C(i,j) = A(i,j) * U(i,k) * V(j,k)", {"A": "csr"}, "csr", True),
-    ("C(i,j) = (A(i,j) + B(i,j)) * U(i,k) * V(j,k)", {"A": "csr", "B": "csr"}, "csr", True),
-    ("C(i,j) = A(i,j) * B(i,j) * U(i,k) * V(j,k)", {"A": "csr", "B": "csr"}, "csr", True),
-    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, "csr", False),
-    ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, "csr", False),
-    ("C(i,j) = A(i,j) - B(i,j)", {"A": "csr", "B": "csr"}, "dcsr", False),
-    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, "coo", False),
+    # expression, operand formats, output format, how threads assemble it: "split"
+    # (count, then fill from offsets: kernels with dense loops inside the output's
+    # indices, whose count pass is much cheaper), "gather" (one pass into private
+    # buffers, then concatenated), or None (one thread: the rows are not full and
+    # array-free, or a non-unique level starts the append group)
+    ("C(i,j) = A(i,j) * U(i,k) * V(j,k)", {"A": "csr"}, "csr", "split"),
+    ("C(i,j) = (A(i,j) + B(i,j)) * U(i,k) * V(j,k)", {"A": "csr", "B": "csr"}, "csr", "split"),
+    ("C(i,j) = A(i,j) * B(i,j) * U(i,k) * V(j,k)", {"A": "csr", "B": "csr"}, "csr", "split"),
+    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, "csr", "gather"),
+    ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, "csr", "gather"),
+    ("C(i,j) = A(i,j) - B(i,j)", {"A": "csr", "B": "csr"}, "csr", "gather"),
+    ("C(i,j) = A(i,j) - B(i,j)", {"A": "csr", "B": "csr"}, "dcsr", None),
+    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, "coo", None),
 ]
+STRATEGY_PHASES = {"split": {"setup", "count", "fill", "finish"},
+                   "gather": {"setup", "append", "finish"}, None: set()}
 
 
 def _arrays(tensor: ls.Tensor) -> list[np.ndarray]:
     return [a for level in tensor.level_arrays for a in level.values()] + [tensor.values]
 
 
-@pytest.mark.parametrize(("expr", "formats", "out", "split"), SPARSE_OUTPUT_CASES)
-def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, split):
+@pytest.mark.parametrize(("expr", "formats", "out", "strategy"), SPARSE_OUTPUT_CASES)
+def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, strategy):
     rng = np.random.default_rng(5)
     a, b = _matrix(3000, 2500, 12, 1), _matrix(3000, 2500, 12, 2)
     a = sp.diags((np.arange(3000) // 400 != 2).astype(float)) @ a  # rows 800-1199 empty
@@ -107,8 +113,8 @@ def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, sp
     operands = {n: v for n, v in operands.items() if f"{n}(" in expr}
     kernel = ls.compile(expr, out_format=out, **formats)
     serial, threaded = kernel(threads=1, **operands), kernel(threads=2, **operands)
-    assert bool(kernel.last.jit.assembly) == split
-    assert (kernel.bind(threads=2, **operands).plan is not None) == split
+    assert set(kernel.last.jit.assembly) == STRATEGY_PHASES[strategy]
+    assert (kernel.bind(threads=2, **operands).plan is not None) == bool(strategy)
     for one, two in zip(_arrays(serial), _arrays(threaded), strict=True):
         np.testing.assert_array_equal(one, two)
     A, B = a.toarray(), b.toarray()
@@ -122,16 +128,22 @@ def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, sp
     np.testing.assert_allclose(threaded.to_numpy(), reference, rtol=1e-12)
 
 
-def test_ttv_into_csr_with_threads_matches_serial():
+@pytest.mark.parametrize("out", ["csr", "csf"])
+def test_ttv_into_sparse_rows_gathered_by_threads_matches_serial(out):
+    """TTV into CSR (and a 2-D CSF, compressed rows over dense ones: not gathered, the
+    row level is not full) with empty rows and chunks of a few rows."""
     rng = np.random.default_rng(6)
     coords = rng.integers(0, [400, 300, 200], size=(20000, 3)).T
+    coords = coords[:, (coords[0] % 50) != 7]  # some empty rows
     dense = np.zeros((400, 300, 200))
     np.add.at(dense, tuple(coords), rng.random(coords.shape[1]))
     c = rng.random(200)
     B = ls.Tensor.from_numpy(dense, "csf")
-    kernel = ls.compile("A(i,j) = B(i,j,k) * c(k)", out_format="csr", B="csf")
+    kernel = ls.compile("A(i,j) = B(i,j,k) * c(k)", out_format=out, B="csf")
     serial, threaded = kernel(threads=1, B=B, c=c), kernel(threads=2, B=B, c=c)
-    assert not kernel.last.jit.assembly  # counting would walk every fiber again
+    gathered = out == "csr"
+    assert set(kernel.last.jit.assembly) == STRATEGY_PHASES["gather" if gathered else None]
+    assert (kernel.bind(threads=2, B=B, c=c).plan is not None) == gathered
     for one, two in zip(_arrays(serial), _arrays(threaded), strict=True):
         np.testing.assert_array_equal(one, two)
     np.testing.assert_allclose(threaded.to_numpy(), np.einsum("ijk,k->ij", dense, c))
