@@ -17,6 +17,7 @@ from . import notation as nt
 from . import runtime
 from .backends.cpu import GATHER_PHASES, SPLIT_PHASES, JitKernel, jit, load_object
 from .format import Format, as_format, named_format
+from .gather import Probe, Scratch, gather_parallel
 from .ir.cin import operands
 from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
@@ -418,6 +419,10 @@ class BoundCall:
             self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
             self.output = self.assembled.holder(reserve=False)
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
+        # Gathering threads or one thread: timed on the first calls (see gather.Probe).
+        self.gathering = Probe() if plan and "append" in inst.jit.assembly else None
+        if self.gathering:
+            self.scratch = Scratch(self.assembled.moved_slots(), plan)
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
     def _run_dense(self, values: np.ndarray,
@@ -507,18 +512,22 @@ class BoundCall:
         if out is not None:
             raise TypeError("out= needs a dense-like output (levels without arrays); this "
                             f"kernel assembles a {self.format.name or 'sparse'} output")
+        if self.gathering is not None:
+            way = self.gathering.next_way()
+            start = time.perf_counter()
+            result = self._gathered() if way == "gather" else self._assembled_on_one()
+            self.gathering.record(way, time.perf_counter() - start)
+            return result
         if self.plan:
             holders = [self.assembled.holder(reserve=False), *self.inputs]
-            phases = self.inst.jit.assembly
+            runtime.assemble_parallel(
+                self.inst.jit.assembly, holders, self.plan,
+                lambda total: self.assembled.reserve_exactly(holders[0], total))
+            return self.assembled.adopt(holders[0])
+        return self._assembled_on_one()
 
-            def reserve(total: int) -> None:
-                self.assembled.reserve_exactly(holders[0], total)
-            if "append" in phases:
-                runtime.gather_parallel(phases, holders, self.plan,
-                                        self.assembled.moved_slots(), reserve)
-            else:
-                runtime.assemble_parallel(phases, holders, self.plan, reserve)
-        elif self.busy.acquire(blocking=False):
+    def _assembled_on_one(self) -> Tensor:
+        if self.busy.acquire(blocking=False):
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()
                 self.assembled.reserve(self.output)
@@ -526,9 +535,22 @@ class BoundCall:
                 return self.assembled.adopt(self.output)
             finally:
                 self.busy.release()
-        else:  # another thread inside this binding: a private descriptor
-            holders = [self.assembled.holder(), *self.inputs]
-            runtime.call(self.inst.jit.address, holders)
+        holders = [self.assembled.holder(), *self.inputs]  # another thread is inside
+        runtime.call(self.inst.jit.address, holders)
+        return self.assembled.adopt(holders[0])
+
+    def _gathered(self) -> Tensor:
+        """Threads append into the binding's kept buffers (or, while another thread is
+        inside this binding, fresh ones) and copy them into the output."""
+        holders = [self.assembled.holder(reserve=False), *self.inputs]
+        kept = self.scratch.lock.acquire(blocking=False)
+        scratch = self.scratch if kept else Scratch(self.scratch.moved, self.plan)
+        try:
+            gather_parallel(self.inst.jit.assembly, holders, self.plan, scratch,
+                            lambda total: self.assembled.reserve_exactly(holders[0], total))
+        finally:
+            if kept:
+                self.scratch.lock.release()
         return self.assembled.adopt(holders[0])
 
 

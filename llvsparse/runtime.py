@@ -221,10 +221,17 @@ class DescriptorHolder:
         empty for the kernel to grow (that thread's own buffers)."""
         copy = DescriptorHolder(list(self.extents), [None] * len(self.arrays),
                                 list(self.params))
-        copy.pointers[:], copy.caps[:] = self.pointers[:], self.caps[:]
+        copy.share(self, slots)
         for slot in slots:
             copy.pointers[slot], copy.caps[slot] = None, 0
         return copy
+
+    def share(self, other: DescriptorHolder, own: list[int]) -> None:
+        """Point every slot but ``own`` at ``other``'s arrays, with no entries yet."""
+        for slot in range(len(self.arrays)):
+            if slot not in own:
+                self.pointers[slot], self.caps[slot] = other.pointers[slot], other.caps[slot]
+        ctypes.memset(self.sizes, 0, ctypes.sizeof(self.sizes))
 
     def give_back(self, slots: list[tuple[int, int]]) -> None:
         """Let go of the buffers in ``slots`` (slot, element size): large ones wait in
@@ -259,7 +266,7 @@ def make_read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _table(holders: list[DescriptorHolder]):
+def descriptor_table(holders: list[DescriptorHolder]):
     return (ctypes.POINTER(Descriptor) * len(holders))(
         *[ctypes.pointer(h.struct) for h in holders])
 
@@ -267,7 +274,7 @@ def _table(holders: list[DescriptorHolder]):
 STATUS_NO_MEMORY = 1
 
 
-def _check(status: int, holders: list[DescriptorHolder]) -> None:
+def check_status(status: int, holders: list[DescriptorHolder]) -> None:
     if status != 0:
         holders[0].release()
         raise KernelRuntimeError(f"kernel failed with status {status} (out of memory)")
@@ -281,18 +288,18 @@ def _function(address: int):
 def prepared_call(address: int, holders: list[DescriptorHolder]):
     """A zero-argument callable running the kernel on these descriptors (whose slots the
     caller may repoint between calls)."""
-    function, table = _function(address), _table(holders)
+    function, table = _function(address), descriptor_table(holders)
 
     def run() -> None:
         status = function(table)
         if status != 0:
-            _check(status, holders)
+            check_status(status, holders)
     return run
 
 
 def call(address: int, holders: list[DescriptorHolder]) -> None:
     """Run a kernel on the calling thread (ctypes releases the GIL for the call)."""
-    _check(_function(address)(_table(holders)), holders)
+    check_status(_function(address)(descriptor_table(holders)), holders)
 
 
 # Chunks per thread: more than one, so a thread that drew light chunks takes more while
@@ -347,7 +354,7 @@ class Phase:
     after: Callable[[], None] | None = None
 
 
-def _run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]) -> None:
+def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]) -> None:
     """The phases one after another on ``plan.threads`` threads (the caller and pool
     workers) drawing chunks in ``plan.order``. The workers are handed the whole call once
     and meet at a barrier between phases: waking a pool thread costs about 50 us on this
@@ -392,7 +399,7 @@ def _run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase
         if error is not None and not isinstance(error, threading.BrokenBarrierError):
             raise error
     for status in statuses:
-        _check(status, holders)
+        check_status(status, holders)
 
 
 def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Split,
@@ -408,12 +415,12 @@ def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Spl
     if prepare is None:
         _run_chunks_natively(range_address, holders, plan)
         return
-    function, table = RANGE_TYPE(range_address), _table(holders)
+    function, table = RANGE_TYPE(range_address), descriptor_table(holders)
 
     def prepare_chunk(k: int) -> int:
         prepare(*plan.chunks[k])
         return 0
-    _run_phases(holders, plan, [Phase(prepare_chunk),
+    run_phases(holders, plan, [Phase(prepare_chunk),
                                 Phase(lambda k: function(table, *plan.chunks[k]))])
 
 
@@ -424,7 +431,7 @@ def _run_chunks_natively(range_address: int, holders: list[DescriptorHolder],
     drew every chunk of a short call), and the caller does not wait for a helper that
     has not started by the time the chunks are gone."""
     run, close = _chunk_runner()
-    table, bounds = _table(holders), plan.drawn_bounds
+    table, bounds = descriptor_table(holders), plan.drawn_bounds
     state = (ctypes.c_int64 * 3)()
     args = (range_address, table, bounds.ctypes.data, len(bounds), state)
     helpers = min(plan.threads, len(bounds)) - 1
@@ -433,15 +440,15 @@ def _run_chunks_natively(range_address: int, holders: list[DescriptorHolder],
         pool.submit(run, *args)
     run(*args)
     close(state)
-    _check(state[1], holders)
+    check_status(state[1], holders)
 
 
 def assemble_parallel(addresses: dict[str, int], holders: list[DescriptorHolder],
                       plan: Split, reserve: Callable[[int], None]) -> None:
     """A sparse output assembled by threads over chunks of its rows: count each chunk's
     entries, ``reserve(total)`` exactly, fill each chunk from its offset, finish."""
-    table = _table(holders)
-    _check(SETUP_TYPE(addresses["setup"])(table), holders)
+    table = descriptor_table(holders)
+    check_status(SETUP_TYPE(addresses["setup"])(table), holders)
     counts = [ctypes.c_int64(0) for _ in plan.chunks]
     offsets: list[int] = []
     count, fill = COUNT_TYPE(addresses["count"]), FILL_TYPE(addresses["fill"])
@@ -450,51 +457,8 @@ def assemble_parallel(addresses: dict[str, int], holders: list[DescriptorHolder]
         offsets.extend(itertools.accumulate((c.value for c in counts), initial=0))
         reserve(offsets[-1])
 
-    _run_phases(holders, plan, [
+    run_phases(holders, plan, [
         Phase(lambda k: count(table, *plan.chunks[k], ctypes.byref(counts[k])), size_output),
         Phase(lambda k: fill(table, *plan.chunks[k], offsets[k]))])
-    _check(FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)
+    check_status(FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)
 
-
-def gather_parallel(addresses: dict[str, int], holders: list[DescriptorHolder], plan: Split,
-                    moved: list[tuple[int, int]], reserve: Callable[[int], None]) -> None:
-    """A sparse output assembled by threads over chunks of its rows in one pass: each
-    chunk appends its entries into buffers of its own (the ``moved`` slots, with their
-    element sizes; one element per entry) while the row cells stay shared, then
-    ``reserve(total)`` sizes the output exactly and each chunk's buffers are copied to
-    its offset, by the threads, before ``finish``."""
-    table = _table(holders)
-    _check(SETUP_TYPE(addresses["setup"])(table), holders)
-    output, slots = holders[0], [slot for slot, _ in moved]
-    own = [output.private_copy(slots) for _ in plan.chunks]  # after setup: its row cells
-    for mine, work in zip(own, plan.work):  # the stored entries under a chunk's rows
-        for slot, itemsize in moved:        # bound most outputs' (untouched pages are free)
-            mine.reserve(slot, work, itemsize)
-    tables = [_table([mine, *holders[1:]]) for mine in own]
-    counts = [ctypes.c_int64(0) for _ in plan.chunks]
-    offsets: list[int] = []
-    append = APPEND_TYPE(addresses["append"])
-
-    def size_output() -> None:
-        offsets.extend(itertools.accumulate((c.value for c in counts), initial=0))
-        reserve(offsets[-1])
-
-    def copy(k: int) -> int:
-        for slot, itemsize in moved:
-            if counts[k].value:
-                if not output.pointers[slot]:
-                    return STATUS_NO_MEMORY  # reserve could not allocate
-                ctypes.memmove(output.pointers[slot] + offsets[k] * itemsize,
-                               own[k].pointers[slot], counts[k].value * itemsize)
-        own[k].give_back(moved)
-        return 0
-
-    try:
-        _run_phases(holders, plan, [
-            Phase(lambda k: append(tables[k], *plan.chunks[k], ctypes.byref(counts[k])),
-                  size_output),
-            Phase(copy)])
-    finally:
-        for mine in own:  # chunks not copied (after a failure)
-            mine.give_back(moved)
-    _check(FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)

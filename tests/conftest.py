@@ -3,4 +3,25 @@
 import os
 import tempfile
 
+import pytest
+
 os.environ["LLVSPARSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="llvsparse-test-cache-")
+
+
+@pytest.fixture
+def always_gather(monkeypatch) -> list[int]:
+    """Bindings that may gather always do (no timing probe); the list records each
+    gathered call, so a test can tell it ran."""
+    import llvsparse.api
+    import llvsparse.gather
+
+    calls: list[int] = []
+    real = llvsparse.api.gather_parallel
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(llvsparse.gather, "PROBE", ())
+    monkeypatch.setattr(llvsparse.api, "gather_parallel", counted)
+    return calls

@@ -119,15 +119,19 @@ def _operands(seed: int):
     ("relocated", RELOCATED, True), ("absolute", ABSOLUTE, False)])
 @pytest.mark.parametrize("op", ["+", "*"])
 def test_plugin_output_levels_gathered_only_when_relocatable(tmp_path, many_threads, name,
-                                                             append, gathered, op):
+                                                             append, gathered, op,
+                                                             always_gather):
     fmt = _register(tmp_path, name, append, "" if name == "absolute" else PREFIX_SUM)
     try:
         a, b = _operands(3)
         kernel = ls.compile(f"C(i,j) = A(i,j) {op} B(i,j)", A="csr", B="csr", out_format=fmt)
         operands = {"A": ls.Tensor.from_scipy(a, "csr"), "B": ls.Tensor.from_scipy(b, "csr")}
-        serial, threaded = kernel(threads=1, **operands), kernel(threads=2, **operands)
+        serial = kernel(threads=1, **operands)
+        always_gather.clear()  # (conversions of operands may gather too)
+        threaded = kernel(threads=2, **operands)
         assert ("append" in kernel.last.jit.assembly) is gathered
         assert (kernel.bind(threads=2, **operands).plan is not None) is gathered
+        assert len(always_gather) == int(gathered)
         for one, two in zip(serial.level_arrays, threaded.level_arrays, strict=True):
             assert one.keys() == two.keys()
             for array in one:
@@ -140,7 +144,8 @@ def test_plugin_output_levels_gathered_only_when_relocatable(tmp_path, many_thre
 
 
 @pytest.mark.parametrize("threads", [2, 3, 5])
-def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monkeypatch):
+def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monkeypatch,
+                                                    always_gather):
     """Rows of very different lengths, and chunk reservations too small (the kernel grows
     each thread's buffers): the arrays of one thread, bit for bit."""
     rng = np.random.default_rng(9)
@@ -152,10 +157,12 @@ def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monke
     kernel = ls.compile("C(i,j) = A(i,j) - B(i,j)", A="csr", B="csr", out_format="csr")
     operands = {"A": ls.Tensor.from_scipy(a, "csr"), "B": ls.Tensor.from_scipy(b, "csr")}
     serial = kernel(threads=1, **operands)
+    always_gather.clear()
     real_split = ls.runtime.split
     monkeypatch.setattr(ls.runtime, "split", lambda *args: _starved(real_split(*args)))
-    for _ in range(2):  # the second call takes the first one's buffers from the pool
+    for calls in (1, 2):  # the second call appends into the first one's buffers
         threaded = kernel(threads=threads, **operands)
+        assert len(always_gather) == calls
         assert kernel.bind(threads=threads, **operands).plan is not None
         for one, two in zip(serial.level_arrays, threaded.level_arrays, strict=True):
             for array in one:
@@ -167,3 +174,40 @@ def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monke
 def _starved(plan: ls.runtime.Split) -> ls.runtime.Split:
     """The same chunks, reserving one entry each."""
     return ls.runtime.Split(plan.chunks, plan.order, plan.threads, (1,) * len(plan.chunks))
+
+
+def test_probe_keeps_the_faster_way_after_timing_both():
+    """Each way's last time decides (the first of each pays for fresh memory)."""
+    for one, gather, chosen in ((2.0, 1.0, "gather"), (1.0, 2.0, "one")):
+        probe = ls.gather.Probe()
+        ways = []
+        for _ in range(len(ls.gather.PROBE)):
+            way = probe.next_way()
+            ways.append(way)
+            probe.record(way, {"one": one, "gather": gather}[way] + (5.0 if len(ways) < 3 else 0))
+        assert tuple(ways) == ls.gather.PROBE
+        assert [probe.next_way() for _ in range(3)] == [chosen] * 3
+        probe.record(chosen, 100.0)  # decided: later times change nothing
+        assert probe.next_way() == chosen
+
+
+def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
+    """Repeated calls of one binding: both ways are timed, one is kept, and every call
+    gives the same arrays."""
+    a, b = _operands(4)
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", A="csr", B="csr", out_format="csr")
+    operands = {"A": ls.Tensor.from_scipy(a, "csr"), "B": ls.Tensor.from_scipy(b, "csr")}
+    serial = kernel(threads=1, **operands)
+    call = kernel.bind(threads=2, **operands)
+    gathered = []
+    real = ls.api.gather_parallel
+    monkeypatch.setattr(ls.api, "gather_parallel",
+                        lambda *args: gathered.append(1) or real(*args))
+    for _ in range(len(ls.gather.PROBE) + 3):
+        result = call()
+        np.testing.assert_array_equal(result.values, serial.values)
+        np.testing.assert_array_equal(result.level_arrays[1]["crd"],
+                                      serial.level_arrays[1]["crd"])
+    assert call.gathering.choice in ("one", "gather")
+    probed = ls.gather.PROBE.count("gather")
+    assert len(gathered) == probed + (3 if call.gathering.choice == "gather" else 0)

@@ -103,7 +103,8 @@ def _arrays(tensor: ls.Tensor) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize(("expr", "formats", "out", "strategy"), SPARSE_OUTPUT_CASES)
-def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, strategy):
+def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, strategy,
+                                                         always_gather):
     rng = np.random.default_rng(5)
     a, b = _matrix(3000, 2500, 12, 1), _matrix(3000, 2500, 12, 2)
     a = sp.diags((np.arange(3000) // 400 != 2).astype(float)) @ a  # rows 800-1199 empty
@@ -112,9 +113,12 @@ def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, st
                 "U": rng.random((3000, 4)), "V": rng.random((2500, 4))}
     operands = {n: v for n, v in operands.items() if f"{n}(" in expr}
     kernel = ls.compile(expr, out_format=out, **formats)
-    serial, threaded = kernel(threads=1, **operands), kernel(threads=2, **operands)
+    serial = kernel(threads=1, **operands)
+    always_gather.clear()  # (conversions of operands may gather too)
+    threaded = kernel(threads=2, **operands)
     assert set(kernel.last.jit.assembly) == STRATEGY_PHASES[strategy]
     assert (kernel.bind(threads=2, **operands).plan is not None) == bool(strategy)
+    assert len(always_gather) == (strategy == "gather")
     for one, two in zip(_arrays(serial), _arrays(threaded), strict=True):
         np.testing.assert_array_equal(one, two)
     A, B = a.toarray(), b.toarray()
@@ -129,7 +133,7 @@ def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, st
 
 
 @pytest.mark.parametrize("out", ["csr", "csf"])
-def test_ttv_into_sparse_rows_gathered_by_threads_matches_serial(out):
+def test_ttv_into_sparse_rows_gathered_by_threads_matches_serial(out, always_gather):
     """TTV into CSR (and a 2-D CSF, compressed rows over dense ones: not gathered, the
     row level is not full) with empty rows and chunks of a few rows."""
     rng = np.random.default_rng(6)
@@ -140,10 +144,13 @@ def test_ttv_into_sparse_rows_gathered_by_threads_matches_serial(out):
     c = rng.random(200)
     B = ls.Tensor.from_numpy(dense, "csf")
     kernel = ls.compile("A(i,j) = B(i,j,k) * c(k)", out_format=out, B="csf")
-    serial, threaded = kernel(threads=1, B=B, c=c), kernel(threads=2, B=B, c=c)
+    serial = kernel(threads=1, B=B, c=c)
+    always_gather.clear()
+    threaded = kernel(threads=2, B=B, c=c)
     gathered = out == "csr"
     assert set(kernel.last.jit.assembly) == STRATEGY_PHASES["gather" if gathered else None]
     assert (kernel.bind(threads=2, B=B, c=c).plan is not None) == gathered
+    assert len(always_gather) == gathered
     for one, two in zip(_arrays(serial), _arrays(threaded), strict=True):
         np.testing.assert_array_equal(one, two)
     np.testing.assert_allclose(threaded.to_numpy(), np.einsum("ijk,k->ij", dense, c))
@@ -196,7 +203,7 @@ def test_chunks_run_on_the_requested_number_of_threads(threads):
         time.sleep(0.001)  # long enough that every worker takes a chunk
         seen.append((k, threading.get_ident()))
         return 0
-    runtime._run_phases([], plan, [runtime.Phase(run_chunk)])
+    runtime.run_phases([], plan, [runtime.Phase(run_chunk)])
     assert sorted(k for k, _ in seen) == list(range(len(plan.chunks)))
     assert len({ident for _, ident in seen}) == threads
 
@@ -211,7 +218,7 @@ def test_phases_run_in_order_with_one_step_between():
             log.append((name, k))
             return 0
         return run_chunk
-    runtime._run_phases([], plan, [runtime.Phase(step("a"), lambda: log.append(("between", -1))),
+    runtime.run_phases([], plan, [runtime.Phase(step("a"), lambda: log.append(("between", -1))),
                                    runtime.Phase(step("b"))])
     names = [name for name, _ in log]
     chunks = len(plan.chunks)
@@ -222,7 +229,7 @@ def test_a_failing_chunk_stops_later_phases_and_raises():
     plan = runtime.split(40, 2)
     ran_second: list[int] = []
     with pytest.raises(runtime.KernelRuntimeError, match="status 1"):
-        runtime._run_phases([_EmptyHolder()], plan, [
+        runtime.run_phases([_EmptyHolder()], plan, [
             runtime.Phase(lambda k: int(k == 3)),
             runtime.Phase(lambda k: ran_second.append(k) or 0)])
     assert ran_second == []
@@ -245,7 +252,7 @@ def test_an_exception_in_any_thread_reaches_the_caller(where):
     phases = [runtime.Phase(boom), runtime.Phase(lambda k: 0)] if where == 0 else \
         [runtime.Phase(lambda k: 0, after), runtime.Phase(lambda k: 0)]
     with pytest.raises(ZeroDivisionError):
-        runtime._run_phases([], plan, phases)
+        runtime.run_phases([], plan, phases)
 
 
 _CHUNK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
