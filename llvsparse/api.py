@@ -522,7 +522,7 @@ class BoundCall:
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
                 self.inst.jit.assembly, holders, self.plan,
-                lambda total: self.assembled.reserve_exactly(holders[0], total))
+                lambda total: self.assembled.reserve_for(holders[0], total))
             return self.assembled.adopt(holders[0])
         return self._assembled_on_one()
 
@@ -547,7 +547,7 @@ class BoundCall:
         scratch = self.scratch if kept else Scratch(self.scratch.moved, self.plan)
         try:
             gather_parallel(self.inst.jit.assembly, holders, self.plan, scratch,
-                            lambda total: self.assembled.reserve_exactly(holders[0], total))
+                            lambda total: self.assembled.reserve_for(holders[0], total))
         finally:
             if kept:
                 self.scratch.lock.release()

@@ -78,15 +78,18 @@ class AssembledOutput:
                          self.dtype.itemsize))
         return reserved
 
-    def reserve_exactly(self, holder: DescriptorHolder, entries: int) -> None:
-        """Size the appended arrays for ``entries`` entries in the last level (a split
-        assembly's count), from each array's own length expression."""
+    def reserve_for(self, holder: DescriptorHolder, entries: int) -> None:
+        """Size the appended arrays for ``entries`` entries in the last level (threads'
+        count), from each array's own length expression, with the spare room a
+        one-thread call of this binding reserves (``reserve``): either way's collected
+        arrays then fit the other's next call, so a binding that switches ways (see
+        gather.Probe) recycles its memory rather than paying fresh page faults."""
         rows = int(np.prod(self.extents[:self.appended[0].level])) if self.appended else 1
         for entry in self.appended:
             parent = rows if entry.level == self.appended[0].level else entries
-            holder.reserve(entry.slot, self.length_of[entry.slot](entries, parent),
+            holder.reserve(entry.slot, with_spare(self.length_of[entry.slot](entries, parent)),
                            self.index_dtype.itemsize)
-        holder.reserve(self.values_slot, entries, self.dtype.itemsize)
+        holder.reserve(self.values_slot, with_spare(entries), self.dtype.itemsize)
 
     def moved_slots(self) -> list[tuple[int, int]]:
         """(slot, element size) of the arrays threads append into buffers of their own
