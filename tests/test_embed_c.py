@@ -80,6 +80,16 @@ def test_spmv_from_c(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out["y"], A_DENSE @ X)
 
 
+def assert_is_a_plus_b(out: dict[str, list]) -> None:
+    """The printed C arrays are A + B in CSR (sorted columns)."""
+    expected = sp.csr_matrix(A_DENSE + B_DENSE)
+    expected.sort_indices()
+    assert out["sizes"] == [4, expected.nnz]
+    np.testing.assert_array_equal(out["pos"], expected.indptr)
+    np.testing.assert_array_equal(out["crd"], expected.indices)
+    np.testing.assert_array_equal(out["vals"], expected.data)
+
+
 def test_sparse_add_from_c(tmp_path: Path) -> None:
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
     out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path)
@@ -89,12 +99,7 @@ def test_sparse_add_from_c(tmp_path: Path) -> None:
     assert "int32_t add_csr_append(llvsparse_tensor **tensors" in header
     for tensor in "CAB":
         assert documented(header, tensor) == CSR_SLOTS
-    expected = sp.csr_matrix(A_DENSE + B_DENSE)
-    expected.sort_indices()
-    assert out["sizes"] == [4, expected.nnz]
-    np.testing.assert_array_equal(out["pos"], expected.indptr)
-    np.testing.assert_array_equal(out["crd"], expected.indices)
-    np.testing.assert_array_equal(out["vals"], expected.data)
+    assert_is_a_plus_b(out)
 
 
 def test_sparse_add_gathered_from_c(tmp_path: Path) -> None:
@@ -103,12 +108,7 @@ def test_sparse_add_gathered_from_c(tmp_path: Path) -> None:
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
     out = build_and_run(kernel, "add_csr", "add_gather_main.c", tmp_path)
     assert out["finish"] == [0]
-    expected = sp.csr_matrix(A_DENSE + B_DENSE)
-    expected.sort_indices()
-    assert out["sizes"] == [4, expected.nnz]
-    np.testing.assert_array_equal(out["pos"], expected.indptr)
-    np.testing.assert_array_equal(out["crd"], expected.indices)
-    np.testing.assert_array_equal(out["vals"], expected.data)
+    assert_is_a_plus_b(out)
 
 
 def test_header_declares_split_assembly_phases(tmp_path: Path) -> None:
