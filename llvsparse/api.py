@@ -420,9 +420,9 @@ class BoundCall:
             self.output = self.assembled.holder(reserve=False)
             self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
         # Gathering threads or one thread: timed on the first calls (see gather.Probe).
-        self.gathering = Probe() if plan and "append" in inst.jit.assembly else None
-        if self.gathering:
-            self.scratch = Scratch(self.assembled.moved_slots(), plan)
+        gathers = plan is not None and "append" in inst.jit.assembly
+        self.gathering = Probe() if gathers else None
+        self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
     def _run_dense(self, values: np.ndarray,

@@ -93,12 +93,13 @@ def gather_parallel(addresses: dict[str, int], holders: list[DescriptorHolder], 
 
     def copy(k: int) -> int:
         entries = counts[k].value
+        if not entries:
+            return 0
         for slot, itemsize in scratch.moved:
-            if entries:
-                if not output.pointers[slot]:
-                    return runtime.STATUS_NO_MEMORY  # reserve could not allocate
-                ctypes.memmove(output.pointers[slot] + offsets[k] * itemsize,
-                               own[k].pointers[slot], entries * itemsize)
+            if not output.pointers[slot]:
+                return runtime.STATUS_NO_MEMORY  # reserve could not allocate
+            ctypes.memmove(output.pointers[slot] + offsets[k] * itemsize,
+                           own[k].pointers[slot], entries * itemsize)
         return 0
 
     runtime.run_phases(holders, plan, [
