@@ -203,6 +203,9 @@ class JitKernel:
     # Phases of a split assembly (setup, count, fill, finish), where the kernel has them.
     assembly: dict[str, int] = field(default_factory=dict)
     phases: dict = field(default_factory=dict)  # seconds spent per compile phase
+    # The same kernel with the other merge (``{name}_other_merge``), where its
+    # co-iterations have two (see KernelCompiler.other_merge); None otherwise.
+    other: JitKernel | None = field(default=None, repr=False)
 
     @property
     def asm(self) -> str | None:
@@ -233,13 +236,8 @@ def jit(module: ir.Module, name: str) -> JitKernel:
         engine = llvm.create_mcjit_compiler(ref, _new_target_machine())
         engine.set_object_cache(lambda _module, buffer: objects.append(buffer), None)
         engine.finalize_object()
-        address = engine.get_function_address(name)
-        range_address = engine.get_function_address(f"{name}_range")
-        assembly = _assembly_addresses(engine, name)
+        kernel = _entries(JitKernel(name, text, optimized, 0, engine, ref))
         STATS["llvm_compiles"] += 1
-    kernel = JitKernel(name, text, optimized, address, engine, ref)
-    kernel.range_address = range_address
-    kernel.assembly = assembly
     kernel.phases = {"parse+verify": parsed - start, "optimize": tuned - parsed,
                      "machine code": time.perf_counter() - tuned}
     kernel.object_code = objects[0] if objects else b""
@@ -255,16 +253,28 @@ def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
         engine = llvm.create_mcjit_compiler(placeholder, _new_target_machine())
         engine.set_object_cache(None, lambda _module: object_code)
         engine.finalize_object()
-        address = engine.get_function_address(name)
-        range_address = engine.get_function_address(f"{name}_range")
-        assembly = _assembly_addresses(engine, name)
+        kernel = _entries(JitKernel(name, None, None, 0, engine, placeholder))
         STATS["disk_loads"] += 1
-    if not address or not range_address:
+    if not kernel.address or not kernel.range_address:
         raise RuntimeError(f"cached object code has no symbol {name}")
-    kernel = JitKernel(name, None, None, address, engine, placeholder)
-    kernel.range_address = range_address
-    kernel.assembly = assembly
     kernel.object_code = object_code
+    return kernel
+
+
+OTHER_MERGE_SUFFIX = "_other_merge"
+
+
+def _entries(kernel: JitKernel) -> JitKernel:
+    """``kernel`` with the addresses of its functions in its engine, and of the same
+    kernel with the other merge where the module has one."""
+    engine, name = kernel.engine, kernel.name
+    kernel.address = engine.get_function_address(name)
+    kernel.range_address = engine.get_function_address(f"{name}_range")
+    kernel.assembly = _assembly_addresses(engine, name)
+    other = f"{name}{OTHER_MERGE_SUFFIX}"
+    if not name.endswith(OTHER_MERGE_SUFFIX) and engine.get_function_address(other):
+        kernel.other = _entries(JitKernel(other, kernel.llvm_ir, kernel.llvm_ir_optimized,
+                                          0, engine, kernel.module))
     return kernel
 
 

@@ -172,12 +172,22 @@ class KernelCompiler:
 
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
                  dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False,
-                 phase: str = "whole", module: ir.Module | None = None):
+                 phase: str = "whole", module: ir.Module | None = None,
+                 other_merge: bool = False):
         self.nests = nests
         self.types = types
         self.arg_order = arg_order
         self.dtype = dtype
         self.fastmath = fastmath
+        # Co-iterations have two merges each, and which is faster depends on the input's
+        # pattern (no count we found tells them apart), so a kernel with any is compiled
+        # both ways and the runtime times them (see gather.Probe). The first way: a union
+        # branches per case and steps only the operands it holds; an intersection
+        # searches past mismatches only where one range is far longer than the other.
+        # The other (``other_merge``): a union computes every case and selects, and an
+        # intersection searches past every mismatch.
+        self.other_merge = other_merge
+        self.merge_choices = 0  # co-iterations lowered where the other merge differs
         self.phase = phase
         self.module = module or ir.Module(name="llvsparse")
         self.entry_name, self.range_name = name, f"{name}_range"
@@ -930,7 +940,12 @@ class PointEmitter:
 
     def emit_merge(self) -> None:
         b = self.b
-        if self.gallops():  # two versions of the loop: galloping pays off on skewed ranges
+        if self.gallops() and self.kc.other_merge:  # search past every mismatch
+            self.kc.merge_choices += 1
+            self.galloping = True
+            self.emit_loop()
+        elif self.gallops():  # two versions of the loop: galloping pays off on skewed ranges
+            self.kc.merge_choices += 1
             with b.if_else(self.skewed()) as (skewed, balanced):
                 with skewed:
                     self.galloping = True
@@ -1146,7 +1161,13 @@ class PointEmitter:
         saved = self.hooks[0](ctx) if self.hooks else None
         split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
             else (coords, i)
-        chosen = None if straight or split else self.selectable_cases(ctx, present)
+        chosen = None if straight else self.selectable_cases(ctx, present)
+        if split and chosen:  # both merges apply: branch per case, or select (other_merge)
+            kc.merge_choices += 1
+            if kc.other_merge:
+                split = None
+            else:
+                chosen = None
         if chosen:
             self.emit_selected(chosen, ctx)
             advanced = False

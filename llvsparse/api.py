@@ -15,15 +15,23 @@ import numpy as np
 from . import cache as disk_cache
 from . import notation as nt
 from . import runtime
-from .backends.cpu import GATHER_PHASES, SPLIT_PHASES, JitKernel, jit, load_object
+from .backends.cpu import (
+    GATHER_PHASES,
+    OTHER_MERGE_SUFFIX,
+    SPLIT_PHASES,
+    JitKernel,
+    jit,
+    load_object,
+)
 from .format import Format, as_format, named_format
-from .gather import Probe, Scratch, gather_parallel
+from .gather import Scratch, gather_parallel
 from .ir.cin import operands
 from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput
+from .probe import Probe, Way
 from .results import MIN_BYTES, RESULTS
 from .tensor import Tensor
 
@@ -202,6 +210,11 @@ class Kernel:
         for phase in phases:
             KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
                            module=module).compile()
+        if builder.merge_choices:  # the same functions with the other merge
+            for phase in ("whole", *phases):
+                KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath,
+                               phase=phase, module=module, other_merge=True,
+                               name=builder.entry_name + OTHER_MERGE_SUFFIX).compile()
         if phases:
             parallel_mode = types[order[0]].levels[0].mode
         text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
@@ -414,38 +427,43 @@ class BoundCall:
             if self.size * self.dtype.itemsize < MIN_BYTES:
                 self.new_small = np.empty if inst.initializes_output else np.zeros
             self.output = runtime.DescriptorHolder(self.extents, [None], [])
-            self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
         else:
             self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
             self.output = self.assembled.holder(reserve=False)
-            self.call = runtime.prepared_call(inst.jit.address, [self.output, *inputs])
-        # Gathering threads or one thread: timed on the first calls (see gather.Probe).
+        # The kernel with each merge it has, and each prepared on the shared descriptor.
+        self.code = {"first": inst.jit}
+        if inst.jit.other is not None:
+            self.code["other"] = inst.jit.other
+        self.calls = {merge: runtime.prepared_call(code.address, [self.output, *inputs])
+                      for merge, code in self.code.items()}
+        # The merge, and gathering threads or not: timed on the first calls (see probe.py).
         gathers = plan is not None and "append" in inst.jit.assembly
-        self.gathering = Probe() if gathers else None
+        self.probe = Probe(tuple(self.code), ("direct", "gathered") if gathers else ("direct",))
+        self.way = None if self.probe.probing else self.probe.next_way()
         self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
 
-    def _run_dense(self, values: np.ndarray,
+    def _run_dense(self, code: JitKernel, values: np.ndarray,
                    prepare: Callable[[int, int], None] | None = None) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], [])
         if self.plan:
-            runtime.call_parallel(self.inst.jit.range_address, [output, *self.inputs],
+            runtime.call_parallel(code.range_address, [output, *self.inputs],
                                   self.plan, prepare)
         else:
-            runtime.call(self.inst.jit.address, [output, *self.inputs])
+            runtime.call(code.address, [output, *self.inputs])
 
-    def _run_one(self, values: np.ndarray) -> None:
+    def _run_one(self, merge: str, values: np.ndarray) -> None:
         """One thread: through the shared descriptor, or a private one while another
         thread is inside this binding."""
         if self.busy.acquire(blocking=False):
             try:
                 self.output.point_to(0, values)
-                self.call()
+                self.calls[merge]()
             finally:
                 self.output.forget(0)  # the result's memory is the caller's alone
                 self.busy.release()
         else:
-            self._run_dense(values)
+            self._run_dense(self.code[merge], values)
 
     def _into(self, out: np.ndarray) -> np.ndarray:
         """``out`` as the flat values of this call's output, after checking it fits."""
@@ -487,6 +505,16 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
+        if self.way is not None:
+            return self._run(self.way, out)
+        way = self.probe.next_way()
+        start = time.perf_counter()
+        result = self._run(way, out)
+        self.probe.record(way, time.perf_counter() - start)
+        return result
+
+    def _run(self, way: Way, out: np.ndarray | None):
+        merge = way.merge
         if self.dense:
             if out is None and self.new_small is not None:  # fresh, never dirty
                 values, dirty = self.new_small(self.size, self.dtype), False
@@ -500,53 +528,50 @@ class BoundCall:
             if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
                 # threads clear (out=, recycled) or page in (fresh) their rows first
                 rows = values.reshape(self.extents[0], -1)
-                self._run_dense(values, _clear(rows) if dirty else _page_in(rows))
+                self._run_dense(self.code[merge], values,
+                                _clear(rows) if dirty else _page_in(rows))
             else:
                 if dirty:
                     values.fill(0)
                 if self.plan:
-                    self._run_dense(values)
+                    self._run_dense(self.code[merge], values)
                 else:
-                    self._run_one(values)
+                    self._run_one(merge, values)
             return self.result(values)
         if out is not None:
             raise TypeError("out= needs a dense-like output (levels without arrays); this "
                             f"kernel assembles a {self.format.name or 'sparse'} output")
-        if self.gathering is not None:
-            way = self.gathering.next_way()
-            start = time.perf_counter()
-            result = self._gathered() if way == "gather" else self._assembled_on_one()
-            self.gathering.record(way, time.perf_counter() - start)
-            return result
-        if self.plan:
+        if way.assembly == "gathered":
+            return self._gathered(self.code[merge])
+        if self.plan and not self.scratch:
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
-                self.inst.jit.assembly, holders, self.plan,
+                self.code[merge].assembly, holders, self.plan,
                 lambda total: self.assembled.reserve_for(holders[0], total))
             return self.assembled.adopt(holders[0])
-        return self._assembled_on_one()
+        return self._assembled_on_one(merge)
 
-    def _assembled_on_one(self) -> Tensor:
+    def _assembled_on_one(self, merge: str) -> Tensor:
         if self.busy.acquire(blocking=False):
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()
                 self.assembled.reserve(self.output)
-                self.call()
+                self.calls[merge]()
                 return self.assembled.adopt(self.output)
             finally:
                 self.busy.release()
         holders = [self.assembled.holder(), *self.inputs]  # another thread is inside
-        runtime.call(self.inst.jit.address, holders)
+        runtime.call(self.code[merge].address, holders)
         return self.assembled.adopt(holders[0])
 
-    def _gathered(self) -> Tensor:
+    def _gathered(self, code: JitKernel) -> Tensor:
         """Threads append into the binding's kept buffers (or, while another thread is
         inside this binding, fresh ones) and copy them into the output."""
         holders = [self.assembled.holder(reserve=False), *self.inputs]
         kept = self.scratch.lock.acquire(blocking=False)
         scratch = self.scratch if kept else Scratch(self.scratch.moved, self.plan)
         try:
-            gather_parallel(self.inst.jit.assembly, holders, self.plan, scratch,
+            gather_parallel(code.assembly, holders, self.plan, scratch,
                             lambda total: self.assembled.reserve_for(holders[0], total))
         finally:
             if kept:

@@ -5,43 +5,18 @@ threads then copy the buffers into place.
 The copy moves every entry once more, which costs about what a merge that only streams
 costs: on two threads here a uniform random SpAdd gathers 1.6x faster than one thread,
 but the stencil's A + Aᵀ or a graph's runs 0.8x. Which one a call is depends on its data,
-so each binding times its first calls both ways and keeps the faster (``Probe``).
+so each binding times its first calls both ways and keeps the faster (probe.py).
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
-import math
 import threading
 from collections.abc import Callable
 
 from . import runtime
 from .runtime import DescriptorHolder, Phase, Split
-
-# How a binding's first calls assemble, to time both ways: each way's last time decides
-# (the first of each pays for fresh memory). Empty: always gather.
-PROBE: tuple[str, ...] = ("one", "gather", "one", "gather")
-
-
-class Probe:
-    """Chooses between one thread ("one") and gathering ("gather") for one binding."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.seconds: dict[str, float] = {}
-        self.choice: str | None = None
-
-    def next_way(self) -> str:
-        if self.choice is None and self.calls >= len(PROBE):
-            self.choice = "gather" if self.seconds.get("gather", 0.0) < self.seconds.get(
-                "one", math.inf) else "one"
-        return self.choice or PROBE[self.calls]
-
-    def record(self, way: str, seconds: float) -> None:
-        if self.choice is None:
-            self.seconds[way] = seconds
-            self.calls += 1
 
 
 class Scratch:

@@ -13,7 +13,7 @@ def always_gather(monkeypatch) -> list[int]:
     """Bindings that may gather always do (no timing probe); the list records each
     gathered call, so a test can tell it ran."""
     import llvsparse.api
-    import llvsparse.gather
+    import llvsparse.probe
 
     calls: list[int] = []
     real = llvsparse.api.gather_parallel
@@ -22,6 +22,6 @@ def always_gather(monkeypatch) -> list[int]:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(llvsparse.gather, "PROBE", ())
+    monkeypatch.setitem(llvsparse.probe.FORCED, "assembly", "gathered")
     monkeypatch.setattr(llvsparse.api, "gather_parallel", counted)
     return calls

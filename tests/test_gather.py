@@ -176,21 +176,6 @@ def _starved(plan: ls.runtime.Split) -> ls.runtime.Split:
     return ls.runtime.Split(plan.chunks, plan.order, plan.threads, (1,) * len(plan.chunks))
 
 
-def test_probe_keeps_the_faster_way_after_timing_both():
-    """Each way's last time decides (the first of each pays for fresh memory)."""
-    for one, gather, chosen in ((2.0, 1.0, "gather"), (1.0, 2.0, "one")):
-        probe = ls.gather.Probe()
-        ways = []
-        for _ in range(len(ls.gather.PROBE)):
-            way = probe.next_way()
-            ways.append(way)
-            probe.record(way, {"one": one, "gather": gather}[way] + (5.0 if len(ways) < 3 else 0))
-        assert tuple(ways) == ls.gather.PROBE
-        assert [probe.next_way() for _ in range(3)] == [chosen] * 3
-        probe.record(chosen, 100.0)  # decided: later times change nothing
-        assert probe.next_way() == chosen
-
-
 def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
     """Repeated calls of one binding: both ways are timed, one is kept, and every call
     gives the same arrays."""
@@ -203,11 +188,11 @@ def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
     real = ls.api.gather_parallel
     monkeypatch.setattr(ls.api, "gather_parallel",
                         lambda *args: gathered.append(1) or real(*args))
-    for _ in range(len(ls.gather.PROBE) + 3):
+    probed = 4 + 2  # each merge twice on one thread, then gathering twice (test_probe.py)
+    for _ in range(probed + 3):
         result = call()
         np.testing.assert_array_equal(result.values, serial.values)
         np.testing.assert_array_equal(result.level_arrays[1]["crd"],
                                       serial.level_arrays[1]["crd"])
-    assert call.gathering.choice in ("one", "gather")
-    probed = ls.gather.PROBE.count("gather")
-    assert len(gathered) == probed + (3 if call.gathering.choice == "gather" else 0)
+    assert call.probe.choice.assembly in ("direct", "gathered")
+    assert len(gathered) == 2 + (3 if call.probe.choice.assembly == "gathered" else 0)

@@ -1,0 +1,89 @@
+"""A binding's first calls time the ways it may run, and later calls keep the fastest.
+
+Two choices depend on the operands' data more than on anything a count can tell apart
+(see BENCHMARKS.md, "Measured and left alone"):
+
+- the merge of each co-iteration (KernelCompiler.other_merge): a union that branches per
+  case wins on regular patterns and loses on random ones, where the branch mispredicts
+  every other entry; an intersection that searches past every mismatch wins where the
+  unmatched entries come in runs;
+- whether threads gather a sparse output (gather.py): the copy costs what a merge that
+  only streams costs.
+
+The merge is timed first, on the binding's direct way; then, where the binding may gather,
+both assemblies are timed with the faster merge. Each way runs twice and its second time
+counts: a binding's first call pays for fresh memory, and a way's first call for its own
+buffers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import NamedTuple
+
+MERGES = ("first", "other")
+ASSEMBLIES = ("direct", "gathered")
+
+# Dimensions fixed instead of timed, e.g. {"assembly": "gathered"} (tests use it).
+FORCED: dict[str, str] = {}
+TIMED_CALLS = 2  # per way; the last one counts
+
+
+class Way(NamedTuple):
+    merge: str  # one of MERGES
+    assembly: str  # one of ASSEMBLIES
+
+
+class Probe:
+    """Chooses a binding's way among ``merges`` x ``assemblies`` (each a tuple of the
+    names the binding has, first the default)."""
+
+    def __init__(self, merges: tuple[str, ...], assemblies: tuple[str, ...]):
+        self.merges = _forced(merges, "merge")
+        self.assemblies = _forced(assemblies, "assembly")
+        self.seconds: dict[Way, float] = {}
+        self.choice: Way | None = None
+        self._schedule = self._ways()
+        self._lock = threading.Lock()  # calls of one binding may come from several threads
+
+    @property
+    def probing(self) -> bool:
+        return len(self.merges) > 1 or len(self.assemblies) > 1
+
+    def next_way(self) -> Way:
+        if self.choice is None:
+            with self._lock:
+                if self.choice is None:
+                    way = next(self._schedule, None)
+                    if way is not None:
+                        return way
+                    self.choice = self._fastest()
+        return self.choice
+
+    def record(self, way: Way, seconds: float) -> None:
+        if self.choice is None:
+            self.seconds[way] = seconds
+
+    def _ways(self) -> Iterator[Way]:
+        direct = self.assemblies[0]
+        if len(self.merges) > 1:
+            for _ in range(TIMED_CALLS):
+                yield from (Way(merge, direct) for merge in self.merges)
+        merge = self._fastest().merge
+        if len(self.assemblies) > 1:
+            untimed = self.assemblies if len(self.merges) == 1 else self.assemblies[1:]
+            for _ in range(TIMED_CALLS):
+                yield from (Way(merge, assembly) for assembly in untimed)
+
+    def _fastest(self) -> Way:
+        """The fastest way timed so far; the defaults where none was (nothing to choose,
+        or the probing calls failed)."""
+        if not self.seconds:
+            return Way(self.merges[0], self.assemblies[0])
+        return min(self.seconds, key=self.seconds.__getitem__)
+
+
+def _forced(names: tuple[str, ...], dimension: str) -> tuple[str, ...]:
+    wanted = FORCED.get(dimension)
+    return (wanted,) if wanted in names else names
