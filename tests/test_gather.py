@@ -15,6 +15,7 @@ from llvsparse.formats.registry import get_level, unregister_level_format
 from llvsparse.ir.relocatable import appends_relocatably
 
 import llvsparse as ls
+from llvsparse.probe import TIMED_CALLS
 
 HEADER = """
 name: {name}
@@ -188,11 +189,11 @@ def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
     real = ls.api.gather_parallel
     monkeypatch.setattr(ls.api, "gather_parallel",
                         lambda *args: gathered.append(1) or real(*args))
-    probed = 4 + 2  # each merge twice on one thread, then gathering twice (test_probe.py)
+    probed = 3 * TIMED_CALLS  # each merge on one thread, then gathering (test_probe.py)
     for _ in range(probed + 3):
         result = call()
         np.testing.assert_array_equal(result.values, serial.values)
         np.testing.assert_array_equal(result.level_arrays[1]["crd"],
                                       serial.level_arrays[1]["crd"])
     assert call.probe.choice.assembly in ("direct", "gathered")
-    assert len(gathered) == 2 + (3 if call.probe.choice.assembly == "gathered" else 0)
+    assert len(gathered) == TIMED_CALLS + (3 if call.probe.choice.assembly == "gathered" else 0)
