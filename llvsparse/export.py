@@ -9,7 +9,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from .backends.cpu import host_target_machine, link_runtime, optimize
+from .backends.cpu import OTHER_MERGE_SUFFIX, host_target_machine, link_runtime, optimize
 
 HEADER_STRUCT = """\
 #include <stdint.h>
@@ -60,6 +60,8 @@ def header_text(kernel, inst, name: str) -> str:
                       "   allocated and zeroed. Disjoint ranges may run on different threads. */",
                       f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
                       *(_phase_declarations(name, inst.jit.assembly) if inst.jit.assembly else []),
+                      *(_other_merge_declarations(name, inst.jit.other.assembly)
+                        if inst.jit.other else []),
                       f"#endif  /* {guard} */",
                       ""])
 
@@ -91,6 +93,18 @@ def _phase_declarations(name: str, phases) -> list[str]:
         f"int32_t {name}_append(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
         "                       int64_t *entries);",
         f"int32_t {name}_finish(llvsparse_tensor **tensors, int64_t total);"]
+
+
+def _other_merge_declarations(name: str, phases) -> list[str]:
+    other = name + OTHER_MERGE_SUFFIX
+    return [
+        "/* The same entries, the same results, with the other merge of its co-iterations:",
+        "   a union computing every case and selecting instead of branching per case, an",
+        "   intersection searching past every mismatch instead of past long runs. Which is",
+        "   faster depends on the operands' patterns: time both on your data. */",
+        f"int32_t {other}(llvsparse_tensor **tensors);",
+        f"int32_t {other}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
+        *(_phase_declarations(other, phases) if phases else [])]
 
 
 def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:

@@ -33,15 +33,16 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def build_and_run(kernel: ls.Kernel, name: str, source: str, folder: Path) -> dict[str, list]:
-    """Export ``kernel`` as folder/k.o + k.h, link tests/c/``source`` against it, run it and
-    parse its ``label: values`` lines."""
+def build_and_run(kernel: ls.Kernel, name: str, source: str, folder: Path,
+                  flags: tuple[str, ...] = ()) -> dict[str, list]:
+    """Export ``kernel`` as folder/k.o + k.h, link tests/c/``source`` against it (with
+    extra compiler ``flags``), run it and parse its ``label: values`` lines."""
     obj, header = kernel.export(folder / "k.o", name=name)
     assert (obj, header) == (folder / "k.o", folder / "k.h")
     compiler = shutil.which("cc")
     assert compiler is not None, "these tests need the system C compiler, cc"
     program = folder / "prog"
-    subprocess.run([compiler, "-O1", "-Wall", "-Werror", "-I", str(folder),
+    subprocess.run([compiler, "-O1", "-Wall", "-Werror", *flags, "-I", str(folder),
                     str(C_DIR / source), str(obj), "-o", str(program)], check=True,
                    capture_output=True, text=True)
     done = subprocess.run([str(program)], capture_output=True, text=True, timeout=60,
@@ -108,6 +109,18 @@ def test_sparse_add_gathered_from_c(tmp_path: Path) -> None:
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
     out = build_and_run(kernel, "add_csr", "add_gather_main.c", tmp_path)
     assert out["finish"] == [0]
+    assert_is_a_plus_b(out)
+
+
+def test_sparse_add_with_the_other_merge_from_c(tmp_path: Path) -> None:
+    """The header's other-merge entries, called by the same program (its add_csr renamed
+    by the preprocessor): the same arrays."""
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
+    out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path,
+                        flags=("-Dadd_csr=add_csr_other_merge",))
+    header = (tmp_path / "k.h").read_text()
+    for entry in ("add_csr_other_merge", "add_csr_other_merge_append"):
+        assert f"int32_t {entry}(llvsparse_tensor **tensors" in header
     assert_is_a_plus_b(out)
 
 
