@@ -181,7 +181,7 @@ class KernelCompiler:
         self.fastmath = fastmath
         # Co-iterations have two merges each, and which is faster depends on the input's
         # pattern (no count we found tells them apart), so a kernel with any is compiled
-        # both ways and the runtime times them (see gather.Probe). The first way: a union
+        # both ways and the runtime times them (see llvsparse/probe.py). The first way: a union
         # branches per case and steps only the operands it holds; an intersection
         # searches past mismatches only where one range is far longer than the other.
         # The other (``other_merge``): a union computes every case and selects, and an
@@ -941,11 +941,9 @@ class PointEmitter:
     def emit_merge(self) -> None:
         b = self.b
         if self.gallops() and self.kc.other_merge:  # search past every mismatch
-            self.kc.merge_choices += 1
             self.galloping = True
             self.emit_loop()
         elif self.gallops():  # two versions of the loop: galloping pays off on skewed ranges
-            self.kc.merge_choices += 1
             with b.if_else(self.skewed()) as (skewed, balanced):
                 with skewed:
                     self.galloping = True
@@ -1372,7 +1370,8 @@ class PointEmitter:
         b.position_at_end(done)
         if joined is None:
             return False
-        if self.galloping:
+        if self.galloping:  # only here do the two merges of an intersection differ
+            self.kc.merge_choices += 1
             self.seek_common(split[0])
         else:
             for it in self.iterated:

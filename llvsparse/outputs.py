@@ -83,7 +83,7 @@ class AssembledOutput:
         count), from each array's own length expression, with the spare room a
         one-thread call of this binding reserves (``reserve``): either way's collected
         arrays then fit the other's next call, so a binding that switches ways (see
-        gather.Probe) recycles its memory rather than paying fresh page faults."""
+        probe.py) recycles its memory rather than paying fresh page faults."""
         rows = int(np.prod(self.extents[:self.appended[0].level])) if self.appended else 1
         for entry in self.appended:
             parent = rows if entry.level == self.appended[0].level else entries

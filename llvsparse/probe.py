@@ -64,8 +64,9 @@ class Probe:
         return self.choice
 
     def record(self, way: Way, seconds: float) -> None:
-        if self.choice is None:
-            self.seconds[way] = min(seconds, self.seconds.get(way, seconds))
+        with self._lock:
+            if self.choice is None:
+                self.seconds[way] = min(seconds, self.seconds.get(way, seconds))
 
     def _ways(self) -> Iterator[Way]:
         direct = self.assemblies[0]

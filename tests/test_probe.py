@@ -53,9 +53,11 @@ def test_both_merges_match_the_reference_bit_for_bit(expr, out_format, fmt, monk
         for a, b in _patterns(seed):
             operands = {"A": ls.Tensor.from_scipy(a, fmt), "B": ls.Tensor.from_scipy(b, fmt)}
             results = {}
-            for merge in ("first", "other"):
+            for merge in ("first", "other"):  # a binding reads FORCED when it is made
                 monkeypatch.setitem(ls.probe.FORCED, "merge", merge)
-                results[merge] = kernel(**operands).to_numpy()
+                call = kernel.bind(**operands)
+                assert call.way == Way(merge, "direct")
+                results[merge] = call().to_numpy()
             expected = MERGED[expr](a.toarray(), b.toarray())
             np.testing.assert_allclose(results["first"], expected, rtol=1e-15, atol=0)
             np.testing.assert_array_equal(results["other"], results["first"])
