@@ -31,7 +31,7 @@ from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput
-from .probe import Probe, Way
+from .probe import ASSEMBLIES, MERGES, Probe, Way
 from .results import MIN_BYTES, RESULTS
 from .tensor import Tensor
 
@@ -431,14 +431,13 @@ class BoundCall:
             self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
             self.output = self.assembled.holder(reserve=False)
         # The kernel with each merge it has, and each prepared on the shared descriptor.
-        self.code = {"first": inst.jit}
-        if inst.jit.other is not None:
-            self.code["other"] = inst.jit.other
+        self.code = {merge: code for merge, code in zip(MERGES, (inst.jit, inst.jit.other))
+                     if code is not None}
         self.calls = {merge: runtime.prepared_call(code.address, [self.output, *inputs])
                       for merge, code in self.code.items()}
         # The merge, and gathering threads or not: timed on the first calls (see probe.py).
         gathers = plan is not None and "append" in inst.jit.assembly
-        self.probe = Probe(tuple(self.code), ("direct", "gathered") if gathers else ("direct",))
+        self.probe = Probe(tuple(self.code), ASSEMBLIES if gathers else ASSEMBLIES[:1])
         self.way = None if self.probe.probing else self.probe.next_way()
         self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
@@ -544,7 +543,7 @@ class BoundCall:
                             f"kernel assembles a {self.format.name or 'sparse'} output")
         if way.assembly == "gathered":
             return self._gathered(self.code[merge])
-        if self.plan and not self.scratch:
+        if self.plan and not self.scratch:  # threads count, then fill (see can_split_assembly)
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
                 self.code[merge].assembly, holders, self.plan,

@@ -59,7 +59,7 @@ def header_text(kernel, inst, name: str) -> str:
                       "/* Only the output's first index in [lo, hi); the output must be passed",
                       "   allocated and zeroed. Disjoint ranges may run on different threads. */",
                       f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
-                      *(_phase_declarations(name, inst.jit.assembly) if inst.jit.assembly else []),
+                      *_phase_declarations(name, inst.jit.assembly),
                       *(_other_merge_declarations(name, inst.jit.other.assembly)
                         if inst.jit.other else []),
                       f"#endif  /* {guard} */",
@@ -68,7 +68,9 @@ def header_text(kernel, inst, name: str) -> str:
 
 def _phase_declarations(name: str, phases) -> list[str]:
     """The threaded-assembly phases the kernel has, for callers that assemble a sparse
-    output on threads."""
+    output on threads (none: no lines)."""
+    if not phases:
+        return []
     if "count" in phases:
         return [
             "/* Threads assembling the sparse output together: setup once; count each",
@@ -104,7 +106,7 @@ def _other_merge_declarations(name: str, phases) -> list[str]:
         "   faster depends on the operands' patterns: time both on your data. */",
         f"int32_t {other}(llvsparse_tensor **tensors);",
         f"int32_t {other}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
-        *(_phase_declarations(other, phases) if phases else [])]
+        *_phase_declarations(other, phases)]
 
 
 def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
