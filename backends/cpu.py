@@ -203,8 +203,8 @@ class JitKernel:
     # Phases of a split assembly (setup, count, fill, finish), where the kernel has them.
     assembly: dict[str, int] = field(default_factory=dict)
     phases: dict = field(default_factory=dict)  # seconds spent per compile phase
-    # The same kernel with the other merge (``{name}_other_merge``), where its
-    # co-iterations have two (see KernelCompiler.other_merge); None otherwise.
+    # The same kernel in its other form (``{name}_other_form``), where some of its
+    # loops have two (see KernelCompiler.other_form); None otherwise.
     other: JitKernel | None = field(default=None, repr=False)
 
     @property
@@ -261,18 +261,18 @@ def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
     return kernel
 
 
-OTHER_MERGE_SUFFIX = "_other_merge"
+OTHER_FORM_SUFFIX = "_other_form"
 
 
 def _entries(kernel: JitKernel) -> JitKernel:
     """``kernel`` with the addresses of its functions in its engine, and of the same
-    kernel with the other merge where the module has one."""
+    kernel in its other form where the module has one."""
     engine, name = kernel.engine, kernel.name
     kernel.address = engine.get_function_address(name)
     kernel.range_address = engine.get_function_address(f"{name}_range")
     kernel.assembly = _assembly_addresses(engine, name)
-    other = f"{name}{OTHER_MERGE_SUFFIX}"
-    if not name.endswith(OTHER_MERGE_SUFFIX) and engine.get_function_address(other):
+    other = f"{name}{OTHER_FORM_SUFFIX}"
+    if not name.endswith(OTHER_FORM_SUFFIX) and engine.get_function_address(other):
         kernel.other = _entries(JitKernel(other, kernel.llvm_ir, kernel.llvm_ir_optimized,
                                           0, engine, kernel.module))
     return kernel

@@ -173,21 +173,22 @@ class KernelCompiler:
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
                  dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False,
                  phase: str = "whole", module: ir.Module | None = None,
-                 other_merge: bool = False):
+                 other_form: bool = False):
         self.nests = nests
         self.types = types
         self.arg_order = arg_order
         self.dtype = dtype
         self.fastmath = fastmath
-        # Co-iterations have two merges each, and which is faster depends on the input's
-        # pattern (no count we found tells them apart), so a kernel with any is compiled
-        # both ways and the runtime times them (see llvsparse/probe.py). The first way: a union
-        # branches per case and steps only the operands it holds; an intersection
-        # searches past mismatches only where one range is far longer than the other.
-        # The other (``other_merge``): a union computes every case and selects, and an
-        # intersection searches past every mismatch.
-        self.other_merge = other_merge
-        self.merge_choices = 0  # co-iterations lowered where the other merge differs
+        # Some loops have two forms, and which is faster depends on the input's pattern
+        # (no count we found tells them apart), so a kernel with any is compiled both
+        # ways and the runtime times them (see llvsparse/probe.py). The first form: a
+        # union branches per case and steps only the operands it holds; an intersection
+        # searches past mismatches only where one range is far longer than the other;
+        # rows are summed one at a time. The other (``other_form``): a union computes
+        # every case and selects, an intersection searches past every mismatch, and two
+        # rows' sums run side by side (see pairs.py).
+        self.other_form = other_form
+        self.form_choices = 0  # loops lowered where the other form differs
         self.phase = phase
         self.module = module or ir.Module(name="llvsparse")
         self.entry_name, self.range_name = name, f"{name}_range"
@@ -940,7 +941,7 @@ class PointEmitter:
 
     def emit_merge(self) -> None:
         b = self.b
-        if self.gallops() and self.kc.other_merge:  # search past every mismatch
+        if self.gallops() and self.kc.other_form:  # search past every mismatch
             self.galloping = True
             self.emit_loop()
         elif self.gallops():  # two versions of the loop: galloping pays off on skewed ranges
@@ -1160,9 +1161,9 @@ class PointEmitter:
         split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
             else (coords, i)
         chosen = None if straight else self.selectable_cases(ctx, present)
-        if split and chosen:  # both merges apply: branch per case, or select (other_merge)
-            kc.merge_choices += 1
-            if kc.other_merge:
+        if split and chosen:  # both merges apply: branch per case, or select (other_form)
+            kc.form_choices += 1
+            if kc.other_form:
                 split = None
             else:
                 chosen = None
@@ -1371,7 +1372,7 @@ class PointEmitter:
         if joined is None:
             return False
         if self.galloping:  # only here do the two merges of an intersection differ
-            self.kc.merge_choices += 1
+            self.kc.form_choices += 1
             self.seek_common(split[0])
         else:
             for it in self.iterated:

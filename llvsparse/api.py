@@ -17,7 +17,7 @@ from . import notation as nt
 from . import runtime
 from .backends.cpu import (
     GATHER_PHASES,
-    OTHER_MERGE_SUFFIX,
+    OTHER_FORM_SUFFIX,
     SPLIT_PHASES,
     JitKernel,
     jit,
@@ -31,7 +31,7 @@ from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput
-from .probe import ASSEMBLIES, MERGES, Probe, Way
+from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .results import MIN_BYTES, RESULTS
 from .tensor import Tensor
 
@@ -210,11 +210,11 @@ class Kernel:
         for phase in phases:
             KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
                            module=module).compile()
-        if builder.merge_choices:  # the same functions with the other merge
+        if builder.form_choices:  # the same functions in the other form
             for phase in ("whole", *phases):
                 KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath,
-                               phase=phase, module=module, other_merge=True,
-                               name=builder.entry_name + OTHER_MERGE_SUFFIX).compile()
+                               phase=phase, module=module, other_form=True,
+                               name=builder.entry_name + OTHER_FORM_SUFFIX).compile()
         if phases:
             parallel_mode = types[order[0]].levels[0].mode
         text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
@@ -430,12 +430,12 @@ class BoundCall:
         else:
             self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
             self.output = self.assembled.holder(reserve=False)
-        # The kernel with each merge it has, and each prepared on the shared descriptor.
-        self.code = {merge: code for merge, code in zip(MERGES, (inst.jit, inst.jit.other))
+        # The kernel in each form it has, and each prepared on the shared descriptor.
+        self.code = {form: code for form, code in zip(FORMS, (inst.jit, inst.jit.other))
                      if code is not None}
-        self.calls = {merge: runtime.prepared_call(code.address, [self.output, *inputs])
-                      for merge, code in self.code.items()}
-        # The merge, and gathering threads or not: timed on the first calls (see probe.py).
+        self.calls = {form: runtime.prepared_call(code.address, [self.output, *inputs])
+                      for form, code in self.code.items()}
+        # The form, and gathering threads or not: timed on the first calls (see probe.py).
         gathers = plan is not None and "append" in inst.jit.assembly
         self.probe = Probe(tuple(self.code), ASSEMBLIES if gathers else ASSEMBLIES[:1])
         self.way = None if self.probe.probing else self.probe.next_way()
@@ -451,18 +451,18 @@ class BoundCall:
         else:
             runtime.call(code.address, [output, *self.inputs])
 
-    def _run_one(self, merge: str, values: np.ndarray) -> None:
+    def _run_one(self, form: str, values: np.ndarray) -> None:
         """One thread: through the shared descriptor, or a private one while another
         thread is inside this binding."""
         if self.busy.acquire(blocking=False):
             try:
                 self.output.point_to(0, values)
-                self.calls[merge]()
+                self.calls[form]()
             finally:
                 self.output.forget(0)  # the result's memory is the caller's alone
                 self.busy.release()
         else:
-            self._run_dense(self.code[merge], values)
+            self._run_dense(self.code[form], values)
 
     def _into(self, out: np.ndarray) -> np.ndarray:
         """``out`` as the flat values of this call's output, after checking it fits."""
@@ -514,7 +514,7 @@ class BoundCall:
         return result
 
     def _run(self, way: Way, out: np.ndarray | None):
-        merge = way.merge
+        form = way.form
         if self.dense:
             if out is None and self.new_small is not None:  # fresh, never dirty
                 values, dirty = self.new_small(self.size, self.dtype), False
@@ -528,40 +528,40 @@ class BoundCall:
             if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
                 # threads clear (out=, recycled) or page in (fresh) their rows first
                 rows = values.reshape(self.extents[0], -1)
-                self._run_dense(self.code[merge], values,
+                self._run_dense(self.code[form], values,
                                 _clear(rows) if dirty else _page_in(rows))
             else:
                 if dirty:
                     values.fill(0)
                 if self.plan:
-                    self._run_dense(self.code[merge], values)
+                    self._run_dense(self.code[form], values)
                 else:
-                    self._run_one(merge, values)
+                    self._run_one(form, values)
             return self.result(values)
         if out is not None:
             raise TypeError("out= needs a dense-like output (levels without arrays); this "
                             f"kernel assembles a {self.format.name or 'sparse'} output")
         if way.assembly == "gathered":
-            return self._gathered(self.code[merge])
+            return self._gathered(self.code[form])
         if self.plan and not self.scratch:  # threads count, then fill (see can_split_assembly)
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
-                self.code[merge].assembly, holders, self.plan,
+                self.code[form].assembly, holders, self.plan,
                 lambda total: self.assembled.reserve_for(holders[0], total))
             return self.assembled.adopt(holders[0])
-        return self._assembled_on_one(merge)
+        return self._assembled_on_one(form)
 
-    def _assembled_on_one(self, merge: str) -> Tensor:
+    def _assembled_on_one(self, form: str) -> Tensor:
         if self.busy.acquire(blocking=False):
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()
                 self.assembled.reserve(self.output)
-                self.calls[merge]()
+                self.calls[form]()
                 return self.assembled.adopt(self.output)
             finally:
                 self.busy.release()
         holders = [self.assembled.holder(), *self.inputs]  # another thread is inside
-        runtime.call(self.code[merge].address, holders)
+        runtime.call(self.code[form].address, holders)
         return self.assembled.adopt(holders[0])
 
     def _gathered(self, code: JitKernel) -> Tensor:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from .backends.cpu import OTHER_MERGE_SUFFIX, host_target_machine, link_runtime, optimize
+from .backends.cpu import OTHER_FORM_SUFFIX, host_target_machine, link_runtime, optimize
 
 HEADER_STRUCT = """\
 #include <stdint.h>
@@ -60,7 +60,7 @@ def header_text(kernel, inst, name: str) -> str:
                       "   allocated and zeroed. Disjoint ranges may run on different threads. */",
                       f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
                       *_phase_declarations(name, inst.jit.assembly),
-                      *(_other_merge_declarations(name, inst.jit.other.assembly)
+                      *(_other_form_declarations(name, inst.jit.other.assembly)
                         if inst.jit.other else []),
                       f"#endif  /* {guard} */",
                       ""])
@@ -97,13 +97,14 @@ def _phase_declarations(name: str, phases) -> list[str]:
         f"int32_t {name}_finish(llvsparse_tensor **tensors, int64_t total);"]
 
 
-def _other_merge_declarations(name: str, phases) -> list[str]:
-    other = name + OTHER_MERGE_SUFFIX
+def _other_form_declarations(name: str, phases) -> list[str]:
+    other = name + OTHER_FORM_SUFFIX
     return [
-        "/* The same entries, the same results, with the other merge of its co-iterations:",
-        "   a union computing every case and selecting instead of branching per case, an",
-        "   intersection searching past every mismatch instead of past long runs. Which is",
-        "   faster depends on the operands' patterns: time both on your data. */",
+        "/* The same entries, the same results, with the other form of its loops: a union",
+        "   computing every case and selecting instead of branching per case, an",
+        "   intersection searching past every mismatch instead of past long runs, two rows",
+        "   summed side by side instead of one at a time. Which is faster depends on the",
+        "   operands' patterns: time both on your data. */",
         f"int32_t {other}(llvsparse_tensor **tensors);",
         f"int32_t {other}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
         *_phase_declarations(other, phases)]

@@ -3,19 +3,20 @@
 Two choices depend on the operands' data more than on anything a count can tell apart
 (see BENCHMARKS.md, "Measured and left alone"):
 
-- the merge of each co-iteration (KernelCompiler.other_merge): a union that branches per
-  case wins on regular patterns and loses on random ones, where the branch mispredicts
-  every other entry; an intersection that searches past every mismatch wins where the
-  unmatched entries come in runs;
+- the form of the loops (KernelCompiler.other_form): the merge of each co-iteration (a
+  union that branches per case wins on regular patterns and loses on random ones, where
+  the branch mispredicts every other entry; an intersection that searches past every
+  mismatch wins where the unmatched entries come in runs), and whether two rows' sums run
+  side by side (ir/pairs.py: ahead on long rows, behind on short or irregular ones);
 - whether threads gather a sparse output (gather.py): the copy costs what a merge that
   only streams costs.
 
-The merge is timed first, on the binding's direct way; then, where the binding may gather,
-both assemblies are timed with the faster merge. The ways take turns, three calls each,
+The form is timed first, on the binding's direct way; then, where the binding may gather,
+both assemblies are timed with the faster form. The ways take turns, three calls each,
 and each way's fastest call counts: a binding's first call pays for fresh memory, a way's
 first call for its own buffers, and any call may meet another process on a shared machine
 (one call each misjudged Franz6's SpAdd between other libraries' calls: 0.26 vs 0.18 ms
-the wrong way round, where the merges take 0.12 and 0.21).
+the wrong way round, where the two merges take 0.12 and 0.21).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from typing import NamedTuple
 
-MERGES = ("first", "other")
+FORMS = ("first", "other")
 ASSEMBLIES = ("direct", "gathered")
 
 # Dimensions fixed instead of timed, e.g. {"assembly": "gathered"} (tests use it).
@@ -33,16 +34,16 @@ TIMED_CALLS = 3  # per way; the fastest one counts
 
 
 class Way(NamedTuple):
-    merge: str  # one of MERGES
+    form: str  # one of FORMS
     assembly: str  # one of ASSEMBLIES
 
 
 class Probe:
-    """Chooses a binding's way among ``merges`` x ``assemblies`` (each a tuple of the
+    """Chooses a binding's way among ``forms`` x ``assemblies`` (each a tuple of the
     names the binding has, first the default)."""
 
-    def __init__(self, merges: tuple[str, ...], assemblies: tuple[str, ...]):
-        self.merges = _forced(merges, "merge")
+    def __init__(self, forms: tuple[str, ...], assemblies: tuple[str, ...]):
+        self.forms = _forced(forms, "form")
         self.assemblies = _forced(assemblies, "assembly")
         self.seconds: dict[Way, float] = {}
         self.choice: Way | None = None
@@ -51,7 +52,7 @@ class Probe:
 
     @property
     def probing(self) -> bool:
-        return len(self.merges) > 1 or len(self.assemblies) > 1
+        return len(self.forms) > 1 or len(self.assemblies) > 1
 
     def next_way(self) -> Way:
         if self.choice is None:
@@ -70,20 +71,20 @@ class Probe:
 
     def _ways(self) -> Iterator[Way]:
         direct = self.assemblies[0]
-        if len(self.merges) > 1:
+        if len(self.forms) > 1:
             for _ in range(TIMED_CALLS):
-                yield from (Way(merge, direct) for merge in self.merges)
-        merge = self._fastest().merge
+                yield from (Way(form, direct) for form in self.forms)
+        form = self._fastest().form
         if len(self.assemblies) > 1:
-            untimed = self.assemblies if len(self.merges) == 1 else self.assemblies[1:]
+            untimed = self.assemblies if len(self.forms) == 1 else self.assemblies[1:]
             for _ in range(TIMED_CALLS):
-                yield from (Way(merge, assembly) for assembly in untimed)
+                yield from (Way(form, assembly) for assembly in untimed)
 
     def _fastest(self) -> Way:
         """The fastest way timed so far; the defaults where none was (nothing to choose,
         or the probing calls failed)."""
         if not self.seconds:
-            return Way(self.merges[0], self.assemblies[0])
+            return Way(self.forms[0], self.assemblies[0])
         return min(self.seconds, key=self.seconds.__getitem__)
 
 

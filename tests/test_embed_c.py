@@ -112,14 +112,14 @@ def test_sparse_add_gathered_from_c(tmp_path: Path) -> None:
     assert_is_a_plus_b(out)
 
 
-def test_sparse_add_with_the_other_merge_from_c(tmp_path: Path) -> None:
-    """The header's other-merge entries, called by the same program (its add_csr renamed
+def test_sparse_add_with_the_other_form_from_c(tmp_path: Path) -> None:
+    """The header's other-form entries, called by the same program (its add_csr renamed
     by the preprocessor): the same arrays."""
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
     out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path,
-                        flags=("-Dadd_csr=add_csr_other_merge",))
+                        flags=("-Dadd_csr=add_csr_other_form",))
     header = (tmp_path / "k.h").read_text()
-    for entry in ("add_csr_other_merge", "add_csr_other_merge_append"):
+    for entry in ("add_csr_other_form", "add_csr_other_form_append"):
         assert f"int32_t {entry}(llvsparse_tensor **tensors" in header
     assert_is_a_plus_b(out)
 

@@ -54,7 +54,7 @@ def test_both_merges_match_the_reference_bit_for_bit(expr, out_format, fmt, monk
             operands = {"A": ls.Tensor.from_scipy(a, fmt), "B": ls.Tensor.from_scipy(b, fmt)}
             results = {}
             for merge in ("first", "other"):  # a binding reads FORCED when it is made
-                monkeypatch.setitem(ls.probe.FORCED, "merge", merge)
+                monkeypatch.setitem(ls.probe.FORCED, "form", merge)
                 call = kernel.bind(**operands)
                 assert call.way == Way(merge, "direct")
                 results[merge] = call().to_numpy()
@@ -75,7 +75,7 @@ def test_only_kernels_with_a_choice_of_merge_get_the_other(expr, formats, merges
     assert (kernel.instance().jit.other is not None) is merges
 
 
-def test_the_other_merge_comes_back_from_the_disk_cache(tmp_path, monkeypatch):
+def test_the_other_form_comes_back_from_the_disk_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(api, "_CACHE", {})
     expr = "C(i,j) = A(i,j) + B(i,j)"
@@ -84,7 +84,7 @@ def test_the_other_merge_comes_back_from_the_disk_cache(tmp_path, monkeypatch):
     loads = STATS.get("disk_loads", 0)
     kernel = ls.compile(expr, A="csr", B="csr", out_format="csr")
     a, b = _patterns(3)[0]
-    monkeypatch.setitem(ls.probe.FORCED, "merge", "other")
+    monkeypatch.setitem(ls.probe.FORCED, "form", "other")
     result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
     assert STATS.get("disk_loads", 0) == loads + 1
     assert kernel.last.jit.other is not None and kernel.last.jit.llvm_ir is None
@@ -109,7 +109,7 @@ def test_probe_times_each_merge_in_turn_and_keeps_the_faster():
         seconds = {Way("first", "direct"): 2.0, Way("other", "direct"): 2.0}
         seconds[Way(fast, "direct")] = 1.0
         ways = _run(Probe(("first", "other"), ("direct",)), seconds, 2 * TIMED_CALLS + 3)
-        assert [w.merge for w in ways[:2 * TIMED_CALLS]] == ["first", "other"] * TIMED_CALLS
+        assert [w.form for w in ways[:2 * TIMED_CALLS]] == ["first", "other"] * TIMED_CALLS
         assert ways[2 * TIMED_CALLS:] == [Way(fast, "direct")] * 3
 
 
@@ -135,7 +135,7 @@ def test_probe_without_a_merge_choice_times_both_assemblies():
 def test_forced_or_single_ways_are_not_probed(monkeypatch):
     assert not Probe(("first",), ("direct",)).probing
     assert Probe(("first",), ("direct",)).next_way() == Way("first", "direct")
-    monkeypatch.setitem(ls.probe.FORCED, "merge", "other")
+    monkeypatch.setitem(ls.probe.FORCED, "form", "other")
     probe = Probe(("first", "other"), ("direct",))
     assert not probe.probing and probe.next_way() == Way("other", "direct")
     assert Probe(("first",), ("direct",)).next_way() == Way("first", "direct")
