@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from llvmlite import ir
 
-from . import jam, scalars
+from . import jam, pairs, scalars
 from .bodies import I1, I64, TRUE, ArrayRef, emit_body, is_true
 from .cin import Apply, Const, Expr, Operand, Sum, contains_sum, operands, peel_sums
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
@@ -412,18 +412,20 @@ class KernelCompiler:
         if depth == len(order):
             self.output.write(self.value(expr, ctx), ctx)
             return
-        leaf, jam_body = None, None
+        leaf, jam_body, pair_body = None, None, None
         if depth + 1 == len(order):
             leaf = self.output.write
         elif jam.can_jam(self, order, depth, expr):
             jam_body = lambda lanes: jam.emit(self, order, depth + 1, expr, lanes)
+        elif (driver := pairs.inner_driver(self, order, depth, expr)) is not None:
+            pair_body = lambda lanes: pairs.emit(self, order[depth + 1], expr, driver, lanes)
         # Each iteration appends at most one output entry: the leaf writes one, or the
         # next depth writes one sum (TTV's j loop around its k reduction).
         appends = self.output.appends and (leaf is not None or (
             not self.scatter and depth + 1 == self.out_depth))
         self.emit_var(order[depth], expr, ctx,
                       lambda c, e: self.loops(order, depth + 1, e, c),
-                      self.output.hooks_for(order[depth]), leaf, jam_body, appends)
+                      self.output.hooks_for(order[depth]), leaf, jam_body, appends, pair_body)
 
     def write_point(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
         if depth == len(order):
@@ -625,12 +627,15 @@ class KernelCompiler:
     def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
                  hooks: Hooks | None, leaf: Leaf | None = None,
                  jam_body: Callable[[list[Ctx]], None] | None = None,
-                 appends: bool = False) -> None:
+                 appends: bool = False,
+                 pair_body: Callable[[list[Ctx]], None] | None = None) -> None:
         """The loops over ``var``: one per lattice point. ``body`` emits what runs at each
         coordinate; ``leaf``, when given, is the same body as a consumer of an already
         computed value (the innermost loop), which lets cases merge into selects;
         ``jam_body``, when given, is the body for several coordinates at once (see jam);
-        ``appends``: each iteration appends at most one entry to the output."""
+        ``appends``: each iteration appends at most one entry to the output;
+        ``pair_body``, when given, is the body for two coordinates side by side, used in
+        the other form (see pairs)."""
         find = self.iter_of(ctx, var)
 
         def is_full(it: Iter) -> bool:
@@ -650,7 +655,7 @@ class KernelCompiler:
         for point in lattice.points:
             iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
-                                   states, find, body, hooks, leaf, appends, jam_body)
+                                   states, find, body, hooks, leaf, appends, jam_body, pair_body)
             emitter.emit()
 
     @property
@@ -881,10 +886,12 @@ class PointEmitter:
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
     def __init__(self, kc: KernelCompiler, var, expr, ctx, lattice, point, iterated, located,
-                 states, find, body, hooks, leaf=None, appends=False, jam_body=None):
+                 states, find, body, hooks, leaf=None, appends=False, jam_body=None,
+                 pair_body=None):
         self.kc, self.b = kc, kc.b
         self.leaf = leaf
         self.jam_body = jam_body
+        self.pair_body = pair_body
         self.appends = appends  # an iteration appends at most one entry to the output
         self.var, self.expr, self.ctx = var, expr, ctx
         self.lattice, self.point = lattice, point
@@ -917,6 +924,10 @@ class PointEmitter:
         if self.jam_body is not None and self.jammable():
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
+        if self.pair_body is not None and self.pairable():
+            self.kc.form_choices += 1
+            if self.kc.other_form:  # the loop below then runs the odd last iteration
+                self.pair_loop()
         reserved = self.reserve_appends()
         self.running = self.runs_sums()
         if self.running:
@@ -1049,13 +1060,78 @@ class PointEmitter:
         level = kc.level_type(it)
         if not level.unique or not level.definition.always_found("pos_access"):
             return False
+        return self.others_located_surely(it)
+
+    def others_located_surely(self, it: Iter) -> bool:
+        """Whether every operand level this loop resolves, but the iterated one, is
+        located by a lookup that always finds."""
         for op in operands(self.expr):
             for k in range(len(self.ctx.levels.get(op.uid, ())), len(op.vars)):
                 if op.vars[k] != self.var and op.vars[k] not in self.ctx.bound:
                     break
-                if (op.uid, k) != (it.uid, it.level) and not jam.locates_surely(kc, op, k):
+                if (op.uid, k) != (it.uid, it.level) and \
+                        not jam.locates_surely(self.kc, op, k):
                     return False
         return True
+
+    def pairable(self) -> bool:
+        """Whether two consecutive iterations of this loop may run side by side: one
+        iterator, visiting each coordinate once without a test (no thread-range test
+        left, no lookup that may miss), and no per-coordinate output hooks."""
+        kc = self.kc
+        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks:
+            return False
+        it = self.iterated[0]
+        state = self.states[it]
+        if kc.in_range_loop(self.var, self.ctx) and not state.clamped:
+            return False
+        if not it.is_universe:
+            level = kc.level_type(it)
+            access = "pos_access" if state.kind == "position" else "coord_access"
+            if not level.unique or not level.definition.always_found(access) or (
+                    state.parent is not None and state.parent.seg_end is not None):
+                return False
+        return self.others_located_surely(it)
+
+    def pair_loop(self) -> None:
+        """Two consecutive iterations per step while two are left (see pairs)."""
+        b, kc = self.b, self.kc
+        state = self.states[self.iterated[0]]
+        step = ir.Constant(I64, pairs.LANES)
+        kc.lattice_log.append(f"{self.var}: {pairs.LANES} iterations per step, their sums "
+                              "side by side (paired)")
+        head = b.append_basic_block(f"{self.var}.pairs.head")
+        loop = b.append_basic_block(f"{self.var}.pairs.body")
+        done = b.append_basic_block(f"{self.var}.pairs.done")
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
+        b.position_at_end(loop)
+        cur = b.load(state.cur)
+        self.pair_body([self.lane(b.add(cur, ir.Constant(I64, u)))
+                        for u in range(pairs.LANES)])
+        b.store(b.add(cur, step), state.cur)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def lane(self, cur: ir.Value) -> Ctx:
+        """The context of the iteration at ``cur`` (a coordinate or a position) of a
+        loop with one iterator, every operand level it binds resolved."""
+        kc = self.kc
+        it = self.iterated[0]
+        if it.is_universe:
+            return jam.locate_bound(kc, kc.bind(self.ctx, self.var, cur), self.expr)
+        op = kc.operands[it.uid]
+        env = kc.parent_env(op, it.level, self.ctx)
+        tensor = kc.tensors[op.tensor]
+        if self.states[it].kind == "coordinate":
+            pos, _ = tensor.call(it.level, "coord_access", i=cur, **env)
+            coord = cur
+        else:
+            pos = cur
+            coord, _ = tensor.call(it.level, "pos_access", p=cur, **env)
+        ctx = kc.bind(self.ctx, self.var, coord).resolve(it.uid, LevelPos(pos, coord))
+        return jam.locate_bound(kc, ctx, self.expr)
 
     def jam_loop(self, width: int) -> None:
         """Visit ``width`` consecutive positions per step while that many are left."""

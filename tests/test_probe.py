@@ -1,6 +1,7 @@
-"""Kernels whose co-iterations have two merges are compiled both ways, and a binding's
-first calls time them (with gathering threads, where the binding may gather) and keep
-the faster. Both merges must give the same result, bit for bit, on every pattern."""
+"""Kernels with loops of two forms (here: co-iterations with two merges) are compiled both
+ways, and a binding's first calls time them (with gathering threads, where the binding
+may gather) and keep the faster. Both merges must give the same result, bit for bit, on
+every pattern."""
 
 from __future__ import annotations
 
@@ -64,15 +65,16 @@ def test_both_merges_match_the_reference_bit_for_bit(expr, out_format, fmt, monk
     assert kernel.last.jit.other is not None
 
 
-@pytest.mark.parametrize(("expr", "formats", "merges"), [
-    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, True),
+@pytest.mark.parametrize(("expr", "formats", "choice"), [
+    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"}, True),  # merges
     ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, True),
-    ("y(i) = A(i,j) * x(j)", {"A": "csr"}, False),
+    ("y(i) = A(i,j) * x(j)", {"A": "csr"}, True),  # two rows at once (see test_pairs)
+    ("y(i) = A(i,j) * x(j)", {"A": "coo"}, False),
     ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "dense"}, False),  # B is located
 ])
-def test_only_kernels_with_a_choice_of_merge_get_the_other(expr, formats, merges):
+def test_only_kernels_with_a_choice_of_form_get_the_other(expr, formats, choice):
     kernel = ls.compile(expr, out_format="csr" if "C" in expr else None, **formats)
-    assert (kernel.instance().jit.other is not None) is merges
+    assert (kernel.instance().jit.other is not None) is choice
 
 
 def test_the_other_form_comes_back_from_the_disk_cache(tmp_path, monkeypatch):
@@ -104,7 +106,7 @@ def _run(probe: Probe, seconds: dict[Way, float], calls: int) -> list[Way]:
     return ways
 
 
-def test_probe_times_each_merge_in_turn_and_keeps_the_faster():
+def test_probe_times_each_form_in_turn_and_keeps_the_faster():
     for fast in ("first", "other"):
         seconds = {Way("first", "direct"): 2.0, Way("other", "direct"): 2.0}
         seconds[Way(fast, "direct")] = 1.0
@@ -113,17 +115,17 @@ def test_probe_times_each_merge_in_turn_and_keeps_the_faster():
         assert ways[2 * TIMED_CALLS:] == [Way(fast, "direct")] * 3
 
 
-def test_probe_times_assemblies_with_the_faster_merge():
+def test_probe_times_assemblies_with_the_faster_form():
     seconds = {Way("first", "direct"): 3.0, Way("other", "direct"): 2.0,
                Way("first", "gathered"): 0.5, Way("other", "gathered"): 1.0}
     probed = 3 * TIMED_CALLS
     ways = _run(Probe(("first", "other"), ("direct", "gathered")), seconds, probed + 3)
     assert ways[:probed] == [Way("first", "direct"), Way("other", "direct")] * TIMED_CALLS + [
-        Way("other", "gathered")] * TIMED_CALLS  # the gathered first merge is never timed
+        Way("other", "gathered")] * TIMED_CALLS  # the gathered first form is never timed
     assert ways[probed:] == [Way("other", "gathered")] * 3
 
 
-def test_probe_without_a_merge_choice_times_both_assemblies():
+def test_probe_without_a_choice_of_form_times_both_assemblies():
     for direct, gathered, chosen in ((2.0, 1.0, "gathered"), (1.0, 2.0, "direct")):
         seconds = {Way("first", "direct"): direct, Way("first", "gathered"): gathered}
         ways = _run(Probe(("first",), ("direct", "gathered")), seconds, 2 * TIMED_CALLS + 3)
