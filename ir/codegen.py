@@ -1094,25 +1094,21 @@ class PointEmitter:
         return self.others_located_surely(it)
 
     def pair_loop(self) -> None:
-        """Two consecutive iterations per step while two are left (see pairs)."""
+        """The first and the second half of the iterations side by side, one from each
+        per step (see pairs); the loop below then runs the odd last one."""
         b, kc = self.b, self.kc
         state = self.states[self.iterated[0]]
-        step = ir.Constant(I64, pairs.LANES)
-        kc.lattice_log.append(f"{self.var}: {pairs.LANES} iterations per step, their sums "
-                              "side by side (paired)")
-        head = b.append_basic_block(f"{self.var}.pairs.head")
-        loop = b.append_basic_block(f"{self.var}.pairs.body")
-        done = b.append_basic_block(f"{self.var}.pairs.done")
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
-        b.position_at_end(loop)
-        cur = b.load(state.cur)
-        self.pair_body([self.lane(b.add(cur, ir.Constant(I64, u)))
-                        for u in range(pairs.LANES)])
-        b.store(b.add(cur, step), state.cur)
-        b.branch(head)
-        b.position_at_end(done)
+        kc.lattice_log.append(f"{self.var}: the two halves side by side, their sums "
+                              "in step (paired)")
+        start = b.load(state.cur)
+        count = b.sub(state.end, start)
+        half = b.sdiv(b.select(b.icmp_signed(">", count, ZERO), count, ZERO),
+                      ir.Constant(I64, 2))
+        kc.counted_loop(start, b.add(start, half),
+                        lambda cur: self.pair_body([self.lane(cur),
+                                                    self.lane(b.add(cur, half))]),
+                        name=f"{self.var}.pairs")
+        b.store(b.add(start, b.add(half, half)), state.cur)
 
     def lane(self, cur: ir.Value) -> Ctx:
         """The context of the iteration at ``cur`` (a coordinate or a position) of a
