@@ -121,7 +121,12 @@ def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
     points = sorted(_dedupe(points), key=len, reverse=True)
     top = points[0]
     for full in [it for it in top if is_full(it)]:
-        points = [p for p in points if full in p]
+        # A point without a full iterator stands for "the full one absent" (impossible)
+        # only where the same point with it exists: in A + B with B dense, {A} goes
+        # because {A, B} covers it. In A*x + z with x dense, {z} stands for "A*x absent",
+        # which A's absence alone makes happen, so it stays.
+        kept = set(points)
+        points = [p for p in points if full in p or (p | {full}) not in kept]
     return Lattice(points)
 
 
