@@ -104,7 +104,7 @@ class Tensor:
         if source.format == fmt:
             return source
         # Sorted, unique and in range: valid by construction, and so is its conversion.
-        return source._convert(fmt, check=False)._mark_valid()
+        return source._convert(fmt, check=False, resort=False)._mark_valid()
 
     @classmethod
     def _coo(cls, coords, values, shape, modes, idx, name) -> Tensor:
@@ -186,10 +186,11 @@ class Tensor:
         """Convert through a compiled copy kernel (or a named packer)."""
         return self._convert(as_format(format, self.order), check=True)
 
-    def _convert(self, fmt: Format, check: bool) -> Tensor:
+    def _convert(self, fmt: Format, check: bool, resort: bool = True) -> Tensor:
         """``asformat``; ``check=False`` skips validating this tensor's arrays (for
         tensors packed here, whose validation cost more than the copy: 1.1 s of a 1.5 s
-        CSR conversion of 4M entries)."""
+        CSR conversion of 4M entries). ``resort=False``: this tensor's entries are
+        already in ``fmt``'s order, so a copy that cannot be scheduled is final."""
         from .api import Kernel
 
         if fmt == self.format:
@@ -203,7 +204,9 @@ class Tensor:
         kernel = _copy_kernel(copy, self.format, fmt, str(self.index_dtype), Kernel)
         try:
             result = kernel(check=check, A=self)
-        except ScheduleError:
+        except ScheduleError as error:
+            if not resort:
+                raise ScheduleError(f"cannot pack a tensor into {fmt}: {error}") from None
             # The storage orders differ (e.g. row-major to column-major): sort on the host.
             coords, values = self.to_coo()
             return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,

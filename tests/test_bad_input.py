@@ -132,3 +132,12 @@ def test_zero_hash_width_is_rejected_before_native_code():
         ls.evaluate("y(i) = t(i) * 2", t=tensor)
     with pytest.raises(ls.FormatError, match="positive"):
         ls.Format([ls.Level("hashed", 0, params={"W": 0})])
+
+
+def test_packing_into_a_format_no_kernel_can_assemble_is_a_clear_error():
+    """A dense level below an appended one cannot be an output; packing into it once
+    recursed between from_coo and the host-sorting fallback until the stack ran out."""
+    dense = np.zeros((3, 4, 5))
+    dense[0, 1, 2] = 1.0
+    with pytest.raises(ls.ScheduleError, match="cannot pack a tensor into"):
+        ls.Tensor.from_numpy(dense, format=ls.Format(["compressed", "dense", "compressed"]))
