@@ -1075,9 +1075,10 @@ class PointEmitter:
         return True
 
     def pairable(self) -> bool:
-        """Whether two consecutive iterations of this loop may run side by side: one
-        iterator, visiting each coordinate once without a test (no thread-range test
-        left, no lookup that may miss), and no per-coordinate output hooks."""
+        """Whether two iterations of this loop (one from each half of its range) may run
+        side by side: one iterator, visiting each coordinate once without a test (no
+        thread-range test left, no lookup that may miss), and no per-coordinate output
+        hooks."""
         kc = self.kc
         if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks:
             return False

@@ -20,7 +20,12 @@ rows and 1.14x on ego-Twitter. So it is the other form of the loop
 It applies to a statement whose output is full (written at every outer coordinate), whose
 outer loop visits each coordinate once without a test, and whose inner loop, the last,
 iterates one operand's level by position (unique, always found) and locates every other
-operand level surely: row-wise SpMV, TTV.
+operand level surely: row-wise SpMV, TTV into a dense result; not under ``fastmath``.
+
+The sums read the statement's expression as written, where the one-at-a-time loop reads
+the case's expression with absent operands folded away (``substitute_absent``); with one
+lattice point and every other operand found, the two differ at most by folded constants,
+which IEEE arithmetic evaluates to the same values.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ def inner_driver(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -
     ``order[depth]`` may run two iterations side by side around it; None where not."""
     from .codegen import Ctx, LevelPos
 
-    if depth + 2 != len(order) or depth + 1 != kc.out_depth or kc.scatter or kc.derived \
-            or contains_sum(expr) or kc.run_state is not None:
+    # Under fastmath LLVM may reassociate each row's sum (vector partial sums), which
+    # gains more than pairing and would make the two forms' bits differ.
+    if kc.fastmath or depth + 2 != len(order) or depth + 1 != kc.out_depth or kc.scatter \
+            or kc.derived or contains_sum(expr) or kc.run_state is not None:
         return None
     output, var = kc.output, order[depth + 1]
     if not output.all_insert or not all(lv.full for lv in output.levels) \

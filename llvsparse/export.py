@@ -104,7 +104,8 @@ def _other_form_declarations(name: str, phases) -> list[str]:
         "   computing every case and selecting instead of branching per case, an",
         "   intersection searching past every mismatch instead of past long runs, two rows",
         "   summed side by side instead of one at a time. Which is faster depends on the",
-        "   operands' patterns: time both on your data. */",
+        "   operands' patterns: time both on your data. (With fastmath, which lets sums be",
+        "   reassociated, the last bits may differ.) */",
         f"int32_t {other}(llvsparse_tensor **tensors);",
         f"int32_t {other}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
         *_phase_declarations(other, phases)]

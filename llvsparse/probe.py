@@ -43,6 +43,10 @@ class Probe:
     names the binding has, first the default)."""
 
     def __init__(self, forms: tuple[str, ...], assemblies: tuple[str, ...]):
+        unknown = set(FORCED) - {"form", "assembly"}
+        if unknown:
+            raise ValueError(f"probe.FORCED: unknown dimensions {sorted(unknown)}; "
+                             "expected 'form' or 'assembly'")
         self.forms = _forced(forms, "form")
         self.assemblies = _forced(assemblies, "assembly")
         self.seconds: dict[Way, float] = {}

@@ -54,11 +54,11 @@ def test_both_merges_match_the_reference_bit_for_bit(expr, out_format, fmt, monk
         for a, b in _patterns(seed):
             operands = {"A": ls.Tensor.from_scipy(a, fmt), "B": ls.Tensor.from_scipy(b, fmt)}
             results = {}
-            for merge in ("first", "other"):  # a binding reads FORCED when it is made
-                monkeypatch.setitem(ls.probe.FORCED, "form", merge)
+            for form in ("first", "other"):  # a binding reads FORCED when it is made
+                monkeypatch.setitem(ls.probe.FORCED, "form", form)
                 call = kernel.bind(**operands)
-                assert call.way == Way(merge, "direct")
-                results[merge] = call().to_numpy()
+                assert call.way == Way(form, "direct")
+                results[form] = call().to_numpy()
             expected = MERGED[expr](a.toarray(), b.toarray())
             np.testing.assert_allclose(results["first"], expected, rtol=1e-15, atol=0)
             np.testing.assert_array_equal(results["other"], results["first"])
@@ -141,6 +141,12 @@ def test_forced_or_single_ways_are_not_probed(monkeypatch):
     probe = Probe(("first", "other"), ("direct",))
     assert not probe.probing and probe.next_way() == Way("other", "direct")
     assert Probe(("first",), ("direct",)).next_way() == Way("first", "direct")
+
+
+def test_an_unknown_forced_dimension_is_an_error(monkeypatch):
+    monkeypatch.setitem(ls.probe.FORCED, "merge", "other")  # the name before "form"
+    with pytest.raises(ValueError, match="merge"):
+        Probe(("first", "other"), ("direct",))
 
 
 def test_a_probe_whose_calls_failed_keeps_the_defaults():
