@@ -649,7 +649,6 @@ class KernelCompiler:
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
         if covers_all and leaf is None and jam_body is None and self.may_clear_rows(var, ctx):
-            self.clears_rows = True
             body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
@@ -686,6 +685,9 @@ class KernelCompiler:
         itemsize = np.dtype(tensor.type.dtype).itemsize
 
         def clear_then_body(ctx: Ctx, expr: Expr) -> None:
+            # Set here, where the clearing is emitted: an expression that folds to its
+            # fill value (A*B*0) emits no body, and then no row is cleared.
+            self.clears_rows = True
             row = ctx
             for v in out.vars:
                 if v not in row.bound:
