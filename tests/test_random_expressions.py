@@ -83,3 +83,60 @@ def test_random_expression_matches_numpy(tree, formats, vector_format, seed, sum
     if summed:
         expected = expected.sum(axis=1)
     np.testing.assert_array_equal(result, expected, err_msg=f"{statement} {given_formats}")
+
+
+# Contractions: Z(i,j) = sum_k(tree) over A(i,k), B(k,j), C(i,j) and x(k).
+I_, J_, K_ = 6, 7, 5
+CONTRACTION_LEAVES = st.sampled_from(["A(i,k)", "B(k,j)", "C(i,j)", "x(k)", "2"])
+CONTRACTION_TREES = st.recursive(CONTRACTION_LEAVES, lambda children: st.tuples(
+    children, st.sampled_from(["+", "-", "*"]), children), max_leaves=4)
+BROADCAST = {"A(i,k)": lambda a: a["A"][:, None, :], "B(k,j)": lambda a: a["B"].T[None, :, :],
+             "C(i,j)": lambda a: a["C"][:, :, None], "x(k)": lambda a: a["x"][None, None, :]}
+
+
+def _contraction_reference(tree, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    if isinstance(tree, tuple):
+        left, op, right = tree
+        return OPERATIONS[op](_contraction_reference(left, arrays),
+                              _contraction_reference(right, arrays))
+    if tree in BROADCAST:
+        return np.broadcast_to(BROADCAST[tree](arrays), (I_, J_, K_))
+    return np.full((I_, J_, K_), float(tree))
+
+
+def _covers_i_j_k(tree) -> bool:
+    text = _text(tree)
+    return "k)" in text and ("A(" in text or "C(" in text) and ("B(" in text or "C(" in text)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(tree=CONTRACTION_TREES.filter(_covers_i_j_k),
+       formats=st.lists(st.sampled_from(MATRIX_FORMATS), min_size=3, max_size=3),
+       vector_format=st.sampled_from(VECTOR_FORMATS), seed=st.integers(0, 3),
+       out_format=st.sampled_from(["dense", "hash", "csr"]))
+def test_random_contraction_matches_numpy(tree, formats, vector_format, seed, out_format):
+    """Sparse outputs assembled by appending may refuse a scatter (ScheduleError, see
+    test_differential); dense and hash outputs must not."""
+    rng = np.random.default_rng(seed)
+    shapes = {"A": (I_, K_), "B": (K_, J_), "C": (I_, J_)}
+    arrays = {name: (rng.integers(-4, 5, shape) * (rng.random(shape) < 0.4)).astype(
+        np.float64) for name, shape in shapes.items()}
+    arrays["A"][1] = 0
+    arrays["B"][:, 2] = 0
+    arrays["x"] = (rng.integers(-4, 5, K_) * (rng.random(K_) < 0.5)).astype(np.float64)
+    expr = _text(tree)
+    used = [name for name in [*MATRICES, "x"] if f"{name}(" in expr]
+    given_formats = dict(zip(MATRICES, formats)) | {"x": vector_format}
+    statement = f"Z(i,j) = sum_k({expr})"
+    operands = {n: ls.Tensor.from_numpy(arrays[n], format=given_formats[n]) for n in used}
+    try:
+        kernel = ls.compile(statement, out_format=out_format,
+                            **{n: given_formats[n] for n in used})
+        result = kernel(**operands).to_numpy()
+    except ls.ScheduleError as error:
+        if out_format != "csr" and "conflict" not in str(error):
+            raise
+        return
+    np.testing.assert_array_equal(result, _contraction_reference(tree, arrays).sum(axis=2),
+                                  err_msg=f"{statement} {given_formats} -> {out_format}")
