@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from .codegen import Ctx, KernelCompiler
 
 
-
 def inner_driver(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> Iter | None:
     """The level that drives the innermost loop, ``order[depth + 1]``, where the loop at
     ``order[depth]`` may run two iterations side by side around it; None where not."""
