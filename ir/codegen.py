@@ -799,6 +799,16 @@ class KernelCompiler:
         b.position_at_end(done)
         return b.load(low)
 
+    def at_position(self, ctx: Ctx, var: str, it: Iter, p: ir.Value, expr: Expr) -> Ctx:
+        """``ctx`` at position ``p`` of the level ``it`` iterates: ``var`` bound to its
+        coordinate, and every operand level ``expr`` then binds resolved by a lookup
+        that surely finds (as jammed and paired loops need)."""
+        op = self.operands[it.uid]
+        env = self.parent_env(op, it.level, ctx)
+        coord, _ = self.tensors[op.tensor].call(it.level, "pos_access", p=p, **env)
+        ctx = self.bind(ctx, var, coord).resolve(it.uid, LevelPos(p, coord))
+        return jam.locate_bound(self, ctx, expr)
+
     def parent_env(self, op: Operand, level: int, ctx: Ctx) -> dict[str, ir.Value]:
         resolved = ctx.levels.get(op.uid, ())
         env: dict[str, ir.Value] = {}
@@ -1120,16 +1130,12 @@ class PointEmitter:
         it = self.iterated[0]
         if it.is_universe:
             return jam.locate_bound(kc, kc.bind(self.ctx, self.var, cur), self.expr)
+        if self.states[it].kind == "position":
+            return kc.at_position(self.ctx, self.var, it, cur, self.expr)
         op = kc.operands[it.uid]
         env = kc.parent_env(op, it.level, self.ctx)
-        tensor = kc.tensors[op.tensor]
-        if self.states[it].kind == "coordinate":
-            pos, _ = tensor.call(it.level, "coord_access", i=cur, **env)
-            coord = cur
-        else:
-            pos = cur
-            coord, _ = tensor.call(it.level, "pos_access", p=cur, **env)
-        ctx = kc.bind(self.ctx, self.var, coord).resolve(it.uid, LevelPos(pos, coord))
+        pos, _ = kc.tensors[op.tensor].call(it.level, "coord_access", i=cur, **env)
+        ctx = kc.bind(self.ctx, self.var, cur).resolve(it.uid, LevelPos(pos, cur))
         return jam.locate_bound(kc, ctx, self.expr)
 
     def jam_loop(self, width: int) -> None:
@@ -1137,8 +1143,6 @@ class PointEmitter:
         b, kc = self.b, self.kc
         it = self.iterated[0]
         state = self.states[it]
-        op = kc.operands[it.uid]
-        env = kc.parent_env(op, it.level, self.ctx)
         step = ir.Constant(I64, width)
         kc.lattice_log.append(f"{self.var}: {width} positions per step (jammed)")
         head = b.append_basic_block(f"{self.var}.jam{width}.head")
@@ -1149,13 +1153,8 @@ class PointEmitter:
         b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
         b.position_at_end(loop)
         cur = b.load(state.cur)
-        lanes = []
-        for u in range(width):
-            p = b.add(cur, ir.Constant(I64, u))
-            coord, _ = kc.tensors[op.tensor].call(it.level, "pos_access", p=p, **env)
-            ctx = kc.bind(self.ctx, self.var, coord).resolve(it.uid, LevelPos(p, coord))
-            lanes.append(jam.locate_bound(kc, ctx, self.expr))
-        self.jam_body(lanes)
+        self.jam_body([kc.at_position(self.ctx, self.var, it, b.add(cur, ir.Constant(I64, u)),
+                                      self.expr) for u in range(width)])
         b.store(b.add(cur, step), state.cur)
         b.branch(head)
         b.position_at_end(done)

@@ -118,29 +118,19 @@ def emit(kc: KernelCompiler, var: str, expr: Expr, driver: Iter, lanes: list[Ctx
         common = length if common is None else b.select(
             b.icmp_signed("<", length, common), length, common)
 
+    def add_at(lane: Ctx, p: ir.Value, acc: ir.Value) -> None:
+        """acc += expr at position ``p`` of the driving level."""
+        kc.accumulate(kc.value(expr, kc.at_position(lane, var, driver, p, expr)), acc, None)
+
     def together(k: ir.Value) -> None:
         for lane, acc, (begin, _) in zip(lanes, accs, bounds):
-            _visit(kc, var, expr, driver, lane, b.add(begin, k), acc)
+            add_at(lane, b.add(begin, k), acc)
 
     kc.counted_loop(ir.Constant(I64, 0), common, together, name=f"{var}.pair")
     for lane, acc, (begin, end) in zip(lanes, accs, bounds):
         kc.counted_loop(b.add(begin, common), end,
-                        lambda p, lane=lane, acc=acc: _visit(kc, var, expr, driver, lane, p, acc),
-                        name=f"{var}.rest")
+                        lambda p, lane=lane, acc=acc: add_at(lane, p, acc), name=f"{var}.rest")
     kc.stores_every_row |= stored
     for lane, acc in zip(lanes, accs):
         kc.output.write(b.load(acc), lane)
-
-
-def _visit(kc: KernelCompiler, var: str, expr: Expr, driver: Iter, lane: Ctx,
-           p: ir.Value, acc: ir.Value) -> None:
-    """acc += expr at position ``p`` of the driving level."""
-    from .codegen import LevelPos
-
-    op = kc.operands[driver.uid]
-    env = kc.parent_env(op, driver.level, lane)
-    coord, _ = kc.tensors[op.tensor].call(driver.level, "pos_access", p=p, **env)
-    ctx = kc.bind(lane, var, coord).resolve(driver.uid, LevelPos(p, coord))
-    ctx = jam.locate_bound(kc, ctx, expr)
-    kc.accumulate(kc.value(expr, ctx), acc, None)
 

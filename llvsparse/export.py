@@ -71,18 +71,20 @@ def _phase_declarations(name: str, phases) -> list[str]:
     output on threads (none: no lines)."""
     if not phases:
         return []
+    setup = f"int32_t {name}_setup(llvsparse_tensor **tensors);"
+    finish = f"int32_t {name}_finish(llvsparse_tensor **tensors, int64_t total);"
     if "count" in phases:
         return [
             "/* Threads assembling the sparse output together: setup once; count each",
             "   disjoint row range [lo, hi) into *entries; allocate the appended arrays and",
             "   the values for the total; fill each range from its offset (the entries of",
             "   the ranges before it); finish once with the total. */",
-            f"int32_t {name}_setup(llvsparse_tensor **tensors);",
+            setup,
             f"int32_t {name}_count(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
             "                      int64_t *entries);",
             f"int32_t {name}_fill(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
             "                     int64_t offset);",
-            f"int32_t {name}_finish(llvsparse_tensor **tensors, int64_t total);"]
+            finish]
     return [
         "/* Threads assembling the sparse output together: setup once; then for each",
         "   disjoint row range [lo, hi), append into a copy of the output descriptor whose",
@@ -91,10 +93,10 @@ def _phase_declarations(name: str, phases) -> list[str]:
         "   in *entries. Concatenate the ranges' appended arrays and values in row order",
         "   into the output's (free the thread's buffers), then finish once with the",
         "   total. */",
-        f"int32_t {name}_setup(llvsparse_tensor **tensors);",
+        setup,
         f"int32_t {name}_append(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
         "                       int64_t *entries);",
-        f"int32_t {name}_finish(llvsparse_tensor **tensors, int64_t total);"]
+        finish]
 
 
 def _other_form_declarations(name: str, phases) -> list[str]:

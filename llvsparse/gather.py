@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 
 from . import runtime
+from .ir.codegen import STATUS_NO_MEMORY
 from .runtime import DescriptorHolder, Phase, Split
 
 
@@ -72,7 +73,7 @@ def gather_parallel(addresses: dict[str, int], holders: list[DescriptorHolder], 
             return 0
         for slot, itemsize in scratch.moved:
             if not output.pointers[slot]:
-                return runtime.STATUS_NO_MEMORY  # reserve could not allocate
+                return STATUS_NO_MEMORY  # reserve could not allocate
             ctypes.memmove(output.pointers[slot] + offsets[k] * itemsize,
                            own[k].pointers[slot], entries * itemsize)
         return 0

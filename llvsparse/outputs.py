@@ -93,7 +93,7 @@ class AssembledOutput:
 
     def moved_slots(self) -> list[tuple[int, int]]:
         """(slot, element size) of the arrays threads append into buffers of their own
-        when they gather the output (see runtime.gather_parallel): those appended and the
+        when they gather the output (see gather.gather_parallel): those appended and the
         values."""
         return [(entry.slot, self.index_dtype.itemsize) for entry in self.appended] + [
             (self.values_slot, self.dtype.itemsize)]

@@ -271,9 +271,6 @@ def descriptor_table(holders: list[DescriptorHolder]):
         *[ctypes.pointer(h.struct) for h in holders])
 
 
-STATUS_NO_MEMORY = 1
-
-
 def check_status(status: int, holders: list[DescriptorHolder]) -> None:
     if status != 0:
         holders[0].release()
@@ -421,7 +418,7 @@ def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Spl
         prepare(*plan.chunks[k])
         return 0
     run_phases(holders, plan, [Phase(prepare_chunk),
-                                Phase(lambda k: function(table, *plan.chunks[k]))])
+                               Phase(lambda k: function(table, *plan.chunks[k]))])
 
 
 def _run_chunks_natively(range_address: int, holders: list[DescriptorHolder],
@@ -461,4 +458,3 @@ def assemble_parallel(addresses: dict[str, int], holders: list[DescriptorHolder]
         Phase(lambda k: count(table, *plan.chunks[k], ctypes.byref(counts[k])), size_output),
         Phase(lambda k: fill(table, *plan.chunks[k], offsets[k]))])
     check_status(FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)
-
