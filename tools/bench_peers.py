@@ -864,6 +864,6 @@ def discover(llvsparse_threads: tuple[int, ...] = (1,), llvsparse_out: bool = Fa
         elif peer == "numba":
             impls.append(numba_impl(module))
         elif peer == "finch-tensor-lite":
-            notes.append("finch-tensor-lite: importable, but its 0.5 API has no documented "
-                         "construction from scipy/COO arrays yet; no adapter, skipped")
+            notes.append("finch-tensor-lite: importable, but version 0.5 runs no sparse "
+                         "kernel (BENCHMARKS.md, Results); no adapter, skipped")
     return impls, notes, versions
