@@ -115,6 +115,7 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False) 
     ``split`` forces the split (used when one nest schedules but cannot be lowered, e.g.
     a union of unordered levels).
     """
+    _check_blocked_products(assign.rhs, dict(assign.derived))  # before any split
     try:
         if split:
             raise ScheduleError("the statement cannot be lowered as one loop nest")
@@ -163,7 +164,6 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
             if not level.can_locate and not level.can_insert:
                 before += [(v, out_vars[k]) for v in out_vars[:k]]
     ops = operands(body)
-    _check_late_operands(body, derived)
     try:
         order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars,
                             soft=list(itertools.pairwise(out_vars)),
@@ -181,15 +181,25 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
 
 
 
-def _check_late_operands(body: Expr, derived: set[str]) -> None:
-    """Operands indexed by a blocked operand's indices are only located, never iterated,
-    so they may only multiply the blocked operand (a union would miss their entries)."""
+def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int], ...]]) -> None:
+    """The loops run over the blocked operand's stored blocks only, so it must multiply
+    everything else: operands indexed by its indices are only located there, never
+    iterated, and a term added beside it (``C(i,j) + 2``) would be missed outside its
+    blocks."""
     if not derived:
         return
+    block_vars = {var for parts in derived.values() for var, _ in parts}
 
     def walk(expr: Expr, through_products: bool) -> None:
         if isinstance(expr, Operand):
-            if not through_products and set(expr.vars) & derived:
+            if through_products:
+                return
+            if set(expr.vars) & block_vars:
+                raise ScheduleError(f"{expr.tensor} has blocked levels, so its loops visit "
+                                    "only its stored blocks: it must multiply the rest of "
+                                    "the expression, not be added to it (convert it to an "
+                                    "unblocked format)")
+            if set(expr.vars) & set(derived):
                 raise ScheduleError(f"{expr.tensor} is indexed by indices of blocked levels "
                                     "outside a product")
         elif isinstance(expr, Apply):

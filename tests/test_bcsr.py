@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llvsparse.ir.frontend import to_concrete
+from llvsparse.ir.schedule import schedule
 
 import llvsparse as ls
 
@@ -60,3 +62,34 @@ def test_blocked_output_and_bad_shape_are_rejected():
     with pytest.raises(ls.CorruptTensorError):
         A.level_arrays[1]["crd"] = np.array([0, 0, 1, 7], dtype=np.int32)
         A.validate()
+
+
+
+X, Z = np.arange(1, 7.0), np.arange(1, 5.0)
+
+
+@pytest.mark.parametrize("statement, reference", [
+    ("Z(i,j) = A(i,j) + 2", lambda m: m + 2),
+    ("Z(i,j) = 3 - A(i,j) * 2", lambda m: 3 - m * 2),
+    ("y(i) = sum_j(A(i,j) + 2)", lambda m: (m + 2).sum(axis=1)),
+    ("y(i) = sum_j(A(i,j) - x(j))", lambda m: (m - X).sum(axis=1)),
+    ("y(i) = A(i,j) * x(j) + z(i)", lambda m: m @ X + Z),
+])
+def test_blocked_operand_added_to_the_rest_is_converted_first(statement, reference):
+    """The loops over blocked levels visit stored blocks only, so a term beside the
+    blocked operand would be missed outside them (sum_j(A + 2) added 2 once per row, and
+    A + 2 raised KeyError): the scheduler refuses it and the kernel converts A."""
+    kernel = ls.compile(statement, A="bcsr2x2")
+    operands = {"x": X, "z": Z}
+    result = kernel(A=ls.Tensor.from_numpy(B, format="bcsr2x2"),
+                    **{n: v for n, v in operands.items() if f"{n}(" in statement})
+    np.testing.assert_array_equal(result.to_numpy(), reference(B))
+    assert "A" in kernel.last.conversions
+
+
+def test_blocked_operand_must_multiply_the_rest():
+    types = {"A": ls.named_format("bcsr2x2", 2).tensor_type("float64", "int32"),
+             "Z": ls.named_format("dense", 2).tensor_type("float64", "int32")}
+    assignment = to_concrete(ls.parse("Z(i,j) = A(i,j) + 2"), types)
+    with pytest.raises(ls.ScheduleError, match="must multiply the rest"):
+        schedule(assignment, types)
