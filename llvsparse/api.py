@@ -6,6 +6,7 @@ import functools
 import mmap
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -418,6 +419,9 @@ class BoundCall:
         self.new_small = None
         if self.dense:
             self.extents = [out_shape[lv.mode] for lv in out_format.levels]
+            self.out_extents = tuple(self.extents)
+            # The last out= array that passed the overlap check (see _into).
+            self.checked_out: Callable[[], np.ndarray | None] = lambda: None
             self.size = int(np.prod(self.extents))
             self.dtype = np.dtype(self.out_type.dtype)
             self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
@@ -465,16 +469,24 @@ class BoundCall:
             self._run_dense(self.code[form], values)
 
     def _into(self, out: np.ndarray) -> np.ndarray:
-        """``out`` as the flat values of this call's output, after checking it fits."""
+        """``out`` as the flat values of this call's output, after checking it fits.
+
+        The overlap with the inputs is checked once per ``out`` array: a loop that passes
+        the same one again skips it (the binding's inputs are fixed, and an array's
+        memory cannot move while it is alive): the check was 1.4 of the 2.2 µs that
+        ``out=`` added to a 4.5 µs SpMV."""
+        flags = getattr(out, "flags", None)
         if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
-                or out.shape != tuple(self.extents) or not out.flags.c_contiguous \
-                or not out.flags.writeable:
+                or out.shape != self.out_extents or not flags.c_contiguous \
+                or not flags.writeable:
             raise ValueError(f"out= must be a writable C-contiguous {self.dtype} array of "
-                             f"shape {tuple(self.extents)} (the output's levels in order)")
-        for holder in self.inputs:
-            if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
-                raise ValueError("out= overlaps an input's memory; kernels assume outputs "
-                                 "never alias inputs")
+                             f"shape {self.out_extents} (the output's levels in order)")
+        if self.checked_out() is not out:
+            for holder in self.inputs:
+                if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
+                    raise ValueError("out= overlaps an input's memory; kernels assume "
+                                     "outputs never alias inputs")
+            self.checked_out = weakref.ref(out)  # weak: the binding keeps no result alive
         return out.reshape(-1)
 
     def reuse(self, tensors: dict, threads: int | None, check: bool) -> BoundCall | None:

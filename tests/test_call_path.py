@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -119,3 +121,29 @@ def test_bound_call_out_is_checked():
     add = ls.compile("C(i,j) = A(i,j) + B(i,j)", A="csr", B="csr", C="csr").bind(A=A, B=A)
     with pytest.raises(TypeError, match="dense-like"):
         add(out=np.zeros((30, 30)))
+
+
+def test_out_checked_once_is_checked_again_when_it_changes():
+    """The overlap check is remembered for the last out= array, weakly, and never stands
+    in for the checks of shape, dtype and writability."""
+    a = sp.random(30, 30, density=0.2, format="csr", random_state=6)
+    x = np.arange(30.0)
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr").bind(
+        A=ls.Tensor.from_scipy(a, "csr"), x=x)
+    out = np.full(30, np.nan)
+    for _ in range(2):
+        np.testing.assert_allclose(spmv(out=out).to_numpy(), a @ x, rtol=1e-13)
+    with pytest.raises(ValueError, match="overlaps"):
+        spmv(out=x)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        spmv(out=out)
+    out.flags.writeable = True
+    out.shape = (5, 6)
+    with pytest.raises(ValueError, match="shape"):
+        spmv(out=out)
+    out.shape = (30,)
+    gone = weakref.ref(out)
+    del out
+    gc.collect()
+    assert gone() is None
