@@ -55,6 +55,15 @@ class OutputAssembler:
                     "takes inserts but sits below an appended level"
                 raise ScheduleError(f"output level {k} ({level.kind}) {what}: "
                                     "this format cannot be an output")
+            if k and level.branchless and self.levels[k - 1].unique:
+                # One child per position of a level that keeps one position per
+                # coordinate: one entry per coordinate there, whatever the result holds.
+                above = self.levels[k - 1].kind
+                raise ScheduleError(
+                    f"output level {k} ({level.kind}) holds one child per position of "
+                    f"level {k - 1} ({above}), which keeps one position per coordinate: "
+                    "this format stores at most one entry per coordinate there and cannot "
+                    "be an output (a non-unique level above it can, as in COO)")
         self.heads = [k for k in range(self.prefix, len(self.levels))
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)

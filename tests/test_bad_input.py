@@ -141,3 +141,28 @@ def test_packing_into_a_format_no_kernel_can_assemble_is_a_clear_error():
     dense[0, 1, 2] = 1.0
     with pytest.raises(ls.ScheduleError, match="cannot pack a tensor into"):
         ls.Tensor.from_numpy(dense, format=ls.Format(["compressed", "dense", "compressed"]))
+
+
+@pytest.mark.parametrize("levels", [["dense", "singleton"], ["compressed", "singleton"],
+                                    ["hashed", "singleton"],
+                                    ["compressed", "singleton", "singleton"],
+                                    ["dense", "compressed", "singleton"]])
+def test_one_child_below_a_unique_level_is_no_output(levels):
+    """A branchless level below a unique one stores one entry per coordinate there.
+    Assembled anyway, [dense, singleton] put entries under the wrong rows and
+    [compressed, singleton] repeated a unique coordinate (sums over it came out wrong),
+    both silently; packing into them went through the same copy kernel."""
+    dense = np.zeros((3, 3, 3)[:len(levels)])
+    dense[(0,) * len(levels)] = 1.0
+    dense[(0, 1, 1)[:len(levels)]] = 2.0
+    fmt = ls.Format(levels)
+    with pytest.raises(ls.ScheduleError, match="one child per position"):
+        ls.Tensor.from_numpy(dense, format=fmt)
+    with pytest.raises(ls.ScheduleError, match="one child per position"):
+        ls.Tensor.from_numpy(dense, format="coo").asformat(fmt)
+    indices = "ijk"[:len(levels)]
+    statement = f"Z({','.join(indices)}) = A({','.join(indices)}) * 2"
+    with pytest.raises(ls.ScheduleError, match="one child per position"):
+        ls.evaluate(statement, out_format=fmt, A=ls.Tensor.from_numpy(dense, format="coo"))
+    coo = ls.evaluate(statement, out_format="coo", A=ls.Tensor.from_numpy(dense, format="csf"))
+    np.testing.assert_array_equal(coo.to_numpy(), dense * 2)
