@@ -5,16 +5,20 @@ this draws trees of +, -, * and constants over sparse and dense matrices and a v
 which mix unions, intersections and full operands in ways no hand-picked list does (a
 dense operand inside an intersection that is unioned once lost whole cases). Values are
 small integers, so every order of evaluation gives the same floats and results must be
-equal, not close. Derandomized, so CI runs the same examples every time.
+equal, not close; the same holds on threads, in every way a binding may run. Derandomized,
+so CI runs the same examples every time.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llvsparse as ls
+from llvsparse import probe
 
 SHAPE = (7, 9)
 MATRIX_FORMATS = ["dense", "csr", "dcsr", "csc", "coo", "hash"]
@@ -50,16 +54,17 @@ def _text(tree) -> str:
     return f"({_text(left)} {op} {_text(right)})"
 
 
-def _reference(tree, arrays: dict[str, np.ndarray]) -> np.ndarray:
+def _reference(tree, arrays: dict[str, np.ndarray], shape: tuple[int, int] = SHAPE
+               ) -> np.ndarray:
     """The tree evaluated on dense arrays, broadcast to the matrices' shape."""
     if isinstance(tree, tuple):
         left, op, right = tree
-        return OPERATIONS[op](_reference(left, arrays), _reference(right, arrays))
+        return OPERATIONS[op](_reference(left, arrays, shape), _reference(right, arrays, shape))
     if tree == "x(j)":
-        return np.broadcast_to(arrays["x"][None, :], SHAPE)
+        return np.broadcast_to(arrays["x"][None, :], shape)
     if tree[0] in MATRICES:
         return arrays[tree[0]]
-    return np.full(SHAPE, float(tree))
+    return np.full(shape, float(tree))
 
 
 @settings(max_examples=60, deadline=None, derandomize=True,
@@ -140,3 +145,47 @@ def test_random_contraction_matches_numpy(tree, formats, vector_format, seed, ou
         return
     np.testing.assert_array_equal(result, _contraction_reference(tree, arrays).sum(axis=2),
                                   err_msg=f"{statement} {given_formats} -> {out_format}")
+
+
+# On threads: every way a binding may run (probe.FORMS x probe.ASSEMBLIES), small inputs
+# split as if they were large.
+THREAD_SHAPE = (38, 24)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(tree=TREES.filter(lambda t: any(m in _text(t) for m in MATRICES)),
+       formats=st.lists(st.sampled_from([*MATRIX_FORMATS, "ell", "bcsr2x2"]),
+                        min_size=3, max_size=3),
+       seed=st.integers(0, 3), out_format=st.sampled_from(["dense", "csr", "dcsr", "coo",
+                                                            "hash"]))
+def test_random_expression_on_threads_matches_numpy(tree, formats, seed, out_format,
+                                                    monkeypatch):
+    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1)
+    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1)
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for name, density in zip(MATRICES, (0.3, 0.6, 0.05)):
+        values = rng.integers(-4, 5, THREAD_SHAPE) * (rng.random(THREAD_SHAPE) < density)
+        values[: rng.integers(6)] = 0  # empty chunks at the start
+        arrays[name] = values.astype(np.float64)
+    arrays["x"] = (rng.integers(-4, 5, THREAD_SHAPE[1])).astype(np.float64)
+    expr = _text(tree)
+    used = [name for name in [*MATRICES, "x"] if f"{name}(" in expr]
+    given_formats = dict(zip(MATRICES, formats)) | {"x": "dense"}
+    operands = {n: ls.Tensor.from_numpy(arrays[n], format=given_formats[n]) for n in used}
+    expected = _reference(tree, arrays, THREAD_SHAPE)
+    statement = f"Z(i,j) = {expr}"
+    kernel = ls.compile(statement, out_format=out_format, **{n: given_formats[n] for n in used})
+    for form, assembly in itertools.product(probe.FORMS, probe.ASSEMBLIES):
+        monkeypatch.setitem(probe.FORCED, "form", form)
+        monkeypatch.setitem(probe.FORCED, "assembly", assembly)
+        try:
+            call = kernel.bind(threads=2, **operands)
+        except ls.ScheduleError as error:  # appending outputs refuse some orders
+            assert out_format not in ("dense", "hash"), error
+            return
+        for _ in range(2):  # the second call reuses the binding's buffers
+            np.testing.assert_array_equal(
+                call().to_numpy(), expected,
+                err_msg=f"{statement} {given_formats} -> {out_format}, {form}/{assembly}")
