@@ -78,6 +78,9 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
     env, n = _env(tensor, k, positions, coords), len(positions)
     if definition.iterate == "coordinate":
         begin, end = _bounds(definition.functions["coord_bounds"], env, arrays, where, n)
+        if check:
+            extent = tensor.level_extents[k]
+            _check_span(begin, end, where, "coordinate", (extent, f"the extent {extent}"))
         owner, coord = _expand(begin, end)
         access = definition.functions["coord_access"]
         pos, found = _access(access, dict(_per_child(env, owner, access), i=coord),
@@ -87,14 +90,30 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
         if check and level.branchless and np.any(end - begin != 1):
             raise CorruptTensorError(f"{where} is branchless but a parent has "
                                      f"{int((end - begin).max())} children")
-        owner, pos = _expand(begin, end)
         access = definition.functions["pos_access"]
+        if check:
+            read = [(len(a), f"the end of {name} ({len(a)} entries)")
+                    for name, a in arrays.items() if _reads_at_position(access, name)]
+            _check_span(begin, end, where, "position", min(read, default=None))
+        owner, pos = _expand(begin, end)
         coord, found = _access(access, dict(_per_child(env, owner, access), p=pos),
                                arrays, where, len(pos))
     keep = np.asarray(found, dtype=bool)
     if keep.all():
         return owner, pos, coord
     return owner[keep], pos[keep], coord[keep]
+
+
+def _check_span(begin: np.ndarray, end: np.ndarray, where: str, what: str,
+                limit: tuple[int, str] | None) -> None:
+    """Ranges must lie in [0, limit) before they are expanded: a corrupt pos entry of
+    2**31 - 1 asked the expansion for 16 GiB (a MemoryError, or the process killed)."""
+    if len(begin) and begin.min() < 0:
+        raise CorruptTensorError(f"{where}: a range starts at the negative {what} "
+                                 f"{int(begin.min())}")
+    if limit is not None and len(end) and end.max() > limit[0]:
+        raise CorruptTensorError(f"{where}: a range ends at {what} {int(end.max())}, past "
+                                 f"{limit[1]}")
 
 
 def _per_child(env: dict, owner: np.ndarray, fn) -> dict:
@@ -147,6 +166,13 @@ def _subtree_bounds(tensor, k: int, bounds, first: np.ndarray, last: np.ndarray,
 def _reads(fn, names: tuple[str, ...]) -> bool:
     return any(isinstance(node, ast.Name) and node.id in names
                for stmt in fn.body for node in ast.walk(stmt))
+
+
+def _reads_at_position(fn, array: str) -> bool:
+    """Whether ``fn`` reads ``array[p]``: then every position must lie inside it."""
+    return any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+               and node.value.id == array and isinstance(node.slice, ast.Name)
+               and node.slice.id == "p" for stmt in fn.body for node in ast.walk(stmt))
 
 
 def _bounds(fn, env, arrays, where, n):

@@ -166,3 +166,18 @@ def test_one_child_below_a_unique_level_is_no_output(levels):
         ls.evaluate(statement, out_format=fmt, A=ls.Tensor.from_numpy(dense, format="coo"))
     coo = ls.evaluate(statement, out_format="coo", A=ls.Tensor.from_numpy(dense, format="csf"))
     np.testing.assert_array_equal(coo.to_numpy(), dense * 2)
+
+
+@pytest.mark.parametrize("fmt, level, name, index, value", [
+    ("csr", 1, "pos", 4, 2**31 - 1), ("dcsr", 0, "pos", 0, -2**31),
+    ("dcsr", 1, "pos", 2, 2**31 - 1), ("bcsr2x2", 1, "pos", 1, 2**31 - 1),
+    ("coo", 0, "pos", 1, 2**31 - 1)])
+def test_huge_or_negative_pos_is_refused_before_expanding(fmt, level, name, index, value):
+    """A pos entry of 2**31 - 1 asked validation for a 16 GiB array of positions: a
+    MemoryError, or the process killed for memory. Ranges are checked first."""
+    A = ls.Tensor.from_numpy(B, format=fmt)
+    array = A.level_arrays[level][name].copy()
+    array[index] = value
+    A.level_arrays[level][name] = array
+    with pytest.raises(ls.CorruptTensorError, match="range"):
+        _spmv(A)
