@@ -37,6 +37,7 @@ class Interpreter:
         self.vars = dict(env)
         self.arrays = arrays
         self.where = where
+        self.active: np.ndarray | None = None  # lanes still in a vectorized while loop
 
     def expr(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
@@ -85,8 +86,12 @@ class Interpreter:
         name = node.value.id
         array = self.arrays[name]
         index = np.asarray(self.expr(node.slice))
-        if index.size and (index.min() < 0 or index.max() >= len(array)):
-            bad = int(index.min()) if index.min() < 0 else int(index.max())
+        checked = index
+        if self.active is not None and index.ndim and len(array):
+            checked = index[self.active]  # finished lanes keep values no longer read
+            index = np.where(self.active, index, 0)
+        if checked.size and (checked.min() < 0 or checked.max() >= len(array)):
+            bad = int(checked.min()) if checked.min() < 0 else int(checked.max())
             raise CorruptTensorError(f"{self.where}: reads {name}[{bad}], but {name} has "
                                      f"{len(array)} entries")
         return array[index].astype(np.int64) if index.ndim else int(array[int(index)])
@@ -119,8 +124,13 @@ class Interpreter:
         elif isinstance(node, ast.If):
             self.stmts(node.body if bool(self.expr(node.test)) else node.orelse)
         elif isinstance(node, ast.While):
-            while bool(self.expr(node.test)):
+            test = self.expr(node.test)
+            if np.ndim(test):
+                self.masked_while(node, np.asarray(test, bool))
+                return
+            while bool(test):
                 self.stmts(node.body)
+                test = self.expr(node.test)
         elif isinstance(node, ast.For):
             bounds = [int(self.expr(a)) for a in node.iter.args]
             for q in range(*bounds):
@@ -130,10 +140,31 @@ class Interpreter:
             raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
 
 
+    def masked_while(self, node: ast.While, active: np.ndarray) -> None:
+        """A while loop over all lanes at once: each pass updates the lanes whose test
+        still holds (a hashed level's probing, for every stored entry, in numpy)."""
+        outer = self.active
+        if outer is not None:
+            active = active & outer
+        while active.any():
+            before = dict(self.vars)
+            self.active = active
+            self.stmts(node.body)
+            for name, value in self.vars.items():
+                if name in before and value is not before[name]:
+                    self.vars[name] = np.where(active, value, before[name])
+            active = active & np.asarray(self.expr(node.test), bool)
+        self.active = outer
+
+
 def straight_line(body: tuple[ast.stmt, ...]) -> bool:
-    """Bodies of assignments and a return can run vectorized over arrays."""
-    return all(isinstance(s, (ast.Assign, ast.Return, ast.Pass)) and not (
-        isinstance(s, ast.Assign) and not isinstance(s.targets[0], ast.Name)) for s in body)
+    """Bodies of assignments to names, while loops over such bodies and a return can
+    run vectorized over arrays."""
+    return all(isinstance(s, (ast.Return, ast.Pass)) or (
+        isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)) or (
+        isinstance(s, ast.While) and not s.orelse and straight_line(tuple(s.body))
+        and not any(isinstance(b, (ast.Return, ast.While)) for b in s.body))
+        for s in body)
 
 
 def run_function(fn, env: dict[str, Any], arrays: dict[str, np.ndarray], where: str,

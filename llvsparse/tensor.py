@@ -284,6 +284,15 @@ class Tensor:
             if array.dtype != self.index_dtype or not array.flags.c_contiguous or array.ndim != 1:
                 raise CorruptTensorError(f"level {slot.level} array {slot.name!r} must be a "
                                          f"contiguous 1-d {self.index_dtype} array")
+        for slot in self.tensor_type.array_slots():
+            if not slot.shared:
+                continue
+            first = self.level_arrays[slot.level][slot.name]
+            for k, arrays in enumerate(self.level_arrays):
+                if k != slot.level and arrays.get(slot.name, first) is not first:
+                    raise CorruptTensorError(
+                        f"levels {slot.level} and {k} share array {slot.name!r} but hold "
+                        "different arrays (kernels read the first level's)")
         if self.values is None or self.values.dtype != self.dtype or \
                 not self.values.flags.c_contiguous:
             raise CorruptTensorError(f"values must be a contiguous {self.dtype} array")

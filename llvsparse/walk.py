@@ -50,8 +50,10 @@ def walk_levels(tensor, check: bool) -> Walk:
         owner, pos, coord = _step(tensor, k, positions, coords, check)
         coords = [c[owner] for c in coords] + [coord.astype(np.int64)]
         if check:
-            _check_level(level, f"level {k} ({level.kind})", owner, coords,
-                         tensor.level_extents[k], len(positions))
+            where = f"level {k} ({level.kind})"
+            _check_level(level, where, owner, coords, tensor.level_extents[k],
+                         len(positions))
+            _check_located(tensor, k, positions[owner], coords, pos, where)
         positions, parents = pos.astype(np.int64), parents + [owner]
     if check and len(positions) and positions.max() >= len(tensor.values):
         raise CorruptTensorError(f"values has {len(tensor.values)} entries but the levels "
@@ -102,6 +104,24 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
     if keep.all():
         return owner, pos, coord
     return owner[keep], pos[keep], coord[keep]
+
+
+def _check_located(tensor, k: int, parents: np.ndarray, coords: list[np.ndarray],
+                   pos: np.ndarray, where: str) -> None:
+    """A level that kernels may locate into must find each stored coordinate where it is
+    stored: a hashed key outside its probe sequence was iterated but never located, so
+    SpMV gave another answer than to_numpy."""
+    locate = tensor.tensor_type.levels[k].definition.functions.get("locate")
+    if locate is None or not len(pos):
+        return
+    env = dict(_env(tensor, k, parents, coords[:-1]), i=coords[-1])
+    found_at, found = run_function(locate, env, tensor.level_arrays[k], f"{where} locate",
+                                   len(pos))
+    lost = ~np.asarray(found, bool) | (np.asarray(found_at, np.int64) != pos)
+    if lost.any():
+        bad = int(np.argmax(lost))
+        raise CorruptTensorError(f"{where}: coordinate {int(coords[-1][bad])} is stored at "
+                                 f"position {int(pos[bad])}, where locate does not find it")
 
 
 def _check_span(begin: np.ndarray, end: np.ndarray, where: str, what: str,
@@ -204,7 +224,10 @@ def _check_level(level, where, owner, coords, extent, nparents) -> None:
         same_parent &= ancestor[1:] == ancestor[:-1]
     step = np.diff(coord)
     if level.ordered:
-        if level.unique and np.any(same_parent & (owner[1:] == owner[:-1]) & (step <= 0)):
+        # Unique among entries whose ancestors' coordinates are the same, not only under
+        # one parent position: COO's (0, 0) twice sits under two positions of a
+        # non-unique row level, and merges took one of them.
+        if level.unique and np.any(same_parent & (step <= 0)):
             raise CorruptTensorError(f"{where} claims ordered, unique coordinates but a "
                                      "segment is not strictly increasing")
         if np.any(same_parent & (step < 0)):

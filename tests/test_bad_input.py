@@ -181,3 +181,39 @@ def test_huge_or_negative_pos_is_refused_before_expanding(fmt, level, name, inde
     A.level_arrays[level][name] = array
     with pytest.raises(ls.CorruptTensorError, match="range"):
         _spmv(A)
+
+
+def test_hashed_key_outside_its_probe_sequence():
+    """Iterated, the key is there; located (SpMV iterates x and locates into A), it is
+    not: the two disagreed silently. Validation now locates every stored key."""
+    A = ls.Tensor.from_numpy(B, format="hash")
+    width = int(A.params[1]["W"])
+    crd = A.level_arrays[1]["crd"].copy()
+    row = crd[3 * width:4 * width]  # row 3 holds 0, 2 and 3
+    home = 2 % width
+    row[home], row[home - 1] = row[home - 1], row[home]  # 2 one bucket before its home
+    A.level_arrays[1]["crd"] = crd
+    with pytest.raises(ls.CorruptTensorError, match="locate does not find"):
+        _spmv(A)
+
+
+def test_shared_array_held_twice_must_be_one_array():
+    """DIA's offsets are shared by two levels; kernels read the first level's copy and
+    a walk read each level's own, so two different arrays gave two answers."""
+    A = ls.Tensor.from_numpy(B, format="dia")
+    shared = [(k, name) for k, arrays in enumerate(A.level_arrays) for name in arrays]
+    k, name = shared[-1]
+    A.level_arrays[k][name] = A.level_arrays[k][name].copy()
+    with pytest.raises(ls.CorruptTensorError, match="share array"):
+        _spmv(A)
+
+
+def test_duplicate_coordinates_in_coo():
+    """(0, 0) twice sits under two positions of COO's non-unique row level; a merge took
+    one of them. The unique column level is checked across equal rows."""
+    A = ls.Tensor.from_numpy(B, format="coo")
+    crd = A.level_arrays[1]["crd"].copy()
+    crd[1] = crd[0]  # row 0: columns 0, 1 -> 0, 0
+    A.level_arrays[1]["crd"] = crd
+    with pytest.raises(ls.CorruptTensorError, match="unique"):
+        ls.evaluate("C(i,j) = A(i,j) + D(i,j)", A=A, D=_csr())
