@@ -63,7 +63,7 @@ class OutputAssembler:
                     f"output level {k} ({level.kind}) holds one child per position of "
                     f"level {k - 1} ({above}), which keeps one position per coordinate: "
                     "this format stores at most one entry per coordinate there and cannot "
-                    "be an output (a non-unique level above it can, as in COO)")
+                    "be an output (a non-unique level above it can)")
         self.heads = [k for k in range(self.prefix, len(self.levels))
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)
