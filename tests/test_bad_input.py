@@ -217,3 +217,44 @@ def test_duplicate_coordinates_in_coo():
     A.level_arrays[1]["crd"] = crd
     with pytest.raises(ls.CorruptTensorError, match="unique"):
         ls.evaluate("C(i,j) = A(i,j) + D(i,j)", A=A, D=_csr())
+
+
+CORRUPTIBLE = ["csr", "csc", "dcsr", "coo", "coo-unordered", "hash", "ell", "ell-rows", "dia",
+               "bcsr2x2", ls.Format(["dense", "hashed"])]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_one_corrupt_index_entry_raises_or_reads_as_stored(seed):
+    """Any one index entry set to a wild or a near value: validation raises, or what a
+    kernel computes agrees with what to_numpy reads from the same arrays (never a third
+    reading, a crash or a huge allocation)."""
+    rng = np.random.default_rng(seed)
+    dense = (rng.integers(-3, 4, (8, 6)) * (rng.random((8, 6)) < 0.4)).astype(float)
+    packed = ls.Tensor.from_numpy(dense, format=CORRUPTIBLE[seed % len(CORRUPTIBLE)])
+    arrays = [dict(level) for level in packed.level_arrays]
+    slots = [(k, name) for k, level in enumerate(arrays) for name in level]
+    k, name = slots[rng.integers(len(slots))]
+    array = arrays[k][name].copy()
+    where = rng.integers(len(array))
+    array[where] = rng.choice([-1, -2**31, 2**31 - 1, array[where] + 1, array[where] - 1, 7])
+    arrays[k][name] = array
+    tensor = ls.Tensor(packed.shape, packed.format, packed.dtype, packed.index_dtype,
+                       packed.level_extents, arrays, packed.params, packed.values.copy())
+    x, z = rng.integers(-3, 4, 6).astype(float), rng.integers(-3, 4, 8).astype(float)
+    try:
+        tensor.validate()
+    except ls.CorruptTensorError:
+        with pytest.raises(ls.CorruptTensorError):
+            _spmv(tensor, x)
+        return
+    stored = tensor.to_numpy()
+    np.testing.assert_array_equal(_spmv(tensor, x).to_numpy(), stored @ x)
+    np.testing.assert_array_equal(
+        ls.evaluate("y(j) = A(i,j) * z(i)", A=tensor, z=z).to_numpy(), z @ stored)
+    np.testing.assert_array_equal(
+        ls.evaluate("C(i,j) = A(i,j) + D(i,j)", A=tensor, D=_csr_of(dense)).to_numpy(),
+        stored + dense)
+
+
+def _csr_of(dense: np.ndarray) -> ls.Tensor:
+    return ls.Tensor.from_numpy(dense, format="csr")
