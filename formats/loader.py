@@ -14,7 +14,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
@@ -74,6 +74,7 @@ RETURN_ARITY: dict[str, int] = {fn: 0 for fn in FUNCTION_NAMES} | {
 
 _STORE_FUNCTIONS = frozenset(_INSERT[1:] + _APPEND)  # assembly code may write arrays, size not
 _LENGTH_NAMES = ("parent_size", "size", "N")
+PACKED_NAMES = ("N", "max_children")  # what a parameter's packed value may read
 _CALLABLE_ARITY = {"min": (2, None), "max": (2, None), "abs": (1, 1)}
 _ALL_ENV_NAMES = frozenset(n for names in ENVIRONMENTS.values() for n in names)
 _RESERVED = _ALL_ENV_NAMES | set(_CALLABLE_ARITY) | {"range"}
@@ -146,6 +147,9 @@ class LevelDef:
     properties: dict[str, PropertyDef]
     iterate: str
     functions: dict[str, LevelFunction]
+    # Parameter -> (expression, source): its value when a tensor is packed from data and
+    # its format leaves the parameter open (hashed: buckets from the fullest row).
+    packed_params: dict[str, tuple[ast.expr, str]] = field(default_factory=dict)
 
     def __hash__(self) -> int:
         """Hash by identity of origin so levels can key caches despite their dict fields."""
@@ -599,15 +603,39 @@ def _declared_name(reader: _Reader, key: yaml.Node, what: str, taken: dict) -> s
     return name
 
 
-def _parse_params(reader: _Reader, node: yaml.Node) -> dict[str, str]:
+def _parse_params(reader: _Reader, node: yaml.Node
+                  ) -> tuple[dict[str, str], dict[str, tuple[ast.expr, str]]]:
+    """Parameter types, and the expressions that choose a parameter from packed data."""
     params: dict[str, str] = {}
+    packed: dict[str, tuple[ast.expr, str]] = {}
     for name, (key, value) in reader.mapping(node, "params").items():
         _declared_name(reader, key, "parameter", {})
-        ptype = reader.string(value, f"the type of parameter '{name}'")
+        type_node = value
+        if isinstance(value, yaml.MappingNode):
+            fields = reader.mapping(value, f"parameter '{name}'")
+            reader.check_keys(fields, key, f"parameter '{name}'", ("type",), ("packed",))
+            type_node = fields["type"][1]
+            if "packed" in fields:
+                packed[name] = _parse_packed(reader, fields["packed"][1], name)
+        ptype = reader.string(type_node, f"the type of parameter '{name}'")
         if ptype != "index":
-            reader.fail(value, f"parameter '{name}' has type '{ptype}'; the only type is 'index'")
+            reader.fail(type_node, f"parameter '{name}' has type '{ptype}'; the only type "
+                                   "is 'index'")
         params[name] = ptype
-    return params
+    return params, packed
+
+
+def _parse_packed(reader: _Reader, node: yaml.Node, param: str) -> tuple[ast.expr, str]:
+    """The value of ``param`` when a tensor is packed from data, over N and
+    max_children (the most children one parent position has in that data)."""
+    where = f"the packed value of parameter '{param}'"
+    source = reader.scalar(node, ("str", "int"), where)
+    line = _first_line(node)
+    tree = _parse_python(reader, source, "eval", line, where)
+    checker = _BodyChecker(reader, line, where, frozenset(PACKED_NAMES), frozenset(),
+                           array_reads=False)
+    _guard_depth(reader, line, where, lambda: checker.check_expression(tree.body))
+    return tree.body, source
 
 
 def _first_line(node: yaml.ScalarNode) -> int:
@@ -767,11 +795,11 @@ def load_level_text(text: str, path: str = "<string>") -> LevelDef:
     reader.check_keys(top, root, "the level format file", _TOP_KEYS)
     name = reader.identifier(top["name"][1], "the level name")
     doc = reader.string(top["doc"][1], "doc").strip()
-    params = _parse_params(reader, top["params"][1])
+    params, packed = _parse_params(reader, top["params"][1])
     arrays = _parse_arrays(reader, top["arrays"][1], params)
     properties = _parse_properties(reader, *top["properties"])
     iterate, functions = _parse_capabilities(reader, *top["capabilities"], params, arrays)
-    return LevelDef(name, doc, path, params, arrays, properties, iterate, functions)
+    return LevelDef(name, doc, path, params, arrays, properties, iterate, functions, packed)
 
 
 def load_level_file(path: str | os.PathLike[str]) -> LevelDef:

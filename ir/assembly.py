@@ -68,6 +68,11 @@ class OutputAssembler:
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)
 
+    def appends_in_order(self, var: str) -> bool:
+        """Whether ``var``'s coordinates are appended to a level that keeps them ordered."""
+        return any(v == var and k >= self.prefix and self.levels[k].ordered
+                   for k, v in enumerate(self.vars))
+
     def head_of(self, level: int) -> int:
         return max(h for h in self.heads if h <= level)
 

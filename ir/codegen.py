@@ -927,12 +927,16 @@ class PointEmitter:
         for it in self.iterated:
             if it not in self.states:
                 raise ScheduleError("internal: iterator without state")
-        if not single:
-            for it in self.iterated:
-                if not it.is_universe and not self.kc.level_type(it).ordered:
-                    op = self.kc.operands[it.uid]
+        for it in self.iterated:
+            if not it.is_universe and not self.kc.level_type(it).ordered:
+                op = self.kc.operands[it.uid]
+                if not single:
                     raise ScheduleError(f"{op.tensor}: level {it.level} is unordered and cannot "
                                         "be co-iterated with another operand")
+                if self.kc.output.appends_in_order(self.var):
+                    # (an unordered level may hold its keys in order by chance)
+                    raise ScheduleError(f"{op.tensor}: level {it.level} is unordered, but the "
+                                        f"output appends index {self.var} in order")
         if self.jam_body is not None and self.jammable():
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)

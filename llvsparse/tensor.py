@@ -9,8 +9,8 @@ import numpy as np
 
 from . import notation as nt
 from .expr_api import access, make_assignment
-from .format import Format, as_format, named_format
-from .interpret import CorruptTensorError
+from .format import Format, Level, as_format, named_format
+from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
 from .packers import PACKERS, pack_bcsr
 from .runtime import DescriptorHolder, make_read_only
@@ -201,7 +201,8 @@ class Tensor:
                                    self.index_dtype, self.name)
         idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
         copy = nt.Assignment(nt.Access("B", idx), nt.Access("A", idx))
-        kernel = _copy_kernel(copy, self.format, fmt, str(self.index_dtype), Kernel)
+        kernel = _copy_kernel(copy, self.format, self._with_packed_params(fmt),
+                              str(self.index_dtype), Kernel)
         try:
             result = kernel(check=check, A=self)
         except ScheduleError as error:
@@ -212,7 +213,27 @@ class Tensor:
             return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
                                    self.index_dtype, self.name)
         result.name = self.name
+        result.format = fmt  # parameters chosen from the data are the tensor's, not the format's
         return result
+
+    def _with_packed_params(self, fmt: Format) -> Format:
+        """``fmt`` with each parameter it leaves open, and whose level says how to choose
+        it from data (``packed`` in the YAML), set from this tensor's entries."""
+        open_params = [(k, level, definition.packed_params) for k, (level, definition) in
+                       enumerate(zip(fmt.levels, (lv.definition for lv in
+                                                  fmt.tensor_type("float64", "int64").levels)))
+                       if set(definition.packed_params) - set(level.params)]
+        if not open_params:
+            return fmt
+        children = _most_children(self.to_coo()[0], [lv.mode for lv in fmt.levels])
+        levels = list(fmt.levels)
+        for k, level, packed in open_params:
+            env = {"N": self.shape[level.mode], "max_children": children[k]}
+            chosen = {p: evaluate_expr(expr, env) for p, (expr, _) in packed.items()
+                      if p not in level.params}
+            levels[k] = Level(level.kind, level.mode, level.properties,
+                              {**level.params, **chosen}, level.block, level.inner)
+        return Format(levels, name=fmt.name)
 
     # -- kernel ABI ---------------------------------------------------------------------
     def _flat_params(self) -> list[int]:
@@ -449,6 +470,22 @@ def _strictly_increasing(coords: np.ndarray, modes: list[int]) -> bool:
             return False
         undecided &= step == 0
     return not undecided.any()
+
+
+def _most_children(coords: np.ndarray, modes: list[int]) -> list[int]:
+    """Per level (modes in level order), the most distinct coordinates that one prefix of
+    the levels above holds among these entries."""
+    if coords.shape[1] == 0:
+        return [0] * len(modes)
+    ordered = coords[modes][:, np.lexsort([coords[m] for m in reversed(modes)])]
+    parent = np.zeros(ordered.shape[1], dtype=np.int64)  # the prefix above, numbered
+    most = []
+    for k in range(len(modes)):
+        new = np.ones(ordered.shape[1], dtype=bool)
+        new[1:] = np.any(ordered[:k + 1, 1:] != ordered[:k + 1, :-1], axis=0)
+        most.append(int(np.bincount(parent[new]).max()))
+        parent = np.cumsum(new) - 1
+    return most
 
 
 def _sorted_unique(coords: np.ndarray, values: np.ndarray, modes: list[int]):

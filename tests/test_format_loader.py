@@ -562,3 +562,26 @@ def test_unknown_level_name(clean_registry):
     assert "compresed" in message
     for name in SHIPPED:
         assert name in message
+
+
+def test_param_with_a_packed_value():
+    level = loader.load_level_text(_edit(
+        "{W: index}", "{W: {type: index, packed: 'min(N, 2 * max_children)'}}"))
+    assert level.params == {"W": "index"}
+    expression, source = level.packed_params["W"]
+    assert source == "min(N, 2 * max_children)" and isinstance(expression, ast.Call)
+
+
+@pytest.mark.parametrize(("edit", "fragment"), [
+    ("{W: {type: index, packed: 'size + 1'}}", "'size'"),
+    ("{W: {type: index, packed: 'crd[0]'}}", "crd"),
+    ("{W: {type: index, guess: 4}}", "unknown key 'guess'"),
+    ("{W: {packed: 4}}", "'type'"),
+    ("{W: {type: float, packed: 4}}", "'index'"),
+])
+def test_bad_packed_param(tmp_path, edit, fragment):
+    _expect_error(tmp_path, _edit("{W: index}", edit), 3, fragment)
+
+
+def test_shipped_hashed_chooses_buckets_from_the_data(shipped):
+    assert set(shipped["hashed"].packed_params) == {"W"}
