@@ -139,7 +139,6 @@ class Interpreter:
         elif not isinstance(node, ast.Pass):
             raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
 
-
     def masked_while(self, node: ast.While, active: np.ndarray) -> None:
         """A while loop over all lanes at once: each pass updates the lanes whose test
         still holds (a hashed level's probing, for every stored entry, in numpy)."""
@@ -158,13 +157,16 @@ class Interpreter:
 
 
 def straight_line(body: tuple[ast.stmt, ...]) -> bool:
-    """Bodies of assignments to names, while loops over such bodies and a return can
-    run vectorized over arrays."""
-    return all(isinstance(s, (ast.Return, ast.Pass)) or (
-        isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)) or (
-        isinstance(s, ast.While) and not s.orelse and straight_line(tuple(s.body))
-        and not any(isinstance(b, (ast.Return, ast.While)) for b in s.body))
+    """Bodies of assignments to names, while loops over such assignments and a return
+    can run vectorized over arrays."""
+    return all(_assigns_a_name(s) or isinstance(s, ast.Return) or (
+        isinstance(s, ast.While) and not s.orelse and all(map(_assigns_a_name, s.body)))
         for s in body)
+
+
+def _assigns_a_name(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Pass) or (
+        isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name))
 
 
 def run_function(fn, env: dict[str, Any], arrays: dict[str, np.ndarray], where: str,

@@ -10,6 +10,7 @@ import numpy as np
 from . import notation as nt
 from .expr_api import access, make_assignment
 from .format import Format, Level, as_format, named_format
+from .formats.registry import get_level
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
 from .packers import PACKERS, pack_bcsr
@@ -219,18 +220,16 @@ class Tensor:
     def _with_packed_params(self, fmt: Format) -> Format:
         """``fmt`` with each parameter it leaves open, and whose level says how to choose
         it from data (``packed`` in the YAML), set from this tensor's entries."""
-        open_params = [(k, level, definition.packed_params) for k, (level, definition) in
-                       enumerate(zip(fmt.levels, (lv.definition for lv in
-                                                  fmt.tensor_type("float64", "int64").levels)))
-                       if set(definition.packed_params) - set(level.params)]
-        if not open_params:
+        open_params = {k: {p: expr for p, (expr, _) in get_level(lv.kind).packed_params.items()
+                           if p not in lv.params} for k, lv in enumerate(fmt.levels)}
+        if not any(open_params.values()):
             return fmt
         children = _most_children(self.to_coo()[0], [lv.mode for lv in fmt.levels])
         levels = list(fmt.levels)
-        for k, level, packed in open_params:
+        for k, packed in open_params.items():
+            level = levels[k]
             env = {"N": self.shape[level.mode], "max_children": children[k]}
-            chosen = {p: evaluate_expr(expr, env) for p, (expr, _) in packed.items()
-                      if p not in level.params}
+            chosen = {p: evaluate_expr(expr, env) for p, expr in packed.items()}
             levels[k] = Level(level.kind, level.mode, level.properties,
                               {**level.params, **chosen}, level.block, level.inner)
         return Format(levels, name=fmt.name)
@@ -305,12 +304,8 @@ class Tensor:
             if array.dtype != self.index_dtype or not array.flags.c_contiguous or array.ndim != 1:
                 raise CorruptTensorError(f"level {slot.level} array {slot.name!r} must be a "
                                          f"contiguous 1-d {self.index_dtype} array")
-        for slot in self.tensor_type.array_slots():
-            if not slot.shared:
-                continue
-            first = self.level_arrays[slot.level][slot.name]
-            for k, arrays in enumerate(self.level_arrays):
-                if k != slot.level and arrays.get(slot.name, first) is not first:
+            for k, arrays in enumerate(self.level_arrays if slot.shared else ()):
+                if k != slot.level and arrays.get(slot.name, array) is not array:
                     raise CorruptTensorError(
                         f"levels {slot.level} and {k} share array {slot.name!r} but hold "
                         "different arrays (kernels read the first level's)")

@@ -53,7 +53,7 @@ def walk_levels(tensor, check: bool) -> Walk:
             where = f"level {k} ({level.kind})"
             _check_level(level, where, owner, coords, tensor.level_extents[k],
                          len(positions))
-            _check_located(tensor, k, positions[owner], coords, pos, where)
+            _check_located(tensor, k, positions, owner, coords, pos, where)
         positions, parents = pos.astype(np.int64), parents + [owner]
     if check and len(positions) and positions.max() >= len(tensor.values):
         raise CorruptTensorError(f"values has {len(tensor.values)} entries but the levels "
@@ -106,15 +106,15 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
     return owner[keep], pos[keep], coord[keep]
 
 
-def _check_located(tensor, k: int, parents: np.ndarray, coords: list[np.ndarray],
-                   pos: np.ndarray, where: str) -> None:
+def _check_located(tensor, k: int, positions: np.ndarray, owner: np.ndarray,
+                   coords: list[np.ndarray], pos: np.ndarray, where: str) -> None:
     """A level that kernels may locate into must find each stored coordinate where it is
     stored: a hashed key outside its probe sequence was iterated but never located, so
     SpMV gave another answer than to_numpy."""
     locate = tensor.tensor_type.levels[k].definition.functions.get("locate")
     if locate is None or not len(pos):
         return
-    env = dict(_env(tensor, k, parents, coords[:-1]), i=coords[-1])
+    env = dict(_env(tensor, k, positions[owner], coords[:-1]), i=coords[-1])
     found_at, found = run_function(locate, env, tensor.level_arrays[k], f"{where} locate",
                                    len(pos))
     lost = ~np.asarray(found, bool) | (np.asarray(found_at, np.int64) != pos)
