@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from .format import Format
+from .matrix_market import read_matrix_market, write_matrix_market
 from .tensor import VALUE_DTYPES, Tensor
 
 PathLike = str | os.PathLike
@@ -73,7 +74,7 @@ def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = N
     name = os.fspath(path)
     kind = _kind(name, _READ_KINDS)
     if kind in (".mtx", ".mtx.gz"):
-        coords, values, found = _read_mtx(name)
+        coords, values, found = read_matrix_market(name)
     elif kind in (".tns", ".tns.gz"):
         value_dtype = np.dtype(dtype) if dtype is not None else None
         coords, values, found = _read_tns(name, shape, value_dtype)
@@ -85,26 +86,6 @@ def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = N
         _check_shape(name, found, shape)
     values = values.astype(_supported_dtype(values.dtype, name), copy=False)
     return Tensor.from_coo(coords, values, found, format, dtype, index_dtype)
-
-
-def _read_mtx(path: str) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """Matrix Market through scipy, which also expands symmetric and skew-symmetric
-    storage; explicit zeros of coordinate files are kept because they are stored entries."""
-    import scipy.io
-
-    try:
-        if path.lower().endswith(".gz"):  # scipy only spots a lower-case ".gz" itself
-            with gzip.open(path, "rb") as fh:
-                matrix = scipy.io.mmread(fh)
-        else:
-            matrix = scipy.io.mmread(path)
-    except FileNotFoundError:
-        raise
-    except _DECODE_ERRORS as err:
-        raise ValueError(f"{path}: malformed Matrix Market file: {err}") from err
-    if isinstance(matrix, np.ndarray):
-        return _dense_entries(matrix)
-    return _sparse_entries(matrix)
 
 
 def _dense_entries(array: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -279,21 +260,9 @@ def _need_matrix(tensor: Tensor, path: str) -> None:
 def _write_mtx(tensor: Tensor, path: str, compress: bool) -> None:
     """Matrix Market coordinate file in general symmetry, so every stored entry (explicit
     zeros included) is written as is."""
-    import scipy.io
-
     _need_matrix(tensor, path)
-    matrix = tensor.to_scipy("coo")
-    if tensor.dtype == np.dtype(bool):
-        field = "pattern"
-        keep = matrix.data.astype(bool)
-        matrix = type(matrix)((np.ones(int(keep.sum())), (matrix.row[keep], matrix.col[keep])),
-                              shape=matrix.shape)
-    elif tensor.dtype.kind == "i":
-        field = "integer"
-    else:
-        field = "real"
-    with (gzip.open(path, "wb") if compress else open(path, "wb")) as target:
-        scipy.io.mmwrite(target, matrix, field=field, symmetry="general")
+    coords, values = tensor.to_coo()
+    write_matrix_market(path, coords, values, tensor.shape, compress)
 
 
 def _format_value(dtype: np.dtype) -> Callable[[object], str]:

@@ -270,9 +270,12 @@ def test_missing_file(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "match"), [
-    ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 x 1\n", "Line 4"),
-    ("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1\n", "Truncated"),
-    ("%%MatrixMarket matrix coordinate real general\n3 3 1\n4 1 1\n", "out of bounds"),
+    ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 x 1\n",
+     r"line 4: could not convert string 'x' to int64 \(field 2\)"),
+    ("%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1\n",
+     "declares 3 entries but the file holds 1"),
+    ("%%MatrixMarket matrix coordinate real general\n3 3 1\n4 1 1\n",
+     r"entry 1 has row 4, outside 1\.\.3"),
     ("hello\n", "banner"),
     ("%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 1 1 2\n", "complex"),
 ])
