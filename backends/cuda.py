@@ -7,6 +7,7 @@ Launching through cuda-python lives beside it once a device is available.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from .cpu import link_runtime
+from .targets import check_cpu
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DEVICE_RUNTIME_IR = """
@@ -66,13 +68,18 @@ def _as_kernel(ir_text: str, name: str) -> str:
 
 
 def emit_ptx(ir_text: str, name: str, sm: str = "sm_80") -> str:
-    """PTX for the kernel function ``name`` of ``ir_text`` (llvmlite IR text)."""
+    """PTX for the kernel function ``name`` of ``ir_text`` (llvmlite IR text), in the
+    oldest PTX version that ``sm`` accepts (LLVM's choice: a fixed one made LLVM abort
+    the process for newer targets)."""
+    if not isinstance(sm, str) or not re.fullmatch(r"sm_\d+[a-z]?", sm):
+        raise ValueError(f"GPU architecture {sm!r} is not of the form sm_NN (e.g. sm_80)")
+    check_cpu(TRIPLE, sm)
     _initialize()
     module = llvm.parse_assembly(_as_kernel(ir_text, name))
     link_runtime(module, DEVICE_RUNTIME_IR)
     module.verify()
     target = llvm.Target.from_triple(TRIPLE)
-    tm = target.create_target_machine(cpu=sm, features="+ptx78", opt=3)
+    tm = target.create_target_machine(cpu=sm, opt=3)
     return tm.emit_assembly(module)
 
 

@@ -177,6 +177,7 @@ class _Machine:
         import llvmlite.binding as llvm
 
         from .backends.cpu import optimize
+        from .backends.targets import check_cpu
 
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
@@ -189,6 +190,11 @@ class _Machine:
         except RuntimeError as error:
             raise CliError(f"--target {triple}: {error}") from None
         features = ""
+        if cpu is not None:
+            try:
+                check_cpu(triple, cpu)
+            except ValueError as error:
+                raise CliError(f"--cpu {cpu}: {error}") from None
         if host and cpu is None:
             cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
         self.tm = target.create_target_machine(cpu=cpu or "", features=features, opt=3,
@@ -220,12 +226,15 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
     if stage == "lattice":
         return kernel.lattices
     if stage == "ptx":
-        if not args.name:
-            _ = kernel.llvm_ir  # Kernel.ptx needs the IR that a disk-cached kernel lacks
-            return kernel.ptx(args.sm)
         from .backends.cuda import emit_ptx
 
-        return emit_ptx(machine().llvm_ir, machine().name, args.sm)
+        try:
+            if not args.name:
+                _ = kernel.llvm_ir  # Kernel.ptx needs the IR a disk-cached kernel lacks
+                return kernel.ptx(args.sm)
+            return emit_ptx(machine().llvm_ir, machine().name, args.sm)
+        except ValueError as error:
+            raise CliError(f"--sm {args.sm}: {error}") from None
     if stage == "obj":
         return machine().tm.emit_object(machine().module)
     if not custom:
@@ -593,6 +602,13 @@ def main(argv: list[str] | None = None) -> int:
         return error.code
     except BrokenPipeError:  # e.g. `llvsparse dump ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # quiet exit flush
+        return 1
+    except OSError as error:  # a file that cannot be read or written
+        print(f"llvsparse {args.command}: error: {error}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"llvsparse {args.command}: error: out of memory (are the inputs' shapes "
+              "what you meant?)", file=sys.stderr)
         return 1
 
 

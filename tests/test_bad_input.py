@@ -258,3 +258,11 @@ def test_one_corrupt_index_entry_raises_or_reads_as_stored(seed):
 
 def _csr_of(dense: np.ndarray) -> ls.Tensor:
     return ls.Tensor.from_numpy(dense, format="csr")
+
+
+@pytest.mark.parametrize("sm", ["sm_999", "garbage", "", "sm_80\n"])
+def test_unknown_gpu_architecture(sm):
+    """LLVM would emit PTX for a target ptxas rejects, or abort the process."""
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
+    with pytest.raises(ValueError, match="sm_NN|not a recognized processor"):
+        spmv.ptx(sm)

@@ -100,6 +100,40 @@ def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path) -> None:
     check_ptx(texts[0], "sm_80")
 
 
+@pytest.mark.parametrize("sm", ["sm_90a", "sm_120"])
+def test_dump_ptx_for_newer_targets_picks_their_ptx_version(cli: Cli, tmp_path: Path,
+                                                            sm: str) -> None:
+    """A fixed PTX version made LLVM abort the process for targets it predates."""
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "ptx", "--sm", sm, "-o", "k.ptx")
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "k.ptx").read_text()
+    assert f".target {sm}" in text
+    check_ptx(text, sm)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--emit", "ptx", "--sm", "sm_999"], "'sm_999' is not a recognized processor"),
+    (["--emit", "ptx", "--sm", "garbage"], "not of the form sm_NN"),
+    (["--emit", "ptx", "--sm", ""], "not of the form sm_NN"),
+    (["--emit", "asm", "--cpu", "nosuchcpu"], "'nosuchcpu' is not a recognized processor"),
+    (["--emit", "asm", "--target", "x86_64-unknown-linux-gnu", "--cpu", "nosuchcpu"],
+     "'nosuchcpu' is not a recognized processor"),
+])
+def test_dump_unknown_processor_is_a_usage_error(cli: Cli, args: list[str],
+                                                 message: str) -> None:
+    """LLVM ignores an unknown processor, or for x86-64 aborts the process."""
+    done = cli("dump", SPMV, "-f", "A:csr", *args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("output", ["/nonexistent/k.ll", "."])
+def test_dump_unwritable_output_is_one_line(cli: Cli, output: str) -> None:
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "llvm", "-o", output)
+    assert done.returncode == 1
+    assert done.stderr.startswith("llvsparse dump: error: ") and "Traceback" not in done.stderr
+
+
 def test_dump_bad_expression_shows_column(cli: Cli) -> None:
     done = cli("dump", "y(i) = A(i,j) * ", "-f", "A:csr", "--emit", "llvm")
     assert done.returncode == 2
@@ -184,6 +218,24 @@ def test_run_generated_shapes(cli: Cli, tmp_path: Path) -> None:
 ])
 def test_run_usage_errors(cli: Cli, args: list[str], message: str) -> None:
     done = cli("run", SPMV, *args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_run_out_of_memory_is_one_line(cli: Cli) -> None:
+    done = cli("run", SPMV, "-i", "A:random:10000000x10000000", "-i", "x:ones")
+    assert done.returncode == 1
+    assert "out of memory" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--llvsparse-threads", "a"], "'a' is not a positive integer"),
+    (["--llvsparse-threads", "1,0"], "'0' is not a positive integer"),
+    (["--rounds", "0"], "'0' is not a positive integer"),
+    (["--kernels", "nosuch"], "unknown kernel 'nosuch'"),
+])
+def test_bench_usage_errors(cli: Cli, args: list[str], message: str) -> None:
+    done = cli("bench", "--quick", *args)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
 

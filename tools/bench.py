@@ -745,32 +745,47 @@ def machine_info() -> dict:
 
 
 # -- entry point ---------------------------------------------------------------------------------------
-def _parse_kernels(text: str | None) -> list[str]:
-    if not text:
-        return list(KERNELS)
+def _kernel_list(text: str) -> list[str]:
+    """``--kernels``: names or families (``spmv`` is every SpMV)."""
     chosen = []
     for part in text.split(","):
         part = part.strip()
         matches = [k for k in KERNELS if k == part or k.startswith(part + "_")]
         if not matches:
-            raise SystemExit(f"unknown kernel {part!r}; choose from {', '.join(KERNELS)}")
+            raise argparse.ArgumentTypeError(f"unknown kernel {part!r}; choose from "
+                                             f"{', '.join(KERNELS)}")
         chosen += [m for m in matches if m not in chosen]
     return chosen
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _thread_counts(text: str) -> tuple[int, ...]:
+    return tuple(_positive(part.strip()) for part in text.split(","))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llvsparse bench", description=__doc__.split("\n")[0])
+    summary = " ".join(__doc__.split("\n\n")[0].split())  # the docstring's first paragraph
+    parser = argparse.ArgumentParser(prog="llvsparse bench", description=summary)
     parser.add_argument("--quick", action="store_true",
                         help="tiny generated inputs and 2 small real matrices")
     parser.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
     parser.add_argument("--png", metavar="FILE", help="write a chart (needs matplotlib)")
     parser.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown")
-    parser.add_argument("--kernels", metavar="LIST",
+    parser.add_argument("--kernels", metavar="LIST", type=_kernel_list, default=list(KERNELS),
                         help="comma-separated kernels or families (spmv, ttv, mttkrp, spmm...)")
     parser.add_argument("--inputs", metavar="LIST",
                         help="comma-separated substrings: run only inputs whose name matches")
-    parser.add_argument("--rounds", type=int, default=7, help="timed rounds (default 7)")
-    parser.add_argument("--llvsparse-threads", default="1", metavar="LIST",
+    parser.add_argument("--rounds", type=_positive, default=7, help="timed rounds (default 7)")
+    parser.add_argument("--llvsparse-threads", type=_thread_counts, default=(1,), metavar="LIST",
                         help="thread counts for llvsparse columns, e.g. 1,2 (default 1)")
     parser.add_argument("--llvsparse-out", action="store_true",
                         help="also time llvsparse writing dense results into an array "
@@ -784,11 +799,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every implementation verified, 1 otherwise."""
     args = build_parser().parse_args(argv)
-    if args.rounds < 1:
-        raise SystemExit("--rounds must be at least 1")
-    kernels = _parse_kernels(args.kernels)
+    kernels = args.kernels
     only = [s.strip() for s in args.inputs.split(",")] if args.inputs else None
-    threads = tuple(int(t) for t in args.llvsparse_threads.split(","))
+    threads = args.llvsparse_threads
     if any(t > 1 for t in threads) and not llvsparse_supports_threads():
         note("this llvsparse has no threads= option: llvsparse runs on 1 thread only")
         threads = (1,)
