@@ -253,15 +253,20 @@ def dump(args: argparse.Namespace) -> int:
     stages = _stages(args.emit)
     if "obj" in stages and not args.output:
         raise CliError("--emit obj writes binary code: give the file with -o FILE")
-    if args.name and not re.fullmatch(r"[A-Za-z_]\w*", args.name):
-        raise CliError(f"--name {args.name!r} is not a C identifier")
     assignment = _parse(args.expr)
     kernel = _compile(assignment, _pairs(args.format, "-f"), args.out_format)
     try:
-        kernel.instance(_pairs(args.dtype, "--dtype"),
-                        _pairs(args.index_dtype, "--index-dtype"))
+        inst = kernel.instance(_pairs(args.dtype, "--dtype"),
+                               _pairs(args.index_dtype, "--index-dtype"))
     except (*_lowering_errors(), TypeError) as error:
         raise CliError(str(error)) from None
+    if args.name:
+        from .export import check_name
+
+        try:
+            check_name(args.name, inst)
+        except ValueError as error:
+            raise CliError(f"--name: {error}") from None
     cached: list[_Machine] = []
 
     def machine() -> _Machine:

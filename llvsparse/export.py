@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -54,7 +55,8 @@ def header_text(kernel, inst, name: str) -> str:
         doc += _describe(tensor, inst.types[tensor])
     doc.append(" * Returns 0 on success, 1 when memory runs out. */")
     guard = re.sub(r"\W", "_", name).upper() + "_H"
-    return "\n".join([f"#ifndef {guard}", f"#define {guard}", HEADER_STRUCT, *doc,
+    return "\n".join([f"#ifndef {guard}", f"#define {guard}", HEADER_STRUCT,
+                      "#ifdef __cplusplus", 'extern "C" {', "#endif", *doc,
                       f"int32_t {name}(llvsparse_tensor **tensors);",
                       "/* Only the output's first index in [lo, hi); the output must be passed",
                       "   allocated and zeroed. Disjoint ranges may run on different threads. */",
@@ -62,6 +64,7 @@ def header_text(kernel, inst, name: str) -> str:
                       *_phase_declarations(name, inst.jit.assembly),
                       *(_other_form_declarations(name, inst.jit.other.assembly)
                         if inst.jit.other else []),
+                      "#ifdef __cplusplus", "}", "#endif",
                       f"#endif  /* {guard} */",
                       ""])
 
@@ -113,9 +116,42 @@ def _other_form_declarations(name: str, phases) -> list[str]:
         *_phase_declarations(other, phases)]
 
 
+_KEYWORDS_TEXT = """
+    auto break case char const continue default do double else enum extern float for goto
+    if inline int long register restrict return short signed sizeof static struct switch
+    typedef union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex
+    _Generic _Imaginary _Noreturn _Static_assert _Thread_local alignas alignof bool
+    constexpr false nullptr static_assert thread_local true typeof typeof_unqual
+"""
+C_KEYWORDS = frozenset(_KEYWORDS_TEXT.split())
+# Names the header declares besides the kernel's, and the C library functions the linked
+# runtime and optimized kernels call: a kernel named after one would replace it.
+TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "llvsparse_alloc", "malloc",
+                   "free", "calloc", "realloc", "memcpy", "memmove", "memset", "memcmp",
+                   "bcmp"})
+
+
+def check_name(name: str, inst) -> None:
+    """Raise ValueError unless ``name`` can name the kernel's entry points in C: an ASCII
+    identifier, no keyword, and none of its entries (``name``, ``name_range``, ...) the
+    same as a symbol the code or header already uses."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"{name!r} is not a C identifier (ASCII letters, digits and "
+                         "underscores, not starting with a digit)")
+    if name in C_KEYWORDS:
+        raise ValueError(f"{name!r} is a C keyword")
+    functions = set(re.findall(r'(?m)^(?:define|declare)\b[^@]*@"?([\w.$]+)', inst.jit.llvm_ir))
+    entries = {f for f in functions if f.startswith(inst.jit.name)}
+    clash = sorted({name + f[len(inst.jit.name):] for f in entries} & (functions - entries | TAKEN))
+    if clash:
+        raise ValueError(f"kernel name {name!r} would define {clash[0]}, which the kernel's "
+                         "code or header already uses")
+
+
 def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
-    if not re.fullmatch(r"[A-Za-z_]\w*", name):
-        raise ValueError(f"{name!r} is not a C identifier")
+    check_name(name, inst)
+    if path.suffix not in (".o", ".so", ".dylib"):
+        raise ValueError(f"export to .o or .so, not {path.suffix or 'a name without suffix'!r}")
     text = inst.jit.llvm_ir.replace(f'@"{inst.jit.name}', f'@"{name}')
     module = llvm.parse_assembly(text)
     link_runtime(module)
@@ -132,13 +168,21 @@ def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
     header.write_text(header_text(kernel, inst, name))
     if path.suffix == ".o":
         path.write_bytes(obj)
-    elif path.suffix in (".so", ".dylib"):
-        compiler = shutil.which("cc") or shutil.which("gcc")
-        if compiler is None:
-            raise FileNotFoundError("a C compiler (cc) is needed to link a shared library")
-        object_path = path.with_suffix(".o")
-        object_path.write_bytes(obj)
-        subprocess.run([compiler, "-shared", "-o", str(path), str(object_path)], check=True)
     else:
-        raise ValueError(f"export to .o or .so, not {path.suffix!r}")
+        _link_shared(obj, path)
     return path, header
+
+
+def _link_shared(obj: bytes, path: Path) -> None:
+    """A shared library from object code, linked by the system's C compiler (the object
+    goes in a scratch folder, not beside the library where a file may have its name)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise FileNotFoundError("a C compiler (cc) is needed to link a shared library")
+    with tempfile.TemporaryDirectory() as folder:
+        object_path = Path(folder) / "kernel.o"
+        object_path.write_bytes(obj)
+        done = subprocess.run([compiler, "-shared", "-o", str(path), str(object_path)],
+                              capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"linking {path} failed: {done.stderr.strip()}")

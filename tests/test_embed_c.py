@@ -133,3 +133,44 @@ def test_header_declares_split_assembly_phases(tmp_path: Path) -> None:
     symbols = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True)
     assert all(f" T sddmm_{phase}" in symbols.stdout
                for phase in ("setup", "count", "fill", "finish"))
+
+
+def test_header_links_from_cpp(tmp_path: Path) -> None:
+    """The header wraps its declarations in extern "C", so C++ finds the C symbols."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
+    obj, _ = kernel.export(tmp_path / "k.o", name="spmv")
+    compiler = shutil.which("c++")
+    assert compiler is not None, "this test needs the system C++ compiler, c++"
+    source = tmp_path / "main.cpp"
+    source.write_text('#include "k.h"\nint main() {\n'
+                      '  int32_t (*volatile entry)(llvsparse_tensor **) = spmv;\n'
+                      '  return entry == nullptr;\n}\n')
+    subprocess.run([compiler, "-Wall", "-Werror", "-I", str(tmp_path), str(source), str(obj),
+                    "-o", str(tmp_path / "prog")], check=True, capture_output=True, text=True)
+    assert subprocess.run([str(tmp_path / "prog")], check=False).returncode == 0
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("malloc", "would define malloc"), ("free", "would define free"),
+    ("llvsparse_alloc", "would define llvsparse_alloc"),
+    ("llvsparse_tensor", "would define llvsparse_tensor"),
+    ("int", "C keyword"), ("ké", "not a C identifier"), ("2x", "not a C identifier"),
+    ("", "not a C identifier")])
+def test_export_refuses_names_that_clash(tmp_path: Path, name: str, message: str) -> None:
+    """A kernel named malloc made a library that crashed every program linking it."""
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
+    with pytest.raises(ValueError, match=message):
+        kernel.export(tmp_path / "k.so", name=name)
+    assert list(tmp_path.glob("k.*")) == []
+
+
+def test_shared_library_leaves_other_files_alone(tmp_path: Path) -> None:
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
+    (tmp_path / "k.o").write_text("someone else's object file")
+    kernel.export(tmp_path / "k.so", name="spmv")
+    assert (tmp_path / "k.o").read_text() == "someone else's object file"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == \
+        ["k.h", "k.o", "k.so"]
+    with pytest.raises(ValueError, match="not '.SO'"):
+        kernel.export(tmp_path / "other.SO")
+    assert not (tmp_path / "other.h").exists()
