@@ -176,7 +176,7 @@ class _Machine:
                  name: str | None) -> None:
         import llvmlite.binding as llvm
 
-        from .backends.cpu import optimize
+        from .backends.cpu import link_runtime, optimize
         from .backends.targets import check_cpu
 
         llvm.initialize_all_targets()
@@ -208,6 +208,8 @@ class _Machine:
                               f'target datalayout = "{self.tm.target_data}"', text)
         self.module = llvm.parse_assembly(self.llvm_ir)
         self.module.verify()
+        if not self.tm.triple.startswith("nvptx"):
+            link_runtime(self.module)  # as in an export: the object defines its allocator
         optimize(self.module, self.tm)
 
     @property

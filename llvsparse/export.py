@@ -10,7 +10,13 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from .backends.cpu import OTHER_FORM_SUFFIX, host_target_machine, link_runtime, optimize
+from .backends.cpu import (
+    HOST_RUNTIME_IR,
+    OTHER_FORM_SUFFIX,
+    host_target_machine,
+    link_runtime,
+    optimize,
+)
 
 HEADER_STRUCT = """\
 #include <stdint.h>
@@ -124,11 +130,12 @@ _KEYWORDS_TEXT = """
     constexpr false nullptr static_assert thread_local true typeof typeof_unqual
 """
 C_KEYWORDS = frozenset(_KEYWORDS_TEXT.split())
-# Names the header declares besides the kernel's, and the C library functions the linked
-# runtime and optimized kernels call: a kernel named after one would replace it.
-TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "llvsparse_alloc", "malloc",
-                   "free", "calloc", "realloc", "memcpy", "memmove", "memset", "memcmp",
-                   "bcmp"})
+_FUNCTION = r'(?m)^(?:define|declare)\b[^@]*@"?([\w.$]+)'
+# Names the header declares besides the kernel's, the functions the linked runtime
+# defines and calls, and the C library functions LLVM lowers copies and fills to: a
+# kernel named after one would replace it.
+TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "free", "memcpy", "memmove",
+                   "memset", "memcmp", "bcmp", *re.findall(_FUNCTION, HOST_RUNTIME_IR)})
 
 
 def check_name(name: str, inst) -> None:
@@ -140,7 +147,7 @@ def check_name(name: str, inst) -> None:
                          "underscores, not starting with a digit)")
     if name in C_KEYWORDS:
         raise ValueError(f"{name!r} is a C keyword")
-    functions = set(re.findall(r'(?m)^(?:define|declare)\b[^@]*@"?([\w.$]+)', inst.jit.llvm_ir))
+    functions = set(re.findall(_FUNCTION, inst.jit.llvm_ir))
     entries = {f for f in functions if f.startswith(inst.jit.name)}
     clash = sorted({name + f[len(inst.jit.name):] for f in entries} & (functions - entries | TAKEN))
     if clash:

@@ -80,6 +80,9 @@ def test_dump_obj_for_host(cli: Cli, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "k.o").read_bytes()[:4] == b"\x7fELF"
     assert "k.o" in sections(done.stdout)["obj"]
+    symbols = subprocess.run(["nm", str(tmp_path / "k.o")], capture_output=True, text=True,
+                             check=True).stdout
+    assert re.search(r"\b[TW] llvsparse_alloc\b", symbols)  # linkable as is, like an export
 
 
 def test_dump_obj_needs_output(cli: Cli) -> None:

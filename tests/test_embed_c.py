@@ -152,6 +152,7 @@ def test_header_links_from_cpp(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "message"), [
     ("malloc", "would define malloc"), ("free", "would define free"),
+    ("posix_memalign", "would define posix_memalign"),
     ("llvsparse_alloc", "would define llvsparse_alloc"),
     ("llvsparse_tensor", "would define llvsparse_tensor"),
     ("int", "C keyword"), ("ké", "not a C identifier"), ("2x", "not a C identifier"),
