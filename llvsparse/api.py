@@ -34,7 +34,7 @@ from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .results import MIN_BYTES, RESULTS
-from .tensor import Tensor
+from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 
 
 class ShapeError(ValueError):
@@ -120,8 +120,13 @@ class Kernel:
                  index_dtypes: dict[str, str] | None = None) -> Instance:
         names = self.assignment.tensors()
         out = self.assignment.lhs.tensor
-        dtypes = {n: (dtypes or {}).get(n, "float64") for n in names}
-        index_dtypes = {n: (index_dtypes or {}).get(n, "int32") for n in names}
+        unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(names)
+        if unknown:
+            raise ValueError(f"dtypes given for tensors not in the expression: "
+                             f"{sorted(unknown)}")
+        dtypes = {n: str(checked_value_dtype((dtypes or {}).get(n, "float64"))) for n in names}
+        index_dtypes = {n: str(checked_index_dtype((index_dtypes or {}).get(n, "int32")))
+                        for n in names}
         dtypes[out] = _result_dtype(self.assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self.assignment), tuple(sorted((n, types[n]) for n in names)),

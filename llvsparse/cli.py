@@ -260,7 +260,7 @@ def dump(args: argparse.Namespace) -> int:
     try:
         inst = kernel.instance(_pairs(args.dtype, "--dtype"),
                                _pairs(args.index_dtype, "--index-dtype"))
-    except (*_lowering_errors(), TypeError) as error:
+    except (*_lowering_errors(), TypeError, ValueError) as error:
         raise CliError(str(error)) from None
     if args.name:
         from .export import check_name

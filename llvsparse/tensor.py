@@ -21,7 +21,7 @@ VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
 INDEX_LIMIT = 2**31 - 1
 
 
-def _index_dtype(requested, *sizes: int) -> np.dtype:
+def checked_index_dtype(requested, *sizes: int) -> np.dtype:
     if requested is not None:
         dtype = np.dtype(requested)
         if dtype not in (np.dtype("int32"), np.dtype("int64")):
@@ -30,7 +30,7 @@ def _index_dtype(requested, *sizes: int) -> np.dtype:
     return np.dtype("int64") if max(sizes, default=0) >= INDEX_LIMIT else np.dtype("int32")
 
 
-def _value_dtype(dtype) -> np.dtype:
+def checked_value_dtype(dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     if str(dtype) not in VALUE_DTYPES:
         raise TypeError(f"value dtype must be one of {', '.join(VALUE_DTYPES)}, not {dtype}")
@@ -48,7 +48,7 @@ class Tensor:
                  level_arrays, params, values, fill=0, name: str | None = None):
         self.shape = tuple(int(s) for s in shape)
         self.format = format
-        self.dtype = _value_dtype(dtype)
+        self.dtype = checked_value_dtype(dtype)
         self.index_dtype = np.dtype(index_dtype)
         self.level_extents = [int(e) for e in level_extents]
         self.level_arrays = level_arrays
@@ -89,14 +89,14 @@ class Tensor:
         order = len(shape)
         values = np.asarray(values).reshape(-1)
         coords = np.asarray(coords, dtype=np.int64).reshape(order, len(values))
-        values = values.astype(_value_dtype(dtype if dtype is not None else values.dtype))
+        values = values.astype(checked_value_dtype(dtype if dtype is not None else values.dtype))
         if values.ndim != 1 or len(values) != coords.shape[1]:
             raise ValueError(f"{coords.shape[1]} coordinates but {values.size} values")
         for mode, extent in enumerate(shape):
             if coords.shape[1] and (coords[mode].min() < 0 or coords[mode].max() >= extent):
                 raise ValueError(f"coordinates of mode {mode} fall outside [0, {extent})")
         fmt = as_format(format, order)
-        idx = _index_dtype(index_dtype, *shape, coords.shape[1])
+        idx = checked_index_dtype(index_dtype, *shape, coords.shape[1])
         modes = [lv.mode for lv in fmt.levels if lv.mode is not None]
         coords, values = _sorted_unique(coords, values, modes)
         if fmt.has_hidden_levels:
@@ -152,8 +152,8 @@ class Tensor:
     @classmethod
     def _wrap_dense(cls, array, fmt: Format, dtype, index_dtype, name) -> Tensor:
         """Row-major dense storage is the array itself: no copy when it is contiguous."""
-        values = np.ascontiguousarray(array, dtype=_value_dtype(dtype or array.dtype))
-        idx = _index_dtype(index_dtype, *array.shape)
+        values = np.ascontiguousarray(array, dtype=checked_value_dtype(dtype or array.dtype))
+        idx = checked_index_dtype(index_dtype, *array.shape)
         return cls(array.shape, fmt, values.dtype, idx, list(array.shape),
                    [{} for _ in fmt.levels], [{} for _ in fmt.levels], values.reshape(-1),
                    name=name)

@@ -266,3 +266,17 @@ def test_unknown_gpu_architecture(sm):
     spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
     with pytest.raises(ValueError, match="sm_NN|not a recognized processor"):
         spmv.ptx(sm)
+
+
+@pytest.mark.parametrize(("dtypes", "index_dtypes", "error", "match"), [
+    ({"A": "int8"}, None, TypeError, "value dtype must be one of"),
+    ({"A": "complex128"}, None, TypeError, "value dtype must be one of"),
+    (None, {"A": "int16"}, TypeError, "index dtype must be int32 or int64"),
+    (None, {"A": "float64"}, TypeError, "index dtype must be int32 or int64"),
+    ({"Z": "float32"}, None, ValueError, r"not in the expression: \['Z'\]"),
+])
+def test_instance_dtypes_are_checked(dtypes, index_dtypes, error, match):
+    """Kernel.instance (what `llvsparse dump --dtype` uses) compiled any dtype asked for."""
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
+    with pytest.raises(error, match=match):
+        spmv.instance(dtypes, index_dtypes)
