@@ -54,6 +54,34 @@ def _supported_dtype(dtype: np.dtype, path: str) -> np.dtype:
                      f"(supported: {', '.join(VALUE_DTYPES)})")
 
 
+def _exactly_as(values: np.ndarray, target: np.dtype, path: str) -> np.ndarray:
+    """``values`` as ``target``, refusing a cast that would change a value rather than
+    round it: into an integer type, every value must be a whole number in its range
+    (2**64 - 1 is not -1, 1.5 is not 1, NaN is not INT64_MIN); into a float type, a
+    finite value must stay finite. Floats may round (that is what a narrower float
+    is), and bool keeps numpy's truth (pattern files read as bool)."""
+    if target.kind == "b" or values.dtype == target:
+        return values.astype(target, copy=False)
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if values.dtype.kind == "f":
+            whole = np.isfinite(values) & (values == np.round(values))
+            fits = whole & (values >= float(info.min)) & (values < -float(info.min))
+        else:
+            fits = (values >= info.min) & (values <= info.max)
+        if not fits.all():
+            bad = values[np.argmin(fits)]
+            raise ValueError(f"{path}: value {bad} does not fit {target} exactly; read it "
+                             "with a wider dtype= or none")
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = values.astype(target)
+    if target.kind == "f":
+        overflow = np.isinf(cast) & np.isfinite(values)
+        if overflow.any():
+            raise ValueError(f"{path}: value {values[np.argmax(overflow)]} overflows {target}")
+    return cast
+
+
 def _check_shape(path: str, found: tuple[int, ...], shape: Sequence[int] | None) -> None:
     """Formats that store their shape can only confirm a requested one, never change it."""
     if shape is not None and tuple(int(s) for s in shape) != tuple(found):
@@ -84,8 +112,9 @@ def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = N
         coords, values, found = _read_npz(name)
     if kind not in (".tns", ".tns.gz"):
         _check_shape(name, found, shape)
-    values = values.astype(_supported_dtype(values.dtype, name), copy=False)
-    return Tensor.from_coo(coords, values, found, format, dtype, index_dtype)
+    target = np.dtype(dtype) if dtype is not None else _supported_dtype(values.dtype, name)
+    return Tensor.from_coo(coords, _exactly_as(values, target, name), found, format, None,
+                           index_dtype)
 
 
 def _dense_entries(array: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:

@@ -344,3 +344,37 @@ def test_bad_npy_and_npz(tmp_path):
     np.savez(tmp_path / "y.npz", a=np.ones(3))
     with pytest.raises(ValueError, match=r"y\.npz"):
         read(tmp_path / "y.npz")
+
+
+@pytest.mark.parametrize(("stored", "dtype", "match"), [
+    (np.array([2**64 - 1], np.uint64), None, "18446744073709551615 does not fit int64"),
+    (np.array([3_000_000_000], np.int64), "int32", "3000000000 does not fit int32"),
+    (np.array([1.5]), "int64", "1.5 does not fit int64"),
+    (np.array([np.nan]), "int64", "nan does not fit int64"),
+    (np.array([2.0**63]), "int64", "does not fit int64"),
+    (np.array([1e300]), "float32", "overflows float32"),
+])
+def test_read_refuses_casts_that_change_values(tmp_path, stored, dtype, match):
+    """A plain astype turned 2**64 - 1 into -1, 3e9 into -1294967296 and NaN into INT64_MIN."""
+    path = tmp_path / "v.npy"
+    np.save(path, stored)
+    with pytest.raises(ValueError, match=match) as info:
+        read(path, dtype=dtype)
+    assert "v.npy" in str(info.value)
+
+
+@pytest.mark.parametrize(("stored", "dtype"), [
+    (np.array([2**63 - 1, -2**63], np.int64), "int64"),
+    (np.array([7, 2**40], np.uint64), None),
+    (np.array([-2.0**63, 3.0, -0.5]), "float32"),
+    (np.array([2**31 - 1, -2**31], np.int64), "int32"),
+    (np.array([4.0, -2.0**31]), "int32"),
+    (np.array([2.0, 0.5]), "bool"),
+])
+def test_read_keeps_casts_that_keep_values(tmp_path, stored, dtype):
+    path = tmp_path / "v.npy"
+    np.save(path, stored)
+    tensor = read(path, dtype=dtype)
+    expected = stored.astype(dtype or np.int64)
+    assert tensor.dtype == expected.dtype
+    np.testing.assert_array_equal(tensor.to_numpy(), expected)
