@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io as _io
+import operator
 import os
 import zlib
 from collections.abc import Callable, Sequence
@@ -82,11 +83,19 @@ def _exactly_as(values: np.ndarray, target: np.dtype, path: str) -> np.ndarray:
     return cast
 
 
+def _extents(shape: Sequence[int]) -> list[int]:
+    """``shape`` as integers; 2.7 is refused rather than truncated to 2."""
+    try:
+        return [operator.index(s) for s in shape]
+    except TypeError:
+        raise ValueError(f"shape {tuple(shape)!r} must hold integers") from None
+
+
 def _check_shape(path: str, found: tuple[int, ...], shape: Sequence[int] | None) -> None:
     """Formats that store their shape can only confirm a requested one, never change it."""
-    if shape is not None and tuple(int(s) for s in shape) != tuple(found):
+    if shape is not None and tuple(_extents(shape)) != tuple(found):
         raise ValueError(f"{path}: file has shape {tuple(found)}, not the requested "
-                         f"{tuple(int(s) for s in shape)}")
+                         f"{tuple(_extents(shape))}")
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -119,6 +128,9 @@ def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = N
 
 def _dense_entries(array: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     """Nonzeros of a dense array; zeros of a dense file are fill, not stored entries."""
+    if array.ndim == 0:  # a scalar: one entry at no coordinates, or none if it is zero
+        stored = array.reshape(1)[array.reshape(1) != 0]
+        return np.zeros((0, len(stored)), np.int64), stored, ()
     coords = np.array(np.nonzero(array), dtype=np.int64).reshape(array.ndim, -1)
     return coords, array[tuple(coords)], tuple(array.shape)
 
@@ -151,6 +163,11 @@ def _read_npz(path: str) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
         raise
     except (*_DECODE_ERRORS, OSError, KeyError) as err:
         raise ValueError(f"{path}: not a scipy.sparse .npz file: {err}") from err
+    if hasattr(matrix, "check_format"):  # scipy loads index arrays without looking at them
+        try:
+            matrix.check_format(full_check=True)
+        except ValueError as err:
+            raise ValueError(f"{path}: corrupt sparse matrix: {err}") from err
     return _sparse_entries(matrix)
 
 
@@ -193,7 +210,7 @@ def _read_tns(path: str, shape: Sequence[int] | None, dtype: np.dtype | None
     if order is None:
         if shape is None:
             raise ValueError(f"{path}: no entries, so the shape is unknown; pass shape=")
-        found = tuple(int(s) for s in shape)
+        found = tuple(_extents(shape))
         values = np.zeros(0, dtype=dtype if dtype is not None else np.float64)
         return np.zeros((len(found), 0), np.int64), values, found
     if shape is not None and len(shape) != order:
@@ -215,7 +232,7 @@ def _read_tns(path: str, shape: Sequence[int] | None, dtype: np.dtype | None
         raise ValueError(f"{path}: malformed FROSTT file")
     coords = rows["c"].T.astype(np.int64) - 1
     values = np.ascontiguousarray(rows["v"])
-    found = tuple(int(s) for s in shape) if shape is not None else \
+    found = tuple(_extents(shape)) if shape is not None else \
         tuple(int(m) + 1 for m in coords.max(axis=1))
     if coords.min() < 0 or any(int(coords[m].max()) >= found[m] for m in range(order)):
         _tns_locate_error(path, order, found)
@@ -278,7 +295,8 @@ def write(tensor: Tensor, path: PathLike) -> None:
         import scipy.sparse
 
         _need_matrix(tensor, name)
-        scipy.sparse.save_npz(name, tensor.to_scipy("coo"))
+        with open(name, "wb") as fh:  # given a name, scipy appends ".npz" to "x.NPZ"
+            scipy.sparse.save_npz(fh, tensor.to_scipy("coo"))
 
 
 def _need_matrix(tensor: Tensor, path: str) -> None:

@@ -378,3 +378,42 @@ def test_read_keeps_casts_that_keep_values(tmp_path, stored, dtype):
     expected = stored.astype(dtype or np.int64)
     assert tensor.dtype == expected.dtype
     np.testing.assert_array_equal(tensor.to_numpy(), expected)
+
+
+@pytest.mark.parametrize("value", [2.5, 0.0])
+def test_scalar_npy_round_trip(tmp_path, value):
+    """An order-0 result written by `llvsparse run 's = ...' -o s.npy` reads back."""
+    scalar = ls.Tensor.from_numpy(np.array(value))
+    write(scalar, tmp_path / "s.npy")
+    back = read(tmp_path / "s.npy")
+    assert back.shape == () and back.to_numpy() == value
+
+
+def test_upper_case_extensions_keep_their_names(tmp_path):
+    tensor = ls.Tensor.from_scipy(_random_matrix("real", False))
+    for name in ("m.NPZ", "m.MTX", "m.NPY", "m.TNS", "m.MTX.GZ"):
+        write(tensor, tmp_path / name)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+        np.testing.assert_array_equal(read(tmp_path / name).to_numpy(), tensor.to_numpy())
+        (tmp_path / name).unlink()
+
+
+@pytest.mark.parametrize(("indptr", "indices", "match"), [
+    ([0, 2, 1], [0, 1], "corrupt sparse matrix"),
+    ([0, 1, 2], [0, 9], "corrupt sparse matrix"),
+])
+def test_corrupt_npz_names_the_file(tmp_path, indptr, indices, match):
+    """scipy loads an .npz's index arrays without looking at them."""
+    path = tmp_path / "c.npz"
+    np.savez(path, format=b"csr", shape=np.array([2, 3]), data=np.ones(2),
+             indices=np.array(indices, np.int32), indptr=np.array(indptr, np.int32))
+    with pytest.raises(ValueError, match=match) as info:
+        read(path)
+    assert "c.npz" in str(info.value)
+
+
+def test_shape_must_hold_integers(tmp_path):
+    np.save(tmp_path / "v.npy", np.ones((2, 3)))
+    with pytest.raises(ValueError, match="must hold integers"):
+        read(tmp_path / "v.npy", shape=(2.7, 3))
+    assert read(tmp_path / "v.npy", shape=(np.int64(2), 3)).shape == (2, 3)
