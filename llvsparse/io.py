@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import io as _io
-import operator
 import os
 import zlib
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from numpy.typing import DTypeLike
 
 from .format import Format
 from .matrix_market import read_matrix_market, write_matrix_market
-from .tensor import VALUE_DTYPES, Tensor
+from .tensor import VALUE_DTYPES, Tensor, checked_shape
 
 PathLike = str | os.PathLike
 FormatSpec = Format | str | Sequence
@@ -83,19 +82,11 @@ def _exactly_as(values: np.ndarray, target: np.dtype, path: str) -> np.ndarray:
     return cast
 
 
-def _extents(shape: Sequence[int]) -> list[int]:
-    """``shape`` as integers; 2.7 is refused rather than truncated to 2."""
-    try:
-        return [operator.index(s) for s in shape]
-    except TypeError:
-        raise ValueError(f"shape {tuple(shape)!r} must hold integers") from None
-
-
 def _check_shape(path: str, found: tuple[int, ...], shape: Sequence[int] | None) -> None:
     """Formats that store their shape can only confirm a requested one, never change it."""
-    if shape is not None and tuple(_extents(shape)) != tuple(found):
+    if shape is not None and tuple(checked_shape(shape)) != tuple(found):
         raise ValueError(f"{path}: file has shape {tuple(found)}, not the requested "
-                         f"{tuple(_extents(shape))}")
+                         f"{tuple(checked_shape(shape))}")
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -210,7 +201,7 @@ def _read_tns(path: str, shape: Sequence[int] | None, dtype: np.dtype | None
     if order is None:
         if shape is None:
             raise ValueError(f"{path}: no entries, so the shape is unknown; pass shape=")
-        found = tuple(_extents(shape))
+        found = tuple(checked_shape(shape))
         values = np.zeros(0, dtype=dtype if dtype is not None else np.float64)
         return np.zeros((len(found), 0), np.int64), values, found
     if shape is not None and len(shape) != order:
@@ -232,7 +223,7 @@ def _read_tns(path: str, shape: Sequence[int] | None, dtype: np.dtype | None
         raise ValueError(f"{path}: malformed FROSTT file")
     coords = rows["c"].T.astype(np.int64) - 1
     values = np.ascontiguousarray(rows["v"])
-    found = tuple(_extents(shape)) if shape is not None else \
+    found = tuple(checked_shape(shape)) if shape is not None else \
         tuple(int(m) + 1 for m in coords.max(axis=1))
     if coords.min() < 0 or any(int(coords[m].max()) >= found[m] for m in range(order)):
         _tns_locate_error(path, order, found)

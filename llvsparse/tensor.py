@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from functools import partial
 
@@ -26,8 +27,39 @@ def checked_index_dtype(requested, *sizes: int) -> np.dtype:
         dtype = np.dtype(requested)
         if dtype not in (np.dtype("int32"), np.dtype("int64")):
             raise TypeError(f"index dtype must be int32 or int64, not {dtype}")
+        if dtype == np.dtype("int32") and max(sizes, default=0) > INDEX_LIMIT:
+            raise ValueError(f"index dtype int32 cannot hold a size of {max(sizes)}; "
+                             "use int64")
         return dtype
     return np.dtype("int64") if max(sizes, default=0) >= INDEX_LIMIT else np.dtype("int32")
+
+
+def checked_shape(shape) -> tuple[int, ...]:
+    """``shape`` as non-negative integers; 2.9 is refused rather than truncated to 2."""
+    try:
+        extents = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be a sequence of integers, not {shape!r}") from None
+    if any(e < 0 for e in extents):
+        raise ValueError(f"shape {extents} has a negative extent")
+    return extents
+
+
+def _coordinate_array(coords, order: int, count: int) -> np.ndarray:
+    """``coords`` as an (order, count) int64 array. (count, order) pairs and fractional
+    coordinates are refused: reshaping the one scrambles entries, and casting the
+    other truncates them, both silently."""
+    array = np.asarray(coords)
+    if order == 1 and array.ndim == 1:
+        array = array.reshape(1, -1)
+    if array.size == 0 and count == 0:
+        return np.zeros((order, 0), np.int64)
+    if array.shape != (order, count):
+        raise ValueError(f"coords must have shape (order, nnz) = ({order}, {count}) for "
+                         f"{count} values, not {array.shape}")
+    if array.size and array.dtype.kind not in "iub":
+        raise TypeError(f"coordinates must be integers, not {array.dtype}")
+    return array.astype(np.int64)
 
 
 def checked_value_dtype(dtype) -> np.dtype:
@@ -85,13 +117,11 @@ class Tensor:
     def from_coo(cls, coords, values, shape, format="coo", dtype=None, index_dtype=None,
                  name: str | None = None) -> Tensor:
         """Pack coordinates ((order, nnz), as in pydata/sparse) and values; sums duplicates."""
-        shape = tuple(int(s) for s in shape)
+        shape = checked_shape(shape)
         order = len(shape)
         values = np.asarray(values).reshape(-1)
-        coords = np.asarray(coords, dtype=np.int64).reshape(order, len(values))
+        coords = _coordinate_array(coords, order, len(values))
         values = values.astype(checked_value_dtype(dtype if dtype is not None else values.dtype))
-        if values.ndim != 1 or len(values) != coords.shape[1]:
-            raise ValueError(f"{coords.shape[1]} coordinates but {values.size} values")
         for mode, extent in enumerate(shape):
             if coords.shape[1] and (coords[mode].min() < 0 or coords[mode].max() >= extent):
                 raise ValueError(f"coordinates of mode {mode} fall outside [0, {extent})")

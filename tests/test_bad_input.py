@@ -280,3 +280,33 @@ def test_instance_dtypes_are_checked(dtypes, index_dtypes, error, match):
     spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
     with pytest.raises(error, match=match):
         spmv.instance(dtypes, index_dtypes)
+
+
+@pytest.mark.parametrize(("coords", "values", "shape", "error", "match"), [
+    ([[0, 1], [1, 2], [2, 0]], [1., 2., 3.], (3, 3), ValueError, r"\(2, 3\) for 3 values"),
+    ([[0, 1, 2]], [1., 2.], (3,), ValueError, r"\(1, 2\) for 2 values"),
+    ([[0.9, 1.5]], [1., 2.], (3,), TypeError, "coordinates must be integers"),
+    ([[0], [1]], [1.], (2.9, 3), TypeError, "sequence of integers"),
+    ([[0], [1]], [1.], (2, -3), ValueError, "negative extent"),
+    ([[0], [1]], [1.], "ab", TypeError, "sequence of integers"),
+])
+def test_from_coo_refuses_what_it_would_scramble(coords, values, shape, error, match):
+    """(nnz, order) pairs were reshaped, not transposed, and fractional coordinates and
+    extents truncated: all silently."""
+    with pytest.raises(error, match=match):
+        ls.Tensor.from_coo(coords, values, shape)
+
+
+def test_explicit_int32_indices_refuse_large_extents():
+    with pytest.raises(ValueError, match="int32 cannot hold a size of 4000000000"):
+        ls.Tensor.from_coo([[0], [3_000_000_000]], [1.0], (1, 4_000_000_000), format="csr",
+                           index_dtype="int32")
+
+
+def test_from_coo_accepts_its_documented_forms():
+    one_d = ls.Tensor.from_coo([2, 0], [5.0, 7.0], (3,))
+    np.testing.assert_array_equal(one_d.to_numpy(), [7.0, 0.0, 5.0])
+    empty = ls.Tensor.from_coo([], [], (2, 2), format="csr")
+    assert empty.nnz == 0 and empty.shape == (2, 2)
+    scalar = ls.Tensor.from_coo(np.zeros((0, 1)), [4.0], ())
+    assert scalar.to_numpy() == 4.0
