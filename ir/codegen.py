@@ -292,6 +292,11 @@ class KernelCompiler:
         width = max(1, element.width // 8) if isinstance(element, ir.IntType) else (
             8 if isinstance(element, ir.DoubleType) else 4)
         bytes_per = ir.Constant(I64, width)
+        # A count past what a byte size can hold (or wrapped negative) fails like malloc.
+        too_big = b.or_(b.icmp_signed("<", needed, ZERO),
+                        b.icmp_signed(">", new_cap, ir.Constant(I64, (2**63 - 1) // width)))
+        with b.if_then(too_big):
+            b.ret(ir.Constant(result, [ir.Constant(I8P, None), ZERO]))
         raw = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
         failed = b.icmp_unsigned("==", raw, ir.Constant(I8P, None))
         with b.if_then(failed):

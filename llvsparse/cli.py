@@ -266,7 +266,7 @@ def dump(args: argparse.Namespace) -> int:
         from .export import check_name
 
         try:
-            check_name(args.name, inst)
+            check_name(args.name, kernel.llvm_ir, inst.jit.name)
         except ValueError as error:
             raise CliError(f"--name: {error}") from None
     cached: list[_Machine] = []

@@ -138,25 +138,26 @@ TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "free", "memcpy", "
                    "memset", "memcmp", "bcmp", *re.findall(_FUNCTION, HOST_RUNTIME_IR)})
 
 
-def check_name(name: str, inst) -> None:
-    """Raise ValueError unless ``name`` can name the kernel's entry points in C: an ASCII
-    identifier, no keyword, and none of its entries (``name``, ``name_range``, ...) the
-    same as a symbol the code or header already uses."""
+def check_name(name: str, ir_text: str, entry: str) -> None:
+    """Raise ValueError unless ``name`` can replace ``entry`` in the names of the entry
+    points of the kernel in ``ir_text`` (``entry``, ``entry_range``, ...): an ASCII C
+    identifier, no keyword, and no renamed entry the same as a symbol the code or header
+    already uses."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"{name!r} is not a C identifier (ASCII letters, digits and "
                          "underscores, not starting with a digit)")
     if name in C_KEYWORDS:
         raise ValueError(f"{name!r} is a C keyword")
-    functions = set(re.findall(_FUNCTION, inst.jit.llvm_ir))
-    entries = {f for f in functions if f.startswith(inst.jit.name)}
-    clash = sorted({name + f[len(inst.jit.name):] for f in entries} & (functions - entries | TAKEN))
+    functions = set(re.findall(_FUNCTION, ir_text))
+    entries = {f for f in functions if f.startswith(entry)}
+    clash = sorted({name + f[len(entry):] for f in entries} & (functions - entries | TAKEN))
     if clash:
         raise ValueError(f"kernel name {name!r} would define {clash[0]}, which the kernel's "
                          "code or header already uses")
 
 
 def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
-    check_name(name, inst)
+    check_name(name, inst.jit.llvm_ir, inst.jit.name)
     if path.suffix not in (".o", ".so", ".dylib"):
         raise ValueError(f"export to .o or .so, not {path.suffix or 'a name without suffix'!r}")
     text = inst.jit.llvm_ir.replace(f'@"{inst.jit.name}', f'@"{name}')

@@ -32,9 +32,46 @@ class Level:
     block: int | None = None  # stores (mode coordinate // block), or % block when inner
     inner: bool = False
 
+    def __post_init__(self) -> None:
+        """Refuse settings that would otherwise be coerced into something else: a
+        property "false" read as True, a mode 0.0, a block of -1."""
+        if not isinstance(self.kind, str):
+            raise FormatError(f"a level format name must be a string, not {self.kind!r}")
+        if self.mode is not None:
+            object.__setattr__(self, "mode", _whole(self.mode, f"mode of level {self.kind!r}",
+                                                    least=0))
+        for what, settings in (("properties", self.properties), ("params", self.params)):
+            if not isinstance(settings, Mapping):
+                raise FormatError(f"{what} of level {self.kind!r} must be a mapping, not "
+                                  f"{settings!r}")
+        for prop, value in self.properties.items():
+            if not isinstance(value, (bool, np.bool_)):
+                raise FormatError(f"property {prop!r} of level {self.kind!r} must be True or "
+                                  f"False, not {value!r}")
+        if self.block is not None:
+            object.__setattr__(self, "block", _whole(self.block, f"block of level "
+                                                     f"{self.kind!r}", least=1))
+        if not isinstance(self.inner, (bool, np.bool_)) or (self.inner and self.block is None):
+            raise FormatError(f"inner of level {self.kind!r} must be True or False, and True "
+                              "only with a block")
+
     def key(self) -> tuple:
         return (self.kind, self.mode, tuple(sorted(self.properties.items())),
                 tuple(sorted(self.params.items())), self.block, self.inner)
+
+
+# Level parameters fit int32 indices, so that sizes derived from one (rows * W) stay
+# within int64: W = 2**62 made 4 * W wrap to 0 bytes, and the kernel wrote past them.
+PARAM_LIMIT = 2**31 - 1
+
+
+def _whole(value, what: str, least: int) -> int:
+    """``value`` as an int of at least ``least``; bools and floats are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < least:
+        kind = "a positive" if least == 1 else "a non-negative"
+        raise FormatError(f"{what} must be {kind} integer, not {value!r}")
+    return int(value)
 
 
 def _level(spec: Level | str, mode: int | None) -> Level:
@@ -66,6 +103,11 @@ class Format:
         self.order = len(set(stored))
         if sorted(set(stored)) != list(range(self.order)):
             raise FormatError(f"levels store modes {stored}; expected each of 0..{self.order - 1}")
+        for mode in set(stored):
+            sharing = [lv for lv in self.levels if lv.mode == mode]
+            if len(sharing) > 1 and not all(lv.block for lv in sharing):
+                raise FormatError(f"{len(sharing)} levels store mode {mode}; a mode is split "
+                                  "over several levels only by blocks (block=...)")
         for level in self.levels:
             self._check_level(level)
 
@@ -82,9 +124,9 @@ class Format:
         for param, value in level.params.items():
             if param not in definition.params:
                 raise FormatError(f"level {level.kind!r} has no parameter {param!r}")
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise FormatError(f"parameter {param} of level {level.kind!r} must be a "
-                                  f"positive integer, not {value!r}")
+            if _whole(value, f"parameter {param} of level {level.kind!r}", 1) > PARAM_LIMIT:
+                raise FormatError(f"parameter {param} of level {level.kind!r} is {value}, "
+                                  f"more than the {PARAM_LIMIT} a parameter may be")
 
     def key(self) -> tuple:
         if "_key" not in self.__dict__:

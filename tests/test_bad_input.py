@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
+from llvsparse.runtime import KernelRuntimeError
 
 B = np.array([[5, 1, 0, 0], [7, 3, 0, 0], [0, 0, 0, 0], [8, 0, 4, 9]], dtype=float)
 
@@ -310,3 +311,35 @@ def test_from_coo_accepts_its_documented_forms():
     assert empty.nnz == 0 and empty.shape == (2, 2)
     scalar = ls.Tensor.from_coo(np.zeros((0, 1)), [4.0], ())
     assert scalar.to_numpy() == 4.0
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: ls.Level("compressed", 1, {"unique": "false"}), "must be True or False"),
+    (lambda: ls.Level("dense", 0.0), "mode of level 'dense' must be a non-negative integer"),
+    (lambda: ls.Level("dense", True), "mode of level 'dense' must be a non-negative integer"),
+    (lambda: ls.Level("dense", -1), "non-negative integer, not -1"),
+    (lambda: ls.Level(["dense"], 0), "must be a string"),
+    (lambda: ls.Level("dense", 0, properties=["ordered"]), "must be a mapping"),
+    (lambda: ls.Level("dense", 0, block=0), "block of level 'dense' must be a positive integer"),
+    (lambda: ls.Level("dense", 0, block=1.5), "block of level 'dense' must be a positive integer"),
+    (lambda: ls.Level("dense", 0, inner=True), "True only with a block"),
+    (lambda: ls.Format([ls.Level("dense", 0), ls.Level("compressed", 0)]),
+     "2 levels store mode 0"),
+    (lambda: ls.Format([ls.Level("dense", 0), ls.Level("hashed", 1, params={"W": True})]),
+     "parameter W of level 'hashed' must be a positive integer"),
+    (lambda: ls.Format([ls.Level("dense", 0), ls.Level("hashed", 1, params={"W": 2**64})]),
+     "more than the 2147483647"),
+])
+def test_level_settings_are_not_coerced(make, match):
+    """'false' read as True, W = 2**64 wrapped to 0 (a division by zero in the kernel),
+    and two unblocked levels on one mode read past their arrays."""
+    with pytest.raises(ls.FormatError, match=match):
+        make()
+
+
+def test_largest_parameter_fails_cleanly():
+    """Sizes derived from the largest W need more memory than there is: out of memory,
+    not a wrapped size and writes past a small buffer."""
+    fmt = ls.Format([ls.Level("dense", 0), ls.Level("hashed", 1, params={"W": 2**31 - 1})])
+    with pytest.raises(KernelRuntimeError, match="out of memory"):
+        ls.Tensor.from_numpy(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]), format=fmt)
