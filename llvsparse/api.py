@@ -284,7 +284,7 @@ class Kernel:
         return self._default().concrete
 
     # -- calling ------------------------------------------------------------------------
-    def __call__(self, check: bool = True, threads: int | None = None, **tensors):
+    def __call__(self, *, check: bool = True, threads: int | None = None, **tensors):
         """Run on tensors given by name. ``check=False`` skips the O(nnz) validation of
         trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call."""
         if self._last_bound is not None:
@@ -295,13 +295,22 @@ class Kernel:
         self._last_bound = bound
         return bound()
 
-    def bind(self, check: bool = True, threads: int | None = None, **tensors) -> BoundCall:
+    def bind(self, *, check: bool = True, threads: int | None = None,
+             **tensors) -> BoundCall:
         """Validate, specialize and prepare descriptors once; the returned callable runs
         the kernel on these operands with almost no Python work (for calls in a loop)."""
         names, out = self._names, self.assignment.lhs.tensor
         missing = [n for n in names if n != out and n not in tensors]
         if missing:
             raise TypeError(f"missing tensors: {', '.join(missing)}")
+        if out in tensors:
+            raise TypeError(f"{out} is the kernel's output, not an operand (to write into an "
+                            "array, call a binding: kernel.bind(...)(out=array))")
+        unknown = sorted(set(tensors) - set(names))
+        if unknown:
+            raise TypeError(f"tensors not in the expression: {', '.join(unknown)}")
+        if not isinstance(check, (bool, np.bool_)):
+            raise TypeError(f"check must be True or False, not {check!r}")
         inputs = {n: _as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
         extents = self._extents(inputs)
         if check:

@@ -343,3 +343,20 @@ def test_largest_parameter_fails_cleanly():
     fmt = ls.Format([ls.Level("dense", 0), ls.Level("hashed", 1, params={"W": 2**31 - 1})])
     with pytest.raises(KernelRuntimeError, match="out of memory"):
         ls.Tensor.from_numpy(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]), format=fmt)
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda k, A, x: k(A=A, x=x, X=x), "tensors not in the expression: X"),
+    (lambda k, A, x: k(A=A, x=x, y=np.zeros(4)), "y is the kernel's output"),
+    (lambda k, A, x: k.bind(A=A, x=x, y=np.zeros(4)), "y is the kernel's output"),
+    (lambda k, A, x: k(A, x), "positional argument"),
+    (lambda k, A, x: k(A=A, x=x, check="no"), "check must be True or False"),
+    (lambda k, A, x: ls.evaluate("y(i) = A(i,j) * x(j)", A=A, x=x, y=np.zeros(4)),
+     "y is the kernel's output"),
+])
+def test_kernel_call_refuses_operands_it_would_ignore(call, match):
+    """An unknown name, or an array under the output's name, was silently ignored."""
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    A = ls.Tensor.from_numpy(B, format="csr")
+    with pytest.raises(TypeError, match=match):
+        call(spmv, A, np.ones(4))
