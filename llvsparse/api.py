@@ -68,6 +68,14 @@ def _result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
         result = np.dtype("float64")
     if result.kind == "u":
         result = np.dtype("int64")
+    if result.kind == "i":
+        limits = np.iinfo(result)
+        for value in literals:
+            if not isinstance(value, bool) and isinstance(value, int) \
+                    and not limits.min <= value <= limits.max:
+                raise OverflowError(f"the literal {value} does not fit the result dtype "
+                                    f"{result} (numpy refuses it too); write it as a float "
+                                    "or give an operand a wider dtype")
     return str(result)
 
 

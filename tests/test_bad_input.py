@@ -360,3 +360,16 @@ def test_kernel_call_refuses_operands_it_would_ignore(call, match):
     A = ls.Tensor.from_numpy(B, format="csr")
     with pytest.raises(TypeError, match=match):
         call(spmv, A, np.ones(4))
+
+
+@pytest.mark.parametrize(("expression", "dtype"), [
+    ("y(i) = x(i) * 3000000000", np.int32), ("y(i) = x(i) + 9223372036854775808", np.int64),
+    ("y(i) = x(i) - -2147483649", np.int32)])
+def test_integer_literal_outside_the_result_dtype(expression, dtype):
+    """It wrapped silently (x * 3000000000 over int32 gave -1294967296 for x = 1);
+    numpy raises OverflowError for the same literal."""
+    x = np.arange(3, dtype=dtype)
+    with pytest.raises(OverflowError):
+        x * int(expression.split()[-1])  # numpy's behaviour, the reference
+    with pytest.raises(OverflowError, match="does not fit the result dtype"):
+        ls.evaluate(expression, x=x)
