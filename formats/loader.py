@@ -175,6 +175,20 @@ class LevelDef:
             and node.value.elts[-1].value is True for node in returns)
 
     @property
+    def sized_by_extent(self) -> bool:
+        """Whether inserting sizes the level at its extent per parent position (``return
+        parent_size * N``), so that a dense-like tensor's values are as many as the
+        product of its extents and can be allocated from the shape alone."""
+        function = self.functions.get("size")
+        if function is None or len(function.body) != 1:
+            return False
+        node = function.body[0]
+        product = node.value if isinstance(node, ast.Return) else None
+        return (isinstance(product, ast.BinOp) and isinstance(product.op, ast.Mult)
+                and {getattr(product.left, "id", None), getattr(product.right, "id", None)}
+                == {"parent_size", "N"})
+
+    @property
     def can_locate(self) -> bool:
         """Random access to a coordinate under a parent."""
         return "locate" in self.functions

@@ -47,6 +47,15 @@ class LevelFormatClash(ValueError):
 _LOCK = threading.RLock()
 _shipped: dict[str, LevelDef] | None = None
 _user: dict[str, LevelDef] = {}
+# Bumped whenever a definition is added, reloaded or removed: memos keyed by level format
+# names (a Format's tensor types, conversion kernels) include it, so a reloaded plugin is
+# never served code compiled from its old definition.
+_generation = [0]
+
+
+def generation() -> int:
+    """How many times the registered definitions have changed."""
+    return _generation[0]
 
 
 def _load_shipped() -> dict[str, LevelDef]:
@@ -103,6 +112,7 @@ def register_level_format(path: str | os.PathLike[str], replace: bool = False) -
                 f"{level.path}: level format {level.name!r} already exists (from "
                 f"{existing.path}); rename it or pass replace=True")
         _user[level.name] = level
+        _generation[0] += 1
     return level
 
 
@@ -112,3 +122,4 @@ def unregister_level_format(name: str) -> None:
         if name not in _user:
             raise UnknownLevelFormat(name, list(_user))
         del _user[name]
+        _generation[0] += 1

@@ -25,13 +25,14 @@ from .backends.cpu import (
     load_object,
 )
 from .format import Format, as_format, named_format
+from .formats.registry import generation as registry_generation
 from .gather import Scratch, gather_parallel
 from .ir.cin import operands
 from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
-from .outputs import AssembledOutput
+from .outputs import AssembledOutput, output_params
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .results import MIN_BYTES, RESULTS
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
@@ -138,7 +139,7 @@ class Kernel:
         dtypes[out] = _result_dtype(self.assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self.assignment), tuple(sorted((n, types[n]) for n in names)),
-               self.fastmath, self.convert)
+               self.fastmath, self.convert, registry_generation())
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
         if cached is None:
@@ -446,13 +447,14 @@ class BoundCall:
             self.checked_out: Callable[[], np.ndarray | None] = lambda: None
             self.size = int(np.prod(self.extents))
             self.dtype = np.dtype(self.out_type.dtype)
+            params, self.flat_params = output_params(out_format, self.out_type, self.extents)
             self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
-                                               self.extents)
+                                               self.extents, params)
             # Below the pool's threshold a fresh result comes straight from numpy, left
             # uncleared where the kernel sets every entry (see ResultPool.zeros).
             if self.size * self.dtype.itemsize < MIN_BYTES:
                 self.new_small = np.empty if inst.initializes_output else np.zeros
-            self.output = runtime.DescriptorHolder(self.extents, [None], [])
+            self.output = runtime.DescriptorHolder(self.extents, [None], self.flat_params)
         else:
             self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
             self.output = self.assembled.holder(reserve=False)
@@ -470,7 +472,7 @@ class BoundCall:
 
     def _run_dense(self, code: JitKernel, values: np.ndarray,
                    prepare: Callable[[int, int], None] | None = None) -> None:
-        output = runtime.DescriptorHolder(self.extents, [values], [])
+        output = runtime.DescriptorHolder(self.extents, [values], self.flat_params)
         if self.plan:
             runtime.call_parallel(code.range_address, [output, *self.inputs],
                                   self.plan, prepare)
@@ -639,9 +641,10 @@ def _expected_entries(inputs) -> int:
 
 
 def _dense_like(out_type: TensorType) -> bool:
-    """Levels that are full, insert-only and array-free: storage sized up front."""
+    """Levels that are full, insert-only, array-free and sized by their extents: storage
+    allocated up front from the shape."""
     return all(lv.full and lv.can_insert and not lv.definition.arrays
-               for lv in out_type.levels)
+               and lv.definition.sized_by_extent for lv in out_type.levels)
 
 
 def _parallel_mode(nests, types: dict[str, TensorType], out: str) -> int | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .formats.registry import generation as registry_generation
 from .formats.registry import get_level
 from .ir.types import PROPERTY_NAMES, LevelType, TensorType
 
@@ -148,7 +149,7 @@ class Format:
     def tensor_type(self, dtype: str, index_dtype: str) -> TensorType:
         """The compiler's view of this format for given value and index dtypes (memoized:
         the call path needs it for every operand)."""
-        key = (dtype, index_dtype)
+        key = (dtype, index_dtype, registry_generation())
         cache = self.__dict__.setdefault("_types", {})
         if key not in cache:
             cache[key] = self._tensor_type(dtype, index_dtype)

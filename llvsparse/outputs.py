@@ -27,6 +27,14 @@ class _Adopted:
     levels: tuple[int, ...]  # every level that names this array (shared arrays: several)
 
 
+def output_params(fmt: Format, ttype, extents: list[int]) -> tuple[list[dict], list[int]]:
+    """An output's level parameters, per level and in descriptor order: the format's,
+    or the level's extent for one it leaves open (a hash output of W = N buckets)."""
+    params = [{p: int(level.params.get(p, max(extent, 1))) for p in ttype.levels[k].params}
+              for k, (level, extent) in enumerate(zip(fmt.levels, extents))]
+    return params, [params[k][p] for k, p in ttype.param_slots()]
+
+
 class AssembledOutput:
     """The plan for one binding's sparse output.
 
@@ -40,11 +48,7 @@ class AssembledOutput:
         self.shape, self.format = shape, fmt
         self.dtype, self.index_dtype = np.dtype(ttype.dtype), np.dtype(ttype.index_dtype)
         self.extents = [shape[lv.mode] for lv in fmt.levels]
-        self.params = []
-        for k, (level, extent) in enumerate(zip(fmt.levels, self.extents)):
-            self.params.append({p: int(level.params.get(p, max(extent, 1)))
-                                for p in ttype.levels[k].params})
-        self.flat_params = [int(self.params[k][p]) for k, p in ttype.param_slots()]
+        self.params, self.flat_params = output_params(fmt, ttype, self.extents)
         slots = ttype.array_slots()
         self.values_slot = len(slots)
         self.adopted = [

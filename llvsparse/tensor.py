@@ -11,6 +11,7 @@ import numpy as np
 from . import notation as nt
 from .expr_api import access, make_assignment
 from .format import Format, Level, as_format, named_format
+from .formats.registry import generation as registry_generation
 from .formats.registry import get_level
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
@@ -306,10 +307,12 @@ class Tensor:
         return cached[1]
 
     @classmethod
-    def dense_outputs(cls, shape, fmt: Format, ttype, extents) -> Callable[[np.ndarray], Tensor]:
+    def dense_outputs(cls, shape, fmt: Format, ttype, extents, params: list[dict]
+                      ) -> Callable[[np.ndarray], Tensor]:
         """A maker of outputs whose levels need no arrays, around preallocated values (the
         fast path of a kernel call: no validation, no kernel-owned memory to adopt). The
-        fields every such output shares are worked out once, here, not per call."""
+        fields every such output shares are worked out once, here, not per call; so are
+        its level parameters, which no kernel changes."""
         index_dtype = np.dtype(ttype.index_dtype)
         shared = {"shape": shape, "format": fmt, "index_dtype": index_dtype,
                   "level_extents": extents, "fill": 0, "name": None}
@@ -320,7 +323,7 @@ class Tensor:
             fields = tensor.__dict__
             fields.update(shared)
             fields.update(dtype=values.dtype, values=values,
-                          level_arrays=[{} for _ in levels], params=[{} for _ in levels])
+                          level_arrays=[{} for _ in levels], params=params)
             return tensor
         return make
 
@@ -464,7 +467,7 @@ _COPY_KERNELS: dict = {}
 
 
 def _copy_kernel(assignment, source: Format, target: Format, index_dtype: str, kernel_type):
-    key = (source, target, str(assignment), index_dtype)
+    key = (source, target, str(assignment), index_dtype, registry_generation())
     if key not in _COPY_KERNELS:
         _COPY_KERNELS[key] = kernel_type(assignment, {"A": source}, target,
                                          out_index_dtype=index_dtype, convert=False)
