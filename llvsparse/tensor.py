@@ -454,12 +454,21 @@ class Tensor:
         return access(self, indices)
 
     def __setitem__(self, indices, value) -> None:
-        from .api import Kernel
+        from .api import Kernel, ShapeError
 
         assignment, objects = make_assignment(self, indices, value)
         inputs = {n: t for n, t in objects.items() if t is not self}
         formats = {n: t.format for n, t in inputs.items()}
         result = Kernel(assignment, formats, self.format)(**inputs)
+        if result.shape != self.shape:
+            raise ShapeError(f"the expression gives shape {result.shape}, but the tensor "
+                             f"assigned to has shape {self.shape}")
+        if result.dtype != self.dtype:
+            if not np.can_cast(result.dtype, self.dtype, "same_kind"):
+                raise TypeError(f"cannot assign a {result.dtype} result to a {self.dtype} "
+                                "tensor (numpy's same_kind rule)")
+            result.values = result.values.astype(self.dtype)
+            result.dtype = self.dtype
         self.__dict__.update({k: v for k, v in result.__dict__.items() if k != "name"})
 
 

@@ -373,3 +373,20 @@ def test_integer_literal_outside_the_result_dtype(expression, dtype):
         x * int(expression.split()[-1])  # numpy's behaviour, the reference
     with pytest.raises(OverflowError, match="does not fit the result dtype"):
         ls.evaluate(expression, x=x)
+
+
+def test_operator_assignment_keeps_the_tensor_assigned_to():
+    """out[i] = ... replaced out's shape (5 became 2) and dtype (int32 became float64)."""
+    i, j = ls.index_vars("i j")
+    A = ls.Tensor.from_numpy(B, format="csr")
+    x = ls.Tensor.from_numpy(np.arange(4.0))
+    with pytest.raises(ls.ShapeError, match=r"shape \(4,\).*shape \(5,\)"):
+        out = ls.Tensor.from_numpy(np.zeros(5))
+        out[i] = A[i, j] * x[j]
+    with pytest.raises(TypeError, match="float64 result to a int32 tensor"):
+        out = ls.Tensor.from_numpy(np.zeros(4, np.int32))
+        out[i] = A[i, j] * x[j]
+    out = ls.Tensor.from_numpy(np.zeros(4, np.float32))
+    out[i] = A[i, j] * x[j]
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.to_numpy(), B @ np.arange(4.0), rtol=1e-6)
