@@ -535,6 +535,35 @@ class _Parser:
             self.advance()
 
 
+# Bounds on what one expression may hold: the compiler walks expressions recursively
+# (a 300-factor product exhausted Python's stack), and LLVM refuses names past about a
+# thousand characters.
+MAX_NESTING = 64
+MAX_OPERATORS = 256
+MAX_NAME = 256
+
+
+def _check_size(text: str) -> None:
+    """Raise for input that is not a string, or too large to compile, pointing at the
+    first character past the limit."""
+    if not isinstance(text, str):
+        raise TypeError(f"index notation must be a string, not {type(text).__name__}")
+    depth = operators = 0
+    for column, char in enumerate(text):
+        depth += (char == "(") - (char == ")")
+        operators += char in "+-*/"
+        if depth > MAX_NESTING:
+            raise NotationSyntaxError(f"parentheses nested more than {MAX_NESTING} deep",
+                                      text, column)
+        if operators > MAX_OPERATORS:
+            raise NotationSyntaxError(f"more than {MAX_OPERATORS} operators in one "
+                                      "expression", text, column)
+    for name in re.finditer(r"[A-Za-z_]\w*", text):
+        if len(name[0]) > MAX_NAME:
+            raise NotationSyntaxError(f"a name longer than {MAX_NAME} characters", text,
+                                      name.start())
+
+
 def parse(text: str) -> Assignment:
     """Parse ``NAME(i,...) = expr`` (or ``NAME = expr``), place reductions and validate.
 
@@ -547,6 +576,7 @@ def parse(text: str) -> Assignment:
         primary    := NUMBER | '(' expr ')' | 'sum_'VAR '(' expr ')' | access
         access     := NAME ['(' [VAR (',' VAR)*] ')']
     """
+    _check_size(text)
     parser = _Parser(text)
     lhs, rhs = parser.assignment()
     validate(Assignment(lhs, rhs), parser.where)  # as written, so errors point at the text
@@ -557,6 +587,7 @@ def parse(text: str) -> Assignment:
 
 def parse_expr(text: str) -> Expr:
     """Parse a bare right-hand side as written: no reduction placement, no validation."""
+    _check_size(text)
     parser = _Parser(text)
     if parser.peek().kind == "end":
         raise NotationSyntaxError("empty input", text, 0)

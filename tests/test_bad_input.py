@@ -390,3 +390,17 @@ def test_operator_assignment_keeps_the_tensor_assigned_to():
     out[i] = A[i, j] * x[j]
     assert out.dtype == np.float32
     np.testing.assert_allclose(out.to_numpy(), B @ np.arange(4.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize(("text", "error", "match"), [
+    ("y(i) = " + "(" * 250 + "x(i)" + ")" * 250, ls.NotationError, "nested more than 64"),
+    ("y(i) = " + " * ".join(["x(i)"] * 300), ls.NotationError, "more than 256 operators"),
+    ("y(i) = " + "x" * 1020 + "(i)", ls.NotationError, "longer than 256 characters"),
+    (None, TypeError, "must be a string, not NoneType"),
+    (b"y(i) = x(i)", TypeError, "must be a string, not bytes"),
+])
+def test_expression_too_large_or_not_text(text, error, match):
+    """Deep nesting and long products exhausted Python's stack (RecursionError), and a
+    1020-character name reached LLVM, which refused it."""
+    with pytest.raises(error, match=match):
+        ls.parse(text)
