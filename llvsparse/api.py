@@ -337,10 +337,8 @@ class Kernel:
         self.last = inst
         for name, fmt in inst.conversions.items():
             inputs[name] = inputs[name].asformat(fmt)
-        threads = runtime.get_num_threads() if threads is None else threads
-        if isinstance(threads, bool) or not isinstance(threads, int | np.integer) \
-                or threads < 1:
-            raise ValueError(f"threads must be a positive integer, not {threads!r}")
+        threads = runtime.get_num_threads() if threads is None else \
+            runtime.checked_thread_count(threads)
         expected = _expected_entries(inputs.values())
         parallel = (threads > 1 and inst.parallel_mode is not None
                     and out_shape[inst.parallel_mode] > 1

@@ -82,11 +82,21 @@ _POOL_LOCK = threading.Lock()
 _DEFAULT_THREADS = [os.cpu_count() or 1]
 
 
+MAX_THREADS = 1024  # each is an OS thread kept in the pool: 10**6 took 12 s per call
+
+
+def checked_thread_count(count) -> int:
+    """``count`` as a thread count: an integer from 1 to MAX_THREADS (2.5 and True are
+    refused rather than read as 2 and 1)."""
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) \
+            or not 1 <= count <= MAX_THREADS:
+        raise ValueError(f"threads must be an integer from 1 to {MAX_THREADS}, not {count!r}")
+    return int(count)
+
+
 def set_num_threads(count: int) -> None:
     """Default thread count for kernels whose outermost loop can be split."""
-    if count < 1:
-        raise ValueError("the thread count must be at least 1")
-    _DEFAULT_THREADS[0] = int(count)
+    _DEFAULT_THREADS[0] = checked_thread_count(count)
 
 
 def get_num_threads() -> int:
@@ -352,49 +362,77 @@ class Phase:
 
 
 def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]) -> None:
-    """The phases one after another on ``plan.threads`` threads (the caller and pool
-    workers) drawing chunks in ``plan.order``. The workers are handed the whole call once
-    and meet at a barrier between phases: waking a pool thread costs about 50 us on this
-    kind of virtual machine, a handoff per phase doubled the overhead of a small call.
-    After a failed chunk the later phases are skipped; raise for the failure."""
-    threads = min(plan.threads, len(plan.chunks))
-    statuses = [0] * len(plan.chunks)
-    lock = threading.Lock()
-    pending = [iter(plan.order) for _ in phases]
-    finished = itertools.count()
+    """The phases one after another on up to ``plan.threads`` threads (the caller and pool
+    workers) drawing chunks in ``plan.order``. Workers are handed the whole call once,
+    not a job per phase: waking a pool thread costs about 50 us on this kind of virtual
+    machine, and a handoff per phase doubled the overhead of a small call.
 
-    def between() -> None:
-        phase = phases[next(finished)]
-        if phase.after and not any(statuses):
-            phase.after()
+    No thread ever waits for one that has not started: a worker joins at whatever phase
+    the call has reached (or leaves, if it is over), and a thread that finds a phase's
+    chunks all drawn waits only for the chunks in flight. (A barrier over all the
+    threads deadlocked when two calls shared the pool: each held part of the workers
+    the other waited for.) After a failed chunk nothing more is drawn; raise for it."""
+    count = len(plan.chunks)
+    statuses = [0] * count
+    errors: list[BaseException] = []
+    state = threading.Condition()
+    # The current phase, and how many of its chunks are drawn and finished.
+    progress = {"phase": 0, "drawn": 0, "finished": 0}
 
-    barrier = threading.Barrier(max(threads, 1), action=between)
+    def failed() -> bool:
+        return bool(errors) or any(statuses)
+
+    def draw() -> tuple[int, int] | None:
+        """The next (phase, chunk) to run, waiting out chunks in flight; None when the
+        call is over or has failed. Called with ``state`` held."""
+        while progress["phase"] < len(phases) and not failed():
+            if progress["drawn"] < count:
+                progress["drawn"] += 1
+                return progress["phase"], plan.order[progress["drawn"] - 1]
+            state.wait()
+        return None
+
+    def finish(n: int, k: int, status: int | None, error: BaseException | None) -> None:
+        """Record chunk ``k`` of phase ``n``; the last of a phase runs its ``after`` and
+        opens the next. Called with ``state`` held."""
+        if error is not None:
+            errors.append(error)
+        statuses[k] = status or 0
+        progress["finished"] += 1
+        if progress["finished"] == count and not failed():
+            try:
+                if phases[n].after:
+                    phases[n].after()
+            except BaseException as after_error:  # noqa: BLE001 -- the caller raises it
+                errors.append(after_error)
+            progress.update(phase=n + 1, drawn=0, finished=0)
+        state.notify_all()
 
     def work() -> None:
-        try:
-            for n, phase in enumerate(phases):
-                while not any(statuses):
-                    with lock:
-                        k = next(pending[n], None)
-                    if k is None:
-                        break
-                    statuses[k] = phase.run_chunk(k)
-                if n + 1 < len(phases):
-                    barrier.wait()
-        except BaseException:
-            barrier.abort()  # the other threads leave at the barrier instead of waiting
-            raise
+        while True:
+            with state:
+                drawn = draw()
+            if drawn is None:
+                return
+            n, k = drawn
+            status, error = None, None
+            try:
+                status = phases[n].run_chunk(k)
+            except BaseException as chunk_error:  # noqa: BLE001 -- the caller raises it
+                error = chunk_error
+            with state:
+                finish(n, k, status, error)
 
-    futures = [_pool(threads - 1).submit(work) for _ in range(threads - 1)]
-    try:
-        work()
-    except threading.BrokenBarrierError:
-        pass  # a worker failed; its error is raised below
-    finally:
-        errors = [future.exception() for future in futures]
-    for error in errors:
-        if error is not None and not isinstance(error, threading.BrokenBarrierError):
-            raise error
+    helpers = min(plan.threads, count) - 1
+    pool = _pool(helpers) if helpers > 0 else None
+    for _ in range(helpers):
+        pool.submit(work)
+    work()
+    with state:  # after a failure, chunks other threads are running still use the holders
+        while progress["drawn"] > progress["finished"]:
+            state.wait()
+    if errors:
+        raise errors[0]
     for status in statuses:
         check_status(status, holders)
 
