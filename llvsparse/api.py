@@ -167,18 +167,19 @@ class Kernel:
         obj, meta = entry
         try:
             kernel = load_object(obj, meta["name"], key)
-        except (RuntimeError, KeyError):
+            conversions = {n: named_format(f, types[n].order)
+                           for n, f in meta.get("conversions", {}).items()}
+            retyped = dict(types)
+            for n, fmt in conversions.items():
+                retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+            order = [self.assignment.lhs.tensor] + [
+                n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
+            return Instance(retyped, str(meta["concrete"]), kernel, dtype, conversions,
+                            str(meta["lattices"]), order, meta.get("parallel_mode"),
+                            bool(meta.get("initializes_output", False)))
+        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
+            disk_cache.discard(key)  # metadata this version cannot use: rebuild it
             return None
-        conversions = {n: named_format(f, types[n].order)
-                       for n, f in meta.get("conversions", {}).items()}
-        retyped = dict(types)
-        for n, fmt in conversions.items():
-            retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
-        order = [self.assignment.lhs.tensor] + [
-            n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
-        return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
-                        meta["lattices"], order, meta.get("parallel_mode"),
-                        meta.get("initializes_output", False))
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
@@ -295,14 +296,17 @@ class Kernel:
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *, check: bool = True, threads: int | None = None, **tensors):
         """Run on tensors given by name. ``check=False`` skips the O(nnz) validation of
-        trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call."""
+        trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call;
+        ``out=array`` writes a dense-like result into ``array`` (see ``BoundCall``),
+        unless the expression has an operand named ``out``."""
+        out = tensors.pop("out", None) if "out" not in self._names else None
         if self._last_bound is not None:
             bound = self._last_bound.reuse(tensors, threads, check)
             if bound is not None:
-                return bound()
+                return bound(out)
         bound = self.bind(check=check, threads=threads, **tensors)
         self._last_bound = bound
-        return bound()
+        return bound(out)
 
     def bind(self, *, check: bool = True, threads: int | None = None,
              **tensors) -> BoundCall:
@@ -314,7 +318,7 @@ class Kernel:
             raise TypeError(f"missing tensors: {', '.join(missing)}")
         if out in tensors:
             raise TypeError(f"{out} is the kernel's output, not an operand (to write into an "
-                            "array, call a binding: kernel.bind(...)(out=array))")
+                            "array, pass out=array)")
         unknown = sorted(set(tensors) - set(names))
         if unknown:
             raise TypeError(f"tensors not in the expression: {', '.join(unknown)}")

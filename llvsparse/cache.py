@@ -27,13 +27,14 @@ import llvmlite.binding as llvm
 from . import __version__, runtime
 from . import ir as ir_package
 from .backends import cpu as cpu_backend
+from .formats import registry as level_registry
 
 
 def cache_dir() -> Path | None:
-    if os.environ.get("LLVSPARSE_CACHE", "1").lower() in ("0", "false", "off", "no"):
+    if os.environ.get("LLVSPARSE_CACHE", "1").strip().lower() in ("0", "false", "off", "no"):
         return None
     root = os.environ.get("LLVSPARSE_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "llvsparse"
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "llvsparse"
 
 
 @functools.cache
@@ -42,7 +43,7 @@ def compiler_fingerprint() -> str:
     ABI invalidates every entry, even between releases."""
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for module in (ir_package, cpu_backend, runtime):
+    for module in (ir_package, cpu_backend, runtime, level_registry):
         folder = Path(module.__file__).resolve().parent
         for path in sorted(folder.glob("*.py")):
             digest.update(path.name.encode())
@@ -68,13 +69,24 @@ def load(key: str) -> tuple[bytes, dict] | None:
         obj = obj_path.read_bytes()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(obj).hexdigest() != meta.get("sha256"):
-        for path in (meta_path, obj_path):
-            path.unlink(missing_ok=True)
+    # The key inside guards against an entry copied or renamed under another key (every
+    # entry's kernel has the same symbol name, so it would load and run the wrong code).
+    if not isinstance(meta, dict) or meta.get("key") != key \
+            or hashlib.sha256(obj).hexdigest() != meta.get("sha256"):
+        discard(key)
         return None
     with contextlib.suppress(OSError):
         os.utime(meta_path)  # recently used: evicted last
     return obj, meta
+
+
+def discard(key: str) -> None:
+    """Delete an entry that must not be loaded, so that it is rebuilt."""
+    folder = cache_dir()
+    if folder is not None:
+        for suffix in (".json", ".o"):
+            with contextlib.suppress(OSError):
+                (folder / f"{key}{suffix}").unlink(missing_ok=True)
 
 
 def store(key: str, obj: bytes, meta: dict) -> None:
@@ -85,7 +97,7 @@ def store(key: str, obj: bytes, meta: dict) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(folder / f"{key}.o", obj)
-        meta = dict(meta, sha256=hashlib.sha256(obj).hexdigest())
+        meta = dict(meta, key=key, sha256=hashlib.sha256(obj).hexdigest())
         _atomic_write(folder / f"{key}.json", json.dumps(meta).encode())
         evict(folder, _max_bytes())
     except OSError:
@@ -95,7 +107,7 @@ def store(key: str, obj: bytes, meta: dict) -> None:
 def _max_bytes() -> int:
     try:
         return int(float(os.environ.get("LLVSPARSE_CACHE_MAX_MB", "256")) * 2**20)
-    except ValueError:
+    except (ValueError, OverflowError):  # "abc", "inf"
         return 256 * 2**20
 
 
@@ -124,6 +136,10 @@ def evict(folder: Path, max_bytes: int) -> None:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-    os.replace(temp, path)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temp, path)
+    except OSError:
+        Path(temp).unlink(missing_ok=True)  # e.g. a directory where the entry goes
+        raise

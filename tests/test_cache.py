@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = """
 import json, numpy as np, llvsparse as ls
 from llvsparse.backends.cpu import STATS
@@ -20,10 +22,10 @@ print(json.dumps({"y": y.tolist(), "stats": dict(STATS)}))
 EXPECTED = [7.0, 6.0, 19.0]
 
 
-def _run(cache: Path, enabled: bool = True) -> dict:
+def _run(cache: Path, enabled: bool = True, script: str = SCRIPT, **env_vars: str) -> dict:
     env = dict(os.environ, LLVSPARSE_CACHE_DIR=str(cache),
-               LLVSPARSE_CACHE="1" if enabled else "0")
-    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+               LLVSPARSE_CACHE="1" if enabled else "0", **env_vars)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -109,3 +111,40 @@ def test_a_kernel_from_disk_still_knows_it_zeroes_its_rows(tmp_path, monkeypatch
                     out=np.full((200, 8), np.nan))
     assert STATS.get("disk_loads", 0) == loads + 1 and kernel.instance().initializes_output
     np.testing.assert_allclose(result.to_numpy(), A @ B, rtol=1e-13)
+
+
+def test_entry_under_another_key_is_rebuilt(tmp_path):
+    """Every entry's kernel has the same symbol, so a file copied over another key's
+    loaded and ran the other kernel (2 A x for A x here; a segfault for other operands)."""
+    doubled = SCRIPT.replace('"y(i) = A(i,j) * x(j)"', '"y(i) = 2 * A(i,j) * x(j)"')
+    assert _run(tmp_path / "doubled", script=doubled)["y"] == [2 * v for v in EXPECTED]
+    _run(tmp_path / "plain")
+    (target,) = (tmp_path / "plain").glob("*.json")
+    (source,) = (tmp_path / "doubled").glob("*.json")
+    for suffix in (".json", ".o"):
+        target.with_suffix(suffix).write_bytes(source.with_suffix(suffix).read_bytes())
+    again = _run(tmp_path / "plain")
+    assert again["y"] == EXPECTED
+    assert again["stats"].get("llvm_compiles", 0) >= 1
+
+
+@pytest.mark.parametrize("edit", [
+    lambda meta: [], lambda meta: None, lambda meta: "x",
+    lambda meta: {k: v for k, v in meta.items() if k != "concrete"},
+    lambda meta: dict(meta, name=5), lambda meta: dict(meta, conversions={"A": "nosuch"})])
+def test_unusable_metadata_is_rebuilt_and_healed(tmp_path, edit):
+    """Metadata that parses but cannot be used raised on every later compile."""
+    _run(tmp_path)
+    (meta_path,) = tmp_path.glob("*.json")
+    meta_path.write_text(json.dumps(edit(json.loads(meta_path.read_text()))))
+    again = _run(tmp_path)
+    assert again["y"] == EXPECTED and again["stats"].get("llvm_compiles", 0) >= 1
+    healed = _run(tmp_path)
+    assert healed["y"] == EXPECTED and healed["stats"].get("llvm_compiles", 0) == 0
+
+
+@pytest.mark.parametrize("bound", ["inf", "-inf", "1e400", "abc"])
+def test_unreadable_size_bound_falls_back_to_the_default(tmp_path, bound):
+    result = _run(tmp_path, LLVSPARSE_CACHE_MAX_MB=bound)
+    assert result["y"] == EXPECTED
+    assert list(tmp_path.glob("*.o"))

@@ -147,3 +147,13 @@ def test_out_checked_once_is_checked_again_when_it_changes():
     del out
     gc.collect()
     assert gone() is None
+
+
+def test_kernel_call_writes_into_out():
+    """out= reached only bindings; a kernel call ignored it and returned a fresh result."""
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    A = ls.Tensor.from_numpy(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]), format="csr")
+    out = np.full(2, np.nan)
+    result = spmv(A=A, x=np.ones(3), out=out)
+    np.testing.assert_array_equal(out, [3.0, 3.0])
+    assert np.shares_memory(result.values, out)
