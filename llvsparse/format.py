@@ -194,10 +194,16 @@ def bcsr(block: Sequence[int] = (2, 2)) -> Format:
 
 def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> Format:
     """Resolve a format name for a tensor of the given order ("bcsr2x3" sets the block)."""
+    if not isinstance(name, str):
+        raise FormatError(f"a format is a name, a Format or a list of levels, not {name!r}")
     key = name.lower()
     blocked = re.fullmatch(r"bcsr(?:(\d+)x(\d+))?", key)
     if blocked and order == 2:
         return bcsr((int(blocked[1] or 2), int(blocked[2] or 2)))
+    if blocked:
+        raise FormatError(f"format {name!r} is for matrices; this tensor has order {order}")
+    if key not in NAMED_FORMATS:
+        raise FormatError(f"unknown format {name!r}; known: {', '.join(sorted(NAMED_FORMATS))}")
     natural = list(modes) if modes is not None else list(range(order))
     if order == 0:
         return Format([], name="scalar")
@@ -240,8 +246,10 @@ def as_format(spec: Format | str | Sequence[Level | str], order: int) -> Format:
         fmt = spec
     elif isinstance(spec, str):
         fmt = named_format(spec, order)
-    else:
+    elif isinstance(spec, (list, tuple)):
         fmt = Format(list(spec))
+    else:
+        raise FormatError(f"a format is a name, a Format or a list of levels, not {spec!r}")
     if fmt.order != order:
         raise FormatError(f"format {fmt!r} describes order-{fmt.order} tensors, "
                           f"not order {order}")

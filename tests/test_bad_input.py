@@ -404,3 +404,17 @@ def test_expression_too_large_or_not_text(text, error, match):
     1020-character name reached LLVM, which refused it."""
     with pytest.raises(error, match=match):
         ls.parse(text)
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: ls.compile("a = A(i,j) * B(i,j)", out_format="garbage"), "unknown format"),
+    (lambda: ls.Tensor.from_numpy(np.array(3.0), format="nonsense"), "unknown format"),
+    (lambda: ls.compile("y(i) = x(i)", x="bcsr"), "'bcsr' is for matrices"),
+    (lambda: ls.compile("y(i) = x(i)", x=5), "not 5"),
+    (lambda: ls.compile("y(i) = x(i)", x=b"dense"), "not b'dense'"),
+])
+def test_format_specs_that_name_nothing(make, match):
+    """A scalar took any name (its format has no levels to look up), and 'bcsr' at the
+    wrong order said it was unknown while listing it as known."""
+    with pytest.raises(ls.FormatError, match=match):
+        make()
