@@ -12,8 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .cin import Apply, Const, Expr, Operand, Sum
+from .schedule import ScheduleError
 
 UNIVERSE_UID = -1
+# A union of n sparse operands has 2**n points, each a loop case of its own: past this
+# many the kernel takes minutes to build (8 sparse vectors into a sparse sum: 255 points,
+# 78 s) and is too large to run well.
+MAX_POINTS = 128
 _PROBES = (1.0, -2.5, 3.0)
 
 
@@ -57,28 +62,42 @@ def region(op, fill: float = 0.0) -> str:
 
 
 def _dedupe(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
-    seen: list[frozenset[Iter]] = []
-    for point in points:
-        if point not in seen:
-            seen.append(point)
-    return seen
+    return list(dict.fromkeys(points))  # first occurrences, in order
+
+
+def _without_full_absent(points: list[frozenset[Iter]], is_full: Callable[[Iter], bool]
+                         ) -> list[frozenset[Iter]]:
+    """Drop the points that stand for a full iterator being absent, which it never is:
+    those lacking it whose union with it is also a point (paper 003 section 4.2). In
+    A + B with B dense, {A} goes because {A, B} covers it. In A*x + z with x dense, {z}
+    stands for "A*x absent", which A's absence alone makes happen, so it stays."""
+    fulls = {it for point in points for it in point if is_full(it)}
+    for full in sorted(fulls, key=str):
+        kept = set(points)
+        points = [p for p in points if full in p or (p | {full}) not in kept]
+    return points
 
 
 def _product(a: list[frozenset[Iter]], b: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
     return [p | q for p in a for q in b]
 
 
-def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None]) -> list[frozenset[Iter]]:
-    """The lattice points of ``expr`` as iterator sets; the empty set stands for 'anywhere'."""
+def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
+                 is_full: Callable[[Iter], bool]) -> list[frozenset[Iter]]:
+    """The lattice points of ``expr`` as iterator sets; the empty set stands for 'anywhere'.
+
+    Points where a full iterator would be absent go at every step, not only at the end:
+    a sum of n dense vectors otherwise built all 2**n subsets (20 terms never finished).
+    """
     if isinstance(expr, Operand):
         it = iter_of(expr)
         return [frozenset([it])] if it is not None else [frozenset()]
     if isinstance(expr, Const):
         return [frozenset()]
     if isinstance(expr, Sum):
-        return lattice_sets(expr.body, iter_of)
+        return lattice_sets(expr.body, iter_of, is_full)
     assert isinstance(expr, Apply)
-    subs = [lattice_sets(a, iter_of) for a in expr.args]
+    subs = [lattice_sets(a, iter_of, is_full) for a in expr.args]
     kind = region(expr.op)
     if kind == "same":
         return subs[0]
@@ -96,7 +115,12 @@ def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None]) -> list[
         points = both + left + right
     if kind == "universe":
         points = points + [frozenset()]
-    return _dedupe(points)
+    points = _without_full_absent(_dedupe(points), is_full)
+    if len(points) > MAX_POINTS:
+        raise ScheduleError(f"one loop would have {len(points)} cases (the ways its sparse "
+                            f"operands can overlap), more than {MAX_POINTS}; split the "
+                            "expression, or store some operands densely")
+    return points
 
 
 @dataclass
@@ -115,19 +139,11 @@ class Lattice:
 def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
                   is_full: Callable[[Iter], bool]) -> Lattice:
     """Build the lattice and apply the property-based pruning of paper 003 section 4.2."""
-    points = lattice_sets(expr, iter_of)
+    points = lattice_sets(expr, iter_of, is_full)
     if any(not p for p in points):
         points = [p | {UNIVERSE} for p in points]
     points = sorted(_dedupe(points), key=len, reverse=True)
-    top = points[0]
-    for full in [it for it in top if is_full(it)]:
-        # A point without a full iterator stands for "the full one absent" (impossible)
-        # only where the same point with it exists: in A + B with B dense, {A} goes
-        # because {A, B} covers it. In A*x + z with x dense, {z} stands for "A*x absent",
-        # which A's absence alone makes happen, so it stays.
-        kept = set(points)
-        points = [p for p in points if full in p or (p | {full}) not in kept]
-    return Lattice(points)
+    return Lattice(_without_full_absent(points, is_full))
 
 
 def choose_iterated(lattice: Lattice, point: frozenset[Iter],

@@ -418,3 +418,19 @@ def test_format_specs_that_name_nothing(make, match):
     wrong order said it was unknown while listing it as known."""
     with pytest.raises(ls.FormatError, match=match):
         make()
+
+
+def test_sum_of_many_dense_vectors_compiles():
+    """Every subset of the 20 operands was a lattice point (2**20) before dense ones
+    were pruned; it never finished."""
+    vectors = {f"x{k}": np.arange(4.0) * (k + 1) for k in range(20)}
+    expression = "y(i) = " + " + ".join(f"{name}(i)" for name in vectors)
+    np.testing.assert_array_equal(ls.evaluate(expression, **vectors).to_numpy(),
+                                  sum(vectors.values()))
+
+
+def test_union_of_too_many_sparse_operands_is_refused():
+    vectors = {f"x{k}": ls.Tensor.from_numpy(np.eye(9)[k], format="coo") for k in range(9)}
+    expression = "y(i) = " + " + ".join(f"{name}(i)" for name in vectors)
+    with pytest.raises(ls.ScheduleError, match="511 cases"):
+        ls.compile(expression, out_format="coo", **{n: "coo" for n in vectors}).instance()
