@@ -432,5 +432,5 @@ def test_sum_of_many_dense_vectors_compiles():
 def test_union_of_too_many_sparse_operands_is_refused():
     vectors = {f"x{k}": ls.Tensor.from_numpy(np.eye(9)[k], format="coo") for k in range(9)}
     expression = "y(i) = " + " + ".join(f"{name}(i)" for name in vectors)
-    with pytest.raises(ls.ScheduleError, match="511 cases"):
+    with pytest.raises(ls.ScheduleError, match=r"\d+ cases .* more than 128"):
         ls.compile(expression, out_format="coo", **{n: "coo" for n in vectors}).instance()
