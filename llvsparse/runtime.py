@@ -376,6 +376,8 @@ def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]
     statuses = [0] * count
     errors: list[BaseException] = []
     state = threading.Condition()
+    live = list(phases)  # emptied when the call returns: a helper that starts later must
+    # not keep the call's arrays alive (a result's memory is recycled once it is collected)
     # The current phase, and how many of its chunks are drawn and finished.
     progress = {"phase": 0, "drawn": 0, "finished": 0}
 
@@ -385,7 +387,7 @@ def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]
     def draw() -> tuple[int, int] | None:
         """The next (phase, chunk) to run, waiting out chunks in flight; None when the
         call is over or has failed. Called with ``state`` held."""
-        while progress["phase"] < len(phases) and not failed():
+        while progress["phase"] < len(live) and not failed():
             if progress["drawn"] < count:
                 progress["drawn"] += 1
                 return progress["phase"], plan.order[progress["drawn"] - 1]
@@ -401,8 +403,8 @@ def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]
         progress["finished"] += 1
         if progress["finished"] == count and not failed():
             try:
-                if phases[n].after:
-                    phases[n].after()
+                if live[n].after:
+                    live[n].after()
             except BaseException as after_error:  # noqa: BLE001 -- the caller raises it
                 errors.append(after_error)
             progress.update(phase=n + 1, drawn=0, finished=0)
@@ -417,7 +419,7 @@ def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]
             n, k = drawn
             status, error = None, None
             try:
-                status = phases[n].run_chunk(k)
+                status = live[n].run_chunk(k)
             except BaseException as chunk_error:  # noqa: BLE001 -- the caller raises it
                 error = chunk_error
             with state:
@@ -431,6 +433,7 @@ def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]
     with state:  # after a failure, chunks other threads are running still use the holders
         while progress["drawn"] > progress["finished"]:
             state.wait()
+        live.clear()
     if errors:
         raise errors[0]
     for status in statuses:
