@@ -26,6 +26,10 @@ def storage_vars(tensor: str, indices: tuple[str, ...], ttype: TensorType, uid: 
             level_vars.append(var)
             if level.block:
                 index = indices[level.mode]
+                if index in split and indices.index(index) != level.mode:
+                    # B(j,j): one index would be the sum of both modes' block parts
+                    raise ScheduleError(f"{tensor} has blocked levels and index {index} on "
+                                        "two of its modes (a diagonal); store it densely")
                 split.setdefault(index, []).append((var, 1 if level.inner else level.block))
         else:
             level_vars.append(indices[level.mode])

@@ -152,7 +152,8 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
     out_vars = [v for v in assign.vars if v not in derived]
     loop_vars = out_vars + [v for v in summed if v not in out_vars and v not in derived]
     before: list[tuple[str, str]] = []
-    if _needs_ordered_output(out_type) and derived & set(assign.vars):
+    appends = any(not level.can_locate and not level.can_insert for level in out_type.levels)
+    if (appends or _needs_ordered_output(out_type)) and derived & set(assign.vars):
         raise ScheduleError(f"the output {assign.tensor} is assembled by appending, but its "
                             "indices come from blocked levels: use an output whose levels "
                             "take inserts")

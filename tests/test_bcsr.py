@@ -93,3 +93,29 @@ def test_blocked_operand_must_multiply_the_rest():
     assignment = to_concrete(ls.parse("Z(i,j) = A(i,j) + 2"), types)
     with pytest.raises(ls.ScheduleError, match="must multiply the rest"):
         schedule(assignment, types)
+
+
+def _blocked_sample() -> np.ndarray:
+    M = np.zeros((6, 6))
+    M[0, 3], M[0, 4], M[1, 1], M[2, 2], M[4, 1], M[5, 5] = 2, 4, 2, 1, 2, 7
+    return M
+
+
+@pytest.mark.parametrize("statement", ["Z = B(j,j)", "y(j) = B(j,j)"])
+def test_diagonal_of_a_blocked_operand_is_refused(statement):
+    """B(j,j) made j the sum of both modes' block parts: the trace came out 14, not 3."""
+    B = ls.Tensor.from_numpy(_blocked_sample(), format="bcsr2x2")
+    with pytest.raises(ls.ScheduleError, match="index j on two of its modes"):
+        ls.evaluate(statement, B=B)
+
+
+def test_blocked_operand_into_an_appended_output_is_converted():
+    """Levels that only append indexed the output's variables without the blocked ones
+    (IndexError); now the operand is converted, as for other conflicts."""
+    A = np.random.default_rng(1).random((6, 6))
+    M = _blocked_sample()
+    kernel = ls.compile("C(k,i) = A(i,j) * B(j,k)", A="dense", B="bcsr2x2",
+                        out_format="coo-unordered")
+    result = kernel(A=A, B=ls.Tensor.from_numpy(M, format="bcsr2x2"))
+    np.testing.assert_allclose(result.to_numpy(), (A @ M).T, rtol=1e-14)
+    assert kernel.last.conversions == {"B": ls.named_format("coo", 2)}
