@@ -24,7 +24,7 @@ from .backends.cpu import (
     jit,
     load_object,
 )
-from .format import Format, as_format, named_format
+from .format import Format, FormatError, as_format, named_format
 from .formats.registry import generation as registry_generation
 from .gather import Scratch, gather_parallel
 from .ir.cin import operands
@@ -110,7 +110,11 @@ class Kernel:
             spec = out_format if name == out and out_format is not None else formats.get(name)
             if spec is None:
                 spec = "dense"
-            self.formats[name] = as_format(spec, order)
+            try:
+                self.formats[name] = as_format(spec, order)
+            except FormatError as error:
+                used = f"{order} {'index' if order == 1 else 'indices'}"
+                raise FormatError(f"{name} (used with {used}): {error}") from None
         unknown = set(formats) - set(orders)
         if unknown:
             raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
@@ -683,6 +687,11 @@ def _views(values: np.ndarray, array: np.ndarray) -> bool:
 
 
 def _as_tensor(value, fmt: Format, name: str):
+    order = value.order if isinstance(value, Tensor) else np.ndim(value)
+    if order != fmt.order:
+        raise ShapeError(f"{name} is used with {fmt.order} "
+                         f"{'index' if fmt.order == 1 else 'indices'} but has {order} "
+                         f"{'dimension' if order == 1 else 'dimensions'}")
     if isinstance(value, Tensor):
         if value.format != fmt:
             raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "

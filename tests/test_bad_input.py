@@ -434,3 +434,16 @@ def test_union_of_too_many_sparse_operands_is_refused():
     expression = "y(i) = " + " + ".join(f"{name}(i)" for name in vectors)
     with pytest.raises(ls.ScheduleError, match=r"\d+ cases .* more than 128"):
         ls.compile(expression, out_format="coo", **{n: "coo" for n in vectors}).instance()
+
+
+@pytest.mark.parametrize(("x", "error", "match"), [
+    (np.eye(4), ls.ShapeError, "x is used with 1 index but has 2 dimensions"),
+    (3.0, ls.ShapeError, "x is used with 1 index but has 0 dimensions"),
+    (ls.Tensor.from_numpy(np.eye(4), format="csr"), ls.FormatError,
+     r"x \(used with 1 index\): format Format\('csr'\) describes order-2"),
+])
+def test_operand_of_the_wrong_order_is_named(x, error, match):
+    """The message said a format describes order-1 tensors, without naming x."""
+    A = ls.Tensor.from_numpy(B, format="csr")
+    with pytest.raises(error, match=match):
+        ls.evaluate("y(i) = A(i,j) * x(j)", A=A, x=x)
