@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import re
 import threading
 import time
 import weakref
@@ -732,9 +733,13 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
 
 def einsum(subscripts: str, *operands, out_format: object = "dense"):
     """numpy-style einsum over tensors, e.g. ``einsum("ij,j->i", A, x)``."""
-    if "->" not in subscripts:
-        raise ValueError("einsum needs an explicit output: 'ij,j->i'")
-    inputs, output = subscripts.replace(" ", "").split("->")
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum subscripts must be a string, not {type(subscripts).__name__}")
+    compact = subscripts.replace(" ", "")
+    if not re.fullmatch(r"[A-Za-z]*(,[A-Za-z]*)*->[A-Za-z]*", compact):
+        raise ValueError(f"einsum subscripts are letters, one per mode, with one explicit "
+                         f"output, as in 'ij,j->i' (no '...' or digits), not {subscripts!r}")
+    inputs, output = compact.split("->")
     terms = inputs.split(",")
     if len(terms) != len(operands):
         raise ValueError(f"einsum: {len(terms)} operand subscripts but {len(operands)} operands")

@@ -484,7 +484,11 @@ class _Parser:
     def primary(self) -> Expr:
         token = self.peek()
         if token.kind == "number":
-            return Literal(_number(self.advance().text))
+            value = _number(self.advance().text)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise NotationSyntaxError(f"literal {token.text} is too large for a float",
+                                          self.text, token.column)
+            return Literal(value)
         if self.at("("):
             self.advance()
             inner = self.expr()

@@ -447,3 +447,18 @@ def test_operand_of_the_wrong_order_is_named(x, error, match):
     A = ls.Tensor.from_numpy(B, format="csr")
     with pytest.raises(error, match=match):
         ls.evaluate("y(i) = A(i,j) * x(j)", A=A, x=x)
+
+
+@pytest.mark.parametrize(("subscripts", "error"), [
+    (5, TypeError), ("ij,j->i->i", ValueError), ("...j,j->...", ValueError),
+    ("i1,1->i", ValueError), ("ij,j", ValueError)])
+def test_einsum_subscripts_are_checked_first(subscripts, error):
+    """They raised 'too many values to unpack', or a caret into the internal rewrite."""
+    with pytest.raises(error, match="einsum subscripts"):
+        ls.einsum(subscripts, B, np.ones(4))
+
+
+def test_infinite_literal_points_at_its_column():
+    with pytest.raises(ls.NotationError, match="too large for a float") as info:
+        ls.parse("y(i) = x(i) * 1e400")
+    assert info.value.column == 14
