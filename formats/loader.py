@@ -39,6 +39,9 @@ __all__ = [
 
 _ITERATION = ("coord_bounds", "coord_access", "pos_bounds", "pos_access", "locate")
 _INSERT = ("size", "insert_init", "insert_coord", "insert_finalize")
+# Integer constants in bodies and array fills must fit every index type a tensor may
+# use: 2**40 as a fill became 0 in int32 arrays, and 10**23 overflowed the interpreter.
+INDEX_CONSTANT_LIMIT = 2**31 - 1
 _APPEND = ("append_init", "append_coord", "append_edges", "append_finalize")
 
 FUNCTION_NAMES: tuple[str, ...] = _ITERATION + _INSERT + _APPEND
@@ -539,6 +542,9 @@ class _BodyChecker:
             kind = "float" if isinstance(node.value, float) else type(node.value).__name__
             self.fail(node, f"{kind} constant {node.value!r} is not allowed in {self.where} "
                             "(only integers and True/False)")
+        if abs(node.value) > INDEX_CONSTANT_LIMIT:
+            self.fail(node, f"constant {node.value} does not fit an int32 index "
+                            f"(at most {INDEX_CONSTANT_LIMIT} in magnitude)")
 
     def expr_BinOp(self, node: ast.BinOp, defined: Defined) -> None:
         if type(node.op) not in _BINOPS:
@@ -680,6 +686,9 @@ def _parse_array(reader: _Reader, name: str, key: yaml.Node, node: yaml.Node,
     if "length" in fields:
         length, source = _parse_length(reader, fields["length"][1], name, params, array_names)
     init = reader.integer(fields["init"][1], f"init of {what}") if "init" in fields else None
+    if init is not None and abs(init) > INDEX_CONSTANT_LIMIT:
+        reader.fail(fields["init"][1], f"init of {what} is {init}, which does not fit an "
+                                       f"int32 index (at most {INDEX_CONSTANT_LIMIT})")
     shared = "shared" in fields and reader.boolean(fields["shared"][1], f"shared of {what}")
     return ArrayDef(name, kind, length, source, init, shared)
 

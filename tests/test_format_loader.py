@@ -291,6 +291,7 @@ ACCESS = "  pos_access: return crd[p], True\n"
     ("return __import__('os'), True", ("call to '__import__'",)),
     ("return crd.size, True", ("attribute access", "crd.size")),
     ("return crd[p] * 1.5, True", ("float constant 1.5",)),
+    ("return crd[p] * 99999999999999999999, True", ("does not fit an int32 index",)),
     ("return crd[p] / 2, True", ("operator '/'",)),
     ("return crd[p] ** 2, True", ("operator '**'",)),
     ("'return (lambda: 0)(), True'", ("lambda",)),  # quoted: ': ' is YAML syntax
@@ -585,3 +586,9 @@ def test_bad_packed_param(tmp_path, edit, fragment):
 
 def test_shipped_hashed_chooses_buckets_from_the_data(shipped):
     assert set(shipped["hashed"].packed_params) == {"W"}
+
+
+def test_array_fill_must_fit_an_index(tmp_path):
+    """2**40 as a fill became 0 in int32 arrays."""
+    _expect_error(tmp_path, _edit("init: 0}", "init: 1099511627776}"), 5,
+                  "init of array 'pos' is 1099511627776")
