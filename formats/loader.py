@@ -551,6 +551,9 @@ class _BodyChecker:
             symbol = _OTHER_BINOPS.get(type(node.op), type(node.op).__name__)
             self.fail(node, f"operator '{symbol}' is not allowed in {self.where} "
                             "(use + - * // %)")
+        if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and isinstance(node.right, ast.Constant) \
+                and node.right.value == 0:
+            self.fail(node, f"division by zero in {self.where}")
         self.expr(node.left, defined)
         self.expr(node.right, defined)
 

@@ -293,6 +293,8 @@ ACCESS = "  pos_access: return crd[p], True\n"
     ("return crd[p] * 1.5, True", ("float constant 1.5",)),
     ("return crd[p] * 99999999999999999999, True", ("does not fit an int32 index",)),
     ("return crd[p] / 2, True", ("operator '/'",)),
+    ("return crd[p] // 0, True", ("division by zero",)),
+    ("return crd[p] % 0, True", ("division by zero",)),
     ("return crd[p] ** 2, True", ("operator '**'",)),
     ("'return (lambda: 0)(), True'", ("lambda",)),  # quoted: ': ' is YAML syntax
     ("return len(crd), True", ("call to 'len'",)),
