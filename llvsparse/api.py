@@ -68,6 +68,10 @@ def _result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
     result = np.result_type(*inputs, *literals) if inputs or literals else np.dtype("float64")
     if _has_division(assignment.rhs) and result.kind in "biu":
         result = np.dtype("float64")
+    if result.kind == "b" and _has_op(assignment.rhs, ("sub", "neg")):
+        raise TypeError("subtraction and negation of bool tensors are refused, as numpy "
+                        "refuses them (their value would depend on how the expression is "
+                        "split); give an operand an integer dtype")
     if result.kind == "u":
         result = np.dtype("int64")
     if result.kind == "i":
@@ -89,9 +93,13 @@ def _literals(expr: nt.Expr):
 
 
 def _has_division(expr: nt.Expr) -> bool:
-    if isinstance(expr, nt.Call) and expr.op.kind == "div":
+    return _has_op(expr, ("div",))
+
+
+def _has_op(expr: nt.Expr, kinds: tuple[str, ...]) -> bool:
+    if isinstance(expr, nt.Call) and expr.op.kind in kinds:
         return True
-    return any(_has_division(c) for c in nt.children(expr))
+    return any(_has_op(c, kinds) for c in nt.children(expr))
 
 
 class Kernel:

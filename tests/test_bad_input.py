@@ -462,3 +462,17 @@ def test_infinite_literal_points_at_its_column():
     with pytest.raises(ls.NotationError, match="too large for a float") as info:
         ls.parse("y(i) = x(i) * 1e400")
     assert info.value.column == 14
+
+
+@pytest.mark.parametrize("expression", ["C(i,j) = A(i,j) - B(i,j)",
+                                        "C(i,j) = -A(i,j) + B(i,j)",
+                                        "C(i,j) = A(i,j) + B(i,j) - B(i,j)"])
+def test_bool_subtraction_is_refused_like_numpy(expression):
+    """Its value depended on the formats: True - True was False when computed whole and
+    True when the statement was split into C = A; C += -B (-True is True)."""
+    A = np.array([[True, False]])
+    with pytest.raises(TypeError):
+        A - A  # numpy's behaviour, the reference
+    for fmt in ("dense", "hash"):
+        with pytest.raises(TypeError, match="bool tensors are refused"):
+            ls.evaluate(expression, A=ls.Tensor.from_numpy(A, format=fmt), B=A)
