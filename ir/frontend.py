@@ -29,7 +29,7 @@ def storage_vars(tensor: str, indices: tuple[str, ...], ttype: TensorType, uid: 
                 if index in split and indices.index(index) != level.mode:
                     # B(j,j): one index would be the sum of both modes' block parts
                     raise ScheduleError(f"{tensor} has blocked levels and index {index} on "
-                                        "two of its modes (a diagonal); store it densely")
+                                        "two of its modes (a diagonal); store it in full")
                 split.setdefault(index, []).append((var, 1 if level.inner else level.block))
         else:
             level_vars.append(indices[level.mode])

@@ -69,7 +69,7 @@ def _without_full_absent(points: list[frozenset[Iter]], is_full: Callable[[Iter]
                          ) -> list[frozenset[Iter]]:
     """Drop the points that stand for a full iterator being absent, which it never is:
     those lacking it whose union with it is also a point (paper 003 section 4.2). In
-    A + B with B dense, {A} goes because {A, B} covers it. In A*x + z with x dense, {z}
+    A + B with B full, {A} goes because {A, B} covers it. In A*x + z with x full, {z}
     stands for "A*x absent", which A's absence alone makes happen, so it stays."""
     fulls = {it for point in points for it in point if is_full(it)}
     for full in sorted(fulls, key=str):
@@ -87,7 +87,7 @@ def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
     """The lattice points of ``expr`` as iterator sets; the empty set stands for 'anywhere'.
 
     Points where a full iterator would be absent go at every step, not only at the end:
-    a sum of n dense vectors otherwise built all 2**n subsets (20 terms never finished).
+    a sum of n full vectors otherwise built all 2**n subsets (20 terms never finished).
     """
     if isinstance(expr, Operand):
         it = iter_of(expr)
@@ -119,7 +119,7 @@ def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
     if len(points) > MAX_POINTS:
         raise ScheduleError(f"one loop would have {len(points)} cases (the ways its sparse "
                             f"operands can overlap), more than {MAX_POINTS}; split the "
-                            "expression, or store some operands densely")
+                            "expression, or store some operands in full")
     return points
 
 
