@@ -66,7 +66,7 @@ def _result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
     inputs = [np.dtype(dtypes[t]) for t in assignment.tensors() if t != assignment.lhs.tensor]
     literals = [lit.value for lit in _literals(assignment.rhs)]
     result = np.result_type(*inputs, *literals) if inputs or literals else np.dtype("float64")
-    if _has_division(assignment.rhs) and result.kind in "biu":
+    if _has_op(assignment.rhs, ("div",)) and result.kind in "biu":
         result = np.dtype("float64")
     if result.kind == "b" and _has_op(assignment.rhs, ("sub", "neg")):
         raise TypeError("subtraction and negation of bool tensors are refused, as numpy "
@@ -90,10 +90,6 @@ def _literals(expr: nt.Expr):
         yield expr
     for child in nt.children(expr):
         yield from _literals(child)
-
-
-def _has_division(expr: nt.Expr) -> bool:
-    return _has_op(expr, ("div",))
 
 
 def _has_op(expr: nt.Expr, kinds: tuple[str, ...]) -> bool:

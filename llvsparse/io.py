@@ -84,9 +84,12 @@ def _exactly_as(values: np.ndarray, target: np.dtype, path: str) -> np.ndarray:
 
 def _check_shape(path: str, found: tuple[int, ...], shape: Sequence[int] | None) -> None:
     """Formats that store their shape can only confirm a requested one, never change it."""
-    if shape is not None and tuple(checked_shape(shape)) != tuple(found):
+    if shape is None:
+        return
+    requested = checked_shape(shape)
+    if requested != tuple(found):
         raise ValueError(f"{path}: file has shape {tuple(found)}, not the requested "
-                         f"{tuple(checked_shape(shape))}")
+                         f"{requested}")
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -120,7 +123,8 @@ def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = N
 def _dense_entries(array: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     """Nonzeros of a dense array; zeros of a dense file are fill, not stored entries."""
     if array.ndim == 0:  # a scalar: one entry at no coordinates, or none if it is zero
-        stored = array.reshape(1)[array.reshape(1) != 0]
+        flat = array.reshape(1)
+        stored = flat[flat != 0]
         return np.zeros((0, len(stored)), np.int64), stored, ()
     coords = np.array(np.nonzero(array), dtype=np.int64).reshape(array.ndim, -1)
     return coords, array[tuple(coords)], tuple(array.shape)
@@ -201,7 +205,7 @@ def _read_tns(path: str, shape: Sequence[int] | None, dtype: np.dtype | None
     if order is None:
         if shape is None:
             raise ValueError(f"{path}: no entries, so the shape is unknown; pass shape=")
-        found = tuple(checked_shape(shape))
+        found = checked_shape(shape)
         values = np.zeros(0, dtype=dtype if dtype is not None else np.float64)
         return np.zeros((len(found), 0), np.int64), values, found
     if shape is not None and len(shape) != order:
@@ -223,7 +227,7 @@ def _read_tns(path: str, shape: Sequence[int] | None, dtype: np.dtype | None
         raise ValueError(f"{path}: malformed FROSTT file")
     coords = rows["c"].T.astype(np.int64) - 1
     values = np.ascontiguousarray(rows["v"])
-    found = tuple(checked_shape(shape)) if shape is not None else \
+    found = checked_shape(shape) if shape is not None else \
         tuple(int(m) + 1 for m in coords.max(axis=1))
     if coords.min() < 0 or any(int(coords[m].max()) >= found[m] for m in range(order)):
         _tns_locate_error(path, order, found)

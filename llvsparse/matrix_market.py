@@ -147,7 +147,7 @@ def _table(path: str, header: Header, data: str, dtype: np.dtype) -> np.ndarray:
         rows = np.zeros(0, dtype)
     else:
         try:
-            rows = np.loadtxt(io.StringIO(data), dtype=dtype, comments=None, ndmin=1)
+            rows = _load_rows(data, dtype)
         except ValueError:
             _raise_first_bad_line(path, header.data_line, data, dtype)
             raise
@@ -169,7 +169,7 @@ def _raise_first_bad_line(path: str, first_line: int, data: str, dtype: np.dtype
         else:
             hi = mid
     try:
-        np.loadtxt(io.StringIO(lines[lo]), dtype=dtype, comments=None, ndmin=1)
+        _load_rows(lines[lo], dtype)
     except ValueError as err:
         reason = re.sub(r" at row \d+(, column (\d+))?[.;].*", r" (field \2)", str(err))
         reason = re.sub(r"the dtype passed requires (\d+) columns but (\d+) were found",
@@ -177,11 +177,16 @@ def _raise_first_bad_line(path: str, first_line: int, data: str, dtype: np.dtype
         raise ValueError(f"{path}, line {first_line + lo}: {reason}") from None
 
 
+def _load_rows(text: str, dtype: np.dtype) -> np.ndarray:
+    """Each line of ``text`` as one ``dtype`` row; numpy refuses partial numbers."""
+    return np.loadtxt(io.StringIO(text), dtype=dtype, comments=None, ndmin=1)
+
+
 def _parses(text: str, dtype: np.dtype) -> bool:
     if not text or text.isspace():
         return True
     try:
-        np.loadtxt(io.StringIO(text), dtype=dtype, comments=None, ndmin=1)
+        _load_rows(text, dtype)
     except ValueError:
         return False
     return True

@@ -376,8 +376,9 @@ def run_phases(holders: list[DescriptorHolder], plan: Split, phases: list[Phase]
     statuses = [0] * count
     errors: list[BaseException] = []
     state = threading.Condition()
-    live = list(phases)  # emptied when the call returns: a helper that starts later must
-    # not keep the call's arrays alive (a result's memory is recycled once it is collected)
+    # Emptied when the call returns: a helper that starts later must not keep the call's
+    # arrays alive (a result's memory is recycled once it is collected).
+    live = list(phases)
     # The current phase, and how many of its chunks are drawn and finished.
     progress = {"phase": 0, "drawn": 0, "finished": 0}
 
