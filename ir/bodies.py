@@ -141,23 +141,36 @@ class _BodyCompiler:
             return self._mod(left, right)
         raise BodyCompileError(f"{self.name}: operator {op.__name__} is not supported")
 
+    def _trap_free(self, left: ir.Value, right: ir.Value) -> tuple[ir.Value, ...]:
+        """``sdiv`` and ``srem`` of ``left`` by ``right`` that cannot trap (a hardware
+        fault kills the process): a zero divisor gives 0 and 0, as numpy's integer
+        ``//`` and ``%`` do, and -1 gives ``-left`` and 0 without the overflow of the
+        smallest integer. Checked calls refuse zero divisors before the kernel runs
+        (interpret.py); constant divisors fold these selects away."""
+        b, zero, minus_one = self.b, ir.Constant(I64, 0), ir.Constant(I64, -1)
+        is_zero, is_minus_one = b.icmp_signed("==", right, zero), \
+            b.icmp_signed("==", right, minus_one)
+        safe = b.select(b.or_(is_zero, is_minus_one), ir.Constant(I64, 1), right)
+        quotient = b.select(is_zero, zero, b.select(is_minus_one, b.neg(left),
+                                                    b.sdiv(left, safe)))
+        remainder = b.select(b.or_(is_zero, is_minus_one), zero, b.srem(left, safe))
+        return quotient, remainder
+
+    def _rounds_down(self, remainder: ir.Value, right: ir.Value) -> ir.Value:
+        """Whether truncating division differs from Python's flooring one."""
+        zero = ir.Constant(I64, 0)
+        return self.b.and_(self.b.icmp_signed("!=", remainder, zero),
+                           self.b.icmp_signed("!=", self.b.icmp_signed("<", remainder, zero),
+                                              self.b.icmp_signed("<", right, zero)))
+
     def _floordiv(self, left: ir.Value, right: ir.Value) -> ir.Value:
-        quotient = self.b.sdiv(left, right)
-        remainder = self.b.srem(left, right)
-        adjust = self.b.and_(self.b.icmp_signed("!=", remainder, ir.Constant(I64, 0)),
-                             self.b.icmp_signed("!=", self.b.icmp_signed("<", remainder,
-                                                ir.Constant(I64, 0)),
-                                                self.b.icmp_signed("<", right,
-                                                ir.Constant(I64, 0))))
-        return self.b.sub(quotient, self.b.zext(adjust, I64))
+        quotient, remainder = self._trap_free(left, right)
+        return self.b.sub(quotient, self.b.zext(self._rounds_down(remainder, right), I64))
 
     def _mod(self, left: ir.Value, right: ir.Value) -> ir.Value:
-        remainder = self.b.srem(left, right)
-        wrong_sign = self.b.and_(self.b.icmp_signed("!=", remainder, ir.Constant(I64, 0)),
-                                 self.b.icmp_signed("!=", self.b.icmp_signed(
-                                     "<", remainder, ir.Constant(I64, 0)),
-                                     self.b.icmp_signed("<", right, ir.Constant(I64, 0))))
-        return self.b.select(wrong_sign, self.b.add(remainder, right), remainder)
+        remainder = self._trap_free(left, right)[1]
+        return self.b.select(self._rounds_down(remainder, right),
+                             self.b.add(remainder, right), remainder)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> ir.Value:
         operand = self.expr(node.operand)

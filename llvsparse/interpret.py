@@ -47,7 +47,7 @@ class Interpreter:
                 return node.id == "True"
             return self.vars[node.id]
         if isinstance(node, ast.BinOp):
-            return _BINOPS[type(node.op)](self.expr(node.left), self.expr(node.right))
+            return self.binop(type(node.op), self.expr(node.left), self.expr(node.right))
         if isinstance(node, ast.UnaryOp):
             value = self.expr(node.operand)
             return np.negative(value) if isinstance(node.op, ast.USub) else np.logical_not(value)
@@ -79,8 +79,37 @@ class Interpreter:
                 result = fold(result, value)
             return result
         if isinstance(node, ast.IfExp):
-            return np.where(self.expr(node.test), self.expr(node.body), self.expr(node.orelse))
+            test = self.expr(node.test)
+            if np.ndim(test) == 0:
+                return self.expr(node.body if bool(test) else node.orelse)
+            test = np.asarray(test, dtype=bool)
+            return np.where(test, self.on_lanes(node.body, test),
+                            self.on_lanes(node.orelse, ~test))
         raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
+
+    def on_lanes(self, node: ast.expr, lanes: np.ndarray) -> Any:
+        """``node`` where only ``lanes`` take it: the others' reads and divisions are
+        not checked (``crd[p] if p < n else 0`` must not fail where ``p == n``)."""
+        outer = self.active
+        self.active = lanes if outer is None else outer & lanes
+        try:
+            return self.expr(node)
+        finally:
+            self.active = outer
+
+    def binop(self, op: type, left: Any, right: Any) -> Any:
+        """A compiled kernel's division by zero gives 0 where Python would raise: an
+        index array that leads there is corrupt."""
+        if op in (ast.FloorDiv, ast.Mod):
+            divisors = np.asarray(right)
+            if divisors.ndim and self.active is not None:
+                divisors = divisors[self.active]
+            if np.any(divisors == 0):
+                raise CorruptTensorError(f"{self.where}: divides by zero (the tensor's "
+                                         "arrays or parameters give a zero divisor)")
+            with np.errstate(divide="ignore"):  # lanes that do not take the division
+                return _BINOPS[op](left, right)
+        return _BINOPS[op](left, right)
 
     def subscript(self, node: ast.Subscript) -> Any:
         name = node.value.id
@@ -120,7 +149,8 @@ class Interpreter:
                 self.arrays[target.value.id][int(self.expr(target.slice))] = value
         elif isinstance(node, ast.AugAssign):
             current = self.expr(ast.Name(id=node.target.id, ctx=ast.Load()))
-            self.vars[node.target.id] = _BINOPS[type(node.op)](current, self.expr(node.value))
+            self.vars[node.target.id] = self.binop(type(node.op), current,
+                                                   self.expr(node.value))
         elif isinstance(node, ast.If):
             self.stmts(node.body if bool(self.expr(node.test)) else node.orelse)
         elif isinstance(node, ast.While):

@@ -42,3 +42,36 @@ def test_masked_while_checks_bounds_of_running_lanes():
     env = {"p_parent": np.array([0, 1]), "i": np.array([1, 2]), "W": 4, "N": 8}
     with pytest.raises(CorruptTensorError, match="reads crd"):
         run_function(_locate(), env, {"crd": crd}, "test", 2)  # parent 1 lies past crd
+
+
+def _vectorized(text: str, env: dict, arrays: dict):
+    import ast
+
+    from llvsparse.interpret import Interpreter
+
+    return Interpreter(env, arrays, "test").expr(ast.parse(text, mode="eval").body)
+
+
+def test_a_conditional_checks_only_the_lanes_that_take_each_branch():
+    """``crd[p] if p < 3 else -1`` read crd[3] for the lane that takes the else branch
+    and reported a corrupt tensor; a guarded division reported a zero divisor."""
+    crd = np.array([7, 8, 9], dtype=np.int32)
+    p = np.array([0, 2, 3])
+    got = _vectorized("crd[p] if p < 3 else -1", {"p": p}, {"crd": crd})
+    assert got.tolist() == [7, 9, -1]
+    d = np.array([2, 0, -3])
+    got = _vectorized("7 // d if d != 0 else 0", {"d": d}, {})
+    assert got.tolist() == [3, 0, -3]
+    with pytest.raises(CorruptTensorError, match="reads crd"):
+        _vectorized("crd[p] if p < 4 else -1", {"p": p}, {"crd": crd})
+
+
+@pytest.mark.parametrize("text", ["7 // d", "7 % d", "(7 // d) if d > -5 else 1"])
+def test_a_zero_divisor_is_a_corrupt_tensor(text):
+    """The compiled kernel gives 0 for a zero divisor (it cannot trap); a checked call
+    must therefore refuse data that divides by zero."""
+    with pytest.raises(CorruptTensorError, match="divides by zero"):
+        _vectorized(text, {"d": np.array([2, 0, 1])}, {})
+    divisors = [2, -1, -4, 1]
+    assert _vectorized(text, {"d": np.array(divisors)}, {}).tolist() == \
+        [eval(text, {"d": d}) for d in divisors]  # Python's flooring // and %

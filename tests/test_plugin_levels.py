@@ -3,6 +3,9 @@ away: a reloaded definition, and an array-free level whose storage is not its ex
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +91,77 @@ def test_array_free_level_with_a_parameter(tmp_path, width):
     np.testing.assert_array_equal(doubled.to_numpy(), 2 * M)
     total = ls.compile("C(i,j) = A(i,j) + B(i,j)", A=fmt, B="dense", out_format=fmt)
     np.testing.assert_array_equal(total(A=A, B=M).to_numpy(), 2 * M)
+
+
+SCALED_YAML = """\
+name: scaled
+doc: compressed, with each coordinate stored times S - 1 (S = 1 divides by zero)
+params:
+  S: {type: index}
+arrays:
+  pos: {type: pos, length: parent_size + 1, init: 0}
+  crd: {type: crd, length: size}
+properties:
+  full: [false, configurable]
+  ordered: [true, configurable]
+  unique: [true, configurable]
+  branchless: false
+  compact: true
+capabilities:
+  iterate: position
+  pos_bounds: return pos[p_parent], pos[p_parent + 1]
+  pos_access: return crd[p] // (S - 1), True
+  append:
+    append_init: pos[0] = 0
+    append_coord: crd[p] = i * (S - 1)
+    append_edges: pos[p_parent + 1] = p_end - p_begin
+    append_finalize: |
+      total = pos[0]
+      for q in range(1, parent_size + 1):
+          total = total + pos[q]
+          pos[q] = total
+"""
+
+# Runs in a child process: a kernel that divides by zero used to die of SIGFPE.
+UNCHECKED_ZERO_DIVISOR = """\
+import sys
+import numpy as np
+import llvsparse as ls
+ls.register_level_format(sys.argv[1])
+M = np.array([[1.0, 0, 2], [0, 0, 3], [4, 0, 0]])
+A = ls.Tensor.from_numpy(M, format=ls.Format([ls.Level("dense", 0),
+                                              ls.Level("scaled", 1, params={"S": 3})]))
+bad = ls.Format([ls.Level("dense", 0), ls.Level("scaled", 1, params={"S": 1})])
+corrupt = ls.Tensor(A.shape, bad, A.dtype, A.index_dtype, A.level_extents,
+                    A.level_arrays, [{}, {"S": 1}], A.values)
+y = ls.compile("y(i) = A(i,j) * x(j)", A=bad)(A=corrupt, x=np.ones(3), check=False)
+print(y.to_numpy().tolist())
+"""
+
+
+def test_a_runtime_zero_divisor_is_refused_when_checked_and_never_kills_the_process(
+        tmp_path):
+    """A division in a level function by a value that is zero only at run time (here a
+    parameter) trapped in the kernel. Checked calls now refuse the tensor; unchecked ones
+    get numpy's integer result for a zero divisor (0) instead of a hardware fault."""
+    path = tmp_path / "scaled.yaml"
+    path.write_text(SCALED_YAML)
+    ls.register_level_format(path)
+    M = np.array([[1.0, 0, 2], [0, 0, 3], [4, 0, 0]])
+    x = np.array([1.0, 2.0, 3.0])
+    fmt = ls.Format([ls.Level("dense", 0), ls.Level("scaled", 1, params={"S": 3})])
+    A = ls.Tensor.from_numpy(M, format=fmt)
+    assert A.level_arrays[1]["crd"].tolist() == [0, 4, 4, 0]  # coordinates times 2
+    np.testing.assert_array_equal(ls.evaluate("y(i) = A(i,j) * x(j)", A=A, x=x).to_numpy(),
+                                  M @ x)
+    bad = ls.Format([ls.Level("dense", 0), ls.Level("scaled", 1, params={"S": 1})])
+    corrupt = ls.Tensor(A.shape, bad, A.dtype, A.index_dtype, A.level_extents,
+                        A.level_arrays, [{}, {"S": 1}], A.values)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A=bad)
+    with pytest.raises(ls.CorruptTensorError, match="divides by zero"):
+        kernel(A=corrupt, x=x)
+    child = subprocess.run([sys.executable, "-c", UNCHECKED_ZERO_DIVISOR, str(path)],
+                           check=False, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, LLVSPARSE_CACHE_DIR=str(tmp_path / "c")))
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split() == ["[3.0,", "3.0,", "4.0]"]  # every column read as 0
