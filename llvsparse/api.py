@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import mmap
 import re
 import threading
@@ -98,6 +99,33 @@ def _has_op(expr: nt.Expr, kinds: tuple[str, ...]) -> bool:
     return any(_has_op(c, kinds) for c in nt.children(expr))
 
 
+# Operands of at most this order are tried converted in every mode order (4! = 24 builds
+# that may each fail); higher orders only in their natural one.
+MAX_PERMUTED_ORDER = 4
+
+
+def _mode_order(fmt: Format) -> list[int]:
+    """The modes of a conversion's coordinate list, outermost first."""
+    return [level.mode for level in fmt.levels]
+
+
+def _refuse_rescans(nests, conversions: dict[str, Format]) -> None:
+    """A transposed copy whose outermost level ends up under a loop over an index it
+    lacks would be walked whole for every coordinate of that loop: CSR x CSR into CSR
+    becomes an inner product, O(rows x columns), where a workspace (not supported yet)
+    would cost O(flops). Refuse it, so that the statement's own error stands."""
+    permuted = {n for n, fmt in conversions.items()
+                if _mode_order(fmt) != sorted(_mode_order(fmt))}
+    for nest in nests:
+        for operand in operands(nest.body):
+            if operand.tensor not in permuted or not operand.vars:
+                continue
+            outside = nest.order[:nest.order.index(operand.vars[0])]
+            if any(var not in operand.vars for var in outside):
+                raise ScheduleError(f"a transposed copy of {operand.tensor} would be "
+                                    f"rescanned for every coordinate of {outside[0]}")
+
+
 class Kernel:
     """A compiled expression; call it with tensors by name, many times.
 
@@ -126,34 +154,53 @@ class Kernel:
         self.fastmath = fastmath
         self.out_index_dtype = out_index_dtype
         self.convert = convert
-        self._names = self.assignment.tensors()
-        self._accesses = self.assignment.accesses()
+        # Internally each further index order of a repeated input is an operand of its
+        # own (see nt.separate_repeated_uses), given the same tensor on every call.
+        self._assignment, self._aliases = nt.separate_repeated_uses(self.assignment)
+        for alias, original in self._aliases.items():
+            self.formats[alias] = self.formats[original]
+        self._user_names = self.assignment.tensors()
+        self._names = self._assignment.tensors()
+        self._accesses = self._assignment.accesses()
         self._signatures: dict[tuple, Instance] = {}  # call-path cache of instances
         self._last_plan: tuple | None = None  # (extent, threads), weights, Split
         self._last_bound: BoundCall | None = None
         self.last: Instance | None = None
 
+    @property
+    def aliases(self) -> dict[str, nt.Access]:
+        """Operand names the kernel gave further index orders of a repeated input, and
+        the caller's use each stands for (``A__1``: ``A(j,i)`` in ``A(i,j) * A(j,i)``)."""
+        return {a.tensor: nt.Access(self._aliases[a.tensor], a.indices)
+                for a in self._accesses if a.tensor in self._aliases}
+
+    def _user_name(self, name: str) -> str:
+        """The name the caller knows an operand by (an alias's original)."""
+        return self._aliases.get(name, name)
+
     # -- specialization -----------------------------------------------------------------
     def instance(self, dtypes: dict[str, str] | None = None,
                  index_dtypes: dict[str, str] | None = None) -> Instance:
-        names = self.assignment.tensors()
-        out = self.assignment.lhs.tensor
-        unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(names)
+        names = self._assignment.tensors()
+        out = self._assignment.lhs.tensor
+        unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names)
         if unknown:
             raise ValueError(f"dtypes given for tensors not in the expression: "
                              f"{sorted(unknown)}")
-        dtypes = {n: str(checked_value_dtype((dtypes or {}).get(n, "float64"))) for n in names}
-        index_dtypes = {n: str(checked_index_dtype((index_dtypes or {}).get(n, "int32")))
+        dtypes = {n: str(checked_value_dtype((dtypes or {}).get(self._user_name(n), "float64")))
+                  for n in names}
+        index_dtypes = {n: str(checked_index_dtype((index_dtypes or {}).get(self._user_name(n),
+                                                                            "int32")))
                         for n in names}
-        dtypes[out] = _result_dtype(self.assignment, dtypes)
+        dtypes[out] = _result_dtype(self._assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
-        key = (str(self.assignment), tuple(sorted((n, types[n]) for n in names)),
+        key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, registry_generation())
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
         if cached is None:
             disk_key = disk_cache.entry_key(
-                (str(self.assignment), tuple((n, type_key(types[n])) for n in names),
+                (str(self._assignment), tuple((n, type_key(types[n])) for n in names),
                  self.fastmath, self.convert))
             cached = self._load(disk_key, types, dtypes[out])
             if cached is None:
@@ -162,7 +209,7 @@ class Kernel:
                     "name": cached.jit.name, "concrete": cached.concrete,
                     "lattices": cached.lattices, "parallel_mode": cached.parallel_mode,
                     "initializes_output": cached.initializes_output,
-                    "conversions": {n: f.name for n, f in cached.conversions.items()}})
+                    "conversions": {n: _mode_order(f) for n, f in cached.conversions.items()}})
             with _CACHE_LOCK:
                 _CACHE[key] = cached
         self.last = cached
@@ -176,13 +223,13 @@ class Kernel:
         obj, meta = entry
         try:
             kernel = load_object(obj, meta["name"], key)
-            conversions = {n: named_format(f, types[n].order)
-                           for n, f in meta.get("conversions", {}).items()}
+            conversions = {n: named_format("coo", types[n].order, [int(m) for m in modes])
+                           for n, modes in meta.get("conversions", {}).items()}
             retyped = dict(types)
             for n, fmt in conversions.items():
                 retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
-            order = [self.assignment.lhs.tensor] + [
-                n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
+            order = [self._assignment.lhs.tensor] + [
+                n for n in self._assignment.tensors() if n != self._assignment.lhs.tensor]
             return Instance(retyped, str(meta["concrete"]), kernel, dtype, conversions,
                             str(meta["lattices"]), order, meta.get("parallel_mode"),
                             bool(meta.get("initializes_output", False)))
@@ -192,17 +239,17 @@ class Kernel:
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
-        (one at a time, then all) to a coordinate list in natural mode order."""
+        to sorted coordinate lists: one at a time in natural mode order, then one at a
+        time in every other mode order (a transposed use), then all at once, in the
+        output's order and then in natural order."""
         try:
             return self._build(types, dtype, {})
         except ScheduleError as error:
             if not self.convert:
                 raise
-            out = self.assignment.lhs.tensor
-            inputs = [n for n in self.assignment.tensors() if n != out and types[n].order > 0]
-            candidates = [[n] for n in reversed(inputs)] + [inputs]
-            for names in candidates:
-                conversions = {n: named_format("coo", types[n].order) for n in names}
+            for orders in self._conversion_candidates(types):
+                conversions = {n: named_format("coo", types[n].order, modes)
+                               for n, modes in orders.items()}
                 retyped = dict(types)
                 for n, fmt in conversions.items():
                     retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
@@ -212,12 +259,33 @@ class Kernel:
                     continue
             raise error from None
 
+    def _conversion_candidates(self, types: dict[str, TensorType]) -> list[dict]:
+        """Operands to convert, each with the mode order of its coordinate list, in the
+        order to try them."""
+        out = self._assignment.lhs.tensor
+        uses = {a.tensor: a.indices for a in self._accesses if a.tensor != out}
+        inputs = [n for n in uses if types[n].order > 0]
+        natural = {n: tuple(range(types[n].order)) for n in inputs}
+        # Output indices outermost in its storage order, then the others as they appear.
+        lhs = self._assignment.lhs.indices
+        first = [lhs[lv.mode] for lv in types[out].levels if lv.mode is not None]
+        rank = {v: k for k, v in enumerate(dict.fromkeys(
+            [*first, *(v for n in inputs for v in uses[n])]))}
+        along_output = {n: tuple(sorted(natural[n], key=lambda m, n=n: rank[uses[n][m]]))
+                        for n in inputs}
+        candidates = [{n: natural[n]} for n in reversed(inputs)]
+        candidates += [{n: modes} for n in reversed(inputs)
+                       if types[n].order <= MAX_PERMUTED_ORDER
+                       for modes in itertools.permutations(natural[n])
+                       if modes != natural[n]]
+        return [*candidates, along_output, natural]
+
     def _build(self, types: dict[str, TensorType], dtype: str,
                conversions: dict[str, Format]) -> Instance:
         start = time.perf_counter()
-        concrete = to_concrete(self.assignment, types)
-        order = [self.assignment.lhs.tensor] + [
-            n for n in self.assignment.tensors() if n != self.assignment.lhs.tensor]
+        concrete = to_concrete(self._assignment, types)
+        order = [self._assignment.lhs.tensor] + [
+            n for n in self._assignment.tensors() if n != self._assignment.lhs.tensor]
         try:
             nests = schedule(concrete, types)
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
@@ -229,6 +297,7 @@ class Kernel:
                 raise error from None
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
+        _refuse_rescans(nests, conversions)
         parallel_mode = _parallel_mode(nests, types, order[0])
         phases = SPLIT_PHASES if builder.can_split_assembly() else \
             GATHER_PHASES if builder.can_gather_assembly() else ()
@@ -308,7 +377,7 @@ class Kernel:
         trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call;
         ``out=array`` writes a dense-like result into ``array`` (see ``BoundCall``),
         unless the expression has an operand named ``out``."""
-        out = tensors.pop("out", None) if "out" not in self._names else None
+        out = tensors.pop("out", None) if "out" not in self._user_names else None
         if self._last_bound is not None:
             bound = self._last_bound.reuse(tensors, threads, check)
             if bound is not None:
@@ -321,7 +390,7 @@ class Kernel:
              **tensors) -> BoundCall:
         """Validate, specialize and prepare descriptors once; the returned callable runs
         the kernel on these operands with almost no Python work (for calls in a loop)."""
-        names, out = self._names, self.assignment.lhs.tensor
+        names, out = self._user_names, self._assignment.lhs.tensor
         missing = [n for n in names if n != out and n not in tensors]
         if missing:
             raise TypeError(f"missing tensors: {', '.join(missing)}")
@@ -333,21 +402,22 @@ class Kernel:
             raise TypeError(f"tensors not in the expression: {', '.join(unknown)}")
         if not isinstance(check, (bool, np.bool_)):
             raise TypeError(f"check must be True or False, not {check!r}")
-        inputs = {n: _as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
-        extents = self._extents(inputs)
+        given = {n: _as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
+        extents = self._extents(given)
         if check:
-            for tensor in inputs.values():
+            for tensor in given.values():
                 tensor.validate()
         out_shape = tuple(extents[v.name] for v in self.assignment.lhs.indices)
         wide = max(out_shape, default=0) >= 2**31 - 1
-        signature = (wide, *((t.dtype, t.index_dtype) for t in inputs.values()))
+        signature = (wide, *((t.dtype, t.index_dtype) for t in given.values()))
         inst = self._signatures.get(signature)
         if inst is None:
-            dtypes = {n: t.dtype.name for n, t in inputs.items()}
-            index_dtypes = {n: t.index_dtype.name for n, t in inputs.items()}
+            dtypes = {n: t.dtype.name for n, t in given.items()}
+            index_dtypes = {n: t.index_dtype.name for n, t in given.items()}
             index_dtypes[out] = self.out_index_dtype or ("int64" if wide else "int32")
             inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
         self.last = inst
+        inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
         for name, fmt in inst.conversions.items():
             inputs[name] = inputs[name].asformat(fmt)
         threads = runtime.get_num_threads() if threads is None else \
@@ -357,14 +427,16 @@ class Kernel:
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
                     and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
-        holders = [inputs[n].holder(check_shallow=not check) for n in names if n != out]
+        holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
         plan = None
         if parallel:
-            var = self.assignment.lhs.indices[inst.parallel_mode].name
+            var = self._assignment.lhs.indices[inst.parallel_mode].name
             plan = self._plan(out_shape[inst.parallel_mode], threads,
                               self._entries_per_row(inputs, var))
         bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
         bound.operands = {n: tensors[n] for n in names if n != out}
+        positions = list(inputs)
+        bound.operand_holders = [holders[positions.index(n)] for n in bound.operands]
         bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
                          if isinstance(a, np.ndarray) and _views(inputs[n].values, a)}
         bound.requested_threads = threads
@@ -398,9 +470,10 @@ class Kernel:
         return parts
 
     def _extents(self, inputs) -> dict[str, int]:
+        """Each index variable's extent, from the operands given by the caller's names."""
         extents: dict[str, int] = {}
         where: dict[str, str] = {}
-        for access in self._accesses:
+        for access in self.assignment.accesses():
             if access.tensor not in inputs:
                 continue
             tensor = inputs[access.tensor]
@@ -532,7 +605,7 @@ class BoundCall:
         wanted = runtime.get_num_threads() if threads is None else threads
         if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
             return None
-        for (name, bound), holder in zip(self.operands.items(), self.inputs):
+        for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
             given = tensors[name]
             if given is not bound:
                 return None

@@ -55,8 +55,14 @@ def _describe(name: str, ttype) -> list[str]:
 
 def header_text(kernel, inst, name: str) -> str:
     doc = [f"/* {kernel.assignment}", " * tensors[] order:"]
+    aliases = kernel.aliases
     for position, tensor in enumerate(inst.arg_order):
-        doc.append(f" *   [{position}] {tensor}{' (output)' if position == 0 else ''}")
+        note = " (output)" if position == 0 else ""
+        if tensor in aliases:
+            note = f" (the tensor {aliases[tensor].tensor} again, for {aliases[tensor]})"
+        if tensor in inst.conversions:
+            note += " (converted: pass it in the layout below)"
+        doc.append(f" *   [{position}] {tensor}{note}")
     for tensor in inst.arg_order:
         doc += _describe(tensor, inst.types[tensor])
     doc.append(" * Returns 0 on success, 1 when memory runs out. */")

@@ -223,7 +223,7 @@ def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> F
         raise FormatError(f"format {name!r} is for matrices; this tensor has order {order}")
     else:
         raise FormatError(f"unknown format {name!r}; known: {', '.join(sorted(NAMED_FORMATS))}")
-    return Format(levels, name=key)
+    return Format(levels, name=key if natural == list(range(order)) else f"{key}{tuple(natural)}")
 
 
 _MATRIX_FORMATS = {

@@ -212,6 +212,41 @@ def rename_tensors(expr: Expr, names: Mapping[str, str]) -> Expr:
     return with_children(expr, tuple(rename_tensors(c, names) for c in kids)) if kids else expr
 
 
+def separate_repeated_uses(assignment: Assignment) -> tuple[Assignment, dict[str, str]]:
+    """``assignment`` with each further index order of a repeated input renamed
+    (``A(i,j) * A(j,i)`` becomes ``A(i,j) * A__1(j,i)``), and the new names' originals.
+
+    Each use then is an operand of its own, so the compiler may store one in another
+    order (a CSR ``A`` read as ``A(j,i)`` is converted to column-major order); both
+    receive the same tensor on every call.
+    """
+    taken = set(assignment.tensors())
+    first_use: dict[str, tuple[IndexVar, ...]] = {}
+    renamed: dict[tuple[str, tuple[IndexVar, ...]], str] = {}
+    aliases: dict[str, str] = {}
+    for access in iter_accesses(assignment.rhs):
+        known = first_use.setdefault(access.tensor, access.indices)
+        key = (access.tensor, access.indices)
+        if known == access.indices or key in renamed:
+            continue
+        number = 1 + sum(1 for original in aliases.values() if original == access.tensor)
+        while f"{access.tensor}__{number}" in taken:
+            number += 1
+        alias = renamed[key] = f"{access.tensor}__{number}"
+        taken.add(alias)
+        aliases[alias] = access.tensor
+    if not aliases:
+        return assignment, {}
+    return Assignment(assignment.lhs, _rename_uses(assignment.rhs, renamed)), aliases
+
+
+def _rename_uses(expr: Expr, renamed: Mapping[tuple[str, tuple[IndexVar, ...]], str]) -> Expr:
+    if isinstance(expr, Access):
+        return Access(renamed.get((expr.tensor, expr.indices), expr.tensor), expr.indices)
+    kids = children(expr)
+    return with_children(expr, tuple(_rename_uses(c, renamed) for c in kids)) if kids else expr
+
+
 def negate(expr: Expr) -> Expr:
     """Unary minus; a literal absorbs it so ``-2`` is one constant, not an operation."""
     if isinstance(expr, Literal):
