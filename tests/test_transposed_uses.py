@@ -147,3 +147,11 @@ def test_radix_order_is_lexsorts_order(shape, count, seed, data):
     modes = data.draw(st.permutations(range(len(shape))))
     expected = np.lexsort([coords[m] for m in reversed(modes)])
     np.testing.assert_array_equal(_lexicographic_order(coords, list(modes)), expected)
+
+
+def test_exported_header_says_which_operand_is_the_same_tensor(tmp_path):
+    kernel = ls.compile("y(i) = A(i,j) * A(j,i)", A="csr")
+    _, header = kernel.export(tmp_path / "k.o")
+    text = header.read_text()
+    assert "[2] A__1 (the tensor A again, for A(j,i)) (converted" in text
+    assert "A__1: 2-d" in text and "level 0: compressed (mode 1)" in text
