@@ -603,7 +603,8 @@ class BoundCall:
         without a copy) and the thread request matches. ``check`` validates the Tensors
         again (remembered for sealed ones, see ``Tensor.validate``)."""
         wanted = runtime.get_num_threads() if threads is None else threads
-        if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
+        if wanted != self.requested_threads or tensors.keys() != self.operands.keys() \
+                or self.inst.conversions:  # a converted copy may be stale: convert again
             return None
         for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
             given = tensors[name]

@@ -155,3 +155,14 @@ def test_exported_header_says_which_operand_is_the_same_tensor(tmp_path):
     text = header.read_text()
     assert "[2] A__1 (the tensor A again, for A(j,i)) (converted" in text
     assert "A__1: 2-d" in text and "level 0: compressed (mode 1)" in text
+
+
+def test_a_converted_copy_follows_the_values_the_caller_changes():
+    """The binding of ``A + A(j,i)`` is reused for the same tensor, but its transposed
+    copy is made again on every call: values written in place between calls count."""
+    dense = np.triu(np.arange(1.0, 17.0).reshape(4, 4))
+    A = ls.Tensor.from_numpy(dense, format="csr")
+    kernel = ls.compile("C(i,j) = A(i,j) + A(j,i)", A="csr", out_format="csr")
+    np.testing.assert_array_equal(kernel(A=A).to_numpy(), dense + dense.T)
+    A.values[:] *= 3
+    np.testing.assert_array_equal(kernel(A=A).to_numpy(), 3 * (dense + dense.T))
