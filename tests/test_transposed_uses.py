@@ -136,9 +136,10 @@ def test_a_permuted_conversion_survives_the_disk_cache(tmp_path, monkeypatch):
 @given(shape=st.lists(st.sampled_from([1, 3, 70_000, 2**31 - 1, 2**40]), min_size=1,
                       max_size=3),
        count=st.integers(0, 300), seed=st.integers(0, 3), data=st.data())
-def test_radix_order_is_lexsorts_order(shape, count, seed, data):
-    """Transposed copies are sorted by 16-bit radix passes over one combined key (or by
-    lexsort when the key would pass 64 bits): the order, ties included, is lexsort's."""
+def test_counting_sort_order_is_lexsorts_order(shape, count, seed, data):
+    """Transposed copies are sorted by a stable counting sort per mode (a comparison sort
+    for a key spread far wider than the entries): the order, ties included, is
+    lexsort's."""
     from llvsparse.tensor import _lexicographic_order
 
     rng = np.random.default_rng(seed)
