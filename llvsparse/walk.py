@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .interpret import CorruptTensorError, run_function
+from .ordering import lexicographic_order
 
 
 @dataclass
@@ -234,7 +235,7 @@ def _check_level(level, where, owner, coords, extent, nparents) -> None:
             raise CorruptTensorError(f"{where} claims ordered coordinates but a segment "
                                      "decreases")
     elif level.unique and len(coord):
-        order = np.lexsort((coord, owner))
+        order = lexicographic_order([owner, coord])
         dup = (np.diff(owner[order]) == 0) & (np.diff(coord[order]) == 0)
         if np.any(dup):
             raise CorruptTensorError(f"{where} claims unique coordinates but has duplicates")

@@ -140,14 +140,14 @@ def test_counting_sort_order_is_lexsorts_order(shape, count, seed, data):
     """Transposed copies are sorted by a stable counting sort per mode (a comparison sort
     for a key spread far wider than the entries): the order, ties included, is
     lexsort's."""
-    from llvsparse.tensor import _lexicographic_order
+    from llvsparse.ordering import lexicographic_order
 
     rng = np.random.default_rng(seed)
     coords = np.stack([rng.integers(0, min(s, 2**62), count) for s in shape])
     coords[:, : count // 3] = coords[:, :1] if count else coords[:, :0]  # repeated entries
     modes = data.draw(st.permutations(range(len(shape))))
     expected = np.lexsort([coords[m] for m in reversed(modes)])
-    np.testing.assert_array_equal(_lexicographic_order(coords, list(modes)), expected)
+    np.testing.assert_array_equal(lexicographic_order([coords[m] for m in modes]), expected)
 
 
 def test_exported_header_says_which_operand_is_the_same_tensor(tmp_path):
