@@ -82,8 +82,10 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
         if not ready:
             cycle = ", ".join(sorted(remaining))
             raise ScheduleError(f"the storage orders of the operands conflict over indices "
-                                f"{cycle} (a row-major and a column-major operand indexed alike); "
-                                "convert one operand or use an output that takes inserts")
+                                f"{cycle} (operands whose levels store them in opposite orders: "
+                                "a row-major A(i,j) with a column-major B(i,j), or with a "
+                                "row-major B(j,i)); convert one operand or use an output that "
+                                "takes inserts")
         def waiting(var: str) -> int:
             return sum(1 for a, b in preferred if b == var and a in remaining and a != var)
 
