@@ -27,7 +27,7 @@ I8P = I8.as_pointer()
 I64P = I64.as_pointer()
 # A tensor descriptor: nlevels, extents, sizes, arrays (level arrays then vals), caps, params.
 DESCRIPTOR = ir.LiteralStructType([I64, I64P, I64P, I8P.as_pointer(), I64P, I64P])
-STATUS_OK, STATUS_NO_MEMORY = 0, 1
+STATUS_OK, STATUS_NO_MEMORY, STATUS_NEGATIVE_STORE = 0, 1, 2
 # Extra arguments (after the descriptor table) of each phase of a split assembly.
 PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
                    "fill": [I64, I64, I64], "append": [I64, I64, I64.as_pointer()],
@@ -141,8 +141,8 @@ class TensorIR:
             return ArrayRef(self.pointers[slot], self.element(slot),
                             invariant=not self.is_output)
         return ArrayRef(lambda b, s=slot: self._load_pointer(b, s), self.element(slot),
-                        lambda b, index, s=slot, v=init: self.kc.ensure(self, s,
-                                                                        b.add(index, ONE), v))
+                        lambda b, index, s=slot, v=init: self.kc.ensure_store(self, s, index,
+                                                                              v))
 
     def level_arrays(self, level: int) -> dict[str, ArrayRef]:
         arrays = {}
@@ -227,7 +227,7 @@ class KernelCompiler:
         self.clears_rows = False  # rows zeroed in the kernel (clearing_rows)
         self.stores_every_row = False  # sums stored unconditionally (write_point)
         self.skips_rows = False  # a loop over an output index may miss coordinates
-        self.fail_block: ir.Block | None = None
+        self.fail_blocks: dict[int, ir.Block] = {}
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
                         for k, name in enumerate(arg_order)}
         self.out_name = arg_order[0]
@@ -240,14 +240,28 @@ class KernelCompiler:
         return existing if existing is not None else ir.Function(self.module, signature, name)
 
     # -- memory ------------------------------------------------------------------------
-    def fail(self) -> ir.Block:
-        if self.fail_block is None:
-            with self.b.goto_block(self.function.append_basic_block("no_memory")) as _:
-                self.fail_block = self.b.block
+    def fail(self, status: int = STATUS_NO_MEMORY) -> ir.Block:
+        """The block that publishes the output's arrays (so they are freed) and returns
+        ``status``, one per status and function."""
+        if status not in self.fail_blocks:
+            name = "no_memory" if status == STATUS_NO_MEMORY else f"failed_{status}"
+            with self.b.goto_block(self.function.append_basic_block(name)) as _:
+                self.fail_blocks[status] = self.b.block
                 if self.phase not in ("count", "fill"):  # threads share the descriptor
                     self.tensors[self.out_name].write_back(self.b)
-                self.b.ret(ir.Constant(I32, STATUS_NO_MEMORY))
-        return self.fail_block
+                self.b.ret(ir.Constant(I32, status))
+        return self.fail_blocks[status]
+
+    def ensure_store(self, tensor: TensorIR, slot: int, index: ir.Value,
+                     init: int | None) -> None:
+        """Before a level function stores at ``index``: grow the array past it, and fail
+        the call on a negative index (a wrong plugin function) instead of writing in
+        front of the array."""
+        ok = self.b.append_basic_block("store_index_ok")
+        self.b.cbranch(self.b.icmp_signed("<", index, ZERO), self.fail(STATUS_NEGATIVE_STORE),
+                       ok)
+        self.b.position_at_end(ok)
+        self.ensure(tensor, slot, self.b.add(index, ONE), init)
 
     def ensure(self, tensor: TensorIR, slot: int, needed: ir.Value, init: int | None) -> None:
         """Grow an output array to hold ``needed`` elements, filling new ones with ``init``

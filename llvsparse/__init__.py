@@ -11,7 +11,7 @@ from .io import read, write
 from .ir.schedule import ScheduleError
 from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
 from .results import set_result_pool_bytes
-from .runtime import get_num_threads, set_num_threads
+from .runtime import KernelRuntimeError, get_num_threads, set_num_threads
 from .tensor import Tensor
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "FormatFileError",
     "IndexVar",
     "Kernel",
+    "KernelRuntimeError",
     "Level",
     "NotationError",
     "NotationSyntaxError",

@@ -65,7 +65,8 @@ def header_text(kernel, inst, name: str) -> str:
         doc.append(f" *   [{position}] {tensor}{note}")
     for tensor in inst.arg_order:
         doc += _describe(tensor, inst.types[tensor])
-    doc.append(" * Returns 0 on success, 1 when memory runs out. */")
+    doc.append(" * Returns 0 on success, 1 when memory runs out, 2 when a level function")
+    doc.append(" * stores at a negative position (a wrong plugin level). */")
     guard = re.sub(r"\W", "_", name).upper() + "_H"
     return "\n".join([f"#ifndef {guard}", f"#define {guard}", HEADER_STRUCT,
                       "#ifdef __cplusplus", 'extern "C" {', "#endif", *doc,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ir.codegen import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
 from .results import BUFFERS, MIN_BYTES, with_spare
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -126,12 +127,14 @@ class _KernelBuffer:
                                     "typestr": dtype.str, "version": 3}
         self.nbytes = count * dtype.itemsize
 
-    def __del__(self) -> None:
+    # Finalizers bind what they call: at interpreter exit, module globals may already
+    # be None when the last buffers are collected.
+    def __del__(self, free=_LIBC.free, pool=BUFFERS) -> None:
         address = self.__array_interface__["data"][0]
         if self.nbytes >= MIN_BYTES:
-            BUFFERS.give_back(_IdleBlock(address, self.nbytes))
+            pool.give_back(_IdleBlock(address, self.nbytes))
         else:
-            _LIBC.free(address)
+            free(address)
 
 
 class _IdleBlock:
@@ -147,9 +150,9 @@ class _IdleBlock:
         address, self.address = self.address, 0
         return address
 
-    def __del__(self) -> None:
+    def __del__(self, free=_LIBC.free) -> None:  # bound: see _KernelBuffer.__del__
         if self.address:
-            _LIBC.free(self.address)
+            free(self.address)
 
 
 class DescriptorHolder:
@@ -281,10 +284,19 @@ def descriptor_table(holders: list[DescriptorHolder]):
         *[ctypes.pointer(h.struct) for h in holders])
 
 
+# What a kernel's nonzero return status means.
+STATUS_MEANINGS = {
+    STATUS_NO_MEMORY: "out of memory",
+    STATUS_NEGATIVE_STORE: "a level function stored at a negative position: a plugin "
+                           "level's insert or append function is wrong",
+}
+
+
 def check_status(status: int, holders: list[DescriptorHolder]) -> None:
     if status != 0:
         holders[0].release()
-        raise KernelRuntimeError(f"kernel failed with status {status} (out of memory)")
+        meaning = STATUS_MEANINGS.get(status, "unknown status")
+        raise KernelRuntimeError(f"kernel failed with status {status} ({meaning})")
 
 
 @functools.lru_cache(maxsize=1024)

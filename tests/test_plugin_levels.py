@@ -165,3 +165,60 @@ def test_a_runtime_zero_divisor_is_refused_when_checked_and_never_kills_the_proc
                            env=dict(os.environ, LLVSPARSE_CACHE_DIR=str(tmp_path / "c")))
     assert child.returncode == 0, child.stderr
     assert child.stdout.split() == ["[3.0,", "3.0,", "4.0]"]  # every column read as 0
+
+
+NEGATIVE_STORE_YAML = """\
+name: negstore
+doc: compressed, but its append writes one slot too early (a plugin bug)
+params: {}
+arrays:
+  pos: {type: pos, length: parent_size + 1, init: 0}
+  crd: {type: crd, length: size}
+properties:
+  full: [false, configurable]
+  ordered: [true, configurable]
+  unique: [true, configurable]
+  branchless: false
+  compact: true
+capabilities:
+  iterate: position
+  pos_bounds: return pos[p_parent], pos[p_parent + 1]
+  pos_access: return crd[p], True
+  append:
+    append_init: pos[0] = 0
+    append_coord: crd[p - 1] = i
+    append_edges: pos[p_parent + 1] = p_end - p_begin
+    append_finalize: |
+      total = pos[0]
+      for q in range(1, parent_size + 1):
+          total = total + pos[q]
+          pos[q] = total
+"""
+
+# Runs in a child process: the store in front of crd corrupted the heap.
+NEGATIVE_STORE = """\
+import sys
+import numpy as np
+import llvsparse as ls
+ls.register_level_format(sys.argv[1])
+fmt = ls.Format([ls.Level("dense", 0), ls.Level("negstore", 1)])
+kernel = ls.compile("C(i,j) = A(i,j) * 2", A="csr", out_format=fmt)
+for attempt in range(3):
+    try:
+        kernel(A=ls.Tensor.from_numpy(np.eye(3), format="csr"))
+    except ls.KernelRuntimeError as error:
+        print(error)
+"""
+
+
+def test_a_plugin_store_at_a_negative_position_fails_the_call(tmp_path):
+    """An append function writing crd[p - 1] stored in front of the array at p = 0 (a
+    heap corruption); the kernel now returns a status that names the cause."""
+    path = tmp_path / "negstore.yaml"
+    path.write_text(NEGATIVE_STORE_YAML)
+    child = subprocess.run([sys.executable, "-c", NEGATIVE_STORE, str(path)], check=False,
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, LLVSPARSE_CACHE_DIR=str(tmp_path / "c")))
+    assert child.returncode == 0, child.stderr
+    lines = child.stdout.splitlines()
+    assert len(lines) == 3 and all("negative position" in line for line in lines)
