@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import mmap
 import re
 import threading
@@ -36,7 +37,7 @@ from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput, output_params
 from .probe import ASSEMBLIES, FORMS, Probe, Way
-from .results import MIN_BYTES, RESULTS
+from .results import MIN_BYTES, RESULTS, check_fits_memory
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 
 
@@ -529,8 +530,10 @@ class BoundCall:
             self.out_extents = tuple(self.extents)
             # The last out= array that passed the overlap check (see _into).
             self.checked_out: Callable[[], np.ndarray | None] = lambda: None
-            self.size = int(np.prod(self.extents))
+            self.size = math.prod(self.extents)
             self.dtype = np.dtype(self.out_type.dtype)
+            check_fits_memory(self.size * self.dtype.itemsize,
+                              f"the output, {'x'.join(map(str, out_shape))} stored whole,")
             params, self.flat_params = output_params(out_format, self.out_type, self.extents)
             self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
                                                self.extents, params)

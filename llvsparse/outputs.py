@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .format import Format
-from .interpret import length_function
-from .results import with_spare
+from .interpret import length_function, run_function
+from .results import check_fits_memory, with_spare
 from .runtime import DescriptorHolder
 from .tensor import Tensor
 
@@ -68,9 +68,24 @@ class AssembledOutput:
             entry.length, {"N": self.extents[entry.level], **self.params[entry.level]})
             for entry in self.adopted}
         self.appended_slots = {entry.slot for entry in self.appended}
+        check_fits_memory(self._sized_up_front(ttype), "the output's storage sized before "
+                          f"any entry is known ({fmt!r}, levels that take inserts)")
         # What the last call adopted, reserved for the next: a binding's calls usually
         # assemble the same number of entries, and then their memory is recycled whole.
         self.last: list[tuple[int, int, int]] | None = None
+
+    def _sized_up_front(self, ttype) -> int:
+        """Bytes of the levels a kernel sizes before it inserts (a hash output's W = N
+        buckets per row), from each level's ``size`` function, and of their values."""
+        positions, nbytes = 1, 0
+        for k, level in enumerate(ttype.levels):
+            if not level.can_insert:
+                return nbytes
+            env = {"parent_size": positions, "N": self.extents[k], **self.params[k]}
+            positions = int(run_function(level.definition.functions["size"], env, {},
+                                         "size")[0])
+            nbytes += positions * self.index_dtype.itemsize * len(level.definition.arrays)
+        return nbytes + positions * self.dtype.itemsize
 
     def _reservations(self, expected: int) -> list[tuple[int, int, int]]:
         if expected <= 0:

@@ -15,12 +15,31 @@ collection gives the memory back.
 from __future__ import annotations
 
 import collections
+import os
 import threading
 
 import numpy as np
 
 MIN_BYTES = 4 << 20  # smaller buffers are recycled by malloc itself
 DEFAULT_LIMIT = 256 << 20
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM in this machine, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_fits_memory(nbytes: int, what: str) -> None:
+    """Refuse a result that cannot fit in RAM before a kernel starts writing it: its
+    allocation may succeed (memory is committed lazily), and the kernel's writes then
+    get the process killed by the system rather than raise."""
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        raise MemoryError(f"{what} would take {nbytes / 2**30:.1f} GiB, more than this "
+                          f"machine's {total / 2**30:.1f} GiB of memory")
 
 
 def with_spare(entries: int) -> int:

@@ -115,3 +115,21 @@ def test_compiled_length_expressions_agree_with_the_interpreter(text, size, pare
     compiled = length_function(expr, {"N": n, "k": k})
     expected = evaluate_expr(expr, {"N": n, "k": k, "size": size, "parent_size": parent})
     assert compiled(size, parent) == expected
+
+
+@pytest.mark.parametrize("out_format, stored", [("hash", 300 * 300 * (4 + 8)),
+                                                ("dense", 300 * 300 * 8)])
+def test_an_output_larger_than_memory_is_refused_before_the_kernel_runs(
+        monkeypatch, out_format, stored):
+    """A hash output keeps W = N buckets per row: SpGEMM of two 50k x 50k matrices into
+    one asked for 28 GiB on a 23 GiB machine, the allocation succeeded (memory is
+    committed lazily) and the kernel's writes got the process killed. Outputs sized
+    before any entry is known are now measured against the machine's memory first."""
+    a = sp.random(300, 300, density=0.02, format="csr", random_state=3)
+    A = ls.Tensor.from_scipy(a, "csr")
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", B="csr", out_format=out_format)
+    monkeypatch.setattr(ls.results, "physical_memory", lambda: stored - 1)
+    with pytest.raises(MemoryError, match=r"GiB, more than this machine's"):
+        kernel(A=A, B=A)
+    monkeypatch.setattr(ls.results, "physical_memory", lambda: stored)
+    np.testing.assert_allclose(kernel(A=A, B=A).to_numpy(), (a @ a).toarray())
