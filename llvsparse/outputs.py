@@ -7,6 +7,7 @@ call costs a descriptor, the kernel, and one numpy view per array.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,7 +104,7 @@ class AssembledOutput:
         one-thread call of this binding reserves (``reserve``): either way's collected
         arrays then fit the other's next call, so a binding that switches ways (see
         probe.py) recycles its memory rather than paying fresh page faults."""
-        rows = int(np.prod(self.extents[:self.appended[0].level])) if self.appended else 1
+        rows = math.prod(self.extents[:self.appended[0].level]) if self.appended else 1
         for entry in self.appended:
             parent = rows if entry.level == self.appended[0].level else entries
             holder.reserve(entry.slot, with_spare(self.length_of[entry.slot](entries, parent)),
