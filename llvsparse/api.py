@@ -27,6 +27,7 @@ from .backends.cpu import (
     jit,
     load_object,
 )
+from .diagonals import PATTERN_FORMAT, diagonal_pattern, separate_diagonals
 from .format import Format, FormatError, as_format, named_format
 from .formats.registry import generation as registry_generation
 from .gather import Scratch, gather_parallel
@@ -160,6 +161,10 @@ class Kernel:
         self._assignment, self._aliases = nt.separate_repeated_uses(self.assignment)
         for alias, original in self._aliases.items():
             self.formats[alias] = self.formats[original]
+        # A(i,i) on a level that cannot locate i reads a hidden diagonal pattern.
+        self._assignment, self._patterns = separate_diagonals(self._assignment, self.formats)
+        for pattern in self._patterns:
+            self.formats[pattern] = PATTERN_FORMAT
         self._user_names = self.assignment.tensors()
         self._names = self._assignment.tensors()
         self._accesses = self._assignment.accesses()
@@ -175,6 +180,12 @@ class Kernel:
         return {a.tensor: nt.Access(self._aliases[a.tensor], a.indices)
                 for a in self._accesses if a.tensor in self._aliases}
 
+    @property
+    def patterns(self) -> dict[str, str]:
+        """Hidden operands that stand for a diagonal use such as ``A(i,i)`` on a level
+        that cannot look ``i`` up, each with the index it spans (see diagonals.py)."""
+        return dict(self._patterns)
+
     def _user_name(self, name: str) -> str:
         """The name the caller knows an operand by (an alias's original)."""
         return self._aliases.get(name, name)
@@ -184,12 +195,13 @@ class Kernel:
                  index_dtypes: dict[str, str] | None = None) -> Instance:
         names = self._assignment.tensors()
         out = self._assignment.lhs.tensor
-        unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names)
+        unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names) \
+            - set(self._patterns)
         if unknown:
             raise ValueError(f"dtypes given for tensors not in the expression: "
                              f"{sorted(unknown)}")
-        dtypes = {n: str(checked_value_dtype((dtypes or {}).get(self._user_name(n), "float64")))
-                  for n in names}
+        dtypes = {n: str(checked_value_dtype((dtypes or {}).get(
+            self._user_name(n), "bool" if n in self._patterns else "float64"))) for n in names}
         index_dtypes = {n: str(checked_index_dtype((index_dtypes or {}).get(self._user_name(n),
                                                                             "int32")))
                         for n in names}
@@ -410,6 +422,8 @@ class Kernel:
                 tensor.validate()
         out_shape = tuple(extents[v.name] for v in self.assignment.lhs.indices)
         wide = max(out_shape, default=0) >= 2**31 - 1
+        given.update({pattern: diagonal_pattern(extents[var], str(checked_index_dtype(
+            None, extents[var]))) for pattern, var in self._patterns.items()})
         signature = (wide, *((t.dtype, t.index_dtype) for t in given.values()))
         inst = self._signatures.get(signature)
         if inst is None:

@@ -60,6 +60,9 @@ def header_text(kernel, inst, name: str) -> str:
         note = " (output)" if position == 0 else ""
         if tensor in aliases:
             note = f" (the tensor {aliases[tensor].tensor} again, for {aliases[tensor]})"
+        if tensor in kernel.patterns:
+            note = (f" (the diagonal pattern over index {kernel.patterns[tensor]}: a "
+                    "coordinate list of (k, k) for every k, each valued true)")
         if tensor in inst.conversions:
             note += " (converted: pass it in the layout below)"
         doc.append(f" *   [{position}] {tensor}{note}")

@@ -1,0 +1,83 @@
+"""Diagonal uses of operands (``A(i,i)``) whose storage cannot look a coordinate up.
+
+Once ``i`` is bound by one level, a later level that stores ``i`` again must find it;
+levels that only iterate (compressed, singleton, offset, ...) cannot. Such a use becomes
+``sum_d(A(i,d) * E(i,d))``, where ``E`` is a hidden operand: the diagonal pattern, a
+coordinate list of (i, i) valued True. Its implicit zeros annihilate, so only A's stored
+diagonal entries count (inf or NaN elsewhere in A stay out, as in a trace over stored
+entries), and the intersection walks A's part under each ``i`` once.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import notation as nt
+from .format import Format, named_format
+from .formats.registry import get_level
+from .operators import ADD, MUL
+
+
+def separate_diagonals(assignment: nt.Assignment, formats: dict[str, Format]
+                       ) -> tuple[nt.Assignment, dict[str, str]]:
+    """``assignment`` with every diagonal use that needs it rewritten, and each new
+    pattern operand's name with the index variable it spans."""
+    taken = {v.name for a in assignment.accesses() for v in a.indices} | set(formats)
+    patterns: dict[str, str] = {}
+
+    def fresh(base: str) -> str:
+        number = 1
+        while f"{base}__{number}" in taken:
+            number += 1
+        taken.add(f"{base}__{number}")
+        return f"{base}__{number}"
+
+    def rewrite(expr: nt.Expr) -> nt.Expr:
+        if not isinstance(expr, nt.Access):
+            kids = nt.children(expr)
+            return nt.with_children(expr, tuple(rewrite(c) for c in kids)) if kids else expr
+        mode = _unlocatable_repeat(expr, formats[expr.tensor])
+        if mode is None:
+            return expr
+        var = expr.indices[mode]
+        inner = nt.IndexVar(fresh(var.name))
+        pattern = fresh("diagonal")
+        patterns[pattern] = var.name
+        indices = tuple(inner if m == mode else v for m, v in enumerate(expr.indices))
+        product = nt.Call(MUL, (rewrite(nt.Access(expr.tensor, indices)),
+                                nt.Access(pattern, (var, inner))))
+        return nt.Reduction(ADD, inner, product)
+
+    rhs = rewrite(assignment.rhs)
+    return (assignment if not patterns else nt.Assignment(assignment.lhs, rhs)), patterns
+
+
+def _unlocatable_repeat(access: nt.Access, fmt: Format) -> int | None:
+    """The mode whose repeated index a level must find but cannot (the later of the two
+    levels storing it), or None."""
+    if len(set(access.indices)) == len(access.indices):
+        return None
+    seen: set[nt.IndexVar] = set()
+    for level in fmt.levels:
+        if level.mode is None:
+            continue
+        var = access.indices[level.mode]
+        if var in seen and "locate" not in get_level(level.kind).functions:
+            return level.mode
+        seen.add(var)
+    return None
+
+
+PATTERN_FORMAT = named_format("coo", 2)
+
+
+@functools.lru_cache(maxsize=8)
+def diagonal_pattern(size: int, index_dtype: str):
+    """The ``size`` x ``size`` diagonal pattern as a packed tensor (kept for reuse)."""
+    from .tensor import Tensor
+
+    diagonal = np.arange(size)
+    return Tensor.from_coo(np.stack([diagonal, diagonal]), np.ones(size, dtype=bool),
+                           (size, size), PATTERN_FORMAT, dtype="bool", index_dtype=index_dtype)
