@@ -145,8 +145,9 @@ class _BodyCompiler:
         """``sdiv`` and ``srem`` of ``left`` by ``right`` that cannot trap (a hardware
         fault kills the process): a zero divisor gives 0 and 0, as numpy's integer
         ``//`` and ``%`` do, and -1 gives ``-left`` and 0 without the overflow of the
-        smallest integer. Checked calls refuse zero divisors before the kernel runs
-        (interpret.py); constant divisors fold these selects away."""
+        smallest integer. A checked call refuses an input whose level functions divide
+        by zero when they are run on the host to check it (interpret.py); constant
+        divisors fold these selects away."""
         b, zero, minus_one = self.b, ir.Constant(I64, 0), ir.Constant(I64, -1)
         is_zero, is_minus_one = b.icmp_signed("==", right, zero), \
             b.icmp_signed("==", right, minus_one)

@@ -120,7 +120,8 @@ def _refuse_rescans(nests, conversions: dict[str, Format]) -> None:
                 if _mode_order(fmt) != sorted(_mode_order(fmt))}
     for nest in nests:
         for operand in operands(nest.body):
-            if operand.tensor not in permuted or not operand.vars:
+            if operand.tensor not in permuted or not operand.vars \
+                    or operand.vars[0] not in nest.order:  # a block's part: not a loop
                 continue
             outside = nest.order[:nest.order.index(operand.vars[0])]
             if any(var not in operand.vars for var in outside):
@@ -161,6 +162,8 @@ class Kernel:
         self._assignment, self._aliases = nt.separate_repeated_uses(self.assignment)
         for alias, original in self._aliases.items():
             self.formats[alias] = self.formats[original]
+        self._alias_uses = {a.tensor: nt.Access(self._aliases[a.tensor], a.indices)
+                            for a in self._assignment.accesses() if a.tensor in self._aliases}
         # A(i,i) on a level that cannot locate i reads a hidden diagonal pattern.
         self._assignment, self._patterns = separate_diagonals(self._assignment, self.formats)
         for pattern in self._patterns:
@@ -177,8 +180,7 @@ class Kernel:
     def aliases(self) -> dict[str, nt.Access]:
         """Operand names the kernel gave further index orders of a repeated input, and
         the caller's use each stands for (``A__1``: ``A(j,i)`` in ``A(i,j) * A(j,i)``)."""
-        return {a.tensor: nt.Access(self._aliases[a.tensor], a.indices)
-                for a in self._accesses if a.tensor in self._aliases}
+        return dict(self._alias_uses)
 
     @property
     def patterns(self) -> dict[str, str]:
@@ -277,7 +279,7 @@ class Kernel:
         order to try them."""
         out = self._assignment.lhs.tensor
         uses = {a.tensor: a.indices for a in self._accesses if a.tensor != out}
-        inputs = [n for n in uses if types[n].order > 0]
+        inputs = [n for n in uses if types[n].order > 0 and n not in self._patterns]
         natural = {n: tuple(range(types[n].order)) for n in inputs}
         # Output indices outermost in its storage order, then the others as they appear.
         lhs = self._assignment.lhs.indices
@@ -291,7 +293,9 @@ class Kernel:
                        if types[n].order <= MAX_PERMUTED_ORDER
                        for modes in itertools.permutations(natural[n])
                        if modes != natural[n]]
-        return [*candidates, along_output, natural]
+        unchanged = [c for c in candidates if all(  # already stored so: the build failed
+            named_format("coo", len(m), m) == self.formats[n] for n, m in c.items())]
+        return [c for c in candidates if c not in unchanged] + [along_output, natural]
 
     def _build(self, types: dict[str, TensorType], dtype: str,
                conversions: dict[str, Format]) -> Instance:
@@ -301,6 +305,7 @@ class Kernel:
             n for n in self._assignment.tensors() if n != self._assignment.lhs.tensor]
         try:
             nests = schedule(concrete, types)
+            _refuse_rescans(nests, conversions)
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
         except ScheduleError as error:
@@ -308,9 +313,9 @@ class Kernel:
                 nests = schedule(concrete, types, split=True)
             except ScheduleError:
                 raise error from None
+            _refuse_rescans(nests, conversions)
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
-        _refuse_rescans(nests, conversions)
         parallel_mode = _parallel_mode(nests, types, order[0])
         phases = SPLIT_PHASES if builder.can_split_assembly() else \
             GATHER_PHASES if builder.can_gather_assembly() else ()
@@ -546,8 +551,6 @@ class BoundCall:
             self.checked_out: Callable[[], np.ndarray | None] = lambda: None
             self.size = math.prod(self.extents)
             self.dtype = np.dtype(self.out_type.dtype)
-            check_fits_memory(self.size * self.dtype.itemsize,
-                              f"the output, {'x'.join(map(str, out_shape))} stored whole,")
             params, self.flat_params = output_params(out_format, self.out_type, self.extents)
             self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
                                                self.extents, params)
@@ -657,6 +660,8 @@ class BoundCall:
             if out is None and self.new_small is not None:  # fresh, never dirty
                 values, dirty = self.new_small(self.size, self.dtype), False
             elif out is None:  # large results reuse the memory of collected ones
+                check_fits_memory(self.size * self.dtype.itemsize, "the output, "
+                                  f"{'x'.join(map(str, self.shape))} stored whole,")
                 values, dirty = RESULTS.zeros(self.size, self.dtype,
                                               self.inst.initializes_output)
             else:

@@ -73,9 +73,10 @@ def _unlocatable_repeat(access: nt.Access, fmt: Format) -> int | None:
 PATTERN_FORMAT = named_format("coo", 2)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=2)
 def diagonal_pattern(size: int, index_dtype: str):
-    """The ``size`` x ``size`` diagonal pattern as a packed tensor (kept for reuse)."""
+    """The ``size`` x ``size`` diagonal pattern as a packed tensor: 9 bytes per
+    coordinate however sparse the operand it meets, so only the last two are kept."""
     from .tensor import Tensor
 
     diagonal = np.arange(size)

@@ -102,8 +102,9 @@ class Interpreter:
         index array that leads there is corrupt."""
         if op in (ast.FloorDiv, ast.Mod):
             divisors = np.asarray(right)
-            if divisors.ndim and self.active is not None:
-                divisors = divisors[self.active]
+            if self.active is not None:  # only lanes that take the division count
+                divisors = divisors[self.active] if divisors.ndim else \
+                    divisors[None][:int(self.active.any())]
             if np.any(divisors == 0):
                 raise CorruptTensorError(f"{self.where}: divides by zero (the tensor's "
                                          "arrays or parameters give a zero divisor)")
@@ -116,13 +117,16 @@ class Interpreter:
         array = self.arrays[name]
         index = np.asarray(self.expr(node.slice))
         checked = index
-        if self.active is not None and index.ndim and len(array):
+        if self.active is not None and index.ndim:
             checked = index[self.active]  # finished lanes keep values no longer read
-            index = np.where(self.active, index, 0)
         if checked.size and (checked.min() < 0 or checked.max() >= len(array)):
             bad = int(checked.min()) if checked.min() < 0 else int(checked.max())
             raise CorruptTensorError(f"{self.where}: reads {name}[{bad}], but {name} has "
                                      f"{len(array)} entries")
+        if checked is not index:
+            if not checked.size:  # no lane reads: nothing to look up
+                return np.zeros(index.shape, dtype=np.int64)
+            index = np.where(self.active, index, checked[0])
         return array[index].astype(np.int64) if index.ndim else int(array[int(index)])
 
     def run(self, body: tuple[ast.stmt, ...]) -> tuple:

@@ -213,14 +213,16 @@ def rename_tensors(expr: Expr, names: Mapping[str, str]) -> Expr:
 
 
 def separate_repeated_uses(assignment: Assignment) -> tuple[Assignment, dict[str, str]]:
-    """``assignment`` with each further index order of a repeated input renamed
-    (``A(i,j) * A(j,i)`` becomes ``A(i,j) * A__1(j,i)``), and the new names' originals.
+    """``assignment`` with each use of a repeated input at other indices than its first
+    renamed (``A(i,j) * A(j,i)`` becomes ``A(i,j) * A__1(j,i)``; so do ``x(i) * x(j)``
+    and ``A(i,k) * A(k,j)``), and the new names' originals.
 
     Each use then is an operand of its own, so the compiler may store one in another
     order (a CSR ``A`` read as ``A(j,i)`` is converted to column-major order); both
     receive the same tensor on every call.
     """
-    taken = set(assignment.tensors())
+    taken = set(assignment.tensors()) | {v.name for a in assignment.accesses()
+                                         for v in a.indices}
     first_use: dict[str, tuple[IndexVar, ...]] = {}
     renamed: dict[tuple[str, tuple[IndexVar, ...]], str] = {}
     aliases: dict[str, str] = {}

@@ -7,13 +7,14 @@ call costs a descriptor, the kernel, and one numpy view per array.
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .format import Format
-from .interpret import length_function, run_function
+from .interpret import evaluate_expr, length_function, run_function
 from .results import check_fits_memory, with_spare
 from .runtime import DescriptorHolder
 from .tensor import Tensor
@@ -34,6 +35,15 @@ def output_params(fmt: Format, ttype, extents: list[int]) -> tuple[list[dict], l
     params = [{p: int(level.params.get(p, max(extent, 1))) for p in ttype.levels[k].params}
               for k, (level, extent) in enumerate(zip(fmt.levels, extents))]
     return params, [params[k][p] for k, p in ttype.param_slots()]
+
+
+def _positions(size_function, env: dict[str, int]) -> int:
+    """A level's ``size``, in Python integers where the body is one expression (numpy's
+    int64 wraps: 2**32 rows of 2**32 buckets came out 0)."""
+    body = size_function.body
+    if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+        return evaluate_expr(body[0].value, env)
+    return int(run_function(size_function, env, {}, "size")[0])
 
 
 class AssembledOutput:
@@ -83,8 +93,7 @@ class AssembledOutput:
             if not level.can_insert:
                 return nbytes
             env = {"parent_size": positions, "N": self.extents[k], **self.params[k]}
-            positions = int(run_function(level.definition.functions["size"], env, {},
-                                         "size")[0])
+            positions = _positions(level.definition.functions["size"], env)
             nbytes += positions * self.index_dtype.itemsize * len(level.definition.arrays)
         return nbytes + positions * self.dtype.itemsize
 

@@ -75,3 +75,15 @@ def test_a_zero_divisor_is_a_corrupt_tensor(text):
     divisors = [2, -1, -4, 1]
     assert _vectorized(text, {"d": np.array(divisors)}, {}).tolist() == \
         [eval(text, {"d": d}) for d in divisors]  # Python's flooring // and %
+
+
+def test_lanes_that_take_no_branch_read_and_divide_nothing():
+    """An empty array read only where ``p < n`` (none here), and a zero scalar divisor
+    on a branch no lane takes, are not errors."""
+    got = _vectorized("crd[p] if p < n else 0", {"p": np.array([0, 0]), "n": 0},
+                      {"crd": np.zeros(0, dtype=np.int32)})
+    assert got.tolist() == [0, 0]
+    got = _vectorized("p // N if p < 0 else p", {"p": np.array([4, 6]), "N": 0}, {})
+    assert got.tolist() == [4, 6]
+    with pytest.raises(CorruptTensorError, match="divides by zero"):
+        _vectorized("p // N if p > 5 else p", {"p": np.array([4, 6]), "N": 0}, {})

@@ -167,3 +167,14 @@ def test_a_converted_copy_follows_the_values_the_caller_changes():
     np.testing.assert_array_equal(kernel(A=A).to_numpy(), dense + dense.T)
     A.values[:] *= 3
     np.testing.assert_array_equal(kernel(A=A).to_numpy(), 3 * (dense + dense.T))
+
+
+def test_alias_names_avoid_index_names_and_report_the_callers_use():
+    kernel = ls.compile("y(i) = A(i,A__1) * A(A__1,i)", A="csr")
+    assert {n: str(u) for n, u in kernel.aliases.items()} == {"A__2": "A(A__1,i)"}
+    kernel = ls.compile("y(i) = A(i,j) * x(j) + A(i,i)", A="csr")
+    assert {n: str(u) for n, u in kernel.aliases.items()} == {"A__1": "A(i,i)"}
+    dense = np.arange(1.0, 10.0).reshape(3, 3) * np.eye(3)[::-1].clip(0, 1) + np.eye(3)
+    x = np.array([1.0, -2.0, 3.0])
+    got = kernel(A=ls.Tensor.from_numpy(dense, format="csr"), x=x).to_numpy()
+    np.testing.assert_array_equal(got, dense @ x + np.diag(dense))
