@@ -178,3 +178,39 @@ def test_alias_names_avoid_index_names_and_report_the_callers_use():
     x = np.array([1.0, -2.0, 3.0])
     got = kernel(A=ls.Tensor.from_numpy(dense, format="csr"), x=x).to_numpy()
     np.testing.assert_array_equal(got, dense @ x + np.diag(dense))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(fmt=st.sampled_from(MATRIX_FORMATS), density=st.sampled_from([0.0, 0.3, 0.9]),
+       seed=st.integers(0, 3))
+def test_a_remembered_transposed_layout_follows_the_values(fmt, density, seed):
+    """A packed tensor's index arrays are read-only, so where each entry of its
+    transposed copy reads its value is remembered; later copies gather the values as
+    they are then (written in place between calls), whatever the source format."""
+    rng = np.random.default_rng(seed)
+    dense = _matrix(rng, density)
+    A = ls.Tensor.from_numpy(dense.copy(), format=fmt)  # a dense one views its array
+    column_major = ls.format.named_format("coo", 2, [1, 0])
+    first = A.asformat(column_major)
+    np.testing.assert_array_equal(first.to_numpy(), dense)
+    A.values[:] = A.values * 3 + (A.values != 0)
+    expected = np.where(dense != 0, dense * 3 + 1, 0)
+    second = A.asformat(column_major)
+    np.testing.assert_array_equal(second.to_numpy(), expected)
+    if fmt in ("csr", "coo", "dcsr"):  # sorted on the host, entries one to one
+        assert A.__dict__["_sorted_memo"][1] is not None
+        assert second.level_arrays[0]["crd"] is first.level_arrays[0]["crd"]
+
+
+def test_arrays_the_caller_may_still_write_are_sorted_every_time():
+    dense = np.triu(np.arange(1.0, 17.0).reshape(4, 4))
+    S = __import__("scipy.sparse", fromlist=["csr_matrix"]).csr_matrix(dense)
+    A = ls.Tensor(S.shape, ls.format.named_format("csr", 2), "float64", "int32", [4, 4],
+                  [{}, {"pos": S.indptr.copy(), "crd": S.indices.copy()}], [{}, {}],
+                  S.data.copy())
+    column_major = ls.format.named_format("coo", 2, [1, 0])
+    np.testing.assert_array_equal(A.asformat(column_major).to_numpy(), dense)
+    assert "_sorted_memo" not in A.__dict__
+    A.level_arrays[1]["crd"][0] = 1  # row 0 now stores columns 1, 1, 2, 3: not unique
+    with pytest.raises(ls.CorruptTensorError):
+        A.asformat(column_major)
