@@ -93,34 +93,23 @@ def test_array_free_level_with_a_parameter(tmp_path, width):
     np.testing.assert_array_equal(total(A=A, B=M).to_numpy(), 2 * M)
 
 
-SCALED_YAML = """\
-name: scaled
-doc: compressed, with each coordinate stored times S - 1 (S = 1 divides by zero)
-params:
-  S: {type: index}
-arrays:
-  pos: {type: pos, length: parent_size + 1, init: 0}
-  crd: {type: crd, length: size}
-properties:
-  full: [false, configurable]
-  ordered: [true, configurable]
-  unique: [true, configurable]
-  branchless: false
-  compact: true
-capabilities:
-  iterate: position
-  pos_bounds: return pos[p_parent], pos[p_parent + 1]
-  pos_access: return crd[p] // (S - 1), True
-  append:
-    append_init: pos[0] = 0
-    append_coord: crd[p] = i * (S - 1)
-    append_edges: pos[p_parent + 1] = p_end - p_begin
-    append_finalize: |
-      total = pos[0]
-      for q in range(1, parent_size + 1):
-          total = total + pos[q]
-          pos[q] = total
-"""
+COMPRESSED_YAML = (Path(registry.__file__).parent / "compressed.yaml").read_text()
+
+
+def _edited(text: str, *changes: tuple[str, str]) -> str:
+    """The shipped compressed level with ``changes`` made (each must apply once)."""
+    for old, new in changes:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+# Coordinates stored times S - 1: S = 1 divides by zero.
+SCALED_YAML = _edited(COMPRESSED_YAML, ("name: compressed", "name: scaled"),
+                      ("params: {}", "params:\n  S: {type: index}"),
+                      ("pos_access: return crd[p], True",
+                       "pos_access: return crd[p] // (S - 1), True"),
+                      ("append_coord: crd[p] = i", "append_coord: crd[p] = i * (S - 1)"))
 
 # Runs in a child process: a kernel that divides by zero used to die of SIGFPE.
 UNCHECKED_ZERO_DIVISOR = """\
@@ -167,33 +156,9 @@ def test_a_runtime_zero_divisor_is_refused_when_checked_and_never_kills_the_proc
     assert child.stdout.split() == ["[3.0,", "3.0,", "4.0]"]  # every column read as 0
 
 
-NEGATIVE_STORE_YAML = """\
-name: negstore
-doc: compressed, but its append writes one slot too early (a plugin bug)
-params: {}
-arrays:
-  pos: {type: pos, length: parent_size + 1, init: 0}
-  crd: {type: crd, length: size}
-properties:
-  full: [false, configurable]
-  ordered: [true, configurable]
-  unique: [true, configurable]
-  branchless: false
-  compact: true
-capabilities:
-  iterate: position
-  pos_bounds: return pos[p_parent], pos[p_parent + 1]
-  pos_access: return crd[p], True
-  append:
-    append_init: pos[0] = 0
-    append_coord: crd[p - 1] = i
-    append_edges: pos[p_parent + 1] = p_end - p_begin
-    append_finalize: |
-      total = pos[0]
-      for q in range(1, parent_size + 1):
-          total = total + pos[q]
-          pos[q] = total
-"""
+# An append one slot too early: crd[-1] at p = 0.
+NEGATIVE_STORE_YAML = _edited(COMPRESSED_YAML, ("name: compressed", "name: negstore"),
+                              ("append_coord: crd[p] = i", "append_coord: crd[p - 1] = i"))
 
 # Runs in a child process: the store in front of crd corrupted the heap.
 NEGATIVE_STORE = """\
