@@ -51,11 +51,20 @@ _user: dict[str, LevelDef] = {}
 # names (a Format's tensor types, conversion kernels) include it, so a reloaded plugin is
 # never served code compiled from its old definition.
 _generation = [0]
+_changed_at: dict[str, int] = {}  # level format name -> generation of its last change
 
 
 def generation() -> int:
     """How many times the registered definitions have changed."""
     return _generation[0]
+
+
+def changed_since(names, since: int) -> str | None:
+    """The first of ``names`` whose definition changed after generation ``since``."""
+    if since == _generation[0]:
+        return None
+    with _LOCK:
+        return next((n for n in names if _changed_at.get(n, 0) > since), None)
 
 
 def _load_shipped() -> dict[str, LevelDef]:
@@ -113,6 +122,7 @@ def register_level_format(path: str | os.PathLike[str], replace: bool = False) -
                 f"{existing.path}); rename it or pass replace=True")
         _user[level.name] = level
         _generation[0] += 1
+        _changed_at[level.name] = _generation[0]
     return level
 
 
@@ -123,3 +133,4 @@ def unregister_level_format(name: str) -> None:
             raise UnknownLevelFormat(name, list(_user))
         del _user[name]
         _generation[0] += 1
+        _changed_at[name] = _generation[0]

@@ -29,6 +29,7 @@ from .backends.cpu import (
 )
 from .diagonals import PATTERN_FORMAT, diagonal_pattern, separate_diagonals
 from .format import Format, FormatError, as_format, named_format
+from .formats.registry import changed_since
 from .formats.registry import generation as registry_generation
 from .gather import Scratch, gather_parallel
 from .ir.cin import operands
@@ -429,7 +430,8 @@ class Kernel:
         wide = max(out_shape, default=0) >= 2**31 - 1
         given.update({pattern: diagonal_pattern(extents[var], str(checked_index_dtype(
             None, extents[var]))) for pattern, var in self._patterns.items()})
-        signature = (wide, *((t.dtype, t.index_dtype) for t in given.values()))
+        signature = (wide, registry_generation(),
+                     *((t.dtype, t.index_dtype) for t in given.values()))
         inst = self._signatures.get(signature)
         if inst is None:
             dtypes = {n: t.dtype.name for n, t in given.items()}
@@ -797,6 +799,11 @@ def _as_tensor(value, fmt: Format, name: str):
         if value.format != fmt:
             raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
                             f"compiled for {fmt!r}; convert it with .asformat()")
+        changed = changed_since([level.kind for level in fmt.levels], value.generation)
+        if changed is not None:
+            raise FormatError(f"{name} was laid out by an earlier definition of level format "
+                              f"{changed!r}, registered again since; pack it again from "
+                              "its data")
         return value
     array = np.asarray(value)
     if array.dtype == object:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .format import Format
+from .formats.registry import generation as registry_generation
 from .interpret import evaluate_expr, length_function, run_function
 from .results import check_fits_memory, with_spare
 from .runtime import DescriptorHolder
@@ -57,6 +58,7 @@ class AssembledOutput:
 
     def __init__(self, shape: tuple[int, ...], fmt: Format, ttype, expected: int):
         self.shape, self.format = shape, fmt
+        self.generation = registry_generation()  # of the definitions the kernel was built by
         self.dtype, self.index_dtype = np.dtype(ttype.dtype), np.dtype(ttype.index_dtype)
         self.extents = [shape[lv.mode] for lv in fmt.levels]
         self.params, self.flat_params = output_params(fmt, ttype, self.extents)
@@ -165,5 +167,5 @@ class AssembledOutput:
                                index_dtype=self.index_dtype, level_extents=list(self.extents),
                                level_arrays=level_arrays,
                                params=[dict(p) for p in self.params], values=values, fill=0,
-                               name=None, _sealed=True)
+                               name=None, _sealed=True, generation=self.generation)
         return tensor

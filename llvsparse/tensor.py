@@ -90,6 +90,7 @@ class Tensor:
         self.values = values
         self.fill = fill
         self.name = name
+        self.generation = registry_generation()  # level definitions it was laid out by
 
     # -- basics -------------------------------------------------------------------------
     @property
@@ -344,7 +345,8 @@ class Tensor:
         its level parameters, which no kernel changes."""
         index_dtype = np.dtype(ttype.index_dtype)
         shared = {"shape": shape, "format": fmt, "index_dtype": index_dtype,
-                  "level_extents": extents, "fill": 0, "name": None}
+                  "level_extents": extents, "fill": 0, "name": None,
+                  "generation": registry_generation()}
         levels = range(len(extents))
 
         def make(values: np.ndarray) -> Tensor:

@@ -44,6 +44,24 @@ def test_reloaded_plugin_is_not_served_old_code(tmp_path):
     np.testing.assert_array_equal(after.to_numpy(), x)
     dot = ls.compile("a = x(i) * z(i)", x=fmt)
     assert dot(x=after, z=z).to_numpy() == 1.0
+    with pytest.raises(ls.FormatError, match="earlier definition of level format 'mydense'"):
+        dot(x=before, z=z)  # laid out by the first definition: its 1.0 is read as 3.0
+
+
+def test_a_kernel_compiled_before_a_reload_compiles_again(tmp_path):
+    """A Kernel object kept across a re-registration kept its machine code, which read
+    tensors packed by the new definition with the old layout."""
+    path = tmp_path / "mydense.yaml"
+    path.write_text(DENSE_YAML.replace("name: dense", "name: mydense"))
+    ls.register_level_format(path)
+    fmt = ls.Format([ls.Level("mydense", 0)])
+    dot = ls.compile("a = x(i) * z(i)", x=fmt)
+    x, z = np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 0.0])
+    assert dot(x=ls.Tensor.from_numpy(x, format=fmt), z=z).to_numpy() == 1.0
+    path.write_text(DENSE_YAML.replace("name: dense", "name: mydense").replace(
+        "p_parent * N + i, True", "p_parent * N + (N - 1 - i), True"))
+    ls.register_level_format(path)
+    assert dot(x=ls.Tensor.from_numpy(x, format=fmt), z=z).to_numpy() == 1.0
 
 
 PADDED_YAML = """\
