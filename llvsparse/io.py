@@ -290,8 +290,21 @@ def write(tensor: Tensor, path: PathLike) -> None:
         import scipy.sparse
 
         _need_matrix(tensor, name)
+        coords, values = _written_entries(tensor)
+        matrix = scipy.sparse.coo_matrix((values, (coords[0], coords[1])), shape=tensor.shape)
         with open(name, "wb") as fh:  # given a name, scipy appends ".npz" to "x.NPZ"
-            scipy.sparse.save_npz(fh, tensor.to_scipy("coo"))
+            scipy.sparse.save_npz(fh, matrix)
+
+
+def _written_entries(tensor: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """The entries a file records: every stored one, but for formats that pad (ELL's
+    short rows, BCSR's blocks, storage-only or blocked levels) the zeros, which are
+    padding there and would read back as explicit entries (as scipy drops DIA's)."""
+    coords, values = tensor.to_coo()
+    if tensor.format.has_hidden_levels:
+        kept = values != 0
+        coords, values = coords[:, kept], values[kept]
+    return coords, values
 
 
 def _need_matrix(tensor: Tensor, path: str) -> None:
@@ -301,9 +314,9 @@ def _need_matrix(tensor: Tensor, path: str) -> None:
 
 def _write_mtx(tensor: Tensor, path: str, compress: bool) -> None:
     """Matrix Market coordinate file in general symmetry, so every stored entry (explicit
-    zeros included) is written as is."""
+    zeros included, padding not) is written as is."""
     _need_matrix(tensor, path)
-    coords, values = tensor.to_coo()
+    coords, values = _written_entries(tensor)
     write_matrix_market(path, coords, values, tensor.shape, compress)
 
 
@@ -320,7 +333,7 @@ def _write_tns(tensor: Tensor, path: str) -> None:
     """FROSTT text, 1-based coordinates then value, one stored entry per line."""
     if tensor.order == 0:
         raise ValueError(f"{path}: FROSTT files hold tensors of order 1 or more")
-    coords, values = tensor.to_coo()
+    coords, values = _written_entries(tensor)
     fmt = _format_value(tensor.dtype)
     rows = (coords + 1).T.tolist()
     buffer = _io.StringIO()

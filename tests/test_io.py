@@ -417,3 +417,17 @@ def test_shape_must_hold_integers(tmp_path):
     with pytest.raises(TypeError, match="sequence of integers"):
         read(tmp_path / "v.npy", shape=(2.7, 3))
     assert read(tmp_path / "v.npy", shape=(np.int64(2), 3)).shape == (2, 3)
+
+
+@pytest.mark.parametrize("fmt", ["ell", "bcsr2x2", "dia"])
+@pytest.mark.parametrize("ext", ["mtx", "mtx.gz", "tns", "npz"])
+def test_padding_is_not_written_as_entries(tmp_path, fmt, ext):
+    """ELL's short rows and BCSR's blocks store zeros that are padding: files recorded
+    them as explicit entries (12 for BCSR where the matrix has 7)."""
+    matrix = np.diag([1.0, 2.0, 3.0, 4.0]) + np.diag([5.0, 6.0, 7.0], 1)
+    path = tmp_path / f"m.{ext}"
+    ls.write(ls.Tensor.from_numpy(matrix, format=fmt), path)
+    back = ls.read(path, format="coo", **({"shape": (4, 4)} if ext == "tns" else {}))
+    assert len(back.values) == 7
+    np.testing.assert_array_equal(back.to_numpy(), matrix)
+
