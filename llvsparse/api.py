@@ -112,22 +112,31 @@ def _mode_order(fmt: Format) -> list[int]:
     return [level.mode for level in fmt.levels]
 
 
-def _refuse_rescans(nests, conversions: dict[str, Format]) -> None:
-    """A transposed copy whose outermost level ends up under a loop over an index it
-    lacks would be walked whole for every coordinate of that loop: CSR x CSR into CSR
-    becomes an inner product, O(rows x columns), where a workspace (not supported yet)
-    would cost O(flops). Refuse it, so that the statement's own error stands."""
-    permuted = {n for n, fmt in conversions.items()
-                if _mode_order(fmt) != sorted(_mode_order(fmt))}
+def _refuse_rescans(nests, types: dict[str, TensorType],
+                    conversions: dict[str, Format]) -> None:
+    """With a transposed copy in the loops, refuse a loop that only outermost levels
+    drive under a loop over an index they lack: those levels would be walked whole for
+    every coordinate of the outer loop. CSR x CSR into CSR (or CSC) then becomes an
+    inner product, O(rows x columns), where a workspace (not supported yet) would cost
+    O(flops). The statement's own error stands instead."""
+    if all(_mode_order(fmt) == sorted(_mode_order(fmt)) for fmt in conversions.values()):
+        return
     for nest in nests:
-        for operand in operands(nest.body):
-            if operand.tensor not in permuted or not operand.vars \
-                    or operand.vars[0] not in nest.order:  # a block's part: not a loop
+        # A full output costs every coordinate anyway: there, full levels may drive.
+        dense_out = all(level.full for level in types[nest.assign.tensor].levels)
+        users = [o for o in operands(nest.body) if o.vars]
+        for depth, var in enumerate(nest.order[1:], start=1):
+            drivers = [o for o in users if var in o.vars]
+            if not drivers or any(o.vars[0] != var for o in drivers):
+                continue  # bounded by a level under the outer loops' coordinates
+            outside = nest.order[:depth]
+            if all(v in o.vars for o in drivers for v in outside):
                 continue
-            outside = nest.order[:nest.order.index(operand.vars[0])]
-            if any(var not in operand.vars for var in outside):
-                raise ScheduleError(f"a transposed copy of {operand.tensor} would be "
-                                    f"rescanned for every coordinate of {outside[0]}")
+            if dense_out and all(types[o.tensor].levels[0].full for o in drivers):
+                continue
+            names = ", ".join(sorted({o.tensor for o in drivers}))
+            raise ScheduleError(f"{names} would be walked whole for every coordinate of "
+                                f"{outside[0]}")
 
 
 class Kernel:
@@ -306,7 +315,7 @@ class Kernel:
             n for n in self._assignment.tensors() if n != self._assignment.lhs.tensor]
         try:
             nests = schedule(concrete, types)
-            _refuse_rescans(nests, conversions)
+            _refuse_rescans(nests, types, conversions)
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
         except ScheduleError as error:
@@ -314,7 +323,7 @@ class Kernel:
                 nests = schedule(concrete, types, split=True)
             except ScheduleError:
                 raise error from None
-            _refuse_rescans(nests, conversions)
+            _refuse_rescans(nests, types, conversions)
             builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
             module = builder.compile()
         parallel_mode = _parallel_mode(nests, types, order[0])

@@ -214,3 +214,16 @@ def test_arrays_the_caller_may_still_write_are_sorted_every_time():
     A.level_arrays[1]["crd"][0] = 1  # row 0 now stores columns 1, 1, 2, 3: not unique
     with pytest.raises(ls.CorruptTensorError):
         A.asformat(column_major)
+
+
+@pytest.mark.parametrize("out_format", ["csr", "csc", "coo"])
+def test_a_transposed_copy_never_makes_an_inner_product(out_format):
+    """CSR x CSR into a sparse output compiled, through a column-major copy of one
+    operand, to loops that walked A's rows for every column of the result: O(rows x
+    columns) where a workspace would cost O(flops). It keeps its refusal instead."""
+    A = ls.Tensor.from_numpy(np.eye(4), format="csr")
+    kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr", B="csr", out_format=out_format)
+    with pytest.raises(ls.ScheduleError):
+        kernel(A=A, B=A)
+    dense = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr", B="csr")
+    np.testing.assert_array_equal(dense(A=A, B=A).to_numpy(), np.eye(4))
