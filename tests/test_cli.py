@@ -299,6 +299,7 @@ def test_demo(cli: Cli) -> None:
     done = cli("demo")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WRONG" not in done.stdout
+    assert done.stdout.count(" ok\n") == 14  # 2 matrices x (5 SpMV, B + B^T, trace)
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["dump"], ["run"], ["formats"]])
