@@ -205,8 +205,7 @@ class Kernel:
     # -- specialization -----------------------------------------------------------------
     def instance(self, dtypes: dict[str, str] | None = None,
                  index_dtypes: dict[str, str] | None = None) -> Instance:
-        names = self._assignment.tensors()
-        out = self._assignment.lhs.tensor
+        names, out = self._names, self._assignment.lhs.tensor
         unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names) \
             - set(self._patterns)
         if unknown:
@@ -253,10 +252,8 @@ class Kernel:
             retyped = dict(types)
             for n, fmt in conversions.items():
                 retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
-            order = [self._assignment.lhs.tensor] + [
-                n for n in self._assignment.tensors() if n != self._assignment.lhs.tensor]
             return Instance(retyped, str(meta["concrete"]), kernel, dtype, conversions,
-                            str(meta["lattices"]), order, meta.get("parallel_mode"),
+                            str(meta["lattices"]), self._names, meta.get("parallel_mode"),
                             bool(meta.get("initializes_output", False)))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             disk_cache.discard(key)  # metadata this version cannot use: rebuild it
@@ -298,21 +295,20 @@ class Kernel:
             [*first, *(v for n in inputs for v in uses[n])]))}
         along_output = {n: tuple(sorted(natural[n], key=lambda m, n=n: rank[uses[n][m]]))
                         for n in inputs}
-        candidates = [{n: natural[n]} for n in reversed(inputs)]
-        candidates += [{n: modes} for n in reversed(inputs)
-                       if types[n].order <= MAX_PERMUTED_ORDER
-                       for modes in itertools.permutations(natural[n])
-                       if modes != natural[n]]
-        unchanged = [c for c in candidates if all(  # already stored so: the build failed
-            named_format("coo", len(m), m) == self.formats[n] for n, m in c.items())]
-        return [c for c in candidates if c not in unchanged] + [along_output, natural]
+        singles = [(n, natural[n]) for n in reversed(inputs)]
+        singles += [(n, modes) for n in reversed(inputs)
+                    if types[n].order <= MAX_PERMUTED_ORDER
+                    for modes in itertools.permutations(natural[n]) if modes != natural[n]]
+        # One already stored so would repeat the build that failed.
+        return [{n: modes} for n, modes in singles
+                if named_format("coo", len(modes), modes) != self.formats[n]] \
+            + [along_output, natural]
 
     def _build(self, types: dict[str, TensorType], dtype: str,
                conversions: dict[str, Format]) -> Instance:
         start = time.perf_counter()
         concrete = to_concrete(self._assignment, types)
-        order = [self._assignment.lhs.tensor] + [
-            n for n in self._assignment.tensors() if n != self._assignment.lhs.tensor]
+        order = self._names  # the output first, then the inputs
         try:
             nests = schedule(concrete, types)
             _refuse_rescans(nests, types, conversions)
@@ -466,8 +462,8 @@ class Kernel:
                               self._entries_per_row(inputs, var))
         bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
         bound.operands = {n: tensors[n] for n in names if n != out}
-        positions = list(inputs)
-        bound.operand_holders = [holders[positions.index(n)] for n in bound.operands]
+        holder_of = dict(zip(inputs, holders))
+        bound.operand_holders = [holder_of[n] for n in bound.operands]
         bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
                          if isinstance(a, np.ndarray) and _views(inputs[n].values, a)}
         bound.requested_threads = threads

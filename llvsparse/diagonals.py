@@ -24,33 +24,23 @@ def separate_diagonals(assignment: nt.Assignment, formats: dict[str, Format]
                        ) -> tuple[nt.Assignment, dict[str, str]]:
     """``assignment`` with every diagonal use that needs it rewritten, and each new
     pattern operand's name with the index variable it spans."""
-    taken = {v.name for a in assignment.accesses() for v in a.indices} | set(formats)
+    taken = nt.names_in_use(assignment) | set(formats)
     patterns: dict[str, str] = {}
 
-    def fresh(base: str) -> str:
-        number = 1
-        while f"{base}__{number}" in taken:
-            number += 1
-        taken.add(f"{base}__{number}")
-        return f"{base}__{number}"
-
-    def rewrite(expr: nt.Expr) -> nt.Expr:
-        if not isinstance(expr, nt.Access):
-            kids = nt.children(expr)
-            return nt.with_children(expr, tuple(rewrite(c) for c in kids)) if kids else expr
-        mode = _unlocatable_repeat(expr, formats[expr.tensor])
+    def rewrite(access: nt.Access) -> nt.Expr:
+        mode = _unlocatable_repeat(access, formats[access.tensor])
         if mode is None:
-            return expr
-        var = expr.indices[mode]
-        inner = nt.IndexVar(fresh(var.name))
-        pattern = fresh("diagonal")
+            return access
+        var = access.indices[mode]
+        inner = nt.IndexVar(nt.fresh_name(var.name, taken))
+        pattern = nt.fresh_name("diagonal", taken)
         patterns[pattern] = var.name
-        indices = tuple(inner if m == mode else v for m, v in enumerate(expr.indices))
-        product = nt.Call(MUL, (rewrite(nt.Access(expr.tensor, indices)),
+        indices = tuple(inner if m == mode else v for m, v in enumerate(access.indices))
+        product = nt.Call(MUL, (rewrite(nt.Access(access.tensor, indices)),
                                 nt.Access(pattern, (var, inner))))
         return nt.Reduction(ADD, inner, product)
 
-    rhs = rewrite(assignment.rhs)
+    rhs = nt.map_accesses(assignment.rhs, rewrite)
     return (assignment if not patterns else nt.Assignment(assignment.lhs, rhs)), patterns
 
 

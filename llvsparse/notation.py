@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from llvsparse.operators import ADD, BINARY_BY_SYMBOL, DIV, MUL, NEG, SUB, Operator
@@ -204,12 +204,33 @@ def _free_in_order(expr: Expr) -> list[IndexVar]:
     return list(seen)
 
 
+def map_accesses(expr: Expr, replace: Callable[[Access], Expr]) -> Expr:
+    """``expr`` with each access replaced by ``replace(access)``."""
+    if isinstance(expr, Access):
+        return replace(expr)
+    kids = children(expr)
+    return with_children(expr, tuple(map_accesses(c, replace) for c in kids)) if kids else expr
+
+
 def rename_tensors(expr: Expr, names: Mapping[str, str]) -> Expr:
     """``expr`` with tensor names replaced per ``names`` (others kept)."""
-    if isinstance(expr, Access):
-        return Access(names.get(expr.tensor, expr.tensor), expr.indices)
-    kids = children(expr)
-    return with_children(expr, tuple(rename_tensors(c, names) for c in kids)) if kids else expr
+    return map_accesses(expr, lambda a: Access(names.get(a.tensor, a.tensor), a.indices))
+
+
+def names_in_use(assignment: Assignment) -> set[str]:
+    """Every tensor and index variable name of ``assignment``."""
+    return set(assignment.tensors()) | {v.name for a in assignment.accesses()
+                                        for v in a.indices}
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base__1`` (or the first of ``base__2``, ``base__3``, ... not in ``taken``), which
+    is added to ``taken``: a name the compiler adds that no user name can clash with."""
+    number = 1
+    while f"{base}__{number}" in taken:
+        number += 1
+    taken.add(f"{base}__{number}")
+    return f"{base}__{number}"
 
 
 def separate_repeated_uses(assignment: Assignment) -> tuple[Assignment, dict[str, str]]:
@@ -221,32 +242,19 @@ def separate_repeated_uses(assignment: Assignment) -> tuple[Assignment, dict[str
     order (a CSR ``A`` read as ``A(j,i)`` is converted to column-major order); both
     receive the same tensor on every call.
     """
-    taken = set(assignment.tensors()) | {v.name for a in assignment.accesses()
-                                         for v in a.indices}
+    taken = names_in_use(assignment)
     first_use: dict[str, tuple[IndexVar, ...]] = {}
     renamed: dict[tuple[str, tuple[IndexVar, ...]], str] = {}
-    aliases: dict[str, str] = {}
     for access in iter_accesses(assignment.rhs):
-        known = first_use.setdefault(access.tensor, access.indices)
         key = (access.tensor, access.indices)
-        if known == access.indices or key in renamed:
-            continue
-        number = 1 + sum(1 for original in aliases.values() if original == access.tensor)
-        while f"{access.tensor}__{number}" in taken:
-            number += 1
-        alias = renamed[key] = f"{access.tensor}__{number}"
-        taken.add(alias)
-        aliases[alias] = access.tensor
-    if not aliases:
+        if first_use.setdefault(access.tensor, access.indices) != access.indices \
+                and key not in renamed:
+            renamed[key] = fresh_name(access.tensor, taken)
+    if not renamed:
         return assignment, {}
-    return Assignment(assignment.lhs, _rename_uses(assignment.rhs, renamed)), aliases
-
-
-def _rename_uses(expr: Expr, renamed: Mapping[tuple[str, tuple[IndexVar, ...]], str]) -> Expr:
-    if isinstance(expr, Access):
-        return Access(renamed.get((expr.tensor, expr.indices), expr.tensor), expr.indices)
-    kids = children(expr)
-    return with_children(expr, tuple(_rename_uses(c, renamed) for c in kids)) if kids else expr
+    rhs = map_accesses(assignment.rhs, lambda a: Access(
+        renamed.get((a.tensor, a.indices), a.tensor), a.indices))
+    return Assignment(assignment.lhs, rhs), {alias: t for (t, _), alias in renamed.items()}
 
 
 def negate(expr: Expr) -> Expr:

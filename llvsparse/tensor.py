@@ -252,15 +252,17 @@ class Tensor:
         from is remembered, and converting it again (a transposed operand, on every
         call) gathers its current values: 2M entries in 15 ms rather than 250."""
         state = self._sealed_state()
-        key = None if state is None else (_Identity(tuple(state[0])[:-1]), state[1:], fmt)
-        memo = self.__dict__.get("_sorted_memo")
-        if key is not None and self.order > 0 and (memo is None or memo[0] != key):
-            memo = self._sorted_memo = (key, *self._gather_plan(fmt))
-        if memo is None or memo[0] != key or memo[1] is None:
+        template = None
+        if state is not None and self.order > 0:
+            key = (_Identity(tuple(state[0])[:-1]), state[1:], fmt)  # not the values
+            memo = self.__dict__.get("_sorted_memo")
+            if memo is None or memo[0] != key:
+                memo = self._sorted_memo = (key, *self._gather_plan(fmt))
+            template, sources = memo[1], memo[2]
+        if template is None:
             coords, values = self.to_coo()
             return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
                                    self.index_dtype, self.name)
-        template, sources = memo[1], memo[2]
         return Tensor(self.shape, template.format, self.dtype, self.index_dtype,
                       template.level_extents, template.level_arrays, template.params,
                       self.values[sources], name=self.name)._seal()._mark_valid()
