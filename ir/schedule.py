@@ -22,6 +22,11 @@ class ScheduleError(ValueError):
     """No loop order can evaluate the statement with the given formats."""
 
 
+class ScatteredOutputError(ScheduleError):
+    """The operands agree on a loop order, but it produces the output's entries out of
+    the order its appended levels keep: assembling it needs a workspace."""
+
+
 @dataclass(frozen=True)
 class Nest:
     """One statement ready for lowering: its loop order and the body under the sums."""
@@ -174,6 +179,7 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
                             derived=dict(assign.derived))
     except ScheduleError as error:
         if _needs_ordered_output(out_type):
+            _refuse_scattered(assign, loop_vars, ops, types)
             raise ScheduleError(
                 f"{error}. The output {assign.tensor} is assembled by appending, which needs "
                 "its indices outermost and in level order: this expression needs a workspace "
@@ -182,6 +188,22 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
         raise
     return Nest(assign, tuple(order), body)
 
+
+def _refuse_scattered(assign: Assign, loop_vars: list[str], ops, types) -> None:
+    """Raise ScatteredOutputError when the operands alone can be ordered: then only the
+    output's order is in the way (a sparse product walks i, k, j and appends C(i,j)
+    by column within a row once per k), and the message should say so, not that operands
+    conflict."""
+    try:
+        order = order_loops(loop_vars, ops, types, set(), [], derived=dict(assign.derived))
+    except ScheduleError:
+        return
+    out_vars = ", ".join(v for v in assign.vars)
+    raise ScatteredOutputError(
+        f"the output {assign.tensor} would receive its entries scattered: the operands' "
+        f"storage orders need the loops in order {', '.join(order)}, and {assign.tensor} "
+        f"is assembled by appending, which takes entries in order of ({out_vars}) only, "
+        "each once; that needs a workspace (not supported yet)") from None
 
 
 def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int], ...]]) -> None:

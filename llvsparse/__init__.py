@@ -3,9 +3,10 @@
 __version__ = "0.1.0"
 
 from .api import Kernel, ShapeError, compile, einsum, evaluate
+from .coerce import asarray
 from .format import Format, FormatError, Level, named_format
 from .formats.loader import FormatFileError
-from .formats.registry import level_formats, register_level_format
+from .formats.registry import level_formats, register_level_format, unregister_level_format
 from .interpret import CorruptTensorError
 from .io import read, write
 from .ir.schedule import ScheduleError
@@ -28,6 +29,7 @@ __all__ = [
     "ScheduleError",
     "ShapeError",
     "Tensor",
+    "asarray",
     "compile",
     "einsum",
     "evaluate",
@@ -40,5 +42,6 @@ __all__ = [
     "register_level_format",
     "set_num_threads",
     "set_result_pool_bytes",
+    "unregister_level_format",
     "write",
 ]

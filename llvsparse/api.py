@@ -27,6 +27,7 @@ from .backends.cpu import (
     jit,
     load_object,
 )
+from .coerce import foreign_tensor, is_foreign_sparse, natural_format
 from .diagonals import PATTERN_FORMAT, diagonal_pattern, separate_diagonals
 from .format import Format, FormatError, as_format, named_format
 from .formats.registry import changed_since
@@ -39,6 +40,7 @@ from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput, output_params
 from .probe import ASSEMBLIES, FORMS, Probe, Way
+from .refusals import advised
 from .results import MIN_BYTES, RESULTS, check_fits_memory
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 
@@ -268,7 +270,7 @@ class Kernel:
             return self._build(types, dtype, {})
         except ScheduleError as error:
             if not self.convert:
-                raise
+                raise advised(error) from None
             for orders in self._conversion_candidates(types):
                 conversions = {n: named_format("coo", types[n].order, modes)
                                for n, modes in orders.items()}
@@ -279,7 +281,7 @@ class Kernel:
                     return self._build(retyped, dtype, conversions)
                 except ScheduleError:
                     continue
-            raise error from None
+            raise advised(error) from None
 
     def _conversion_candidates(self, types: dict[str, TensorType]) -> list[dict]:
         """Operands to convert, each with the mode order of its coordinate list, in the
@@ -795,7 +797,8 @@ def _views(values: np.ndarray, array: np.ndarray) -> bool:
 
 
 def _as_tensor(value, fmt: Format, name: str):
-    order = value.order if isinstance(value, Tensor) else np.ndim(value)
+    order = value.order if isinstance(value, Tensor) else \
+        value.ndim if is_foreign_sparse(value) else np.ndim(value)
     if order != fmt.order:
         raise ShapeError(f"{name} is used with {fmt.order} "
                          f"{'index' if fmt.order == 1 else 'indices'} but has {order} "
@@ -810,6 +813,9 @@ def _as_tensor(value, fmt: Format, name: str):
                               f"{changed!r}, registered again since; pack it again from "
                               "its data")
         return value
+    foreign = foreign_tensor(value, fmt)  # scipy.sparse, pydata/sparse
+    if foreign is not None:
+        return foreign
     array = np.asarray(value)
     if array.dtype == object:
         raise TypeError(f"{name}: cannot use a {type(value).__name__} as a tensor")
@@ -831,7 +837,7 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     parsed = nt.parse(assignment) if isinstance(assignment, str) else assignment
     formats = {}
     for name, value in tensors.items():
-        formats[name] = value.format if isinstance(value, Tensor) else "dense"
+        formats[name] = value.format if isinstance(value, Tensor) else natural_format(value)
     out_spec = out_format
     key = (str(parsed), tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, Format))),
            tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, str))),

@@ -18,6 +18,7 @@ from typing import IO
 import numpy as np
 from numpy.typing import DTypeLike
 
+from .coerce import asarray
 from .format import Format
 from .matrix_market import read_matrix_market, write_matrix_market
 from .tensor import VALUE_DTYPES, Tensor, checked_shape
@@ -269,14 +270,24 @@ def _tns_locate_error(path: str, order: int, shape: Sequence[int] | None) -> Non
 
 
 # -- writing ---------------------------------------------------------------------------------
-def write(tensor: Tensor, path: PathLike) -> None:
+def write(path: PathLike | Tensor, tensor: object) -> None:
     """Save ``tensor`` to ``path`` in the format its extension names.
+
+    ``write(path, tensor)``, as ``np.save`` and ``scipy.io.mmwrite`` order them, or
+    ``write(tensor, path)``: the path is the argument that is a ``str`` or ``PathLike``.
+    ``tensor`` may be a Tensor, a numpy array or a scipy/pydata sparse array.
 
     Matrix Market and ``.npz`` hold matrices only. Boolean matrices become Matrix Market
     *pattern* files (their stored False entries are dropped, as pattern files cannot hold
     them), so they read back as float64 ones unless ``read`` is given ``dtype=bool``.
     FROSTT files record only entries, so trailing empty slices need ``read(shape=...)``.
     """
+    if _is_path(tensor) and not _is_path(path):
+        path, tensor = tensor, path
+    if not _is_path(path):
+        raise TypeError(f"ls.write(path, tensor) needs a file path (str or PathLike), "
+                        f"got {type(path).__name__} and {type(tensor).__name__}")
+    tensor = asarray(tensor)
     name = os.fspath(path)
     kind = _kind(name, _WRITE_KINDS)
     if kind in (".mtx", ".mtx.gz"):
@@ -294,6 +305,10 @@ def write(tensor: Tensor, path: PathLike) -> None:
         matrix = scipy.sparse.coo_matrix((values, (coords[0], coords[1])), shape=tensor.shape)
         with open(name, "wb") as fh:  # given a name, scipy appends ".npz" to "x.NPZ"
             scipy.sparse.save_npz(fh, matrix)
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, (str, os.PathLike))
 
 
 def _written_entries(tensor: Tensor) -> tuple[np.ndarray, np.ndarray]:

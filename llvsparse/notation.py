@@ -47,6 +47,13 @@ class IndexVar:
     def __str__(self) -> str:
         return self.name
 
+    def __array__(self, dtype=None, copy=None):
+        """numpy indexing converts an index it does not know with ``__array__``: say what
+        to do instead of numpy's IndexError about valid indices."""
+        raise TypeError(f"index variable {self.name!r} cannot index a numpy array (or a "
+                        "scipy matrix); wrap the array as a tensor first: "
+                        f"ls.asarray(x)[{self.name}] (or ls.Tensor.from_numpy(x))")
+
 
 @dataclass(frozen=True)
 class Access(_Formatted):
@@ -425,11 +432,26 @@ _TOKEN_RE = re.compile(
 _NUMBER_TAIL_RE = re.compile(r"[A-Za-z0-9_.]")
 
 
+# Python operators users reach for that index notation does not have, and what to say.
+_UNSUPPORTED_RE = re.compile(r"\*\*|==|!=|<=|>=|<|>|%|@")
+
+
+def _unsupported(symbol: str) -> str:
+    if symbol == "**":
+        return "the power operator ** is not supported (yet); write a product, x(i) * x(i)"
+    if symbol in ("%", "@"):
+        return f"the operator {symbol} is not supported; index notation has + - * /"
+    return f"comparisons ({symbol}) are not supported (yet); index notation has + - * /"
+
+
 def _tokenize(text: str) -> list[_Token]:
     """Split ``text`` into tokens, ending with an ``end`` token at ``len(text)``."""
     tokens: list[_Token] = []
     pos = 0
     while pos < len(text):
+        unsupported = _UNSUPPORTED_RE.match(text, pos)
+        if unsupported is not None:
+            raise NotationSyntaxError(_unsupported(unsupported.group()), text, pos)
         match = _TOKEN_RE.match(text, pos)
         if match is None:
             raise NotationSyntaxError(f"unexpected character {text[pos]!r}", text, pos)
@@ -496,7 +518,7 @@ class _Parser:
         name = self.expect_name("a tensor name")
         if name.text.startswith(REDUCTION_PREFIX):
             raise self.error("a tensor name", name)
-        lhs = self.access(name)
+        lhs = self.access(name, lhs=True)
         self.expect("=")
         rhs = self.expr()
         self.finish()
@@ -558,15 +580,41 @@ class _Parser:
         self.where.nodes[id(node)] = token.column
         return node
 
-    def access(self, name: _Token) -> Access:
+    def access(self, name: _Token, lhs: bool = False) -> Access:
         index_tokens: list[_Token] = []
         if self.at("("):
             self.advance()
+            if not lhs:
+                self.refuse_call(name)
             index_tokens = self.index_list()
         node = Access(name.text, tuple(IndexVar(t.text) for t in index_tokens))
         self.where.nodes[id(node)] = name.column
         self.where.indices[id(node)] = tuple(t.column for t in index_tokens)
         return node
+
+    def refuse_call(self, name: _Token) -> None:
+        """``name(`` followed by anything but index variables is a function call, such
+        as ``max(a(i), b(i))`` or ``abs(x(i))``: say so rather than what token was
+        expected."""
+        pos = self.pos
+        while True:
+            token, after = self.tokens[pos], self.tokens[pos + 1]
+            if token.kind == "name" and after.kind == "op" and after.text == ",":
+                pos += 2
+                continue
+            # After the first argument, only a call's ``x(`` tells a missing ``)`` apart;
+            # a lone number (``x(2)``) is a constant index, reported by index_list.
+            first = pos == self.pos
+            operator = after.kind == "op" and after.text not in ",)="
+            if token.kind == "op" and token.text in "(-" \
+                    or token.kind == "number" and first and operator \
+                    or token.kind == "name" and (after.text == "(" or first and (
+                        operator or after.kind == "number")):
+                break
+            return  # index variables (or a syntax error index_list reports)
+        raise NotationSyntaxError(f"function calls are not supported (yet): "
+                                  f"{name.text}(...); index notation has + - * / and "
+                                  "sum_VAR(...) only", self.text, name.column)
 
     def index_list(self) -> list[_Token]:
         """Index-variable tokens up to and including ``)``."""

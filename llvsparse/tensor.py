@@ -194,8 +194,10 @@ class Tensor:
     @classmethod
     def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
                    name: str | None = None) -> Tensor:
+        """From any scipy.sparse matrix or array (1-d arrays too); duplicates summed."""
         coo = matrix.tocoo()
-        coords = np.vstack([coo.row, coo.col]).astype(np.int64)
+        parts = coo.coords if hasattr(coo, "coords") else (coo.row, coo.col)
+        coords = np.vstack(parts).astype(np.int64).reshape(len(coo.shape), -1)
         return cls.from_coo(coords, coo.data, coo.shape, format, dtype, index_dtype, name)
 
     @classmethod

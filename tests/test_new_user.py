@@ -1,0 +1,141 @@
+"""What a new user hits first (issue 21): inputs from numpy, scipy.sparse and
+pydata/sparse, the notation's refusals of Python syntax it does not have, the SpGEMM
+refusal, and ``ls.write``'s argument order."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import llvsparse as ls
+
+S = sp.random(30, 20, density=0.2, format="csr", random_state=2)
+X = np.random.default_rng(0).random(20)
+
+SCIPY_FORMATS = ["csr", "csc", "coo", "bsr", "dia", "lil", "dok"]
+
+
+@pytest.mark.parametrize("kind", [sp.csr_matrix, sp.csr_array])
+@pytest.mark.parametrize("fmt", SCIPY_FORMATS)
+def test_scipy_inputs_everywhere(kind, fmt):
+    """evaluate and einsum raised 'cannot use a csr_matrix as a tensor'."""
+    matrix = kind(S).asformat(fmt)
+    expected = S @ X
+    np.testing.assert_allclose(ls.evaluate("y(i) = A(i,j) * x(j)", A=matrix, x=X).to_numpy(),
+                               expected)
+    np.testing.assert_allclose(ls.einsum("ij,j->i", matrix, X).to_numpy(), expected)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    np.testing.assert_allclose(kernel(A=matrix, x=X).to_numpy(), expected)
+    np.testing.assert_allclose(kernel.bind(A=matrix, x=X)().to_numpy(), expected)
+    np.testing.assert_allclose(ls.asarray(matrix).to_scipy().toarray(), S.toarray())
+
+
+def test_a_scipy_operand_keeps_its_own_format_in_evaluate():
+    y = ls.evaluate("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A=S.tocsc(), B=S)
+    np.testing.assert_allclose(y.to_numpy(), 2 * S.toarray())
+    assert ls.asarray(S.tocsc()).format == ls.named_format("csc", 2)
+
+
+def test_scipy_sparse_vector():
+    vector = sp.coo_array(np.array([0.0, 1.5, 0.0, 2.0]))
+    dense = vector.toarray()
+    assert ls.evaluate("a = v(i) * w(i)", v=vector, w=dense).to_numpy() == dense @ dense
+
+
+def test_pydata_sparse_inputs(monkeypatch):
+    """pydata/sparse arrays are recognised by the package's base class, imported only by
+    the caller; a stand-in module with the same interface (coords, data, shape) serves
+    where the package is not installed."""
+    try:
+        import sparse
+    except ImportError:
+        sparse = types.ModuleType("sparse")
+
+        class SparseArray:
+            pass
+
+        class COO(SparseArray):
+            def __init__(self, array):
+                self.coords = np.array(np.nonzero(array))
+                self.data = array[tuple(self.coords)]
+                self.shape = array.shape
+                self.ndim = array.ndim
+
+        sparse.SparseArray, sparse.COO = SparseArray, COO
+        monkeypatch.setitem(sys.modules, "sparse", sparse)
+    dense = S.toarray()
+    array = sparse.COO(dense)
+    np.testing.assert_allclose(ls.evaluate("y(i) = A(i,j) * x(j)", A=array, x=X).to_numpy(),
+                               dense @ X)
+    np.testing.assert_allclose(ls.einsum("ij,j->i", array, X).to_numpy(), dense @ X)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    np.testing.assert_allclose(kernel(A=array, x=X).to_numpy(), dense @ X)
+
+
+def test_operator_api_with_numpy_and_scipy_operands():
+    """``out[i] = A[i, j] * x[j]`` with x a numpy array raised numpy's IndexError; the
+    error now says to wrap it, and ls.asarray does."""
+    i, j = ls.index_vars("i j")
+    A = ls.asarray(S)
+    out = ls.Tensor.from_numpy(np.zeros(30))
+    with pytest.raises(TypeError, match=r"ls.asarray\(x\)\[j\]"):
+        out[i] = A[i, j] * X[j]
+    with pytest.raises(TypeError, match="ls.asarray"):
+        S[i, j]
+    out[i] = A[i, j] * ls.asarray(X)[j]
+    np.testing.assert_allclose(out.to_numpy(), S @ X)
+    assert ls.asarray(A) is A
+    assert ls.asarray(A, format="csc").format == ls.named_format("csc", 2)
+
+
+@pytest.mark.parametrize("text, column, message", [
+    ("y(i) = max(a(i), b(i))", 7, "function calls are not supported (yet): max"),
+    ("y(i) = abs(x(i))", 7, "function calls are not supported (yet): abs"),
+    ("y(i) = f(x(i))", 7, "function calls are not supported (yet): f"),
+    ("y(i) = 2 * f(-x(i))", 11, "function calls are not supported (yet): f"),
+    ("y(i) = g(i, x(i))", 7, "function calls are not supported (yet): g"),
+    ("y(i) = x(i) ** 2", 12, "power operator ** is not supported"),
+    ("y(i) = x(i) < 2", 12, "comparisons (<) are not supported"),
+    ("y(i) = x(i) == 2", 12, "comparisons (==) are not supported"),
+    ("y(i) = x(i) >= 2", 12, "comparisons (>=) are not supported"),
+    # Not calls: the existing messages stand.
+    ("y(i) = A(i,j * x(j)", 13, "expected ',' or ')'"),
+    ("y(i) = x(2)", 9, "expected an index variable"),
+])
+def test_python_syntax_the_notation_lacks_is_named(text, column, message):
+    with pytest.raises(ls.NotationSyntaxError) as info:
+        ls.parse(text)
+    assert message in str(info.value)
+    assert info.value.column == column
+
+
+def test_spgemm_refusal_says_what_is_missing_and_what_works():
+    """CSR x CSR into CSR said the operands' storage orders conflict, though both are
+    CSR."""
+    A = ls.asarray(S @ S.T)
+    with pytest.raises(ls.ScheduleError) as info:
+        ls.evaluate("C(i,j) = A(i,k) * B(k,j)", out_format="csr", A=A, B=A)
+    message = str(info.value)
+    assert "scattered" in message and "workspace" in message
+    assert "conflict" not in message
+    expected = (S @ S.T @ S @ S.T).toarray()
+    for fmt in ("dense", "coo-unordered", "hash"):
+        assert f"'{fmt}'" in message
+        C = ls.evaluate("C(i,j) = A(i,k) * B(k,j)", out_format=fmt, A=A, B=A)
+        np.testing.assert_allclose(C.asformat("csr").to_numpy(), expected)
+
+
+@pytest.mark.parametrize("suffix", [".mtx", ".npy", ".tns"])
+def test_write_takes_the_path_first_or_second(tmp_path, suffix):
+    """ls.write(path, A) failed: the order was (tensor, path), numpy's reversed."""
+    A = ls.asarray(S)
+    ls.write(tmp_path / f"a{suffix}", A)
+    ls.write(A, str(tmp_path / f"b{suffix}"))
+    ls.write(str(tmp_path / f"c{suffix}"), S)  # a scipy matrix directly
+    for name in "abc":
+        back = ls.read(tmp_path / f"{name}{suffix}", shape=S.shape)
+        np.testing.assert_allclose(back.to_numpy(), S.toarray())
+    with pytest.raises(TypeError, match="file path"):
+        ls.write(A, A)
