@@ -28,6 +28,7 @@ from .backends.cpu import (
     load_object,
 )
 from .coerce import foreign_tensor, is_foreign_sparse, natural_format
+from .describe import bound_summary, instance_repr, kernel_repr
 from .diagonals import PATTERN_FORMAT, diagonal_pattern, separate_diagonals
 from .format import Format, FormatError, as_format, named_format
 from .formats.registry import changed_since
@@ -39,6 +40,7 @@ from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput, output_params
+from .pickling import reduce_kernel
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .refusals import advised
 from .results import MIN_BYTES, RESULTS, check_fits_memory
@@ -62,6 +64,8 @@ class Instance:
     arg_order: list[str]
     parallel_mode: int | None = None  # output mode whose rows threads may split
     initializes_output: bool = False  # the kernel sets every entry of its dense output
+
+    __repr__ = instance_repr
 
 
 _CACHE: dict[tuple, Instance] = {}
@@ -141,6 +145,14 @@ def _refuse_rescans(nests, types: dict[str, TensorType],
                                 f"{outside[0]}")
 
 
+def instance_meta(inst: Instance) -> dict:
+    """What an instance's object code needs beside it to be loaded again (the disk cache's
+    entries and pickled kernels hold it)."""
+    return {"name": inst.jit.name, "concrete": inst.concrete, "lattices": inst.lattices,
+            "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
+            "conversions": {n: _mode_order(f) for n, f in inst.conversions.items()}}
+
+
 class Kernel:
     """A compiled expression; call it with tensors by name, many times.
 
@@ -188,6 +200,9 @@ class Kernel:
         self._last_bound: BoundCall | None = None
         self.last: Instance | None = None
 
+    __repr__ = kernel_repr
+    __reduce__ = reduce_kernel
+
     @property
     def aliases(self) -> dict[str, nt.Access]:
         """Operand names the kernel gave further index orders of a repeated input, and
@@ -207,6 +222,24 @@ class Kernel:
     # -- specialization -----------------------------------------------------------------
     def instance(self, dtypes: dict[str, str] | None = None,
                  index_dtypes: dict[str, str] | None = None) -> Instance:
+        types, dtype, key, disk_key = self.instance_keys(dtypes, index_dtypes)
+        with _CACHE_LOCK:
+            cached = _CACHE.get(key)
+        if cached is None:
+            cached = self._load(disk_key, types, dtype)
+            if cached is None:
+                cached = self._build_converting(types, dtype)
+                disk_cache.store(disk_key, cached.jit.object_code, instance_meta(cached))
+            with _CACHE_LOCK:
+                _CACHE[key] = cached
+        self.last = cached
+        return cached
+
+    def instance_keys(self, dtypes: dict[str, str] | None,
+                      index_dtypes: dict[str, str] | None
+                      ) -> tuple[dict[str, TensorType], str, tuple, str]:
+        """The operand types for these dtypes, the result dtype, and the keys of their
+        instance in memory and on disk."""
         names, out = self._names, self._assignment.lhs.tensor
         unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names) \
             - set(self._patterns)
@@ -222,31 +255,25 @@ class Kernel:
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, registry_generation())
-        with _CACHE_LOCK:
-            cached = _CACHE.get(key)
-        if cached is None:
-            disk_key = disk_cache.entry_key(
-                (str(self._assignment), tuple((n, type_key(types[n])) for n in names),
-                 self.fastmath, self.convert))
-            cached = self._load(disk_key, types, dtypes[out])
-            if cached is None:
-                cached = self._build_converting(types, dtypes[out])
-                disk_cache.store(disk_key, cached.jit.object_code, {
-                    "name": cached.jit.name, "concrete": cached.concrete,
-                    "lattices": cached.lattices, "parallel_mode": cached.parallel_mode,
-                    "initializes_output": cached.initializes_output,
-                    "conversions": {n: _mode_order(f) for n, f in cached.conversions.items()}})
-            with _CACHE_LOCK:
-                _CACHE[key] = cached
-        self.last = cached
-        return cached
+        disk_key = disk_cache.entry_key(
+            (str(self._assignment), tuple((n, type_key(types[n])) for n in names),
+             self.fastmath, self.convert))
+        return types, dtypes[out], key, disk_key
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
         """An instance from the disk cache, with no LLVM work, or None."""
         entry = disk_cache.load(key)
         if entry is None:
             return None
-        obj, meta = entry
+        instance = self.from_object(*entry, key, types, dtype)
+        if instance is None:
+            disk_cache.discard(key)  # metadata this version cannot use: rebuild it
+        return instance
+
+    def from_object(self, obj: bytes, meta: dict, key: str, types: dict[str, TensorType],
+                    dtype: str) -> Instance | None:
+        """An instance from object code and its metadata (see ``instance_meta``), or None
+        where this version cannot use them."""
         try:
             kernel = load_object(obj, meta["name"], key)
             conversions = {n: named_format("coo", types[n].order, [int(m) for m in modes])
@@ -258,7 +285,6 @@ class Kernel:
                             str(meta["lattices"]), self._names, meta.get("parallel_mode"),
                             bool(meta.get("initializes_output", False)))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
-            disk_cache.discard(key)  # metadata this version cannot use: rebuild it
             return None
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
@@ -582,6 +608,14 @@ class BoundCall:
         self.way = None if self.probe.probing else self.probe.next_way()
         self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
+
+    def __repr__(self) -> str:
+        return f"<BoundCall {self.inst.concrete.splitlines()[0]}; {bound_summary(self)}>"
+
+    def __reduce__(self):
+        raise TypeError("a kernel binding holds pointers into its operands' memory and "
+                        "cannot be pickled; pickle the Kernel (and the tensors) and bind "
+                        "again")
 
     def _run_dense(self, code: JitKernel, values: np.ndarray,
                    prepare: Callable[[int, int], None] | None = None) -> None:

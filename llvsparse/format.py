@@ -146,6 +146,11 @@ class Format:
         parts = [f"{lv.kind}:{lv.mode}" for lv in self.levels]
         return f"Format([{', '.join(parts)}])"
 
+    def __getstate__(self) -> dict:
+        """Pickled without its memo of tensor types, which holds this process's level
+        definitions (another process may have registered others)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_types"}
+
     def tensor_type(self, dtype: str, index_dtype: str) -> TensorType:
         """The compiler's view of this format for given value and index dtypes (memoized:
         the call path needs it for every operand)."""

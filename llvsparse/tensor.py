@@ -17,6 +17,7 @@ from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
 from .ordering import lexicographic_order
 from .packers import PACKERS, pack_bcsr
+from .pickling import restore_tensor, tensor_state
 from .runtime import DescriptorHolder, make_read_only
 from .walk import entries_per_coordinate, walk_levels
 
@@ -112,8 +113,12 @@ class Tensor:
         return len(walk_levels(self, check=False).positions)
 
     def __repr__(self) -> str:
-        return (f"Tensor(shape={self.shape}, format={self.format!r}, dtype={self.dtype}, "
-                f"index_dtype={self.index_dtype})")
+        from .describe import tensor_repr
+
+        return tensor_repr(self)
+
+    __getstate__ = tensor_state
+    __setstate__ = restore_tensor
 
     # -- construction -------------------------------------------------------------------
     @classmethod

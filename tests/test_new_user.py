@@ -139,3 +139,22 @@ def test_write_takes_the_path_first_or_second(tmp_path, suffix):
         np.testing.assert_allclose(back.to_numpy(), S.toarray())
     with pytest.raises(TypeError, match="file path"):
         ls.write(A, A)
+
+
+def test_short_reprs_say_what_a_user_needs():
+    """repr(kernel.last) printed about 10 KB of IR and descriptors; Kernel had the
+    default repr."""
+    A = ls.asarray(S @ S.T)
+    kernel = ls.compile("y(i) = A(i,j) * A(j,i)", A="csr")
+    assert "A='csr'" in repr(kernel) and "y(i) = " in repr(kernel)
+    kernel(A=A)
+    text = repr(kernel)
+    assert "float64" in text and "threads=1" in text and "converts A__1 to coo(1, 0)" in text
+    last = repr(kernel.last)
+    assert len(last) < 600 and "compressed:1" in last and "converts A__1" in last
+    assert "define" not in last  # no IR
+    tensor = repr(A)
+    assert tensor == (f"<Tensor csr: shape={A.shape}, dtype=float64, "
+                      f"nnz={(S @ S.T).nnz}, index_dtype=int32>")
+    bound = repr(kernel.bind(A=A))
+    assert bound.startswith("<BoundCall forall i") and len(bound) < 400

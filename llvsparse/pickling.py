@@ -1,0 +1,92 @@
+"""Pickling kernels and tensors, for multiprocessing, joblib and caches of results.
+
+A Kernel pickles as its specification (expression, formats, options) plus, for each
+dtype signature it was specialized to, the object code and metadata the disk cache
+keeps. Unpickling reloads that object code without running LLVM when the receiving
+process computes the same cache key (same host CPU, versions and compiler sources), and
+otherwise leaves the signature to be compiled again on first use. Bindings hold pointers
+into their operands' memory and are not picklable (they say so).
+
+A Tensor pickles as its arrays and format, without the descriptors, memos and
+validation results that belong to this process; a tensor llvsparse packed is sealed
+(read-only index arrays) again on the other side and validated once there.
+"""
+
+from __future__ import annotations
+
+from .runtime import make_read_only
+
+# Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
+_TENSOR_LOCAL = ("_holder", "_type_cache", "_slots", "_entries", "_sorted_memo",
+                 "_validated", "generation")
+
+
+def tensor_state(tensor) -> dict:
+    return {k: v for k, v in tensor.__dict__.items() if k not in _TENSOR_LOCAL}
+
+
+def restore_tensor(tensor, state: dict) -> None:
+    from .formats.registry import generation
+
+    tensor.__dict__.update(state)
+    tensor.generation = generation()  # laid out by the definitions this process has
+    if state.get("_sealed"):
+        for arrays in tensor.level_arrays:
+            for array in arrays.values():
+                make_read_only(array)
+
+
+def reduce_kernel(kernel) -> tuple:
+    """``(rebuild_kernel, (spec, compiled))``: see the module docstring."""
+    out = kernel.assignment.lhs.tensor
+    formats = {n: kernel.formats[n] for n in kernel.assignment.tensors() if n != out}
+    # As text, which parses back to the same AST: pickled operators would be copies of
+    # the operator objects the compiler tells apart by identity.
+    spec = (str(kernel.assignment), formats, kernel.formats[out], kernel.fastmath,
+            kernel.out_index_dtype, kernel.convert)
+    instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last)
+                 if inst is not None and inst.jit.object_code}
+    compiled = []
+    for inst in instances.values():
+        dtypes, index_dtypes = _dtypes(kernel, inst)
+        key = kernel.instance_keys(dtypes, index_dtypes)[3]
+        compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, _meta(inst)))
+    return rebuild_kernel, (spec, compiled)
+
+
+def _meta(inst) -> dict:
+    from .api import instance_meta
+
+    return instance_meta(inst)
+
+
+def _dtypes(kernel, inst) -> tuple[dict[str, str], dict[str, str]]:
+    """The dtypes ``Kernel.instance`` was given for ``inst`` (operands by the caller's
+    names, hidden patterns by theirs; index dtypes of the output too)."""
+    out = kernel._assignment.lhs.tensor
+    names = [n for n in inst.arg_order if n not in kernel.aliases]
+    dtypes = {n: inst.types[n].dtype for n in names if n != out}
+    return dtypes, {n: inst.types[n].index_dtype for n in names}
+
+
+def rebuild_kernel(spec: tuple, compiled: list) -> object:
+    """The Kernel of ``spec``, its signatures loaded from object code where this process
+    would compile the same code."""
+    from .api import _CACHE, _CACHE_LOCK, Kernel
+
+    assignment, formats, out_format, fastmath, out_index_dtype, convert = spec
+    kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert)
+    for dtypes, index_dtypes, key, obj, meta in compiled:
+        types, dtype, memory_key, here = kernel.instance_keys(dtypes, index_dtypes)
+        if here != key:
+            continue  # another host or version: compiled again on first use
+        with _CACHE_LOCK:
+            if memory_key in _CACHE:
+                continue
+        instance = kernel.from_object(obj, meta, key, types, dtype)
+        if instance is not None:
+            with _CACHE_LOCK:
+                _CACHE.setdefault(memory_key, instance)
+    return kernel
+
+

@@ -1,0 +1,88 @@
+"""Kernels, tensors and results pickle (a kernel raised ctypes' ValueError): a kernel
+travels as its specification plus object code, and a fresh process runs it without LLVM
+where it would compile the same code, or compiles it again where it would not."""
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import llvsparse as ls
+
+S = sp.random(40, 40, density=0.15, format="csr", random_state=3) + sp.eye(40)
+X = np.random.default_rng(1).random(40)
+
+CASES = [
+    # (expression, formats, out_format, operands, numpy reference from the operands)
+    ("y(i) = A(i,j) * x(j)", {"A": "csr"}, "dense", lambda: {"A": S, "x": X},
+     lambda o: o["A"] @ o["x"]),
+    ("y(i) = A(i,j) * A(j,i)", {"A": "csr"}, "dense", lambda: {"A": S},
+     lambda o: (o["A"].multiply(o["A"].T)).sum(axis=1).A1),
+    ("t = A(i,i)", {"A": "csr"}, "dense", lambda: {"A": S}, lambda o: o["A"].diagonal().sum()),
+    ("C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "dia"}, "csr",
+     lambda: {"A": S, "B": S.todia()}, lambda o: (o["A"] + o["B"]).toarray()),
+    ("y(i) = A(i,j) * x(j)", {"A": "hash"}, "hash", lambda: {"A": S, "x": X},
+     lambda o: o["A"] @ o["x"]),
+]
+
+
+def _run_fresh(blob: bytes, env: dict) -> str:
+    script = textwrap.dedent("""
+        import pickle, sys
+        import numpy as np
+        from llvsparse.backends.cpu import STATS
+        import llvsparse.cache
+        if sys.argv[1] == "other-version":
+            llvsparse.cache.compiler_fingerprint = lambda: "another compiler"
+        kernel, tensors, result, reference = pickle.loads(sys.stdin.buffer.read())
+        again = kernel(**tensors)
+        ok = np.allclose(np.asarray(again.to_numpy()), reference) and \\
+            np.allclose(np.asarray(result.to_numpy()), reference)
+        print(ok, STATS["llvm_compiles"], STATS["disk_loads"])
+    """)
+    done = subprocess.run([sys.executable, "-c", script, env.pop("MODE")], input=blob,
+                          capture_output=True, timeout=300, env=env, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().split()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("mode", ["same", "other-version"])
+def test_a_pickled_kernel_runs_in_a_fresh_process(case, mode):
+    expression, formats, out_format, make, reference = CASES[case]
+    operands = make()
+    tensors = {n: ls.asarray(v, format=formats.get(n, "dense")) for n, v in operands.items()}
+    kernel = ls.compile(expression, out_format=out_format, **formats)
+    result = kernel(**tensors)
+    expected = reference(operands)
+    np.testing.assert_allclose(np.asarray(result.to_numpy()), expected)
+    blob = pickle.dumps((kernel, tensors, result, expected))
+    env = dict(os.environ, LLVSPARSE_CACHE="0", MODE=mode)  # no disk cache to hide behind
+    ok, compiles, loads = _run_fresh(blob, env)
+    assert ok == "True"
+    if mode == "same":  # the object code from the pickle, no LLVM
+        assert (compiles, loads) == ("0", "1")
+    else:  # another compiler: built again, the pickled code never loaded
+        assert int(compiles) >= 1 and loads == "0"
+
+
+def test_tensors_and_results_round_trip_and_stay_checked():
+    A = ls.asarray(S)
+    back = pickle.loads(pickle.dumps(A))
+    np.testing.assert_array_equal(back.to_numpy(), S.toarray())
+    assert back.format == A.format and back.dtype == A.dtype
+    # Packed tensors come back sealed: their index arrays are read-only again.
+    assert not any(a.flags.writeable for level in back.level_arrays for a in level.values())
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    np.testing.assert_allclose(kernel(A=back, x=X).to_numpy(), S @ X)
+
+
+def test_a_binding_says_it_cannot_be_pickled():
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    with pytest.raises(TypeError, match="pickle the Kernel"):
+        pickle.dumps(kernel.bind(A=ls.asarray(S), x=X))
