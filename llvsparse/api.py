@@ -40,7 +40,7 @@ from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .outputs import AssembledOutput, output_params
-from .pickling import reduce_kernel
+from .pickling import instance_meta, reduce_kernel
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .refusals import advised
 from .results import MIN_BYTES, RESULTS, check_fits_memory
@@ -143,14 +143,6 @@ def _refuse_rescans(nests, types: dict[str, TensorType],
             names = ", ".join(sorted({o.tensor for o in drivers}))
             raise ScheduleError(f"{names} would be walked whole for every coordinate of "
                                 f"{outside[0]}")
-
-
-def instance_meta(inst: Instance) -> dict:
-    """What an instance's object code needs beside it to be loaded again (the disk cache's
-    entries and pickled kernels hold it)."""
-    return {"name": inst.jit.name, "concrete": inst.concrete, "lattices": inst.lattices,
-            "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
-            "conversions": {n: _mode_order(f) for n, f in inst.conversions.items()}}
 
 
 class Kernel:

@@ -50,14 +50,17 @@ def reduce_kernel(kernel) -> tuple:
     for inst in instances.values():
         dtypes, index_dtypes = _dtypes(kernel, inst)
         key = kernel.instance_keys(dtypes, index_dtypes)[3]
-        compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, _meta(inst)))
+        compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, instance_meta(inst)))
     return rebuild_kernel, (spec, compiled)
 
 
-def _meta(inst) -> dict:
-    from .api import instance_meta
-
-    return instance_meta(inst)
+def instance_meta(inst) -> dict:
+    """What an instance's object code needs beside it to be loaded again (the disk
+    cache's entries and pickled kernels hold it; ``Kernel.from_object`` reads it)."""
+    return {"name": inst.jit.name, "concrete": inst.concrete, "lattices": inst.lattices,
+            "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
+            "conversions": {n: [lv.mode for lv in f.levels]
+                            for n, f in inst.conversions.items()}}
 
 
 def _dtypes(kernel, inst) -> tuple[dict[str, str], dict[str, str]]:
