@@ -9,6 +9,7 @@ from functools import partial
 import numpy as np
 
 from . import notation as nt
+from .describe import tensor_repr
 from .expr_api import access, make_assignment
 from .format import Format, Level, as_format, named_format
 from .formats.registry import generation as registry_generation
@@ -112,11 +113,7 @@ class Tensor:
         """Stored entries (explicit zeros and padding included)."""
         return len(walk_levels(self, check=False).positions)
 
-    def __repr__(self) -> str:
-        from .describe import tensor_repr
-
-        return tensor_repr(self)
-
+    __repr__ = tensor_repr
     __getstate__ = tensor_state
     __setstate__ = restore_tensor
 
