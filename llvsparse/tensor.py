@@ -206,9 +206,10 @@ class Tensor:
     def from_pydata(cls, array, format="coo", dtype=None, index_dtype=None,
                     name: str | None = None) -> Tensor:
         """From a pydata/sparse array (anything with ``coords``, ``data`` and ``shape``;
-        GCXS and DOK convert through ``tocoo``)."""
-        if not hasattr(array, "coords") and hasattr(array, "tocoo"):
-            array = array.tocoo()
+        GCXS converts through ``tocoo``, DOK through ``to_coo``)."""
+        if not hasattr(array, "coords"):
+            to_coo = getattr(array, "tocoo", None) or getattr(array, "to_coo", None)
+            array = to_coo() if to_coo is not None else array
         return cls.from_coo(array.coords, array.data, array.shape, format, dtype, index_dtype,
                             name)
 

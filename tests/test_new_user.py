@@ -63,12 +63,20 @@ def test_pydata_sparse_inputs(monkeypatch):
                 self.shape = array.shape
                 self.ndim = array.ndim
 
-        sparse.SparseArray, sparse.COO = SparseArray, COO
+        class DOK(SparseArray):  # no coords: converted with to_coo, as pydata's DOK
+            def __init__(self, array):
+                self.array, self.shape, self.ndim = array, array.shape, array.ndim
+
+            def to_coo(self):
+                return COO(self.array)
+
+        sparse.SparseArray, sparse.COO, sparse.DOK = SparseArray, COO, DOK
         monkeypatch.setitem(sys.modules, "sparse", sparse)
     dense = S.toarray()
     array = sparse.COO(dense)
     np.testing.assert_allclose(ls.evaluate("y(i) = A(i,j) * x(j)", A=array, x=X).to_numpy(),
                                dense @ X)
+    np.testing.assert_allclose(ls.asarray(sparse.DOK(dense)).to_numpy(), dense)
     np.testing.assert_allclose(ls.einsum("ij,j->i", array, X).to_numpy(), dense @ X)
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
     np.testing.assert_allclose(kernel(A=array, x=X).to_numpy(), dense @ X)
