@@ -214,10 +214,11 @@ class Kernel:
     # -- specialization -----------------------------------------------------------------
     def instance(self, dtypes: dict[str, str] | None = None,
                  index_dtypes: dict[str, str] | None = None) -> Instance:
-        types, dtype, key, disk_key = self.instance_keys(dtypes, index_dtypes)
+        types, dtype, key = self.instance_keys(dtypes, index_dtypes)
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
         if cached is None:
+            disk_key = self.disk_key(types)  # 1 ms (the host CPU's features): on a miss
             cached = self._load(disk_key, types, dtype)
             if cached is None:
                 cached = self._build_converting(types, dtype)
@@ -229,9 +230,9 @@ class Kernel:
 
     def instance_keys(self, dtypes: dict[str, str] | None,
                       index_dtypes: dict[str, str] | None
-                      ) -> tuple[dict[str, TensorType], str, tuple, str]:
-        """The operand types for these dtypes, the result dtype, and the keys of their
-        instance in memory and on disk."""
+                      ) -> tuple[dict[str, TensorType], str, tuple]:
+        """The operand types for these dtypes, the result dtype, and the key of their
+        instance in memory."""
         names, out = self._names, self._assignment.lhs.tensor
         unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names) \
             - set(self._patterns)
@@ -247,10 +248,14 @@ class Kernel:
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, registry_generation())
-        disk_key = disk_cache.entry_key(
-            (str(self._assignment), tuple((n, type_key(types[n])) for n in names),
+        return types, dtypes[out], key
+
+    def disk_key(self, types: dict[str, TensorType]) -> str:
+        """The key of the instance for ``types`` in the disk cache (and in pickles): it
+        names the host CPU and versions, so another machine's is another key."""
+        return disk_cache.entry_key(
+            (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
              self.fastmath, self.convert))
-        return types, dtypes[out], key, disk_key
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
         """An instance from the disk cache, with no LLVM work, or None."""

@@ -49,7 +49,7 @@ def reduce_kernel(kernel) -> tuple:
     compiled = []
     for inst in instances.values():
         dtypes, index_dtypes = _dtypes(kernel, inst)
-        key = kernel.instance_keys(dtypes, index_dtypes)[3]
+        key = kernel.disk_key(kernel.instance_keys(dtypes, index_dtypes)[0])
         compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, instance_meta(inst)))
     return rebuild_kernel, (spec, compiled)
 
@@ -80,8 +80,8 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     assignment, formats, out_format, fastmath, out_index_dtype, convert = spec
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert)
     for dtypes, index_dtypes, key, obj, meta in compiled:
-        types, dtype, memory_key, here = kernel.instance_keys(dtypes, index_dtypes)
-        if here != key:
+        types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes)
+        if kernel.disk_key(types) != key:
             continue  # another host or version: compiled again on first use
         with _CACHE_LOCK:
             if memory_key in _CACHE:
