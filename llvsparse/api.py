@@ -37,7 +37,7 @@ from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
-from .outputs import AssembledOutput, output_params
+from .outputs import AssembledOutput, output_params, refused_insert_error
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .results import MIN_BYTES, RESULTS, check_fits_memory
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
@@ -652,14 +652,19 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
-        if self.way is not None:
-            return self._run(self.way, out)
-        way = self.probe.next_way()
-        start = time.perf_counter()
-        result = self._run(way, out)
-        self.probe.record(way, time.perf_counter() - start)
-        self.way = self.probe.choice  # set once the probe has chosen: no more timing
-        return result
+        try:
+            if self.way is not None:
+                return self._run(self.way, out)
+            way = self.probe.next_way()
+            start = time.perf_counter()
+            result = self._run(way, out)
+            self.probe.record(way, time.perf_counter() - start)
+            self.way = self.probe.choice  # set once the probe has chosen: no more timing
+            return result
+        except runtime.KernelRuntimeError as error:
+            if error.status == runtime.STATUS_INSERT_REFUSED:
+                raise refused_insert_error(self.format, self.out_type, error) from error
+            raise
 
     def _run(self, way: Way, out: np.ndarray | None):
         form = way.form
