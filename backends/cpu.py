@@ -254,9 +254,9 @@ def load_object(object_code: bytes, name: str, key: str) -> JitKernel:
         engine.set_object_cache(None, lambda _module: object_code)
         engine.finalize_object()
         kernel = _entries(JitKernel(name, None, None, 0, engine, placeholder))
-        STATS["disk_loads"] += 1
     if not kernel.address or not kernel.range_address:
         raise RuntimeError(f"cached object code has no symbol {name}")
+    STATS["disk_loads"] += 1
     kernel.object_code = object_code
     return kernel
 

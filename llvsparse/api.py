@@ -61,6 +61,14 @@ class Instance:
     parallel_mode: int | None = None  # output mode whose rows threads may split
     initializes_output: bool = False  # the kernel sets every entry of its dense output
 
+    def metadata(self) -> dict:
+        """What calling ``jit.object_code`` needs besides the code (the disk cache's
+        entry; cache.kernel_check says what a loaded one must satisfy)."""
+        return {"name": self.jit.name, "concrete": self.concrete, "lattices": self.lattices,
+                "parallel_mode": self.parallel_mode,
+                "initializes_output": self.initializes_output,
+                "conversions": {n: _mode_order(f) for n, f in self.conversions.items()}}
+
 
 _CACHE: dict[tuple, Instance] = {}
 _CACHE_LOCK = threading.Lock()
@@ -229,11 +237,7 @@ class Kernel:
             cached = self._load(disk_key, types, dtypes[out])
             if cached is None:
                 cached = self._build_converting(types, dtypes[out])
-                disk_cache.store(disk_key, cached.jit.object_code, {
-                    "name": cached.jit.name, "concrete": cached.concrete,
-                    "lattices": cached.lattices, "parallel_mode": cached.parallel_mode,
-                    "initializes_output": cached.initializes_output,
-                    "conversions": {n: _mode_order(f) for n, f in cached.conversions.items()}})
+                disk_cache.store(disk_key, cached.jit.object_code, cached.metadata())
             with _CACHE_LOCK:
                 _CACHE[key] = cached
         self.last = cached
@@ -241,21 +245,23 @@ class Kernel:
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
         """An instance from the disk cache, with no LLVM work, or None."""
-        entry = disk_cache.load(key)
+        out = self._assignment.lhs.tensor
+        entry = disk_cache.load(key, disk_cache.kernel_check(
+            {n: t.order for n, t in types.items()}, out))
         if entry is None:
             return None
         obj, meta = entry
         try:
             kernel = load_object(obj, meta["name"], key)
-            conversions = {n: named_format("coo", types[n].order, [int(m) for m in modes])
-                           for n, modes in meta.get("conversions", {}).items()}
+            conversions = {n: named_format("coo", types[n].order, modes)
+                           for n, modes in meta["conversions"].items()}
             retyped = dict(types)
             for n, fmt in conversions.items():
                 retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
-            return Instance(retyped, str(meta["concrete"]), kernel, dtype, conversions,
-                            str(meta["lattices"]), self._names, meta.get("parallel_mode"),
-                            bool(meta.get("initializes_output", False)))
-        except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
+            return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
+                            meta["lattices"], self._names, meta["parallel_mode"],
+                            meta["initializes_output"])
+        except (RuntimeError, ValueError, FormatError):
             disk_cache.discard(key)  # metadata this version cannot use: rebuild it
             return None
 
