@@ -9,6 +9,7 @@ from .formats.registry import level_formats, register_level_format
 from .interpret import CorruptTensorError
 from .io import read, write
 from .ir.schedule import ScheduleError
+from .kernel_cache import set_kernel_cache_bytes
 from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
 from .results import set_result_pool_bytes
 from .runtime import KernelRuntimeError, get_num_threads, set_num_threads
@@ -38,6 +39,7 @@ __all__ = [
     "parse",
     "read",
     "register_level_format",
+    "set_kernel_cache_bytes",
     "set_num_threads",
     "set_result_pool_bytes",
     "write",

@@ -37,6 +37,7 @@ from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
+from .kernel_cache import KERNELS
 from .outputs import AssembledOutput, output_params, refused_insert_error
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .results import MIN_BYTES, RESULTS, check_fits_memory
@@ -70,8 +71,7 @@ class Instance:
                 "conversions": {n: _mode_order(f) for n, f in self.conversions.items()}}
 
 
-_CACHE: dict[tuple, Instance] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 
 
 def _result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
@@ -228,8 +228,7 @@ class Kernel:
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, registry_generation())
-        with _CACHE_LOCK:
-            cached = _CACHE.get(key)
+        cached = _CACHE.get(key)
         if cached is None:
             disk_key = disk_cache.entry_key(
                 (str(self._assignment), tuple((n, type_key(types[n])) for n in names),
@@ -238,8 +237,7 @@ class Kernel:
             if cached is None:
                 cached = self._build_converting(types, dtypes[out])
                 disk_cache.store(disk_key, cached.jit.object_code, cached.metadata())
-            with _CACHE_LOCK:
-                _CACHE[key] = cached
+            _CACHE[key] = cached
         self.last = cached
         return cached
 
@@ -833,7 +831,11 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     return Kernel(assignment, formats, out_format, fastmath)
 
 
+# Kernel objects of evaluate(), the most recently used last; each keeps its compiled
+# instances alive past their eviction from the byte-bounded cache, so they are few.
 _KERNELS: dict[tuple, Kernel] = {}
+_KERNELS_KEPT = 64
+_KERNELS_LOCK = threading.Lock()
 
 
 def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
@@ -847,10 +849,13 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     key = (str(parsed), tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, Format))),
            tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, str))),
            out_spec if isinstance(out_spec, (str, Format)) else repr(out_spec))
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        kernel = Kernel(parsed, formats, out_spec)
+    with _KERNELS_LOCK:
+        kernel = _KERNELS.pop(key, None)
+        if kernel is None:
+            kernel = Kernel(parsed, formats, out_spec)
         _KERNELS[key] = kernel
+        if len(_KERNELS) > _KERNELS_KEPT:
+            del _KERNELS[next(iter(_KERNELS))]
     return kernel(check=check, **tensors)
 
 
