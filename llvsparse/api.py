@@ -259,7 +259,7 @@ class Kernel:
             return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
                             meta["initializes_output"])
-        except (RuntimeError, ValueError, FormatError):
+        except (RuntimeError, KeyError, TypeError, ValueError):
             disk_cache.discard(key)  # metadata this version cannot use: rebuild it
             return None
 
