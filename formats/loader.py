@@ -24,6 +24,7 @@ from yaml.constructor import SafeConstructor
 __all__ = [
     "ENVIRONMENTS",
     "FUNCTION_NAMES",
+    "OPTIONAL_RETURN",
     "PROPERTY_NAMES",
     "RETURN_ARITY",
     "ArrayDef",
@@ -74,6 +75,9 @@ RETURN_ARITY: dict[str, int] = {fn: 0 for fn in FUNCTION_NAMES} | {
     **{fn: 2 for fn in _ITERATION},
     "size": 1,
 }
+# Functions that may instead return one value on every path: insert_coord's says whether
+# the coordinate went in (False: its parent's segment is full, and the call fails).
+OPTIONAL_RETURN = frozenset({"insert_coord"})
 
 _STORE_FUNCTIONS = frozenset(_INSERT[1:] + _APPEND)  # assembly code may write arrays, size not
 _LENGTH_NAMES = ("parent_size", "size", "N")
@@ -759,12 +763,15 @@ def _parse_function(reader: _Reader, name: str, node: yaml.Node, params: dict[st
     module = _parse_python(reader, source, "exec", first_line, name)
     if not module.body:
         reader.fail(node, f"the body of {name} is empty (write `pass`)")
+    arity = RETURN_ARITY[name]
+    if name in OPTIONAL_RETURN and any(isinstance(node, ast.Return) for node in ast.walk(module)):
+        arity = 1
     checker = _BodyChecker(reader, first_line, name,
                            frozenset(ENVIRONMENTS[name]) | frozenset(params), frozenset(arrays),
-                           may_store=name in _STORE_FUNCTIONS, arity=RETURN_ARITY[name])
+                           may_store=name in _STORE_FUNCTIONS, arity=arity)
     _guard_depth(reader, first_line, f"the body of {name}",
                  lambda: checker.check_function(module.body))
-    return LevelFunction(name, tuple(module.body), source, first_line, RETURN_ARITY[name])
+    return LevelFunction(name, tuple(module.body), source, first_line, arity)
 
 
 def _collect_bodies(reader: _Reader, entries: Entries) -> Entries:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from . import scalars
-from .bodies import I64, emit_body, is_true, mark_access
+from .bodies import I1, I64, emit_body, is_true, mark_access
 from .relocatable import appends_relocatably
 from .schedule import ScheduleError, unordered_append_output
 from .types import TensorType
@@ -24,6 +24,8 @@ from .types import TensorType
 if TYPE_CHECKING:
     from .codegen import Ctx, KernelCompiler, TensorIR
 
+# The status of a call whose output level refused an insert (insert_coord returned False).
+STATUS_INSERT_REFUSED = 3
 ONE = ir.Constant(I64, 1)
 ZERO = ir.Constant(I64, 0)
 
@@ -204,7 +206,14 @@ class OutputAssembler:
         pos, found = self.call(level, "locate", **env)
         if not is_true(found) and self.has(level, "insert_coord"):
             with b.if_then(b.not_(found)):
-                self.call(level, "insert_coord", p=pos, i=i, p_parent=parent)
+                inserted = self.call(level, "insert_coord", p=pos, i=i, p_parent=parent)
+                if inserted and not is_true(inserted[0]):
+                    # The level refused: its parent's segment is full.
+                    flag = inserted[0] if inserted[0].type == I1 else \
+                        b.icmp_signed("!=", inserted[0], ZERO)
+                    ok = b.append_basic_block("inserted")
+                    b.cbranch(flag, ok, self.kc.fail(STATUS_INSERT_REFUSED))
+                    b.position_at_end(ok)
         return pos
 
     def append_group(self, head: int, stop: int, ctx: Ctx) -> ir.Value:

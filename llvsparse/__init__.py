@@ -10,6 +10,7 @@ from .formats.registry import level_formats, register_level_format, unregister_l
 from .interpret import CorruptTensorError
 from .io import read, write
 from .ir.schedule import ScheduleError
+from .kernel_cache import set_kernel_cache_bytes
 from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
 from .results import set_result_pool_bytes
 from .runtime import KernelRuntimeError, get_num_threads, set_num_threads
@@ -40,6 +41,7 @@ __all__ = [
     "parse",
     "read",
     "register_level_format",
+    "set_kernel_cache_bytes",
     "set_num_threads",
     "set_result_pool_bytes",
     "unregister_level_format",

@@ -39,7 +39,8 @@ from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
-from .outputs import AssembledOutput, output_params
+from .kernel_cache import KERNELS
+from .outputs import AssembledOutput, output_params, refused_insert_error
 from .pickling import instance_meta, reduce_kernel
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .refusals import advised
@@ -68,8 +69,8 @@ class Instance:
     __repr__ = instance_repr
 
 
-_CACHE: dict[tuple, Instance] = {}
-_CACHE_LOCK = threading.Lock()
+
+_CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 
 
 def _result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
@@ -215,16 +216,14 @@ class Kernel:
     def instance(self, dtypes: dict[str, str] | None = None,
                  index_dtypes: dict[str, str] | None = None) -> Instance:
         types, dtype, key = self.instance_keys(dtypes, index_dtypes)
-        with _CACHE_LOCK:
-            cached = _CACHE.get(key)
+        cached = _CACHE.get(key)
         if cached is None:
             disk_key = self.disk_key(types)  # 1 ms (the host CPU's features): on a miss
             cached = self._load(disk_key, types, dtype)
             if cached is None:
                 cached = self._build_converting(types, dtype)
                 disk_cache.store(disk_key, cached.jit.object_code, instance_meta(cached))
-            with _CACHE_LOCK:
-                _CACHE[key] = cached
+            _CACHE[key] = cached
         self.last = cached
         return cached
 
@@ -259,7 +258,9 @@ class Kernel:
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
         """An instance from the disk cache, with no LLVM work, or None."""
-        entry = disk_cache.load(key)
+        out = self._assignment.lhs.tensor
+        entry = disk_cache.load(key, disk_cache.kernel_check(
+            {n: t.order for n, t in types.items()}, out))
         if entry is None:
             return None
         instance = self.from_object(*entry, key, types, dtype)
@@ -273,14 +274,14 @@ class Kernel:
         where this version cannot use them."""
         try:
             kernel = load_object(obj, meta["name"], key)
-            conversions = {n: named_format("coo", types[n].order, [int(m) for m in modes])
-                           for n, modes in meta.get("conversions", {}).items()}
+            conversions = {n: named_format("coo", types[n].order, modes)
+                           for n, modes in meta["conversions"].items()}
             retyped = dict(types)
             for n, fmt in conversions.items():
                 retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
-            return Instance(retyped, str(meta["concrete"]), kernel, dtype, conversions,
-                            str(meta["lattices"]), self._names, meta.get("parallel_mode"),
-                            bool(meta.get("initializes_output", False)))
+            return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
+                            meta["lattices"], self._names, meta["parallel_mode"],
+                            meta["initializes_output"])
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -685,14 +686,19 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
-        if self.way is not None:
-            return self._run(self.way, out)
-        way = self.probe.next_way()
-        start = time.perf_counter()
-        result = self._run(way, out)
-        self.probe.record(way, time.perf_counter() - start)
-        self.way = self.probe.choice  # set once the probe has chosen: no more timing
-        return result
+        try:
+            if self.way is not None:
+                return self._run(self.way, out)
+            way = self.probe.next_way()
+            start = time.perf_counter()
+            result = self._run(way, out)
+            self.probe.record(way, time.perf_counter() - start)
+            self.way = self.probe.choice  # set once the probe has chosen: no more timing
+            return result
+        except runtime.KernelRuntimeError as error:
+            if error.status == runtime.STATUS_INSERT_REFUSED:
+                raise refused_insert_error(self.format, self.out_type, error) from error
+            raise
 
     def _run(self, way: Way, out: np.ndarray | None):
         form = way.form
@@ -859,7 +865,11 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     return Kernel(assignment, formats, out_format, fastmath)
 
 
+# Kernel objects of evaluate(), the most recently used last; each keeps its compiled
+# instances alive past their eviction from the byte-bounded cache, so they are few.
 _KERNELS: dict[tuple, Kernel] = {}
+_KERNELS_KEPT = 64
+_KERNELS_LOCK = threading.Lock()
 
 
 def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
@@ -873,10 +883,13 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     key = (str(parsed), tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, Format))),
            tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, str))),
            out_spec if isinstance(out_spec, (str, Format)) else repr(out_spec))
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        kernel = Kernel(parsed, formats, out_spec)
+    with _KERNELS_LOCK:
+        kernel = _KERNELS.pop(key, None)
+        if kernel is None:
+            kernel = Kernel(parsed, formats, out_spec)
         _KERNELS[key] = kernel
+        if len(_KERNELS) > _KERNELS_KEPT:
+            del _KERNELS[next(iter(_KERNELS))]
     return kernel(check=check, **tensors)
 
 

@@ -2,8 +2,11 @@
 
 Entries are keyed by everything that determines the machine code: expression, operand
 types, options, the host CPU (name and features) and the llvsparse and llvmlite
-versions. Each object file is stored with its SHA-256 in a metadata file; an entry whose
-hash does not match is deleted and rebuilt, never loaded.
+versions. Each object file is stored beside a metadata file holding one SHA-256 over the
+object bytes and the canonical JSON of the rest of the metadata: the metadata says how to
+call the code (which operands are converted, whether the output is cleared), so an edit
+to either file is a different digest. An entry whose digest does not match, or whose
+metadata fails the caller's check, is deleted and rebuilt, never loaded.
 
 ``LLVSPARSE_CACHE_DIR`` sets the folder (default ``~/.cache/llvsparse``);
 ``LLVSPARSE_CACHE=0`` disables the disk cache. ``LLVSPARSE_CACHE_MAX_MB`` (default 256)
@@ -19,6 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import llvmlite
@@ -58,8 +62,19 @@ def entry_key(parts: tuple) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-def load(key: str) -> tuple[bytes, dict] | None:
-    """The object code and metadata of an entry, or None (missing or corrupt)."""
+def digest(obj: bytes, meta: dict) -> str:
+    """SHA-256 of the object code and the metadata (but its digest) as canonical JSON."""
+    rest = {k: v for k, v in meta.items() if k != DIGEST}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(obj + b"\0" + text.encode()).hexdigest()
+
+
+DIGEST = "sha256"
+
+
+def load(key: str, check: Callable[[dict], None] | None = None) -> tuple[bytes, dict] | None:
+    """The object code and metadata of an entry, or None (missing or corrupt). ``check``
+    raises ValueError on metadata the caller cannot use; that entry is deleted too."""
     folder = cache_dir()
     if folder is None:
         return None
@@ -67,17 +82,53 @@ def load(key: str) -> tuple[bytes, dict] | None:
     try:
         meta = json.loads(meta_path.read_text())
         obj = obj_path.read_bytes()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # missing, truncated, not UTF-8, ...
+        discard(key)
         return None
     # The key inside guards against an entry copied or renamed under another key (every
     # entry's kernel has the same symbol name, so it would load and run the wrong code).
-    if not isinstance(meta, dict) or meta.get("key") != key \
-            or hashlib.sha256(obj).hexdigest() != meta.get("sha256"):
+    try:
+        if not isinstance(meta, dict) or meta.get("key") != key \
+                or digest(obj, meta) != meta.get(DIGEST):
+            raise ValueError("digest")
+        if check is not None:
+            check(meta)
+    except (ValueError, TypeError):
         discard(key)
         return None
     with contextlib.suppress(OSError):
         os.utime(meta_path)  # recently used: evicted last
     return obj, meta
+
+
+# What a kernel entry's metadata holds besides its key and digest, with each value's type.
+KERNEL_FIELDS = {"name": str, "concrete": str, "lattices": str, "parallel_mode": (int, type(None)),
+                 "initializes_output": bool, "conversions": dict}
+
+
+def kernel_check(orders: dict[str, int], out: str) -> Callable[[dict], None]:
+    """A check of a kernel entry's metadata against the kernel being compiled, whose
+    operands (the output ``out`` among them) have these orders: exactly the expected
+    keys, each of its type; a parallel mode that is a mode of the output; conversions of
+    inputs only, each to a mode order that is a permutation of the input's modes."""
+    def check(meta: dict) -> None:
+        if set(meta) != {*KERNEL_FIELDS, "key", DIGEST}:
+            raise ValueError(f"keys {sorted(meta)}")
+        for field, kind in KERNEL_FIELDS.items():
+            value = meta[field]
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                raise ValueError(f"{field} is {value!r}")
+        if not meta["name"].isidentifier():
+            raise ValueError(f"name {meta['name']!r}")
+        mode = meta["parallel_mode"]
+        if mode is not None and not 0 <= mode < orders[out]:
+            raise ValueError(f"parallel_mode {mode}")
+        for name, modes in meta["conversions"].items():
+            if name == out or name not in orders or not isinstance(modes, list) \
+                    or any(type(m) is not int for m in modes) \
+                    or sorted(modes) != list(range(orders[name])):
+                raise ValueError(f"conversion of {name!r} to {modes!r}")
+    return check
 
 
 def discard(key: str) -> None:
@@ -97,7 +148,8 @@ def store(key: str, obj: bytes, meta: dict) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(folder / f"{key}.o", obj)
-        meta = dict(meta, key=key, sha256=hashlib.sha256(obj).hexdigest())
+        meta = dict(meta, key=key)
+        meta[DIGEST] = digest(obj, meta)
         _atomic_write(folder / f"{key}.json", json.dumps(meta).encode())
         evict(folder, _max_bytes())
     except OSError:

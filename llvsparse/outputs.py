@@ -38,6 +38,20 @@ def output_params(fmt: Format, ttype, extents: list[int]) -> tuple[list[dict], l
     return params, [params[k][p] for k, p in ttype.param_slots()]
 
 
+def refused_insert_error(fmt: Format, ttype, error: Exception) -> Exception:
+    """A kernel's refused insert (status 3), naming the output levels whose fixed
+    parameters bound the positions per parent, and how to give them more."""
+    from .runtime import KernelRuntimeError
+
+    fixed = [f"level {k} ({level.kind}, {', '.join(f'{p}={v}' for p, v in level.params.items())})"
+             for k, level in enumerate(fmt.levels)
+             if ttype.levels[k].can_insert and level.params]
+    advice = (f"; raise the parameter of {' or '.join(fixed)} in the format written to, "
+              "or leave it unset (the level's default)" if fixed else "")
+    return KernelRuntimeError(f"{error}{advice}; no entry was dropped, the call returned "
+                              "no result", error.status)
+
+
 def _positions(size_function, env: dict[str, int]) -> int:
     """A level's ``size``, in Python integers where the body is one expression (numpy's
     int64 wraps: 2**32 rows of 2**32 buckets came out 0)."""

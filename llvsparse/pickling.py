@@ -75,7 +75,7 @@ def _dtypes(kernel, inst) -> tuple[dict[str, str], dict[str, str]]:
 def rebuild_kernel(spec: tuple, compiled: list) -> object:
     """The Kernel of ``spec``, its signatures loaded from object code where this process
     would compile the same code."""
-    from .api import _CACHE, _CACHE_LOCK, Kernel
+    from .api import _CACHE, Kernel
 
     assignment, formats, out_format, fastmath, out_index_dtype, convert = spec
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert)
@@ -83,13 +83,11 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
         types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes)
         if kernel.disk_key(types) != key:
             continue  # another host or version: compiled again on first use
-        with _CACHE_LOCK:
-            if memory_key in _CACHE:
-                continue
+        if memory_key in _CACHE:
+            continue
         instance = kernel.from_object(obj, meta, key, types, dtype)
         if instance is not None:
-            with _CACHE_LOCK:
-                _CACHE.setdefault(memory_key, instance)
+            _CACHE.setdefault(memory_key, instance)
     return kernel
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ir.assembly import STATUS_INSERT_REFUSED
 from .ir.codegen import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
 from .results import BUFFERS, MIN_BYTES, with_spare
 
@@ -53,7 +54,11 @@ def _allocate():
 
 
 class KernelRuntimeError(RuntimeError):
-    """A kernel reported failure (out of memory)."""
+    """A kernel reported failure; ``status`` is its nonzero return status."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Descriptor(ctypes.Structure):
@@ -289,6 +294,9 @@ STATUS_MEANINGS = {
     STATUS_NO_MEMORY: "out of memory",
     STATUS_NEGATIVE_STORE: "a level function stored at a negative position: a plugin "
                            "level's insert or append function is wrong",
+    STATUS_INSERT_REFUSED: "an output level refused an insert: the positions it keeps for "
+                           "one parent are all taken (a level parameter that fixes them, "
+                           "such as a hash level's bucket count, is too small)",
 }
 
 
@@ -296,7 +304,7 @@ def check_status(status: int, holders: list[DescriptorHolder]) -> None:
     if status != 0:
         holders[0].release()
         meaning = STATUS_MEANINGS.get(status, "unknown status")
-        raise KernelRuntimeError(f"kernel failed with status {status} ({meaning})")
+        raise KernelRuntimeError(f"kernel failed with status {status} ({meaning})", status)
 
 
 @functools.lru_cache(maxsize=1024)

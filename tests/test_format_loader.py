@@ -99,7 +99,9 @@ def test_shipped_capabilities(shipped, name, iterate, locate, insert, append):
     prefix = "coord" if iterate == "coordinate" else "pos"
     assert level.has(f"{prefix}_bounds") and level.has(f"{prefix}_access")
     for fn in level.functions.values():
-        assert fn.returns == loader.RETURN_ARITY[fn.name]
+        # A bounded insert says whether it inserted (hashed: False once W buckets are full).
+        bounded = fn.name in loader.OPTIONAL_RETURN and name == "hashed"
+        assert fn.returns == (1 if bounded else loader.RETURN_ARITY[fn.name])
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -594,3 +596,29 @@ def test_array_fill_must_fit_an_index(tmp_path):
     """2**40 as a fill became 0 in int32 arrays."""
     _expect_error(tmp_path, _edit("init: 0}", "init: 1099511627776}"), 5,
                   "init of array 'pos' is 1099511627776")
+
+
+# ----------------------------------------------------------------------------- insert result
+
+_INSERTING = "  locate: return i, True\n  insert:\n    size: return parent_size * W\n"
+
+
+def test_insert_coord_may_say_whether_it_inserted(tmp_path):
+    text = _edit("  append:\n    append_coord: crd[p] = i\n",
+                 _INSERTING + "    insert_coord: |\n        crd[p] = i\n        return True\n")
+    path = tmp_path / "probe.yaml"
+    path.write_text(text)
+    assert loader.load_level_file(path).functions["insert_coord"].returns == 1
+
+
+def test_insert_coord_must_return_on_every_path_once_it_returns(tmp_path):
+    text = _edit("  append:\n    append_coord: crd[p] = i\n",
+                 _INSERTING + "    insert_coord: |\n        if i > 0:\n            return True\n"
+                 "        crd[p] = i\n")
+    _expect_error(tmp_path, text, 23, "end every path")
+
+
+def test_insert_coord_returns_one_value(tmp_path):
+    text = _edit("  append:\n    append_coord: crd[p] = i\n",
+                 _INSERTING + "    insert_coord: return True, True\n")
+    _expect_error(tmp_path, text, 20, "`return a` (one value)")
