@@ -613,9 +613,9 @@ class BoundCall:
         flags = getattr(out, "flags", None)
         if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
                 or out.shape != self.out_extents or not flags.c_contiguous \
-                or not flags.writeable:
-            raise ValueError(f"out= must be a writable C-contiguous {self.dtype} array of "
-                             f"shape {self.out_extents} (the output's levels in order)")
+                or not flags.writeable or not flags.aligned:
+            raise ValueError(f"out= must be a writable, aligned, C-contiguous {self.dtype} "
+                             f"array of shape {self.out_extents} (the output's levels in order)")
         if self.checked_out() is not out:
             for holder in self.inputs:
                 if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):

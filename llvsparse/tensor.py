@@ -18,6 +18,7 @@ from .ir.schedule import ScheduleError
 from .ordering import lexicographic_order
 from .packers import PACKERS, pack_bcsr
 from .runtime import DescriptorHolder, make_read_only
+from .validate import check_descriptor
 from .walk import entries_per_coordinate, walk_levels
 
 VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
@@ -306,7 +307,7 @@ class Tensor:
         and extents are the same objects and values (the O(1) checks run once per such
         state). The key names every level's arrays rather than the format's slots: it
         is built on every call, and looking the slots up would double its cost."""
-        key = (self.format, self.dtype, self.index_dtype, id(self.values),
+        key = (self.shape, self.format, self.dtype, self.index_dtype, id(self.values),
                *[(name, id(a)) for level in self.level_arrays for name, a in level.items()],
                *[v for p in self.params for v in p.values()], *self.level_extents)
         cached = self.__dict__.get("_holder")
@@ -362,27 +363,8 @@ class Tensor:
 
     # -- validation ---------------------------------------------------------------------
     def validate_shallow(self) -> None:
-        """O(1) checks that always run before native code."""
-        for slot in self.tensor_type.array_slots():
-            array = self.level_arrays[slot.level].get(slot.name)
-            if array is None:
-                raise CorruptTensorError(f"level {slot.level} is missing array {slot.name!r}")
-            if array.dtype != self.index_dtype or not array.flags.c_contiguous or array.ndim != 1:
-                raise CorruptTensorError(f"level {slot.level} array {slot.name!r} must be a "
-                                         f"contiguous 1-d {self.index_dtype} array")
-            for k, arrays in enumerate(self.level_arrays if slot.shared else ()):
-                if k != slot.level and arrays.get(slot.name, array) is not array:
-                    raise CorruptTensorError(
-                        f"levels {slot.level} and {k} share array {slot.name!r} but hold "
-                        "different arrays (kernels read the first level's)")
-        if self.values is None or self.values.dtype != self.dtype or \
-                not self.values.flags.c_contiguous:
-            raise CorruptTensorError(f"values must be a contiguous {self.dtype} array")
-        for k, params in enumerate(self.params):
-            for name, value in params.items():
-                if int(value) < 1:
-                    raise CorruptTensorError(f"level {k} parameter {name} is {value}; "
-                                             "it must be positive")
+        """O(1) checks that always run before native code (see ``validate.py``)."""
+        check_descriptor(self)
 
     def validate(self) -> None:
         """Full O(nnz) check that every read a kernel makes is in bounds and every property
