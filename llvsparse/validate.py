@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .format import PARAM_LIMIT
+from .formats.registry import generation as registry_generation
+from .formats.registry import get_level
 from .interpret import CorruptTensorError
 
 INDEX_DTYPES = (np.dtype("int32"), np.dtype("int64"))
@@ -20,6 +23,23 @@ INDEX_LIMIT = 2**31 - 1
 def check_descriptor(tensor) -> None:
     """Refuse (CorruptTensorError) every descriptor field that disagrees with the shape,
     the format or the layout native code assumes."""
+    _check_fields(tensor)
+    _check_arrays(tensor)
+    values = tensor.values
+    if not isinstance(values, np.ndarray) or values.dtype != tensor.dtype \
+            or values.ndim != 1 or not values.flags.c_contiguous or not values.flags.aligned:
+        raise CorruptTensorError(f"values must be a contiguous, aligned 1-d {tensor.dtype} "
+                                 "array in native byte order")
+
+
+def _check_fields(tensor) -> None:
+    """Shape, extents, index dtype and parameters against the format; remembered per
+    tensor while they are the same values (on every checked call, walking the levels
+    here doubled a 35 µs SpMV)."""
+    key = (tensor.format, tensor.index_dtype, tensor.shape, tuple(tensor.level_extents),
+           tuple(tuple(p.items()) for p in tensor.params), registry_generation())
+    if tensor.__dict__.get("_fields_checked") == key:
+        return
     levels = tensor.format.levels
     _check_counts(tensor, len(levels))
     if tensor.index_dtype not in INDEX_DTYPES:
@@ -27,12 +47,7 @@ def check_descriptor(tensor) -> None:
     for k, level in enumerate(levels):
         _check_extent(tensor, k, level)
         _check_params(tensor, k, level)
-    _check_arrays(tensor)
-    values = tensor.values
-    if not isinstance(values, np.ndarray) or values.dtype != tensor.dtype \
-            or values.ndim != 1 or not values.flags.c_contiguous or not values.flags.aligned:
-        raise CorruptTensorError(f"values must be a contiguous, aligned 1-d {tensor.dtype} "
-                                 "array in native byte order")
+    tensor._fields_checked = key
 
 
 def _check_counts(tensor, nlevels: int) -> None:
@@ -86,9 +101,6 @@ def _check_extent(tensor, k: int, level) -> None:
 
 
 def _check_params(tensor, k: int, level) -> None:
-    from .format import PARAM_LIMIT
-    from .formats.registry import get_level
-
     declared = set(get_level(level.kind).params)
     given = tensor.params[k]
     where = f"level {k} ({level.kind})"
@@ -106,19 +118,27 @@ def _check_params(tensor, k: int, level) -> None:
 def _check_arrays(tensor) -> None:
     """Every array slot holds a contiguous, aligned 1-d array of the index dtype (native
     byte order: a '>i4' array is not int32), and shared slots hold one array."""
-    levels = tensor.level_arrays
+    levels, index_dtype = tensor.level_arrays, tensor.index_dtype
     for slot in tensor.tensor_type.array_slots():
         array = levels[slot.level].get(slot.name)
-        where = f"level {slot.level} array {slot.name!r}"
-        if array is None:
-            raise CorruptTensorError(f"level {slot.level} ({tensor.format.levels[slot.level].kind})"
-                                     f" is missing array {slot.name!r}")
-        if not isinstance(array, np.ndarray) or array.dtype != tensor.index_dtype \
-                or array.ndim != 1 or not array.flags.c_contiguous or not array.flags.aligned:
-            raise CorruptTensorError(f"{where} must be a contiguous, aligned 1-d "
-                                     f"{tensor.index_dtype} array in native byte order")
-        for k, arrays in enumerate(levels if slot.shared else ()):
-            if k != slot.level and arrays.get(slot.name, array) is not array:
-                raise CorruptTensorError(
-                    f"levels {slot.level} and {k} share array {slot.name!r} but hold "
-                    "different arrays (kernels read the first level's)")
+        if not isinstance(array, np.ndarray) or array.dtype != index_dtype \
+                or array.ndim != 1 or not _contiguous_and_aligned(array.flags):
+            _refuse_array(tensor, slot, array)
+        if slot.shared:
+            for k, arrays in enumerate(levels):
+                if k != slot.level and arrays.get(slot.name, array) is not array:
+                    raise CorruptTensorError(
+                        f"levels {slot.level} and {k} share array {slot.name!r} but hold "
+                        "different arrays (kernels read the first level's)")
+
+
+def _contiguous_and_aligned(flags) -> bool:
+    return flags.c_contiguous and flags.aligned
+
+
+def _refuse_array(tensor, slot, array) -> None:
+    if array is None:
+        kind = tensor.format.levels[slot.level].kind
+        raise CorruptTensorError(f"level {slot.level} ({kind}) is missing array {slot.name!r}")
+    raise CorruptTensorError(f"level {slot.level} array {slot.name!r} must be a contiguous, "
+                             f"aligned 1-d {tensor.index_dtype} array in native byte order")
