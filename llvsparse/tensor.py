@@ -18,6 +18,7 @@ from .ir.schedule import ScheduleError
 from .ordering import lexicographic_order
 from .packers import PACKERS, pack_bcsr
 from .runtime import DescriptorHolder, make_read_only
+from .scipy_input import scipy_entries
 from .validate import check_descriptor
 from .walk import entries_per_coordinate, walk_levels
 
@@ -195,9 +196,12 @@ class Tensor:
     @classmethod
     def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
                    name: str | None = None) -> Tensor:
-        coo = matrix.tocoo()
-        coords = np.vstack([coo.row, coo.col]).astype(np.int64)
-        return cls.from_coo(coords, coo.data, coo.shape, format, dtype, index_dtype, name)
+        """From any scipy sparse matrix or array, its arrays checked first (a corrupt
+        indptr is refused, not silently dropped entries); a numpy array is packed."""
+        if isinstance(matrix, np.ndarray):
+            return cls.from_numpy(matrix, format, dtype, index_dtype, name)
+        coords, values, shape = scipy_entries(matrix)
+        return cls.from_coo(coords, values, shape, format, dtype, index_dtype, name)
 
     @classmethod
     def from_pydata(cls, array, format="coo", dtype=None, index_dtype=None,
