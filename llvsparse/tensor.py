@@ -12,7 +12,7 @@ from . import notation as nt
 from .expr_api import access, make_assignment
 from .format import Format, Level, as_format, named_format
 from .formats.registry import generation as registry_generation
-from .formats.registry import get_level
+from .formats.registry import get_level, is_shipped
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
 from .ordering import lexicographic_order
@@ -414,8 +414,11 @@ class Tensor:
     def _mark_valid(self) -> Tensor:
         """Remember a sealed tensor as validated without walking it: for tensors packed
         from coordinates that were range-checked, sorted and deduplicated (the first call
-        on a 4M-entry CSR from ``from_scipy`` skipped a 0.1-0.4 s walk)."""
-        self._validated = self._sealed_state()
+        on a 4M-entry CSR from ``from_scipy`` skipped a 0.1-0.4 s walk). Only for
+        shipped level formats: a plugin's assembly code is not known to keep its claims,
+        so its tensors are walked before their first checked call."""
+        if all(is_shipped(level.kind) for level in self.format.levels):
+            self._validated = self._sealed_state()
         return self
 
     def _sealed_state(self) -> tuple | None:
