@@ -118,18 +118,21 @@ def _check_params(tensor, k: int, level) -> None:
 def _check_arrays(tensor) -> None:
     """Every array slot holds a contiguous, aligned 1-d array of the index dtype (native
     byte order: a '>i4' array is not int32), and shared slots hold one array."""
-    levels, index_dtype = tensor.level_arrays, tensor.index_dtype
-    for slot in tensor.tensor_type.array_slots():
+    levels, index_dtype, ttype = tensor.level_arrays, tensor.index_dtype, tensor.tensor_type
+    for slot in ttype.array_slots():
         array = levels[slot.level].get(slot.name)
         if not isinstance(array, np.ndarray) or array.dtype != index_dtype \
                 or array.ndim != 1 or not _contiguous_and_aligned(array.flags):
             _refuse_array(tensor, slot, array)
         if slot.shared:
-            for k, arrays in enumerate(levels):
-                if k != slot.level and arrays.get(slot.name, array) is not array:
+            for k, level in enumerate(ttype.levels):
+                if k != slot.level and slot.name in level.definition.arrays \
+                        and levels[k].get(slot.name) is not array:
+                    held = "lacks it" if levels[k].get(slot.name) is None else \
+                        "holds a different array (kernels read the first level's)"
                     raise CorruptTensorError(
-                        f"levels {slot.level} and {k} share array {slot.name!r} but hold "
-                        "different arrays (kernels read the first level's)")
+                        f"levels {slot.level} and {k} ({level.kind}) share array "
+                        f"{slot.name!r}, but level {k} {held}")
 
 
 def _contiguous_and_aligned(flags) -> bool:
