@@ -143,3 +143,14 @@ def test_formats_check_cross_checks_locate(tmp_path):
     assert done.returncode == 1
     assert f"{good}: ok (hashed)" in done.stdout
     assert f"{bad}:22: locate disagrees with iteration" in done.stderr, done.stderr
+
+
+def test_compact_claim_with_unused_positions_is_refused(tmp_path):
+    """A hashed copy claiming compact positions: kernels would take its empty buckets
+    (crd -1) as entries and read x[-1]."""
+    ls.register_level_format(_plugin(tmp_path, "hashed", "packedhash",
+                                     ("  compact: false", "  compact: true")))
+    A = ls.Tensor.from_numpy(B, format=ls.Format([ls.Level("dense", 0),
+                                                  ls.Level("packedhash", 1)]))
+    with pytest.raises(ls.CorruptTensorError, match="claims compact positions but position"):
+        ls.evaluate("y(i) = A(i,j) * x(j)", A=A, x=np.ones(3))
