@@ -42,13 +42,14 @@ def test_fewer_rows_in_shape_than_stored_is_refused_not_a_segfault():
     done = _run_isolated("""
         B = ls.Tensor((2, 8), T.format, "float64", T.index_dtype, T.level_extents, arrays,
                       T.params, T.values)
-        try:
-            ls.evaluate("y(i) = A(i,j) * x(j)", A=B, x=np.ones(8))
-        except ls.CorruptTensorError as error:
-            print("refused:", error)
+        for check in (True, False):  # the O(1) checks hold for trusted calls too
+            try:
+                ls.evaluate("y(i) = A(i,j) * x(j)", A=B, x=np.ones(8), check=check)
+            except ls.CorruptTensorError as error:
+                print("refused:", error)
     """)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "refused: level 0 (dense) has extent 6" in done.stdout
+    assert done.stdout.count("refused: level 0 (dense) has extent 6") == 2, done.stdout
 
 
 def test_extent_past_the_shape_is_refused_not_read_past_x():
