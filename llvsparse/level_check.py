@@ -16,7 +16,8 @@ import numpy as np
 
 from .formats.loader import FormatFileError, LevelDef, load_level_file
 from .formats.registry import registered_for_check
-from .interpret import run_function
+from .interpret import CorruptTensorError, run_function
+from .runtime import KernelRuntimeError
 
 # Rows with nothing, one entry, a full row and scattered entries (coordinate 0 and the
 # last included), so that probe sequences wrap and empty parents are asked too.
@@ -39,11 +40,15 @@ def check_level_file(path: str | os.PathLike[str]) -> LevelDef:
 def cross_check(level: LevelDef) -> None:
     """Raise FormatFileError (at ``locate``'s line) where locate and iteration disagree
     on the packed sample. ``level`` must be registered under its name."""
-    problem = locate_disagreement(level.name)
+    try:
+        problem = locate_disagreement(level.name)
+    except (CorruptTensorError, KernelRuntimeError) as error:
+        problem = f"iterating it fails ({error})"
     if problem is not None:
-        line = level.functions["locate"].line
-        raise FormatFileError(level.path, line, f"locate disagrees with iteration on a "
-                                                f"sample: {problem}")
+        what = "locate disagrees with iteration on" if problem.startswith("row ") else \
+            "cannot check locate against iteration on"
+        raise FormatFileError(level.path, level.functions["locate"].line,
+                              f"{what} a sample packed through the level: {problem}")
 
 
 def locate_disagreement(name: str) -> str | None:
@@ -63,6 +68,9 @@ def locate_disagreement(name: str) -> str | None:
     walk = walk_levels(tensor, check=False)
     rows, cols, positions = walk.coords[0], walk.coords[1], walk.positions
     nrows, ncols = SAMPLE.shape
+    if len(cols) and (cols.min() < 0 or cols.max() >= ncols):
+        bad = int(cols.min()) if cols.min() < 0 else int(cols.max())
+        return f"iterating it gives coordinate {bad}, outside [0, {ncols})"
     every_row = np.repeat(np.arange(nrows), ncols)
     every_col = np.tile(np.arange(ncols), nrows)
     env = dict(_env(tensor, 1, every_row, [every_row]), i=every_col)

@@ -154,3 +154,12 @@ def test_compact_claim_with_unused_positions_is_refused(tmp_path):
                                                   ls.Level("packedhash", 1)]))
     with pytest.raises(ls.CorruptTensorError, match="claims compact positions but position"):
         ls.evaluate("y(i) = A(i,j) * x(j)", A=A, x=np.ones(3))
+
+
+def test_registration_refuses_a_level_whose_packed_sample_is_out_of_range(tmp_path):
+    path = _plugin(tmp_path, "hashed", "farhash",
+                   ("    insert_coord: crd[p] = i", "    insert_coord: crd[p] = i + 100"))
+    with pytest.raises(FormatFileError, match="cannot check locate against iteration on a "
+                                              "sample .* gives coordinate 10[0-9], outside"):
+        ls.register_level_format(path)
+    assert "farhash" not in ls.level_formats()
