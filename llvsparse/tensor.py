@@ -373,13 +373,14 @@ class Tensor:
     def validate(self) -> None:
         """Full O(nnz) check that every read a kernel makes is in bounds and every property
         the format claims holds. Remembered for sealed tensors (see ``_seal``) while their
-        index arrays, values array, parameters and extents stay the same and read-only."""
+        index arrays, values array, parameters, extents, shape and format stay the same
+        and read-only: the O(1) checks passed for them too, and are not run again."""
+        state = self._sealed_state()
+        if state is not None and self.__dict__.get("_validated") == state:
+            return
         self.validate_shallow()
         if not any(self.level_arrays):
             self._validate_array_free()
-            return
-        state = self._sealed_state()
-        if state is not None and self.__dict__.get("_validated") == state:
             return
         walk_levels(self, check=True)
         self._validated = state
@@ -422,14 +423,15 @@ class Tensor:
         return self
 
     def _sealed_state(self) -> tuple | None:
-        """What a remembered validation holds for: the arrays (by identity), parameters
-        and extents; None unless sealed and still read-only."""
+        """What a remembered validation holds for: the arrays (by identity), shape,
+        format, dtypes, parameters and extents; None unless sealed and still read-only."""
         if not self.__dict__.get("_sealed"):
             return None
         arrays = [a for level in self.level_arrays for a in level.values()]
         if any(a.flags.writeable for a in arrays):
             return None
-        return (_Identity((*arrays, self.values)), *self._shape_key())
+        return (_Identity((*arrays, self.values)), self.shape, self.format, self.dtype,
+                self.index_dtype, *self._shape_key())
 
     def _shape_key(self) -> tuple[tuple, tuple]:
         """Level extents and parameters, as a comparable value."""
