@@ -21,6 +21,8 @@ from typing import NoReturn
 import yaml
 from yaml.constructor import SafeConstructor
 
+from .typecheck import TypeChecker
+
 __all__ = [
     "ENVIRONMENTS",
     "FUNCTION_NAMES",
@@ -662,6 +664,8 @@ def _parse_packed(reader: _Reader, node: yaml.Node, param: str) -> tuple[ast.exp
     checker = _BodyChecker(reader, line, where, frozenset(PACKED_NAMES), frozenset(),
                            array_reads=False)
     _guard_depth(reader, line, where, lambda: checker.check_expression(tree.body))
+    _guard_depth(reader, line, where, lambda: TypeChecker(where, checker.fail).expression(
+        tree.body))
     return tree.body, source
 
 
@@ -680,6 +684,8 @@ def _parse_length(reader: _Reader, node: yaml.Node, array: str, params: dict[str
     checker = _BodyChecker(reader, line, where, frozenset(_LENGTH_NAMES) | frozenset(params),
                            array_names, array_reads=False)
     _guard_depth(reader, line, where, lambda: checker.check_expression(tree.body))
+    _guard_depth(reader, line, where, lambda: TypeChecker(where, checker.fail).expression(
+        tree.body))
     return tree.body, source
 
 
@@ -771,6 +777,8 @@ def _parse_function(reader: _Reader, name: str, node: yaml.Node, params: dict[st
                            may_store=name in _STORE_FUNCTIONS, arity=arity)
     _guard_depth(reader, first_line, f"the body of {name}",
                  lambda: checker.check_function(module.body))
+    _guard_depth(reader, first_line, f"the body of {name}",
+                 lambda: TypeChecker(name, checker.fail).function(name, module.body))
     return LevelFunction(name, tuple(module.body), source, first_line, arity)
 
 

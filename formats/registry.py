@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 
 from .loader import LevelDef, load_level_file, load_level_text
@@ -17,6 +19,7 @@ __all__ = [
     "LevelFormatClash",
     "UnknownLevelFormat",
     "get_level",
+    "is_shipped",
     "level_formats",
     "register_level_format",
     "unregister_level_format",
@@ -100,6 +103,13 @@ def get_level(name: str) -> LevelDef:
         return level
 
 
+def is_shipped(name: str) -> bool:
+    """Whether ``name`` is one of the YAML files shipped here, not replaced by a plugin:
+    only their assembly code is known to keep the properties the levels claim."""
+    with _LOCK:
+        return name not in _user and name in _load_shipped()
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -120,10 +130,43 @@ def register_level_format(path: str | os.PathLike[str], replace: bool = False) -
             raise LevelFormatClash(
                 f"{level.path}: level format {level.name!r} already exists (from "
                 f"{existing.path}); rename it or pass replace=True")
-        _user[level.name] = level
-        _generation[0] += 1
-        _changed_at[level.name] = _generation[0]
+    with registered_for_check(level):
+        _cross_check(level)
+    with _LOCK:
+        _set(level.name, level)
     return level
+
+
+def _cross_check(level: LevelDef) -> None:
+    """Pack a sample through the level and refuse it where locate and iteration
+    disagree (see llvsparse/level_check.py)."""
+    from ..level_check import cross_check
+
+    cross_check(level)
+
+
+def _set(name: str, level: LevelDef | None) -> None:
+    """Make ``level`` the user definition of ``name`` (None: forget it)."""
+    if level is None:
+        _user.pop(name, None)
+    else:
+        _user[name] = level
+    _generation[0] += 1
+    _changed_at[name] = _generation[0]
+
+
+@contextmanager
+def registered_for_check(level: LevelDef) -> Iterator[None]:
+    """``level`` registered under its name while checks pack tensors through it; the
+    registry as it was afterwards."""
+    with _LOCK:
+        previous = _user.get(level.name)
+        _set(level.name, level)
+    try:  # not under the lock: packing compiles kernels, which look levels up
+        yield
+    finally:
+        with _LOCK:
+            _set(level.name, previous)
 
 
 def unregister_level_format(name: str) -> None:

@@ -228,8 +228,9 @@ class _BodyCompiler:
 
     def expr_IfExp(self, node: ast.IfExp) -> ir.Value:
         cond = self.as_bool(self.expr(node.test))
-        then = self.as_int(self.expr(node.body))
-        other = self.as_int(self.expr(node.orelse))
+        then, other = self.expr(node.body), self.expr(node.orelse)
+        if then.type != I1 or other.type != I1:  # two conditions stay one
+            then, other = self.as_int(then), self.as_int(other)
         return self.b.select(cond, then, other)
 
     # -- statements ------------------------------------------------------------------
@@ -265,8 +266,11 @@ class _BodyCompiler:
             array.store(self.b, self.as_int(self.expr(target.slice)), self.as_int(value))
             return
         assert isinstance(target, ast.Name)
-        slot = self.local(target.id, I64)
-        self.b.store(self.as_int(value), slot)
+        # A local holds one type (the loader checks it): conditions stay i1, so that
+        # ``found = crd[q] == i; return q, found`` returns a condition.
+        slot = self.local(target.id, I1 if value.type == I1 else I64)
+        self.b.store(self.as_bool(value) if slot.type.pointee == I1 else self.as_int(value),
+                     slot)
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
         load_target = ast.copy_location(type(node.target)(**{

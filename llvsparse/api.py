@@ -206,7 +206,7 @@ class Kernel:
     def patterns(self) -> dict[str, str]:
         """Hidden operands that stand for a diagonal use such as ``A(i,i)`` on a level
         that cannot look ``i`` up, each with the index it spans (see diagonals.py)."""
-        return dict(self._patterns)
+        return {pattern: use.var for pattern, use in self._patterns.items()}
 
     def _user_name(self, name: str) -> str:
         """The name the caller knows an operand by (an alias's original)."""
@@ -459,8 +459,10 @@ class Kernel:
                 tensor.validate()
         out_shape = tuple(extents[v.name] for v in self.assignment.lhs.indices)
         wide = max(out_shape, default=0) >= 2**31 - 1
-        given.update({pattern: diagonal_pattern(extents[var], str(checked_index_dtype(
-            None, extents[var]))) for pattern, var in self._patterns.items()})
+        given.update({pattern: diagonal_pattern(
+            given[self._user_name(use.tensor)], use, extents[use.var],
+            str(checked_index_dtype(None, extents[use.var])))
+            for pattern, use in self._patterns.items()})
         signature = (wide, registry_generation(),
                      *((t.dtype, t.index_dtype) for t in given.values()))
         inst = self._signatures.get(signature)
@@ -493,6 +495,7 @@ class Kernel:
         bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
                          if isinstance(a, np.ndarray) and _views(inputs[n].values, a)}
         bound.requested_threads = threads
+        bound.patterned = bool(self._patterns)
         return bound
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
@@ -647,9 +650,9 @@ class BoundCall:
         flags = getattr(out, "flags", None)
         if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
                 or out.shape != self.out_extents or not flags.c_contiguous \
-                or not flags.writeable:
-            raise ValueError(f"out= must be a writable C-contiguous {self.dtype} array of "
-                             f"shape {self.out_extents} (the output's levels in order)")
+                or not flags.writeable or not flags.aligned:
+            raise ValueError(f"out= must be a writable, aligned, C-contiguous {self.dtype} "
+                             f"array of shape {self.out_extents} (the output's levels in order)")
         if self.checked_out() is not out:
             for holder in self.inputs:
                 if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
@@ -674,6 +677,8 @@ class BoundCall:
             if isinstance(given, Tensor):
                 if given.holder(check_shallow=True) is not holder:
                     return None
+                if self.patterned and given._sealed_state() is None:
+                    return None  # its entries may have moved: build the pattern again
                 if check:
                     given.validate()
             elif self.wrapped.get(name) != (getattr(given, "shape", None),

@@ -13,13 +13,15 @@ from .describe import tensor_repr
 from .expr_api import access, make_assignment
 from .format import Format, Level, as_format, named_format
 from .formats.registry import generation as registry_generation
-from .formats.registry import get_level
+from .formats.registry import get_level, is_shipped
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
 from .ordering import lexicographic_order
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
 from .runtime import DescriptorHolder, make_read_only
+from .scipy_input import scipy_entries
+from .validate import check_descriptor
 from .walk import entries_per_coordinate, walk_levels
 
 VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
@@ -196,11 +198,12 @@ class Tensor:
     @classmethod
     def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
                    name: str | None = None) -> Tensor:
-        """From any scipy.sparse matrix or array (1-d arrays too); duplicates summed."""
-        coo = matrix.tocoo()
-        parts = coo.coords if hasattr(coo, "coords") else (coo.row, coo.col)
-        coords = np.vstack(parts).astype(np.int64).reshape(len(coo.shape), -1)
-        return cls.from_coo(coords, coo.data, coo.shape, format, dtype, index_dtype, name)
+        """From any scipy sparse matrix or array, its arrays checked first (a corrupt
+        indptr is refused, not silently dropped entries); a numpy array is packed."""
+        if isinstance(matrix, np.ndarray):
+            return cls.from_numpy(matrix, format, dtype, index_dtype, name)
+        coords, values, shape = scipy_entries(matrix)
+        return cls.from_coo(coords, values, shape, format, dtype, index_dtype, name)
 
     @classmethod
     def from_pydata(cls, array, format="coo", dtype=None, index_dtype=None,
@@ -311,7 +314,7 @@ class Tensor:
         and extents are the same objects and values (the O(1) checks run once per such
         state). The key names every level's arrays rather than the format's slots: it
         is built on every call, and looking the slots up would double its cost."""
-        key = (self.format, self.dtype, self.index_dtype, id(self.values),
+        key = (self.shape, self.format, self.dtype, self.index_dtype, id(self.values),
                *[(name, id(a)) for level in self.level_arrays for name, a in level.items()],
                *[v for p in self.params for v in p.values()], *self.level_extents)
         cached = self.__dict__.get("_holder")
@@ -367,38 +370,20 @@ class Tensor:
 
     # -- validation ---------------------------------------------------------------------
     def validate_shallow(self) -> None:
-        """O(1) checks that always run before native code."""
-        for slot in self.tensor_type.array_slots():
-            array = self.level_arrays[slot.level].get(slot.name)
-            if array is None:
-                raise CorruptTensorError(f"level {slot.level} is missing array {slot.name!r}")
-            if array.dtype != self.index_dtype or not array.flags.c_contiguous or array.ndim != 1:
-                raise CorruptTensorError(f"level {slot.level} array {slot.name!r} must be a "
-                                         f"contiguous 1-d {self.index_dtype} array")
-            for k, arrays in enumerate(self.level_arrays if slot.shared else ()):
-                if k != slot.level and arrays.get(slot.name, array) is not array:
-                    raise CorruptTensorError(
-                        f"levels {slot.level} and {k} share array {slot.name!r} but hold "
-                        "different arrays (kernels read the first level's)")
-        if self.values is None or self.values.dtype != self.dtype or \
-                not self.values.flags.c_contiguous:
-            raise CorruptTensorError(f"values must be a contiguous {self.dtype} array")
-        for k, params in enumerate(self.params):
-            for name, value in params.items():
-                if int(value) < 1:
-                    raise CorruptTensorError(f"level {k} parameter {name} is {value}; "
-                                             "it must be positive")
+        """O(1) checks that always run before native code (see ``validate.py``)."""
+        check_descriptor(self)
 
     def validate(self) -> None:
         """Full O(nnz) check that every read a kernel makes is in bounds and every property
         the format claims holds. Remembered for sealed tensors (see ``_seal``) while their
-        index arrays, values array, parameters and extents stay the same and read-only."""
+        index arrays, values array, parameters, extents, shape and format stay the same
+        and read-only: the O(1) checks passed for them too, and are not run again."""
+        state = self._sealed_state()
+        if state is not None and self.__dict__.get("_validated") == state:
+            return
         self.validate_shallow()
         if not any(self.level_arrays):
             self._validate_array_free()
-            return
-        state = self._sealed_state()
-        if state is not None and self.__dict__.get("_validated") == state:
             return
         walk_levels(self, check=True)
         self._validated = state
@@ -433,19 +418,23 @@ class Tensor:
     def _mark_valid(self) -> Tensor:
         """Remember a sealed tensor as validated without walking it: for tensors packed
         from coordinates that were range-checked, sorted and deduplicated (the first call
-        on a 4M-entry CSR from ``from_scipy`` skipped a 0.1-0.4 s walk)."""
-        self._validated = self._sealed_state()
+        on a 4M-entry CSR from ``from_scipy`` skipped a 0.1-0.4 s walk). Only for
+        shipped level formats: a plugin's assembly code is not known to keep its claims,
+        so its tensors are walked before their first checked call."""
+        if all(is_shipped(level.kind) for level in self.format.levels):
+            self._validated = self._sealed_state()
         return self
 
     def _sealed_state(self) -> tuple | None:
-        """What a remembered validation holds for: the arrays (by identity), parameters
-        and extents; None unless sealed and still read-only."""
+        """What a remembered validation holds for: the arrays (by identity), shape,
+        format, dtypes, parameters and extents; None unless sealed and still read-only."""
         if not self.__dict__.get("_sealed"):
             return None
         arrays = [a for level in self.level_arrays for a in level.values()]
         if any(a.flags.writeable for a in arrays):
             return None
-        return (_Identity((*arrays, self.values)), *self._shape_key())
+        return (_Identity((*arrays, self.values)), self.shape, self.format, self.dtype,
+                self.index_dtype, *self._shape_key())
 
     def _shape_key(self) -> tuple[tuple, tuple]:
         """Level extents and parameters, as a comparable value."""

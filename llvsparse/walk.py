@@ -104,6 +104,10 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
     keep = np.asarray(found, dtype=bool)
     if keep.all():
         return owner, pos, coord
+    if check and level.prop("compact"):  # kernels then take every position as an entry
+        bad = int(pos[np.argmin(keep)])
+        raise CorruptTensorError(f"{where} claims compact positions but position {bad} holds "
+                                 "no entry (found is false)")
     return owner[keep], pos[keep], coord[keep]
 
 
