@@ -43,9 +43,13 @@ class Apply:
 
 @dataclass(frozen=True)
 class Sum:
+    """``op`` folded over ``var``; ``hidden``: over a storage-only or blocked level's
+    variable, a sum the frontend adds that no user wrote."""
+
     var: str
     body: Expr
     op: Operator = ADD
+    hidden: bool = False
 
     def __str__(self) -> str:
         return f"sum_{self.var}({self.body})"
@@ -69,15 +73,25 @@ class Assign:
         return f"{self.tensor}({','.join(self.vars)}) {'+=' if self.accumulate else '='} {self.rhs}"
 
 
+def uses(expr: Expr) -> list[Operand]:
+    """Every use of an operand in ``expr``, left to right, repeats included."""
+    found: list[Operand] = []
+    stack = [expr]
+    while stack:  # no recursion: a product of 256 factors nests 256 deep
+        node = stack.pop()
+        if isinstance(node, Operand):
+            found.append(node)
+        elif isinstance(node, Apply):
+            stack.extend(reversed(node.args))
+        elif isinstance(node, Sum):
+            stack.append(node.body)
+    return found
+
+
 def operands(expr: Expr) -> list[Operand]:
-    """All operands in ``expr``, left to right."""
-    if isinstance(expr, Operand):
-        return [expr]
-    if isinstance(expr, Apply):
-        return [o for a in expr.args for o in operands(a)]
-    if isinstance(expr, Sum):
-        return operands(expr.body)
-    return []
+    """The operands of ``expr``, left to right, each once: ``A(i) + A(i)`` reads one
+    operand (one iterator) twice."""
+    return list(dict.fromkeys(uses(expr)))
 
 
 def contains_sum(expr: Expr) -> bool:
@@ -101,27 +115,31 @@ def free_vars(expr: Expr) -> set[str]:
     return set()
 
 
-def hoist_sums(expr: Expr) -> Expr:
+def hoist_sums(expr: Expr, exact: bool = False) -> Expr:
     """Move sums outward through products and negation: a * sum_v(b) -> sum_v(a * b).
 
     This lets hidden-level sums (DIA's diagonal) and nested reductions join the loop
-    nest of the enclosing statement instead of needing a temporary.
+    nest of the enclosing statement instead of needing a temporary. With ``exact``, a
+    sum the user placed stays under the factors outside it, which then multiply the
+    finished sum: inf * (0 + 1) is inf where inf * 0 + inf * 1 is NaN. Hidden sums still
+    move: each of their terms is one stored entry (absent ones annihilate anyway).
     """
     if isinstance(expr, Sum):
-        return Sum(expr.var, hoist_sums(expr.body), expr.op)
+        return Sum(expr.var, hoist_sums(expr.body, exact), expr.op, expr.hidden)
     if not isinstance(expr, Apply):
         return expr
-    args = tuple(hoist_sums(a) for a in expr.args)
+    args = tuple(hoist_sums(a, exact) for a in expr.args)
     if expr.op is NEG and isinstance(args[0], Sum):
         inner = args[0]
-        return Sum(inner.var, hoist_sums(Apply(NEG, (inner.body,))), inner.op)
+        return Sum(inner.var, hoist_sums(Apply(NEG, (inner.body,)), exact), inner.op,
+                   inner.hidden)
     if expr.op is MUL:
         for k, arg in enumerate(args):
             others = args[:k] + args[k + 1:]
-            if isinstance(arg, Sum) and arg.op is ADD and all(
+            if isinstance(arg, Sum) and arg.op is ADD and (arg.hidden or not exact) and all(
                     arg.var not in expr_vars(o) for o in others):
                 rebuilt = Apply(MUL, others[:k] + (arg.body,) + others[k:])
-                return Sum(arg.var, hoist_sums(rebuilt), arg.op)
+                return Sum(arg.var, hoist_sums(rebuilt, exact), arg.op, arg.hidden)
     return Apply(expr.op, args)
 
 

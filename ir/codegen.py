@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from . import jam, pairs, scalars
 from .bodies import I1, I64, TRUE, ArrayRef, emit_body, is_true
-from .cin import Apply, Const, Expr, Operand, Sum, contains_sum, operands, peel_sums
+from .cin import Apply, Const, Expr, Operand, Sum, contains_sum, operands, peel_sums, uses
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .schedule import Nest, ScheduleError, order_loops
 from .types import TensorType
@@ -1586,7 +1586,7 @@ class PointEmitter:
 
 def _linear_in(expr: Expr, uid: int) -> bool:
     """Whether expr is linear in operand uid (so duplicates may be summed after the fact)."""
-    count = [o.uid for o in operands(expr)].count(uid)
+    count = [o.uid for o in uses(expr)].count(uid)
     if count != 1:
         return False
 

@@ -167,15 +167,18 @@ def choose_iterated(lattice: Lattice, point: frozenset[Iter],
 def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | None:
     """``expr`` with absent operands replaced by the fill value and simplified.
 
-    Returns None when the result is the fill value everywhere (nothing to compute).
+    Returns None when the result is the fill value everywhere (nothing to compute). Only
+    an absent operand is an exact zero that may annihilate: a literal 0 is a value like
+    any other, so ``0 * v(i)`` over a stored NaN or inf computes NaN, as IEEE (and
+    numpy) say, rather than folding to nothing.
     """
     if isinstance(expr, Operand):
         return None if absent(expr) else expr
     if isinstance(expr, Const):
-        return expr if not _is_zero(expr.value) else None
+        return expr
     if isinstance(expr, Sum):
         body = substitute_absent(expr.body, absent)
-        return None if body is None else Sum(expr.var, body, expr.op)
+        return None if body is None else Sum(expr.var, body, expr.op, expr.hidden)
     assert isinstance(expr, Apply)
     args = [substitute_absent(a, absent) for a in expr.args]
     if all(a is None or isinstance(a, Const) for a in args):
