@@ -7,6 +7,7 @@ explicit ``Sum`` nodes. Printing these gives the ``concrete`` stage of the dump 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llvsparse.operators import ADD, MUL, NEG, Operator
@@ -36,9 +37,7 @@ class Apply:
     args: tuple[Expr, ...]
 
     def __str__(self) -> str:
-        if self.op.arity == 1:
-            return f"{self.op.symbol}{self.args[0]}"
-        return "(" + f" {self.op.symbol} ".join(str(a) for a in self.args) + ")"
+        return text(self)
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,34 @@ class Sum:
     hidden: bool = False
 
     def __str__(self) -> str:
-        return f"sum_{self.var}({self.body})"
+        return text(self)
 
 
 Expr = Operand | Const | Apply | Sum
+
+
+def text(expr: Expr) -> str:
+    """The printed form of ``expr``, built without recursion: a product of 256 factors
+    nests 256 deep, past what Python's stack allows a recursive printer."""
+    done: list[str] = []
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        if isinstance(node, (Operand, Const)):
+            done.append(str(node))
+        elif not ready:
+            stack.append((node, True))
+            kids = node.args if isinstance(node, Apply) else (node.body,)
+            stack.extend((kid, False) for kid in reversed(kids))
+        elif isinstance(node, Sum):
+            done[-1] = f"sum_{node.var}({done[-1]})"
+        elif node.op.arity == 1:
+            done[-1] = f"{node.op.symbol}{done[-1]}"
+        else:
+            parts = done[len(done) - len(node.args):]
+            del done[len(done) - len(node.args):]
+            done.append("(" + f" {node.op.symbol} ".join(parts) + ")")
+    return done[0]
 
 
 @dataclass(frozen=True)
@@ -73,19 +96,22 @@ class Assign:
         return f"{self.tensor}({','.join(self.vars)}) {'+=' if self.accumulate else '='} {self.rhs}"
 
 
-def uses(expr: Expr) -> list[Operand]:
-    """Every use of an operand in ``expr``, left to right, repeats included."""
-    found: list[Operand] = []
+def nodes(expr: Expr) -> Iterator[Expr]:
+    """``expr`` and everything under it, parents first, left to right; without
+    recursion, since a product of 256 factors nests 256 deep."""
     stack = [expr]
-    while stack:  # no recursion: a product of 256 factors nests 256 deep
+    while stack:
         node = stack.pop()
-        if isinstance(node, Operand):
-            found.append(node)
-        elif isinstance(node, Apply):
+        yield node
+        if isinstance(node, Apply):
             stack.extend(reversed(node.args))
         elif isinstance(node, Sum):
             stack.append(node.body)
-    return found
+
+
+def uses(expr: Expr) -> list[Operand]:
+    """Every use of an operand in ``expr``, left to right, repeats included."""
+    return [node for node in nodes(expr) if isinstance(node, Operand)]
 
 
 def operands(expr: Expr) -> list[Operand]:
@@ -95,9 +121,7 @@ def operands(expr: Expr) -> list[Operand]:
 
 
 def contains_sum(expr: Expr) -> bool:
-    if isinstance(expr, Sum):
-        return True
-    return isinstance(expr, Apply) and any(contains_sum(a) for a in expr.args)
+    return any(isinstance(node, Sum) for node in nodes(expr))
 
 
 def expr_vars(expr: Expr) -> set[str]:

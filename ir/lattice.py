@@ -20,6 +20,54 @@ UNIVERSE_UID = -1
 # 78 s) and is too large to run well.
 MAX_POINTS = 128
 _PROBES = (1.0, -2.5, 3.0)
+# Each case of an outer loop holds its own copy of the inner loops, so cases multiply
+# across levels: four DCSR matrices added into DCSR took 434 cases (3 MB of IR, over a
+# minute to compile; three took 80 cases and 15 s on a busy machine). A kernel stops here.
+MAX_NEST_CASES = 128
+
+
+# A kernel is lowered again for each phase of a threaded assembly and in its other form
+# (see codegen.KernelCompiler.other_form): all of them together stop at this many cases.
+MAX_KERNEL_CASES = 2 * MAX_NEST_CASES
+
+
+def variants_within_budget(cases: int, phases: tuple[str, ...], other_form: bool,
+                           limit: int = MAX_KERNEL_CASES) -> tuple[tuple[str, ...], bool]:
+    """The assembly phases and whether the other form to build beside a kernel of
+    ``cases`` cases: those that keep every copy within ``limit``, the other form given
+    up first (it is only sometimes faster), then the threaded assembly. Three DCSR
+    matrices into CSR (80 cases, 8 copies) took a minute to compile."""
+    def total(kept: tuple[str, ...], form: bool) -> int:
+        return cases * (1 + len(kept)) * (2 if form else 1)
+
+    if other_form and total(phases, True) > limit:
+        other_form = False
+    if total(phases, other_form) > limit:
+        phases = ()
+    return phases, other_form
+
+
+class KernelTooLargeError(ScheduleError):
+    """The loop nest would have more cases than a kernel may hold (MAX_NEST_CASES)."""
+
+
+class CaseBudget:
+    """Counts the cases emitted for one kernel, so that a nest too large to compile in
+    seconds is refused while it is lowered, long before LLVM sees it."""
+
+    def __init__(self, limit: int = MAX_NEST_CASES):
+        self.limit = limit
+        self.spent = 0
+
+    def spend(self, cases: int = 1) -> None:
+        self.spent += cases
+        if self.spent > self.limit:
+            raise KernelTooLargeError(
+                f"the loops would hold more than {self.limit} cases (each way the sparse "
+                "operands of an outer loop overlap gets its own copy of the inner loops), "
+                "too many to compile in seconds: split the expression into statements of "
+                "fewer sparse operands, store some operands in full, or use an output that "
+                "takes inserts (dense, hash), into which a sum is computed term by term")
 
 
 @dataclass(frozen=True)
