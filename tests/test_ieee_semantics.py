@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import llvsparse as ls
 
@@ -55,12 +57,13 @@ def test_literals_over_dense_values_follow_ieee(rhs, reference, out_format):
     check(kernel(**{n: dense(a) for n, a in names.items()}), expected)
 
 
+@pytest.mark.parametrize("out_format", ["dense", "csr", "hash"])
 @pytest.mark.parametrize("fmt", ["csr", "coo", "hash"])
-def test_literal_zero_times_stored_sparse_values_is_computed(fmt):
+def test_literal_zero_times_stored_sparse_values_is_computed(fmt, out_format):
     """A stored NaN or inf times a literal 0 is NaN; an entry not stored stays absent."""
     values = np.array([[np.nan, 0.0, np.inf], [0.0, 2.0, 0.0]])
     A = ls.Tensor.from_scipy(sp.csr_matrix(values), format=fmt)
-    result = ls.evaluate("C(i,j) = 0 * A(i,j)", out_format="dense", A=A)
+    result = ls.evaluate("C(i,j) = A(i,j) * 0", out_format=out_format, A=A)
     with np.errstate(all="ignore"):
         check(result, 0 * values)
 
@@ -108,3 +111,39 @@ def test_masked_product_multiplies_the_finished_sum(a_format, out_format):
                          D=ls.Tensor.from_numpy(D, format="csr"))
     with np.errstate(all="ignore"):
         check(result, D * (A @ B))
+
+
+LEAVES = st.sampled_from(["v(i)", "w(i)", "0", "2"])
+TREES = st.recursive(LEAVES, lambda children: st.tuples(
+    children, st.sampled_from(["+", "-", "*", "/"]), children), max_leaves=5)
+OPERATIONS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+
+
+def _text(tree) -> str:
+    if isinstance(tree, str):
+        return tree
+    left, op, right = tree
+    return f"({_text(left)} {op} {_text(right)})"
+
+
+def _numpy(tree, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    if isinstance(tree, tuple):
+        left, op, right = tree
+        return OPERATIONS[op](_numpy(left, arrays), _numpy(right, arrays))
+    if tree[0] in arrays:
+        return arrays[tree[0]]
+    return np.full(len(SPECIAL), float(tree))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(tree=TREES.filter(lambda t: "v(i)" in _text(t)))
+def test_random_dense_expressions_with_inf_and_nan_match_numpy(tree):
+    """Over dense operands every value is computed, in the order written, as numpy does."""
+    arrays = {"v": SPECIAL, "w": np.array([1.0, np.nan, 0.0, -np.inf, 0.0, 3.0])}
+    text = _text(tree)
+    used = {n: a for n, a in arrays.items() if f"{n}(i)" in text}
+    result = ls.evaluate(f"y(i) = {text}", **{n: dense(a) for n, a in used.items()})
+    with np.errstate(all="ignore"):
+        expected = _numpy(tree, arrays)
+    check(result, expected)
