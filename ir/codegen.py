@@ -1455,7 +1455,7 @@ class PointEmitter:
                 b.cbranch(cond, then, other)
                 b.position_at_end(then)
             if expr is not None:
-                self.kc.budget.spend()
+                self.kc.budget.spend(1 if len(self.lattice.points) > 1 else 0)
                 self.body(case_ctx, expr)
             if joined is not None:
                 self.advance_case(sub, earlier, present, split, at_i)

@@ -53,7 +53,9 @@ class KernelTooLargeError(ScheduleError):
 
 class CaseBudget:
     """Counts the cases emitted for one kernel, so that a nest too large to compile in
-    seconds is refused while it is lowered, long before LLVM sees it."""
+    seconds is refused while it is lowered, long before LLVM sees it. A loop of one case
+    copies nothing and costs nothing here (a sum of 200 sparse vectors into a dense
+    output is 200 such loops)."""
 
     def __init__(self, limit: int = MAX_NEST_CASES):
         self.limit = limit
@@ -116,14 +118,15 @@ def _dedupe(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
 def _without_full_absent(points: list[frozenset[Iter]], is_full: Callable[[Iter], bool]
                          ) -> list[frozenset[Iter]]:
     """Drop the points that stand for a full iterator being absent, which it never is:
-    those lacking it whose union with it is also a point (paper 003 section 4.2). In
-    A + B with B full, {A} goes because {A, B} covers it. In A*x + z with x full, {z}
-    stands for "A*x absent", which A's absence alone makes happen, so it stays."""
-    fulls = {it for point in points for it in point if is_full(it)}
-    for full in sorted(fulls, key=str):
-        kept = set(points)
-        points = [p for p in points if full in p or (p | {full}) not in kept]
-    return points
+    those below another point that adds only full iterators to them (paper 003 section
+    4.2). In A + B with B full, {A} goes because {A, B} covers it. In A*x + z with x
+    full, {z} stands for "A*x absent", which A's absence alone makes happen, so it stays.
+    A sum of n dense operands is one point (a pairwise test left n/2 of them)."""
+    groups: dict[frozenset[Iter], list[frozenset[Iter]]] = {}
+    sparse = {p: frozenset(it for it in p if not is_full(it)) for p in points}
+    for point in points:
+        groups.setdefault(sparse[point], []).append(point)
+    return [p for p in points if not any(p < q for q in groups[sparse[p]])]
 
 
 def _product(a: list[frozenset[Iter]], b: list[frozenset[Iter]]) -> list[frozenset[Iter]]:

@@ -87,3 +87,15 @@ def test_union_of_three_sparse_matrices_into_a_sparse_output_compiles():
                          **{n: ls.Tensor.from_numpy(a, format="dcsr") for n, a in arrays.items()})
     np.testing.assert_allclose(result.to_numpy(), arrays["A"] - arrays["B"] + arrays["C"],
                                rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize(("count", "fmt"), [(200, "dense"), (150, "coo")])
+def test_sum_of_many_distinct_vectors_into_a_dense_output(count, fmt):
+    """200 dense vectors left 100 lattice points (each full operand was pruned only
+    against one other), 129 cases: refused. 150 sparse ones are split into 150 loops of
+    one case each, which copy nothing and count nothing."""
+    vectors = {f"x{k}": np.roll(VECTOR, k) * (k + 1) for k in range(count)}
+    text = "y(i) = " + " + ".join(f"{name}(i)" for name in vectors)
+    result = ls.evaluate(text, **{n: ls.Tensor.from_numpy(v, format=fmt)
+                                  for n, v in vectors.items()})
+    np.testing.assert_allclose(result.to_numpy(), sum(vectors.values()), rtol=1e-12)
