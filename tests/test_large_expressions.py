@@ -67,7 +67,7 @@ def test_union_of_four_sparse_matrices_into_a_sparse_output_is_refused():
     arrays = _matrices(4)
     kernel = ls.compile("y(i,j) = A(i,j) + B(i,j) - C(i,j) + D(i,j)", y="dcsr",
                         **dict.fromkeys(arrays, "dcsr"))
-    with pytest.raises(ls.ScheduleError, match="more than 128 cases.*takes inserts"):
+    with pytest.raises(ls.ScheduleError, match="more than 256 cases.*takes inserts"):
         kernel.instance()
 
 
@@ -92,7 +92,7 @@ def test_union_of_three_sparse_matrices_into_a_sparse_output_compiles():
 @pytest.mark.parametrize(("count", "fmt"), [(200, "dense"), (150, "coo")])
 def test_sum_of_many_distinct_vectors_into_a_dense_output(count, fmt):
     """200 dense vectors left 100 lattice points (each full operand was pruned only
-    against one other), 129 cases: refused. 150 sparse ones are split into 150 loops of
+    against one other), too many cases: refused. 150 sparse ones are split into 150 loops of
     one case each, which copy nothing and count nothing."""
     vectors = {f"x{k}": np.roll(VECTOR, k) * (k + 1) for k in range(count)}
     text = "y(i) = " + " + ".join(f"{name}(i)" for name in vectors)
