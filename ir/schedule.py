@@ -145,7 +145,7 @@ def _additive_terms(expr: Expr) -> list[Expr]:
     if isinstance(expr, Apply) and expr.op is ADD:
         return _additive_terms(expr.args[0]) + _additive_terms(expr.args[1])
     if isinstance(expr, Apply) and expr.op is SUB:
-        negated = [hoist_sums(Apply(NEG, (t,))) for t in _additive_terms(expr.args[1])]
+        negated = [hoist_sums(Apply(NEG, (t,)), exact=True) for t in _additive_terms(expr.args[1])]
         return _additive_terms(expr.args[0]) + negated
     return [expr]
 
