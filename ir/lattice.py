@@ -21,9 +21,9 @@ UNIVERSE_UID = -1
 MAX_POINTS = 128
 _PROBES = (1.0, -2.5, 3.0)
 # Each case of an outer loop holds its own copy of the inner loops, so cases multiply
-# across levels: four DCSR matrices added into DCSR took 434 cases (3 MB of IR, over a
-# minute to compile; five sparse vectors into COO, 211 cases, take about 3 s). A nest
-# stops here.
+# across levels: four matrices of two sparse levels each, added into a third such one,
+# took 434 cases (3 MB of IR, over a minute to compile; five sparse vectors into a sparse
+# vector, 211 cases, take about 3 s). A nest stops here.
 MAX_NEST_CASES = 256
 
 
@@ -37,7 +37,7 @@ def variants_within_budget(cases: int, phases: tuple[str, ...], other_form: bool
     """The assembly phases and whether the other form to build beside a kernel of
     ``cases`` cases: those that keep every copy within ``limit``, the other form given
     up first (it is only sometimes faster), then the threaded assembly. Three sparse
-    matrices into CSR (84 cases, 8 copies) took 40k instructions to optimize."""
+    matrices into an appended output (84 cases, 8 copies) took 40k instructions."""
     def total(kept: tuple[str, ...], form: bool) -> int:
         return cases * (1 + len(kept)) * (2 if form else 1)
 
@@ -69,8 +69,8 @@ class CaseBudget:
                 f"the loops would hold more than {self.limit} cases (each way the sparse "
                 "operands of an outer loop overlap gets its own copy of the inner loops), "
                 "too many to compile in seconds: split the expression into statements of "
-                "fewer sparse operands, store some operands in full, or use an output that "
-                "takes inserts (dense, hash), into which a sum is computed term by term")
+                "fewer sparse operands, store some operands in full, or use an output whose "
+                "levels all take inserts, into which a sum is computed term by term")
 
 
 @dataclass(frozen=True)
