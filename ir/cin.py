@@ -7,6 +7,7 @@ explicit ``Sum`` nodes. Printing these gives the ``concrete`` stage of the dump 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llvsparse.operators import ADD, MUL, NEG, Operator
@@ -36,22 +37,48 @@ class Apply:
     args: tuple[Expr, ...]
 
     def __str__(self) -> str:
-        if self.op.arity == 1:
-            return f"{self.op.symbol}{self.args[0]}"
-        return "(" + f" {self.op.symbol} ".join(str(a) for a in self.args) + ")"
+        return text(self)
 
 
 @dataclass(frozen=True)
 class Sum:
+    """``op`` folded over ``var``; ``hidden``: over a storage-only or blocked level's
+    variable, a sum the frontend adds that no user wrote."""
+
     var: str
     body: Expr
     op: Operator = ADD
+    hidden: bool = False
 
     def __str__(self) -> str:
-        return f"sum_{self.var}({self.body})"
+        return text(self)
 
 
 Expr = Operand | Const | Apply | Sum
+
+
+def text(expr: Expr) -> str:
+    """The printed form of ``expr``, built without recursion: a product of 256 factors
+    nests 256 deep, past what Python's stack allows a recursive printer."""
+    done: list[str] = []
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        if isinstance(node, (Operand, Const)):
+            done.append(str(node))
+        elif not ready:
+            stack.append((node, True))
+            kids = node.args if isinstance(node, Apply) else (node.body,)
+            stack.extend((kid, False) for kid in reversed(kids))
+        elif isinstance(node, Sum):
+            done[-1] = f"sum_{node.var}({done[-1]})"
+        elif node.op.arity == 1:
+            done[-1] = f"{node.op.symbol}{done[-1]}"
+        else:
+            parts = done[len(done) - len(node.args):]
+            del done[len(done) - len(node.args):]
+            done.append("(" + f" {node.op.symbol} ".join(parts) + ")")
+    return done[0]
 
 
 @dataclass(frozen=True)
@@ -69,21 +96,32 @@ class Assign:
         return f"{self.tensor}({','.join(self.vars)}) {'+=' if self.accumulate else '='} {self.rhs}"
 
 
+def nodes(expr: Expr) -> Iterator[Expr]:
+    """``expr`` and everything under it, parents first, left to right; without
+    recursion, since a product of 256 factors nests 256 deep."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, Apply):
+            stack.extend(reversed(node.args))
+        elif isinstance(node, Sum):
+            stack.append(node.body)
+
+
+def uses(expr: Expr) -> list[Operand]:
+    """Every use of an operand in ``expr``, left to right, repeats included."""
+    return [node for node in nodes(expr) if isinstance(node, Operand)]
+
+
 def operands(expr: Expr) -> list[Operand]:
-    """All operands in ``expr``, left to right."""
-    if isinstance(expr, Operand):
-        return [expr]
-    if isinstance(expr, Apply):
-        return [o for a in expr.args for o in operands(a)]
-    if isinstance(expr, Sum):
-        return operands(expr.body)
-    return []
+    """The operands of ``expr``, left to right, each once: ``A(i) + A(i)`` reads one
+    operand (one iterator) twice."""
+    return list(dict.fromkeys(uses(expr)))
 
 
 def contains_sum(expr: Expr) -> bool:
-    if isinstance(expr, Sum):
-        return True
-    return isinstance(expr, Apply) and any(contains_sum(a) for a in expr.args)
+    return any(isinstance(node, Sum) for node in nodes(expr))
 
 
 def expr_vars(expr: Expr) -> set[str]:
@@ -101,27 +139,31 @@ def free_vars(expr: Expr) -> set[str]:
     return set()
 
 
-def hoist_sums(expr: Expr) -> Expr:
+def hoist_sums(expr: Expr, exact: bool = False) -> Expr:
     """Move sums outward through products and negation: a * sum_v(b) -> sum_v(a * b).
 
     This lets hidden-level sums (DIA's diagonal) and nested reductions join the loop
-    nest of the enclosing statement instead of needing a temporary.
+    nest of the enclosing statement instead of needing a temporary. With ``exact``, a
+    sum the user placed stays under the factors outside it, which then multiply the
+    finished sum: inf * (0 + 1) is inf where inf * 0 + inf * 1 is NaN. Hidden sums still
+    move: each of their terms is one stored entry (absent ones annihilate anyway).
     """
     if isinstance(expr, Sum):
-        return Sum(expr.var, hoist_sums(expr.body), expr.op)
+        return Sum(expr.var, hoist_sums(expr.body, exact), expr.op, expr.hidden)
     if not isinstance(expr, Apply):
         return expr
-    args = tuple(hoist_sums(a) for a in expr.args)
+    args = tuple(hoist_sums(a, exact) for a in expr.args)
     if expr.op is NEG and isinstance(args[0], Sum):
         inner = args[0]
-        return Sum(inner.var, hoist_sums(Apply(NEG, (inner.body,))), inner.op)
+        return Sum(inner.var, hoist_sums(Apply(NEG, (inner.body,)), exact), inner.op,
+                   inner.hidden)
     if expr.op is MUL:
         for k, arg in enumerate(args):
             others = args[:k] + args[k + 1:]
-            if isinstance(arg, Sum) and arg.op is ADD and all(
+            if isinstance(arg, Sum) and arg.op is ADD and (arg.hidden or not exact) and all(
                     arg.var not in expr_vars(o) for o in others):
                 rebuilt = Apply(MUL, others[:k] + (arg.body,) + others[k:])
-                return Sum(arg.var, hoist_sums(rebuilt), arg.op)
+                return Sum(arg.var, hoist_sums(rebuilt, exact), arg.op, arg.hidden)
     return Apply(expr.op, args)
 
 

@@ -16,8 +16,8 @@ from llvmlite import ir
 
 from . import jam, pairs, scalars
 from .bodies import I1, I64, TRUE, ArrayRef, emit_body, is_true
-from .cin import Apply, Const, Expr, Operand, Sum, contains_sum, operands, peel_sums
-from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
+from .cin import Apply, Const, Expr, Operand, Sum, contains_sum, operands, peel_sums, uses
+from .lattice import CaseBudget, Iter, build_lattice, choose_iterated, substitute_absent
 from .schedule import Nest, ScheduleError, order_loops
 from .types import TensorType
 
@@ -233,6 +233,7 @@ class KernelCompiler:
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
+        self.budget = CaseBudget()
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
         """A function of the module (phases share one module), declared once."""
@@ -1402,6 +1403,7 @@ class PointEmitter:
 
     def emit_selected(self, chosen, ctx: Ctx) -> None:
         b, kc = self.b, self.kc
+        kc.budget.spend(len(chosen))
         value, taken = None, None
         for cond, expr, case_ctx in reversed(chosen):
             computed = kc.value(expr, case_ctx)
@@ -1453,6 +1455,7 @@ class PointEmitter:
                 b.cbranch(cond, then, other)
                 b.position_at_end(then)
             if expr is not None:
+                self.kc.budget.spend(1 if len(self.lattice.points) > 1 else 0)
                 self.body(case_ctx, expr)
             if joined is not None:
                 self.advance_case(sub, earlier, present, split, at_i)
@@ -1586,7 +1589,7 @@ class PointEmitter:
 
 def _linear_in(expr: Expr, uid: int) -> bool:
     """Whether expr is linear in operand uid (so duplicates may be summed after the fact)."""
-    count = [o.uid for o in operands(expr)].count(uid)
+    count = [o.uid for o in uses(expr)].count(uid)
     if count != 1:
         return False
 

@@ -43,18 +43,27 @@ def storage_vars(tensor: str, indices: tuple[str, ...], ttype: TensorType, uid: 
 
 
 def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assign:
+    """Concrete index notation of ``assignment``. Repeated reads of one tensor at the
+    same indices are one operand (one uid, one iterator) unless it has storage-only or
+    blocked levels (their hidden sums are per use): a sum of n uses of A(i) is then one
+    loop over A, not a union of n operands with 2**n cases."""
     uids = count()
     derived: dict[str, list[tuple[str, int]]] = {}
+    shared: dict[tuple[str, tuple[str, ...]], Operand] = {}
 
     def convert(expr: nt.Expr) -> Expr:
         if isinstance(expr, nt.Access):
-            uid = next(uids)
             names = tuple(v.name for v in expr.indices)
+            if (expr.tensor, names) in shared:
+                return shared[expr.tensor, names]
+            uid = next(uids)
             level_vars, hidden = storage_vars(expr.tensor, names, types[expr.tensor], uid,
                                               derived)
             node: Expr = Operand(expr.tensor, level_vars, uid)
+            if not hidden:
+                shared[expr.tensor, names] = node
             for var in reversed(hidden):
-                node = Sum(var, node)
+                node = Sum(var, node, hidden=True)
             return node
         if isinstance(expr, nt.Literal):
             return Const(expr.value)

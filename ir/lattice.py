@@ -20,6 +20,57 @@ UNIVERSE_UID = -1
 # 78 s) and is too large to run well.
 MAX_POINTS = 128
 _PROBES = (1.0, -2.5, 3.0)
+# Each case of an outer loop holds its own copy of the inner loops, so cases multiply
+# across levels: four matrices of two sparse levels each, added into a third such one,
+# took 434 cases (3 MB of IR, over a minute to compile; five sparse vectors into a sparse
+# vector, 211 cases, take about 3 s). A nest stops here.
+MAX_NEST_CASES = 256
+
+
+# A kernel is lowered again for each phase of a threaded assembly and in its other form
+# (see codegen.KernelCompiler.other_form): all of them together stop at this many cases.
+MAX_KERNEL_CASES = 2 * MAX_NEST_CASES
+
+
+def variants_within_budget(cases: int, phases: tuple[str, ...], other_form: bool,
+                           limit: int = MAX_KERNEL_CASES) -> tuple[tuple[str, ...], bool]:
+    """The assembly phases and whether the other form to build beside a kernel of
+    ``cases`` cases: those that keep every copy within ``limit``, the other form given
+    up first (it is only sometimes faster), then the threaded assembly. Three sparse
+    matrices into an appended output (84 cases, 8 copies) took 40k instructions."""
+    def total(kept: tuple[str, ...], form: bool) -> int:
+        return cases * (1 + len(kept)) * (2 if form else 1)
+
+    if other_form and total(phases, True) > limit:
+        other_form = False
+    if total(phases, other_form) > limit:
+        phases = ()
+    return phases, other_form
+
+
+class KernelTooLargeError(ScheduleError):
+    """The loop nest would have more cases than a kernel may hold (MAX_NEST_CASES)."""
+
+
+class CaseBudget:
+    """Counts the cases emitted for one kernel, so that a nest too large to compile in
+    seconds is refused while it is lowered, long before LLVM sees it. A loop of one case
+    copies nothing and costs nothing here (a sum of 200 sparse vectors into a dense
+    output is 200 such loops)."""
+
+    def __init__(self, limit: int = MAX_NEST_CASES):
+        self.limit = limit
+        self.spent = 0
+
+    def spend(self, cases: int = 1) -> None:
+        self.spent += cases
+        if self.spent > self.limit:
+            raise KernelTooLargeError(
+                f"the loops would hold more than {self.limit} cases (each way the sparse "
+                "operands of an outer loop overlap gets its own copy of the inner loops), "
+                "too many to compile in seconds: split the expression into statements of "
+                "fewer sparse operands, store some operands in full, or use an output whose "
+                "levels all take inserts, into which a sum is computed term by term")
 
 
 @dataclass(frozen=True)
@@ -68,14 +119,15 @@ def _dedupe(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
 def _without_full_absent(points: list[frozenset[Iter]], is_full: Callable[[Iter], bool]
                          ) -> list[frozenset[Iter]]:
     """Drop the points that stand for a full iterator being absent, which it never is:
-    those lacking it whose union with it is also a point (paper 003 section 4.2). In
-    A + B with B full, {A} goes because {A, B} covers it. In A*x + z with x full, {z}
-    stands for "A*x absent", which A's absence alone makes happen, so it stays."""
-    fulls = {it for point in points for it in point if is_full(it)}
-    for full in sorted(fulls, key=str):
-        kept = set(points)
-        points = [p for p in points if full in p or (p | {full}) not in kept]
-    return points
+    those below another point that adds only full iterators to them (paper 003 section
+    4.2). In A + B with B full, {A} goes because {A, B} covers it. In A*x + z with x
+    full, {z} stands for "A*x absent", which A's absence alone makes happen, so it stays.
+    A sum of n dense operands is one point (a pairwise test left n/2 of them)."""
+    groups: dict[frozenset[Iter], list[frozenset[Iter]]] = {}
+    sparse = {p: frozenset(it for it in p if not is_full(it)) for p in points}
+    for point in points:
+        groups.setdefault(sparse[point], []).append(point)
+    return [p for p in points if not any(p < q for q in groups[sparse[p]])]
 
 
 def _product(a: list[frozenset[Iter]], b: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
@@ -167,15 +219,18 @@ def choose_iterated(lattice: Lattice, point: frozenset[Iter],
 def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | None:
     """``expr`` with absent operands replaced by the fill value and simplified.
 
-    Returns None when the result is the fill value everywhere (nothing to compute).
+    Returns None when the result is the fill value everywhere (nothing to compute). Only
+    an absent operand is an exact zero that may annihilate: a literal 0 is a value like
+    any other, so ``0 * v(i)`` over a stored NaN or inf computes NaN, as IEEE (and
+    numpy) say, rather than folding to nothing.
     """
     if isinstance(expr, Operand):
         return None if absent(expr) else expr
     if isinstance(expr, Const):
-        return expr if not _is_zero(expr.value) else None
+        return expr
     if isinstance(expr, Sum):
         body = substitute_absent(expr.body, absent)
-        return None if body is None else Sum(expr.var, body, expr.op)
+        return None if body is None else Sum(expr.var, body, expr.op, expr.hidden)
     assert isinstance(expr, Apply)
     args = [substitute_absent(a, absent) for a in expr.args]
     if all(a is None or isinstance(a, Const) for a in args):

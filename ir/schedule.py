@@ -49,7 +49,9 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
     order where they can, so memory is walked in the order it is laid out (ELL's slots
     before rows, a row-major dense operand row by row). Then, with ``sparse_first``
     (outputs that take scattered updates), an index some operand must iterate goes before
-    one only dense levels index: SpMM and MTTKRP get TACO's i,k,j order.
+    one only dense levels index: SpMM and MTTKRP get TACO's i,k,j order. A level that
+    can locate may follow a level of a nested sum's index: the sum's loop, run inside,
+    locates it at the index bound outside.
     """
     derived = derived or {}
     edges: set[tuple[str, str]] = set(before)
@@ -65,7 +67,8 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
                         edges.update((part, var) for part in parts)
                 elif earlier in loop_vars and not levels[k].can_locate:
                     edges.add((earlier, var))
-                elif earlier not in loop_vars and earlier not in bound:
+                elif earlier not in loop_vars and earlier not in bound \
+                        and not levels[k].can_locate:
                     raise ScheduleError(
                         f"{op.tensor}: level {k} (index {var}) is reached only after index "
                         f"{earlier}, which is bound in an inner loop")
@@ -147,13 +150,28 @@ def _additive_terms(expr: Expr) -> list[Expr]:
     if isinstance(expr, Apply) and expr.op is ADD:
         return _additive_terms(expr.args[0]) + _additive_terms(expr.args[1])
     if isinstance(expr, Apply) and expr.op is SUB:
-        negated = [hoist_sums(Apply(NEG, (t,))) for t in _additive_terms(expr.args[1])]
+        negated = [hoist_sums(Apply(NEG, (t,)), exact=True) for t in _additive_terms(expr.args[1])]
         return _additive_terms(expr.args[0]) + negated
     return [expr]
 
 
 def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
-    summed, body = peel_sums(hoist_sums(assign.rhs))
+    """One loop nest that keeps each sum where the user placed it, so that a factor
+    outside ``sum_j(...)`` multiplies the finished sum; if the sum's loops cannot nest
+    under the factors' (an operand's storage reaches the sum's index before theirs, as
+    in MTTKRP's ``sum_k(B(i,k,l) * C(k,j)) * D(l,j)``), the factors move into the sum."""
+    exact = hoist_sums(assign.rhs, exact=True)
+    try:
+        return _schedule_rhs(assign, exact, types)
+    except ScheduleError:
+        hoisted = hoist_sums(assign.rhs)
+        if hoisted == exact:
+            raise
+        return _schedule_rhs(assign, hoisted, types)
+
+
+def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Nest:
+    summed, body = peel_sums(rhs)
     out_type = types[assign.tensor]
     derived = {index for index, _ in assign.derived}
     out_vars = [v for v in assign.vars if v not in derived]

@@ -37,6 +37,7 @@ from .gather import Scratch, gather_parallel
 from .ir.cin import operands
 from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
+from .ir.lattice import KernelTooLargeError, variants_within_budget
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
 from .kernel_cache import KERNELS
@@ -104,9 +105,7 @@ def _literals(expr: nt.Expr):
 
 
 def _has_op(expr: nt.Expr, kinds: tuple[str, ...]) -> bool:
-    if isinstance(expr, nt.Call) and expr.op.kind in kinds:
-        return True
-    return any(_has_op(c, kinds) for c in nt.children(expr))
+    return any(isinstance(e, nt.Call) and e.op.kind in kinds for e in nt.subexpressions(expr))
 
 
 # Operands of at most this order are tried converted in every mode order (4! = 24 builds
@@ -293,8 +292,8 @@ class Kernel:
         try:
             return self._build(types, dtype, {})
         except ScheduleError as error:
-            if not self.convert:
-                raise advised(error) from None
+            if not self.convert or isinstance(error, KernelTooLargeError):
+                raise advised(error) from None  # converted operands are as sparse
             for orders in self._conversion_candidates(types):
                 conversions = {n: named_format("coo", types[n].order, modes)
                                for n, modes in orders.items()}
@@ -351,10 +350,12 @@ class Kernel:
         parallel_mode = _parallel_mode(nests, types, order[0])
         phases = SPLIT_PHASES if builder.can_split_assembly() else \
             GATHER_PHASES if builder.can_gather_assembly() else ()
+        phases, other_form = variants_within_budget(builder.budget.spent, phases,
+                                                    bool(builder.form_choices))
         for phase in phases:
             KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
                            module=module).compile()
-        if builder.form_choices:  # the same functions in the other form
+        if other_form:  # the same functions in the other form
             for phase in ("whole", *phases):
                 KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath,
                                phase=phase, module=module, other_form=True,

@@ -176,12 +176,19 @@ def with_children(expr: Expr, new: tuple[Expr, ...]) -> Expr:
     return expr
 
 
+def subexpressions(expr: Expr) -> Iterator[Expr]:
+    """``expr`` and everything under it, parents first, in textual order; without
+    recursion, since a product of 256 factors nests 256 deep."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))
+
+
 def iter_accesses(expr: Expr) -> Iterator[Access]:
     """Accesses of ``expr`` in textual (left-to-right) order."""
-    if isinstance(expr, Access):
-        yield expr
-    for child in children(expr):
-        yield from iter_accesses(child)
+    return (node for node in subexpressions(expr) if isinstance(node, Access))
 
 
 def iter_reductions(expr: Expr) -> Iterator[Reduction]:
@@ -730,8 +737,10 @@ def _format_call(call: Call) -> tuple[str, int]:
     if prec is None:
         args = ", ".join(format_expr(a) for a in call.args)
         return f"{call.op.name}({args})", _ATOM
-    left = _operand(call.args[0], prec)
-    right = _operand(call.args[1], prec + 1)  # left-associative: parenthesize equal right
+    left, left_prec = _format(call.args[0])  # one frame per level: 256 factors nest deep
+    right, right_prec = _format(call.args[1])
+    left = left if left_prec >= prec else f"({left})"
+    right = right if right_prec > prec else f"({right})"  # left-associative
     return f"{left} {call.op.symbol} {right}", prec
 
 

@@ -86,7 +86,7 @@ def test_transposed_spmv_pairs_columns(monkeypatch):
 
 
 @pytest.mark.parametrize("expr, reference", [
-    ("y(i) = A(i,j) * x(j) * z(i)", lambda A, x, z, D: (A @ x) * z),
+    ("y(i) = z(i) * A(i,j) * x(j)", lambda A, x, z, D: (A @ x) * z),
     ("y(i) = A(i,j) * D(i,j)", lambda A, x, z, D: A.multiply(D).sum(axis=1).A1),
     ("y(i) = A(i,j) * (x(j) + z(i))", lambda A, x, z, D: A @ x + z * A.sum(axis=1).A1),
 ])
