@@ -773,7 +773,8 @@ def _thread_counts(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    summary = " ".join(__doc__.split("\n\n")[0].split())  # the docstring's first paragraph
+    # the docstring's first paragraph, as plain text
+    summary = " ".join(__doc__.split("\n\n")[0].replace("``", "").split())
     parser = argparse.ArgumentParser(prog="llvsparse bench", description=summary)
     parser.add_argument("--quick", action="store_true",
                         help="tiny generated inputs and 2 small real matrices")
