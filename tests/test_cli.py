@@ -75,12 +75,12 @@ def test_dump_other_target_and_name(cli: Cli, tmp_path: Path) -> None:
     assert int.from_bytes(obj[18:20], "little") == 183  # e_machine: AArch64
 
 
-def test_dump_obj_for_host(cli: Cli, tmp_path: Path) -> None:
+def test_dump_obj_for_host(cli: Cli, tmp_path: Path, tool: Callable[[str], str]) -> None:
     done = cli("dump", SPMV, "-f", "A:csr", "--emit", "obj", "-o", "k.o")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "k.o").read_bytes()[:4] == b"\x7fELF"
     assert "k.o" in sections(done.stdout)["obj"]
-    symbols = subprocess.run(["nm", str(tmp_path / "k.o")], capture_output=True, text=True,
+    symbols = subprocess.run([tool("nm"), str(tmp_path / "k.o")], capture_output=True, text=True,
                              check=True).stdout
     assert re.search(r"\b[TW] llvsparse_alloc\b", symbols)  # linkable as is, like an export
 
@@ -91,7 +91,8 @@ def test_dump_obj_needs_output(cli: Cli) -> None:
     assert "-o" in done.stderr
 
 
-def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path) -> None:
+def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path, tool: Callable[[str], str]) -> None:
+    tool("ptxas")
     texts = []
     for _ in range(2):  # the second run finds the kernel in the disk cache, without IR
         done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
@@ -105,8 +106,10 @@ def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sm", ["sm_90a", "sm_120"])
 def test_dump_ptx_for_newer_targets_picks_their_ptx_version(cli: Cli, tmp_path: Path,
-                                                            sm: str) -> None:
+                                                            sm: str,
+                                                            tool: Callable[[str], str]) -> None:
     """A fixed PTX version made LLVM abort the process for targets it predates."""
+    tool("ptxas")
     done = cli("dump", SPMV, "-f", "A:csr", "--emit", "ptx", "--sm", sm, "-o", "k.ptx")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "k.ptx").read_text()
