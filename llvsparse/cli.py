@@ -20,7 +20,7 @@ from . import Tensor, evaluate
 from .cli_common import (
     CliError,
     build_kernel,
-    input_path,
+    bundled_path,
     lowering_errors,
     pairs,
     parse_notation,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def _bundled(name: str):
-    with input_path(name) as path:
+    with bundled_path(name) as path:
         return scipy.io.mmread(str(path)).tocsr()
 
 

@@ -78,6 +78,14 @@ def bundled_names() -> list[str]:
 
 
 @contextlib.contextmanager
+def bundled_path(name: str) -> Iterator[Path]:
+    """The path of a data file bundled with the package (a temporary copy if the package
+    is zipped)."""
+    with resources.as_file(resources.files("llvsparse") / "data" / name) as path:
+        yield path
+
+
+@contextlib.contextmanager
 def input_path(source: str) -> Iterator[Path]:
     """``source`` as a path: relative to the working directory when it exists there, else a
     file bundled with the package of that name (so ``A:olm1000.mtx.gz`` works anywhere); a
@@ -87,7 +95,7 @@ def input_path(source: str) -> Iterator[Path]:
         yield path
         return
     if path.name == source and source in bundled_names():
-        with resources.as_file(resources.files("llvsparse") / "data" / source) as found:
+        with bundled_path(source) as found:
             yield found
         return
     raise CliError(f"{source}: no such file (nor a file bundled with llvsparse: "
