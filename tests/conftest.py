@@ -11,6 +11,13 @@ import pytest
 os.environ["LLVSPARSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="llvsparse-test-cache-")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``-m "not slow"`` leaves out the slowest tests for a quick check while developing
+    (README.md); CI runs everything."""
+    config.addinivalue_line("markers", "slow: a test taking several seconds or more on a "
+                                       "busy two-core machine; -m 'not slow' skips it")
+
+
 @pytest.fixture
 def always_gather(monkeypatch) -> list[int]:
     """Bindings that may gather always do (no timing probe); the list records each

@@ -32,6 +32,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, P
     return proc.returncode, json.loads(out.read_text()), png
 
 
+@pytest.mark.slow
 def test_every_implementation_verified(quick_report: tuple[int, dict, Path]) -> None:
     code, report, _ = quick_report
     results = report["results"]
@@ -49,6 +50,7 @@ def test_every_implementation_verified(quick_report: tuple[int, dict, Path]) -> 
             assert any(r["library"] != "llvsparse" for r in results if r["kernel"] == kernel)
 
 
+@pytest.mark.slow
 def test_report_contents(quick_report: tuple[int, dict, Path]) -> None:
     _, report, png = quick_report
     assert report["meta"]["quick"] and report["meta"]["rounds"] >= 7

@@ -16,6 +16,8 @@ import scipy.io
 import scipy.sparse as sp
 from llvsparse.backends.cuda import check_ptx
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 OLM1000 = Path("/work/shared/data/matrices/olm1000.mtx.gz")
 if not OLM1000.exists():  # the same matrix ships with the package
