@@ -44,7 +44,8 @@ def find_tool(name: str) -> str:
     path = shutil.which(name)
     if path is not None:
         return path
-    message = f"{name} is not on PATH (this test runs it; see README.md, Running the tests)"
+    message = (f"{name} is not on PATH (this test runs it; README.md says which tools the "
+               "tests need)")
     if os.environ.get("CI"):
         pytest.fail(f"{message}; under CI a missing tool is a failure", pytrace=False)
     pytest.skip(message)
