@@ -1,17 +1,15 @@
-"""The ``llvsparse`` command line: ``demo`` (the tour), ``dump`` (every compiler stage),
-``run`` (compile and time an expression on files or generated data) and ``formats`` (list
-level formats, check plugin files)."""
+"""The llvsparse command line: demo (the tour), dump (every compiler stage), run (compile
+and time an expression on files or generated data), bench (time kernels against installed
+peers) and formats (list the named and level formats, check plugin files)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import re
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,15 +17,23 @@ import numpy as np
 import scipy.io
 
 from . import Tensor, evaluate
-from .formats.registry import level_formats
+from .cli_common import (
+    CliError,
+    build_kernel,
+    bundled_path,
+    lowering_errors,
+    pairs,
+    parse_notation,
+)
+from .cli_formats import formats
+from .cli_run import run
 
 if TYPE_CHECKING:
     from .api import Kernel
-    from .notation import Access, Assignment
 
 
 def _bundled(name: str):
-    with resources.as_file(resources.files("llvsparse") / "data" / name) as path:
+    with bundled_path(name) as path:
         return scipy.io.mmread(str(path)).tocsr()
 
 
@@ -69,64 +75,6 @@ def demo(_args: argparse.Namespace) -> int:
     print("\nOptimized LLVM IR of CSR SpMV (first 25 lines):")
     print("\n".join(kernel.llvm_ir_optimized.splitlines()[:25]))
     return 0 if ok else 1
-
-
-# -- shared helpers --------------------------------------------------------------------------
-class CliError(Exception):
-    """A failure reported as one message on stderr; ``code`` 2 means the request was bad."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _pairs(specs: Sequence[str] | None, option: str) -> dict[str, str]:
-    """Parse repeated ``NAME:VALUE`` options (only the first colon splits, so paths keep
-    theirs); a name given twice is an error rather than a silent override."""
-    found: dict[str, str] = {}
-    for spec in specs or ():
-        name, sep, value = spec.partition(":")
-        name, value = name.strip(), value.strip()
-        if not sep or not name or not value:
-            raise CliError(f"{option} expects NAME:VALUE, not {spec!r}")
-        if name in found:
-            raise CliError(f"{option} given twice for {name}")
-        found[name] = value
-    return found
-
-
-def _parse(text: str) -> Assignment:
-    """Parse notation; syntax errors keep the library's caret message (exit code 2)."""
-    from .notation import NotationError, parse
-
-    try:
-        return parse(text)
-    except NotationError as error:
-        raise CliError(str(error)) from None
-
-
-def _compile(assignment: Assignment, formats: dict[str, object],
-             out_format: str | None) -> Kernel:
-    """Build a Kernel; unknown or mismatched formats become usage errors."""
-    from .api import compile as compile_kernel
-
-    try:
-        return compile_kernel(assignment, out_format=out_format, **formats)
-    except ValueError as error:  # FormatError and tensors not in the expression
-        raise CliError(str(error)) from None
-
-
-def _lowering_errors() -> tuple[type[Exception], ...]:
-    """Errors that mean "this expression cannot be compiled for these formats"."""
-    from .api import ShapeError
-    from .format import FormatError
-    from .ir.schedule import ScheduleError
-
-    return (ScheduleError, ShapeError, FormatError)
-
-
-def _format_name(fmt: object) -> str:
-    return getattr(fmt, "name", None) or repr(fmt)
 
 
 # -- dump ------------------------------------------------------------------------------------
@@ -260,12 +208,12 @@ def dump(args: argparse.Namespace) -> int:
     stages = _stages(args.emit)
     if "obj" in stages and not args.output:
         raise CliError("--emit obj writes binary code: give the file with -o FILE")
-    assignment = _parse(args.expr)
-    kernel = _compile(assignment, _pairs(args.format, "-f"), args.out_format)
+    assignment = parse_notation(args.expr)
+    kernel = build_kernel(assignment, pairs(args.format, "-f"), args.out_format)
     try:
-        inst = kernel.instance(_pairs(args.dtype, "--dtype"),
-                               _pairs(args.index_dtype, "--index-dtype"))
-    except (*_lowering_errors(), TypeError, ValueError) as error:
+        inst = kernel.instance(pairs(args.dtype, "--dtype"),
+                               pairs(args.index_dtype, "--index-dtype"))
+    except (*lowering_errors(), TypeError, ValueError) as error:
         raise CliError(str(error)) from None
     if args.name:
         from .export import check_name
@@ -304,218 +252,19 @@ def dump(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- run -------------------------------------------------------------------------------------
-GENERATED = ("random", "ones", "zeros")
-_MATRIX_ONLY = (".mtx", ".mtx.gz", ".npz")
-_WRITABLE = (".mtx.gz", ".tns.gz", ".mtx", ".tns", ".npy", ".npz")
-
-
-def _generated(source: str) -> tuple[str, tuple[int, ...] | None] | None:
-    """``random``, ``ones``, ``zeros``, optionally with a shape (``random:100x50``);
-    None for a file path."""
-    kind, _, shape = source.partition(":")
-    if kind not in GENERATED:
-        return None
-    if not shape:
-        return kind, None
-    if not re.fullmatch(r"\d+(x\d+)*", shape):
-        raise CliError(f"bad shape {shape!r} in {source!r}; write e.g. {kind}:100x50")
-    return kind, tuple(int(s) for s in shape.split("x"))
-
-
-def _record(extents: dict[str, tuple[int, str]], access: Access, shape: tuple[int, ...],
-            name: str) -> None:
-    """Note the extent of each index variable of ``access``; disagreements are errors."""
-    if len(shape) != len(access.indices):
-        raise CliError(f"{name} has shape {shape} but is used as {access}")
-    for var, size in zip(access.indices, shape, strict=True):
-        known = extents.get(var.name)
-        if known is not None and known[0] != size:
-            raise CliError(f"index {var.name} has extent {known[0]} in {known[1]} but {size} "
-                           f"in {name}")
-        extents.setdefault(var.name, (size, name))
-
-
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "x".join(map(str, shape)) or "scalar"
-
-
-def _load_inputs(assignment: Assignment, sources: dict[str, str], kernel: Kernel,
-                 seed: int) -> tuple[dict[str, Tensor], dict[str, tuple[int, str]], list[str]]:
-    """Read file inputs, infer the shapes of generated ones from them, then generate;
-    returns the tensors, each index variable's extent (and where it came from), and one
-    description line per input."""
-    from .io import read
-
-    out = assignment.lhs.tensor
-    uses = assignment.accesses()[1:]
-    extents: dict[str, tuple[int, str]] = {}
-    tensors: dict[str, Tensor] = {}
-    notes: dict[str, str] = {}
-    for name, source in sources.items():
-        generated = _generated(source)
-        if generated is None:
-            try:
-                tensor = read(source, format=kernel.formats[name])
-            except OSError as error:
-                raise CliError(f"{source}: {error.strerror or error}", 1) from None
-            except ValueError as error:
-                raise CliError(str(error), 1) from None
-            tensors[name] = tensor
-            notes[name] = f"from {source}"
-        elif generated[1] is not None:
-            notes[name] = generated[0]
-        else:
-            continue
-        shape = tensors[name].shape if name in tensors else generated[1]
-        for access in uses:
-            if access.tensor == name:
-                _record(extents, access, tuple(shape), name)
-    rng = np.random.default_rng(seed)
-    for name in assignment.tensors():
-        if name == out or name in tensors:
-            continue
-        kind, shape = _generated(sources[name]) or ("", None)
-        if shape is None:
-            access = next(a for a in uses if a.tensor == name)
-            unknown = [v.name for v in access.indices if v.name not in extents]
-            if unknown:
-                pronoun = "it" if len(unknown) == 1 else "them"
-                example = "x".join("N" * len(access.indices))
-                raise CliError(f"cannot infer the extent of {', '.join(unknown)} for {name} "
-                               f"(no file input is indexed by {pronoun}); give a shape, "
-                               f"e.g. -i {name}:{kind}:{example}")
-            shape = tuple(extents[v.name][0] for v in access.indices)
-            notes[name] = kind
-        if kind == "random":
-            array = rng.random(shape)
-        else:
-            array = np.full(shape, 1.0 if kind == "ones" else 0.0)
-        try:
-            tensors[name] = Tensor.from_numpy(array, format=kernel.formats[name])
-        except ValueError as error:
-            raise CliError(f"{name}: {error}") from None
-    lines = [f"  {name:<6} {_shape_text(tensors[name].shape):>14}  "
-             f"{_format_name(tensors[name].format):<10} {notes[name]}"
-             for name in assignment.tensors() if name in tensors]
-    return tensors, extents, lines
-
-
-def run(args: argparse.Namespace) -> int:
-    """Compile an expression, run it on files or generated data, time it, save the result;
-    the quickest way to try a format on a real matrix."""
-    from .io import write
-
-    assignment = _parse(args.expr)
-    out = assignment.lhs.tensor
-    names = [n for n in assignment.tensors() if n != out]
-    sources = _pairs(args.input, "-i")
-    missing = [n for n in names if n not in sources]
-    if missing:
-        raise CliError(f"no input for {', '.join(missing)}: give -i NAME:FILE or "
-                       f"-i NAME:random|ones|zeros")
-    unknown = [n for n in sources if n not in names]
-    if unknown:
-        raise CliError(f"-i for {', '.join(unknown)}, which the expression does not read")
-    order = {a.tensor: len(a.indices) for a in assignment.accesses()}
-    if args.output:
-        lower = args.output.lower()
-        if not lower.endswith(_WRITABLE):
-            raise CliError(f"-o {args.output}: use one of {', '.join(_WRITABLE)}")
-        if lower.endswith(_MATRIX_ONLY) and order[out] != 2:
-            raise CliError(f"-o {args.output}: that file type holds matrices, but {out} has "
-                           f"order {order[out]}; use .npy or .tns")
-    formats: dict[str, object] = dict(_pairs(args.format, "-f"))
-    for name in names:
-        if name not in formats:
-            from_file = _generated(sources[name]) is None
-            formats[name] = ("csr" if order[name] == 2 else "coo") if from_file else "dense"
-    kernel = _compile(assignment, formats, args.out_format)
-    tensors, extents, lines = _load_inputs(assignment, sources, kernel, args.seed)
-    free = [v.name for v in assignment.lhs.indices if v.name not in extents]
-    if free:
-        raise CliError(f"index {', '.join(free)} of {out} appears in no input")
-    out_shape = tuple(extents[v.name][0] for v in assignment.lhs.indices)
-    dtypes = {n: str(t.dtype) for n, t in tensors.items()}
-    index_dtypes = {n: str(t.index_dtype) for n, t in tensors.items()}
-    index_dtypes[out] = "int64" if max(out_shape, default=0) >= 2**31 - 1 else "int32"
-    from .runtime import KernelRuntimeError
-
-    try:
-        start = time.perf_counter()
-        inst = kernel.instance(dtypes, index_dtypes)
-        compiled = time.perf_counter() - start
-        # the disk cache keeps object code only, so a kernel without IR was loaded from it
-        cache_note = "  (from the disk cache)" if inst.jit.llvm_ir is None else ""
-        start = time.perf_counter()
-        result = kernel(check=not args.no_check, **tensors)
-        first = time.perf_counter() - start
-        times = []
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            kernel(check=not args.no_check, **tensors)
-            times.append(time.perf_counter() - start)
-    except _lowering_errors() as error:
-        raise CliError(str(error)) from None
-    except KernelRuntimeError as error:
-        raise CliError(str(error), 1) from None
-    print(kernel.assignment)
-    print("\n".join(lines))
-    print(f"  {out:<6} {_shape_text(result.shape):>14}  {_format_name(result.format):<10} "
-          f"result, {result.nnz} stored")
-    print(f"compile      {compiled * 1e3:10.3f} ms{cache_note}")
-    print(f"first call   {first * 1e3:10.3f} ms")
-    print(f"median of {args.repeat:<3}{statistics.median(times) * 1e3:10.3f} ms")
-    if args.output:
-        try:
-            write(result, args.output)
-        except (OSError, ValueError) as error:
-            raise CliError(str(error), 1) from None
-        print(f"wrote {args.output}")
-    return 0
-
-
-# -- formats ---------------------------------------------------------------------------------
-def _check_format_files(paths: Sequence[str]) -> int:
-    """Validate plugin files the way the compiler will load them, locate cross-checked
-    against iteration on a sample; 1 if any is bad."""
-    from .formats.loader import FormatFileError
-    from .level_check import check_level_file
-
-    status = 0
-    for path in paths:
-        try:
-            level = check_level_file(path)
-        except FormatFileError as error:
-            print(error, file=sys.stderr)
-            status = 1
-        except OSError as error:
-            print(f"{path}: {error.strerror or error}", file=sys.stderr)
-            status = 1
-        else:
-            print(f"{path}: ok ({level.name})")
-    return status
-
-
-def formats(args: argparse.Namespace) -> int:
-    """List level formats with capabilities and properties, or check plugin files."""
-    if getattr(args, "check", None):
-        return _check_format_files(args.check)
-    for name, level in sorted(level_formats().items()):
-        caps = [level.iterate + " iteration"]
-        caps += [c for c, ok in (("locate", level.can_locate), ("insert", level.can_insert),
-                                 ("append", level.can_append)) if ok]
-        props = ", ".join(f"{p}={'configurable' if d.configurable else d.default}"
-                          for p, d in level.properties.items())
-        print(f"{name:<12} {'; '.join(caps)}\n{'':<12} {props}")
-    return 0
-
-
 # -- entry point -----------------------------------------------------------------------------
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive count, not {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """numpy seeds are non-negative: -1 ended in a traceback after compiling."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, not {text}")
     return value
 
 
@@ -578,12 +327,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--input", action="append", metavar="NAME:SOURCE",
                    help="a file (.mtx, .mtx.gz, .tns, .npy, .npz) or random, ones, zeros "
                         "(dense, shape inferred from the files, or given as random:100x50); "
-                        "files default to csr for matrices and coo otherwise")
+                        "files default to csr for matrices and coo otherwise; a file name "
+                        "not found from the working directory is looked up in the data "
+                        "bundled with llvsparse (olm1000.mtx.gz, gr_30_30.mtx.gz)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="save the result (.mtx, .mtx.gz, .tns, .npy, .npz)")
     p.add_argument("--repeat", type=_positive, default=5, metavar="N",
                    help="timed calls after the first (default 5; the median is shown)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=_seed, default=0,
                    help="seed of numpy.random.default_rng for random inputs, drawn in the "
                         "order the tensors appear in the expression (default 0)")
     p.add_argument("--no-check", action="store_true",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -183,17 +185,44 @@ def export_kernel(kernel, inst, path: Path, name: str) -> tuple[Path, Path]:
     optimize(module, tm)
     obj = tm.emit_object(module)
     header = path.with_suffix(".h")
-    header.write_text(header_text(kernel, inst, name))
-    if path.suffix == ".o":
-        path.write_bytes(obj)
-    else:
-        _link_shared(obj, path)
+    _write_both(path, header, obj, header_text(kernel, inst, name))
     return path, header
 
 
-def _link_shared(obj: bytes, path: Path) -> None:
-    """A shared library from object code, linked by the system's C compiler (the object
-    goes in a scratch folder, not beside the library where a file may have its name)."""
+def _scratch(target: Path) -> Path:
+    """A fresh name beside ``target`` (same folder, so a rename replaces it atomically);
+    files made under it get the permissions a plain write would give them."""
+    return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+
+
+def _write_both(path: Path, header: Path, obj: bytes, text: str) -> None:
+    """Write the code and the header under scratch names and rename them into place only
+    when both are complete: a failed link once left a header for a library that was never
+    written. On any failure no scratch file remains and the targets are as before, except
+    when the header cannot replace an old one after the code did (then the new code is
+    removed rather than left beside a stale header)."""
+    code_tmp, header_tmp = _scratch(path), _scratch(header)
+    try:
+        header_tmp.write_text(text)
+        if path.suffix == ".o":
+            code_tmp.write_bytes(obj)
+        else:
+            _link_shared(obj, code_tmp, path)
+        os.replace(code_tmp, path)
+        try:
+            os.replace(header_tmp, header)
+        except OSError:
+            path.unlink(missing_ok=True)
+            raise
+    finally:
+        code_tmp.unlink(missing_ok=True)
+        header_tmp.unlink(missing_ok=True)
+
+
+def _link_shared(obj: bytes, path: Path, target: Path) -> None:
+    """A shared library at ``path`` (to be renamed to ``target``) from object code, linked
+    by the system's C compiler (the object goes in a scratch folder, not beside the
+    library where a file may have its name)."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise FileNotFoundError("a C compiler (cc) is needed to link a shared library")
@@ -203,4 +232,4 @@ def _link_shared(obj: bytes, path: Path) -> None:
         done = subprocess.run([compiler, "-shared", "-o", str(path), str(object_path)],
                               capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"linking {path} failed: {done.stderr.strip()}")
+        raise RuntimeError(f"linking {target} failed: {done.stderr.strip()}")

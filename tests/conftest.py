@@ -1,11 +1,21 @@
-"""Each test session gets its own kernel disk cache, so no earlier run can mask a bug."""
+"""Each test session gets its own kernel disk cache, so no earlier run can mask a bug.
+Tests that need a system tool (cc, c++, nm, ptxas) ask the ``tool`` fixture for it."""
 
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 
 import pytest
 
 os.environ["LLVSPARSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="llvsparse-test-cache-")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``-m "not slow"`` leaves out the slowest tests for a quick check while developing
+    (README.md); CI runs everything."""
+    config.addinivalue_line("markers", "slow: a test taking several seconds or more on a "
+                                       "busy two-core machine; -m 'not slow' skips it")
 
 
 @pytest.fixture
@@ -25,3 +35,23 @@ def always_gather(monkeypatch) -> list[int]:
     monkeypatch.setitem(llvsparse.probe.FORCED, "assembly", "gathered")
     monkeypatch.setattr(llvsparse.api, "gather_parallel", counted)
     return calls
+
+
+def find_tool(name: str) -> str:
+    """The path of a system tool a test runs; without it the test is skipped with the
+    reason, except under CI (the CI variable set), where a missing tool fails the test so
+    that CI cannot pass without running it."""
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    message = (f"{name} is not on PATH (this test runs it; README.md says which tools the "
+               "tests need)")
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; under CI a missing tool is a failure", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def tool() -> Callable[[str], str]:
+    """``tool("cc")``: the path of cc, or the test skips (fails under CI) without it."""
+    return find_tool

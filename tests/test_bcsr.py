@@ -29,6 +29,7 @@ def test_spmv_golden(block):
     assert y.to_numpy().tolist() == [7, 13, 0, 69]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("other", ["dense", "hash", "csr"])
 def test_kernels_against_numpy(seed, other):

@@ -128,6 +128,7 @@ def test_entry_under_another_key_is_rebuilt(tmp_path):
     assert again["stats"].get("llvm_compiles", 0) >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", [
     lambda meta: [], lambda meta: None, lambda meta: "x",
     lambda meta: {k: v for k, v in meta.items() if k != "concrete"},

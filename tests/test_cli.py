@@ -16,6 +16,8 @@ import scipy.io
 import scipy.sparse as sp
 from llvsparse.backends.cuda import check_ptx
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[1]
 OLM1000 = Path("/work/shared/data/matrices/olm1000.mtx.gz")
 if not OLM1000.exists():  # the same matrix ships with the package
@@ -75,12 +77,12 @@ def test_dump_other_target_and_name(cli: Cli, tmp_path: Path) -> None:
     assert int.from_bytes(obj[18:20], "little") == 183  # e_machine: AArch64
 
 
-def test_dump_obj_for_host(cli: Cli, tmp_path: Path) -> None:
+def test_dump_obj_for_host(cli: Cli, tmp_path: Path, tool: Callable[[str], str]) -> None:
     done = cli("dump", SPMV, "-f", "A:csr", "--emit", "obj", "-o", "k.o")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "k.o").read_bytes()[:4] == b"\x7fELF"
     assert "k.o" in sections(done.stdout)["obj"]
-    symbols = subprocess.run(["nm", str(tmp_path / "k.o")], capture_output=True, text=True,
+    symbols = subprocess.run([tool("nm"), str(tmp_path / "k.o")], capture_output=True, text=True,
                              check=True).stdout
     assert re.search(r"\b[TW] llvsparse_alloc\b", symbols)  # linkable as is, like an export
 
@@ -91,7 +93,8 @@ def test_dump_obj_needs_output(cli: Cli) -> None:
     assert "-o" in done.stderr
 
 
-def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path) -> None:
+def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path, tool: Callable[[str], str]) -> None:
+    tool("ptxas")
     texts = []
     for _ in range(2):  # the second run finds the kernel in the disk cache, without IR
         done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
@@ -105,8 +108,10 @@ def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sm", ["sm_90a", "sm_120"])
 def test_dump_ptx_for_newer_targets_picks_their_ptx_version(cli: Cli, tmp_path: Path,
-                                                            sm: str) -> None:
+                                                            sm: str,
+                                                            tool: Callable[[str], str]) -> None:
     """A fixed PTX version made LLVM abort the process for targets it predates."""
+    tool("ptxas")
     done = cli("dump", SPMV, "-f", "A:csr", "--emit", "ptx", "--sm", sm, "-o", "k.ptx")
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "k.ptx").read_text()
@@ -228,6 +233,46 @@ def test_run_usage_errors(cli: Cli, args: list[str], message: str) -> None:
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
+def test_run_finds_bundled_matrix_by_name(cli: Cli, tmp_path: Path) -> None:
+    """README's example named olm1000.mtx.gz, which only the package holds: exit 1."""
+    assert not (tmp_path / "olm1000.mtx.gz").exists()
+    done = cli("run", SPMV, "-i", "A:olm1000.mtx.gz", "-i", "x:random", "--seed", "1",
+               "-o", "y.npy", "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    A = sp.csr_matrix(scipy.io.mmread(str(ROOT / "llvsparse" / "data" / "olm1000.mtx.gz")))
+    x = np.random.default_rng(1).random(A.shape[1])
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), A @ x)
+
+
+def test_run_file_in_working_directory_wins_over_bundled(cli: Cli, tmp_path: Path) -> None:
+    mine = sp.random(7, 5, density=0.5, format="coo", random_state=2)
+    scipy.io.mmwrite(str(tmp_path / "olm1000.mtx"), mine)
+    done = cli("run", SPMV, "-i", "A:olm1000.mtx", "-i", "x:ones", "-o", "y.npy",
+               "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), mine @ np.ones(5))
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("x:rand", "'rand' is neither a generator"),
+    ("x:rand:10", "'rand:10' is neither a generator"),
+    ("x:data.txt", "'data.txt' is neither a generator"),
+    ("x:missing.npy", "missing.npy: no such file"),
+])
+def test_run_unknown_source_is_a_bad_request(cli: Cli, source: str, message: str) -> None:
+    """An unknown generator was read as a file name: exit code 1, like a failing kernel."""
+    done = cli("run", SPMV, "-i", f"A:{OLM1000}", "-i", source)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_run_negative_seed_is_a_bad_request(cli: Cli) -> None:
+    """--seed -1 reached numpy after compiling and ended in a traceback."""
+    done = cli("run", SPMV, "-i", f"A:{OLM1000}", "-i", "x:random", "--seed", "-1")
+    assert done.returncode == 2
+    assert "--seed" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_run_out_of_memory_is_one_line(cli: Cli) -> None:
     done = cli("run", SPMV, "-i", "A:random:10000000x10000000", "-i", "x:ones")
     assert done.returncode == 1
@@ -251,6 +296,24 @@ def test_formats_list(cli: Cli) -> None:
     done = cli("formats")
     assert done.returncode == 0, done.stderr
     assert re.search(r"^compressed\s+position iteration", done.stdout, re.MULTILINE)
+
+
+def test_formats_lists_named_formats_with_their_levels(cli: Cli) -> None:
+    """Only level formats were listed, not the names -f takes."""
+    from llvsparse.format import NAMED_FORMATS, named_format
+
+    done = cli("formats")
+    assert done.returncode == 0, done.stderr
+    listed = {}
+    for line in done.stdout.splitlines():
+        found = re.match(r"^  (\S+)\s+((?:\w+\([^)]*\) ?)+)", line)
+        if found:
+            listed[found[1]] = re.findall(r"(\w+)\(([^,)]*)", found[2])
+    assert set(listed) == (NAMED_FORMATS - {"bcsr"}) | {"bcsrRxC"}
+    for name in NAMED_FORMATS - {"bcsr"}:
+        expected = [(level.kind, "storage-only" if level.mode is None else "ij"[level.mode])
+                    for level in named_format(name, 2).levels]
+        assert listed[name] == expected, name
 
 
 def test_formats_check_good(cli: Cli) -> None:
@@ -302,8 +365,19 @@ def test_demo(cli: Cli) -> None:
     assert done.stdout.count(" ok\n") == 14  # 2 matrices x (5 SpMV, B + B^T, trace)
 
 
-@pytest.mark.parametrize("command", [[], ["demo"], ["dump"], ["run"], ["formats"]])
+@pytest.mark.parametrize("command", [[], ["demo"], ["dump"], ["run"], ["bench"], ["formats"]])
 def test_help(cli: Cli, command: list[str]) -> None:
     done = cli(*command, "--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: llvsparse")
+    assert "``" not in done.stdout  # plain text, not the docstrings' reStructuredText
+
+
+def test_help_describes_every_subcommand(cli: Cli) -> None:
+    """The description named demo, dump, run and formats, but not bench."""
+    from llvsparse.cli import build_parser
+
+    done = cli("--help")
+    prose = done.stdout.split("positional arguments")[0]
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert commands and all(re.search(rf"\b{name}\b", prose) for name in commands), prose

@@ -23,6 +23,7 @@ STATEMENTS = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=70, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(statement=st.sampled_from(sorted(STATEMENTS)), fmt=st.sampled_from(FORMATS),

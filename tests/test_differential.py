@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 import llvsparse as ls
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py
+
 MATRIX_IN = ["dense", "csr", "csc", "coo", "dcsr", "dia", "ell", "ell-rows", "hash"]
 VECTOR_IN = ["dense", "coo", "hash"]
 TENSOR3_IN = ["dense", "coo", "csf", "hash"]

@@ -7,8 +7,8 @@ Python runtime's view of it.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 import llvsparse as ls
 
+Tool = Callable[[str], str]
 C_DIR = Path(__file__).resolve().parent / "c"
 A_DENSE = np.array([[5, 1, 0, 0, 0, 0], [7, 3, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0],
                     [8, 0, 0, 4, 9, 0]], dtype=float)
@@ -33,14 +34,12 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def build_and_run(kernel: ls.Kernel, name: str, source: str, folder: Path,
+def build_and_run(kernel: ls.Kernel, name: str, source: str, folder: Path, compiler: str,
                   flags: tuple[str, ...] = ()) -> dict[str, list]:
-    """Export ``kernel`` as folder/k.o + k.h, link tests/c/``source`` against it (with
-    extra compiler ``flags``), run it and parse its ``label: values`` lines."""
+    """Export ``kernel`` as folder/k.o + k.h, link tests/c/``source`` against it with
+    ``compiler`` (and extra ``flags``), run it and parse its ``label: values`` lines."""
     obj, header = kernel.export(folder / "k.o", name=name)
     assert (obj, header) == (folder / "k.o", folder / "k.h")
-    compiler = shutil.which("cc")
-    assert compiler is not None, "these tests need the system C compiler, cc"
     program = folder / "prog"
     subprocess.run([compiler, "-O1", "-Wall", "-Werror", *flags, "-I", str(folder),
                     str(C_DIR / source), str(obj), "-o", str(program)], check=True,
@@ -70,9 +69,9 @@ def documented(header: str, tensor: str) -> list[str]:
     return slots
 
 
-def test_spmv_from_c(tmp_path: Path) -> None:
+def test_spmv_from_c(tmp_path: Path, tool: Tool) -> None:
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", y="dense")
-    out = build_and_run(kernel, "spmv", "spmv_main.c", tmp_path)
+    out = build_and_run(kernel, "spmv", "spmv_main.c", tmp_path, tool("cc"))
     header = (tmp_path / "k.h").read_text()
     assert "int32_t spmv(llvsparse_tensor **tensors);" in header
     assert "spmv_count" not in header  # a dense output has no assembly phases
@@ -91,9 +90,9 @@ def assert_is_a_plus_b(out: dict[str, list]) -> None:
     np.testing.assert_array_equal(out["vals"], expected.data)
 
 
-def test_sparse_add_from_c(tmp_path: Path) -> None:
+def test_sparse_add_from_c(tmp_path: Path, tool: Tool) -> None:
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
-    out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path)
+    out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path, tool("cc"))
     header = (tmp_path / "k.h").read_text()
     assert "int32_t add_csr(llvsparse_tensor **tensors);" in header
     assert "add_csr_count" not in header  # a merge is gathered in one pass
@@ -103,20 +102,20 @@ def test_sparse_add_from_c(tmp_path: Path) -> None:
     assert_is_a_plus_b(out)
 
 
-def test_sparse_add_gathered_from_c(tmp_path: Path) -> None:
+def test_sparse_add_gathered_from_c(tmp_path: Path, tool: Tool) -> None:
     """The gather phases the header documents, driven from C over three row ranges (one
     of them the empty row): the same arrays as one whole call."""
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
-    out = build_and_run(kernel, "add_csr", "add_gather_main.c", tmp_path)
+    out = build_and_run(kernel, "add_csr", "add_gather_main.c", tmp_path, tool("cc"))
     assert out["finish"] == [0]
     assert_is_a_plus_b(out)
 
 
-def test_sparse_add_with_the_other_form_from_c(tmp_path: Path) -> None:
+def test_sparse_add_with_the_other_form_from_c(tmp_path: Path, tool: Tool) -> None:
     """The header's other-form entries, called by the same program (its add_csr renamed
     by the preprocessor): the same arrays."""
     kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A="csr", B="csr")
-    out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path,
+    out = build_and_run(kernel, "add_csr", "add_main.c", tmp_path, tool("cc"),
                         flags=("-Dadd_csr=add_csr_other_form",))
     header = (tmp_path / "k.h").read_text()
     for entry in ("add_csr_other_form", "add_csr_other_form_append"):
@@ -124,23 +123,23 @@ def test_sparse_add_with_the_other_form_from_c(tmp_path: Path) -> None:
     assert_is_a_plus_b(out)
 
 
-def test_header_declares_split_assembly_phases(tmp_path: Path) -> None:
+def test_header_declares_split_assembly_phases(tmp_path: Path, tool: Tool) -> None:
     kernel = ls.compile("C(i,j) = S(i,j) * U(i,k) * V(j,k)", out_format="csr", S="csr")
     obj, header = kernel.export(tmp_path / "sddmm.o", name="sddmm")
     text = header.read_text()
     for phase in ("setup", "count", "fill", "finish"):
         assert f"int32_t sddmm_{phase}(llvsparse_tensor **tensors" in text
-    symbols = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True)
+    symbols = subprocess.run([tool("nm"), str(obj)], capture_output=True, text=True,
+                             check=True)
     assert all(f" T sddmm_{phase}" in symbols.stdout
                for phase in ("setup", "count", "fill", "finish"))
 
 
-def test_header_links_from_cpp(tmp_path: Path) -> None:
+def test_header_links_from_cpp(tmp_path: Path, tool: Tool) -> None:
     """The header wraps its declarations in extern "C", so C++ finds the C symbols."""
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
     obj, _ = kernel.export(tmp_path / "k.o", name="spmv")
-    compiler = shutil.which("c++")
-    assert compiler is not None, "this test needs the system C++ compiler, c++"
+    compiler = tool("c++")
     source = tmp_path / "main.cpp"
     source.write_text('#include "k.h"\nint main() {\n'
                       '  int32_t (*volatile entry)(llvsparse_tensor **) = spmv;\n'
@@ -165,7 +164,8 @@ def test_export_refuses_names_that_clash(tmp_path: Path, name: str, message: str
     assert list(tmp_path.glob("k.*")) == []
 
 
-def test_shared_library_leaves_other_files_alone(tmp_path: Path) -> None:
+def test_shared_library_leaves_other_files_alone(tmp_path: Path, tool: Tool) -> None:
+    tool("cc")  # export links a .so with it
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
     (tmp_path / "k.o").write_text("someone else's object file")
     kernel.export(tmp_path / "k.so", name="spmv")
@@ -175,3 +175,70 @@ def test_shared_library_leaves_other_files_alone(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not '.SO'"):
         kernel.export(tmp_path / "other.SO")
     assert not (tmp_path / "other.h").exists()
+
+
+FAILING_LINKER = """#!/bin/sh
+# writes half a library where -o points, then fails as a linker does
+while [ $# -gt 0 ]; do
+  if [ "$1" = "-o" ]; then printf 'half' > "$2"; fi
+  shift
+done
+echo "ld: cannot find -lnothing" >&2
+exit 1
+"""
+
+
+def test_failed_link_leaves_no_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed link left k.h behind, describing a k.so that was never written."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "cc").write_text(FAILING_LINKER)
+    (tools / "cc").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    out = tmp_path / "out"
+    out.mkdir()
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
+    with pytest.raises(RuntimeError, match=r"linking .*k\.so failed: ld: cannot find"):
+        kernel.export(out / "k.so", name="spmv")
+    assert list(out.iterdir()) == []
+    (out / "k.h").write_text("an earlier header")
+    (out / "k.so").write_text("an earlier library")
+    with pytest.raises(RuntimeError, match="linking"):
+        kernel.export(out / "k.so", name="spmv")
+    assert sorted(p.name for p in out.iterdir()) == ["k.h", "k.so"]
+    assert (out / "k.h").read_text() == "an earlier header"
+    assert (out / "k.so").read_text() == "an earlier library"
+
+
+def test_unwritable_target_leaves_no_header(tmp_path: Path) -> None:
+    """The header was written before the object file, which could not be (a folder)."""
+    (tmp_path / "k.o").mkdir()
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
+    with pytest.raises(OSError):
+        kernel.export(tmp_path / "k.o", name="spmv")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["k.o"]
+    assert list((tmp_path / "k.o").iterdir()) == []
+    obj, header = kernel.export(tmp_path / "spmv.o", name="spmv")
+    assert obj.read_bytes()[:4] == b"\x7fELF" and "int32_t spmv(" in header.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == \
+        ["k.o", "spmv.h", "spmv.o"]
+
+
+@pytest.mark.parametrize("ci", [None, "true"])
+def test_missing_tool_skips_except_under_ci(tool: Tool, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            ci: str | None) -> None:
+    """Without cc the C tests failed with a bare assertion; now they skip with the reason,
+    and under CI (CI set) they fail, so CI cannot pass without running them."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+        with pytest.raises(pytest.skip.Exception, match="cc is not on PATH"):
+            tool("cc")
+    else:
+        monkeypatch.setenv("CI", ci)
+        with pytest.raises(pytest.fail.Exception, match="under CI a missing tool is a failure"):
+            tool("cc")
+    (tmp_path / "cc").write_text("#!/bin/sh\n")
+    (tmp_path / "cc").chmod(0o755)
+    assert tool("cc") == str(tmp_path / "cc")

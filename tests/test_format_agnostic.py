@@ -29,6 +29,7 @@ def _random(rng, shape, density):
     return array
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("other", ["dense", "csr", "coo", "hash"])
 def test_bitmap_level_in_kernels(bitmap_format, seed, other):

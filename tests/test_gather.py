@@ -116,6 +116,7 @@ def _operands(seed: int):
     return mats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "append", "gathered"), [
     ("relocated", RELOCATED, True), ("absolute", ABSOLUTE, False)])
 @pytest.mark.parametrize("op", ["+", "*"])

@@ -92,8 +92,10 @@ def test_jammed_loop_is_in_the_code():
     ("C(i,j) = S(i,j) * A(i,k) * B(j,k)", {"S": "csr", "A": "dense", "B": "dense", "C": "csr"}),
     ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr", "C": "csr"}),  # galloping
 ])
-def test_jammed_and_galloping_kernels_pass_ptxas(expression, formats):
+def test_jammed_and_galloping_kernels_pass_ptxas(expression, formats, tool):
     from llvsparse.backends.cuda import check_ptx
+
+    tool("ptxas")
 
     kernel = ls.compile(expression, **formats)
     check_ptx(kernel.ptx(sm="sm_80"), "sm_80")

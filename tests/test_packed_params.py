@@ -21,6 +21,7 @@ def _wide(rows: int = 300, cols: int = 100_000, seed: int = 0) -> sp.csr_matrix:
     return matrix
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_hash_of_a_wide_matrix_is_sized_by_its_fullest_row(seed):
     """W was the column count: 300 x 100k buckets here, 2e10 for 200k x 100k."""

@@ -75,6 +75,7 @@ def test_a_failing_chunk_stops_the_call_and_is_raised(monkeypatch):
     assert fills == []
 
 
+@pytest.mark.slow
 def test_two_python_threads_share_the_pool_without_deadlock():
     """Each call asks for more helpers than the pool has free while the other runs."""
     rng = np.random.default_rng(3)

@@ -45,6 +45,7 @@ def _patterns(seed: int) -> list[tuple[sp.csr_matrix, sp.csr_matrix]]:
             (empty, empty)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("expr", list(MERGED))
 @pytest.mark.parametrize("out_format", ["csr", "dense"])
 @pytest.mark.parametrize("fmt", ["csr", "dcsr"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,6 +68,7 @@ def _reference(tree, arrays: dict[str, np.ndarray], shape: tuple[int, int] = SHA
     return np.full(shape, float(tree))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(tree=TREES.filter(lambda t: any(m in _text(t) for m in MATRICES)),
@@ -114,6 +116,7 @@ def _covers_i_j_k(tree) -> bool:
     return "k)" in text and ("A(" in text or "C(" in text) and ("B(" in text or "C(" in text)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(tree=CONTRACTION_TREES.filter(_covers_i_j_k),

@@ -53,6 +53,7 @@ def _threads_for_small_inputs(monkeypatch):
     monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page_in", [True, False], ids=["paged-in", "native-chunks"])
 @pytest.mark.parametrize(("expr", "formats", "make"), CASES)
 def test_threads_match_serial_bit_for_bit(expr, formats, make, page_in, monkeypatch):
@@ -102,6 +103,7 @@ def _arrays(tensor: ls.Tensor) -> list[np.ndarray]:
     return [a for level in tensor.level_arrays for a in level.values()] + [tensor.values]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("expr", "formats", "out", "strategy"), SPARSE_OUTPUT_CASES)
 def test_sparse_outputs_assembled_by_threads_match_serial(expr, formats, out, strategy,
                                                          always_gather):

@@ -37,6 +37,7 @@ def _matrix(rng: np.random.Generator, density: float) -> np.ndarray:
     return values.astype(np.float64)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(statement=st.sampled_from(sorted(STATEMENTS)),

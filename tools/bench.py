@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import math
 import os
@@ -604,6 +605,11 @@ def summary_table(records: list[Record], markdown: bool = False, min_best_s: flo
                               "minimum time / fastest peer's minimum")
     if min_best_s:
         title += f"; only inputs where the fastest peer takes >= {min_best_s * 1e3:g} ms"
+    if not table:  # an empty table read as a broken report
+        reason = (f"no input where a peer was verified and the fastest took "
+                  f">= {min_best_s * 1e3:g} ms (--quick inputs are smaller)" if min_best_s
+                  else "no verified results")
+        return f"{'**' + title + '**' if markdown else title}\n({reason})\n"
     return _render(title, header, table, markdown)
 
 
@@ -773,7 +779,8 @@ def _thread_counts(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    summary = " ".join(__doc__.split("\n\n")[0].split())  # the docstring's first paragraph
+    # the docstring's first paragraph, as plain text
+    summary = " ".join(__doc__.split("\n\n")[0].replace("``", "").split())
     parser = argparse.ArgumentParser(prog="llvsparse bench", description=summary)
     parser.add_argument("--quick", action="store_true",
                         help="tiny generated inputs and 2 small real matrices")
@@ -798,7 +805,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every implementation verified, 1 otherwise."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.png and importlib.util.find_spec("matplotlib") is None:
+        # said only at the end, after the whole run, it cost a rerun to get the chart
+        parser.error("--png needs matplotlib, which is not installed "
+                     "(pip install -e '.[bench]', or leave out --png)")
     kernels = args.kernels
     only = [s.strip() for s in args.inputs.split(",")] if args.inputs else None
     threads = args.llvsparse_threads
@@ -822,7 +834,9 @@ def main(argv: list[str] | None = None) -> int:
     print(kernel_tables(records))
     print(summary_table(records))
     print(summary_table(records, min_best_s=LARGE_S))
-    print(scaling_table(records))
+    scaling = scaling_table(records)
+    if scaling:
+        print(scaling)
     if roof:
         print(roofline_table(records, roof))
     if costs:

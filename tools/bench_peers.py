@@ -22,6 +22,7 @@ import scipy.sparse as sp
 import llvsparse as ls
 
 from .bench_inputs import MatrixInput, TensorInput, banded, ell_friendly
+from .bench_mkl import set_mkl_rt
 
 RANK_SPMM = 64
 RANK_SDDMM = 64
@@ -850,6 +851,8 @@ def discover(llvsparse_threads: tuple[int, ...] = (1,), llvsparse_out: bool = Fa
     for peer, module_name in PEER_MODULES.items():
         if peer == "scipy":
             continue
+        if peer == "sparse_dot_mkl":
+            set_mkl_rt()  # before the import, which loads MKL
         module, error = _import(module_name)
         if module is None:
             notes.append(f"{peer}: not importable ({error}); skipped")
