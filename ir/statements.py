@@ -93,7 +93,8 @@ class Access:
         return self.tensor if isinstance(self.tensor, str) else self.tensor.name
 
     def __str__(self) -> str:
-        return f"{self.name}({','.join(str(ix) for ix in self.indices)})"
+        comma = "," if all(isinstance(ix, IndexVar) for ix in self.indices) else ", "
+        return f"{self.name}({comma.join(str(ix) for ix in self.indices)})"
 
 
 Expr = CinExpr | Access

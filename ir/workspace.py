@@ -30,10 +30,15 @@ from .types import LevelType, TensorType
 
 
 class WorkspaceKind(enum.Enum):
-    NONE = "none"  # the output can be assembled directly
-    DENSE = "dense"  # one dimension, allocated at its extent
-    SPARSE = "sparse"  # stores only the entries produced
-    NOT_APPLICABLE = "not applicable"  # the rule does not cover this statement
+    """Which workspace the rule picks (values are enum.auto: a level format may share a name)."""
+
+    NONE = enum.auto()  # the output can be assembled directly
+    DENSE = enum.auto()  # one dimension, allocated at its extent
+    SPARSE = enum.auto()  # stores only the entries produced
+    NOT_APPLICABLE = enum.auto()  # the rule does not cover this statement
+
+    def __str__(self) -> str:
+        return self.name.lower().replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ def insert_workspace(stmt: Stmt, types: dict[str, TensorType]) -> WorkspaceChoic
     level = _workspace_level(dense)
     if level is None:
         return unchanged(WorkspaceKind.NOT_APPLICABLE,
-                         f"no registered level format can hold a {kind.value} workspace")
+                         f"no registered level format can hold a {kind} workspace")
     levels = tuple(LevelType(level, level.name, mode,
                              tuple((p, level.properties[p].default) for p in PROPERTY_NAMES))
                    for mode in range(len(ws_vars)))
@@ -100,7 +105,7 @@ def insert_workspace(stmt: Stmt, types: dict[str, TensorType]) -> WorkspaceChoic
         result = Forall(loop.index, result, loop.tags)
     hoist = f" per {', '.join(order[:hoisted])}" if hoisted else ""
     why = (f"the loops {', '.join(order)} produce {name}({', '.join(out_vars)}) out of its "
-           f"storage order; a {kind.value} workspace over {', '.join(ws_vars)}{hoist}")
+           f"storage order; a {kind} workspace over {', '.join(ws_vars)}{hoist}")
     return WorkspaceChoice(kind, result, why, ws)
 
 
