@@ -77,6 +77,8 @@ class TensorVar:
         return self.type.dtype
 
     def declaration(self) -> str:
+        if not self.type.levels:
+            return f"{self.name}: {self.dtype} scalar"
         levels = ", ".join(f"{lv.kind}:{lv.mode}" for lv in self.type.levels)
         return f"{self.name}: {self.dtype} [{levels}]"
 

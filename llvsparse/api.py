@@ -363,7 +363,7 @@ class Kernel:
                                name=builder.entry_name + OTHER_FORM_SUFFIX).compile()
         if phases:
             parallel_mode = types[order[0]].levels[0].mode
-        text = concrete_text(statement_of(nests))
+        text = concrete_text(statement_of(nests, types))
         lowered = time.perf_counter() - start
         compiled = jit(module, builder.entry_name)
         compiled.phases = {"lower to IR": lowered, **compiled.phases}

@@ -97,21 +97,21 @@ def test_sequences_fold_and_unfold():
 
 def test_spmv_prints_its_loop_nest():
     types = _types(y=("dense", 1), A=("csr", 2), x=("dense", 1))
-    stmt = statement_of(_scheduled("y(i) = A(i,j) * x(j)", types))
+    stmt = statement_of(_scheduled("y(i) = A(i,j) * x(j)", types), types)
     assert show(stmt) == "forall(i, forall(j, y(i) += A(i,j) * x(j)))"
     assert show_indented(stmt) == "forall i:\n  forall j:\n    y(i) += A(i,j) * x(j)"
 
 
 def test_spadd_assigns_without_reduction():
     types = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types))
+    stmt = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types), types)
     assert show(stmt) == "forall(i, forall(j, C(i,j) = A(i,j) + B(i,j)))"
 
 
 def test_split_additive_statement_is_a_sequence():
     """CSR + CSC into a dense output: one nest per storage order, the second adding."""
     types = _types(C=("dense", 2), A=("csr", 2), B=("csc", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types))
+    stmt = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types), types)
     assert isinstance(stmt, Sequence)
     assert concrete_text(stmt) == ("forall(i, forall(j, C(i,j) = A(i,j)))\n"
                                    "forall(j, forall(i, C(i,j) += B(j,i)))")
@@ -119,9 +119,31 @@ def test_split_additive_statement_is_a_sequence():
 
 def test_blocked_output_index_prints_its_derivation():
     types = _types(C=("dense", 2), A=("bcsr2x2", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", types))
+    stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", types), types)
     _, inner = loop_nest(stmt)
     assert str(inner.access) == "C(2*A1_0 + A1_2, 2*A1_1 + A1_3)"
+
+
+def test_inner_sum_becomes_a_scalar_temporary():
+    """A sum under an addition is not a loop of the nest: code generation runs it as its
+    own loop into a scalar, and the statement says so."""
+    a = _matrix(25, 15, 7, "csr")
+    x, z = np.arange(15.0), np.linspace(-1, 1, 25)
+    kernel = ls.compile("y(i) = A(i,j) * x(j) + z(i)", A="csr", x="dense", z="dense")
+    result = kernel(A=ls.Tensor.from_scipy(a, "csr"), x=x, z=z)
+    np.testing.assert_allclose(result.to_numpy(), a @ x + z, rtol=1e-12)
+    assert kernel.concrete == ("forall(i, where(y(i) = t() + z(i), "
+                               "forall(j, t() += A(i,j) * x(j))) with t: float64 scalar)")
+    types = _types("float32", y=("dense", 1), A=("csr", 2), x=("dense", 1), z=("dense", 1),
+                   t=("dense", 1))
+    stmt = statement_of(_scheduled("y(i) = A(i,j) * x(j) + z(i)", types), types)
+    where = stmt.body
+    assert isinstance(where, Where) and where.temporaries[0].name == "t1"
+    assert where.temporaries[0].dtype == "float32" and where.temporaries[0].type.order == 0
+    assert show_indented(stmt) == (
+        "forall i:\n  where with t1: float32 scalar:\n    consumer:\n"
+        "      y(i) = t1() + z(i)\n    producer:\n      forall j:\n"
+        "        t1() += A(i,j) * x(j)")
 
 
 def test_kernel_concrete_is_the_statement_tree():
@@ -140,7 +162,7 @@ def test_kernel_concrete_is_the_statement_tree():
 def test_gustavson_spgemm_gets_a_dense_row_workspace():
     types = _types("float32", C=("csr", 2), A=("csr", 2), B=("csr", 2))
     nest = _nest("C(i,j) = A(i,k) * B(k,j)", "ikj", types)
-    choice = insert_workspace(statement_of([nest]), types)
+    choice = insert_workspace(statement_of([nest], types), types)
     assert choice.kind is WorkspaceKind.DENSE
     w = choice.workspace
     assert isinstance(w, TensorVar) and w.dtype == "float32" and w.type.order == 1
@@ -159,7 +181,7 @@ def test_outer_product_spgemm_gets_a_sparse_workspace():
     accumulator cannot serve and nothing can be hoisted."""
     types = _types(C=("csr", 2), A=("csc", 2), B=("csr", 2))
     nest = _nest("C(i,j) = A(i,k) * B(k,j)", "kij", types)
-    choice = insert_workspace(statement_of([nest]), types)
+    choice = insert_workspace(statement_of([nest], types), types)
     assert choice.kind is WorkspaceKind.SPARSE
     w = choice.workspace
     assert w.type.order == 2 and w.dtype == "float64"
@@ -174,7 +196,7 @@ def test_outer_product_spgemm_gets_a_sparse_workspace():
 def test_no_workspace_for_outputs_taking_scattered_entries(out):
     """The scheduler runs these k,i,j and the kernel is right without a workspace."""
     types = _types(C=(out, 2), A=("csc", 2), B=("csr", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,k) * B(k,j)", types))
+    stmt = statement_of(_scheduled("C(i,j) = A(i,k) * B(k,j)", types), types)
     assert [loop.index.name for loop in loop_nest(stmt)[0]] == ["k", "i", "j"]
     choice = insert_workspace(stmt, types)
     assert choice.kind is WorkspaceKind.NONE and choice.statement is stmt
@@ -187,13 +209,14 @@ def test_no_workspace_for_outputs_taking_scattered_entries(out):
 
 def test_no_workspace_when_loops_follow_the_output_order():
     types = _types(C=("csr", 2), A=("csr", 2), B=("csc", 2))
-    stmt = statement_of([_nest("C(i,j) = A(i,k) * B(k,j)", "ijk", types)])
+    stmt = statement_of([_nest("C(i,j) = A(i,k) * B(k,j)", "ijk", types)], types)
     assert insert_workspace(stmt, types).kind is WorkspaceKind.NONE
 
 
 def test_transposed_copy_needs_a_sparse_workspace():
     types = _types(C=("csr", 2), A=("csr", 2))
-    choice = insert_workspace(statement_of([_nest("C(j,i) = A(i,j)", "ij", types)]), types)
+    stmt = statement_of([_nest("C(j,i) = A(i,j)", "ij", types)], types)
+    choice = insert_workspace(stmt, types)
     assert choice.kind is WorkspaceKind.SPARSE
     assert show(choice.statement).startswith(
         "where(forall(j, forall(i, C(j,i) = w(j,i))), forall(i, forall(j, w(j,i) = A(i,j)))) ")
@@ -201,17 +224,18 @@ def test_transposed_copy_needs_a_sparse_workspace():
 
 def test_workspace_rule_says_when_it_does_not_apply():
     types = _types(C=("dense", 2), A=("csr", 2), B=("csc", 2))
-    split = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types))
+    split = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types), types)
     choice = insert_workspace(split, types)
     assert choice.kind is WorkspaceKind.NOT_APPLICABLE and choice.statement is split
     assert "one assignment" in choice.reason
     blocked = _types(C=("csr", 2), A=("bcsr2x2", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", blocked | _types(C=("dense", 2))))
+    dense_out = blocked | _types(C=("dense", 2))
+    stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", dense_out), dense_out)
     assert insert_workspace(stmt, blocked).kind is WorkspaceKind.NOT_APPLICABLE
 
 
 def test_workspace_name_avoids_operands():
     types = _types(C=("csr", 2), w=("csr", 2), B=("csr", 2))
-    choice = insert_workspace(statement_of([_nest("C(i,j) = w(i,k) * B(k,j)", "ikj", types)]),
-                              types)
+    stmt = statement_of([_nest("C(i,j) = w(i,k) * B(k,j)", "ikj", types)], types)
+    choice = insert_workspace(stmt, types)
     assert choice.workspace.name == "w1" and "w1(j) += w(i,k) * B(k,j)" in show(choice.statement)
