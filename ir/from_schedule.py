@@ -9,7 +9,7 @@ generation makes of it: a scalar temporary filled by its own loops, under a ``wh
 
 from __future__ import annotations
 
-from llvsparse.operators import ADD
+from llvsparse.operators import ADD, Operator
 
 from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
 from .schedule import Nest, ScheduleError, order_loops
@@ -70,7 +70,7 @@ class _Builder:
             stmt = Forall(IndexVar(var), stmt)
         return stmt
 
-    def assign(self, access: Access, reduce_op, expr: Expr, bound: set[str],
+    def assign(self, access: Access, reduce_op: Operator | None, expr: Expr, bound: set[str],
                like: TensorType) -> Stmt:
         """``access op= expr``, under a ``where`` for each sum left in ``expr``."""
         producers: list[Stmt] = []
