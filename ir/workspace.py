@@ -67,6 +67,8 @@ def insert_workspace(stmt: Stmt, types: dict[str, TensorType]) -> WorkspaceChoic
         return unchanged(WorkspaceKind.NOT_APPLICABLE,
                          f"{name} or the loops use computed indices")
     out = types[name]
+    if not out.levels:
+        return unchanged(WorkspaceKind.NONE, f"{name} is a scalar")
     if all(level.can_insert for level in out.levels):
         return unchanged(WorkspaceKind.NONE, f"every level of {name} takes random inserts")
     if unordered_append_output(out):

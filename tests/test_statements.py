@@ -146,6 +146,16 @@ def test_inner_sum_becomes_a_scalar_temporary():
         "        t1() += A(i,j) * x(j)")
 
 
+def test_hidden_diagonal_level_is_a_loop():
+    """DIA's storage-only diagonal level gets its own variable, summed by the outer loop."""
+    a = sp.diags([np.arange(1.0, 9.0), np.ones(7)], [0, 1], format="dia")
+    x = np.linspace(0, 1, 8)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="dia", x="dense")
+    np.testing.assert_allclose(kernel(A=ls.Tensor.from_scipy(a, "dia"), x=x).to_numpy(),
+                               a @ x, rtol=1e-12)
+    assert kernel.concrete == "forall(A1_0, forall(i, forall(j, y(i) += A(A1_0,i,j) * x(j))))"
+
+
 def test_kernel_concrete_is_the_statement_tree():
     """What the user reads is what the scheduler decided, and the kernel it describes
     computes the right thing."""
@@ -232,6 +242,13 @@ def test_workspace_rule_says_when_it_does_not_apply():
     dense_out = blocked | _types(C=("dense", 2))
     stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", dense_out), dense_out)
     assert insert_workspace(stmt, blocked).kind is WorkspaceKind.NOT_APPLICABLE
+
+
+def test_scalar_output_needs_no_workspace():
+    types = _types(s=("dense", 0), A=("csr", 2), B=("csr", 2))
+    stmt = statement_of(_scheduled("s = A(i,j) * B(i,j)", types), types)
+    choice = insert_workspace(stmt, types)
+    assert choice.kind is WorkspaceKind.NONE and choice.reason == "s is a scalar"
 
 
 def test_workspace_name_avoids_operands():
