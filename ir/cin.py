@@ -2,7 +2,8 @@
 
 Accesses name one variable per *storage level* (hidden levels get fresh variables that
 are summed over), every occurrence of a tensor gets its own id, and reductions are
-explicit ``Sum`` nodes. Printing these gives the ``concrete`` stage of the dump tool.
+explicit ``Sum`` nodes. The loops, temporaries and sequences around these expressions
+are in ``statements.py``, whose printer gives ``kernel.concrete``.
 """
 
 from __future__ import annotations

@@ -36,9 +36,11 @@ from .formats.registry import generation as registry_generation
 from .gather import Scratch, gather_parallel
 from .ir.cin import operands
 from .ir.codegen import KernelCompiler
+from .ir.from_schedule import statement_of
 from .ir.frontend import to_concrete
 from .ir.lattice import KernelTooLargeError, variants_within_budget
 from .ir.schedule import ScheduleError, schedule
+from .ir.statements import concrete_text
 from .ir.types import TensorType, type_key
 from .kernel_cache import KERNELS
 from .outputs import AssembledOutput, output_params, refused_insert_error
@@ -362,8 +364,7 @@ class Kernel:
                                name=builder.entry_name + OTHER_FORM_SUFFIX).compile()
         if phases:
             parallel_mode = types[order[0]].levels[0].mode
-        text = "\n".join(f"{' '.join('forall ' + v for v in n.order)}: {n.assign}"
-                         for n in nests)
+        text = concrete_text(statement_of(nests, types))
         lowered = time.perf_counter() - start
         compiled = jit(module, builder.entry_name)
         compiled.phases = {"lower to IR": lowered, **compiled.phases}

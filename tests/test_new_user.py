@@ -165,4 +165,4 @@ def test_short_reprs_say_what_a_user_needs():
     assert tensor == (f"<Tensor csr: shape={A.shape}, dtype=float64, "
                       f"nnz={(S @ S.T).nnz}, index_dtype=int32>")
     bound = repr(kernel.bind(A=A))
-    assert bound.startswith("<BoundCall forall i") and len(bound) < 400
+    assert bound.startswith("<BoundCall forall(i, ") and len(bound) < 400

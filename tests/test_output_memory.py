@@ -64,7 +64,7 @@ def test_scattered_product_into_unordered_coordinates():
     b = sp.random(20, 25, density=0.2, format="csr", random_state=6)
     kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csc", B="csr", out_format="coo-unordered")
     result = kernel(A=ls.Tensor.from_scipy(a, "csc"), B=ls.Tensor.from_scipy(b, "csr"))
-    assert kernel.concrete.startswith("forall k")
+    assert kernel.concrete.startswith("forall(k, forall(i, forall(j, C(i,j) += ")
     np.testing.assert_allclose(result.to_numpy(), (a @ b).toarray(), rtol=1e-12)
     assert len(result.values) >= (a @ b).nnz
 

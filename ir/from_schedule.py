@@ -1,0 +1,108 @@
+"""Build concrete index notation statements from the scheduler's nests.
+
+The scheduler decides loop orders, splits additive statements and peels sums; this
+turns those decisions into one statement tree (a sequence of loop nests), the form the
+rest of the compiler can print, rewrite (workspaces) and, later, lower. A sum left
+inside an expression (``y(i) = sum_j(A(i,j) * x(j)) + z(i)``) becomes what code
+generation makes of it: a scalar temporary filled by its own loops, under a ``where``.
+"""
+
+from __future__ import annotations
+
+from llvsparse.operators import ADD, Operator
+
+from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
+from .schedule import Nest, ScheduleError, order_loops
+from .statements import (
+    Access,
+    Affine,
+    Assign,
+    Forall,
+    IndexExpr,
+    IndexVar,
+    Stmt,
+    TensorVar,
+    Where,
+    sequence,
+)
+from .types import TensorType
+
+
+def output_access(nest: Nest) -> Access:
+    """The assigned tensor's access; an index computed from blocked levels' variables
+    becomes the affine expression that computes it."""
+    derived = dict(nest.assign.derived)
+    indices: list[IndexExpr] = []
+    for var in nest.assign.vars:
+        if var in derived:
+            indices.append(Affine(tuple((IndexVar(p), m) for p, m in derived[var])))
+        else:
+            indices.append(IndexVar(var))
+    return Access(nest.assign.tensor, tuple(indices))
+
+
+class _Builder:
+    """Builds one kernel's statements, naming scalar temporaries ``t``, ``t1``, ..."""
+
+    def __init__(self, types: dict[str, TensorType]) -> None:
+        self.types = types
+        self.taken = set(types)
+
+    def temporary(self, like: TensorType) -> TensorVar:
+        name, k = "t", 0
+        while name in self.taken:
+            k += 1
+            name = f"t{k}"
+        self.taken.add(name)
+        return TensorVar(name, TensorType((), 0, like.dtype, like.index_dtype))
+
+    def nest(self, nest: Nest) -> Stmt:
+        """``forall(v1, ... forall(vn, out(...) op= body))`` in the nest's loop order.
+
+        The sums the scheduler peeled became loops, so the assignment reduces with
+        addition; so does a split statement after the first (it adds its term).
+        """
+        summed, _ = peel_sums(hoist_sums(nest.assign.rhs))
+        reduce_op = ADD if summed or nest.assign.accumulate else None
+        out = self.types[nest.assign.tensor]
+        stmt = self.assign(output_access(nest), reduce_op, nest.body, set(nest.order), out)
+        for var in reversed(nest.order):
+            stmt = Forall(IndexVar(var), stmt)
+        return stmt
+
+    def assign(self, access: Access, reduce_op: Operator | None, expr: Expr, bound: set[str],
+               like: TensorType) -> Stmt:
+        """``access op= expr``, under a ``where`` for each sum left in ``expr``."""
+        producers: list[Stmt] = []
+        temporaries: list[TensorVar] = []
+
+        def lift(e: Expr) -> Expr:
+            if isinstance(e, Apply):
+                return Apply(e.op, tuple(lift(a) for a in e.args))
+            if not isinstance(e, Sum):
+                return e
+            vars_, body = peel_sums(e)
+            if not vars_:  # a reduction by another operator: one loop
+                vars_, body = [e.var], e.body
+            try:  # the order code generation picks for the sum's own loops
+                order = order_loops(vars_, operands(body), self.types, set(bound))
+            except ScheduleError:  # it binds more at that point (blocked parts): as written
+                order = vars_
+            temp = self.temporary(like)
+            inner: Stmt = self.assign(Access(temp, ()), e.op, body, bound | set(order), like)
+            for var in reversed(order):
+                inner = Forall(IndexVar(var), inner)
+            producers.append(inner)
+            temporaries.append(temp)
+            return Access(temp, ())
+
+        stmt: Stmt = Assign(access, reduce_op, lift(expr))
+        if producers:
+            stmt = Where(stmt, sequence(producers), tuple(temporaries))
+        return stmt
+
+
+def statement_of(nests: list[Nest], types: dict[str, TensorType]) -> Stmt:
+    """The whole kernel: its nests in order (a sequence for a split statement)."""
+    builder = _Builder(types)
+    return sequence([builder.nest(n) for n in nests])
