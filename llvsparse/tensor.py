@@ -9,6 +9,7 @@ from functools import partial
 import numpy as np
 
 from . import notation as nt
+from .convert import scipy_conversion, scipy_pair
 from .expr_api import access, make_assignment
 from .format import Format, Level, as_format, named_format
 from .formats.registry import generation as registry_generation
@@ -229,6 +230,13 @@ class Tensor:
 
         if fmt == self.format:
             return self
+        layouts = scipy_pair(self, fmt)
+        if layouts is not None:  # CSR, CSC, COO: scipy's counting sorts
+            if check:
+                self.validate()
+            if layouts[0].canonical and self._sealed_state() is not None:
+                return self._sorted_into(fmt)  # a gather of the values, once planned
+            return scipy_conversion(self, fmt, *layouts)
         if fmt.has_hidden_levels or self.order == 0:
             return self._sorted_into(fmt)
         idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
@@ -271,6 +279,10 @@ class Tensor:
         """``fmt``'s index arrays for this tensor's entries, and the value position each
         of its entries reads; (None, None) where entries are summed or padded, so that a
         result is not a plain gather."""
+        layouts = scipy_pair(self, fmt)
+        if layouts is not None and layouts[0].canonical:  # no entries summed
+            template = scipy_conversion(self, fmt, *layouts, positions=True)
+            return template, template.values
         coords, positions = self._stored_entries()
         # Positions plus one (so that none is 0) packed in place of the values: where no
         # two entries share coordinates, each packed value says where its value is.
@@ -467,20 +479,17 @@ class Tensor:
         return coords, walk.positions
 
     def to_numpy(self) -> np.ndarray:
-        coords, values = self.to_coo()
-        dense = np.zeros(self.shape, dtype=self.dtype)
-        if self.order == 0:
-            return np.asarray(values[0] if len(values) else 0, dtype=self.dtype)
-        dense[tuple(coords)] = values
-        return dense
+        """A dense array; a view of the values for dense-laid-out tensors (see convert)."""
+        from .convert import to_numpy
+
+        return to_numpy(self)
 
     def to_scipy(self, format: str = "csr"):
-        import scipy.sparse as sp
+        """A scipy.sparse matrix, on this tensor's own arrays where it is laid out as
+        CSR, CSC or COO (see convert)."""
+        from .convert import to_scipy
 
-        if self.order != 2:
-            raise ValueError("to_scipy needs a matrix")
-        coords, values = self.to_coo()
-        return sp.coo_matrix((values, (coords[0], coords[1])), shape=self.shape).asformat(format)
+        return to_scipy(self, format)
 
     def write(self, path) -> None:
         """Write to Matrix Market (.mtx[.gz]), FROSTT (.tns[.gz]), .npy or .npz."""
