@@ -10,6 +10,8 @@ among CSR, CSC and COO run scipy's own counting sorts.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .layouts import Layout, layout_of
@@ -38,16 +40,16 @@ def to_numpy(tensor) -> np.ndarray:
 def _dense_view(tensor, layout: Layout) -> np.ndarray | None:
     """The values reshaped to the level extents and transposed to mode order, or None
     where the extents or the values do not match the shape."""
-    extents = tensor.level_extents
-    if sorted(layout.modes) != list(range(tensor.order)) or \
-            any(extents[k] != tensor.shape[m] for k, m in enumerate(layout.modes)):
+    extents, shape = tensor.level_extents, tensor.shape
+    if len(extents) != len(shape) or \
+            any(extents[k] != shape[m] for k, m in enumerate(layout.modes)):
         return None
-    size = int(np.prod(extents, dtype=np.int64))
+    size = math.prod(extents)
     if len(tensor.values) < size:
         return None
     blocked = tensor.values[:size].reshape(extents)
-    return blocked.transpose(np.argsort(layout.modes)) \
-        if layout.modes != tuple(range(tensor.order)) else blocked
+    axes = layout.transpose
+    return blocked if axes is None else blocked.transpose(axes)
 
 
 def _scattered(tensor) -> np.ndarray:

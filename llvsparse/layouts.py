@@ -54,16 +54,38 @@ class Layout:
     modes: tuple[int, ...]
     canonical: bool
 
+    @property
+    def transpose(self) -> tuple[int, ...] | None:
+        """Axes that put level-ordered values in mode order; None when they already are."""
+        if self.modes == tuple(range(len(self.modes))):
+            return None
+        return tuple(sorted(range(len(self.modes)), key=self.modes.__getitem__))
+
 
 def layout_of(ttype) -> Layout | None:
     """The Layout of a tensor type, or None where its levels match none (blocks,
-    storage-only levels, hashed or range levels, ...)."""
+    storage-only levels, hashed or range levels, ...). Remembered per type object (a
+    kernel's results share theirs): to_numpy of a small result costs microseconds."""
+    known = _LAYOUTS.get(id(ttype))
+    if known is not None and known[0] is ttype:
+        return known[1]
+    layout = _layout_of(ttype)
+    if len(_LAYOUTS) >= 1024:
+        _LAYOUTS.clear()
+    _LAYOUTS[id(ttype)] = (ttype, layout)  # the type is held: its id is not reused
+    return layout
+
+
+_LAYOUTS: dict[int, tuple] = {}
+
+
+def _layout_of(ttype) -> Layout | None:
     levels = ttype.levels
     if any(lv.block is not None or lv.mode is None for lv in levels):
         return None
     shapes = [level_shape(lv.definition) for lv in levels]
     modes = tuple(lv.mode for lv in levels)
-    if all(s == "axis" for s in shapes):
+    if all(s == "axis" for s in shapes) and sorted(modes) == list(range(len(modes))):
         return Layout("dense", modes, True)
     # Two levels, neither claiming every coordinate present; a COO's first level holds
     # repeats (a unique one allows one entry per row: no scipy matrix is that).
