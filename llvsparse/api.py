@@ -445,8 +445,11 @@ class Kernel:
             inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
         self.last = inst
         inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
+        converted = []  # (source, its conversion): refreshed in place on reuse
         for name, fmt in inst.conversions.items():
-            inputs[name] = inputs[name].asformat(fmt)
+            source = inputs[name]
+            inputs[name] = source.asformat(fmt)
+            converted.append((source, inputs[name]))
         threads = runtime.get_num_threads() if threads is None else \
             runtime.checked_thread_count(threads)
         expected = _expected_entries(inputs.values())
@@ -462,11 +465,12 @@ class Kernel:
                               self._entries_per_row(inputs, var))
         bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
         bound.operands = {n: tensors[n] for n in names if n != out}
-        holder_of = dict(zip(inputs, holders))
-        bound.operand_holders = [holder_of[n] for n in bound.operands]
+        # The caller's tensors' own descriptors (a converted operand's source's).
+        bound.operand_holders = [given[n].holder(check_shallow=False) for n in bound.operands]
         bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
                          if isinstance(a, np.ndarray) and _views(inputs[n].values, a)}
         bound.requested_threads = threads
+        bound.converted = converted
         return bound
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
@@ -630,8 +634,7 @@ class BoundCall:
         without a copy) and the thread request matches. ``check`` validates the Tensors
         again (remembered for sealed ones, see ``Tensor.validate``)."""
         wanted = runtime.get_num_threads() if threads is None else threads
-        if wanted != self.requested_threads or tensors.keys() != self.operands.keys() \
-                or self.inst.conversions:  # a converted copy may be stale: convert again
+        if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
             return None
         for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
             given = tensors[name]
@@ -645,6 +648,9 @@ class BoundCall:
             elif self.wrapped.get(name) != (getattr(given, "shape", None),
                                             getattr(given, "dtype", None)):
                 return None
+        # A converted copy takes its source's current values, or the call binds again.
+        if not all(source._regather(copy) for source, copy in self.converted):
+            return None
         return self
 
     def __call__(self, out: np.ndarray | None = None):

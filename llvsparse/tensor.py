@@ -259,10 +259,9 @@ class Tensor:
         index arrays cannot change, so where each entry of the result takes its value
         from is remembered, and converting it again (a transposed operand, on every
         call) gathers its current values: 2M entries in 15 ms rather than 250."""
-        state = self._sealed_state()
+        key = self._sorted_key(fmt)
         template = None
-        if state is not None and self.order > 0:
-            key = (_Identity(tuple(state[0])[:-1]), state[1:], fmt)  # not the values
+        if key is not None:
             memo = self.__dict__.get("_sorted_memo")
             if memo is None or memo[0] != key:
                 memo = self._sorted_memo = (key, *self._gather_plan(fmt))
@@ -274,6 +273,27 @@ class Tensor:
         return Tensor(self.shape, template.format, self.dtype, self.index_dtype,
                       template.level_extents, template.level_arrays, template.params,
                       self.values[sources], name=self.name)._seal()._mark_valid()
+
+    def _sorted_key(self, fmt: Format) -> tuple | None:
+        """What a remembered ``_sorted_into`` plan holds for: the sealed index arrays (not
+        the values), extents, parameters and ``fmt``; None when nothing can be kept."""
+        state = self._sealed_state()
+        if state is None or self.order == 0:
+            return None
+        return (_Identity(tuple(state[0])[:-1]), state[1:], fmt)
+
+    def _regather(self, converted: Tensor) -> bool:
+        """Refresh ``converted`` (made by ``_sorted_into`` from this tensor) in place with
+        this tensor's current values, if its remembered plan still holds: a binding with
+        a transposed operand then keeps its descriptors from call to call and pays a
+        gather per call, not a conversion and a new binding. False: convert again."""
+        memo = self.__dict__.get("_sorted_memo")
+        if memo is None or memo[1] is None or converted.level_arrays is not \
+                memo[1].level_arrays or memo[0] != self._sorted_key(converted.format) \
+                or converted.values.shape != memo[2].shape:
+            return False
+        np.take(self.values, memo[2], out=converted.values)
+        return True
 
     def _gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
         """``fmt``'s index arrays for this tensor's entries, and the value position each

@@ -171,3 +171,27 @@ def test_import_loads_nothing_until_a_name_is_used():
                           check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_transposed_operand_converts_once_and_follows_its_values():
+    """A loop of calls with a mixed-order operand keeps its binding: the conversion's
+    structure is remembered on the source, and each call gathers the source's current
+    values into it (written in place, or a new values array)."""
+    rng = np.random.default_rng(7)
+    a = sp.random(30, 30, density=0.2, format="csr", random_state=8)
+    b = sp.random(30, 30, density=0.2, format="csr", random_state=9)
+    A, B = ls.Tensor.from_scipy(a), ls.Tensor.from_scipy(b)
+    kernel = ls.compile("C(i,j) = A(i,j) + B(j,i)", C="csr", A="csr", B="csr")
+    first = kernel(A=A, B=B)
+    assert kernel.last.conversions  # B is read column by column: converted
+    np.testing.assert_allclose(first.to_numpy(), (a + b.T).toarray())
+    bound = kernel._last_bound
+    for _ in range(3):
+        B.values[:] = rng.standard_normal(len(B.values))
+        b = sp.csr_matrix((B.values.copy(), b.indices, b.indptr), shape=b.shape)
+        got = kernel(A=A, B=B)
+        np.testing.assert_allclose(got.to_numpy(), (a + b.T).toarray())
+        assert kernel._last_bound is bound  # no new binding, no new conversion
+    B.values = B.values * 2  # a new array: bound again
+    got = kernel(A=A, B=B)
+    np.testing.assert_allclose(got.to_numpy(), (a + 2 * b.T).toarray())
