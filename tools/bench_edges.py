@@ -4,8 +4,8 @@ against numpy or scipy doing the same job in the same run.
 Rows: ``to_numpy`` of a dense result (against ``np.asarray(values)``), a small SpMV with
 and without ``to_numpy``, ``to_scipy`` of a CSR result (against scipy's constructor on
 the same arrays), ``asformat`` of an unordered COO product into CSR and of CSR into CSC
-(against scipy's ``tocsr`` / ``tocsc``), a transposed operand in a loop of calls
-(against scipy's ``A.T @ x``), ``import llvsparse`` (against ``import numpy``), and a
+(against scipy's ``tocsr`` / ``tocsc``), ``A + A(j,i)`` in a loop of calls (a
+transposed use: a conversion remembered on the operand; against scipy's ``A + A.T``), ``import llvsparse`` (against ``import numpy``), and a
 cold SpMV compile by phase. Each pair runs interleaved, and every number is a median of
 several rounds. Run alone: ``python -m llvsparse.tools.bench_edges [--quick]``.
 """
@@ -131,7 +131,8 @@ def edge_costs(quick: bool, rounds: int = 7) -> dict[str, Any]:
     pair("asformat('csc'), same CSR result", lambda: result.asformat("csc"),
          reference.tocsc, "scipy .tocsc()")
 
-    left = sp.random(side, side, density=4 / side * (10 if quick else 25), format="csr",
+    wide = 2_000 if quick else 20_000  # 8 or 16 entries a row: ~1e5 or ~5e6 products
+    left = sp.random(wide, wide, density=(8 if quick else 16) / wide, format="csr",
                      random_state=5)
     product = ls.compile("C(i,k) = A(j,i) * B(j,k)", C="coo-unordered", A="csc", B="csr")(
         A=ls.Tensor.from_scipy(left, format="csc"), B=ls.Tensor.from_scipy(left))
@@ -141,11 +142,12 @@ def edge_costs(quick: bool, rounds: int = 7) -> dict[str, Any]:
     pair(f"asformat('csr'), unordered COO product of {len(product.values):.1e} entries",
          lambda: product.asformat("csr"), coo.tocsr, "scipy coo .tocsr()")
 
-    square = ls.Tensor.from_scipy(matrix)
-    x = rng.random(side)
-    transposed = ls.compile("y(i) = A(j,i) * x(j)", A="csr", x="dense")
-    pair("transposed CSR operand, per call in a loop", lambda: transposed(A=square, x=x),
-         lambda: matrix.T @ x, "scipy A.T @ x")
+    mixed = sp.random(side // 2, side // 2, density=0.02, format="csr", random_state=6)
+    mixed.data = rng.random(mixed.nnz)
+    square = ls.Tensor.from_scipy(mixed)
+    symmetric = ls.compile("C(i,j) = A(i,j) + A(j,i)", C="csr", A="csr")
+    pair(f"A + A(j,i), CSR of {mixed.nnz:.1e} entries, per call in a loop",
+         lambda: symmetric(A=square), lambda: mixed + mixed.T, "scipy A + A.T")
 
     import_rounds = 3 if quick else 7
     rows["import llvsparse"] = {"llvsparse_ms": _import_ms("llvsparse", import_rounds),
