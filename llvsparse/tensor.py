@@ -8,6 +8,7 @@ from functools import partial
 
 import numpy as np
 
+from . import convert
 from . import notation as nt
 from .convert import scipy_conversion, scipy_pair
 from .expr_api import access, make_assignment
@@ -500,16 +501,12 @@ class Tensor:
 
     def to_numpy(self) -> np.ndarray:
         """A dense array; a view of the values for dense-laid-out tensors (see convert)."""
-        from .convert import to_numpy
-
-        return to_numpy(self)
+        return convert.to_numpy(self)
 
     def to_scipy(self, format: str = "csr"):
         """A scipy.sparse matrix, on this tensor's own arrays where it is laid out as
         CSR, CSC or COO (see convert)."""
-        from .convert import to_scipy
-
-        return to_scipy(self, format)
+        return convert.to_scipy(self, format)
 
     def write(self, path) -> None:
         """Write to Matrix Market (.mtx[.gz]), FROSTT (.tns[.gz]), .npy or .npz."""
