@@ -8,6 +8,7 @@ import platform
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
@@ -204,8 +205,28 @@ class JitKernel:
     assembly: dict[str, int] = field(default_factory=dict)
     phases: dict = field(default_factory=dict)  # seconds spent per compile phase
     # The same kernel in its other form (``{name}_other_form``), where some of its
-    # loops have two (see KernelCompiler.other_form); None otherwise.
-    other: JitKernel | None = field(default=None, repr=False)
+    # loops have two (see KernelCompiler.other_form): compiled with it (``compiled``),
+    # or by ``other_builder`` when first asked for (see ``other``).
+    compiled: JitKernel | None = field(default=None, repr=False)
+    other_builder: Callable[[], JitKernel] | None = field(default=None, repr=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def has_other(self) -> bool:
+        """Whether the kernel has another form, compiled or not yet."""
+        return self.compiled is not None or self.other_builder is not None
+
+    @property
+    def other(self) -> JitKernel | None:
+        """The other form, compiled now if it was left for its first use (a cold SpMV
+        compile spent half its optimizer and code generator time on a form that a
+        kernel called once never runs); None where the kernel has one form."""
+        if self.compiled is None and self.other_builder is not None:
+            with self.lock:
+                if self.compiled is None:
+                    self.compiled = self.other_builder()
+                    self.other_builder = None
+        return self.compiled
 
     @property
     def asm(self) -> str | None:
@@ -289,8 +310,8 @@ def _entries(kernel: JitKernel) -> JitKernel:
     kernel.assembly = _assembly_addresses(engine, name)
     other = f"{name}{OTHER_FORM_SUFFIX}"
     if not name.endswith(OTHER_FORM_SUFFIX) and engine.get_function_address(other):
-        kernel.other = _entries(JitKernel(other, kernel.llvm_ir, kernel.llvm_ir_optimized,
-                                          0, engine, kernel.module))
+        kernel.compiled = _entries(JitKernel(other, kernel.llvm_ir, kernel.llvm_ir_optimized,
+                                             0, engine, kernel.module))
     return kernel
 
 

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -49,6 +50,9 @@ from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .refusals import advised
 from .results import MIN_BYTES, RESULTS, check_fits_memory
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
+
+if TYPE_CHECKING:
+    from llvmlite.ir import Module as LLVMModule
 
 
 class ShapeError(ValueError):
@@ -223,7 +227,11 @@ class Kernel:
             cached = self._load(disk_key, types, dtype)
             if cached is None:
                 cached = self._build_converting(types, dtype)
-                disk_cache.store(disk_key, cached.jit.object_code, instance_meta(cached))
+                other_key = disk_key + "-other"  # stored once it is compiled
+                if cached.jit.other_builder is not None:
+                    cached.jit.other_builder = _stored(cached.jit.other_builder, other_key)
+                disk_cache.store(disk_key, cached.jit.object_code,
+                                 instance_meta(cached, other_key))
             _CACHE[key] = cached
         self.last = cached
         return cached
@@ -280,11 +288,27 @@ class Kernel:
             retyped = dict(types)
             for n, fmt in conversions.items():
                 retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+            if meta["other_form_key"] and not kernel.has_other:
+                kernel.other_builder = functools.partial(
+                    self._other_from_disk, meta["other_form_key"],
+                    kernel.name + OTHER_FORM_SUFFIX, retyped, dtype, conversions)
             return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
                             meta["initializes_output"])
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
+
+    def _other_from_disk(self, key: str, name: str, types: dict[str, TensorType], dtype: str,
+                         conversions: dict[str, Format]) -> JitKernel:
+        """The other form of a kernel loaded from the disk cache: its own entry, or
+        compiled (and stored) if the process that built the kernel never ran it."""
+        entry = disk_cache.load(key)
+        if entry is not None:
+            try:
+                return load_object(entry[0], name, key)
+            except RuntimeError:
+                disk_cache.discard(key)
+        return _stored(self._build(types, dtype, conversions).jit.other_builder, key)()
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
@@ -332,7 +356,10 @@ class Kernel:
             + [along_output, natural]
 
     def _build(self, types: dict[str, TensorType], dtype: str,
-               conversions: dict[str, Format]) -> Instance:
+               conversions: dict[str, Format], lazy: bool = True) -> Instance:
+        """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
+        when first asked for (``JitKernel.other``), in a module of its own; otherwise
+        both go in one module (what inspection and export show)."""
         start = time.perf_counter()
         concrete = to_concrete(self._assignment, types)
         order = self._names  # the output first, then the inputs
@@ -357,17 +384,19 @@ class Kernel:
         for phase in phases:
             KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
                            module=module).compile()
-        if other_form:  # the same functions in the other form
-            for phase in ("whole", *phases):
-                KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath,
-                               phase=phase, module=module, other_form=True,
-                               name=builder.entry_name + OTHER_FORM_SUFFIX).compile()
+        other = functools.partial(_other_form, nests, types, order, dtype, self.fastmath,
+                                  phases, builder.entry_name)
+        if other_form and not lazy:
+            other(module)
         if phases:
             parallel_mode = types[order[0]].levels[0].mode
         text = concrete_text(statement_of(nests, types))
         lowered = time.perf_counter() - start
         compiled = jit(module, builder.entry_name)
         compiled.phases = {"lower to IR": lowered, **compiled.phases}
+        if other_form and lazy:
+            compiled.other_builder = lambda: jit(other(None), builder.entry_name +
+                                                 OTHER_FORM_SUFFIX)
         return Instance(types, text, compiled, dtype, conversions,
                         "\n".join(builder.lattice_log), order, parallel_mode,
                         builder.initializes_output)
@@ -379,8 +408,10 @@ class Kernel:
     def _with_code(self) -> Instance:
         """The current instance, recompiled if it came from the disk cache (no IR kept)."""
         inst = self._default()
-        if inst.jit.llvm_ir is None:
-            inst.jit = self._build(inst.types, inst.dtype, inst.conversions).jit
+        jit_code = inst.jit
+        together = jit_code.compiled is not None and jit_code.compiled.module is jit_code.module
+        if jit_code.llvm_ir is None or (jit_code.has_other and not together):
+            inst.jit = self._build(inst.types, inst.dtype, inst.conversions, lazy=False).jit
         return inst
 
     @property
@@ -475,8 +506,11 @@ class Kernel:
             inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
         self.last = inst
         inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
+        converted = []  # (source, its conversion): refreshed in place on reuse
         for name, fmt in inst.conversions.items():
-            inputs[name] = inputs[name].asformat(fmt)
+            source = inputs[name]
+            inputs[name] = source.asformat(fmt)
+            converted.append((source, inputs[name]))
         threads = runtime.get_num_threads() if threads is None else \
             runtime.checked_thread_count(threads)
         expected = _expected_entries(inputs.values())
@@ -492,12 +526,13 @@ class Kernel:
                               self._entries_per_row(inputs, var))
         bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
         bound.operands = {n: tensors[n] for n in names if n != out}
-        holder_of = dict(zip(inputs, holders))
-        bound.operand_holders = [holder_of[n] for n in bound.operands]
+        # The caller's tensors' own descriptors (a converted operand's source's).
+        bound.operand_holders = [given[n].holder(check_shallow=False) for n in bound.operands]
         bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
                          if isinstance(a, np.ndarray) and _views(inputs[n].values, a)}
         bound.requested_threads = threads
         bound.patterned = bool(self._patterns)
+        bound.converted = converted
         return bound
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
@@ -600,14 +635,14 @@ class BoundCall:
         else:
             self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
             self.output = self.assembled.holder(reserve=False)
-        # The kernel in each form it has, and each prepared on the shared descriptor.
-        self.code = {form: code for form, code in zip(FORMS, (inst.jit, inst.jit.other))
-                     if code is not None}
-        self.calls = {form: runtime.prepared_call(code.address, [self.output, *inputs])
-                      for form, code in self.code.items()}
+        # The kernel in each form it has, each prepared on the shared descriptor when
+        # first run (the other form may not be compiled yet: see JitKernel.other).
+        self.code: dict[str, JitKernel] = {}
+        self.calls: dict[str, Callable[[], int]] = {}
         # The form, and gathering threads or not: timed on the first calls (see probe.py).
         gathers = plan is not None and "append" in inst.jit.assembly
-        self.probe = Probe(tuple(self.code), ASSEMBLIES if gathers else ASSEMBLIES[:1])
+        self.probe = Probe(FORMS if inst.jit.has_other else FORMS[:1],
+                           ASSEMBLIES if gathers else ASSEMBLIES[:1])
         self.way = None if self.probe.probing else self.probe.next_way()
         self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
@@ -619,6 +654,20 @@ class BoundCall:
         raise TypeError("a kernel binding holds pointers into its operands' memory and "
                         "cannot be pickled; pickle the Kernel (and the tensors) and bind "
                         "again")
+
+    def _code(self, form: str) -> JitKernel:
+        """The kernel in ``form``, with its call prepared on the shared descriptor."""
+        code = self.code.get(form)
+        if code is None:
+            code = self.inst.jit if form == FORMS[0] else self.inst.jit.other
+            self.calls[form] = runtime.prepared_call(code.address,
+                                                     [self.output, *self.inputs])
+            self.code[form] = code
+        return code
+
+    def _call(self, form: str) -> Callable[[], int]:
+        self._code(form)
+        return self.calls[form]
 
     def _run_dense(self, code: JitKernel, values: np.ndarray,
                    prepare: Callable[[int, int], None] | None = None) -> None:
@@ -634,13 +683,14 @@ class BoundCall:
         thread is inside this binding."""
         if self.busy.acquire(blocking=False):
             try:
+                call = self.calls.get(form) or self._call(form)
                 self.output.point_to(0, values)
-                self.calls[form]()
+                call()
             finally:
                 self.output.forget(0)  # the result's memory is the caller's alone
                 self.busy.release()
         else:
-            self._run_dense(self.code[form], values)
+            self._run_dense(self._code(form), values)
 
     def _into(self, out: np.ndarray) -> np.ndarray:
         """``out`` as the flat values of this call's output, after checking it fits.
@@ -669,8 +719,7 @@ class BoundCall:
         without a copy) and the thread request matches. ``check`` validates the Tensors
         again (remembered for sealed ones, see ``Tensor.validate``)."""
         wanted = runtime.get_num_threads() if threads is None else threads
-        if wanted != self.requested_threads or tensors.keys() != self.operands.keys() \
-                or self.inst.conversions:  # a converted copy may be stale: convert again
+        if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
             return None
         for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
             given = tensors[name]
@@ -686,6 +735,9 @@ class BoundCall:
             elif self.wrapped.get(name) != (getattr(given, "shape", None),
                                             getattr(given, "dtype", None)):
                 return None
+        # A converted copy takes its source's current values, or the call binds again.
+        if not all(source._regather(copy) for source, copy in self.converted):
+            return None
         return self
 
     def __call__(self, out: np.ndarray | None = None):
@@ -724,13 +776,13 @@ class BoundCall:
             if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
                 # threads clear (out=, recycled) or page in (fresh) their rows first
                 rows = values.reshape(self.extents[0], -1)
-                self._run_dense(self.code[form], values,
+                self._run_dense(self._code(form), values,
                                 _clear(rows) if dirty else _page_in(rows))
             else:
                 if dirty:
                     values.fill(0)
                 if self.plan:
-                    self._run_dense(self.code[form], values)
+                    self._run_dense(self._code(form), values)
                 else:
                     self._run_one(form, values)
             return self.result(values)
@@ -738,11 +790,11 @@ class BoundCall:
             raise TypeError("out= needs a dense-like output (levels without arrays); this "
                             f"kernel assembles a {self.format.name or 'sparse'} output")
         if way.assembly == "gathered":
-            return self._gathered(self.code[form])
+            return self._gathered(self._code(form))
         if self.plan and not self.scratch:  # threads count, then fill (see can_split_assembly)
             holders = [self.assembled.holder(reserve=False), *self.inputs]
             runtime.assemble_parallel(
-                self.code[form].assembly, holders, self.plan,
+                self._code(form).assembly, holders, self.plan,
                 lambda total: self.assembled.reserve_for(holders[0], total))
             return self.assembled.adopt(holders[0])
         return self._assembled_on_one(form)
@@ -752,12 +804,12 @@ class BoundCall:
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()
                 self.assembled.reserve(self.output)
-                self.calls[form]()
+                (self.calls.get(form) or self._call(form))()
                 return self.assembled.adopt(self.output)
             finally:
                 self.busy.release()
         holders = [self.assembled.holder(), *self.inputs]  # another thread is inside
-        runtime.call(self.code[form].address, holders)
+        runtime.call(self._code(form).address, holders)
         return self.assembled.adopt(holders[0])
 
     def _gathered(self, code: JitKernel) -> Tensor:
@@ -773,6 +825,26 @@ class BoundCall:
             if kept:
                 self.scratch.lock.release()
         return self.assembled.adopt(holders[0])
+
+
+def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: str,
+                fastmath: bool, phases: tuple[str, ...], entry: str,
+                module: LLVMModule | None) -> LLVMModule:
+    """A kernel's functions in their other form, added to ``module`` or a new one."""
+    for phase in ("whole", *phases):
+        module = KernelCompiler(nests, types, order, dtype, fastmath=fastmath, phase=phase,
+                                module=module, other_form=True,
+                                name=entry + OTHER_FORM_SUFFIX).compile()
+    return module
+
+
+def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]:
+    """``build``, storing what it compiles in the disk cache under ``key``."""
+    def build_and_store() -> JitKernel:
+        kernel = build()
+        disk_cache.store(key, kernel.object_code, {"name": kernel.name})
+        return kernel
+    return build_and_store
 
 
 def _clear(rows: np.ndarray) -> Callable[[int, int], None]:

@@ -54,10 +54,13 @@ def reduce_kernel(kernel) -> tuple:
     return rebuild_kernel, (spec, compiled)
 
 
-def instance_meta(inst) -> dict:
+def instance_meta(inst, other_form_key: str | None = None) -> dict:
     """What an instance's object code needs beside it to be loaded again (the disk
-    cache's entries and pickled kernels hold it; ``Kernel.from_object`` reads it)."""
-    return {"name": inst.jit.name, "concrete": inst.concrete, "lattices": inst.lattices,
+    cache's entries and pickled kernels hold it; ``Kernel.from_object`` reads it). A
+    kernel whose other loop form is compiled on first use names the disk-cache entry
+    that form is stored under (``other_form_key``)."""
+    other = other_form_key if inst.jit.has_other else None
+    return {"name": inst.jit.name, "other_form_key": other, "concrete": inst.concrete, "lattices": inst.lattices,
             "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
             "conversions": {n: [lv.mode for lv in f.levels]
                             for n, f in inst.conversions.items()}}

@@ -8,7 +8,9 @@ from functools import partial
 
 import numpy as np
 
+from . import convert
 from . import notation as nt
+from .convert import scipy_conversion, scipy_pair
 from .describe import tensor_repr
 from .expr_api import access, make_assignment
 from .format import Format, Level, as_format, named_format
@@ -237,6 +239,13 @@ class Tensor:
 
         if fmt == self.format:
             return self
+        layouts = scipy_pair(self, fmt)
+        if layouts is not None:  # CSR, CSC, COO: scipy's counting sorts
+            if check:
+                self.validate()
+            if layouts[0].canonical and self._sealed_state() is not None:
+                return self._sorted_into(fmt)  # a gather of the values, once planned
+            return scipy_conversion(self, fmt, *layouts)
         if fmt.has_hidden_levels or self.order == 0:
             return self._sorted_into(fmt)
         idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
@@ -259,10 +268,9 @@ class Tensor:
         index arrays cannot change, so where each entry of the result takes its value
         from is remembered, and converting it again (a transposed operand, on every
         call) gathers its current values: 2M entries in 15 ms rather than 250."""
-        state = self._sealed_state()
+        key = self._sorted_key(fmt)
         template = None
-        if state is not None and self.order > 0:
-            key = (_Identity(tuple(state[0])[:-1]), state[1:], fmt)  # not the values
+        if key is not None:
             memo = self.__dict__.get("_sorted_memo")
             if memo is None or memo[0] != key:
                 memo = self._sorted_memo = (key, *self._gather_plan(fmt))
@@ -275,10 +283,35 @@ class Tensor:
                       template.level_extents, template.level_arrays, template.params,
                       self.values[sources], name=self.name)._seal()._mark_valid()
 
+    def _sorted_key(self, fmt: Format) -> tuple | None:
+        """What a remembered ``_sorted_into`` plan holds for: the sealed index arrays (not
+        the values), extents, parameters and ``fmt``; None when nothing can be kept."""
+        state = self._sealed_state()
+        if state is None or self.order == 0:
+            return None
+        return (_Identity(tuple(state[0])[:-1]), state[1:], fmt)
+
+    def _regather(self, converted: Tensor) -> bool:
+        """Refresh ``converted`` (made by ``_sorted_into`` from this tensor) in place with
+        this tensor's current values, if its remembered plan still holds: a binding with
+        a transposed operand then keeps its descriptors from call to call and pays a
+        gather per call, not a conversion and a new binding. False: convert again."""
+        memo = self.__dict__.get("_sorted_memo")
+        if memo is None or memo[1] is None or converted.level_arrays is not \
+                memo[1].level_arrays or memo[0] != self._sorted_key(converted.format) \
+                or converted.values.shape != memo[2].shape:
+            return False
+        np.take(self.values, memo[2], out=converted.values)
+        return True
+
     def _gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
         """``fmt``'s index arrays for this tensor's entries, and the value position each
         of its entries reads; (None, None) where entries are summed or padded, so that a
         result is not a plain gather."""
+        layouts = scipy_pair(self, fmt)
+        if layouts is not None and layouts[0].canonical:  # no entries summed
+            template = scipy_conversion(self, fmt, *layouts, positions=True)
+            return template, template.values
         coords, positions = self._stored_entries()
         # Positions plus one (so that none is 0) packed in place of the values: where no
         # two entries share coordinates, each packed value says where its value is.
@@ -461,20 +494,13 @@ class Tensor:
         return coords, walk.positions
 
     def to_numpy(self) -> np.ndarray:
-        coords, values = self.to_coo()
-        dense = np.zeros(self.shape, dtype=self.dtype)
-        if self.order == 0:
-            return np.asarray(values[0] if len(values) else 0, dtype=self.dtype)
-        dense[tuple(coords)] = values
-        return dense
+        """A dense array; a view of the values for dense-laid-out tensors (see convert)."""
+        return convert.to_numpy(self)
 
     def to_scipy(self, format: str = "csr"):
-        import scipy.sparse as sp
-
-        if self.order != 2:
-            raise ValueError("to_scipy needs a matrix")
-        coords, values = self.to_coo()
-        return sp.coo_matrix((values, (coords[0], coords[1])), shape=self.shape).asformat(format)
+        """A scipy.sparse matrix, on this tensor's own arrays where it is laid out as
+        CSR, CSC or COO (see convert)."""
+        return convert.to_scipy(self, format)
 
     def write(self, path) -> None:
         """Write to Matrix Market (.mtx[.gz]), FROSTT (.tns[.gz]), .npy or .npz."""

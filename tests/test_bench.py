@@ -60,6 +60,10 @@ def test_report_contents(quick_report: tuple[int, dict, Path]) -> None:
     assert all(len(r["times_s"]) == report["meta"]["rounds"] or r["single_call"] for r in timed)
     assert report["roofline"]["triad_1t_gbs"] > 0
     assert report["compile"]["cold_compile_s"]["median"] > 0
+    edges = report["edges"]
+    assert edges["rows"] and all(row["llvsparse_ms"] > 0 and row["reference_ms"] > 0
+                                 for row in edges["rows"].values())
+    assert edges["cold_compile_ms"]["optimize"] > 0
     assert any(r["roofline_fraction"] for r in timed if r["kernel"] == "spmv_csr")
     if importlib.util.find_spec("matplotlib") is not None:
         assert png.stat().st_size > 0

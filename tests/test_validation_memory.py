@@ -85,7 +85,9 @@ def test_made_writeable_again_is_validated_again(full_checks):
 
 
 def test_kernel_made_arrays_cannot_be_made_writeable():
-    A = ls.Tensor.from_scipy(MATRIX, format="csr")  # converted by a kernel
+    # Converted by a kernel (CSR, CSC and COO are converted by scipy, into arrays numpy
+    # owns: made writeable again, they are validated again, as above).
+    A = ls.Tensor.from_scipy(MATRIX, format="dcsr")
     with pytest.raises(ValueError):
         A.level_arrays[1]["pos"].flags.writeable = True
 

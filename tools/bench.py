@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import bench_inputs as inputs
+from .bench_edges import edge_costs, edges_table
 from .bench_peers import (
     KERNELS,
     LS_NOTES,
@@ -799,6 +800,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "allocated ahead (call(out=...)): columns llvsparse[-Nt]-out")
     parser.add_argument("--no-roofline", action="store_true", help="skip the STREAM triad")
     parser.add_argument("--no-compile", action="store_true", help="skip compile-cost timing")
+    parser.add_argument("--no-edges", action="store_true",
+                        help="skip the edges section (to_numpy, to_scipy, asformat, import)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -831,6 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     bandwidth = roof["bandwidth_gbs"] if roof else {}
     annotate(records, bandwidth)
     costs = None if args.no_compile else compile_costs(args.quick)
+    edges = None if args.no_edges else edge_costs(args.quick)
     print(kernel_tables(records))
     print(summary_table(records))
     print(summary_table(records, min_best_s=LARGE_S))
@@ -846,6 +850,8 @@ def main(argv: list[str] | None = None) -> int:
         print("Call overhead, 10x10 SpMV: " + ", ".join(
             f"{name} {v['median_us']:.1f} us" for name, v in
             costs["call_overhead_10x10_spmv"].items()))
+    if edges:
+        print(edges_table(edges))
     for text in pinning.statements:
         print(f"threads: {text}")
     if revision:
@@ -867,7 +873,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "formats": KERNELS[k].formats,
                                  "out_format": KERNELS[k].out_format} for k in kernels},
                  "llvsparse_notes": dict(LS_NOTES)},
-        "roofline": _jsonable(roof), "compile": costs,
+        "roofline": _jsonable(roof), "compile": costs, "edges": edges,
         "results": [r.as_json() for r in records], "skipped": skipped,
     }
     if args.json:
