@@ -1,6 +1,6 @@
 """The ``llvsparse`` command line: ``demo`` (the tour), ``dump`` (every compiler stage),
-``run`` (compile and time an expression on files or generated data) and ``formats`` (list
-level formats, check plugin files)."""
+``run`` (compile and time an expression on files or generated data), ``formats`` (list
+level formats, check plugin files) and ``selftest`` (a soak of random cases)."""
 
 from __future__ import annotations
 
@@ -509,6 +509,34 @@ def formats(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- selftest --------------------------------------------------------------------------------
+def selftest(args: argparse.Namespace) -> int:
+    """Run random cases (expressions, formats, shapes, dtypes, inf/NaN, corrupted inputs)
+    against numpy, each in a worker subprocess so that crashes and hangs are counted
+    against their case; exit 1 if any case failed."""
+    from .selftest import show_case, soak
+
+    first, cases, seed = 0, args.cases, args.seed
+    if args.case:
+        seed_text, sep, index_text = args.case.partition(":")
+        if not sep or not seed_text.strip().lstrip("-").isdigit() or not index_text.isdigit():
+            raise CliError(f"--case expects SEED:INDEX, not {args.case!r}")
+        seed, first, cases = int(seed_text), int(index_text), 1
+        print(show_case(seed, first))
+
+    def progress(report) -> None:
+        done = len(report.results)
+        if not args.case and (done % 50 == 0 or done == cases):
+            tallies = report.tallies
+            print(f"  {done}/{cases}: " + ", ".join(f"{n} {s}" for s, n in sorted(
+                tallies.items())), file=sys.stderr, flush=True)
+
+    report = soak(cases, seed=seed, timeout=args.timeout, jobs=args.jobs, first=first,
+                  progress=progress)
+    print(report.summary())
+    return 1 if report.failures else 0
+
+
 # -- entry point -----------------------------------------------------------------------------
 def _positive(text: str) -> int:
     value = int(text)
@@ -599,6 +627,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", nargs="+", action="extend", metavar="FILE.yaml",
                    help="validate level-format files; exit 1 if any is bad")
     p.set_defaults(run=formats)
+
+    p = sub.add_parser("selftest", formatter_class=raw,
+                       help="soak: random cases against numpy, crashes and hangs counted",
+                       description=selftest.__doc__,
+                       epilog="example: nice -n 19 llvsparse selftest --cases 2000 --seed 7")
+    p.add_argument("--cases", type=_positive, default=200, help="how many (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="which random cases (default 0)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="per case, compiling included; a case past it is a hang (default 60)")
+    p.add_argument("--jobs", type=_positive, default=1,
+                   help="worker processes (default 1)")
+    p.add_argument("--case", metavar="SEED:INDEX",
+                   help="run only this case (as a failure names it) and show its operands")
+    p.set_defaults(run=selftest)
     return parser
 
 
