@@ -525,7 +525,10 @@ def selftest(args: argparse.Namespace) -> int:
         print(show_case(seed, first))
 
     def progress(report) -> None:
-        done = len(report.results)
+        """Failures are printed as they come, so a run cut short still names them."""
+        done, latest = len(report.results), report.results[-1]
+        if latest.failed and not args.case:
+            print(report.line(latest), flush=True)
         if not args.case and (done % 50 == 0 or done == cases):
             tallies = report.tallies
             print(f"  {done}/{cases}: " + ", ".join(f"{n} {s}" for s, n in sorted(

@@ -72,11 +72,14 @@ class Report:
             if kinds and any(kinds):
                 lines.append(f"  {_LABELS[status]} by kind: " + ", ".join(
                     f"{k or '-'} {n}" for k, n in kinds.most_common()))
-        for r in self.failures:
-            lines.append(f"FAIL {_LABELS[r.status]} {r.kind}: {r.description}\n"
-                         f"     {r.detail}\n"
-                         f"     reproduce: llvsparse selftest --case {r.seed}:{r.index}")
+        lines += [self.line(r) for r in self.failures]
         return "\n".join(lines)
+
+    @staticmethod
+    def line(r: Result) -> str:
+        """A failing case: what, where, and how to run it again."""
+        return (f"FAIL {_LABELS[r.status]} {r.kind}: {r.description}\n     {r.detail}\n"
+                f"     reproduce: llvsparse selftest --case {r.seed}:{r.index}")
 
 
 # -- the worker ------------------------------------------------------------------------------
