@@ -516,13 +516,13 @@ def selftest(args: argparse.Namespace) -> int:
     against their case; exit 1 if any case failed."""
     from .selftest import show_case, soak
 
-    first, cases, seed = 0, args.cases, args.seed
+    first, cases, seed = args.first, args.cases, args.seed
     if args.case:
         seed_text, sep, index_text = args.case.partition(":")
         if not sep or not seed_text.strip().lstrip("-").isdigit() or not index_text.isdigit():
             raise CliError(f"--case expects SEED:INDEX, not {args.case!r}")
         seed, first, cases = int(seed_text), int(index_text), 1
-        print(show_case(seed, first))
+        print(show_case(seed, first, args.small))
 
     def progress(report) -> None:
         """Failures are printed as they come, so a run cut short still names them."""
@@ -535,7 +535,7 @@ def selftest(args: argparse.Namespace) -> int:
                 tallies.items())), file=sys.stderr, flush=True)
 
     report = soak(cases, seed=seed, timeout=args.timeout, jobs=args.jobs, first=first,
-                  progress=progress)
+                  small=args.small, progress=progress)
     print(report.summary())
     return 1 if report.failures else 0
 
@@ -637,12 +637,18 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example: nice -n 19 llvsparse selftest --cases 2000 --seed 7")
     p.add_argument("--cases", type=_positive, default=200, help="how many (default 200)")
     p.add_argument("--seed", type=int, default=0, help="which random cases (default 0)")
+    p.add_argument("--first", type=int, default=0, metavar="INDEX",
+                   help="number of the first case (default 0): a crash that needs the cases "
+                        "run before it in the same worker reproduces from there")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="per case, compiling included; a case past it is a hang (default 60)")
     p.add_argument("--jobs", type=_positive, default=1,
                    help="worker processes (default 1)")
     p.add_argument("--case", metavar="SEED:INDEX",
                    help="run only this case (as a failure names it) and show its operands")
+    p.add_argument("--small", action="store_true",
+                   help="shallower expressions over at most two operands, quicker to compile "
+                        "(the cases the test suite runs)")
     p.set_defaults(run=selftest)
     return parser
 

@@ -5,7 +5,9 @@ Worker subprocesses (``python -m llvsparse.selftest --worker``) each run a strea
 cases, so imports and warm caches are paid once per worker. The parent sends a worker one
 case at a time (``SEED INDEX``), reads one JSON line back, and enforces the per-case
 timeout: a worker past it is killed (a hang) and one that dies (a crash: a signal, or an
-exit without an answer) is replaced, and the case it held is the one blamed.
+exit without an answer) is replaced, and the case it held is the one blamed. A worker
+is also replaced after any failing case, since memory that native code damaged may
+bring down a later case instead.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 FAILURES = ("wrong", "crash", "hang", "unexpected", "accepted-corrupt")
@@ -47,6 +49,7 @@ class Report:
     """Tallies of a soak and every failing case."""
 
     seed: int
+    small: bool = False
     results: list[Result] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -75,16 +78,16 @@ class Report:
         lines += [self.line(r) for r in self.failures]
         return "\n".join(lines)
 
-    @staticmethod
-    def line(r: Result) -> str:
+    def line(self, r: Result) -> str:
         """A failing case: what, where, and how to run it again."""
         return (f"FAIL {_LABELS[r.status]} {r.kind}: {r.description}\n     {r.detail}\n"
-                f"     reproduce: llvsparse selftest --case {r.seed}:{r.index}")
+                f"     reproduce: llvsparse selftest --case {r.seed}:{r.index}"
+                + (" --small" if self.small else ""))
 
 
 # -- the worker ------------------------------------------------------------------------------
 def worker_main() -> int:
-    """Answer ``SEED INDEX`` lines with one JSON outcome line each, on the original
+    """Answer ``SEED INDEX SMALL`` lines with one JSON outcome line each, on the original
     stdout; anything the library prints goes to stderr instead."""
     import faulthandler
 
@@ -95,8 +98,8 @@ def worker_main() -> int:
     os.dup2(2, 1)
     faulthandler.enable()  # a crash leaves its Python stack on stderr
     for line in sys.stdin:
-        seed, index = (int(part) for part in line.split())
-        case = build_case(seed, index)
+        seed, index, small = (int(part) for part in line.split())
+        case = build_case(seed, index, bool(small))
         outcome = run_case(case)
         answers.write(json.dumps({"index": index, "status": outcome.status,
                                   "kind": outcome.kind, "detail": outcome.detail,
@@ -115,20 +118,24 @@ class _Worker:
         self.deadline = 0.0
         self.fresh = True
 
-    def send(self, seed: int, index: int, timeout: float) -> None:
+    def send(self, seed: int, index: int, small: bool, timeout: float) -> None:
         self.index = index
         self.deadline = time.monotonic() + timeout + (STARTUP_SECONDS if self.fresh else 0)
         self.fresh = False
         try:
-            self.proc.stdin.write(f"{seed} {index}\n".encode())
+            self.proc.stdin.write(f"{seed} {index} {int(small)}\n".encode())
             self.proc.stdin.flush()
         except BrokenPipeError:  # it died after its last answer: this case gets the blame
             pass
 
-    def stderr_tail(self, lines: int = 6) -> str:
+    def stderr_tail(self, lines: int = 24) -> str:
+        """What the worker said last: a native message and faulthandler's stacks."""
         self.log.seek(0)
-        tail = self.log.read().decode(errors="replace").strip().splitlines()[-lines:]
-        return " | ".join(t.strip() for t in tail)
+        text = self.log.read().decode(errors="replace")
+        text = text.split("\nExtension modules:")[0].strip().splitlines()
+        fatal = max((k for k, t in enumerate(text) if t.startswith("Fatal Python")), default=0)
+        tail = text[max(0, fatal - 3):][:lines]
+        return " | ".join(t.strip() for t in tail if t.strip())
 
     def stop(self, kill: bool = False) -> int:
         if kill:
@@ -152,9 +159,10 @@ def _death(code: int) -> str:
     return f"exit {code}"
 
 
-def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1,
-         first: int = 0, worker: list[str] | None = None, progress=None) -> Report:
-    """Run cases ``first .. first + cases - 1`` of ``seed`` on ``jobs`` workers."""
+def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1, first: int = 0,
+         small: bool = False, worker: list[str] | None = None, progress=None) -> Report:
+    """Run cases ``first .. first + cases - 1`` of ``seed`` on ``jobs`` workers
+    (``worker``: another command speaking the worker's protocol, for tests)."""
     from .soakcases import build_case
 
     command = worker or [sys.executable, "-m", "llvsparse.selftest", "--worker"]
@@ -163,44 +171,37 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1,
     if "LLVSPARSE_CACHE_DIR" not in env:  # no kernel from an earlier run may mask a bug
         scratch = tempfile.TemporaryDirectory(prefix="llvsparse-selftest-")
         env["LLVSPARSE_CACHE_DIR"] = scratch.name
-    report, start = Report(seed), time.monotonic()
-    pending = iter(range(first, first + cases))
+    report, start = Report(seed, small), time.monotonic()
+    pending = deque(range(first, first + cases))
     workers: list[_Worker] = []
     selector = selectors.DefaultSelector()
 
-    def dispatch(w: _Worker) -> bool:
-        index = next(pending, None)
-        if index is None:
-            return False
-        w.send(seed, index, timeout)
-        return True
+    def spawn() -> None:
+        """A fresh worker for the next case, if any is left."""
+        if pending:
+            w = _Worker(command, env)
+            w.send(seed, pending.popleft(), small, timeout)
+            workers.append(w)
+            selector.register(w.proc.stdout, selectors.EVENT_READ, w)
 
     def retire(w: _Worker, kill: bool = False) -> int:
         selector.unregister(w.proc.stdout)
         workers.remove(w)
         return w.stop(kill)
 
-    def replace(w: _Worker, status: str, kind: str, detail: str) -> None:
-        """Blame ``w``'s case (``w`` is retired already) and start a fresh worker."""
-        report.results.append(Result(seed, w.index, status, kind, detail,
-                                     build_case(seed, w.index).describe()))
+    def record(result: Result) -> None:
+        report.results.append(result)
         if progress:
             progress(report)
-        fresh = _Worker(command, env)
-        if dispatch(fresh):
-            workers.append(fresh)
-            selector.register(fresh.proc.stdout, selectors.EVENT_READ, fresh)
-        else:
-            fresh.stop()
+
+    def blame(w: _Worker, status: str, kind: str, detail: str) -> None:
+        record(Result(seed, w.index, status, kind, detail,
+                      build_case(seed, w.index, small).describe()))
+        spawn()
 
     try:
-        for _ in range(max(1, min(jobs, cases))):
-            w = _Worker(command, env)
-            if not dispatch(w):
-                w.stop()
-                break
-            workers.append(w)
-            selector.register(w.proc.stdout, selectors.EVENT_READ, w)
+        for _ in range(jobs):
+            spawn()
         while workers:
             wait = max(0.0, min(w.deadline for w in workers) - time.monotonic())
             for key, _ in selector.select(timeout=wait):
@@ -208,23 +209,26 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1,
                 chunk = os.read(w.proc.stdout.fileno(), 1 << 16)
                 if not chunk:  # the worker died with this case
                     tail = w.stderr_tail()
-                    replace(w, "crash", _death(retire(w)), tail)
+                    blame(w, "crash", _death(retire(w)), tail)
                     continue
                 w.buffer += chunk
-                while b"\n" in w.buffer and w in workers:
-                    line, w.buffer = w.buffer.split(b"\n", 1)
-                    answer = json.loads(line)
-                    report.results.append(Result(
-                        seed, answer["index"], answer["status"], answer["kind"],
-                        answer["detail"], answer["description"]))
-                    if progress:
-                        progress(report)
-                    if not dispatch(w):
-                        retire(w)
+                if not w.buffer.endswith(b"\n"):
+                    continue
+                answer, w.buffer = json.loads(w.buffer), b""  # one case at a time
+                result = Result(seed, answer["index"], answer["status"], answer["kind"],
+                                answer["detail"], answer["description"])
+                record(result)
+                if result.failed:  # what native code broke may outlive its case
+                    retire(w)
+                    spawn()
+                elif pending:
+                    w.send(seed, pending.popleft(), small, timeout)
+                else:
+                    retire(w)
             now = time.monotonic()
             for w in [w for w in workers if w.deadline <= now]:
                 retire(w, kill=True)
-                replace(w, "hang", f"over {timeout:g} s", "killed")
+                blame(w, "hang", f"over {timeout:g} s", "killed")
     finally:
         while workers:
             retire(workers[0], kill=True)
@@ -236,13 +240,13 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1,
     return report
 
 
-def show_case(seed: int, index: int) -> str:
+def show_case(seed: int, index: int, small: bool = False) -> str:
     """A case's description and operands, for reproducing it by hand."""
     import numpy as np
 
     from .soakcases import build_case
 
-    case = build_case(seed, index)
+    case = build_case(seed, index, small)
     lines = [case.describe()]
     with np.printoptions(threshold=10_000, linewidth=100):
         for op in case.operands.values():

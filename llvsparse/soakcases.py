@@ -97,7 +97,10 @@ class Case:
 
 # -- generation ------------------------------------------------------------------------------
 class _Generator:
-    def __init__(self, seed: int, index: int):
+    def __init__(self, seed: int, index: int, small: bool = False):
+        # small: shallower trees over fewer operands, which compile in a fraction of the
+        # time (the CI slice); the draws are the same, only the limits differ
+        self.depth, self.most = (1, 2) if small else (3, 4)
         self.rng = np.random.default_rng([seed, index])
         self.seed, self.index = seed, index
         self.operands: dict[str, Operand] = {}
@@ -169,13 +172,13 @@ class _Generator:
         """An expression over ``free``; each variable of ``bound`` is summed by one
         reduction somewhere in it."""
         rng = self.rng
-        if bound and (depth >= 2 or rng.random() < 0.5):
+        if bound and (depth >= self.depth - 1 or rng.random() < 0.5):
             var, rest = bound[0], bound[1:]
             body = self.tree(free + var, rest, depth + 1)
             if var not in {v for n in body.walk() if n.op == "access" for v in n.indices}:
                 body = Node(self.pick(("*", "+")), [self.operand_access(free + var, var), body])
             return Node("sum", [body], text=var)
-        if not bound and (depth >= 3 or rng.random() < 0.3 + 0.2 * depth):
+        if not bound and (depth >= self.depth or rng.random() < 0.3 + 0.2 * depth):
             if not free or (depth and rng.random() < 0.15):
                 return Node("literal", text="1" if self.bool_only else self.pick(LITERALS))
             return self.operand_access(free)
@@ -199,7 +202,7 @@ class _Generator:
             indices = "".join(self.pick(free) for _ in op.vars)
             if not required or required in indices:
                 return Node("access", tensor=op.name, indices=indices)
-        if fits and (len(self.operands) >= 4 or rng.random() < 0.5):
+        if fits and (len(self.operands) >= self.most or rng.random() < 0.5):
             op = self.pick(fits)
             return Node("access", tensor=op.name, indices=op.vars)
         order = int(rng.integers(1, len(free) + 1))
@@ -272,9 +275,9 @@ class _Generator:
         return data.astype(op.dtype)
 
 
-def build_case(seed: int, index: int) -> Case:
+def build_case(seed: int, index: int, small: bool = False) -> Case:
     """The case numbered ``index`` of the soak seeded ``seed``."""
-    return _Generator(seed, index).case()
+    return _Generator(seed, index, small).case()
 
 
 # -- the numpy reference ---------------------------------------------------------------------
