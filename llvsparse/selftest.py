@@ -99,7 +99,13 @@ def worker_main() -> int:
     faulthandler.enable()  # a crash leaves its Python stack on stderr
     for line in sys.stdin:
         seed, index, small = (int(part) for part in line.split())
-        case = build_case(seed, index, bool(small))
+        try:
+            case = build_case(seed, index, bool(small))
+        except Exception as error:  # noqa: BLE001 - the generator's own bug, not a crash
+            answers.write(json.dumps({"index": index, "status": "unexpected",
+                                      "kind": f"generator {type(error).__name__}",
+                                      "detail": str(error), "description": ""}) + "\n")
+            continue
         outcome = run_case(case)
         answers.write(json.dumps({"index": index, "status": outcome.status,
                                   "kind": outcome.kind, "detail": outcome.detail,
@@ -195,8 +201,11 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1, first:
             progress(report)
 
     def blame(w: _Worker, status: str, kind: str, detail: str) -> None:
-        record(Result(seed, w.index, status, kind, detail,
-                      build_case(seed, w.index, small).describe()))
+        try:
+            description = build_case(seed, w.index, small).describe()
+        except Exception as error:  # noqa: BLE001 - the worker's answer would have said
+            description = f"[{seed}:{w.index}] (the generator failed: {error!r})"
+        record(Result(seed, w.index, status, kind, detail, description))
         spawn()
 
     try:
