@@ -91,10 +91,11 @@ def worker_main() -> int:
     stdout; anything the library prints goes to stderr instead."""
     import faulthandler
 
+    from . import soakcheck
     from .soakcases import build_case
-    from .soakcheck import run_case
 
     answers = os.fdopen(os.dup(1), "w", buffering=1)
+    soakcheck.report_phase = lambda phase: answers.write(json.dumps({"phase": phase}) + "\n")
     os.dup2(2, 1)
     faulthandler.enable()  # a crash leaves its Python stack on stderr
     for line in sys.stdin:
@@ -106,7 +107,7 @@ def worker_main() -> int:
                                       "kind": f"generator {type(error).__name__}",
                                       "detail": str(error), "description": ""}) + "\n")
             continue
-        outcome = run_case(case)
+        outcome = soakcheck.run_case(case)
         answers.write(json.dumps({"index": index, "status": outcome.status,
                                   "kind": outcome.kind, "detail": outcome.detail,
                                   "description": case.describe()}) + "\n")
@@ -121,11 +122,12 @@ class _Worker:
                                      stderr=self.log, env=env)
         self.buffer = b""
         self.index: int | None = None
+        self.phase = "start"  # what the case was doing, as the worker last said
         self.deadline = 0.0
         self.fresh = True
 
     def send(self, seed: int, index: int, small: bool, timeout: float) -> None:
-        self.index = index
+        self.index, self.phase = index, "start"
         self.deadline = time.monotonic() + timeout + (STARTUP_SECONDS if self.fresh else 0)
         self.fresh = False
         try:
@@ -218,12 +220,15 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1, first:
                 chunk = os.read(w.proc.stdout.fileno(), 1 << 16)
                 if not chunk:  # the worker died with this case
                     tail = w.stderr_tail()
-                    blame(w, "crash", _death(retire(w)), tail)
+                    blame(w, "crash", _death(retire(w)), f"in {w.phase}: {tail}")
                     continue
-                w.buffer += chunk
-                if not w.buffer.endswith(b"\n"):
+                *lines, w.buffer = (w.buffer + chunk).split(b"\n")
+                answers = [json.loads(line) for line in lines]
+                for answer in answers:
+                    w.phase = answer.get("phase", w.phase)
+                if not answers or "status" not in answers[-1]:
                     continue
-                answer, w.buffer = json.loads(w.buffer), b""  # one case at a time
+                answer = answers[-1]  # one case at a time: its answer comes last
                 result = Result(seed, answer["index"], answer["status"], answer["kind"],
                                 answer["detail"], answer["description"])
                 record(result)
@@ -237,7 +242,7 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1, first:
             now = time.monotonic()
             for w in [w for w in workers if w.deadline <= now]:
                 retire(w, kill=True)
-                blame(w, "hang", f"over {timeout:g} s", "killed")
+                blame(w, "hang", f"over {timeout:g} s", f"killed in {w.phase}")
     finally:
         while workers:
             retire(workers[0], kill=True)

@@ -10,6 +10,7 @@ refused with one of the project's own exceptions. The worker of ``selftest`` cal
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,14 @@ class Outcome:
     status: str
     kind: str = ""
     detail: str = ""
+
+
+def _quiet(phase: str) -> None:
+    """Where a case is (compiling, or which call); the worker reports it to the parent,
+    so a hang or a crash says where it happened."""
+
+
+report_phase: Callable[[str], None] = _quiet
 
 
 def _refusals() -> tuple[type[Exception], ...]:
@@ -93,6 +102,7 @@ def run_case(case: Case) -> Outcome:
             return Outcome("refused", type(error).__name__, f"packing: {str(error)[:300]}")
         return _unexpected(error)
     try:
+        report_phase("compile")
         kernel = ls.compile(case.statement, out_format=case.out_format, **formats)
         if case.kind == "valid":
             return _check_valid(case, kernel, operands)
@@ -106,6 +116,7 @@ def run_case(case: Case) -> Outcome:
 def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
     from . import api, probe
 
+    report_phase("call 1")
     first = kernel(**operands)  # a documented refusal comes before any reference
     masks = {n: stored_mask(t, case.operands[n].dense.shape) for n, t in operands.items()}
     try:
@@ -145,6 +156,7 @@ def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
 def _compare_all(calls, expected: np.ndarray, case: Case):
     """Yields the first mismatch of ``calls`` (label, thunk), if any."""
     for label, call in calls:
+        report_phase(label)
         result = call()
         actual = result.to_numpy() if hasattr(result, "to_numpy") else np.asarray(result)
         problem = _mismatch(actual, expected)
@@ -177,6 +189,7 @@ def _check_corrupt(case: Case, kernel, operands: dict) -> Outcome:
             operands = dict(operands, A=_corrupt_scipy(case))
         else:
             operands = dict(operands, **{case.target: corrupt_tensor(case, operands)})
+        report_phase(f"call on {case.corruption}")
         result = kernel(**operands)
     except Exception as error:  # noqa: BLE001 - which one it is decides the outcome
         if _project_error(error):
