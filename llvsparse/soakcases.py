@@ -97,6 +97,8 @@ class Case:
 
 # -- generation ------------------------------------------------------------------------------
 class _Generator:
+    """Draws one case; every draw comes from one generator seeded by (seed, index)."""
+
     def __init__(self, seed: int, index: int, small: bool = False):
         # small: shallower trees over fewer operands, which compile in a fraction of the
         # time (the CI slice); the draws are the same, only the limits differ
