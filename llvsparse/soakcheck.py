@@ -116,6 +116,8 @@ def run_case(case: Case) -> Outcome:
 def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
     from . import api, probe
 
+    report_phase("bind (compiles)")
+    kernel.bind(**operands)
     report_phase("call 1")
     first = kernel(**operands)  # a documented refusal comes before any reference
     masks = {n: stored_mask(t, case.operands[n].dense.shape) for n, t in operands.items()}
@@ -184,6 +186,8 @@ def _mismatch(actual: np.ndarray, expected: np.ndarray) -> str:
 
 def _check_corrupt(case: Case, kernel, operands: dict) -> Outcome:
     """The corrupted operand must be refused by a project exception, never accepted."""
+    report_phase("bind valid operands (compiles)")
+    kernel.bind(**operands)  # a refusal here is the expression's, not the corruption's
     try:
         if case.kind == "scipy":
             operands = dict(operands, A=_corrupt_scipy(case))
