@@ -179,7 +179,7 @@ def _mismatch(actual: np.ndarray, expected: np.ndarray) -> str:
         close = actual == expected
     if np.all(close):
         return ""
-    where = tuple(int(w[0]) for w in np.nonzero(~np.asarray(close)))
+    where = tuple(int(w[0]) for w in np.nonzero(~np.atleast_1d(close)))[:actual.ndim]
     return (f"{int(np.sum(~close))} entries differ, first at {where}: "
             f"{actual[where]!r}, expected {expected[where]!r}")
 

@@ -103,6 +103,9 @@ def test_a_wrong_result_is_flagged(monkeypatch):
         def __call__(self, **operands):
             return self.kernel(**operands).to_numpy() + 1
 
+        def bind(self, **operands):
+            return self.kernel.bind(**operands)
+
     passing = [case for case in _valid_cases(5) if soakcheck.run_case(case).status == "passed"]
     assert len(passing) >= 2
     monkeypatch.setattr(ls, "compile", lambda *a, **k: OffByOne(real(*a, **k)))
