@@ -1,6 +1,7 @@
 """The llvsparse command line: demo (the tour), dump (every compiler stage), run (compile
 and time an expression on files or generated data), bench (time kernels against installed
-peers) and formats (list the named and level formats, check plugin files)."""
+peers), formats (list the named and level formats, check plugin files) and selftest (a
+soak of random cases against numpy)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .cli_common import (
 )
 from .cli_formats import formats
 from .cli_run import run
+from .cli_selftest import add_parser as add_selftest_parser
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -352,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", nargs="+", action="extend", metavar="FILE.yaml",
                    help="validate level-format files; exit 1 if any is bad")
     p.set_defaults(run=formats)
+    add_selftest_parser(sub, _positive)
     return parser
 
 

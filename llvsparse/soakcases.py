@@ -1,0 +1,361 @@
+"""Random cases for the soak (``llvsparse selftest``): each one a pure function of
+``(seed, index)``, so any failure is reproduced by its pair alone.
+
+A case is an expression (sums, products, differences, quotients, literals, explicit and
+implicit reductions, repeated, transposed and diagonal uses) over operands in random
+formats, shapes, value and index dtypes, sometimes holding inf or NaN; or the same with
+one operand corrupted (an ``ls.Tensor`` built from mutated arrays, or a scipy matrix
+mutated after construction), which must be refused with one of the project's errors.
+
+The reference is numpy on dense copies with the documented sparse semantics: an entry
+an operand does not store (padding counts as stored) annihilates in a product even
+against inf or NaN; everything else is computed in numpy's ``result_type`` of the
+operands and literals (float64 under a division of integers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+VARS = "ijk"
+LITERALS = ("2", "3", "0.5")
+DTYPES = ("float64", "float32", "int64", "int32", "bool")
+ANY_ORDER_FORMATS = ("dense", "coo", "csf", "hash", "coo-unordered")
+MATRIX_FORMATS = ("csr", "csc", "dcsr", "dcsc", "dia", "ell", "ell-rows", "bcsr2x2")
+OUT_FORMATS = ("dense", "csr", "dcsr", "coo", "hash", "csf", "coo-unordered", "csc")
+CORRUPTIONS = ("crd-range", "pos-order", "short-array", "short-values", "extents",
+               "values-dtype", "index-dtype")
+SCIPY_CORRUPTIONS = ("indices-range", "indptr-order", "short-indices")
+
+
+# -- the expression tree ---------------------------------------------------------------------
+@dataclass
+class Node:
+    """``op`` is "access", "literal", "neg", "sum" or a binary symbol."""
+
+    op: str
+    children: list[Node] = field(default_factory=list)
+    tensor: str = ""
+    indices: str = ""  # one character per index variable (repeats: a diagonal use)
+    text: str = ""  # a literal's text, or a reduction's variable
+
+    def __str__(self) -> str:
+        if self.op == "access":
+            return f"{self.tensor}({','.join(self.indices)})"
+        if self.op == "literal":
+            return self.text
+        if self.op == "neg":
+            return f"-({self.children[0]})"
+        if self.op == "sum":
+            return f"sum_{self.text}({self.children[0]})"
+        left, right = self.children
+        return f"({left} {self.op} {right})"
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass
+class Operand:
+    name: str
+    vars: str  # canonical index variables, in mode order
+    format_name: str  # how the case describes it
+    format: object  # what ls.compile / from_numpy take
+    dtype: str
+    index_dtype: str
+    dense: np.ndarray = None  # type: ignore[assignment]
+    as_array: bool = False  # passed as a numpy array (dense operands only)
+
+
+@dataclass
+class Case:
+    seed: int
+    index: int
+    kind: str  # "valid", "corrupt" or "scipy"
+    extents: dict[str, int]
+    operands: dict[str, Operand]
+    tree: Node
+    out_vars: str
+    statement: str
+    out_format: str
+    threads: bool
+    corruption: str = ""
+    target: str = ""  # the corrupted operand
+
+    def describe(self) -> str:
+        ops = ", ".join(f"{o.name}:{o.format_name}/{o.dtype}/{o.index_dtype}"
+                        + ("/ndarray" if o.as_array else "") for o in self.operands.values())
+        extra = f" corrupt {self.target}:{self.corruption}" if self.corruption else ""
+        shape = ",".join(f"{v}={n}" for v, n in self.extents.items())
+        return (f"[{self.seed}:{self.index}] {self.kind} '{self.statement}' {ops} -> "
+                f"{self.out_format} ({shape}){' threads' if self.threads else ''}{extra}")
+
+
+# -- generation ------------------------------------------------------------------------------
+class _Generator:
+    """Draws one case; every draw comes from one generator seeded by (seed, index)."""
+
+    def __init__(self, seed: int, index: int, small: bool = False):
+        # small: shallower trees over fewer operands, which compile in a fraction of the
+        # time (the CI slice); the draws are the same, only the limits differ
+        self.depth, self.most = (1, 2) if small else (3, 4)
+        self.rng = np.random.default_rng([seed, index])
+        self.seed, self.index = seed, index
+        self.operands: dict[str, Operand] = {}
+        self.square = False
+        self.extents: dict[str, int] = {}
+
+    def pick(self, options, weights=None):
+        if weights is not None:
+            weights = np.asarray(weights, dtype=float) / sum(weights)
+        return options[int(self.rng.choice(len(options), p=weights))]
+
+    def case(self) -> Case:
+        rng = self.rng
+        kind = self.pick(("valid", "corrupt", "scipy"), (80, 13, 7))
+        nvars = 2 if kind == "scipy" else self.pick((1, 2, 3), (2, 5, 3))
+        names = VARS[:nvars]
+        self.square = kind != "scipy" and rng.random() < 0.4
+        sizes = (0, 1, 2, 3, 4, 5, 6, 8)
+        weights = (1, 3, 4, 4, 4, 4, 3, 3)
+        if rng.random() < 0.08:
+            self.extents = {v: 1 for v in names}  # 1x1
+        elif self.square:
+            n = self.pick(sizes, weights)
+            self.extents = {v: n for v in names}
+        else:
+            self.extents = {v: self.pick(sizes, weights) for v in names}
+        self.bool_only = rng.random() < 0.1  # all operands bool (a literal makes it int)
+        if kind == "scipy":
+            self.operand("ij", force_format=self.pick(("csr", "csc", "coo", "dcsr", "dense")))
+            tree = Node("*", [Node("access", tensor="A", indices="ij"),
+                              self.operand_access("j")])
+            out_vars = "i"
+            statement = f"y(i) = {tree}"
+        else:
+            nout = int(rng.integers(0, nvars + 1)) if rng.random() < 0.3 else nvars
+            free = "".join(sorted(rng.permutation(list(names))[:nout]))
+            bound = [v for v in names if v not in free]
+            tree = self.tree(free, bound, depth=0)
+            used = {v for n in tree.walk() if n.op == "access" for v in n.indices}
+            sums = {n.text for n in tree.walk() if n.op == "sum"}
+            out = "".join(v for v in names if v in used and v not in sums)
+            if len(out) > 1 and rng.random() < 0.3:
+                out = "".join(rng.permutation(list(out)))  # a transposed output
+            implicit = (len(out) > 0 and rng.random() < 0.3
+                        and all(n.op in ("*", "access") for n in tree.walk()))
+            out_vars = out[:-1] if implicit else out
+            name = "Z" if out_vars else "s"
+            lhs = f"{name}({','.join(out_vars)})" if out_vars else name
+            statement = f"{lhs} = {tree}"
+        out_format = "dense"
+        if out_vars and rng.random() < 0.35:
+            choices = [f for f in OUT_FORMATS if len(out_vars) == 2 or f not in ("csr", "csc",
+                                                                                 "dcsr")]
+            out_format = self.pick(choices)
+        for op in self.operands.values():
+            op.dense = self.values(op)
+        case = Case(self.seed, self.index, kind, self.extents, self.operands, tree, out_vars,
+                    statement, out_format, threads=bool(rng.random() < 0.15))
+        if kind == "corrupt" and not self.operands:
+            case.kind = "valid"
+        elif kind == "corrupt":
+            case.target = self.pick(sorted(self.operands))
+            case.corruption = self.pick(CORRUPTIONS)
+        elif kind == "scipy":
+            case.target, case.corruption = "A", self.pick(SCIPY_CORRUPTIONS)
+        return case
+
+    def tree(self, free: str, bound: list[str], depth: int) -> Node:
+        """An expression over ``free``; each variable of ``bound`` is summed by one
+        reduction somewhere in it."""
+        rng = self.rng
+        if bound and (depth >= self.depth - 1 or rng.random() < 0.5):
+            var, rest = bound[0], bound[1:]
+            body = self.tree(free + var, rest, depth + 1)
+            if var not in {v for n in body.walk() if n.op == "access" for v in n.indices}:
+                body = Node(self.pick(("*", "+")), [self.operand_access(free + var, var), body])
+            return Node("sum", [body], text=var)
+        if not bound and (depth >= self.depth or rng.random() < 0.3 + 0.2 * depth):
+            if not free or (depth and rng.random() < 0.15):
+                return Node("literal", text="1" if self.bool_only else self.pick(LITERALS))
+            return self.operand_access(free)
+        ops = ("+", "-", "*", "/", "neg")  # bools refuse "-": rarely drawn for them
+        op = self.pick(ops, (4, 0.2, 4, 1, 0.05) if self.bool_only else (4, 2, 4, 1, 0.4))
+        if op == "neg":
+            return Node("neg", [self.tree(free, bound, depth + 1)])
+        split = int(rng.integers(0, len(bound) + 1))
+        left = self.tree(free, bound[:split], depth + 1)
+        right = self.tree(free, bound[split:], depth + 1)
+        return Node(op, [left, right])
+
+    def operand_access(self, free: str, required: str = "") -> Node:
+        """A use of an existing operand over ``free`` (canonical, transposed or diagonal)
+        or of a new one."""
+        rng = self.rng
+        fits = [op for op in self.operands.values()
+                if set(op.vars) <= set(free) and required in op.vars]
+        if self.square and self.operands and rng.random() < 0.4:
+            op = self.pick(list(self.operands.values()))
+            indices = "".join(self.pick(free) for _ in op.vars)
+            if not required or required in indices:
+                return Node("access", tensor=op.name, indices=indices)
+        if fits and (len(self.operands) >= self.most or rng.random() < 0.5):
+            op = self.pick(fits)
+            return Node("access", tensor=op.name, indices=op.vars)
+        order = int(rng.integers(1, len(free) + 1))
+        chosen = list(rng.permutation([v for v in free if v != required])[:order])
+        if required:
+            chosen = [required, *chosen[:order - 1]]
+        vars_ = "".join(sorted(chosen) if rng.random() < 0.8 else chosen)
+        op = self.operand(vars_)
+        return Node("access", tensor=op.name, indices=op.vars)
+
+    def operand(self, vars_: str, force_format: str | None = None) -> Operand:
+        rng = self.rng
+        name = "ABCDEFGH"[len(self.operands)]
+        shape = [self.extents[v] for v in vars_]
+        fmt_name, fmt = force_format or "", force_format
+        if fmt is None:
+            fmt_name, fmt = self.format(shape)
+        dtype = "bool" if self.bool_only else self.pick(DTYPES, (6, 2, 2, 2, 1))
+        op = Operand(name, vars_, fmt_name, fmt, dtype, self.pick(("int32", "int64"), (3, 1)))
+        op.as_array = fmt_name == "dense" and rng.random() < 0.3
+        self.operands[name] = op
+        return op
+
+    def format(self, shape: list[int]) -> tuple[str, object]:
+        from .format import Format, Level
+
+        rng = self.rng
+        named = list(ANY_ORDER_FORMATS)
+        if len(shape) == 2:
+            named += [f for f in MATRIX_FORMATS
+                      if f != "bcsr2x2" or all(n % 2 == 0 for n in shape)]
+        if rng.random() > 0.2:
+            name = self.pick(named)
+            return name, name
+        levels, text = [], []
+        modes = list(rng.permutation(len(shape)))
+        k = 0
+        while k < len(modes):
+            if k + 1 < len(modes) and rng.random() < 0.25:  # a coordinate pair
+                levels += [Level("compressed", int(modes[k]), {"unique": False}),
+                           Level("singleton", int(modes[k + 1]))]
+                text += [f"compressed(nonunique):{modes[k]}", f"singleton:{modes[k + 1]}"]
+                k += 2
+                continue
+            # a dense level under a sparse one cannot be packed (rarely drawn: a refusal)
+            under_sparse = any(level.kind != "dense" for level in levels)
+            kind = self.pick(("dense", "compressed", "hashed"),
+                             (0.2 if under_sparse else 3, 4, 1))
+            levels.append(Level(kind, int(modes[k])))
+            text.append(f"{kind}:{modes[k]}")
+            k += 1
+        return f"Format([{', '.join(text)}])", Format(levels)
+
+    def values(self, op: Operand) -> np.ndarray:
+        rng = self.rng
+        shape = tuple(self.extents[v] for v in op.vars)
+        density = self.pick((0.0, 0.1, 0.3, 0.6, 1.0), (1, 3, 4, 3, 1))
+        data = rng.integers(-3, 4, shape) * (rng.random(shape) < density)
+        if op.dtype == "bool":
+            return data != 0
+        if op.dtype.startswith("float"):
+            data = data.astype(op.dtype)
+            if rng.random() < 0.3:
+                data = data * rng.random(shape).astype(op.dtype)
+            if data.size and rng.random() < 0.15:
+                for _ in range(int(rng.integers(1, 3))):
+                    data.flat[int(rng.integers(data.size))] = self.pick(
+                        (np.inf, -np.inf, np.nan))
+            return data
+        return data.astype(op.dtype)
+
+
+def build_case(seed: int, index: int, small: bool = False) -> Case:
+    """The case numbered ``index`` of the soak seeded ``seed``."""
+    return _Generator(seed, index, small).case()
+
+
+# -- the numpy reference ---------------------------------------------------------------------
+def result_dtype(case: Case) -> np.dtype:
+    """numpy's result_type of the operands and literals, float64 under a division of
+    integers and int64 for unsigned ones, as README documents."""
+    dtypes = [np.dtype(op.dtype) for op in case.operands.values()]
+    literals = [_literal(n.text) for n in case.tree.walk() if n.op == "literal"]
+    result = np.result_type(*dtypes, *literals)
+    if any(n.op == "/" for n in case.tree.walk()) and result.kind in "biu":
+        result = np.dtype("float64")
+    return np.dtype("int64") if result.kind == "u" else result
+
+
+def _literal(text: str):
+    return float(text) if "." in text else int(text)
+
+
+def reference(case: Case, masks: dict[str, np.ndarray]) -> np.ndarray:
+    """The expected result: ``masks`` are the operands' stored patterns."""
+    dtype = result_dtype(case)
+    full = tuple(case.extents.values())
+    names = "".join(case.extents)
+    with np.errstate(all="ignore"):
+        value, _ = _evaluate(case, case.tree, masks, dtype, names)
+        # Variables an access uses outside any reduction but the output lacks are summed
+        # (an implicit reduction); the rest have one entry here already.
+        used = {v for n in case.tree.walk() if n.op == "access" for v in n.indices}
+        inner = {n.text for n in case.tree.walk() if n.op == "sum"}
+        implicit = tuple(a for a, v in enumerate(names)
+                         if v in used - inner and v not in case.out_vars)
+        value = np.broadcast_to(value, tuple(
+            n if v in case.out_vars or a in implicit else 1
+            for a, (v, n) in enumerate(zip(names, full))))
+        value = (np.logical_or.reduce(value, axis=implicit, keepdims=True)
+                 if dtype.kind == "b" else value.sum(axis=implicit, keepdims=True, dtype=dtype))
+        value = value.reshape([n for v, n in zip(names, full) if v in case.out_vars])
+        kept = [v for v in names if v in case.out_vars]
+        order = [kept.index(v) for v in case.out_vars]
+        return np.asarray(np.transpose(value, order), dtype=dtype)
+
+
+def _evaluate(case: Case, node: Node, masks, dtype: np.dtype, names: str):
+    """(values, stored pattern) of ``node`` over every index variable, broadcastable."""
+    full = tuple(case.extents.values())
+    if node.op == "literal":
+        return np.asarray(_literal(node.text), dtype=dtype), np.asarray(True)
+    if node.op == "access":
+        op = case.operands[node.tensor]
+        unique = "".join(dict.fromkeys(node.indices))
+        spec = f"{node.indices}->{unique}"
+        value = np.einsum(spec, op.dense.astype(dtype))
+        mask = np.einsum(spec, masks[node.tensor].astype(np.uint8)).astype(bool)
+        shape = [full[names.index(v)] if v in unique else 1 for v in names]
+        axes = [unique.index(v) for v in names if v in unique]
+        return (np.transpose(value, axes).reshape(shape),
+                np.transpose(mask, axes).reshape(shape))
+    if node.op == "neg":
+        value, mask = _evaluate(case, node.children[0], masks, dtype, names)
+        return -value, mask
+    if node.op == "sum":
+        value, mask = _evaluate(case, node.children[0], masks, dtype, names)
+        axis = names.index(node.text)
+        shape = list(np.broadcast_shapes(value.shape, mask.shape))
+        shape[axis] = full[axis]  # a literal under the sum counts once per coordinate
+        value, mask = np.broadcast_to(value, shape), np.broadcast_to(mask, shape)
+        total = (np.logical_or.reduce(value, axis=axis, keepdims=True) if dtype.kind == "b"
+                 else value.sum(axis=axis, keepdims=True, dtype=dtype))
+        return total, mask.any(axis=axis, keepdims=True)
+    (left, lmask), (right, rmask) = (_evaluate(case, c, masks, dtype, names)
+                                     for c in node.children)
+    if node.op == "*":
+        mask = lmask & rmask
+        return np.where(mask, left * right, np.zeros((), dtype)).astype(dtype), mask
+    if node.op == "/":
+        value = left / right
+        return value.astype(dtype), np.ones(value.shape, dtype=bool)
+    value = left + right if node.op == "+" else left - right
+    return value.astype(dtype), lmask | rmask
