@@ -37,6 +37,7 @@ from .ir.codegen import KernelCompiler
 from .ir.frontend import to_concrete
 from .ir.schedule import ScheduleError, schedule
 from .ir.types import TensorType, type_key
+from .live_copies import Refresh, live_copy
 from .outputs import AssembledOutput, output_params
 from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .results import MIN_BYTES, RESULTS, check_fits_memory
@@ -445,8 +446,10 @@ class Kernel:
             inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
         self.last = inst
         inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
+        refreshes = []  # converted copies read the tensors' current values per call
         for name, fmt in inst.conversions.items():
-            inputs[name] = inputs[name].asformat(fmt)
+            inputs[name], refresh = live_copy(inputs[name], fmt, self._user_name(name))
+            refreshes.append(refresh)
         threads = runtime.get_num_threads() if threads is None else \
             runtime.checked_thread_count(threads)
         expected = _expected_entries(inputs.values())
@@ -461,6 +464,7 @@ class Kernel:
             plan = self._plan(out_shape[inst.parallel_mode], threads,
                               self._entries_per_row(inputs, var))
         bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
+        bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         holder_of = dict(zip(inputs, holders))
         bound.operand_holders = [holder_of[n] for n in bound.operands]
@@ -580,6 +584,7 @@ class BoundCall:
         self.way = None if self.probe.probing else self.probe.next_way()
         self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
+        self.refreshes: list[Refresh] = []  # see live_copies.py
 
     def _run_dense(self, code: JitKernel, values: np.ndarray,
                    prepare: Callable[[int, int], None] | None = None) -> None:
@@ -652,6 +657,8 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
+        for refresh in self.refreshes:
+            refresh()
         if self.way is not None:
             return self._run(self.way, out)
         way = self.probe.next_way()

@@ -251,14 +251,9 @@ class Tensor:
         index arrays cannot change, so where each entry of the result takes its value
         from is remembered, and converting it again (a transposed operand, on every
         call) gathers its current values: 2M entries in 15 ms rather than 250."""
-        state = self._sealed_state()
-        template = None
-        if state is not None and self.order > 0:
-            key = (_Identity(tuple(state[0])[:-1]), state[1:], fmt)  # not the values
-            memo = self.__dict__.get("_sorted_memo")
-            if memo is None or memo[0] != key:
-                memo = self._sorted_memo = (key, *self._gather_plan(fmt))
-            template, sources = memo[1], memo[2]
+        template, sources = None, None
+        if self._sealed_state() is not None and self.order > 0:
+            template, sources = self._gather_plan(fmt)
         if template is None:
             coords, values = self.to_coo()
             return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
@@ -270,7 +265,17 @@ class Tensor:
     def _gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
         """``fmt``'s index arrays for this tensor's entries, and the value position each
         of its entries reads; (None, None) where entries are summed or padded, so that a
-        result is not a plain gather."""
+        result is not a plain gather. Remembered for a sealed tensor."""
+        state = self._sealed_state()
+        if state is None:
+            return self._new_gather_plan(fmt)
+        key = (_Identity(tuple(state[0])[:-1]), state[1:], fmt)  # not the values
+        memo = self.__dict__.get("_sorted_memo")
+        if memo is None or memo[0] != key:
+            memo = self._sorted_memo = (key, *self._new_gather_plan(fmt))
+        return memo[1], memo[2]
+
+    def _new_gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
         coords, positions = self._stored_entries()
         # Positions plus one (so that none is 0) packed in place of the values: where no
         # two entries share coordinates, each packed value says where its value is.
