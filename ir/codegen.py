@@ -1500,7 +1500,8 @@ class PointEmitter:
     def gallops(self) -> bool:
         """Whether a mismatch may skip every iterator straight to the largest coordinate:
         the body runs only where all operands are present (an intersection), and each
-        iterates the positions of an ordered, unique level."""
+        iterates the positions of an ordered, unique level whose every position holds
+        a coordinate (a search over empty slots may step past a match)."""
         if len(self.iterated) < 2 or len(self.lattice.points) != 1:
             return False
         for it in self.iterated:
@@ -1508,7 +1509,8 @@ class PointEmitter:
             level = None if it.is_universe else self.kc.level_type(it)
             if level is None or state.kind != "position" or not level.ordered \
                     or not level.unique or (state.parent is not None
-                                            and state.parent.seg_end is not None):
+                                            and state.parent.seg_end is not None) \
+                    or not level.definition.always_found("pos_access"):
                 return False
         return True
 
