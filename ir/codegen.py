@@ -1473,7 +1473,7 @@ class PointEmitter:
             return False
         if self.galloping:  # only here do the two merges of an intersection differ
             self.kc.form_choices += 1
-            self.seek_common(split[0])
+            self.seek_common(*split)
         else:
             for it in self.iterated:
                 self.advance(it, split[0][it], split[1])
@@ -1503,7 +1503,8 @@ class PointEmitter:
     def gallops(self) -> bool:
         """Whether a mismatch may skip every iterator straight to the largest coordinate:
         the body runs only where all operands are present (an intersection), and each
-        iterates the positions of an ordered, unique level."""
+        iterates the positions of an ordered, unique level whose every position holds
+        a coordinate (a search over empty slots may step past a match)."""
         if len(self.iterated) < 2 or len(self.lattice.points) != 1:
             return False
         for it in self.iterated:
@@ -1511,7 +1512,8 @@ class PointEmitter:
             level = None if it.is_universe else self.kc.level_type(it)
             if level is None or state.kind != "position" or not level.ordered \
                     or not level.unique or (state.parent is not None
-                                            and state.parent.seg_end is not None):
+                                            and state.parent.seg_end is not None) \
+                    or not level.definition.always_found("pos_access"):
                 return False
         return True
 
@@ -1528,19 +1530,26 @@ class PointEmitter:
             longest = b.select(b.icmp_signed(">", length, longest), length, longest)
         return b.icmp_signed(">", longest, b.mul(shortest, ir.Constant(I64, GALLOP_SKEW)))
 
-    def seek_common(self, coords: dict[Iter, ir.Value]) -> None:
+    def seek_common(self, coords: dict[Iter, ir.Value], i: ir.Value) -> None:
         """Move every iterator behind the largest current coordinate to its first
         position at or after it. A row of a few entries intersected with one of
         thousands (power-law rows against their transpose's) then costs a search per
-        short-row entry instead of a step per long-row entry."""
+        short-row entry instead of a step per long-row entry. Where every iterator is
+        at the smallest coordinate ``i`` (no case ran: a located operand missed it),
+        none is behind, so each steps past it instead (searching would not move)."""
         b = self.b
         target = None
         for coord in coords.values():
             target = coord if target is None else b.select(
                 b.icmp_signed(">", coord, target), coord, target)
-        for it in self.iterated:
-            with b.if_then(b.icmp_signed("<", coords[it], target)):
-                b.store(self.gallop(it, target), self.states[it].cur)
+        with b.if_else(b.icmp_signed("==", target, i)) as (matched, behind):
+            with matched:
+                for it in self.iterated:
+                    self.advance(it, coords[it], None)
+            with behind:
+                for it in self.iterated:
+                    with b.if_then(b.icmp_signed("<", coords[it], target)):
+                        b.store(self.gallop(it, target), self.states[it].cur)
 
     def gallop(self, it: Iter, target: ir.Value) -> ir.Value:
         """First position of ``it`` whose coordinate is >= target, searching forward

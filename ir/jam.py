@@ -23,6 +23,7 @@ from llvmlite import ir
 from . import scalars
 from .bodies import I64, TRUE, is_true
 from .cin import Expr, Operand, contains_sum, operands
+from .schedule import ScheduleError
 
 if TYPE_CHECKING:
     from .codegen import Ctx, KernelCompiler
@@ -52,9 +53,17 @@ def can_jam(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> boo
 
 def only_locate(kc: KernelCompiler, loop_vars: list[str], expr: Expr) -> bool:
     """Whether loops over ``loop_vars`` visit every coordinate of their extents and
-    resolve every operand level they index by a locate that always finds it."""
-    return all(locates_surely(kc, op, level) for op in operands(expr)
-               for level, var in enumerate(op.vars) if var in loop_vars)
+    resolve every operand level they reach by a locate that always finds it: each level
+    one of them indexes, and every level below it, which they resolve too even where an
+    outer loop binds its index (B(k,j,l) with l outside a loop over j: l's level is
+    located inside the j loop, after j's)."""
+    for op in operands(expr):
+        inside = False
+        for level, var in enumerate(op.vars):
+            inside = inside or var in loop_vars
+            if inside and not locates_surely(kc, op, level):
+                return False
+    return True
 
 
 def all_nonempty(kc: KernelCompiler, loop_vars: list[str]) -> ir.Value:
@@ -73,8 +82,8 @@ def locate_bound(kc: KernelCompiler, ctx: Ctx, expr: Expr) -> Ctx:
     for op in operands(expr):
         resolved = len(ctx.levels.get(op.uid, ()))
         ok, deeper = kc.cascade(op, resolved, TRUE, ctx)
-        if not is_true(ok):
-            raise AssertionError(f"{op.tensor}: a jammed locate may miss")
+        if not is_true(ok):  # only_locate and others_located_surely rule this out
+            raise ScheduleError(f"internal: {op.tensor}: a jammed locate may miss")
         for entry in deeper:
             ctx = ctx.resolve(op.uid, entry)
     return ctx

@@ -44,6 +44,7 @@ from .ir.schedule import ScheduleError, schedule
 from .ir.statements import concrete_text
 from .ir.types import TensorType, type_key
 from .kernel_cache import KERNELS
+from .live_copies import Refresh, live_copy
 from .outputs import AssembledOutput, output_params, refused_insert_error
 from .pickling import instance_meta, reduce_kernel
 from .probe import ASSEMBLIES, FORMS, Probe, Way
@@ -506,11 +507,12 @@ class Kernel:
             inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
         self.last = inst
         inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
-        converted = []  # (source, its conversion): refreshed in place on reuse
+        refreshes = []  # converted copies read the tensors' current values per call
+        converted = []  # their sources: a binding is reused only while theirs are sealed
         for name, fmt in inst.conversions.items():
-            source = inputs[name]
-            inputs[name] = source.asformat(fmt)
-            converted.append((source, inputs[name]))
+            converted.append(inputs[name])
+            inputs[name], refresh = live_copy(inputs[name], fmt, self._user_name(name))
+            refreshes.append(refresh)
         threads = runtime.get_num_threads() if threads is None else \
             runtime.checked_thread_count(threads)
         expected = _expected_entries(inputs.values())
@@ -525,6 +527,7 @@ class Kernel:
             plan = self._plan(out_shape[inst.parallel_mode], threads,
                               self._entries_per_row(inputs, var))
         bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
+        bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         # The caller's tensors' own descriptors (a converted operand's source's).
         bound.operand_holders = [given[n].holder(check_shallow=False) for n in bound.operands]
@@ -646,6 +649,7 @@ class BoundCall:
         self.way = None if self.probe.probing else self.probe.next_way()
         self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time
+        self.refreshes: list[Refresh] = []  # see live_copies.py
 
     def __repr__(self) -> str:
         return f"<BoundCall {self.inst.concrete.splitlines()[0]}; {bound_summary(self)}>"
@@ -735,8 +739,9 @@ class BoundCall:
             elif self.wrapped.get(name) != (getattr(given, "shape", None),
                                             getattr(given, "dtype", None)):
                 return None
-        # A converted copy takes its source's current values, or the call binds again.
-        if not all(source._regather(copy) for source, copy in self.converted):
+        # A converted copy follows its source's values (live_copies.py), not its index
+        # arrays: a source whose index arrays may have changed is converted again.
+        if any(source._sealed_state() is None for source in self.converted):
             return None
         return self
 
@@ -745,6 +750,8 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
+        for refresh in self.refreshes:
+            refresh()
         try:
             if self.way is not None:
                 return self._run(self.way, out)

@@ -291,19 +291,6 @@ class Tensor:
             return None
         return (_Identity(tuple(state[0])[:-1]), state[1:], fmt)
 
-    def _regather(self, converted: Tensor) -> bool:
-        """Refresh ``converted`` (made by ``_sorted_into`` from this tensor) in place with
-        this tensor's current values, if its remembered plan still holds: a binding with
-        a transposed operand then keeps its descriptors from call to call and pays a
-        gather per call, not a conversion and a new binding. False: convert again."""
-        memo = self.__dict__.get("_sorted_memo")
-        if memo is None or memo[1] is None or converted.level_arrays is not \
-                memo[1].level_arrays or memo[0] != self._sorted_key(converted.format) \
-                or converted.values.shape != memo[2].shape:
-            return False
-        np.take(self.values, memo[2], out=converted.values)
-        return True
-
     def _gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
         """``fmt``'s index arrays for this tensor's entries, and the value position each
         of its entries reads; (None, None) where entries are summed or padded, so that a

@@ -157,3 +157,58 @@ def test_kernel_call_writes_into_out():
     result = spmv(A=A, x=np.ones(3), out=out)
     np.testing.assert_array_equal(out, [3.0, 3.0])
     assert np.shares_memory(result.values, out)
+
+
+DUP_FORMAT = ls.Format([ls.Level("compressed", 0, {"unique": False, "ordered": False}),
+                        ls.Level("singleton", 1, {"unique": False, "ordered": False})])
+
+
+def _converted_operand(kind: str) -> tuple[ls.Tensor, object]:
+    """A matrix whose uses below need a conversion: packed by llvsparse (sealed), built on
+    the caller's own arrays, or with repeated coordinates (the copy sums them)."""
+    matrix = sp.random(30, 30, density=0.2, format="csr", random_state=4)
+    if kind == "packed":
+        return ls.Tensor.from_scipy(matrix, format="csr"), "csr"
+    if kind == "own arrays":
+        return ls.Tensor((30, 30), ls.named_format("csr", 2), "float64", "int32", [30, 30],
+                         [{}, {"pos": matrix.indptr.astype(np.int32),
+                               "crd": matrix.indices.astype(np.int32)}],
+                         [{}, {}], matrix.data.copy()), "csr"
+    coo = matrix.tocoo()
+    rows, cols = np.concatenate([coo.row, coo.row[:5]]), np.concatenate([coo.col, coo.col[:5]])
+    return ls.Tensor((30, 30), DUP_FORMAT, "float64", "int32", [30, 30],
+                     [{"pos": np.array([0, len(rows)], np.int32),
+                       "crd": rows.astype(np.int32)}, {"crd": cols.astype(np.int32)}],
+                     [{}, {}], np.arange(1.0, len(rows) + 1)), DUP_FORMAT
+
+
+@pytest.mark.parametrize("kind", ["packed", "own arrays", "duplicates"])
+@pytest.mark.parametrize("text", ["C(i,j) = A(i,j) + A(j,i)", "C(i,j) = B(i,j) * A(j,i)"])
+def test_binding_with_a_conversion_reads_current_values(kind, text):
+    """A binding converts an operand once, when it is made; changing the tensor's values
+    in place afterwards must still change the binding's results, as for kernel(...)
+    (the copy kept the values it was made with)."""
+    A, fmt = _converted_operand(kind)
+    B = ls.Tensor.from_scipy(sp.random(30, 30, density=0.3, format="csr", random_state=5))
+    kernel = ls.compile(text, A=fmt, **({"B": "csr"} if "B(" in text else {}), C="csr")
+    operands = {"A": A, "B": B} if "B(" in text else {"A": A}
+    call = kernel.bind(**operands)
+    converted = {kernel.aliases[n].tensor if n in kernel.aliases else n
+                 for n in kernel.last.conversions}
+    assert "A" in converted, kernel.last.conversions
+    b = B.to_numpy()
+    for scale in (1.0, 3.0, -0.5):
+        A.values[:] *= scale
+        a = A.to_numpy()
+        expected = a + a.T if "+" in text else b * a.T
+        for result in (call(), call(), kernel(**operands)):
+            np.testing.assert_array_equal(result.to_numpy(), expected)
+
+
+def test_binding_refuses_an_operand_whose_entries_changed():
+    A, _ = _converted_operand("own arrays")
+    kernel = ls.compile("C(i,j) = A(i,j) + A(j,i)", A="csr", C="csr")
+    call = kernel.bind(A=A)
+    A.values = A.values[:3].copy()
+    with pytest.raises(ValueError, match="bind it again"):
+        call()

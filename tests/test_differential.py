@@ -3,7 +3,9 @@
 For each expression x input formats x output format, either the result equals numpy's
 or -- only for outputs assembled by appending (csr, dcsr, coo, csf, csc) -- the compiler
 refuses the combination with ``ls.ScheduleError`` (it would need a workspace). Dense and
-hash outputs must always work.
+hash outputs must always work. Each kernel is called three times as ``kernel(...)`` and
+three times through a binding of its own, every result checked: a binding's calls
+alternate its loop forms (probe.py), so the form a kernel switches to runs too.
 """
 
 from __future__ import annotations
@@ -109,25 +111,43 @@ def check_structure(result):
             assert np.all(np.any(keys[:, 1:] != keys[:, :-1], axis=0)), "duplicate coords"
 
 
+CALLS = 3  # per way of calling: a binding's calls alternate its loop forms (probe.py)
+
+
+def every_call(kernel: ls.Kernel, operands: dict) -> list[ls.Tensor]:
+    """``kernel`` called CALLS times as ``kernel(...)`` (after the first, through the
+    binding it keeps) and CALLS times through a binding of its own, so every loop form
+    runs, not only the first."""
+    results = [kernel(**operands) for _ in range(CALLS)]
+    bound = kernel.bind(**operands)
+    return results + [bound() for _ in range(CALLS)]
+
+
 def run(expr, out_format, expected, **operands):
-    """Evaluate; compare with ``expected``. Returns the result or None if refused."""
+    """Compile (the compiled code is cached), call in every way; compare each result with
+    ``expected``. Returns the first result or None if refused."""
+    formats = {n: v.format if isinstance(v, ls.Tensor) else "dense"
+               for n, v in operands.items()}
     try:
-        result = ls.evaluate(expr, out_format=out_format, **operands)
+        results = every_call(ls.Kernel(expr, formats, out_format), operands)
     except ls.ScheduleError:
         if out_format in MUST_SUCCEED:
             raise
         return None
     expected = np.asarray(expected)
-    assert result.shape == expected.shape
-    result.validate()
-    got = result.to_numpy()
-    assert_same(got, expected)
-    if out_format not in ("dense",) and result.order >= 1:
-        check_structure(result)
-    if result.order == 2 and expected.dtype != bool:
-        diff = result.to_scipy("csr") - sp.csr_matrix(expected)
-        assert abs(diff).sum() <= 1e-9 * max(1.0, float(np.abs(expected).sum()))
-    return result
+    for call, result in enumerate(results):
+        assert result.shape == expected.shape
+        result.validate()
+        got = result.to_numpy()
+        assert_same(got, expected)
+        if call:  # every form gives the same bits (README)
+            np.testing.assert_array_equal(got, results[0].to_numpy(), err_msg=f"call {call}")
+        if out_format not in ("dense",) and result.order >= 1:
+            check_structure(result)
+        if result.order == 2 and expected.dtype != bool:
+            diff = result.to_scipy("csr") - sp.csr_matrix(expected)
+            assert abs(diff).sum() <= 1e-9 * max(1.0, float(np.abs(expected).sum()))
+    return results[0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -282,9 +302,10 @@ def test_division(fa, fo):
 
 def test_einsum_matches():
     a = make(A57, "csr")
-    np.testing.assert_allclose(ls.einsum("ij,j->i", a, X7).to_numpy(), A57 @ X7)
-    np.testing.assert_allclose(ls.einsum("ij,jk->ik", a, B74, out_format="csr").to_numpy(),
-                               A57 @ B74)
+    for _ in range(CALLS):
+        np.testing.assert_allclose(ls.einsum("ij,j->i", a, X7).to_numpy(), A57 @ X7)
+        np.testing.assert_allclose(ls.einsum("ij,jk->ik", a, B74, out_format="csr").to_numpy(),
+                                   A57 @ B74)
 
 
 # ---------------------------------------------------------------------------------------
@@ -457,14 +478,15 @@ def test_property_spmv_spadd_hadamard(case, fa, fb, fo):
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fa,fb", [("csr", "csr"), ("coo", "csr"), ("dcsr", "dcsr")])
 def test_csr_output_matches_scipy(fa, fb):
-    r = ls.evaluate("C(i,j) = A(i,j) + B(i,j)", out_format="csr",
-                    A=make(A57, fa), B=make(B57, fb))
+    operands = {"A": make(A57, fa), "B": make(B57, fb)}
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", out_format="csr", A=fa, B=fb)
     expected = (sp.csr_matrix(A57) + sp.csr_matrix(B57)).tocsr()
     expected.sort_indices()
-    pos, crd = r.level_arrays[1]["pos"], r.level_arrays[1]["crd"]
-    np.testing.assert_array_equal(pos, expected.indptr)
-    np.testing.assert_array_equal(crd[:pos[-1]], expected.indices)
-    np.testing.assert_array_equal(r.values[:pos[-1]], expected.data)
+    for r in every_call(kernel, operands):
+        pos, crd = r.level_arrays[1]["pos"], r.level_arrays[1]["crd"]
+        np.testing.assert_array_equal(pos, expected.indptr)
+        np.testing.assert_array_equal(crd[:pos[-1]], expected.indices)
+        np.testing.assert_array_equal(r.values[:pos[-1]], expected.data)
     # CSR x CSR -> CSR (linear combination of rows) needs a workspace: refusal allowed.
     spmm = run("C(i,j) = A(i,k) * B(k,j)", "csr", A57 @ B74,
                A=make(A57, "csr"), B=make(B74, "csr"))

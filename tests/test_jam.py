@@ -99,3 +99,25 @@ def test_jammed_and_galloping_kernels_pass_ptxas(expression, formats, tool):
 
     kernel = ls.compile(expression, **formats)
     check_ptx(kernel.ptx(sm="sm_80"), "sm_80")
+
+
+HASHED_3D = ls.Format([ls.Level("hashed", 0), ls.Level("hashed", 1), ls.Level("hashed", 2)])
+
+
+@pytest.mark.parametrize("b_format", ["hash", HASHED_3D])
+@pytest.mark.parametrize("out_format", ["dense", "coo"])
+def test_a_level_located_inside_the_inner_loop_may_miss(b_format, out_format):
+    """B(k,j,l) under the loop order i, l, k, j: B's l level, whose index an outer loop
+    binds, is located inside the j loop, after j's level. A hashed level may miss there,
+    so k is not jammed (it raised 'a jammed locate may miss' while compiling)."""
+    rng = np.random.default_rng(7)
+    b = np.where(rng.random((6, 5, 4)) < 0.4, rng.integers(1, 9, (6, 5, 4)), 0.0)
+    c = rng.integers(1, 9, (3, 4, 6)).astype(float)
+    a = np.where(rng.random((6, 4)) < 0.5, rng.integers(1, 9, (6, 4)), 0.0)
+    kernel = ls.compile("Y(i,j,l) = B(k,j,l) * C(i,l,k) * A(k,l)", B=b_format, C="dense",
+                        A="dcsc", Y=out_format)
+    operands = {"B": ls.Tensor.from_numpy(b, format=b_format), "C": c,
+                "A": ls.Tensor.from_numpy(a, format="dcsc")}
+    expected = np.einsum("kjl,ilk,kl->ijl", b, c, a)
+    for _ in range(3):
+        np.testing.assert_array_equal(kernel(**operands).to_numpy(), expected)

@@ -205,3 +205,32 @@ def test_a_plugin_store_at_a_negative_position_fails_the_call(tmp_path):
     assert child.returncode == 0, child.stderr
     lines = child.stdout.splitlines()
     assert len(lines) == 3 and all("negative position" in line for line in lines)
+
+
+# A sorted level whose positions may be empty slots (-1), which pos_access reports as
+# not found.
+GAPPED_YAML = _edited(COMPRESSED_YAML, ("name: compressed", "name: gapped"),
+                      ("pos_access: return crd[p], True",
+                       "pos_access: return crd[p], crd[p] >= 0"),
+                      ("compact: true", "compact: false"))
+
+
+def test_no_search_over_positions_that_may_be_empty(tmp_path):
+    """The galloping merge searched a level whose positions may hold no coordinate: an
+    empty slot (-1) read as a small coordinate sent the search past the match at 12.
+    A level that may not find at a position is stepped through, never searched."""
+    path = tmp_path / "gapped.yaml"
+    path.write_text(GAPPED_YAML)
+    ls.register_level_format(path)
+    fmt = ls.Format([ls.Level("gapped", 0)])
+    crd = np.array([0, 3, 12, -1, -1, -1, 20], np.int32)
+    x = ls.Tensor((24,), fmt, "float64", "int32", [24],
+                  [{"pos": np.array([0, len(crd)], np.int32), "crd": crd}], [{}],
+                  np.arange(1.0, len(crd) + 1))
+    dense_x = x.to_numpy()
+    z = np.zeros(24)
+    z[12] = 2.0
+    kernel = ls.compile("a = x(i) * z(i)", x=fmt, z="csf")
+    operands = {"x": x, "z": ls.Tensor.from_numpy(z, format="csf")}
+    for _ in range(3):  # the binding's second call runs the other form
+        assert kernel(**operands).to_numpy() == dense_x @ z == 6.0

@@ -68,6 +68,14 @@ def _reference(tree, arrays: dict[str, np.ndarray], shape: tuple[int, int] = SHA
     return np.full(shape, float(tree))
 
 
+def _every_call(kernel: ls.Kernel, operands: dict) -> list[ls.Tensor]:
+    """Three calls as ``kernel(...)`` and three through a binding of its own: a
+    binding's calls alternate its loop forms (probe.py), so every form runs."""
+    results = [kernel(**operands) for _ in range(3)]
+    bound = kernel.bind(**operands)
+    return results + [bound() for _ in range(3)]
+
+
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
@@ -85,11 +93,12 @@ def test_random_expression_matches_numpy(tree, formats, vector_format, seed, sum
     statement = f"y(i) = sum_j({expr})" if summed else f"Z(i,j) = {expr}"
     kernel = ls.compile(statement, **{n: given_formats[n] for n in used})
     operands = {n: ls.Tensor.from_numpy(arrays[n], format=given_formats[n]) for n in used}
-    result = kernel(**operands).to_numpy()
     expected = _reference(tree, arrays)
     if summed:
         expected = expected.sum(axis=1)
-    np.testing.assert_array_equal(result, expected, err_msg=f"{statement} {given_formats}")
+    for call, result in enumerate(_every_call(kernel, operands)):
+        np.testing.assert_array_equal(result.to_numpy(), expected,
+                                      err_msg=f"{statement} {given_formats}, call {call}")
 
 
 # Contractions: Z(i,j) = sum_k(tree) over A(i,k), B(k,j), C(i,j) and x(k).
@@ -141,13 +150,16 @@ def test_random_contraction_matches_numpy(tree, formats, vector_format, seed, ou
     try:
         kernel = ls.compile(statement, out_format=out_format,
                             **{n: given_formats[n] for n in used})
-        result = kernel(**operands).to_numpy()
+        results = _every_call(kernel, operands)
     except ls.ScheduleError as error:
         if out_format != "csr" and "conflict" not in str(error):
             raise
         return
-    np.testing.assert_array_equal(result, _contraction_reference(tree, arrays).sum(axis=2),
-                                  err_msg=f"{statement} {given_formats} -> {out_format}")
+    expected = _contraction_reference(tree, arrays).sum(axis=2)
+    for call, result in enumerate(results):
+        np.testing.assert_array_equal(
+            result.to_numpy(), expected,
+            err_msg=f"{statement} {given_formats} -> {out_format}, call {call}")
 
 
 # On threads: every way a binding may run (probe.FORMS x probe.ASSEMBLIES), small inputs
