@@ -147,14 +147,14 @@ def test_kernels_that_skip_rows_leave_the_clear_to_the_caller(expr, fmt):
 @pytest.mark.parametrize("expr", ["C(i,j) = sum_k(A(i,k) * B(k,j) * 0)",
                                   "C(i,j) = sum_k((A(i,k) + B(k,j)) * (2 - 2))"])
 @pytest.mark.parametrize("fmt", ["dense", "csr"])
-def test_a_body_folded_to_zero_clears_nothing_so_the_caller_zeroes(expr, fmt):
-    """A scatter whose expression is its fill value everywhere emits no body, so it
-    clears no row; claiming it did left np.empty garbage in the result."""
+def test_a_product_with_a_zero_literal_sets_every_entry_of_out(expr, fmt):
+    """A scatter whose expression is zero everywhere: once its body was folded away and
+    cleared no row, and claiming it did left np.empty garbage in the result. Literals
+    are now computed with (IEEE), so every entry is written, NaN-filled out= included."""
     A = sp.random(30, 20, density=0.3, format="csr", random_state=8)
     B = np.random.default_rng(8).random((20, 16))
     kernel = ls.compile(expr, A=fmt, B="dense")
     operands = {"A": ls.Tensor.from_scipy(A, format=fmt), "B": B}
-    assert not kernel._default().initializes_output
     np.testing.assert_array_equal(kernel(**operands).to_numpy(), np.zeros((30, 16)))
     result = kernel(out=_nan_out(kernel, **operands), **operands)
     np.testing.assert_array_equal(result.to_numpy(), np.zeros((30, 16)))
