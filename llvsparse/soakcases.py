@@ -303,23 +303,41 @@ def reference(case: Case, masks: dict[str, np.ndarray]) -> np.ndarray:
     dtype = result_dtype(case)
     full = tuple(case.extents.values())
     names = "".join(case.extents)
+    # Variables the output lacks are summed where README places them: over the smallest
+    # subexpression using them (notation.place_reductions), so a factor outside that
+    # multiplies the finished sum.
+    pending = [v for v in dict.fromkeys(_free_in_order(case.tree)) if v not in case.out_vars]
+    tree = _place_sums(case.tree, pending)
     with np.errstate(all="ignore"):
-        value, _ = _evaluate(case, case.tree, masks, dtype, names)
-        # Variables an access uses outside any reduction but the output lacks are summed
-        # (an implicit reduction); the rest have one entry here already.
-        used = {v for n in case.tree.walk() if n.op == "access" for v in n.indices}
-        inner = {n.text for n in case.tree.walk() if n.op == "sum"}
-        implicit = tuple(a for a, v in enumerate(names)
-                         if v in used - inner and v not in case.out_vars)
-        value = np.broadcast_to(value, tuple(
-            n if v in case.out_vars or a in implicit else 1
-            for a, (v, n) in enumerate(zip(names, full))))
-        value = (np.logical_or.reduce(value, axis=implicit, keepdims=True)
-                 if dtype.kind == "b" else value.sum(axis=implicit, keepdims=True, dtype=dtype))
+        value, _ = _evaluate(case, tree, masks, dtype, names)
+        value = np.broadcast_to(value, tuple(n if v in case.out_vars else 1
+                                             for v, n in zip(names, full)))
         value = value.reshape([n for v, n in zip(names, full) if v in case.out_vars])
         kept = [v for v in names if v in case.out_vars]
         order = [kept.index(v) for v in case.out_vars]
         return np.asarray(np.transpose(value, order), dtype=dtype)
+
+
+def _free_in_order(node: Node) -> list[str]:
+    """The index variables ``node`` uses outside its own sums, by first appearance."""
+    if node.op == "access":
+        return list(node.indices)
+    found = [v for child in node.children for v in _free_in_order(child)]
+    return [v for v in found if not (node.op == "sum" and v == node.text)]
+
+
+def _place_sums(node: Node, pending: list[str]) -> Node:
+    """``node`` with each pending variable summed here unless exactly one child uses it."""
+    if not pending:
+        return node
+    used = [set(_free_in_order(child)) for child in node.children]
+    here = [v for v in pending if sum(v in u for u in used) != 1]
+    children = [_place_sums(child, [v for v in pending if v not in here and v in u])
+                for child, u in zip(node.children, used)]
+    result = Node(node.op, children, node.tensor, node.indices, node.text)
+    for var in reversed(here):
+        result = Node("sum", [result], text=var)
+    return result
 
 
 def _evaluate(case: Case, node: Node, masks, dtype: np.dtype, names: str):
