@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import functools
-import itertools
-import math
-import mmap
 import re
 import threading
 import time
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,128 +23,34 @@ from .backends.cpu import (
     jit,
     load_object,
 )
-from .coerce import foreign_tensor, is_foreign_sparse, natural_format
-from .describe import bound_summary, instance_repr, kernel_repr
+from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
+from .coerce import natural_format
+from .describe import kernel_repr
 from .diagonals import PATTERN_FORMAT, diagonal_pattern, separate_diagonals
 from .format import Format, FormatError, as_format, named_format
-from .formats.registry import changed_since
 from .formats.registry import generation as registry_generation
-from .gather import Scratch, gather_parallel
-from .ir.cin import operands
+from .instance import Instance
 from .ir.codegen import KernelCompiler
+from .ir.conversions import conversion_candidates, rescanned
 from .ir.from_schedule import statement_of
 from .ir.frontend import to_concrete
 from .ir.lattice import KernelTooLargeError, variants_within_budget
-from .ir.schedule import ScheduleError, schedule
+from .ir.parallel import parallel_mode
+from .ir.result_type import result_dtype
+from .ir.schedule import Nest, ScheduleError, schedule
 from .ir.statements import concrete_text
 from .ir.types import TensorType, type_key
 from .kernel_cache import KERNELS
-from .live_copies import Refresh, live_copy
-from .outputs import AssembledOutput, output_params, refused_insert_error
+from .live_copies import live_copy
 from .pickling import instance_meta, reduce_kernel
-from .probe import ASSEMBLIES, FORMS, Probe, Way
 from .refusals import advised
-from .results import MIN_BYTES, RESULTS, check_fits_memory
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 
 if TYPE_CHECKING:
     from llvmlite.ir import Module as LLVMModule
 
 
-class ShapeError(ValueError):
-    """Operands whose dimensions disagree with the expression or with each other."""
-
-
-@dataclass
-class Instance:
-    """A kernel specialized to dtypes: its statements and machine code."""
-
-    types: dict[str, TensorType]
-    concrete: str  # the scheduled statements, one per line
-    jit: JitKernel
-    dtype: str
-    conversions: dict[str, Format]  # operands converted on each call, and to what
-    lattices: str
-    arg_order: list[str]
-    parallel_mode: int | None = None  # output mode whose rows threads may split
-    initializes_output: bool = False  # the kernel sets every entry of its dense output
-
-    __repr__ = instance_repr
-
-
-
 _CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
-
-
-def _result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
-    inputs = [np.dtype(dtypes[t]) for t in assignment.tensors() if t != assignment.lhs.tensor]
-    literals = [lit.value for lit in _literals(assignment.rhs)]
-    result = np.result_type(*inputs, *literals) if inputs or literals else np.dtype("float64")
-    if _has_op(assignment.rhs, ("div",)) and result.kind in "biu":
-        result = np.dtype("float64")
-    if result.kind == "b" and _has_op(assignment.rhs, ("sub", "neg")):
-        raise TypeError("subtraction and negation of bool tensors are refused, as numpy "
-                        "refuses them (their value would depend on how the expression is "
-                        "split); give an operand an integer dtype")
-    if result.kind == "u":
-        result = np.dtype("int64")
-    if result.kind == "i":
-        limits = np.iinfo(result)
-        for value in literals:
-            if not isinstance(value, bool) and isinstance(value, int) \
-                    and not limits.min <= value <= limits.max:
-                raise OverflowError(f"the literal {value} does not fit the result dtype "
-                                    f"{result} (numpy refuses it too); write it as a float "
-                                    "or give an operand a wider dtype")
-    return str(result)
-
-
-def _literals(expr: nt.Expr):
-    if isinstance(expr, nt.Literal):
-        yield expr
-    for child in nt.children(expr):
-        yield from _literals(child)
-
-
-def _has_op(expr: nt.Expr, kinds: tuple[str, ...]) -> bool:
-    return any(isinstance(e, nt.Call) and e.op.kind in kinds for e in nt.subexpressions(expr))
-
-
-# Operands of at most this order are tried converted in every mode order (4! = 24 builds
-# that may each fail); higher orders only in their natural one.
-MAX_PERMUTED_ORDER = 4
-
-
-def _mode_order(fmt: Format) -> list[int]:
-    """The modes of a conversion's coordinate list, outermost first."""
-    return [level.mode for level in fmt.levels]
-
-
-def _refuse_rescans(nests, types: dict[str, TensorType],
-                    conversions: dict[str, Format]) -> None:
-    """With a transposed copy in the loops, refuse a loop that only outermost levels
-    drive under a loop over an index they lack: those levels would be walked whole for
-    every coordinate of the outer loop. CSR x CSR into CSR (or CSC) then becomes an
-    inner product, O(rows x columns), where a workspace (not supported yet) would cost
-    O(flops). The statement's own error stands instead."""
-    if all(_mode_order(fmt) == sorted(_mode_order(fmt)) for fmt in conversions.values()):
-        return
-    for nest in nests:
-        # A full output costs every coordinate anyway: there, full levels may drive.
-        dense_out = all(level.full for level in types[nest.assign.tensor].levels)
-        users = [o for o in operands(nest.body) if o.vars]
-        for depth, var in enumerate(nest.order[1:], start=1):
-            drivers = [o for o in users if var in o.vars]
-            if not drivers or any(o.vars[0] != var for o in drivers):
-                continue  # bounded by a level under the outer loops' coordinates
-            outside = nest.order[:depth]
-            if all(v in o.vars for o in drivers for v in outside):
-                continue
-            if dense_out and all(types[o.tensor].levels[0].full for o in drivers):
-                continue
-            names = ", ".join(sorted({o.tensor for o in drivers}))
-            raise ScheduleError(f"{names} would be walked whole for every coordinate of "
-                                f"{outside[0]}")
 
 
 class Kernel:
@@ -253,7 +154,7 @@ class Kernel:
         index_dtypes = {n: str(checked_index_dtype((index_dtypes or {}).get(self._user_name(n),
                                                                             "int32")))
                         for n in names}
-        dtypes[out] = _result_dtype(self._assignment, dtypes)
+        dtypes[out] = result_dtype(self._assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, registry_generation())
@@ -313,15 +214,16 @@ class Kernel:
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
-        to sorted coordinate lists: one at a time in natural mode order, then one at a
-        time in every other mode order (a transposed use), then all at once, in the
-        output's order and then in natural order."""
+        to sorted coordinate lists (see ``conversion_candidates``)."""
         try:
             return self._build(types, dtype, {})
         except ScheduleError as error:
             if not self.convert or isinstance(error, KernelTooLargeError):
                 raise advised(error) from None  # converted operands are as sparse
-            for orders in self._conversion_candidates(types):
+            candidates = conversion_candidates(
+                self._assignment, types, self._patterns,
+                lambda n, modes: named_format("coo", len(modes), modes) == self.formats[n])
+            for orders in candidates:
                 conversions = {n: named_format("coo", types[n].order, modes)
                                for n, modes in orders.items()}
                 retyped = dict(types)
@@ -333,29 +235,6 @@ class Kernel:
                     continue
             raise advised(error) from None
 
-    def _conversion_candidates(self, types: dict[str, TensorType]) -> list[dict]:
-        """Operands to convert, each with the mode order of its coordinate list, in the
-        order to try them."""
-        out = self._assignment.lhs.tensor
-        uses = {a.tensor: a.indices for a in self._accesses if a.tensor != out}
-        inputs = [n for n in uses if types[n].order > 0 and n not in self._patterns]
-        natural = {n: tuple(range(types[n].order)) for n in inputs}
-        # Output indices outermost in its storage order, then the others as they appear.
-        lhs = self._assignment.lhs.indices
-        first = [lhs[lv.mode] for lv in types[out].levels if lv.mode is not None]
-        rank = {v: k for k, v in enumerate(dict.fromkeys(
-            [*first, *(v for n in inputs for v in uses[n])]))}
-        along_output = {n: tuple(sorted(natural[n], key=lambda m, n=n: rank[uses[n][m]]))
-                        for n in inputs}
-        singles = [(n, natural[n]) for n in reversed(inputs)]
-        singles += [(n, modes) for n in reversed(inputs)
-                    if types[n].order <= MAX_PERMUTED_ORDER
-                    for modes in itertools.permutations(natural[n]) if modes != natural[n]]
-        # One already stored so would repeat the build that failed.
-        return [{n: modes} for n, modes in singles
-                if named_format("coo", len(modes), modes) != self.formats[n]] \
-            + [along_output, natural]
-
     def _build(self, types: dict[str, TensorType], dtype: str,
                conversions: dict[str, Format], lazy: bool = True) -> Instance:
         """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
@@ -366,18 +245,14 @@ class Kernel:
         order = self._names  # the output first, then the inputs
         try:
             nests = schedule(concrete, types)
-            _refuse_rescans(nests, types, conversions)
-            builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
-            module = builder.compile()
+            builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
         except ScheduleError as error:
             try:
                 nests = schedule(concrete, types, split=True)
             except ScheduleError:
                 raise error from None
-            _refuse_rescans(nests, types, conversions)
-            builder = KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath)
-            module = builder.compile()
-        parallel_mode = _parallel_mode(nests, types, order[0])
+            builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
+        mode = parallel_mode(nests, types, order[0])
         phases = SPLIT_PHASES if builder.can_split_assembly() else \
             GATHER_PHASES if builder.can_gather_assembly() else ()
         phases, other_form = variants_within_budget(builder.budget.spent, phases,
@@ -390,7 +265,7 @@ class Kernel:
         if other_form and not lazy:
             other(module)
         if phases:
-            parallel_mode = types[order[0]].levels[0].mode
+            mode = types[order[0]].levels[0].mode
         text = concrete_text(statement_of(nests, types))
         lowered = time.perf_counter() - start
         compiled = jit(module, builder.entry_name)
@@ -399,7 +274,7 @@ class Kernel:
             compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                                  OTHER_FORM_SUFFIX)
         return Instance(types, text, compiled, dtype, conversions,
-                        "\n".join(builder.lattice_log), order, parallel_mode,
+                        "\n".join(builder.lattice_log), order, mode,
                         builder.initializes_output)
 
     # -- inspection ---------------------------------------------------------------------
@@ -486,7 +361,7 @@ class Kernel:
             raise TypeError(f"tensors not in the expression: {', '.join(unknown)}")
         if not isinstance(check, (bool, np.bool_)):
             raise TypeError(f"check must be True or False, not {check!r}")
-        given = {n: _as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
+        given = {n: as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
         extents = self._extents(given)
         if check:
             for tensor in given.values():
@@ -515,7 +390,7 @@ class Kernel:
             refreshes.append(refresh)
         threads = runtime.get_num_threads() if threads is None else \
             runtime.checked_thread_count(threads)
-        expected = _expected_entries(inputs.values())
+        expected = expected_entries(inputs.values())
         parallel = (threads > 1 and inst.parallel_mode is not None
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
@@ -532,7 +407,7 @@ class Kernel:
         # The caller's tensors' own descriptors (a converted operand's source's).
         bound.operand_holders = [given[n].holder(check_shallow=False) for n in bound.operands]
         bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
-                         if isinstance(a, np.ndarray) and _views(inputs[n].values, a)}
+                         if isinstance(a, np.ndarray) and views(inputs[n].values, a)}
         bound.requested_threads = threads
         bound.patterned = bool(self._patterns)
         bound.converted = converted
@@ -586,12 +461,6 @@ class Kernel:
         return extents
 
 
-# Dense results from which threads share clearing or paging in the rows before the
-# kernel. Below it the extra phase costs more than the page faults it moves (SpMM on 2
-# threads with a fresh result: 5.6 MB 0.63-0.89x with it, 1.35x without; 19 MB level;
-# 33 MB 1.77x vs 1.66x; 59 MB 1.65x vs 0.97x).
-SHARED_CLEAR_BYTES = 16 << 20
-
 # Stored input values below which handing work to the pool costs more than it saves
 # (measured on 2 threads, uniform CSR: SpMV with 250k nonzeros 0.97x, 500k 1.24x, 1M
 # 1.6x; SpMM, 64 columns, with 100k nonzeros and 640k dense values 1.44x).
@@ -603,235 +472,15 @@ PARALLEL_MIN_WORK = 500_000
 ASSEMBLY_MIN_ENTRIES = 64_000
 
 
-class BoundCall:
-    """A kernel bound to operands: each call allocates the output and runs native code.
-
-    Dense-like outputs are allocated here and passed in (one reused descriptor); other
-    outputs are grown by the kernel and adopted afterwards.
-    """
-
-    def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
-                 inputs: list[runtime.DescriptorHolder], plan: runtime.Split | None,
-                 expected: int = 0):
-        self.inst, self.format, self.shape = inst, out_format, out_shape
-        self.out_type = inst.types[inst.arg_order[0]]
-        self.inputs, self.plan = inputs, plan  # plan: chunks for threads, None for one
-        # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
-        # grows them.
-        self.dense = not out_shape or _dense_like(self.out_type)
-        self.new_small = None
-        if self.dense:
-            self.extents = [out_shape[lv.mode] for lv in out_format.levels]
-            self.out_extents = tuple(self.extents)
-            # The last out= array that passed the overlap check (see _into).
-            self.checked_out: Callable[[], np.ndarray | None] = lambda: None
-            self.size = math.prod(self.extents)
-            self.dtype = np.dtype(self.out_type.dtype)
-            params, self.flat_params = output_params(out_format, self.out_type, self.extents)
-            self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
-                                               self.extents, params)
-            # Below the pool's threshold a fresh result comes straight from numpy, left
-            # uncleared where the kernel sets every entry (see ResultPool.zeros).
-            if self.size * self.dtype.itemsize < MIN_BYTES:
-                self.new_small = np.empty if inst.initializes_output else np.zeros
-            self.output = runtime.DescriptorHolder(self.extents, [None], self.flat_params)
-        else:
-            self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
-            self.output = self.assembled.holder(reserve=False)
-        # The kernel in each form it has, each prepared on the shared descriptor when
-        # first run (the other form may not be compiled yet: see JitKernel.other).
-        self.code: dict[str, JitKernel] = {}
-        self.calls: dict[str, Callable[[], int]] = {}
-        # The form, and gathering threads or not: timed on the first calls (see probe.py).
-        gathers = plan is not None and "append" in inst.jit.assembly
-        self.probe = Probe(FORMS if inst.jit.has_other else FORMS[:1],
-                           ASSEMBLIES if gathers else ASSEMBLIES[:1])
-        self.way = None if self.probe.probing else self.probe.next_way()
-        self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
-        self.busy = threading.Lock()  # the shared output descriptor: one call at a time
-        self.refreshes: list[Refresh] = []  # see live_copies.py
-
-    def __repr__(self) -> str:
-        return f"<BoundCall {self.inst.concrete.splitlines()[0]}; {bound_summary(self)}>"
-
-    def __reduce__(self):
-        raise TypeError("a kernel binding holds pointers into its operands' memory and "
-                        "cannot be pickled; pickle the Kernel (and the tensors) and bind "
-                        "again")
-
-    def _code(self, form: str) -> JitKernel:
-        """The kernel in ``form``, with its call prepared on the shared descriptor."""
-        code = self.code.get(form)
-        if code is None:
-            code = self.inst.jit if form == FORMS[0] else self.inst.jit.other
-            self.calls[form] = runtime.prepared_call(code.address,
-                                                     [self.output, *self.inputs])
-            self.code[form] = code
-        return code
-
-    def _call(self, form: str) -> Callable[[], int]:
-        self._code(form)
-        return self.calls[form]
-
-    def _run_dense(self, code: JitKernel, values: np.ndarray,
-                   prepare: Callable[[int, int], None] | None = None) -> None:
-        output = runtime.DescriptorHolder(self.extents, [values], self.flat_params)
-        if self.plan:
-            runtime.call_parallel(code.range_address, [output, *self.inputs],
-                                  self.plan, prepare)
-        else:
-            runtime.call(code.address, [output, *self.inputs])
-
-    def _run_one(self, form: str, values: np.ndarray) -> None:
-        """One thread: through the shared descriptor, or a private one while another
-        thread is inside this binding."""
-        if self.busy.acquire(blocking=False):
-            try:
-                call = self.calls.get(form) or self._call(form)
-                self.output.point_to(0, values)
-                call()
-            finally:
-                self.output.forget(0)  # the result's memory is the caller's alone
-                self.busy.release()
-        else:
-            self._run_dense(self._code(form), values)
-
-    def _into(self, out: np.ndarray) -> np.ndarray:
-        """``out`` as the flat values of this call's output, after checking it fits.
-
-        The overlap with the inputs is checked once per ``out`` array: a loop that passes
-        the same one again skips it (the binding's inputs are fixed, and an array's
-        memory cannot move while it is alive): the check was 1.4 of the 2.2 µs that
-        ``out=`` added to a 4.5 µs SpMV."""
-        flags = getattr(out, "flags", None)
-        if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
-                or out.shape != self.out_extents or not flags.c_contiguous \
-                or not flags.writeable or not flags.aligned:
-            raise ValueError(f"out= must be a writable, aligned, C-contiguous {self.dtype} "
-                             f"array of shape {self.out_extents} (the output's levels in order)")
-        if self.checked_out() is not out:
-            for holder in self.inputs:
-                if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
-                    raise ValueError("out= overlaps an input's memory; kernels assume "
-                                     "outputs never alias inputs")
-            self.checked_out = weakref.ref(out)  # weak: the binding keeps no result alive
-        return out.reshape(-1)
-
-    def reuse(self, tensors: dict, threads: int | None, check: bool) -> BoundCall | None:
-        """This binding, if ``tensors`` are the same objects as last time (Tensors with the
-        same arrays, numpy arrays of the same shape and dtype that the binding views
-        without a copy) and the thread request matches. ``check`` validates the Tensors
-        again (remembered for sealed ones, see ``Tensor.validate``)."""
-        wanted = runtime.get_num_threads() if threads is None else threads
-        if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
-            return None
-        for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
-            given = tensors[name]
-            if given is not bound:
-                return None
-            if isinstance(given, Tensor):
-                if given.holder(check_shallow=True) is not holder:
-                    return None
-                if self.patterned and given._sealed_state() is None:
-                    return None  # its entries may have moved: build the pattern again
-                if check:
-                    given.validate()
-            elif self.wrapped.get(name) != (getattr(given, "shape", None),
-                                            getattr(given, "dtype", None)):
-                return None
-        # A converted copy follows its source's values (live_copies.py), not its index
-        # arrays: a source whose index arrays may have changed is converted again.
-        if any(source._sealed_state() is None for source in self.converted):
-            return None
-        return self
-
-    def __call__(self, out: np.ndarray | None = None):
-        """Run the kernel; the result is a new Tensor. ``out`` (dense-like outputs only):
-        a C-contiguous array of the output's shape and dtype to write into instead, so a
-        loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
-        costs its page faults on every call, taken by all threads at once)."""
-        for refresh in self.refreshes:
-            refresh()
-        try:
-            if self.way is not None:
-                return self._run(self.way, out)
-            way = self.probe.next_way()
-            start = time.perf_counter()
-            result = self._run(way, out)
-            self.probe.record(way, time.perf_counter() - start)
-            self.way = self.probe.choice  # set once the probe has chosen: no more timing
-            return result
-        except runtime.KernelRuntimeError as error:
-            if error.status == runtime.STATUS_INSERT_REFUSED:
-                raise refused_insert_error(self.format, self.out_type, error) from error
-            raise
-
-    def _run(self, way: Way, out: np.ndarray | None):
-        form = way.form
-        if self.dense:
-            if out is None and self.new_small is not None:  # fresh, never dirty
-                values, dirty = self.new_small(self.size, self.dtype), False
-            elif out is None:  # large results reuse the memory of collected ones
-                check_fits_memory(self.size * self.dtype.itemsize, "the output, "
-                                  f"{'x'.join(map(str, self.shape))} stored whole,")
-                values, dirty = RESULTS.zeros(self.size, self.dtype,
-                                              self.inst.initializes_output)
-            else:
-                values, dirty = self._into(out), True
-            fresh = not dirty
-            dirty = dirty and not self.inst.initializes_output
-            if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
-                # threads clear (out=, recycled) or page in (fresh) their rows first
-                rows = values.reshape(self.extents[0], -1)
-                self._run_dense(self._code(form), values,
-                                _clear(rows) if dirty else _page_in(rows))
-            else:
-                if dirty:
-                    values.fill(0)
-                if self.plan:
-                    self._run_dense(self._code(form), values)
-                else:
-                    self._run_one(form, values)
-            return self.result(values)
-        if out is not None:
-            raise TypeError("out= needs a dense-like output (levels without arrays); this "
-                            f"kernel assembles a {self.format.name or 'sparse'} output")
-        if way.assembly == "gathered":
-            return self._gathered(self._code(form))
-        if self.plan and not self.scratch:  # threads count, then fill (see can_split_assembly)
-            holders = [self.assembled.holder(reserve=False), *self.inputs]
-            runtime.assemble_parallel(
-                self._code(form).assembly, holders, self.plan,
-                lambda total: self.assembled.reserve_for(holders[0], total))
-            return self.assembled.adopt(holders[0])
-        return self._assembled_on_one(form)
-
-    def _assembled_on_one(self, form: str) -> Tensor:
-        if self.busy.acquire(blocking=False):
-            try:  # the shared descriptor, emptied by adoption or by a failed call
-                self.output.clear()
-                self.assembled.reserve(self.output)
-                (self.calls.get(form) or self._call(form))()
-                return self.assembled.adopt(self.output)
-            finally:
-                self.busy.release()
-        holders = [self.assembled.holder(), *self.inputs]  # another thread is inside
-        runtime.call(self._code(form).address, holders)
-        return self.assembled.adopt(holders[0])
-
-    def _gathered(self, code: JitKernel) -> Tensor:
-        """Threads append into the binding's kept buffers (or, while another thread is
-        inside this binding, fresh ones) and copy them into the output."""
-        holders = [self.assembled.holder(reserve=False), *self.inputs]
-        kept = self.scratch.lock.acquire(blocking=False)
-        scratch = self.scratch if kept else Scratch(self.scratch.moved, self.plan)
-        try:
-            gather_parallel(code.assembly, holders, self.plan, scratch,
-                            lambda total: self.assembled.reserve_for(holders[0], total))
-        finally:
-            if kept:
-                self.scratch.lock.release()
-        return self.assembled.adopt(holders[0])
+def _lowered(nests: list[Nest], types: dict[str, TensorType], conversions: dict[str, Format],
+             order: list[str], dtype: str, fastmath: bool) -> tuple[KernelCompiler, LLVMModule]:
+    """The kernel's builder and module, unless it would walk a converted operand whole
+    for every coordinate of an outer loop (see ``rescanned``)."""
+    refused = rescanned(nests, types, conversions)
+    if refused is not None:
+        raise ScheduleError(refused)
+    builder = KernelCompiler(nests, types, order, dtype, fastmath=fastmath)
+    return builder, builder.compile()
 
 
 def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: str,
@@ -852,97 +501,6 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
         disk_cache.store(key, kernel.object_code, {"name": kernel.name})
         return kernel
     return build_and_store
-
-
-def _clear(rows: np.ndarray) -> Callable[[int, int], None]:
-    def clear(lo: int, hi: int) -> None:
-        rows[lo:hi] = 0
-    return clear
-
-
-def _page_in(rows: np.ndarray) -> Callable[[int, int], None]:
-    """Write one zero per page of a fresh zeroed array's rows [lo, hi), so the threads
-    take its page faults together up front rather than mid-stream in the kernel (SpMM
-    into a fresh 46 MB result on 2 threads: 8.4 vs 11.5 ms)."""
-    step = max(mmap.PAGESIZE // rows.itemsize, 1)
-
-    def page_in(lo: int, hi: int) -> None:
-        rows[lo:hi].reshape(-1)[::step] = 0
-    return page_in
-
-
-def _expected_entries(inputs) -> int:
-    """Stored values of the sparse operands together: a bound on a sparse output's size
-    for unions, intersections and pattern-preserving kernels (products of sparse
-    operands can exceed it; then the kernel grows the arrays as usual)."""
-    return sum(len(t.values) for t in inputs
-               if not all(lv.full for lv in t.tensor_type.levels))
-
-
-def _dense_like(out_type: TensorType) -> bool:
-    """Levels that are full, insert-only, array-free and sized by their extents: storage
-    allocated up front from the shape."""
-    return all(lv.full and lv.can_insert and not lv.definition.arrays
-               and lv.definition.sized_by_extent for lv in out_type.levels)
-
-
-def _parallel_mode(nests, types: dict[str, TensorType], out: str) -> int | None:
-    """The output mode threads may split: the output's first index (every loop over it is
-    clamped to a thread's rows; loops outside it run whole in each thread), into a
-    dense-like output, so each thread writes only its own rows and the output can be
-    allocated up front. (Sparse outputs that threads assemble in phases get their first
-    mode in ``_build``.)
-
-    Loops outside the split index may only walk storage-only levels (diagonals, slots):
-    each thread then runs its rows of every diagonal, a contiguous run clamped by its
-    bounds (banded SpMV on 2 threads: 1.6x). Under a loop over another index (a
-    column-major operand) every thread would walk all of that operand's entries.
-    """
-    if len(nests) != 1 or not nests[0].order or not nests[0].assign.vars:
-        return None
-    nest = nests[0]
-    split = nest.assign.vars[0]
-    if nest.assign.derived or split not in nest.order:
-        return None
-    outer = set(nest.order[:nest.order.index(split)])
-    for op in operands(nest.body):
-        levels = types[op.tensor].levels
-        if any(var in outer and level.mode is not None for var, level in zip(op.vars, levels)):
-            return None
-    out_type = types[out]
-    return out_type.levels[0].mode if _dense_like(out_type) else None
-
-
-def _views(values: np.ndarray, array: np.ndarray) -> bool:
-    """Whether a wrapped operand's values are ``array``'s memory (no copy was made)."""
-    return values.size == array.size and values.dtype == array.dtype and \
-        values.__array_interface__["data"][0] == array.__array_interface__["data"][0]
-
-
-def _as_tensor(value, fmt: Format, name: str):
-    order = value.order if isinstance(value, Tensor) else \
-        value.ndim if is_foreign_sparse(value) else np.ndim(value)
-    if order != fmt.order:
-        raise ShapeError(f"{name} is used with {fmt.order} "
-                         f"{'index' if fmt.order == 1 else 'indices'} but has {order} "
-                         f"{'dimension' if order == 1 else 'dimensions'}")
-    if isinstance(value, Tensor):
-        if value.format != fmt:
-            raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
-                            f"compiled for {fmt!r}; convert it with .asformat()")
-        changed = changed_since([level.kind for level in fmt.levels], value.generation)
-        if changed is not None:
-            raise FormatError(f"{name} was laid out by an earlier definition of level format "
-                              f"{changed!r}, registered again since; pack it again from "
-                              "its data")
-        return value
-    foreign = foreign_tensor(value, fmt)  # scipy.sparse, pydata/sparse
-    if foreign is not None:
-        return foreign
-    array = np.asarray(value)
-    if array.dtype == object:
-        raise TypeError(f"{name}: cannot use a {type(value).__name__} as a tensor")
-    return Tensor.from_numpy(array, format=fmt)
 
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,

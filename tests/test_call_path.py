@@ -93,7 +93,7 @@ def test_bound_call_writes_into_out(threads, shared_clear_bytes, monkeypatch):
     the threads or before them) and returns a Tensor over it, equal bit for bit to a fresh
     result (paged in by the threads or not)."""
     monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 100)
-    monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", shared_clear_bytes)
+    monkeypatch.setattr(ls.binding, "SHARED_CLEAR_BYTES", shared_clear_bytes)
     a = sp.random(300, 200, density=0.05, format="csr", random_state=4)
     b = np.random.default_rng(4).random((200, 16))
     kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", B="dense")

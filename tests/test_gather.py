@@ -187,8 +187,8 @@ def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
     serial = kernel(threads=1, **operands)
     call = kernel.bind(threads=2, **operands)
     gathered = []
-    real = ls.api.gather_parallel
-    monkeypatch.setattr(ls.api, "gather_parallel",
+    real = ls.binding.gather_parallel
+    monkeypatch.setattr(ls.binding, "gather_parallel",
                         lambda *args: gathered.append(1) or real(*args))
     probed = 3 * TIMED_CALLS  # each merge on one thread, then gathering (test_probe.py)
     for _ in range(probed + 3):

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import api
+from llvsparse import api, binding
 from llvsparse.results import (
     BUFFERS,
     DEFAULT_LIMIT,
@@ -41,7 +41,7 @@ def _address(result: ls.Tensor) -> int:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_collected_result_is_reused_cleared(spmm, threads, monkeypatch):
     monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 100)
-    monkeypatch.setattr(api, "SHARED_CLEAR_BYTES", MIN_BYTES)  # threads clear their rows
+    monkeypatch.setattr(binding, "SHARED_CLEAR_BYTES", MIN_BYTES)  # threads clear their rows
     kernel, A, scipy_A, make_B = spmm
     first = kernel(A=A, B=make_B(), threads=threads)
     address = _address(first)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import llvsparse as ls
 import llvsparse.api
+import llvsparse.binding
 from llvsparse import runtime
 
 
@@ -50,7 +51,7 @@ def _threads_for_small_inputs(monkeypatch):
     inputs."""
     monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
     monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1000)
-    monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", 0)
+    monkeypatch.setattr(ls.binding, "SHARED_CLEAR_BYTES", 0)
 
 
 @pytest.mark.slow
@@ -58,7 +59,7 @@ def _threads_for_small_inputs(monkeypatch):
 @pytest.mark.parametrize(("expr", "formats", "make"), CASES)
 def test_threads_match_serial_bit_for_bit(expr, formats, make, page_in, monkeypatch):
     if not page_in:  # one kernel phase: the chunk loop runs in native code
-        monkeypatch.setattr(ls.api, "SHARED_CLEAR_BYTES", 1 << 40)
+        monkeypatch.setattr(ls.binding, "SHARED_CLEAR_BYTES", 1 << 40)
     rng = np.random.default_rng(3)
     matrix = _matrix(3000, 2500, 12, 7)
     if formats["A"] in ("dia", "ell"):  # banded

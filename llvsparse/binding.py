@@ -1,0 +1,329 @@
+"""The call path: a kernel bound to its operands, run with almost no Python work."""
+
+from __future__ import annotations
+
+import math
+import mmap
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from . import runtime
+from .backends.cpu import JitKernel
+from .coerce import foreign_tensor, is_foreign_sparse
+from .describe import bound_summary
+from .format import Format, FormatError
+from .formats.registry import changed_since
+from .gather import Scratch, gather_parallel
+from .instance import Instance
+from .ir.parallel import dense_like
+from .live_copies import Refresh
+from .outputs import AssembledOutput, output_params, refused_insert_error
+from .probe import ASSEMBLIES, FORMS, Probe, Way
+from .results import MIN_BYTES, RESULTS, check_fits_memory
+from .tensor import Tensor
+
+
+class ShapeError(ValueError):
+    """Operands whose dimensions disagree with the expression or with each other."""
+
+
+# Dense results from which threads share clearing or paging in the rows before the
+# kernel. Below it the extra phase costs more than the page faults it moves (SpMM on 2
+# threads with a fresh result: 5.6 MB 0.63-0.89x with it, 1.35x without; 19 MB level;
+# 33 MB 1.77x vs 1.66x; 59 MB 1.65x vs 0.97x).
+SHARED_CLEAR_BYTES = 16 << 20
+
+
+class BoundCall:
+    """A kernel bound to operands: each call allocates the output and runs native code.
+
+    Dense-like outputs are allocated here and passed in (one reused descriptor); other
+    outputs are grown by the kernel and adopted afterwards.
+    """
+
+    def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
+                 inputs: list[runtime.DescriptorHolder], plan: runtime.Split | None,
+                 expected: int = 0):
+        self.inst, self.format, self.shape = inst, out_format, out_shape
+        self.out_type = inst.types[inst.arg_order[0]]
+        self.inputs, self.plan = inputs, plan  # plan: chunks for threads, None for one
+        # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
+        # grows them.
+        self.dense = not out_shape or dense_like(self.out_type)
+        self.new_small = None
+        if self.dense:
+            self.extents = [out_shape[lv.mode] for lv in out_format.levels]
+            self.out_extents = tuple(self.extents)
+            # The last out= array that passed the overlap check (see _into).
+            self.checked_out: Callable[[], np.ndarray | None] = lambda: None
+            self.size = math.prod(self.extents)
+            self.dtype = np.dtype(self.out_type.dtype)
+            params, self.flat_params = output_params(out_format, self.out_type, self.extents)
+            self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
+                                               self.extents, params)
+            # Below the pool's threshold a fresh result comes straight from numpy, left
+            # uncleared where the kernel sets every entry (see ResultPool.zeros).
+            if self.size * self.dtype.itemsize < MIN_BYTES:
+                self.new_small = np.empty if inst.initializes_output else np.zeros
+            self.output = runtime.DescriptorHolder(self.extents, [None], self.flat_params)
+        else:
+            self.assembled = AssembledOutput(out_shape, out_format, self.out_type, expected)
+            self.output = self.assembled.holder(reserve=False)
+        # The kernel in each form it has, each prepared on the shared descriptor when
+        # first run (the other form may not be compiled yet: see JitKernel.other).
+        self.code: dict[str, JitKernel] = {}
+        self.calls: dict[str, Callable[[], int]] = {}
+        # The form, and gathering threads or not: timed on the first calls (see probe.py).
+        gathers = plan is not None and "append" in inst.jit.assembly
+        self.probe = Probe(FORMS if inst.jit.has_other else FORMS[:1],
+                           ASSEMBLIES if gathers else ASSEMBLIES[:1])
+        self.way = None if self.probe.probing else self.probe.next_way()
+        self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
+        self.busy = threading.Lock()  # the shared output descriptor: one call at a time
+        self.refreshes: list[Refresh] = []  # see live_copies.py
+
+    def __repr__(self) -> str:
+        return f"<BoundCall {self.inst.concrete.splitlines()[0]}; {bound_summary(self)}>"
+
+    def __reduce__(self):
+        raise TypeError("a kernel binding holds pointers into its operands' memory and "
+                        "cannot be pickled; pickle the Kernel (and the tensors) and bind "
+                        "again")
+
+    def _code(self, form: str) -> JitKernel:
+        """The kernel in ``form``, with its call prepared on the shared descriptor."""
+        code = self.code.get(form)
+        if code is None:
+            code = self.inst.jit if form == FORMS[0] else self.inst.jit.other
+            self.calls[form] = runtime.prepared_call(code.address,
+                                                     [self.output, *self.inputs])
+            self.code[form] = code
+        return code
+
+    def _call(self, form: str) -> Callable[[], int]:
+        self._code(form)
+        return self.calls[form]
+
+    def _run_dense(self, code: JitKernel, values: np.ndarray,
+                   prepare: Callable[[int, int], None] | None = None) -> None:
+        output = runtime.DescriptorHolder(self.extents, [values], self.flat_params)
+        if self.plan:
+            runtime.call_parallel(code.range_address, [output, *self.inputs],
+                                  self.plan, prepare)
+        else:
+            runtime.call(code.address, [output, *self.inputs])
+
+    def _run_one(self, form: str, values: np.ndarray) -> None:
+        """One thread: through the shared descriptor, or a private one while another
+        thread is inside this binding."""
+        if self.busy.acquire(blocking=False):
+            try:
+                call = self.calls.get(form) or self._call(form)
+                self.output.point_to(0, values)
+                call()
+            finally:
+                self.output.forget(0)  # the result's memory is the caller's alone
+                self.busy.release()
+        else:
+            self._run_dense(self._code(form), values)
+
+    def _into(self, out: np.ndarray) -> np.ndarray:
+        """``out`` as the flat values of this call's output, after checking it fits.
+
+        The overlap with the inputs is checked once per ``out`` array: a loop that passes
+        the same one again skips it (the binding's inputs are fixed, and an array's
+        memory cannot move while it is alive): the check was 1.4 of the 2.2 µs that
+        ``out=`` added to a 4.5 µs SpMV."""
+        flags = getattr(out, "flags", None)
+        if not isinstance(out, np.ndarray) or out.dtype != self.dtype \
+                or out.shape != self.out_extents or not flags.c_contiguous \
+                or not flags.writeable or not flags.aligned:
+            raise ValueError(f"out= must be a writable, aligned, C-contiguous {self.dtype} "
+                             f"array of shape {self.out_extents} (the output's levels in order)")
+        if self.checked_out() is not out:
+            for holder in self.inputs:
+                if any(a is not None and np.may_share_memory(out, a) for a in holder.arrays):
+                    raise ValueError("out= overlaps an input's memory; kernels assume "
+                                     "outputs never alias inputs")
+            self.checked_out = weakref.ref(out)  # weak: the binding keeps no result alive
+        return out.reshape(-1)
+
+    def reuse(self, tensors: dict, threads: int | None, check: bool) -> BoundCall | None:
+        """This binding, if ``tensors`` are the same objects as last time (Tensors with the
+        same arrays, numpy arrays of the same shape and dtype that the binding views
+        without a copy) and the thread request matches. ``check`` validates the Tensors
+        again (remembered for sealed ones, see ``Tensor.validate``)."""
+        wanted = runtime.get_num_threads() if threads is None else threads
+        if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
+            return None
+        for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
+            given = tensors[name]
+            if given is not bound:
+                return None
+            if isinstance(given, Tensor):
+                if given.holder(check_shallow=True) is not holder:
+                    return None
+                if self.patterned and given._sealed_state() is None:
+                    return None  # its entries may have moved: build the pattern again
+                if check:
+                    given.validate()
+            elif self.wrapped.get(name) != (getattr(given, "shape", None),
+                                            getattr(given, "dtype", None)):
+                return None
+        # A converted copy follows its source's values (live_copies.py), not its index
+        # arrays: a source whose index arrays may have changed is converted again.
+        if any(source._sealed_state() is None for source in self.converted):
+            return None
+        return self
+
+    def __call__(self, out: np.ndarray | None = None):
+        """Run the kernel; the result is a new Tensor. ``out`` (dense-like outputs only):
+        a C-contiguous array of the output's shape and dtype to write into instead, so a
+        loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
+        costs its page faults on every call, taken by all threads at once)."""
+        for refresh in self.refreshes:
+            refresh()
+        try:
+            if self.way is not None:
+                return self._run(self.way, out)
+            way = self.probe.next_way()
+            start = time.perf_counter()
+            result = self._run(way, out)
+            self.probe.record(way, time.perf_counter() - start)
+            self.way = self.probe.choice  # set once the probe has chosen: no more timing
+            return result
+        except runtime.KernelRuntimeError as error:
+            if error.status == runtime.STATUS_INSERT_REFUSED:
+                raise refused_insert_error(self.format, self.out_type, error) from error
+            raise
+
+    def _run(self, way: Way, out: np.ndarray | None):
+        form = way.form
+        if self.dense:
+            if out is None and self.new_small is not None:  # fresh, never dirty
+                values, dirty = self.new_small(self.size, self.dtype), False
+            elif out is None:  # large results reuse the memory of collected ones
+                check_fits_memory(self.size * self.dtype.itemsize, "the output, "
+                                  f"{'x'.join(map(str, self.shape))} stored whole,")
+                values, dirty = RESULTS.zeros(self.size, self.dtype,
+                                              self.inst.initializes_output)
+            else:
+                values, dirty = self._into(out), True
+            fresh = not dirty
+            dirty = dirty and not self.inst.initializes_output
+            if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
+                # threads clear (out=, recycled) or page in (fresh) their rows first
+                rows = values.reshape(self.extents[0], -1)
+                self._run_dense(self._code(form), values,
+                                _clear(rows) if dirty else _page_in(rows))
+            else:
+                if dirty:
+                    values.fill(0)
+                if self.plan:
+                    self._run_dense(self._code(form), values)
+                else:
+                    self._run_one(form, values)
+            return self.result(values)
+        if out is not None:
+            raise TypeError("out= needs a dense-like output (levels without arrays); this "
+                            f"kernel assembles a {self.format.name or 'sparse'} output")
+        if way.assembly == "gathered":
+            return self._gathered(self._code(form))
+        if self.plan and not self.scratch:  # threads count, then fill (see can_split_assembly)
+            holders = [self.assembled.holder(reserve=False), *self.inputs]
+            runtime.assemble_parallel(
+                self._code(form).assembly, holders, self.plan,
+                lambda total: self.assembled.reserve_for(holders[0], total))
+            return self.assembled.adopt(holders[0])
+        return self._assembled_on_one(form)
+
+    def _assembled_on_one(self, form: str) -> Tensor:
+        if self.busy.acquire(blocking=False):
+            try:  # the shared descriptor, emptied by adoption or by a failed call
+                self.output.clear()
+                self.assembled.reserve(self.output)
+                (self.calls.get(form) or self._call(form))()
+                return self.assembled.adopt(self.output)
+            finally:
+                self.busy.release()
+        holders = [self.assembled.holder(), *self.inputs]  # another thread is inside
+        runtime.call(self._code(form).address, holders)
+        return self.assembled.adopt(holders[0])
+
+    def _gathered(self, code: JitKernel) -> Tensor:
+        """Threads append into the binding's kept buffers (or, while another thread is
+        inside this binding, fresh ones) and copy them into the output."""
+        holders = [self.assembled.holder(reserve=False), *self.inputs]
+        kept = self.scratch.lock.acquire(blocking=False)
+        scratch = self.scratch if kept else Scratch(self.scratch.moved, self.plan)
+        try:
+            gather_parallel(code.assembly, holders, self.plan, scratch,
+                            lambda total: self.assembled.reserve_for(holders[0], total))
+        finally:
+            if kept:
+                self.scratch.lock.release()
+        return self.assembled.adopt(holders[0])
+
+
+def _clear(rows: np.ndarray) -> Callable[[int, int], None]:
+    def clear(lo: int, hi: int) -> None:
+        rows[lo:hi] = 0
+    return clear
+
+
+def _page_in(rows: np.ndarray) -> Callable[[int, int], None]:
+    """Write one zero per page of a fresh zeroed array's rows [lo, hi), so the threads
+    take its page faults together up front rather than mid-stream in the kernel (SpMM
+    into a fresh 46 MB result on 2 threads: 8.4 vs 11.5 ms)."""
+    step = max(mmap.PAGESIZE // rows.itemsize, 1)
+
+    def page_in(lo: int, hi: int) -> None:
+        rows[lo:hi].reshape(-1)[::step] = 0
+    return page_in
+
+
+def expected_entries(inputs) -> int:
+    """Stored values of the sparse operands together: a bound on a sparse output's size
+    for unions, intersections and pattern-preserving kernels (products of sparse
+    operands can exceed it; then the kernel grows the arrays as usual)."""
+    return sum(len(t.values) for t in inputs
+               if not all(lv.full for lv in t.tensor_type.levels))
+
+
+def views(values: np.ndarray, array: np.ndarray) -> bool:
+    """Whether a wrapped operand's values are ``array``'s memory (no copy was made)."""
+    return values.size == array.size and values.dtype == array.dtype and \
+        values.__array_interface__["data"][0] == array.__array_interface__["data"][0]
+
+
+def as_tensor(value: object, fmt: Format, name: str) -> Tensor:
+    """The caller's operand ``name`` as a Tensor stored in ``fmt`` (numpy and foreign
+    sparse arrays are wrapped), refused where its order or format does not fit."""
+    order = value.order if isinstance(value, Tensor) else \
+        value.ndim if is_foreign_sparse(value) else np.ndim(value)
+    if order != fmt.order:
+        raise ShapeError(f"{name} is used with {fmt.order} "
+                         f"{'index' if fmt.order == 1 else 'indices'} but has {order} "
+                         f"{'dimension' if order == 1 else 'dimensions'}")
+    if isinstance(value, Tensor):
+        if value.format != fmt:
+            raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
+                            f"compiled for {fmt!r}; convert it with .asformat()")
+        changed = changed_since([level.kind for level in fmt.levels], value.generation)
+        if changed is not None:
+            raise FormatError(f"{name} was laid out by an earlier definition of level format "
+                              f"{changed!r}, registered again since; pack it again from "
+                              "its data")
+        return value
+    foreign = foreign_tensor(value, fmt)  # scipy.sparse, pydata/sparse
+    if foreign is not None:
+        return foreign
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise TypeError(f"{name}: cannot use a {type(value).__name__} as a tensor")
+    return Tensor.from_numpy(array, format=fmt)
+

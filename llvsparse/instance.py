@@ -1,0 +1,27 @@
+"""A kernel specialized to dtypes: what the in-memory and disk caches hold."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .backends.cpu import JitKernel
+from .describe import instance_repr
+from .format import Format
+from .ir.types import TensorType
+
+
+@dataclass
+class Instance:
+    """A kernel specialized to dtypes: its statements and machine code."""
+
+    types: dict[str, TensorType]
+    concrete: str  # the scheduled statements, one per line
+    jit: JitKernel
+    dtype: str
+    conversions: dict[str, Format]  # operands converted on each call, and to what
+    lattices: str
+    arg_order: list[str]
+    parallel_mode: int | None = None  # output mode whose rows threads may split
+    initializes_output: bool = False  # the kernel sets every entry of its dense output
+
+    __repr__ = instance_repr
