@@ -17,6 +17,7 @@ everything below are left to the walk's bounds checks.
 from __future__ import annotations
 
 import ast
+import functools
 
 import numpy as np
 
@@ -29,9 +30,18 @@ def check_lengths(tensor) -> None:
     """Refuse (CorruptTensorError) an array whose length is not the one its declaration
     gives for the tensor's sizes, and values that are not as many as the last level's
     positions."""
+    positions = declared_positions(tensor)
+    if positions is not None and len(tensor.values) != positions:
+        raise CorruptTensorError(f"values has {len(tensor.values)} entries, but the levels "
+                                 f"hold {positions} positions")
+
+
+def declared_positions(tensor) -> int | None:
+    """The last level's size, the number of values (None where the declarations do not
+    fix it), checking each level's arrays against their declared lengths on the way."""
     parent_size = 1
-    extents, levels = tensor.level_extents, tensor.tensor_type.levels
-    for k, level in enumerate(levels):
+    extents = tensor.level_extents
+    for k, level in enumerate(tensor.tensor_type.levels):
         arrays = tensor.level_arrays[k]
         where = f"level {k} ({level.kind})"
         env = {"N": extents[k], "N_child": extents[k + 1] if k + 1 < len(extents) else 0,
@@ -39,35 +49,17 @@ def check_lengths(tensor) -> None:
         _check_arrays(level.definition, arrays, env, where, with_size=False)
         size = _size(level, arrays, env, where)
         if size is None:
-            return
+            return None
         if size < 0:
             raise CorruptTensorError(f"{where} has the negative size {size}")
         _check_arrays(level.definition, arrays, dict(env, size=size), where, with_size=True)
-        parent_size = size
-    if len(tensor.values) != parent_size:
-        raise CorruptTensorError(f"values has {len(tensor.values)} entries, but the levels "
-                                 f"hold {parent_size} positions")
-
-
-def values_length(tensor) -> int | None:
-    """How many values an array-free tensor's levels declare (None: not fixed)."""
-    parent_size = 1
-    extents = tensor.level_extents
-    for k, level in enumerate(tensor.tensor_type.levels):
-        env = {"N": extents[k], "N_child": extents[k + 1] if k + 1 < len(extents) else 0,
-               **tensor.params[k], "parent_size": parent_size}
-        size = _size(level, {}, env, f"level {k} ({level.kind})")
-        if size is None or size < 0:
-            return None
         parent_size = size
     return parent_size
 
 
 def _check_arrays(definition, arrays: dict, env: dict, where: str, with_size: bool) -> None:
     """The arrays whose declared length reads ``size`` (``with_size``) or does not."""
-    for name, adef in definition.arrays.items():
-        if adef.length is None or _reads(adef.length, ("size",)) != with_size:
-            continue
+    for name, adef in _sized(definition)[with_size]:
         array = arrays.get(name)
         if array is None:
             continue  # a missing array is refused by the descriptor check
@@ -79,12 +71,37 @@ def _check_arrays(definition, arrays: dict, env: dict, where: str, with_size: bo
                 f"{adef.length_source} is {expected} ({sizes})")
 
 
+@functools.cache
+def _sized(definition) -> tuple[tuple, tuple]:
+    """The arrays with a declared length: those it gives without ``size``, and the rest."""
+    declared = [(name, adef) for name, adef in definition.arrays.items()
+                if adef.length is not None]
+    return tuple(item for item in declared if not _reads(item[1].length, ("size",))), \
+        tuple(item for item in declared if _reads(item[1].length, ("size",)))
+
+
+@functools.cache
+def _size_rule(definition) -> str | None:
+    """How the level's size follows from its declarations (see the module docstring)."""
+    functions = definition.functions
+    if "size" in functions:
+        return "size"
+    if definition.iterate == "position":
+        bounds = functions["pos_bounds"]
+        return "bounds" if definition.can_append and not _reads_any(bounds, _COORDS) else None
+    access = functions["coord_access"]
+    if _reads_any(access, _COORDS) or any(isinstance(node, ast.Subscript)
+                                          for stmt in access.body for node in ast.walk(stmt)):
+        return None
+    return "access"
+
+
 def _size(level, arrays: dict, env: dict, where: str) -> int | None:
     """Level positions the declarations fix for ``parent_size`` positions above (None
     where they do not)."""
     definition, parent_size = level.definition, env["parent_size"]
-    functions = definition.functions
-    if "size" in functions:
+    rule, functions = _size_rule(definition), definition.functions
+    if rule == "size":
         body = functions["size"].body
         if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
             return evaluate_expr(body[0].value, env)  # Python integers: no int64 wrap
@@ -94,19 +111,16 @@ def _size(level, arrays: dict, env: dict, where: str) -> int | None:
     if level.branchless:
         return parent_size
     last = dict(env, p_parent=np.int64(parent_size - 1))
-    if definition.iterate == "position":
-        bounds = functions["pos_bounds"]
-        if definition.can_append and not _reads_any(bounds, _COORDS):
-            return int(run_function(bounds, last, arrays, f"{where} pos_bounds")[1])
-        return None
-    access = functions["coord_access"]
-    if _reads_any(access, _COORDS) or any(isinstance(node, ast.Subscript)
-                                          for stmt in access.body for node in ast.walk(stmt)):
+    if rule == "bounds":
+        return int(run_function(functions["pos_bounds"], last, arrays,
+                                f"{where} pos_bounds")[1])
+    if rule is None:
         return None
     if env["N"] == 0:
         return 0
     last["i"] = np.int64(env["N"] - 1)
-    return int(run_function(access, last, arrays, f"{where} coord_access")[0]) + 1
+    return int(run_function(functions["coord_access"], last, arrays,
+                            f"{where} coord_access")[0]) + 1
 
 
 def _reads(expr: ast.AST, names: tuple[str, ...]) -> bool:

@@ -18,7 +18,7 @@ from .formats.registry import generation as registry_generation
 from .formats.registry import get_level, is_shipped
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
-from .lengths import check_lengths, values_length
+from .lengths import check_lengths, declared_positions
 from .ordering import lexicographic_order
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
@@ -418,7 +418,8 @@ class Tensor:
         known = _ARRAY_FREE_VALUES.get(key)
         if known is None:
             positions = walk_levels(self, check=True).positions
-            known = (int(positions.max()) + 1 if len(positions) else 0, values_length(self))
+            known = (int(positions.max()) + 1 if len(positions) else 0,
+                     declared_positions(self))
             if len(_ARRAY_FREE_VALUES) >= _ARRAY_FREE_MEMO:
                 _ARRAY_FREE_VALUES.clear()
             _ARRAY_FREE_VALUES[key] = known
