@@ -18,6 +18,7 @@ from .formats.registry import generation as registry_generation
 from .formats.registry import get_level, is_shipped
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
+from .lengths import check_lengths, declared_positions
 from .ordering import lexicographic_order
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
@@ -405,24 +406,30 @@ class Tensor:
         if not any(self.level_arrays):
             self._validate_array_free()
             return
+        check_lengths(self)
         walk_levels(self, check=True)
         self._validated = state
 
     def _validate_array_free(self) -> None:
         """Without index arrays the walk depends only on the format, extents and
-        parameters: walk once per such key and remember how many values it addresses
-        (a dense vector passed as a numpy array is wrapped, so checked, every call)."""
+        parameters: walk once per such key and remember how many values it addresses and
+        how many its levels declare (a dense vector passed as a numpy array is wrapped, so checked, every call)."""
         key = (self.format, self.dtype, self.index_dtype, *self._shape_key())
-        needed = _ARRAY_FREE_VALUES.get(key)
-        if needed is None:
+        known = _ARRAY_FREE_VALUES.get(key)
+        if known is None:
             positions = walk_levels(self, check=True).positions
-            needed = int(positions.max()) + 1 if len(positions) else 0
+            known = (int(positions.max()) + 1 if len(positions) else 0,
+                     declared_positions(self))
             if len(_ARRAY_FREE_VALUES) >= _ARRAY_FREE_MEMO:
                 _ARRAY_FREE_VALUES.clear()
-            _ARRAY_FREE_VALUES[key] = needed
+            _ARRAY_FREE_VALUES[key] = known
+        needed, declared = known
         if len(self.values) < needed:
             raise CorruptTensorError(f"values has {len(self.values)} entries but the levels "
                                      f"address position {needed - 1}")
+        if declared is not None and len(self.values) != declared:
+            raise CorruptTensorError(f"values has {len(self.values)} entries, but the levels "
+                                     f"hold {declared} positions")
 
     def _seal(self) -> Tensor:
         """Make the index arrays read-only, with every array they view, so that their
@@ -529,7 +536,7 @@ def _copy_kernel(assignment, source: Format, target: Format, index_dtype: str, k
     return _COPY_KERNELS[key]
 
 
-_ARRAY_FREE_VALUES: dict[tuple, int] = {}  # see Tensor._validate_array_free
+_ARRAY_FREE_VALUES: dict[tuple, tuple[int, int | None]] = {}  # see Tensor._validate_array_free
 _ARRAY_FREE_MEMO = 1024
 
 

@@ -175,12 +175,13 @@ def test_one_child_below_a_unique_level_is_no_output(levels):
     ("coo", 0, "pos", 1, 2**31 - 1)])
 def test_huge_or_negative_pos_is_refused_before_expanding(fmt, level, name, index, value):
     """A pos entry of 2**31 - 1 asked validation for a 16 GiB array of positions: a
-    MemoryError, or the process killed for memory. Ranges are checked first."""
+    MemoryError, or the process killed for memory. Ranges, and the lengths they give
+    the arrays below, are checked first."""
     A = ls.Tensor.from_numpy(B, format=fmt)
     array = A.level_arrays[level][name].copy()
     array[index] = value
     A.level_arrays[level][name] = array
-    with pytest.raises(ls.CorruptTensorError, match="range"):
+    with pytest.raises(ls.CorruptTensorError, match="range|declared length"):
         _spmv(A)
 
 
