@@ -366,7 +366,9 @@ def _evaluate(case: Case, node: Node, masks, dtype: np.dtype, names: str):
         value, mask = np.broadcast_to(value, shape), np.broadcast_to(mask, shape)
         total = (np.logical_or.reduce(value, axis=axis, keepdims=True) if dtype.kind == "b"
                  else value.sum(axis=axis, keepdims=True, dtype=dtype))
-        return total, mask.any(axis=axis, keepdims=True)
+        # A finished sum is a computed value (0 over no stored entry), which a factor
+        # outside multiplies as IEEE does: inf times an empty row's sum is NaN.
+        return total, np.ones(total.shape, dtype=bool)
     (left, lmask), (right, rmask) = (_evaluate(case, c, masks, dtype, names)
                                      for c in node.children)
     if node.op == "*":

@@ -220,7 +220,7 @@ def corrupt_tensor(case: Case, operands: dict):
     rng = np.random.default_rng([case.seed, case.index, 1])
     slots = [(k, name) for k, level in enumerate(arrays) for name in level]
     crd = [(k, n) for k, n in slots if n == "crd" and len(arrays[k][n])]
-    pos = [(k, n) for k, n in slots if n == "pos"]
+    pos = [(k, n) for k, n in slots if n == "pos" and len(arrays[k][n]) > 1]
     nonempty = [(k, n) for k, n in slots if len(arrays[k][n])]
     how = case.corruption
     if (how == "crd-range" and not crd) or (how == "pos-order" and not pos) \
