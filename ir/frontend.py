@@ -73,7 +73,7 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
         body = convert(expr.body)
         if expr.var.name in derived:
             return body  # summed by the loops over its blocked levels
-        return Sum(expr.var.name, body, expr.op)
+        return Sum(expr.var.name, body, expr.op, hidden=expr.hidden)
 
     lhs = assignment.lhs
     names = tuple(v.name for v in lhs.indices)

@@ -51,7 +51,7 @@ def separate_diagonals(assignment: nt.Assignment, formats: dict[str, Format]
         indices = tuple(inner if m == mode else v for m, v in enumerate(access.indices))
         product = nt.Call(MUL, (rewrite(nt.Access(access.tensor, indices)),
                                 nt.Access(pattern, (var, inner))))
-        return nt.Reduction(ADD, inner, product)
+        return nt.Reduction(ADD, inner, product, hidden=True)
 
     rhs = nt.map_accesses(assignment.rhs, rewrite)
     return (assignment if not patterns else nt.Assignment(assignment.lhs, rhs)), patterns

@@ -100,11 +100,15 @@ class Call(_Formatted):
 
 @dataclass(frozen=True)
 class Reduction(_Formatted):
-    """``op`` folded over every value of ``var`` in ``body`` (``ADD`` is a sum)."""
+    """``op`` folded over every value of ``var`` in ``body`` (``ADD`` is a sum).
+    ``hidden``: a sum the compiler wrote (a diagonal use's), which, like the sums over
+    storage-only levels, joins the enclosing product's loops, so an entry the operand
+    does not store still annihilates there (README)."""
 
     op: Operator
     var: IndexVar
     body: Expr
+    hidden: bool = False
 
 
 Expr = Access | Literal | Call | Reduction
@@ -172,7 +176,7 @@ def with_children(expr: Expr, new: tuple[Expr, ...]) -> Expr:
     if isinstance(expr, Call):
         return Call(expr.op, new)
     if isinstance(expr, Reduction):
-        return Reduction(expr.op, expr.var, new[0])
+        return Reduction(expr.op, expr.var, new[0], expr.hidden)
     return expr
 
 

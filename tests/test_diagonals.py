@@ -91,3 +91,20 @@ def test_a_non_square_diagonal_is_a_shape_error():
 def test_exported_header_describes_the_pattern(tmp_path):
     _, header = ls.compile("y(i) = A(i,i)", A="csr").export(tmp_path / "k.o")
     assert "diagonal__1 (the diagonal pattern over index i" in header.read_text()
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dcsr"])
+def test_a_diagonal_the_operand_does_not_store_annihilates_a_nan_factor(fmt):
+    """A(j,j) reads sum_d A(j,d) * E(j,d); that sum joins the product's loops, as a
+    storage-only level's does, so where A stores no (j, j) the product is 0 even
+    against 0/0 = NaN (README's rule for entries not stored). Once the sum was
+    computed as a finished value first, which gave NaN there."""
+    dense = np.array([[0, 1, 0, 0], [2, 0, 0, 3], [0, 0, 0, 4], [5, 0, 6, 7]], np.int32)
+    A = ls.Tensor.from_numpy(dense, format=fmt)
+    kernel = ls.compile("Z(i,j) = (A(i,j) / A(j,i)) * A(j,j)", A=fmt)
+    stored_diagonal = np.diag(dense) != 0
+    with np.errstate(all="ignore"):
+        expected = np.where(stored_diagonal[None, :],
+                            dense / dense.T * np.diag(dense)[None, :], 0.0)
+    for _ in range(3):
+        np.testing.assert_array_equal(kernel(A=A).to_numpy(), expected)
