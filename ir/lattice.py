@@ -233,10 +233,8 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | N
         return None if body is None else Sum(expr.var, body, expr.op, expr.hidden)
     assert isinstance(expr, Apply)
     args = [substitute_absent(a, absent) for a in expr.args]
-    if all(a is None or isinstance(a, Const) for a in args):
-        value = expr.op.evaluate(*[0.0 if a is None else a.value for a in args])
-        return None if _is_zero(value) else Const(value)
-    kind = region(expr.op)
+    kind = region(expr.op)  # absent operands annihilate before constants fold: (A*B) *
+    # (A/B) where neither stores an entry is absent, not 0 * (0/0) = NaN
     if kind == "same" and args[0] is None:
         return None
     if kind == "intersection" and any(a is None for a in args):
@@ -245,6 +243,9 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | N
         return None
     if kind == "right" and args[1] is None:
         return None
+    if all(a is None or isinstance(a, Const) for a in args):
+        value = expr.op.evaluate(*[0.0 if a is None else a.value for a in args])
+        return None if _is_zero(value) else Const(value)
     if expr.op.identity is not None and _is_zero(expr.op.identity) and expr.op.arity == 2:
         if args[0] is None:
             return args[1]

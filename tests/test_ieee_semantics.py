@@ -147,3 +147,19 @@ def test_random_dense_expressions_with_inf_and_nan_match_numpy(tree):
     with np.errstate(all="ignore"):
         expected = _numpy(tree, arrays)
     check(result, expected)
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csf", "hash"])
+def test_an_absent_product_annihilates_a_quotient_of_absent_entries(fmt):
+    """(A*B) * (A/B) + 3 where A and B store nothing is 3: the product of absent entries
+    is absent and annihilates, even the 0/0 beside it. Constants were folded before the
+    absent operands were, which gave 0 * NaN + 3 = NaN there."""
+    a = np.array([0.0, 2.0, 0.0, 4.0, -1.0])
+    b = np.array([0.0, 3.0, 5.0, 0.0, 2.0])
+    A, B = (ls.Tensor.from_numpy(v, format=fmt) for v in (a, b))
+    kernel = ls.compile("Z(i) = (A(i) * B(i)) * (A(i) / B(i)) + 3", A=fmt, B=fmt)
+    both = (a != 0) & (b != 0)
+    with np.errstate(all="ignore"):
+        expected = np.where(both, a * b * (a / b), 0.0) + 3
+    for _ in range(3):
+        np.testing.assert_array_equal(kernel(A=A, B=B).to_numpy(), expected)
