@@ -27,14 +27,12 @@ Refresh = Callable[[], None]
 def live_copy(tensor: Tensor, fmt: Format, name: str) -> tuple[Tensor, Refresh]:
     """``tensor`` (the operand ``name``) in ``fmt``, and a refresh that sets the copy's
     values to the tensor's current ones."""
-    template, sources = tensor._gather_plan(fmt) if tensor.order else (None, None)
+    template, sources = (None, None) if not tensor.order else \
+        tensor._remembered_plan(fmt) or tensor._gather_plan(fmt)
     if template is None:
         copy = tensor.asformat(fmt)
         return copy, lambda: _convert_again(tensor, fmt, copy, name)
-    copy = Tensor(tensor.shape, template.format, tensor.dtype, tensor.index_dtype,
-                  template.level_extents, template.level_arrays, template.params,
-                  tensor.values[sources], fill=tensor.fill,
-                  name=tensor.name)._seal()._mark_valid()
+    copy = tensor._gathered(template, sources)
 
     def gather() -> None:
         if len(tensor.values) <= sources_end:

@@ -269,28 +269,32 @@ class Tensor:
         index arrays cannot change, so where each entry of the result takes its value
         from is remembered, and converting it again (a transposed operand, on every
         call) gathers its current values: 2M entries in 15 ms rather than 250."""
-        key = self._sorted_key(fmt)
-        template = None
-        if key is not None:
-            memo = self.__dict__.get("_sorted_memo")
-            if memo is None or memo[0] != key:
-                memo = self._sorted_memo = (key, *self._gather_plan(fmt))
-            template, sources = memo[1], memo[2]
+        template, sources = self._remembered_plan(fmt) or (None, None)
         if template is None:
             coords, values = self.to_coo()
             return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
                                    self.index_dtype, self.name)
-        return Tensor(self.shape, template.format, self.dtype, self.index_dtype,
-                      template.level_extents, template.level_arrays, template.params,
-                      self.values[sources], name=self.name)._seal()._mark_valid()
+        return self._gathered(template, sources)
 
-    def _sorted_key(self, fmt: Format) -> tuple | None:
-        """What a remembered ``_sorted_into`` plan holds for: the sealed index arrays (not
-        the values), extents, parameters and ``fmt``; None when nothing can be kept."""
+    def _remembered_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None] | None:
+        """``_gather_plan(fmt)``, remembered while this tensor is sealed (keyed by its
+        index arrays, not its values, plus extents, parameters and ``fmt``); None when
+        nothing can be kept."""
         state = self._sealed_state()
         if state is None or self.order == 0:
             return None
-        return (_Identity(tuple(state[0])[:-1]), state[1:], fmt)
+        key = (_Identity(tuple(state[0])[:-1]), state[1:], fmt)
+        memo = self.__dict__.get("_sorted_memo")
+        if memo is None or memo[0] != key:
+            memo = self._sorted_memo = (key, *self._gather_plan(fmt))
+        return memo[1], memo[2]
+
+    def _gathered(self, template: Tensor, sources: np.ndarray) -> Tensor:
+        """``template``'s layout holding this tensor's values at ``sources``."""
+        return Tensor(self.shape, template.format, self.dtype, self.index_dtype,
+                      template.level_extents, template.level_arrays, template.params,
+                      self.values[sources], fill=self.fill,
+                      name=self.name)._seal()._mark_valid()
 
     def _gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
         """``fmt``'s index arrays for this tensor's entries, and the value position each
