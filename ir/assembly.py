@@ -22,7 +22,9 @@ from .schedule import ScheduleError, unordered_append_output
 from .types import TensorType
 
 if TYPE_CHECKING:
-    from .codegen import Ctx, KernelCompiler, TensorIR
+    from .codegen import KernelCompiler
+    from .emit_base import Ctx
+    from .tensor_ir import TensorIR
 
 # The status of a call whose output level refused an insert (insert_coord returned False).
 STATUS_INSERT_REFUSED = 3

@@ -26,7 +26,8 @@ from .cin import Expr, Operand, contains_sum, operands
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
-    from .codegen import Ctx, KernelCompiler
+    from .codegen import KernelCompiler
+    from .emit_base import Ctx
 
 LANES = (8, 4)  # positions per step of the jammed loops, in the order they run
 ZERO = ir.Constant(I64, 0)

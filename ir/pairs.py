@@ -40,13 +40,14 @@ from .cin import Expr, Operand, contains_sum, operands
 from .lattice import Iter, build_lattice, choose_iterated
 
 if TYPE_CHECKING:
-    from .codegen import Ctx, KernelCompiler
+    from .codegen import KernelCompiler
+    from .emit_base import Ctx
 
 
 def inner_driver(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> Iter | None:
     """The level that drives the innermost loop, ``order[depth + 1]``, where the loop at
     ``order[depth]`` may run two iterations side by side around it; None where not."""
-    from .codegen import Ctx, LevelPos
+    from .emit_base import Ctx, LevelPos
 
     # Under fastmath LLVM may reassociate each row's sum (vector partial sums), which
     # gains more than pairing and would make the two forms' bits differ.

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 
 from . import runtime
-from .ir.codegen import STATUS_NO_MEMORY
+from .ir.emit_base import STATUS_NO_MEMORY
 from .runtime import DescriptorHolder, Phase, Split
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ir.assembly import STATUS_INSERT_REFUSED
-from .ir.codegen import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
+from .ir.emit_base import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
 from .results import BUFFERS, MIN_BYTES, with_spare
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"))

@@ -1,0 +1,135 @@
+"""Shared pieces of the lowering: descriptor and status constants, the emission context,
+and small loop helpers used by the kernel compiler, the point emitter and the assembler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from llvmlite import ir
+
+from .bodies import I64
+from .cin import Apply, Expr, Operand, Sum, uses
+from .lattice import Iter
+
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I8P = I8.as_pointer()
+I64P = I64.as_pointer()
+# A tensor descriptor: nlevels, extents, sizes, arrays (level arrays then vals), caps, params.
+DESCRIPTOR = ir.LiteralStructType([I64, I64P, I64P, I8P.as_pointer(), I64P, I64P])
+STATUS_OK, STATUS_NO_MEMORY, STATUS_NEGATIVE_STORE = 0, 1, 2
+# Extra arguments (after the descriptor table) of each phase of a split assembly.
+PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
+                   "fill": [I64, I64, I64], "append": [I64, I64, I64.as_pointer()],
+                   "finish": [I64]}
+ZERO = ir.Constant(I64, 0)
+ONE = ir.Constant(I64, 1)
+RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV on 4M entries 9.5 -> 7.4 ms (4x: 7.9)
+GALLOP_SKEW = 8  # see PointEmitter.skewed
+
+
+
+@dataclass(frozen=True)
+class LevelPos:
+    """A resolved operand level: its position (or segment of duplicate positions)."""
+
+    pos: ir.Value
+    coord: ir.Value
+    seg_end: ir.Value | None = None
+
+
+@dataclass(frozen=True)
+class Ctx:
+    bound: dict[str, ir.Value] = field(default_factory=dict)
+    levels: dict[int, tuple[LevelPos, ...]] = field(default_factory=dict)
+    found: dict[int, ir.Value] = field(default_factory=dict)  # operands located late
+
+    def bind(self, var: str, value: ir.Value) -> Ctx:
+        return replace(self, bound={**self.bound, var: value})
+
+    def resolve(self, uid: int, level: LevelPos) -> Ctx:
+        return replace(self, levels={**self.levels, uid: self.levels.get(uid, ()) + (level,)})
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A loop's running sum over sorted runs of duplicate coordinates (see running_sums):
+    the coordinate of the open run (-1 before the first) and its sum so far, plus the
+    context outside the loop, in which a finished run's coordinate is bound to write it."""
+
+    var: str
+    coord: ir.AllocaInstr
+    total: ir.AllocaInstr
+    outer: Ctx
+
+
+
+def unroll(back_edge: ir.Instruction, count: int) -> None:
+    """Ask LLVM to unroll the loop closed by ``back_edge`` ``count`` times (the pipeline
+    unrolls no loop unasked; see backends/cpu.py)."""
+    module = back_edge.module
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.count"),
+                                ir.Constant(ir.IntType(32), count)])
+    loop_id = module.add_metadata([ir.MetaDataString(module, f"loop.{len(module.metadata)}")])
+    loop_id.operands = (loop_id, hint)  # a loop ID's first operand is itself
+    back_edge.set_metadata("llvm.loop", loop_id)
+
+
+def emit_counted_loop(b: ir.IRBuilder, counter: ir.AllocaInstr, start: ir.Value,
+                      stop: ir.Value, body: Callable[[ir.Value], None],
+                      name: str = "fill") -> None:
+    """for q in range(start, stop): body(q), with ``counter`` as the loop variable.
+
+    Its blocks are named ``name``.* (fill.* by default, which the dump and the loop-shape
+    tests tell apart from the loops over index variables).
+    """
+    b.store(start, counter)
+    head = b.append_basic_block(f"{name}.head")
+    loop = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
+    b.position_at_end(loop)
+    q = b.load(counter)
+    body(q)
+    b.store(b.add(q, ONE), counter)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+@dataclass
+class IterState:
+    it: Iter
+    kind: str  # 'coordinate' or 'position'
+    cur: ir.AllocaInstr
+    end: ir.Value
+    parent: LevelPos | None
+    clamped: bool = False  # already limited to the thread's coordinates [lo, hi)
+
+
+Hooks = tuple[Callable[[Ctx], object], Callable[[Ctx, object], None]]
+Leaf = Callable[[ir.Value, Ctx], None]
+
+
+def linear_in(expr: Expr, uid: int) -> bool:
+    """Whether expr is linear in operand uid (so duplicates may be summed after the fact)."""
+    count = [o.uid for o in uses(expr)].count(uid)
+    if count != 1:
+        return False
+
+    def walk(e: Expr) -> bool:
+        if isinstance(e, Operand):
+            return e.uid == uid
+        if isinstance(e, Sum):
+            return walk(e.body)
+        if isinstance(e, Apply):
+            inside = [walk(a) for a in e.args]
+            if not any(inside):
+                return False
+            if e.op.kind in ("add", "sub", "neg", "mul"):
+                return True
+            return e.op.kind == "div" and inside[0] and not inside[1]
+        return False
+    return walk(expr)

@@ -1,0 +1,113 @@
+"""A tensor argument as the kernel sees it: its descriptor fields loaded once, its arrays
+as growable references, and calls of its level functions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from llvmlite import ir
+
+from . import scalars
+from .bodies import I64, ArrayRef, emit_body
+from .emit_base import I8P, I32, ZERO
+from .types import TensorType
+
+if TYPE_CHECKING:
+    from .codegen import KernelCompiler
+
+
+
+class TensorIR:
+    """IR-side handles for one kernel argument."""
+
+    def __init__(self, kc: KernelCompiler, index: int, ttype: TensorType, is_output: bool):
+        b = kc.b
+        self.kc = kc
+        self.type = ttype
+        self.is_output = is_output
+        slot = b.gep(kc.function.args[0], [ir.Constant(I64, index)])
+        self.desc = b.load(slot, name=f"desc{index}")
+        fields = [b.load(b.gep(self.desc, [ir.Constant(I32, 0), ir.Constant(I32, f)]))
+                  for f in range(6)]
+        _, self.extents_ptr, self.sizes_ptr, self.arrays_ptr, self.caps_ptr, params = fields
+        self.extents = [b.load(b.gep(self.extents_ptr, [ir.Constant(I64, k)]))
+                        for k in range(len(ttype.levels))]
+        self.params: dict[tuple[int, str], ir.Value] = {}
+        for n, key in enumerate(ttype.param_slots()):
+            self.params[key] = b.load(b.gep(params, [ir.Constant(I64, n)]))
+        self.slots = ttype.array_slots()
+        self.index_element = ir.IntType(8 * np.dtype(ttype.index_dtype).itemsize)
+        self.vals_slot = len(self.slots)
+        self.pointers: dict[int, ir.Value] = {}
+        self.frozen = False  # output pointers loaded once (see freeze)
+        self.prechecked: set[int] = set()  # slots whose capacity a loop ensured up front
+        # An output's array pointers and capacities live in locals while the kernel runs
+        # (stores into the arrays cannot alias them) and go back to the descriptor at exit.
+        self.local_pointers: dict[int, ir.AllocaInstr] = {}
+        self.local_caps: dict[int, ir.AllocaInstr] = {}
+        for slot in range(len(self.slots) + 1):
+            if is_output:
+                index = ir.Constant(I64, slot)
+                self.local_pointers[slot] = b.alloca(I8P, name=f"out.ptr{slot}")
+                b.store(b.load(b.gep(self.arrays_ptr, [index])), self.local_pointers[slot])
+                self.local_caps[slot] = b.alloca(I64, name=f"out.cap{slot}")
+                b.store(b.load(b.gep(self.caps_ptr, [index])), self.local_caps[slot])
+            else:
+                self.pointers[slot] = self._load_pointer(b, slot)
+
+    def element(self, slot: int) -> ir.Type:
+        if slot == self.vals_slot:
+            return scalars.element_type(self.type.dtype)
+        return self.index_element
+
+    def _load_pointer(self, b: ir.IRBuilder, slot: int) -> ir.Value:
+        if slot in self.local_pointers:
+            raw = b.load(self.local_pointers[slot])
+        else:
+            raw = b.load(b.gep(self.arrays_ptr, [ir.Constant(I64, slot)]))
+        return b.bitcast(raw, self.element(slot).as_pointer())
+
+    def write_back(self, b: ir.IRBuilder) -> None:
+        """Publish the output's (possibly grown) arrays to its descriptor."""
+        for slot, pointer in self.local_pointers.items():
+            index = ir.Constant(I64, slot)
+            b.store(b.load(pointer), b.gep(self.arrays_ptr, [index]))
+            b.store(b.load(self.local_caps[slot]), b.gep(self.caps_ptr, [index]))
+
+    def freeze(self) -> None:
+        """Load every array pointer once: an output sized up front never moves again, and
+        a pointer kept in a register lets LLVM vectorize loops that store through it."""
+        for slot in range(len(self.slots) + 1):
+            self.pointers[slot] = self._load_pointer(self.kc.b, slot)
+        self.frozen = True
+
+    def array_ref(self, slot: int, init: int | None = None) -> ArrayRef:
+        if not self.is_output or self.frozen:
+            return ArrayRef(self.pointers[slot], self.element(slot),
+                            invariant=not self.is_output)
+        return ArrayRef(lambda b, s=slot: self._load_pointer(b, s), self.element(slot),
+                        lambda b, index, s=slot, v=init: self.kc.ensure_store(self, s, index,
+                                                                              v))
+
+    def level_arrays(self, level: int) -> dict[str, ArrayRef]:
+        arrays = {}
+        for name, adef in self.type.levels[level].definition.arrays.items():
+            slot = self.type.slot_of(level, name).index
+            arrays[name] = self.array_ref(slot, adef.init)
+        return arrays
+
+    def env(self, level: int, **values: ir.Value) -> dict[str, ir.Value]:
+        nlevels = len(self.type.levels)
+        env = {"N": self.extents[level],
+               "N_child": self.extents[level + 1] if level + 1 < nlevels else ZERO,
+               "i_parent": ZERO, "i_grandparent": ZERO, "p_parent": ZERO}
+        for (k, name), value in self.params.items():
+            if k == level:
+                env[name] = value
+        env.update(values)
+        return env
+
+    def call(self, level: int, function: str, **values: ir.Value) -> list[ir.Value]:
+        fn = self.type.levels[level].definition.functions[function]
+        return emit_body(self.kc.b, fn, self.env(level, **values), self.level_arrays(level))
