@@ -68,6 +68,18 @@ class OutputAssembler:
                     f"level {k - 1} ({above}), which keeps one position per coordinate: "
                     "this format stores at most one entry per coordinate there and cannot "
                     "be an output (a non-unique level above it can)")
+        unordered = [k for k in range(self.prefix) if not self.levels[k].ordered]
+        if unordered and self.prefix < len(self.levels):
+            # Appended children land in visit order while their parents' edges are kept by
+            # position: under a parent whose positions do not follow its coordinates
+            # (buckets of a hash), the two orders differ and entries would swap values.
+            k = unordered[0]
+            raise ScheduleError(
+                f"output level {self.prefix} ({self.levels[self.prefix].kind}) appends below "
+                f"level {k} ({self.levels[k].kind}), whose positions do not follow its "
+                "coordinates: appended children would not line up with their parents; "
+                "make the lower levels insert too, or order level "
+                f"{k}")
         self.heads = [k for k in range(self.prefix, len(self.levels))
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)
