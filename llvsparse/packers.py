@@ -25,16 +25,19 @@ def pack_dia(rows, cols, values, shape, index_dtype):
 
 
 def _pack_ell(rows, cols, values, shape, index_dtype, row_major: bool):
-    """ELLPACK with every row padded to the longest one; padding is (col 0, value 0)."""
+    """ELLPACK with every row padded to the longest one by explicit zeros at columns the
+    row does not store (see ``_padding_columns``)."""
     nrows, ncols = shape
     counts = np.bincount(rows, minlength=nrows) if nrows else np.zeros(0, np.int64)
     width = int(counts.max()) if len(rows) else 0
     slot = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
-    position = rows * width + slot if row_major else slot * nrows + rows
-    crd = np.zeros(width * nrows, dtype=index_dtype)
-    vals = np.zeros(width * nrows, dtype=values.dtype)
-    crd[position] = cols
-    vals[position] = values
+    crd_by_row = _padding_columns(rows, cols, counts, width)
+    crd_by_row[rows, slot] = cols
+    vals_by_row = np.zeros((nrows, width), dtype=values.dtype)
+    vals_by_row[rows, slot] = values
+    order = (lambda a: a.reshape(-1)) if row_major else (lambda a: a.T.reshape(-1))
+    crd = order(crd_by_row).astype(index_dtype)
+    vals = np.ascontiguousarray(order(vals_by_row))
     extents = [nrows, width, ncols] if row_major else [width, nrows, ncols]
     return extents, [{}, {}, {"crd": crd}], vals
 
@@ -72,3 +75,21 @@ def pack_bcsr(rows, cols, values, shape, index_dtype, block):
 
 
 PACKERS = {"dia": pack_dia, "ell": pack_ell, "ell-rows": pack_ell_rows}
+
+
+def _padding_columns(rows, cols, counts, width: int) -> np.ndarray:
+    """(nrows, width) columns whose last ``width - counts[i]`` slots of row i hold distinct
+    columns the row does not store. A padding entry at a stored column (the old column 0)
+    was a duplicate that turned ``A(i,0) * x(0)`` into NaN for ``x(0) = inf``; among the
+    first ``width`` columns a row stores at most ``counts[i]``, so enough are free."""
+    nrows = len(counts)
+    stored = np.zeros((nrows, width), dtype=bool)
+    low = cols < width
+    stored[rows[low], cols[low]] = True
+    free = ~stored
+    rank = np.cumsum(free, axis=1) - 1  # among the row's free columns
+    columns = np.zeros((nrows, width), dtype=np.int64)
+    take = free & (rank < (width - counts)[:, None])
+    row_of, column = np.nonzero(take)
+    columns[row_of, counts[row_of] + rank[row_of, column]] = column
+    return columns

@@ -163,3 +163,24 @@ def test_an_absent_product_annihilates_a_quotient_of_absent_entries(fmt):
         expected = np.where(both, a * b * (a / b), 0.0) + 3
     for _ in range(3):
         np.testing.assert_array_equal(kernel(A=A, B=B).to_numpy(), expected)
+
+
+@pytest.mark.parametrize("fmt", ["ell", "ell-rows"])
+def test_ell_padding_never_duplicates_a_stored_entry(fmt: str) -> None:
+    """ELL padded rows with (column 0, value 0): where a row stored column 0 too, the
+    padding was a duplicate, and A(0,0) * -inf summed as 1 * -inf + 0 * -inf = NaN."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        dense = rng.random((7, 5)) * (rng.random((7, 5)) < 0.4)
+        A = ls.Tensor.from_numpy(dense, format=fmt)
+        coords, _ = A.to_coo()
+        assert len(set(map(tuple, coords.T.tolist()))) == coords.shape[1]  # no duplicates
+        np.testing.assert_array_equal(A.to_numpy(), dense)
+        stored = np.zeros(dense.shape, dtype=bool)
+        stored[tuple(coords)] = True
+        b = rng.choice([-np.inf, np.inf, 1.0, 2.0], size=5)
+        with np.errstate(invalid="ignore"):
+            expected = np.where(stored, dense * b[None, :], 0.0)
+        kernel = ls.compile("C(i,j) = A(i,j) * B(j)", A=fmt, B="dense")
+        for _ in range(3):
+            np.testing.assert_array_equal(kernel(A=A, B=b).to_numpy(), expected)
