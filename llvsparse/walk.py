@@ -45,10 +45,13 @@ def _expand(begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def walk_levels(tensor, check: bool) -> Walk:
     positions = np.zeros(1, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)  # the previous level's positions holding no entry
     coords: list[np.ndarray] = []
     parents: list[np.ndarray] = []
     for k, level in enumerate(tensor.tensor_type.levels):
-        owner, pos, coord = _step(tensor, k, positions, coords, check)
+        if check and len(empty):
+            _check_childless(tensor, k, empty)
+        owner, pos, coord, empty = _step(tensor, k, positions, coords, check)
         coords = [c[owner] for c in coords] + [coord.astype(np.int64)]
         if check:
             where = f"level {k} ({level.kind})"
@@ -103,12 +106,29 @@ def _step(tensor, k: int, positions: np.ndarray, coords: list[np.ndarray], check
                                arrays, where, len(pos))
     keep = np.asarray(found, dtype=bool)
     if keep.all():
-        return owner, pos, coord
+        return owner, pos, coord, pos[:0]
     if check and level.prop("compact"):  # kernels then take every position as an entry
         bad = int(pos[np.argmin(keep)])
         raise CorruptTensorError(f"{where} claims compact positions but position {bad} holds "
                                  "no entry (found is false)")
-    return owner[keep], pos[keep], coord[keep]
+    return owner[keep], pos[keep], coord[keep], pos[~keep]
+
+
+def _check_childless(tensor, k: int, empty: np.ndarray) -> None:
+    """Level ``k`` holds no children under the parent positions ``empty`` (empty hash
+    buckets): kernels never read there, but a decreasing range there is as corrupt as
+    one under an entry, and was accepted."""
+    level = tensor.tensor_type.levels[k]
+    bounds = level.definition.functions.get("pos_bounds")
+    if bounds is None or _reads(bounds, ("i_parent", "i_grandparent")):
+        return
+    where = f"level {k} ({level.kind})"
+    env = dict(_env(tensor, k, empty, [empty] * k))  # coordinates: never read (above)
+    begin, end = _bounds(bounds, env, tensor.level_arrays[k], where, len(empty))
+    if np.any(end > begin):
+        bad = int(np.argmax(end > begin))
+        raise CorruptTensorError(f"{where}: parent position {int(empty[bad])} holds no "
+                                 f"entry but has children [{begin[bad]}, {end[bad]})")
 
 
 def _check_located(tensor, k: int, positions: np.ndarray, owner: np.ndarray,
@@ -158,7 +178,7 @@ def entries_per_coordinate(tensor) -> np.ndarray:
     sit in order, without gaps); it stops at a level that is not, or whose bounds read
     parent coordinates, and counts entries there.
     """
-    _, pos, coord = _step(tensor, 0, np.zeros(1, dtype=np.int64), [], check=False)
+    _, pos, coord, _ = _step(tensor, 0, np.zeros(1, dtype=np.int64), [], check=False)
     first, last = pos.astype(np.int64), pos.astype(np.int64) + 1
     for k, level in enumerate(tensor.tensor_type.levels[1:], start=1):
         bounds = level.definition.functions.get("pos_bounds")

@@ -89,3 +89,26 @@ def test_sealed_tensors_reuse_their_pattern():
     A.values[0] = 10.0  # values are not the pattern's concern
     assert kernel(A=A).to_numpy() == np.trace(A.to_numpy())
     assert A._diagonal_memo[2] is pattern
+
+
+def _hashed_rows(pos: list[int]) -> ls.Tensor:
+    """Rows 1 and 2 stored in one 4-bucket hash segment (buckets 0 and 3 empty), columns
+    compressed below it."""
+    fmt = ls.Format([ls.Level("hashed", 0, params={"W": 4}), ls.Level("compressed", 1)])
+    return ls.Tensor((4, 3), fmt, np.float64, np.int64, [4, 3],
+                     [{"crd": np.array([-1, 1, 2, -1], np.int64)},
+                      {"pos": np.array(pos, np.int64), "crd": np.array([0, 2, 1], np.int64)}],
+                     [{"W": 4}, {}], np.array([1.0, 2.0, 3.0]))
+
+
+def test_children_under_empty_hash_buckets_are_checked() -> None:
+    """pos under an empty bucket was never read, so a decreasing range or orphan children
+    there passed validation."""
+    good = _hashed_rows([0, 0, 2, 3, 3])
+    good.validate()
+    np.testing.assert_array_equal(good.to_numpy(),
+                                  [[0, 0, 0], [1, 0, 2], [0, 3, 0], [0, 0, 0]])
+    with pytest.raises(ls.CorruptTensorError, match="decreasing range"):
+        _hashed_rows([3, 0, 2, 3, 3]).validate()
+    with pytest.raises(ls.CorruptTensorError, match="holds no entry but has children"):
+        _hashed_rows([0, 1, 2, 3, 3]).validate()
