@@ -244,6 +244,14 @@ def _where(condition, x=None, y=None):
     return finish(_lazy_module().apply("where", condition, x, y), (condition, x, y))
 
 
+def _on_dense(function: Callable) -> Callable:
+    """``function`` on the operands' dense values (comparisons of results)."""
+    def call(*args, **kwargs):
+        dense = [np.asarray(a) if isinstance(a, ArrayOps) else a for a in args]
+        return function._implementation(*dense, **kwargs)
+    return call
+
+
 def _method(name: str) -> Callable:
     def call(a, *args, **kwargs):
         return getattr(a, name)(*args, **kwargs)
@@ -259,4 +267,5 @@ def _handlers() -> dict[Callable, Callable]:
         np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: _dot, np.tensordot: _tensordot,
         np.einsum: _einsum, np.where: _where,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+        **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},
     }

@@ -180,6 +180,7 @@ def test_numpy_protocols():
     _close(np.tensordot(A, B, axes=2), np.tensordot(a, b, axes=2))
     _close(np.transpose(A), a.T)
     assert np.shape(A) == (5, 4) and np.ndim(A) == 2
+    assert np.allclose(A + B, a + b) and np.array_equal(A, a) and np.isclose(A, a).all()
     with pytest.raises(TypeError, match="cumsum"):
         np.cumsum(A)
     with pytest.raises(TypeError, match="sin"):
