@@ -53,7 +53,8 @@ class Node:
 
     @property
     def reads_dense(self) -> bool:
-        return any(_is_dense(t) for t in self.leaves.values())
+        """Whether a dense operand (more than a 0-d one) is read."""
+        return any(_is_dense(t) and t.order for t in self.leaves.values())
 
 
 def substitute(expr: nt.Expr, mapping: Mapping[nt.IndexVar, nt.IndexVar]) -> nt.Expr:
@@ -71,8 +72,11 @@ def _is_dense(tensor: Tensor) -> bool:
 
 
 def _tensor_fill(tensor: Tensor) -> object:
-    """What a tensor holds where it stores nothing (None for a dense one)."""
-    if _is_dense(tensor) or tensor.order == 0:
+    """What a tensor holds where it stores nothing: a 0-d tensor's value, None for a
+    dense one (it varies)."""
+    if tensor.order == 0:
+        return tensor.to_numpy().item()
+    if _is_dense(tensor):
         return None
     fill = getattr(tensor, "fill_value", None)
     return tensor.fill if fill is None else fill
@@ -87,12 +91,15 @@ def leaf(tensor: Tensor) -> Node:
 
 def as_node(value: object) -> Node | None:
     """``value`` as a node: a lazy expression, a tensor, anything ``ls.asarray`` reads,
-    a number (a literal where the notation can print it); None for other objects."""
+    a number; None for other objects. A Python number is a literal of the kernel (a weak
+    dtype, as numpy's NEP 50 has it; each value its own kernel); a numpy scalar, which
+    keeps its dtype, a 0-d operand (one kernel for every value), and so are numbers a
+    literal cannot print (inf, NaN, bools)."""
     if isinstance(value, LazyTensor):
         return value.node
     if isinstance(value, Tensor):
         return leaf(value)
-    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) \
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)) \
             and math.isfinite(value):
         return Node(nt.Literal(value), (), (), {}, value)
     from .coerce import asarray, is_foreign_sparse
@@ -323,7 +330,7 @@ def einsum(subscripts: str, *operands: object) -> Node:
 
 # ----------------------------------------------------------------------------- compute
 
-_NAMED = ("csr", "csc", "coo", "dcsr", "dcsc", "csf")
+_NAMED = ("csr", "csc", "coo", "dcsr", "dcsc", "csf", "hash", "coo-unordered")
 
 
 def _sparse_format(order: int) -> str:

@@ -175,9 +175,14 @@ class ArrayOps:
 
     # -- numpy protocols ----------------------------------------------------------------
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        """The dense values (a view of a dense tensor's own)."""
+        """The dense values (a view of a dense tensor's own). ``copy=False`` is refused
+        where they are a new array, as numpy 2 refuses it."""
         lazy = _lazy_module()
-        array = lazy.compute_node(lazy.as_node(self)).to_numpy()
+        tensor = lazy.compute_node(lazy.as_node(self))
+        if copy is False and (tensor is not self or any(tensor.level_arrays)):
+            raise ValueError(f"the dense values of this {type(self).__name__} are a new "
+                             "array; copy=False cannot be honoured")
+        array = tensor.to_numpy()
         if dtype is not None:
             array = array.astype(dtype, copy=False)
         return array.copy() if copy else array

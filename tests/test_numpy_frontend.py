@@ -71,6 +71,36 @@ def test_operands_of_every_kind():
     _close(A + np.nan, a + np.nan)
 
 
+@pytest.mark.parametrize("fmt", ["dia", "ell", "hash", "dcsr", "coo-unordered", "bcsr2x2"])
+def test_other_formats(fmt):
+    S, A = _matrix((6, 6), 0.4, 20, fmt)
+    a = S.toarray()
+    _close(A + A, a + a)
+    _close(A * 2, a * 2)
+    _close(A.T, a.T)
+    _close(A @ np.ones(6), a @ np.ones(6))
+    _close(A.sum(axis=0), a.sum(axis=0))
+    _close(A.max(axis=1), a.max(axis=1))
+
+
+def test_numpy_scalars_keep_their_dtype_and_their_kernel(monkeypatch):
+    """A numpy scalar is a 0-d operand: numpy's dtype (float32 * np.float64 is float64),
+    and one kernel for every value; a Python number is a weak literal."""
+    a = np.array([[0, 1.5], [2, 0]], np.float32)
+    A = ls.Tensor.from_numpy(a, format="csr")
+    calls = []
+    evaluate = api.evaluate
+    monkeypatch.setattr(api, "evaluate", lambda *args, **kw: calls.append(str(args[0])) or
+                        evaluate(*args, **kw))
+    for scale in (np.float64(2), np.float64(3)):
+        result = A * scale
+        assert result.dtype == (a * scale).dtype and result.format.name == "csr"
+        _close(result, a * scale)
+    assert calls[0] == calls[1]
+    assert (A * 2.0).dtype == (a * 2.0).dtype == np.float32
+    _close(A * np.float64(np.nan), np.where(a != 0, np.nan, 0))  # not stored: annihilates
+
+
 def test_result_formats_follow_the_pattern():
     """Sparse where the result is zero wherever the sparse operands store nothing."""
     S, A = _matrix((6, 6), 0.3, 6)
@@ -168,6 +198,10 @@ def test_numpy_protocols():
     assert dense.dtype == np.float64 and dense.shape == (5, 4)
     _close(dense, a)
     _close(np.array(A, dtype=np.float32), a.astype(np.float32))
+    with pytest.raises(ValueError, match="copy=False"):
+        np.asarray(A, copy=False)
+    dense = ls.Tensor.from_numpy(a)
+    assert np.shares_memory(np.asarray(dense, copy=False), dense.values)
     _close(np.add(A, B), a + b)
     _close(np.multiply(A, 2), a * 2)
     _close(np.subtract(a, A), a - a)
