@@ -39,9 +39,9 @@ def host_reduce(tensor: Tensor, ufunc: np.ufunc, axes: tuple[int, ...]) -> np.nd
     where = np.ravel_multi_index(tuple(coords[kept]), out_shape) if kept else \
         np.zeros(coords.shape[1], dtype=np.int64)
     result = np.full(cells, _start(ufunc, values.dtype), dtype=values.dtype)
-    ufunc.at(result, where, values)
     partial = np.bincount(where, minlength=cells) < reduced
     fill = getattr(tensor, "fill_value", tensor.fill)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # NaN and overflow as numpy's reduce gives them, quietly
+        ufunc.at(result, where, values)
         result[partial] = ufunc(result[partial], np.asarray(fill, values.dtype))
     return result.reshape(out_shape)

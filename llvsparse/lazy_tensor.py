@@ -16,6 +16,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,7 +25,11 @@ from . import notation as nt
 from .format import Format, FormatError, Level, named_format
 from .numpy_protocols import ArrayOps
 from .operators import ADD, MUL
-from .tensor import Tensor
+from .tensor import Tensor, checked_value_dtype
+
+# What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
+# it here cost more than the call).
+Operand = Tensor | np.ndarray
 
 _COUNTER = itertools.count()
 
@@ -42,7 +47,7 @@ class Node:
     expr: nt.Expr
     vars: tuple[nt.IndexVar, ...]
     shape: tuple[int, ...]
-    leaves: Mapping[str, Tensor]
+    leaves: Mapping[str, Operand]
     fill: object
 
     def at(self, new_vars: Sequence[nt.IndexVar]) -> nt.Expr:
@@ -54,7 +59,7 @@ class Node:
     @property
     def reads_dense(self) -> bool:
         """Whether a dense operand (more than a 0-d one) is read."""
-        return any(_is_dense(t) and t.order for t in self.leaves.values())
+        return any(_is_dense(t) and t.ndim for t in self.leaves.values())
 
 
 def substitute(expr: nt.Expr, mapping: Mapping[nt.IndexVar, nt.IndexVar]) -> nt.Expr:
@@ -67,22 +72,24 @@ def substitute(expr: nt.Expr, mapping: Mapping[nt.IndexVar, nt.IndexVar]) -> nt.
     return nt.with_children(expr, kids) if kids else expr
 
 
-def _is_dense(tensor: Tensor) -> bool:
-    return all(level.full for level in tensor.tensor_type.levels)
+def _is_dense(tensor: Operand) -> bool:
+    return isinstance(tensor, np.ndarray) or \
+        all(level.full for level in tensor.tensor_type.levels)
 
 
-def _tensor_fill(tensor: Tensor) -> object:
+def _tensor_fill(tensor: Operand) -> object:
     """What a tensor holds where it stores nothing: a 0-d tensor's value, None for a
     dense one (it varies)."""
-    if tensor.order == 0:
-        return tensor.to_numpy().item()
+    if tensor.ndim == 0:
+        return (tensor.item() if isinstance(tensor, np.ndarray) else
+                tensor.to_numpy().item())
     if _is_dense(tensor):
         return None
     fill = getattr(tensor, "fill_value", None)
     return tensor.fill if fill is None else fill
 
 
-def leaf(tensor: Tensor) -> Node:
+def leaf(tensor: Operand) -> Node:
     axes = tuple(_fresh() for _ in tensor.shape)
     name = f"L{id(tensor)}"
     return Node(nt.Access(name, axes), axes, tensor.shape, {name: tensor},
@@ -104,9 +111,14 @@ def as_node(value: object) -> Node | None:
         return Node(nt.Literal(value), (), (), {}, value)
     from .coerce import asarray, is_foreign_sparse
 
-    if isinstance(value, (np.ndarray, np.generic, list, tuple, bool, float)) or \
-            is_foreign_sparse(value):
+    if is_foreign_sparse(value):
         return leaf(asarray(value))
+    if isinstance(value, (np.ndarray, np.generic, list, tuple, bool, float)):
+        array = np.asarray(value)
+        if array.dtype == object:
+            raise TypeError(f"cannot use a {type(value).__name__} of objects as a tensor")
+        checked_value_dtype(array.dtype)
+        return leaf(array)
     return None
 
 
@@ -119,14 +131,14 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _broadcast_args(nodes: Sequence[Node]
-                    ) -> tuple[tuple[int, ...], tuple, list[nt.Expr], dict[str, Tensor]]:
+                    ) -> tuple[tuple[int, ...], tuple, list[nt.Expr], dict[str, Operand]]:
     """The broadcast shape, its fresh variables, each node read at them (an axis of
     extent 1 against a longer one is dropped first: notation has no broadcasting) and
     the tensors they read."""
     shape = broadcast_shape(*(n.shape for n in nodes))
     axes = tuple(_fresh() for _ in shape)
     args = []
-    leaves: dict[str, Tensor] = {}
+    leaves: dict[str, Operand] = {}
     for node in nodes:
         offset = len(shape) - len(node.shape)
         drop = [k for k, e in enumerate(node.shape) if e == 1 and shape[offset + k] != 1]
@@ -138,7 +150,7 @@ def _broadcast_args(nodes: Sequence[Node]
     return shape, axes, args, leaves
 
 
-def _merged(nodes: Sequence[Node]) -> dict[str, Tensor]:
+def _merged(nodes: Sequence[Node]) -> dict[str, Operand]:
     """Every tensor the nodes read, by name."""
     return {name: t for n in nodes for name, t in n.leaves.items()}
 
@@ -337,7 +349,7 @@ def _sparse_format(order: int) -> str:
     return {1: "coo", 2: "csr"}.get(order, "csf")
 
 
-def output_format(node: Node, assignment: nt.Assignment, operands: Mapping[str, Tensor]
+def output_format(node: Node, assignment: nt.Assignment, operands: Mapping[str, Operand]
                   ) -> Format | str:
     """Dense unless the result is zero wherever its sparse operands store nothing and
     has two axes or more; then the format of the first sparse operand read at every
@@ -351,15 +363,17 @@ def output_format(node: Node, assignment: nt.Assignment, operands: Mapping[str, 
         if _is_dense(tensor) or set(access.indices) != set(axes) or \
                 len(access.indices) != len(axes):
             continue
-        mapped = permuted_format(tensor.format, [axes.index(v) for v in access.indices])
+        mapped = permuted_format(tensor.format, tuple(axes.index(v) for v in access.indices))
         if mapped is not None:
             return mapped
     return _sparse_format(len(axes))
 
 
-def permuted_format(fmt: Format, new_modes: Sequence[int]) -> Format | None:
+@lru_cache(maxsize=256)
+def permuted_format(fmt: Format, new_modes: tuple[int, ...]) -> Format | None:
     """``fmt`` with mode m stored as mode ``new_modes[m]`` (a named format where one
-    matches, so CSR transposed reads as CSC); None for formats with hidden levels."""
+    matches, so CSR transposed reads as CSC); None for formats with hidden levels.
+    Remembered: a transposed view is taken on every eager ``A.T``."""
     if fmt.has_hidden_levels:
         return None
     mapped = Format([Level(lv.kind, new_modes[lv.mode], lv.properties, lv.params)
@@ -377,7 +391,7 @@ def permuted_format(fmt: Format, new_modes: Sequence[int]) -> Format | None:
 def _view(tensor: Tensor, perm: Sequence[int]) -> Tensor | None:
     """``tensor`` with axes reordered (axis k of the view is ``perm[k]`` of the tensor),
     sharing its arrays: only the levels' modes change."""
-    new_modes = [perm.index(m) for m in range(tensor.order)]
+    new_modes = tuple(perm.index(m) for m in range(tensor.order))
     fmt = permuted_format(tensor.format, new_modes)
     if fmt is None:
         return None
@@ -387,7 +401,7 @@ def _view(tensor: Tensor, perm: Sequence[int]) -> Tensor | None:
     return view._seal()._mark_valid() if tensor.__dict__.get("_sealed") else view
 
 
-def canonical(node: Node) -> tuple[nt.Assignment, dict[str, Tensor]]:
+def canonical(node: Node) -> tuple[nt.Assignment, dict[str, Operand]]:
     """The node as an assignment with deterministic names (operands ``T0``, ``T1``...,
     indices ``i0``, ``i1``... in order of appearance), so that one chain shape always
     hits the same cached kernel."""
@@ -418,8 +432,11 @@ def compute_node(node: Node, format: object = None) -> Tensor:
     if isinstance(expr, nt.Access) and set(expr.indices) == set(node.vars) and \
             len(set(expr.indices)) == len(expr.indices):
         tensor = node.leaves[expr.tensor]  # the tensor itself, or a transposed view
-        if expr.indices != node.vars:
-            view = _view(tensor, [expr.indices.index(v) for v in node.vars])
+        perm = [expr.indices.index(v) for v in node.vars]
+        if isinstance(tensor, np.ndarray):
+            tensor = Tensor.from_numpy(np.transpose(tensor, perm))
+        elif expr.indices != node.vars:
+            view = _view(tensor, perm)
             tensor = view if view is not None else _run(node, None)
         return tensor if format is None else tensor.asformat(format)
     return _run(node, format)
@@ -451,9 +468,6 @@ class LazyTensor(ArrayOps):
 
     def __init__(self, node: Node):
         self.node = node
-
-    def _finish(self, node: Node) -> LazyTensor:
-        return LazyTensor(node)
 
     @property
     def shape(self) -> tuple[int, ...]:
