@@ -44,20 +44,13 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
 # ufuncs that are the notation's own binary operators.
 OPERATORS = {"add": ADD, "subtract": SUB, "multiply": MUL, "true_divide": DIV, "divide": DIV}
 
-# Functions whose arguments are numbers that numpy would not broadcast as tensors.
-ARITY = {"where": 3, "logical_not": 1, "exp": 1, "log": 1, "sqrt": 1, "absolute": 1}
-
-
 class UnsupportedFunctionError(TypeError):
     """A numpy function this front end maps to notation that the notation lacks."""
 
 
 def is_known(name: str) -> bool:
+    """Whether numpy function ``name`` maps to notation (possibly not there yet)."""
     return name in FUNCTIONS or name in OPERATORS or name == "negative"
-
-
-def arity(name: str) -> int:
-    return ARITY.get(name, 2)
 
 
 @cache
