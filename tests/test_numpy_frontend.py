@@ -282,3 +282,20 @@ def test_csr_matrix_in_evaluate_einsum_and_asarray():
     converted = ls.asarray(lazy_sum, format="coo")
     assert converted.format.name == "coo"
     _close(converted, 2 * S.toarray())
+
+
+def test_a_lazy_node_used_twice_and_transposed_products():
+    """Each use of a node gets its own summed variables; transposes and products fuse."""
+    S, A = _matrix((6, 5), 0.4, 21)
+    a = S.toarray()
+    L = ls.lazy(A)
+    s = L.sum(axis=1)
+    _close(ls.compute(s * s), a.sum(axis=1) ** 2)
+    _close(ls.compute(np.einsum("i,j->ij", s, s)), np.outer(a.sum(axis=1), a.sum(axis=1)))
+    _close(ls.compute(L.T @ L), a.T @ a)
+    _close(ls.compute(L @ L.T + 1), a @ a.T + 1)
+    _close((L.T * 2).T.compute(), a * 2)
+    _close(np.asarray(L * 2), a * 2)
+    assert (L / 2).dtype == np.float64 and repr(L + 1).startswith("<LazyTensor: shape=(6, 5)")
+    with pytest.raises(TypeError, match="ls.lazy needs"):
+        ls.lazy(3)
