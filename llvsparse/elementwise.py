@@ -11,7 +11,6 @@ operators, which every version has.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 
 import numpy as np
 
@@ -53,15 +52,21 @@ def is_known(name: str) -> bool:
     return name in FUNCTIONS or name in OPERATORS or name == "negative"
 
 
-@cache
+_PARSED: dict[str, nt.Expr] = {}
+
+
 def _template(name: str) -> nt.Expr | None:
-    """The parsed notation of numpy function ``name``; None where the notation has none."""
+    """The parsed notation of numpy function ``name``; None where the notation has none
+    (asked again next time: a function may be registered meanwhile)."""
+    if name in _PARSED:
+        return _PARSED[name]
     for text in FUNCTIONS[name]:
         try:
             expr = nt.parse_expr(text)
         except nt.NotationError:
             continue
         if not isinstance(expr, nt.Access):  # "exp(p0(i))" is no tensor named exp
+            _PARSED[name] = expr
             return expr
     return None
 
