@@ -299,3 +299,36 @@ def test_a_lazy_node_used_twice_and_transposed_products():
     assert (L / 2).dtype == np.float64 and repr(L + 1).startswith("<LazyTensor: shape=(6, 5)")
     with pytest.raises(TypeError, match="ls.lazy needs"):
         ls.lazy(3)
+
+
+def test_random_lazy_chains_match_numpy():
+    """Random chains of + - * / @ .T sum over sparse, dense and scalar operands, fused
+    into one kernel each, against numpy on the dense arrays (entries not stored are
+    exact zeros in products, as numpy's zeros are, since no operand holds inf or NaN)."""
+    rng = np.random.default_rng(22)
+    n = 5
+    for _ in range(12):
+        S, A = _matrix((n, n), 0.4, int(rng.integers(1000)), str(rng.choice(FORMATS)))
+        D = rng.random((n, n)) + 0.5
+        lazy_value, dense_value = ls.lazy(A), S.toarray()
+        for _ in range(int(rng.integers(2, 5))):
+            step = int(rng.integers(7))
+            if step == 0:
+                lazy_value, dense_value = lazy_value + D, dense_value + D
+            elif step == 1:
+                lazy_value, dense_value = lazy_value * A, dense_value * S.toarray()
+            elif step == 2:
+                lazy_value, dense_value = 2.5 - lazy_value, 2.5 - dense_value
+            elif step == 3:
+                lazy_value, dense_value = lazy_value.T, dense_value.T
+            elif step == 4:
+                lazy_value, dense_value = lazy_value @ A, dense_value @ S.toarray()
+            elif step == 5:
+                lazy_value, dense_value = lazy_value / D, dense_value / D
+            else:
+                lazy_value, dense_value = lazy_value - A.T, dense_value - S.toarray().T
+        axis = rng.choice([None, 0, 1, -1, "none"])
+        if axis != "none":
+            lazy_value = lazy_value.sum(axis=None if axis is None else int(axis))
+            dense_value = dense_value.sum(axis=None if axis is None else int(axis))
+        _close(ls.compute(lazy_value), dense_value)
