@@ -191,6 +191,12 @@ class ArrayOps:
         from . import elementwise as ew
 
         lazy = _lazy_module()
+        if method == "reduce" and ufunc.__name__ in _REDUCTIONS and len(inputs) == 1:
+            options = dict(kwargs)  # np.add.reduce(A, axis=0): A.sum(axis=0)
+            axis, keepdims = options.pop("axis", 0), options.pop("keepdims", False)
+            _no_options(f"np.{ufunc.__name__}.reduce", **options)
+            return getattr(inputs[0], _REDUCTIONS[ufunc.__name__])(axis=axis,
+                                                                 keepdims=keepdims)
         if method != "__call__" or kwargs.get("out") is not None:
             return NotImplemented
         _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
@@ -208,6 +214,10 @@ class ArrayOps:
         if handler is None or not all(issubclass(t, (ArrayOps, np.ndarray)) for t in types):
             return NotImplemented  # numpy raises a TypeError naming the function
         return handler(*args, **kwargs)
+
+
+# ufuncs whose ``reduce`` is one of the reductions.
+_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}
 
 
 def _kept(result, axes: tuple[int, ...], ndim: int):

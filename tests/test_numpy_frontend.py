@@ -213,6 +213,10 @@ def test_numpy_protocols():
     _close(np.tensordot(A, B, axes=([1], [1])), np.tensordot(a, b, axes=([1], [1])))
     _close(np.tensordot(A, B, axes=2), np.tensordot(a, b, axes=2))
     _close(np.transpose(A), a.T)
+    _close(np.add.reduce(A), a.sum(axis=0))
+    _close(np.maximum.reduce(A, axis=1), a.max(axis=1))
+    with pytest.raises(TypeError, match="accumulate"):
+        np.add.accumulate(A)
     assert np.shape(A) == (5, 4) and np.ndim(A) == 2
     assert np.allclose(A + B, a + b) and np.array_equal(A, a) and np.isclose(A, a).all()
     with pytest.raises(TypeError, match="cumsum"):
