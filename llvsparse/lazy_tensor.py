@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -209,7 +210,7 @@ def transpose(node: Node, axes: Sequence[int] | None = None) -> Node:
 
 def normalize_axis(axis: object, ndim: int) -> int:
     try:
-        k = int(axis)  # type: ignore[call-overload]
+        k = operator.index(axis)  # 1.5 is refused, not truncated, as numpy refuses it
     except TypeError:
         raise TypeError(f"an axis must be an integer, not {axis!r}") from None
     if not -ndim <= k < ndim:

@@ -158,6 +158,8 @@ def test_reductions_of_negative_and_full_rows_and_nan():
         A.sum(axis=2)
     with pytest.raises(ValueError, match="duplicate"):
         A.sum(axis=(0, 0))
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        A.sum(axis=1.5)
 
 
 def test_edge_shapes():
