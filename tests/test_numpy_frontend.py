@@ -62,7 +62,11 @@ def test_operands_of_every_kind():
     a = S.toarray()
     _close(A + S, a + a)
     _close(S + A, a + a)
-    _close(A * sparse.COO.from_numpy(a), a * a)
+    X = sparse.COO.from_numpy(a)
+    _close(A * X, a * a)
+    _close(X + A, a + a)
+    _close(A @ X.T, a @ a.T)
+    _close(ls.asarray(X) @ A.T, a @ a.T)
     _close(a + A, a + a)
     _close(A + np.float32(2), a + 2)
     # A non-finite scalar is a 0-d operand (a literal prints finite numbers only); an
