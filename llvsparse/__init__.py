@@ -31,14 +31,15 @@ _HOMES = {
     "KernelRuntimeError": "runtime", "get_num_threads": "runtime",
     "set_num_threads": "runtime",
     "Tensor": "tensor",
+    "LazyTensor": "lazy_tensor", "compute": "lazy_tensor", "lazy": "lazy_tensor",
 }
 
 __all__ = [  # named_format is public but, as before, not starred
     "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar", "Kernel",
-    "KernelRuntimeError", "Level", "NotationError", "NotationSyntaxError", "ScheduleError",
-    "ShapeError", "Tensor", "asarray", "compile", "einsum", "evaluate", "get_num_threads",
-    "index_vars", "level_formats", "parse", "read", "register_level_format",
-    "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes",
+    "KernelRuntimeError", "LazyTensor", "Level", "NotationError", "NotationSyntaxError",
+    "ScheduleError", "ShapeError", "Tensor", "asarray", "compile", "compute", "einsum",
+    "evaluate", "get_num_threads", "index_vars", "lazy", "level_formats", "parse", "read",
+    "register_level_format", "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes",
     "unregister_level_format", "write",
 ]
 
@@ -74,6 +75,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .io import read, write
     from .ir.schedule import ScheduleError
     from .kernel_cache import set_kernel_cache_bytes
+    from .lazy_tensor import LazyTensor, compute, lazy
     from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
     from .results import set_result_pool_bytes
     from .runtime import KernelRuntimeError, get_num_threads, set_num_threads

@@ -61,7 +61,11 @@ def asarray(value: object, format: Format | str | None = None,
     """``value`` as a Tensor, for the operator API (``ls.asarray(x)[j]``) and anywhere
     a Tensor is wanted: a Tensor as it is (converted if ``format`` differs), a scipy or
     pydata sparse array in its natural format (or ``format``), anything numpy can read
-    as a dense tensor (or ``format``)."""
+    as a dense tensor (or ``format``); a lazy expression computed (into ``format``)."""
+    from .lazy_tensor import LazyTensor
+
+    if isinstance(value, LazyTensor):
+        return value.compute(format)
     if isinstance(value, Tensor):
         return value if format is None else value.asformat(format)
     fmt = natural_format(value) if format is None else format

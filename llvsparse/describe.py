@@ -83,8 +83,8 @@ def _levels_of(inst, name: str) -> str:
 
 
 def tensor_repr(tensor) -> str:
-    """Like pydata/sparse's: ``<Tensor csr: shape=(3, 4), dtype=float64, nnz=5, ...>``;
-    an array-free (dense) tensor's nnz is its size, without walking it."""
+    """Like pydata/sparse's: ``<Tensor: shape=(3, 4), dtype=float64, nnz=5, format=csr,
+    fill_value=0.0>``; an array-free (dense) tensor's nnz is its size, without walking it."""
     nnz = math.prod(tensor.shape) if not any(tensor.level_arrays) else tensor.nnz
-    return (f"<Tensor {format_name(tensor.format)}: shape={tensor.shape}, "
-            f"dtype={tensor.dtype}, nnz={nnz}, index_dtype={tensor.index_dtype}>")
+    return (f"<Tensor: shape={tensor.shape}, dtype={tensor.dtype}, nnz={nnz}, "
+            f"format={format_name(tensor.format)}, fill_value={tensor.fill_value!r}>")

@@ -19,6 +19,7 @@ from .formats.registry import get_level, is_shipped
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
 from .lengths import check_lengths, declared_positions
+from .numpy_protocols import ArrayOps
 from .ordering import lexicographic_order
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
@@ -78,11 +79,12 @@ def checked_value_dtype(dtype) -> np.dtype:
     return dtype
 
 
-class Tensor:
+class Tensor(ArrayOps):
     """A tensor stored level by level.
 
     ``level_arrays[k]`` maps the array names declared by level k's YAML definition to
     numpy arrays (a shared array is the same object in every level that declares it).
+    Operators, reductions and numpy's protocols come from ``ArrayOps`` (numpy_protocols).
     """
 
     def __init__(self, shape, format: Format, dtype, index_dtype, level_extents,

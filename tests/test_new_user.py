@@ -162,7 +162,7 @@ def test_short_reprs_say_what_a_user_needs():
     assert len(last) < 600 and "compressed:1" in last and "converts A__1" in last
     assert "define" not in last  # no IR
     tensor = repr(A)
-    assert tensor == (f"<Tensor csr: shape={A.shape}, dtype=float64, "
-                      f"nnz={(S @ S.T).nnz}, index_dtype=int32>")
+    assert tensor == (f"<Tensor: shape={A.shape}, dtype=float64, "
+                      f"nnz={(S @ S.T).nnz}, format=csr, fill_value=0.0>")
     bound = repr(kernel.bind(A=A))
     assert bound.startswith("<BoundCall forall(i, ") and len(bound) < 400

@@ -1,0 +1,516 @@
+"""Lazy NumPy-style expressions over tensors, fused into one index-notation kernel.
+
+``ls.lazy(A)`` wraps a tensor; operators, ``.T``, ``sum`` and ``@`` on it build an
+index-notation expression instead of computing, and ``ls.compute(expr)`` compiles the
+whole chain as one assignment through ``ls.evaluate`` (whose kernel cache makes a
+repeated chain cheap). An eager operation on a Tensor is the same thing computed at
+once. Each node keeps its expression over its own fresh index variables, one per axis;
+using it inside a larger expression renames them (and its summed variables, so that two
+uses of one node never share a reduction variable).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from . import elementwise as ew
+from . import notation as nt
+from .format import Format, FormatError, Level, named_format
+from .numpy_protocols import ArrayOps
+from .operators import ADD, MUL
+from .tensor import Tensor, checked_value_dtype
+
+# What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
+# it here cost more than the call).
+Operand = Tensor | np.ndarray
+
+_COUNTER = itertools.count()
+
+
+def _fresh() -> nt.IndexVar:
+    return nt.IndexVar(f"v{next(_COUNTER)}")
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """An expression over ``vars`` (one per axis of ``shape``) reading ``leaves`` by name.
+    ``fill`` is its value wherever no sparse leaf stores an entry, None where that varies
+    (a dense operand shows through): it decides whether the result is stored sparse."""
+
+    expr: nt.Expr
+    vars: tuple[nt.IndexVar, ...]
+    shape: tuple[int, ...]
+    leaves: Mapping[str, Operand]
+    fill: object
+
+    def at(self, new_vars: Sequence[nt.IndexVar]) -> nt.Expr:
+        """The expression with its axes read at ``new_vars`` and fresh summed variables."""
+        mapping = dict(zip(self.vars, new_vars))
+        mapping.update({r.var: _fresh() for r in nt.iter_reductions(self.expr)})
+        return substitute(self.expr, mapping)
+
+    @property
+    def reads_dense(self) -> bool:
+        """Whether a dense operand (more than a 0-d one) is read."""
+        return any(_is_dense(t) and t.ndim for t in self.leaves.values())
+
+
+def substitute(expr: nt.Expr, mapping: Mapping[nt.IndexVar, nt.IndexVar]) -> nt.Expr:
+    """``expr`` with index variables renamed per ``mapping``."""
+    if isinstance(expr, nt.Access):
+        return nt.Access(expr.tensor, tuple(mapping.get(v, v) for v in expr.indices))
+    kids = tuple(substitute(c, mapping) for c in nt.children(expr))
+    if isinstance(expr, nt.Reduction):
+        return nt.Reduction(expr.op, mapping.get(expr.var, expr.var), kids[0], expr.hidden)
+    return nt.with_children(expr, kids) if kids else expr
+
+
+def _is_dense(tensor: Operand) -> bool:
+    return isinstance(tensor, np.ndarray) or \
+        all(level.full for level in tensor.tensor_type.levels)
+
+
+def _tensor_fill(tensor: Operand) -> object:
+    """What a tensor holds where it stores nothing: a 0-d tensor's value, None for a
+    dense one (it varies)."""
+    if tensor.ndim == 0:
+        return (tensor.item() if isinstance(tensor, np.ndarray) else
+                tensor.to_numpy().item())
+    if _is_dense(tensor):
+        return None
+    fill = getattr(tensor, "fill_value", None)
+    return tensor.fill if fill is None else fill
+
+
+def leaf(tensor: Operand) -> Node:
+    axes = tuple(_fresh() for _ in tensor.shape)
+    name = f"L{id(tensor)}"
+    return Node(nt.Access(name, axes), axes, tensor.shape, {name: tensor},
+                _tensor_fill(tensor))
+
+
+def as_node(value: object) -> Node | None:
+    """``value`` as a node: a lazy expression, a tensor, anything ``ls.asarray`` reads,
+    a number; None for other objects. A Python number is a literal of the kernel (a weak
+    dtype, as numpy's NEP 50 has it; each value its own kernel); a numpy scalar, which
+    keeps its dtype, a 0-d operand (one kernel for every value), and so are numbers a
+    literal cannot print (inf, NaN, bools)."""
+    if isinstance(value, LazyTensor):
+        return value.node
+    if isinstance(value, Tensor):
+        return leaf(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)) \
+            and math.isfinite(value):
+        return Node(nt.Literal(value), (), (), {}, value)
+    from .coerce import asarray, is_foreign_sparse
+
+    if is_foreign_sparse(value):
+        return leaf(asarray(value))
+    if isinstance(value, (np.ndarray, np.generic, list, tuple, bool, float)):
+        array = np.asarray(value)
+        if array.dtype == object:
+            raise TypeError(f"cannot use a {type(value).__name__} of objects as a tensor")
+        checked_value_dtype(array.dtype)
+        return leaf(array)
+    return None
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError("operands could not be broadcast together with shapes "
+                         + " ".join(str(s) for s in shapes)) from None
+
+
+def _broadcast_args(nodes: Sequence[Node]
+                    ) -> tuple[tuple[int, ...], tuple, list[nt.Expr], dict[str, Operand]]:
+    """The broadcast shape, its fresh variables, each node read at them (an axis of
+    extent 1 against a longer one is dropped first: notation has no broadcasting) and
+    the tensors they read."""
+    shape = broadcast_shape(*(n.shape for n in nodes))
+    axes = tuple(_fresh() for _ in shape)
+    args = []
+    leaves: dict[str, Operand] = {}
+    for node in nodes:
+        offset = len(shape) - len(node.shape)
+        drop = [k for k, e in enumerate(node.shape) if e == 1 and shape[offset + k] != 1]
+        if drop:
+            node = squeeze(node, drop)
+        kept = [offset + k for k in range(len(node.shape) + len(drop)) if k not in drop]
+        args.append(node.at([axes[k] for k in kept]))
+        leaves.update(node.leaves)
+    return shape, axes, args, leaves
+
+
+def _merged(nodes: Sequence[Node]) -> dict[str, Operand]:
+    """Every tensor the nodes read, by name."""
+    return {name: t for n in nodes for name, t in n.leaves.items()}
+
+
+def apply(name: str, *operands: object) -> Node:
+    """numpy function ``name`` (a ufunc's name) on ``operands``, broadcast as numpy does."""
+    nodes = [_node_of(x, name) for x in operands]
+    shape, axes, args, leaves = _broadcast_args(nodes)
+    expr = ew.build(name, tuple(args))
+    return Node(expr, axes, shape, leaves, _fill_after(name, [n.fill for n in nodes]))
+
+
+def _node_of(value: object, what: str) -> Node:
+    node = as_node(value)
+    if node is None:
+        raise TypeError(f"{what}: cannot use a {type(value).__name__} as a tensor operand")
+    return node
+
+
+def _fill_after(name: str, fills: list) -> object:
+    """The result's value where no sparse operand stores anything: numpy's own value on
+    the operands' fills, or a product's annihilator (README: an entry not stored is an
+    exact zero that annihilates), else None."""
+    known = [f for f in fills if f is not None]
+    if len(known) == len(fills):
+        with np.errstate(all="ignore"):
+            return np.asarray(ew.numpy_function(name)(*fills)).item()
+    op = ew.OPERATORS.get(name)
+    if op is not None and op.annihilator is not None and \
+            any(f == op.annihilator for f in known):
+        return op.annihilator
+    return None
+
+
+def squeeze(node: Node, axes: Sequence[int]) -> Node:
+    """``node`` without its extent-1 ``axes`` (computed first unless it is a tensor)."""
+    tensor = compute_node(node)
+    shape = tuple(e for k, e in enumerate(tensor.shape) if k not in axes)
+    if _is_dense(tensor):
+        return leaf(Tensor.from_numpy(tensor.to_numpy().reshape(shape)))
+    coords, values = tensor.to_coo()
+    keep = [k for k in range(tensor.order) if k not in axes]
+    return leaf(Tensor.from_coo(coords[keep], values, shape, _sparse_format(len(shape))))
+
+
+def transpose(node: Node, axes: Sequence[int] | None = None) -> Node:
+    """Axes permuted (reversed by default): a renaming, no data moves."""
+    order = tuple(range(len(node.shape)))[::-1] if axes is None else \
+        tuple(normalize_axis(a, len(node.shape)) for a in axes)
+    if sorted(order) != list(range(len(node.shape))):
+        raise ValueError(f"axes {tuple(axes or ())} do not permute the {len(node.shape)} "
+                         "axes")
+    return Node(node.expr, tuple(node.vars[k] for k in order),
+                tuple(node.shape[k] for k in order), node.leaves, node.fill)
+
+
+def normalize_axis(axis: object, ndim: int) -> int:
+    try:
+        k = operator.index(axis)  # 1.5 is refused, not truncated, as numpy refuses it
+    except TypeError:
+        raise TypeError(f"an axis must be an integer, not {axis!r}") from None
+    if not -ndim <= k < ndim:
+        raise np.exceptions.AxisError(k, ndim)
+    return k % ndim
+
+
+def reduce_axes(axis: object, ndim: int) -> tuple[int, ...]:
+    """numpy's ``axis=`` (None, an int, a tuple, negatives) as sorted distinct axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    result = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
+    if len(result) != len(axes):
+        raise ValueError(f"duplicate value in 'axis': {axis!r}")
+    return result
+
+
+def reduce_sum(node: Node, axes: Sequence[int]) -> Node:
+    """A sum over ``axes``: one explicit reduction per axis."""
+    inner = [_fresh() for _ in node.shape]
+    expr = node.at(inner)
+    for k in axes:
+        expr = nt.Reduction(ADD, inner[k], expr)
+    kept = [k for k in range(len(node.shape)) if k not in axes]
+    fill = 0 if node.fill == 0 and not node.reads_dense else None
+    return Node(expr, tuple(inner[k] for k in kept), tuple(node.shape[k] for k in kept),
+                node.leaves, fill)
+
+
+def contract(a: Node, b: Node, a_axes: Sequence[int], b_axes: Sequence[int],
+             batch: int = 0) -> Node:
+    """Sum of products over paired axes; the first ``batch`` axes of both are shared
+    and lead the result (matmul's stacks); the rest follow, ``a``'s first (tensordot)."""
+    for p, q in zip(a_axes, b_axes):
+        if a.shape[p] != b.shape[q]:
+            raise ValueError(f"shapes {a.shape} and {b.shape} not aligned: axis {p} (dim "
+                             f"{a.shape[p]}) != axis {q} (dim {b.shape[q]})")
+    if a.shape[:batch] != b.shape[:batch]:
+        raise ValueError(f"stacked shapes {a.shape[:batch]} and {b.shape[:batch]} differ "
+                         "(broadcast stacks are not supported)")
+    a_vars = [_fresh() for _ in a.shape]
+    b_vars = [_fresh() for _ in b.shape]
+    b_vars[:batch] = a_vars[:batch]
+    for p, q in zip(a_axes, b_axes):
+        b_vars[q] = a_vars[p]
+    expr: nt.Expr = nt.Call(MUL, (a.at(a_vars), b.at(b_vars)))
+    for p in a_axes:
+        expr = nt.Reduction(ADD, a_vars[p], expr)
+    free_a = [k for k in range(batch, len(a.shape)) if k not in a_axes]
+    free_b = [k for k in range(batch, len(b.shape)) if k not in b_axes]
+    out_vars = [*a_vars[:batch], *(a_vars[k] for k in free_a), *(b_vars[k] for k in free_b)]
+    shape = (*a.shape[:batch], *(a.shape[k] for k in free_a), *(b.shape[k] for k in free_b))
+    dense = a.reads_dense or b.reads_dense
+    fill = 0 if 0 in (a.fill, b.fill) and not (dense and a_axes) else None
+    return Node(expr, tuple(out_vars), shape, _merged([a, b]), fill)
+
+
+def matmul(a: Node, b: Node) -> Node:
+    """numpy's ``@``: vectors are promoted and demoted, stacks are shared."""
+    if not a.shape or not b.shape:
+        raise ValueError("matmul: an operand is a scalar (0-d); use * instead")
+    if len(a.shape) == 1 or len(b.shape) == 1:
+        return contract(a, b, [len(a.shape) - 1], [max(len(b.shape) - 2, 0)])
+    if len(a.shape) != len(b.shape):
+        raise ValueError(f"matmul of shapes {a.shape} and {b.shape}: stacks of different "
+                         "depth are not supported")
+    last = len(a.shape) - 1
+    return contract(a, b, [last], [last - 1], batch=last - 1)
+
+
+def dot(a: Node, b: Node) -> Node:
+    """``np.dot``: a product with a scalar, else a sum over a's last axis and b's
+    second-to-last (its only one for a vector)."""
+    if not a.shape or not b.shape:
+        return apply("multiply", LazyTensor(a), LazyTensor(b))
+    return contract(a, b, [len(a.shape) - 1], [max(len(b.shape) - 2, 0)])
+
+
+def tensordot(a: Node, b: Node, axes: object = 2) -> Node:
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        a_axes, b_axes = list(range(len(a.shape) - n, len(a.shape))), list(range(n))
+    else:
+        a_axes, b_axes = ([x] if isinstance(x, (int, np.integer)) else list(x) for x in axes)
+    a_axes = [normalize_axis(k, len(a.shape)) for k in a_axes]
+    b_axes = [normalize_axis(k, len(b.shape)) for k in b_axes]
+    if len(a_axes) != len(b_axes):
+        raise ValueError("tensordot: the two lists of axes have different lengths")
+    return contract(a, b, a_axes, b_axes)
+
+
+def einsum(subscripts: str, *operands: object) -> Node:
+    """numpy's einsum (explicit ``->`` or implicit output, no ``...``) as one node."""
+    text = subscripts.replace(" ", "")
+    inputs, arrow, output = text.partition("->")
+    terms = inputs.split(",")
+    if "." in text or len(terms) != len(operands) or \
+            not all(t.isalpha() or not t for t in (*terms, output)):
+        raise ValueError(f"einsum subscripts {subscripts!r} do not fit {len(operands)} "
+                         "operands (letters per mode, no '...')")
+    if not arrow:
+        counts = {c: "".join(terms).count(c) for c in "".join(terms)}
+        output = "".join(sorted(c for c, n in counts.items() if n == 1))
+    nodes = [_node_of(x, "einsum") for x in operands]
+    letters = {c: _fresh() for c in "".join(terms)}
+    extents: dict[str, int] = {}
+    factors = []
+    for term, node in zip(terms, nodes):
+        if len(term) != len(node.shape):
+            raise ValueError(f"einsum: subscripts {term!r} for an operand of shape "
+                             f"{node.shape}")
+        for c, extent in zip(term, node.shape):
+            if extents.setdefault(c, extent) != extent:
+                raise ValueError(f"einsum: index {c!r} has extents {extents[c]} and {extent}")
+        factors.append(node.at([letters[c] for c in term]))
+    if set(output) - set(letters) or len(set(output)) != len(output):
+        raise ValueError(f"einsum output {output!r} must name distinct input indices")
+    expr = factors[0]
+    for factor in factors[1:]:
+        expr = nt.Call(MUL, (expr, factor))
+    for c, var in letters.items():
+        if c not in output:
+            expr = nt.Reduction(ADD, var, expr)
+    fill = 0 if any(n.fill == 0 for n in nodes) and not any(n.reads_dense for n in nodes) \
+        else None
+    return Node(expr, tuple(letters[c] for c in output), tuple(extents[c] for c in output),
+                _merged(nodes), fill)
+
+
+# ----------------------------------------------------------------------------- compute
+
+_NAMED = ("csr", "csc", "coo", "dcsr", "dcsc", "csf", "hash", "coo-unordered")
+
+
+def _sparse_format(order: int) -> str:
+    return {1: "coo", 2: "csr"}.get(order, "csf")
+
+
+def output_format(node: Node, assignment: nt.Assignment, operands: Mapping[str, Operand]
+                  ) -> Format | str:
+    """Dense unless the result is zero wherever its sparse operands store nothing and
+    has two axes or more; then the format of the first sparse operand read at every
+    output axis, its levels following how it is read (a transposed CSR gives CSC), else
+    CSR for matrices and CSF above."""
+    if node.fill != 0 or len(node.shape) < 2:
+        return "dense"
+    axes = assignment.lhs.indices
+    for access in nt.iter_accesses(assignment.rhs):
+        tensor = operands[access.tensor]
+        if _is_dense(tensor) or set(access.indices) != set(axes) or \
+                len(access.indices) != len(axes):
+            continue
+        mapped = permuted_format(tensor.format, tuple(axes.index(v) for v in access.indices))
+        if mapped is not None:
+            return mapped
+    return _sparse_format(len(axes))
+
+
+@lru_cache(maxsize=256)
+def permuted_format(fmt: Format, new_modes: tuple[int, ...]) -> Format | None:
+    """``fmt`` with mode m stored as mode ``new_modes[m]`` (a named format where one
+    matches, so CSR transposed reads as CSC); None for formats with hidden levels.
+    Remembered: a transposed view is taken on every eager ``A.T``."""
+    if fmt.has_hidden_levels:
+        return None
+    mapped = Format([Level(lv.kind, new_modes[lv.mode], lv.properties, lv.params)
+                     for lv in fmt.levels])
+    for name in _NAMED:
+        try:
+            named = named_format(name, len(new_modes))
+        except FormatError:  # a name for another order
+            continue
+        if named == mapped:
+            return named
+    return mapped
+
+
+def _view(tensor: Tensor, perm: Sequence[int]) -> Tensor | None:
+    """``tensor`` with axes reordered (axis k of the view is ``perm[k]`` of the tensor),
+    sharing its arrays: only the levels' modes change."""
+    new_modes = tuple(perm.index(m) for m in range(tensor.order))
+    fmt = permuted_format(tensor.format, new_modes)
+    if fmt is None:
+        return None
+    view = Tensor(tuple(tensor.shape[k] for k in perm), fmt, tensor.dtype,
+                  tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
+                  tensor.params, tensor.values, fill=tensor.fill, name=tensor.name)
+    return view._seal()._mark_valid() if tensor.__dict__.get("_sealed") else view
+
+
+def canonical(node: Node) -> tuple[nt.Assignment, dict[str, Operand]]:
+    """The node as an assignment with deterministic names (operands ``T0``, ``T1``...,
+    indices ``i0``, ``i1``... in order of appearance), so that one chain shape always
+    hits the same cached kernel."""
+    names: dict[str, str] = {}
+    for access in nt.iter_accesses(node.expr):
+        names.setdefault(access.tensor, f"T{len(names)}")
+    seen: dict[nt.IndexVar, nt.IndexVar] = {}
+    for var in (*node.vars, *_vars_in_order(node.expr)):
+        seen.setdefault(var, nt.IndexVar(f"i{len(seen)}"))
+    rhs = substitute(nt.rename_tensors(node.expr, names), seen)
+    lhs = nt.Access("OUT", tuple(seen[v] for v in node.vars))
+    return nt.Assignment(lhs, rhs), {names[n]: node.leaves[n] for n in names}
+
+
+def _vars_in_order(expr: nt.Expr) -> list[nt.IndexVar]:
+    found: list[nt.IndexVar] = []
+    for sub in nt.subexpressions(expr):
+        if isinstance(sub, nt.Reduction):
+            found.append(sub.var)
+        elif isinstance(sub, nt.Access):
+            found.extend(sub.indices)
+    return found
+
+
+def compute_node(node: Node, format: object = None) -> Tensor:
+    """The node's value as a Tensor: one kernel for the whole expression."""
+    expr = node.expr
+    if isinstance(expr, nt.Access) and set(expr.indices) == set(node.vars) and \
+            len(set(expr.indices)) == len(expr.indices):
+        tensor = node.leaves[expr.tensor]  # the tensor itself, or a transposed view
+        perm = [expr.indices.index(v) for v in node.vars]
+        if isinstance(tensor, np.ndarray):
+            tensor = Tensor.from_numpy(np.transpose(tensor, perm))
+        elif expr.indices != node.vars:
+            view = _view(tensor, perm)
+            tensor = view if view is not None else _run(node, None)
+        return tensor if format is None else tensor.asformat(format)
+    return _run(node, format)
+
+
+def _run(node: Node, format: object) -> Tensor:
+    """One kernel for the node's assignment, into ``format`` or the one chosen."""
+    from . import api
+    from .ir.schedule import ScheduleError
+
+    assignment, operands = canonical(node)
+    chosen = format if format is not None else \
+        output_format(node, assignment, operands)
+    try:
+        return api.evaluate(assignment, out_format=chosen, **operands)
+    except ScheduleError:
+        if chosen == "dense" or len(node.shape) == 0:
+            raise
+    # Entries arrive out of the chosen format's order (a sparse product without a
+    # workspace): collect them unordered, then sort once.
+    unordered = api.evaluate(assignment, out_format="coo-unordered", **operands)
+    return unordered.asformat(chosen)
+
+
+class LazyTensor(ArrayOps):
+    """A deferred expression over tensors; ``ls.compute`` (or ``.compute()``) runs it."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node):
+        self.node = node
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        from .ir.result_type import result_dtype
+
+        assignment, operands = canonical(self.node)
+        return np.dtype(result_dtype(assignment, {n: t.dtype.name for n, t in
+                                                  operands.items()}))
+
+    @property
+    def assignment(self) -> nt.Assignment:
+        """The fused index notation ``compute`` compiles."""
+        return canonical(self.node)[0]
+
+    def compute(self, format: object = None) -> Tensor:
+        return compute_node(self.node, format)
+
+    def __repr__(self) -> str:
+        return f"<LazyTensor: shape={self.shape}, {self.assignment}>"
+
+
+def lazy(value: object) -> LazyTensor:
+    """``value`` (a Tensor, numpy array, scipy or pydata sparse array) as the start of
+    a lazy chain."""
+    if isinstance(value, LazyTensor):
+        return value
+    node = as_node(value)
+    if node is None or not node.leaves:
+        raise TypeError(f"ls.lazy needs a tensor or an array, not {type(value).__name__}")
+    return LazyTensor(node)
+
+
+def compute(value: object, format: object = None) -> Tensor:
+    """Run a lazy chain as one kernel (a Tensor is returned as it is, or converted to
+    ``format``)."""
+    if isinstance(value, LazyTensor):
+        return value.compute(format)
+    if isinstance(value, Tensor):
+        return value if format is None else value.asformat(format)
+    raise TypeError(f"ls.compute needs a lazy expression or a Tensor, not "
+                    f"{type(value).__name__}")

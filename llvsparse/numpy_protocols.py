@@ -1,0 +1,286 @@
+"""The NumPy front end of Tensor and LazyTensor: operators, reductions, ``.T`` and
+numpy's dispatch protocols (``__array__``, ``__array_ufunc__``, ``__array_function__``).
+
+Every operation builds a lazy node (llvsparse/lazy_tensor.py); the result is lazy if any
+operand is, else it is computed at once as one kernel. Nothing here is imported by
+``import llvsparse``, and the modules doing the work load on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+import numpy as np
+
+
+def _lazy_module():
+    from . import lazy_tensor as lazy
+
+    return lazy
+
+
+def finish(node, operands: tuple) -> object:
+    """A lazy result where an operand is lazy; else computed (a numpy scalar for 0-d,
+    as numpy's own reductions give)."""
+    lazy = _lazy_module()
+    if any(isinstance(x, lazy.LazyTensor) for x in operands):
+        return lazy.LazyTensor(node)
+    tensor = lazy.compute_node(node)
+    return tensor.to_numpy()[()] if tensor.order == 0 else tensor
+
+
+def _binary(name: str, reflected: bool = False) -> Callable:
+    def method(self, other):
+        lazy = _lazy_module()
+        if lazy.as_node(other) is None:
+            return NotImplemented
+        operands = (other, self) if reflected else (self, other)
+        return finish(lazy.apply(name, *operands), operands)
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+def _no_options(what: str, **options: object) -> None:
+    given = [k for k, v in options.items() if v is not None and v is not False]
+    if given:
+        raise TypeError(f"{what}: {', '.join(given)}= is not supported")
+
+
+class ArrayOps:
+    """NumPy behaviour on anything with ``shape`` that ``lazy.as_node`` can read."""
+
+    __slots__ = ()
+    __array_priority__ = 20.0  # scipy.sparse and numpy defer their operators to ours
+
+    # -- attributes ---------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def fill_value(self) -> object:
+        """What an entry that is not stored holds."""
+        return np.asarray(getattr(self, "fill", 0), self.dtype).item()
+
+    @property
+    def T(self):
+        """Axes reversed: a view sharing the arrays for a tensor (a CSR's is CSC), a
+        renaming of indices in a lazy chain."""
+        return self.transpose()
+
+    def transpose(self, *axes):
+        lazy = _lazy_module()
+        order = axes[0] if len(axes) == 1 and (axes[0] is None or
+                                               not isinstance(axes[0], int)) else axes
+        return finish(lazy.transpose(lazy.as_node(self), order or None), (self,))
+
+    # -- operators ----------------------------------------------------------------------
+    __add__, __radd__ = _binary("add"), _binary("add", True)
+    __sub__, __rsub__ = _binary("subtract"), _binary("subtract", True)
+    __mul__, __rmul__ = _binary("multiply"), _binary("multiply", True)
+    __truediv__, __rtruediv__ = _binary("divide"), _binary("divide", True)
+    __rpow__ = _binary("power", True)
+    __lt__, __le__ = _binary("less"), _binary("less_equal")
+    __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
+    __eq__, __ne__ = _binary("equal"), _binary("not_equal")  # type: ignore[assignment]
+    __hash__ = object.__hash__
+
+    def __pow__(self, other):
+        """Small whole powers are products (numpy's x**2 is x*x); others need pow."""
+        if isinstance(other, int) and not isinstance(other, bool) and 1 <= other <= 4:
+            lazy = _lazy_module()
+            node = base = lazy.as_node(self)
+            for _ in range(other - 1):
+                node = lazy.apply("multiply", lazy.LazyTensor(node), lazy.LazyTensor(base))
+            return finish(node, (self,))
+        return _binary("power")(self, other)
+
+    def __neg__(self):
+        return finish(_lazy_module().apply("negative", self), (self,))
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return finish(_lazy_module().apply("absolute", self), (self,))
+
+    def __matmul__(self, other):
+        return self._product(self, other)
+
+    def __rmatmul__(self, other):
+        return self._product(other, self)
+
+    @staticmethod
+    def _product(a, b):
+        lazy = _lazy_module()
+        left, right = lazy.as_node(a), lazy.as_node(b)
+        if left is None or right is None:
+            return NotImplemented
+        return finish(lazy.matmul(left, right), (a, b))
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of a {type(self).__name__} with "
+                             f"{self.size} elements is ambiguous")
+        return bool(np.asarray(self).reshape(()))
+
+    def __float__(self) -> float:
+        return float(np.asarray(self).reshape(()))
+
+    def __int__(self) -> int:
+        return int(np.asarray(self).reshape(()))
+
+    # -- reductions ---------------------------------------------------------------------
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        """Sum over ``axis`` (None: all; an int or a tuple; negatives count from the
+        end), fused into the kernel of a lazy chain."""
+        _no_options("sum", dtype=dtype, out=out)
+        lazy = _lazy_module()
+        axes = lazy.reduce_axes(axis, self.ndim)
+        result = finish(lazy.reduce_sum(lazy.as_node(self), axes), (self,))
+        return _kept(result, axes, self.ndim) if keepdims else result
+
+    def max(self, axis=None, out=None, keepdims=False):
+        return self._host(np.maximum, axis, out, keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        return self._host(np.minimum, axis, out, keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        _no_options("prod", dtype=dtype)
+        return self._host(np.multiply, axis, out, keepdims)
+
+    def _host(self, ufunc: np.ufunc, axis, out, keepdims: bool):
+        """max/min/prod: computed (a lazy chain up to here runs first), then folded on
+        the host (see host_reduce.py)."""
+        from .host_reduce import host_reduce
+        from .tensor import Tensor
+
+        _no_options(ufunc.__name__, out=out)
+        lazy = _lazy_module()
+        axes = lazy.reduce_axes(axis, self.ndim)
+        values = host_reduce(lazy.compute_node(lazy.as_node(self)), ufunc, axes)
+        if keepdims:
+            return _kept(Tensor.from_numpy(values), axes, self.ndim)
+        if values.ndim == 0:
+            return values[()]
+        result = Tensor.from_numpy(values)
+        return lazy.LazyTensor(lazy.leaf(result)) if isinstance(self, lazy.LazyTensor) \
+            else result
+
+    # -- numpy protocols ----------------------------------------------------------------
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """The dense values (a view of a dense tensor's own). ``copy=False`` is refused
+        where they are a new array, as numpy 2 refuses it."""
+        lazy = _lazy_module()
+        tensor = lazy.compute_node(lazy.as_node(self))
+        if copy is False and (tensor is not self or any(tensor.level_arrays)):
+            raise ValueError(f"the dense values of this {type(self).__name__} are a new "
+                             "array; copy=False cannot be honoured")
+        array = tensor.to_numpy()
+        if dtype is not None:
+            array = array.astype(dtype, copy=False)
+        return array.copy() if copy else array
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs, **kwargs):
+        from . import elementwise as ew
+
+        lazy = _lazy_module()
+        if method == "reduce" and ufunc.__name__ in _REDUCTIONS and len(inputs) == 1:
+            options = dict(kwargs)  # np.add.reduce(A, axis=0): A.sum(axis=0)
+            axis, keepdims = options.pop("axis", 0), options.pop("keepdims", False)
+            _no_options(f"np.{ufunc.__name__}.reduce", **options)
+            return getattr(inputs[0], _REDUCTIONS[ufunc.__name__])(axis=axis,
+                                                                 keepdims=keepdims)
+        if method != "__call__" or kwargs.get("out") is not None:
+            return NotImplemented
+        _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
+                                               if k != "out"})
+        if any(lazy.as_node(x) is None for x in inputs):
+            return NotImplemented
+        if ufunc is np.matmul:
+            return self._product(*inputs)
+        if not ew.is_known(ufunc.__name__):
+            return NotImplemented  # numpy raises a TypeError naming the ufunc
+        return finish(lazy.apply(ufunc.__name__, *inputs), inputs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        handler = _handlers().get(func)
+        if handler is None or not all(issubclass(t, (ArrayOps, np.ndarray)) for t in types):
+            return NotImplemented  # numpy raises a TypeError naming the function
+        return handler(*args, **kwargs)
+
+
+# ufuncs whose ``reduce`` is one of the reductions.
+_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}
+
+
+def _kept(result, axes: tuple[int, ...], ndim: int):
+    """``keepdims=True``: the reduced axes back with extent 1 (computed, then reshaped)."""
+    from .tensor import Tensor
+
+    values = np.asarray(result)
+    shape = [1 if k in axes else None for k in range(ndim)]
+    rest = iter(values.shape)
+    return Tensor.from_numpy(values.reshape([next(rest) if e is None else 1 for e in shape]))
+
+
+def _nodes(*values):
+    lazy = _lazy_module()
+    nodes = [lazy.as_node(v) for v in values]
+    if any(n is None for n in nodes):
+        bad = next(v for v, n in zip(values, nodes) if n is None)
+        raise TypeError(f"cannot use a {type(bad).__name__} as a tensor operand")
+    return nodes
+
+
+def _dot(a, b, out=None):
+    _no_options("np.dot", out=out)
+    return finish(_lazy_module().dot(*_nodes(a, b)), (a, b))
+
+
+def _tensordot(a, b, axes=2):
+    return finish(_lazy_module().tensordot(*_nodes(a, b), axes), (a, b))
+
+
+def _einsum(subscripts, *operands, out=None, **options):
+    _no_options("np.einsum", out=out, **options)
+    return finish(_lazy_module().einsum(subscripts, *operands), operands)
+
+
+def _where(condition, x=None, y=None):
+    if x is None and y is None:  # np.where(c): the coordinates of nonzeros
+        return tuple(np.nonzero(np.asarray(condition)))
+    return finish(_lazy_module().apply("where", condition, x, y), (condition, x, y))
+
+
+def _on_dense(function: Callable) -> Callable:
+    """``function`` on the operands' dense values (comparisons of results)."""
+    def call(*args, **kwargs):
+        dense = [np.asarray(a) if isinstance(a, ArrayOps) else a for a in args]
+        return function._implementation(*dense, **kwargs)
+    return call
+
+
+def _method(name: str) -> Callable:
+    def call(a, *args, **kwargs):
+        return getattr(a, name)(*args, **kwargs)
+    return call
+
+
+@cache
+def _handlers() -> dict[Callable, Callable]:
+    """numpy functions dispatched to this front end; any other raises numpy's TypeError."""
+    return {
+        np.sum: _method("sum"), np.max: _method("max"), np.amax: _method("max"),
+        np.min: _method("min"), np.amin: _method("min"), np.prod: _method("prod"),
+        np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: _dot, np.tensordot: _tensordot,
+        np.einsum: _einsum, np.where: _where,
+        np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+        **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},
+    }

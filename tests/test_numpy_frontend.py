@@ -1,0 +1,344 @@
+"""The NumPy front end on ls.Tensor (issue 23, item 7): operators, broadcasting,
+reductions, ``.T``, numpy's protocols and lazy fusion, each checked against numpy or
+scipy. Before it, ``A + B``, ``A * 2``, ``A @ x``, ``A.T`` and ``A.sum(axis=0)`` raised
+TypeError/AttributeError and ``np.asarray(A)`` was a 0-d object array."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import llvsparse as ls
+from llvsparse import api
+from llvsparse.elementwise import UnsupportedFunctionError
+
+FORMATS = ["csr", "csc", "coo", "dense"]
+
+
+def _matrix(shape, density, seed, fmt="csr"):
+    S = sp.random(*shape, density=density, format="csr", random_state=seed)
+    return S, ls.Tensor.from_scipy(S, format=fmt)
+
+
+def _close(got, expected):
+    array = np.asarray(got)
+    assert array.dtype != object
+    assert array.shape == np.shape(expected)
+    np.testing.assert_allclose(array, expected, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_operators_match_numpy(fmt):
+    S, A = _matrix((7, 5), 0.4, 1, fmt)
+    R, B = _matrix((7, 5), 0.3, 2, fmt)
+    a, b = S.toarray(), R.toarray()
+    x = np.random.default_rng(3).random(5)
+    D = np.random.default_rng(4).random((7, 5))
+    _close(A + B, a + b)
+    _close(A - B, a - b)
+    _close(A * B, a * b)
+    _close(A * 2, a * 2)
+    _close(2 * A, 2 * a)
+    _close(A / 4, a / 4)
+    _close(1.5 - A, 1.5 - a)
+    _close(-A, -a)
+    _close(+A, a)
+    _close(A ** 2, a ** 2)
+    _close(A + D, a + D)
+    _close(D - A, D - a)
+    _close(A @ x, a @ x)
+    _close(A.T @ np.ones(7), a.T @ np.ones(7))
+    _close(A @ B.T, a @ b.T)
+    _close(A.T, a.T)
+    _close(A / (D + 1), a / (D + 1))
+
+
+def test_operands_of_every_kind():
+    """Tensors, numpy arrays, scipy.sparse and pydata/sparse arrays, Python scalars."""
+    import sparse
+
+    S, A = _matrix((6, 4), 0.5, 5)
+    a = S.toarray()
+    _close(A + S, a + a)
+    _close(S + A, a + a)
+    X = sparse.COO.from_numpy(a)
+    _close(A * X, a * a)
+    _close(X + A, a + a)
+    _close(A @ X.T, a @ a.T)
+    _close(ls.asarray(X) @ A.T, a @ a.T)
+    _close(a + A, a + a)
+    _close(A + np.float32(2), a + 2)
+    # A non-finite scalar is a 0-d operand (a literal prints finite numbers only); an
+    # entry not stored annihilates it, as in scipy.sparse (README).
+    _close(A * np.inf, (S * np.inf).toarray())
+    _close(A + np.nan, a + np.nan)
+
+
+@pytest.mark.parametrize("fmt", ["dia", "ell", "hash", "dcsr", "coo-unordered", "bcsr2x2"])
+def test_other_formats(fmt):
+    S, A = _matrix((6, 6), 0.4, 20, fmt)
+    a = S.toarray()
+    _close(A + A, a + a)
+    _close(A * 2, a * 2)
+    _close(A.T, a.T)
+    _close(A @ np.ones(6), a @ np.ones(6))
+    _close(A.sum(axis=0), a.sum(axis=0))
+    _close(A.max(axis=1), a.max(axis=1))
+
+
+def test_numpy_scalars_keep_their_dtype_and_their_kernel(monkeypatch):
+    """A numpy scalar is a 0-d operand: numpy's dtype (float32 * np.float64 is float64),
+    and one kernel for every value; a Python number is a weak literal."""
+    a = np.array([[0, 1.5], [2, 0]], np.float32)
+    A = ls.Tensor.from_numpy(a, format="csr")
+    calls = []
+    evaluate = api.evaluate
+    monkeypatch.setattr(api, "evaluate", lambda *args, **kw: calls.append(str(args[0])) or
+                        evaluate(*args, **kw))
+    for scale in (np.float64(2), np.float64(3)):
+        result = A * scale
+        assert result.dtype == (a * scale).dtype and result.format.name == "csr"
+        _close(result, a * scale)
+    assert calls[0] == calls[1]
+    assert (A * 2.0).dtype == (a * 2.0).dtype == np.float32
+    _close(A * np.float64(np.nan), np.where(a != 0, np.nan, 0))  # not stored: annihilates
+
+
+def test_result_formats_follow_the_pattern():
+    """Sparse where the result is zero wherever the sparse operands store nothing."""
+    S, A = _matrix((6, 6), 0.3, 6)
+    _, B = _matrix((6, 6), 0.3, 7)
+    D = np.ones((6, 6))
+    assert (A + B).format.name == "csr"
+    assert (A * D).format.name == "csr"
+    assert (A * 3).format.name == "csr"
+    assert (A + 1).format.name == "dense"
+    assert (A / D).format.name == "dense"  # 0/0 is NaN where D is 0
+    assert (A @ np.ones(6)).format.name == "dense"
+    assert (A @ B).format.name == "csr"
+    T = A.T  # a transposed view: the CSR's arrays read as CSC, nothing copied
+    assert T.format.name == "csc" and np.shares_memory(T.values, A.values)
+    _close(A @ B, S.toarray() @ B.to_numpy())
+
+
+def test_broadcasting_rows_columns_and_mismatches():
+    S, A = _matrix((4, 3), 0.5, 8)
+    a = S.toarray()
+    row, col = np.arange(1.0, 4.0), np.arange(1.0, 5.0)[:, None]
+    _close(A * row, a * row)
+    _close(A * row[None, :], a * row[None, :])
+    _close(A + col, a + col)
+    _close(col * A, col * a)
+    _close(A * ls.Tensor.from_numpy(col), a * col)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        A + np.ones(4)
+    with pytest.raises(ValueError, match="not aligned"):
+        A @ np.ones(4)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 1), (-2,)])
+def test_reductions(axis):
+    S, A = _matrix((5, 6), 0.4, 9, "csc")
+    a = S.toarray()
+    _close(A.sum(axis=axis), a.sum(axis=axis))
+    _close(np.sum(A, axis=axis), a.sum(axis=axis))
+    _close(A.max(axis=axis), a.max(axis=axis))
+    _close(np.min(A, axis=axis), a.min(axis=axis))
+    _close(A.prod(axis=axis), a.prod(axis=axis))
+    _close(np.prod(A, axis=axis), a.prod(axis=axis))
+    _close(A.sum(axis=axis, keepdims=True), a.sum(axis=axis, keepdims=True))
+
+
+def test_reductions_of_negative_and_full_rows_and_nan():
+    a = np.array([[-1.0, -2.0, 0.0], [-3.0, -4.0, -5.0], [0.0, 0.0, 0.0],
+                  [np.nan, 1.0, 0.0]])
+    A = ls.Tensor.from_numpy(a, format="csr")
+    for axis in (None, 0, 1):
+        _close(A.max(axis=axis), a.max(axis=axis))
+        _close(A.min(axis=axis), a.min(axis=axis))
+        _close(A.prod(axis=axis), a.prod(axis=axis))
+    with pytest.raises(np.exceptions.AxisError):
+        A.sum(axis=2)
+    with pytest.raises(ValueError, match="duplicate"):
+        A.sum(axis=(0, 0))
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        A.sum(axis=1.5)
+
+
+def test_edge_shapes():
+    for shape in [(0, 3), (3, 0), (1, 5), (5, 1)]:
+        S = sp.random(*shape, density=0.5, format="csr", random_state=1)
+        A = ls.Tensor.from_scipy(S)
+        a = S.toarray()
+        _close(A + A, a + a)
+        _close(A * 2, a * 2)
+        _close(A.T, a.T)
+        _close(A.sum(axis=0), a.sum(axis=0))
+        _close(A.sum(axis=1), a.sum(axis=1))
+        _close(A @ np.ones(shape[1]), a @ np.ones(shape[1]))
+    zero = ls.Tensor.from_scipy(sp.csr_matrix((4, 4)))
+    _close(zero + zero, np.zeros((4, 4)))
+    _close(zero.max(axis=0), np.zeros(4))
+    _close(zero @ zero, np.zeros((4, 4)))
+
+
+def test_inf_and_nan_in_dense_operands():
+    """Stored and dense values follow IEEE; an entry a sparse operand does not store
+    annihilates in a product (README), as in scipy.sparse."""
+    S, A = _matrix((5, 4), 0.4, 10)
+    a = S.toarray()
+    x = np.array([1.0, np.inf, np.nan, -2.0])
+    D = np.tile(x, (5, 1))
+    _close(A + D, a + D)
+    _close(A - x, a - x)
+    _close(A @ x, S @ x)
+    _close(A * D, S.multiply(D).toarray())
+
+
+def test_numpy_protocols():
+    S, A = _matrix((5, 4), 0.5, 11)
+    _, B = _matrix((5, 4), 0.5, 12)
+    a, b = S.toarray(), B.to_numpy()
+    dense = np.asarray(A)
+    assert dense.dtype == np.float64 and dense.shape == (5, 4)
+    _close(dense, a)
+    _close(np.array(A, dtype=np.float32), a.astype(np.float32))
+    with pytest.raises(ValueError, match="copy=False"):
+        np.asarray(A, copy=False)
+    dense = ls.Tensor.from_numpy(a)
+    assert np.shares_memory(np.asarray(dense, copy=False), dense.values)
+    _close(np.add(A, B), a + b)
+    _close(np.multiply(A, 2), a * 2)
+    _close(np.subtract(a, A), a - a)
+    _close(np.matmul(A, b.T), a @ b.T)
+    _close(np.dot(A, np.ones(4)), a @ np.ones(4))
+    _close(np.dot(A.T, A), a.T @ a)
+    _close(np.einsum("ij,ij->j", A, B), np.einsum("ij,ij->j", a, b))
+    _close(np.einsum("ij,kj", A, B), np.einsum("ij,kj", a, b))
+    _close(np.tensordot(A, B, axes=([1], [1])), np.tensordot(a, b, axes=([1], [1])))
+    _close(np.tensordot(A, B, axes=2), np.tensordot(a, b, axes=2))
+    _close(np.transpose(A), a.T)
+    _close(np.add.reduce(A), a.sum(axis=0))
+    _close(np.maximum.reduce(A, axis=1), a.max(axis=1))
+    with pytest.raises(TypeError, match="accumulate"):
+        np.add.accumulate(A)
+    assert np.shape(A) == (5, 4) and np.ndim(A) == 2
+    assert np.allclose(A + B, a + b) and np.array_equal(A, a) and np.isclose(A, a).all()
+    with pytest.raises(TypeError, match="cumsum"):
+        np.cumsum(A)
+    with pytest.raises(TypeError, match="sin"):
+        np.sin(A)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        A + "x"
+
+
+def test_mapped_functions_work_or_name_the_notation_they_need():
+    """np.exp maps to the notation's exp (ops adds it): until then a TypeError names it."""
+    S, A = _matrix((4, 4), 0.5, 13)
+    try:
+        result = np.exp(A)
+    except UnsupportedFunctionError as error:
+        assert "np.exp" in str(error) and "exp(a)" in str(error)
+    else:
+        _close(result, np.exp(S.toarray()))
+
+
+def test_attributes_and_repr():
+    S, A = _matrix((3, 4), 0.5, 14)
+    assert (A.shape, A.ndim, A.dtype, A.nnz, A.fill_value) == ((3, 4), 2, np.float64,
+                                                               S.nnz, 0.0)
+    assert A.format.name == "csr" and A.size == 12
+    assert repr(A) == (f"<Tensor: shape=(3, 4), dtype=float64, nnz={S.nnz}, format=csr, "
+                       "fill_value=0.0>")
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(A)
+    assert float(A.sum()) == pytest.approx(S.sum())
+
+
+def test_a_lazy_chain_compiles_one_kernel(monkeypatch):
+    S, A = _matrix((8, 6), 0.4, 15)
+    R, B = _matrix((8, 6), 0.4, 16)
+    a, b = S.toarray(), R.toarray()
+    D = np.random.default_rng(17).random((8, 6))
+    calls = []
+    evaluate = api.evaluate
+    monkeypatch.setattr(api, "evaluate", lambda *args, **kw: calls.append(args[0]) or
+                        evaluate(*args, **kw))
+    L = ls.lazy(A)
+    expr = ((L + B) * 2 - L * D).T.sum(axis=0)
+    assert isinstance(expr, ls.LazyTensor) and expr.shape == (8,) and not calls
+    result = ls.compute(expr)
+    assert len(calls) == 1
+    text = str(calls[0])
+    assert text == str(expr.assignment) and text.count("T0") == 2 and "T2" in text
+    _close(result, ((a + b) * 2 - a * D).T.sum(axis=0))
+    chain = (ls.lazy(A) + B) * 3
+    out = ls.compute(chain)
+    assert out.format.name == "csr" and len(calls) == 2
+    _close(out, (a + b) * 3)
+    assert ls.compute(A) is A
+
+
+def test_csr_matrix_in_evaluate_einsum_and_asarray():
+    S, _ = _matrix((5, 5), 0.4, 18)
+    x = np.arange(5.0)
+    _close(ls.evaluate("y(i) = A(i,j) * x(j)", A=S, x=x), S @ x)
+    _close(ls.einsum("ij,jk->ik", S, S), (S @ S).toarray())
+    T = ls.asarray(S, format="csc")
+    assert T.format.name == "csc"
+    _close(T, S.toarray())
+    lazy_sum = ls.lazy(S) + S
+    converted = ls.asarray(lazy_sum, format="coo")
+    assert converted.format.name == "coo"
+    _close(converted, 2 * S.toarray())
+
+
+def test_a_lazy_node_used_twice_and_transposed_products():
+    """Each use of a node gets its own summed variables; transposes and products fuse."""
+    S, A = _matrix((6, 5), 0.4, 21)
+    a = S.toarray()
+    L = ls.lazy(A)
+    s = L.sum(axis=1)
+    _close(ls.compute(s * s), a.sum(axis=1) ** 2)
+    _close(ls.compute(np.einsum("i,j->ij", s, s)), np.outer(a.sum(axis=1), a.sum(axis=1)))
+    _close(ls.compute(L.T @ L), a.T @ a)
+    _close(ls.compute(L @ L.T + 1), a @ a.T + 1)
+    _close((L.T * 2).T.compute(), a * 2)
+    _close(np.asarray(L * 2), a * 2)
+    assert (L / 2).dtype == np.float64 and repr(L + 1).startswith("<LazyTensor: shape=(6, 5)")
+    with pytest.raises(TypeError, match="ls.lazy needs"):
+        ls.lazy(3)
+
+
+def test_random_lazy_chains_match_numpy():
+    """Random chains of + - * / @ .T sum over sparse, dense and scalar operands, fused
+    into one kernel each, against numpy on the dense arrays (entries not stored are
+    exact zeros in products, as numpy's zeros are, since no operand holds inf or NaN)."""
+    rng = np.random.default_rng(22)
+    n = 5
+    for _ in range(12):
+        S, A = _matrix((n, n), 0.4, int(rng.integers(1000)), str(rng.choice(FORMATS)))
+        D = rng.random((n, n)) + 0.5
+        lazy_value, dense_value = ls.lazy(A), S.toarray()
+        for _ in range(int(rng.integers(2, 5))):
+            step = int(rng.integers(7))
+            if step == 0:
+                lazy_value, dense_value = lazy_value + D, dense_value + D
+            elif step == 1:
+                lazy_value, dense_value = lazy_value * A, dense_value * S.toarray()
+            elif step == 2:
+                lazy_value, dense_value = 2.5 - lazy_value, 2.5 - dense_value
+            elif step == 3:
+                lazy_value, dense_value = lazy_value.T, dense_value.T
+            elif step == 4:
+                lazy_value, dense_value = lazy_value @ A, dense_value @ S.toarray()
+            elif step == 5:
+                lazy_value, dense_value = lazy_value / D, dense_value / D
+            else:
+                lazy_value, dense_value = lazy_value - A.T, dense_value - S.toarray().T
+        axis = rng.choice([None, 0, 1, -1, "none"])
+        if axis != "none":
+            lazy_value = lazy_value.sum(axis=None if axis is None else int(axis))
+            dense_value = dense_value.sum(axis=None if axis is None else int(axis))
+        _close(ls.compute(lazy_value), dense_value)
