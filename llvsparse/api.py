@@ -42,6 +42,8 @@ from .ir.statements import concrete_text
 from .ir.types import TensorType, type_key
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
+from .notation_parse import parse
+from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .refusals import advised
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
@@ -62,7 +64,7 @@ class Kernel:
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True):
-        self.assignment = nt.parse(assignment) if isinstance(assignment, str) else assignment
+        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
         self.formats: dict[str, Format] = {}
@@ -163,9 +165,12 @@ class Kernel:
     def disk_key(self, types: dict[str, TensorType]) -> str:
         """The key of the instance for ``types`` in the disk cache (and in pickles): it
         names the host CPU and versions, so another machine's is another key."""
+        used = [n.op for n in nt.subexpressions(self._assignment.rhs)
+                if isinstance(n, nt.Call | nt.Reduction)]  # user functions' bodies
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert))
+             self.fastmath, self.convert) + ((user_operators(used),) if any(
+                 op.template is not None for op in used) else ()))
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
         """An instance from the disk cache, with no LLVM work, or None."""
@@ -519,7 +524,7 @@ _KERNELS_LOCK = threading.Lock()
 def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
              check: bool = True, **tensors):
     """Compile (cached in memory) and run; returns a Tensor."""
-    parsed = nt.parse(assignment) if isinstance(assignment, str) else assignment
+    parsed = parse(assignment) if isinstance(assignment, str) else assignment
     formats = {}
     for name, value in tensors.items():
         formats[name] = value.format if isinstance(value, Tensor) else natural_format(value)

@@ -20,10 +20,9 @@ from llvsparse.notation import (
     format_expr,
     free_vars,
     index_vars,
-    parse,
-    parse_expr,
     place_reductions,
 )
+from llvsparse.notation_parse import parse, parse_expr
 from llvsparse.operators import ADD, DIV, MUL, NEG, SUB
 
 i, j, k = index_vars("i j k")
