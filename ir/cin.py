@@ -154,7 +154,7 @@ def hoist_sums(expr: Expr, exact: bool = False) -> Expr:
     if not isinstance(expr, Apply):
         return expr
     args = tuple(hoist_sums(a, exact) for a in expr.args)
-    if expr.op is NEG and isinstance(args[0], Sum) and args[0].op is ADD:  # -min is not min-
+    if expr.op is NEG and isinstance(args[0], Sum) and args[0].op is ADD:  # -max(x) is min(-x)
         inner = args[0]
         return Sum(inner.var, hoist_sums(Apply(NEG, (inner.body,)), exact), inner.op,
                    inner.hidden)

@@ -46,6 +46,7 @@ from .notation_parse import parse
 from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .refusals import advised
+from .semirings import semiring_assignment
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 
 if TYPE_CHECKING:
@@ -542,8 +543,16 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     return kernel(check=check, **tensors)
 
 
-def einsum(subscripts: str, *operands, out_format: object = "dense"):
-    """numpy-style einsum over tensors, e.g. ``einsum("ij,j->i", A, x)``."""
+def einsum(subscripts: str, *operands, out_format: object = "dense",
+           semiring: tuple[str, str] | None = None):
+    """numpy-style einsum over tensors, e.g. ``einsum("ij,j->i", A, x)``.
+
+    ``semiring=(plus, times)`` computes over that semiring instead of (+, *):
+    ``semiring=("min", "+")`` gives min-plus products (shortest paths),
+    ``("or", "and")`` reachability. An entry a tensor does not store is then the
+    semiring's zero (``plus``'s identity): it annihilates ``times`` and takes no part in
+    ``plus``, so only stored entries count, and an output entry nothing reaches is
+    ``plus``'s identity (inf for min-plus)."""
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum subscripts must be a string, not {type(subscripts).__name__}")
     compact = subscripts.replace(" ", "")
@@ -557,5 +566,8 @@ def einsum(subscripts: str, *operands, out_format: object = "dense"):
     names = [f"T{k}" for k in range(len(terms))]
     rhs = " * ".join(f"{n}({','.join(t)})" for n, t in zip(names, terms))
     text = f"OUT({','.join(output)}) = {rhs}" if output else f"OUT = {rhs}"
-    return evaluate(text, out_format=out_format, **dict(zip(names, operands)))
-
+    tensors = dict(zip(names, operands))
+    if semiring is None:
+        return evaluate(text, out_format=out_format, **tensors)
+    return evaluate(semiring_assignment(parse(text), *semiring), out_format=out_format,
+                    **tensors)

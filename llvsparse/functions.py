@@ -100,7 +100,8 @@ def _translate(node: ast.expr, args: Sequence[str]) -> Template:
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     op = lookup(node.func.id)
     assert op is not None
-    return _chain(op, [go(a) for a in node.args])
+    parts = [go(a) for a in node.args]
+    return Node(op, tuple(parts)) if len(parts) == op.arity else _chain(op, parts)  # min(a, b, c)
 
 
 def _chain(op: Operator, parts: list[Template]) -> Template:
