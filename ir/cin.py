@@ -73,6 +73,10 @@ def text(expr: Expr) -> str:
             stack.extend((kid, False) for kid in reversed(kids))
         elif isinstance(node, Sum):
             done[-1] = f"sum_{node.var}({done[-1]})"
+        elif node.op.symbol[0].isalpha():  # a function: min(a, b), where(c, a, b)
+            parts = done[len(done) - len(node.args):]
+            del done[len(done) - len(node.args):]
+            done.append(f"{node.op.name}({', '.join(parts)})")
         elif node.op.arity == 1:
             done[-1] = f"{node.op.symbol}{done[-1]}"
         else:

@@ -332,7 +332,7 @@ def _check_size(text: str) -> None:
     depth = operators = 0
     for column, char in enumerate(text):
         depth += (char == "(") - (char == ")")
-        operators += char in "+-*/,<>"
+        operators += char in "+-*/<>"
         if depth > MAX_NESTING:
             raise NotationSyntaxError(f"parentheses nested more than {MAX_NESTING} deep",
                                       text, column)
