@@ -7,6 +7,7 @@ that is zero whenever one argument is absent intersects, anything else unions.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -20,7 +21,9 @@ UNIVERSE_UID = -1
 # many the kernel takes minutes to build (8 sparse vectors into a sparse sum: 255 points,
 # 78 s) and is too large to run well.
 MAX_POINTS = 128
-_PROBES = (1.0, -2.5, 3.0)
+# Values a stored operand is tried with, to learn where an operator is zero: finite (an
+# absent entry annihilates a product even against inf), small and huge ones (a > 10).
+_PROBES = (1.0, -2.5, 3.0, 0.5, -0.75, 1e300, -1e300)
 # Each case of an outer loop holds its own copy of the inner loops, so cases multiply
 # across levels: four matrices of two sparse levels each, added into a third such one,
 # took 434 cases (3 MB of IR, over a minute to compile; five sparse vectors into a sparse
@@ -96,6 +99,7 @@ def _is_zero(value: float) -> bool:
     return not math.isnan(value) and value == 0
 
 
+@functools.cache  # operators are immutable values
 def region(op, fill: float = 0.0) -> str:
     """'intersection', 'union', 'left' (first argument's region), 'universe', or for
     three or more arguments 'general' (see ``nonzero_when``)."""
@@ -103,6 +107,8 @@ def region(op, fill: float = 0.0) -> str:
         return "general"
     if op.absent_annihilates:  # a semiring's product: an absent entry is its zero
         return "same" if op.arity == 1 else "intersection"
+    if op.arity == 2 and op.annihilator is not None and _is_zero(op.annihilator - fill):
+        return "intersection"  # declared: f(fill, y) = f(x, fill) = fill
     if op.arity == 1:
         return "same" if _is_zero(op.evaluate(fill)) else "universe"
     if not _is_zero(op.evaluate(fill, fill)):
@@ -118,6 +124,7 @@ def region(op, fill: float = 0.0) -> str:
     return "union"
 
 
+@functools.cache
 def nonzero_when(op, present: tuple[bool, ...]) -> bool:
     """Whether ``op`` can be nonzero when only the arguments marked ``present`` are
     stored (the others hold the fill value 0): ``where(c, a, b)`` can with ``c`` and

@@ -143,10 +143,10 @@ def _check_declared(name: str, f: Callable[..., float], arity: int, identity: fl
                 if not _same(got, x):
                     refuse(f"identity {identity}", call, got, x)
         if annihilator is not None:
-            got = f(annihilator, x)
-            if not _same(got, annihilator):
-                refuse(f"annihilator {annihilator}", f"{name}({annihilator}, {x})", got,
-                       annihilator)
+            for got, call in ((f(annihilator, x), f"{name}({annihilator}, {x})"),
+                              (f(x, annihilator), f"{name}({x}, {annihilator})")):
+                if not _same(got, annihilator):
+                    refuse(f"annihilator {annihilator}", call, got, annihilator)
         if idempotent and not _same(f(x, x), x):
             refuse("idempotence", f"{name}({x}, {x})", f(x, x), x)
         for y in _SAMPLES:

@@ -372,3 +372,14 @@ def test_lattice_regions_follow_values_on_fill():
     assert kinds["abs"] == kinds["sqrt"] == "same"
     got = ls.evaluate("C(i,j) = A(i,j) < 3", out_format="csr", A=ls.asarray(A))
     assert got.nnz == AD.size  # 0 < 3 holds where A stores nothing
+
+
+def test_user_function_region_tries_large_values():
+    """a > 10 is 0 wherever a is 0..3: the probes include huge values, so the stored
+    20 of A is visited and gives 1 (it gave 0 with probes 1, -2.5 and 3 only)."""
+    ls.function("above_ten23", body="a > 10")
+    a = sp.csr_matrix(np.array([[20.0, 0.0, 1.0], [0.0, 3.0, 0.0]]))
+    b = sp.csr_matrix(np.array([[0.0, 0.0, 2.0], [0.0, 1.0, 0.0]]))
+    expected = (a.toarray() > 10).astype(float)
+    _run3("C(i,j) = above_ten23(A(i,j), B(i,j))", expected, "csr", A=ls.asarray(a),
+          B=ls.asarray(b))
