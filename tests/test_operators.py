@@ -383,3 +383,17 @@ def test_user_function_region_tries_large_values():
     expected = (a.toarray() > 10).astype(float)
     _run3("C(i,j) = above_ten23(A(i,j), B(i,j))", expected, "csr", A=ls.asarray(a),
           B=ls.asarray(b))
+
+
+def test_kernel_with_new_operators_pickles():
+    """A kernel pickles as its text, which must parse back to the same operators."""
+    import pickle
+
+    a = _sparse(6, 5, 5, special=False)
+    text = "y(i) = min(j, A(i,j)) + where(max(j, A(i,j)) > 0.5, 1, 2)"
+    kernel = ls.compile(text, A="csr")
+    kernel(A=ls.asarray(a))
+    again = pickle.loads(pickle.dumps(kernel))
+    ad = a.toarray()
+    np.testing.assert_allclose(again(A=ls.asarray(a)).to_numpy(),
+                               ad.min(axis=1) + np.where(ad.max(axis=1) > 0.5, 1, 2))
