@@ -73,6 +73,10 @@ def text(expr: Expr) -> str:
             stack.extend((kid, False) for kid in reversed(kids))
         elif isinstance(node, Sum):
             done[-1] = f"sum_{node.var}({done[-1]})"
+        elif node.op.symbol[0].isalpha():  # a function: min(a, b), where(c, a, b)
+            parts = done[len(done) - len(node.args):]
+            del done[len(done) - len(node.args):]
+            done.append(f"{node.op.name}({', '.join(parts)})")
         elif node.op.arity == 1:
             done[-1] = f"{node.op.symbol}{done[-1]}"
         else:
@@ -154,7 +158,7 @@ def hoist_sums(expr: Expr, exact: bool = False) -> Expr:
     if not isinstance(expr, Apply):
         return expr
     args = tuple(hoist_sums(a, exact) for a in expr.args)
-    if expr.op is NEG and isinstance(args[0], Sum):
+    if expr.op is NEG and isinstance(args[0], Sum) and args[0].op is ADD:  # -max(x) is min(-x)
         inner = args[0]
         return Sum(inner.var, hoist_sums(Apply(NEG, (inner.body,)), exact), inner.op,
                    inner.hidden)

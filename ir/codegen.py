@@ -13,7 +13,9 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from . import jam, pairs, scalars
+from llvsparse.operators import ADD
+
+from . import jam, monoid, pairs, scalars
 from .bodies import I1, I64, ArrayRef, is_true
 from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
 from .emit_base import (
@@ -109,6 +111,7 @@ class KernelCompiler:
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
         self.budget = CaseBudget()
+        self.folding = False  # inside a reduction by another operator than + (monoid.fold)
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
         """A function of the module (phases share one module), declared once."""
@@ -424,7 +427,7 @@ class KernelCompiler:
             return scalars.constant(self.dtype, expr.value)
         if isinstance(expr, Apply):
             args = [self.value(a, ctx) for a in expr.args]
-            return scalars.apply(b, expr.op.kind, args, self.dtype, self.fastmath)
+            return scalars.apply_op(b, expr.op, args, self.dtype, self.fastmath)
         if isinstance(expr, Sum):
             return self.nested_sum(expr, ctx)
         assert isinstance(expr, Operand)
@@ -458,6 +461,8 @@ class KernelCompiler:
         return scalars.load_value(self.b, stored, src, self.dtype)
 
     def nested_sum(self, expr: Sum, ctx: Ctx) -> ir.Value:
+        if expr.op is not ADD:
+            return monoid.fold(self, expr, ctx)
         summed, body = peel_sums(expr)
         ops = operands(body)
         for op in ops:
@@ -736,9 +741,10 @@ class KernelCompiler:
                 and all(lv.full for lv in self.output.levels))
 
     def fusable(self, op: Operand, expr: Expr) -> bool:
-        """Duplicates may be visited one by one when the output only accumulates."""
+        """Duplicates may be visited one by one when the output only accumulates (and
+        no reduction by another operator than + is folding them, see monoid.fold)."""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
-            linear_in(expr, op.uid)
+            not self.folding and linear_in(expr, op.uid)
 
 
 

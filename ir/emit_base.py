@@ -123,7 +123,7 @@ def linear_in(expr: Expr, uid: int) -> bool:
         if isinstance(e, Operand):
             return e.uid == uid
         if isinstance(e, Sum):
-            return walk(e.body)
+            return e.op.kind == "add" and walk(e.body)
         if isinstance(e, Apply):
             inside = [walk(a) for a in e.args]
             if not any(inside):

@@ -7,6 +7,8 @@ that is zero whenever one argument is absent intersects, anything else unions.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +21,9 @@ UNIVERSE_UID = -1
 # many the kernel takes minutes to build (8 sparse vectors into a sparse sum: 255 points,
 # 78 s) and is too large to run well.
 MAX_POINTS = 128
-_PROBES = (1.0, -2.5, 3.0)
+# Values a stored operand is tried with, to learn where an operator is zero: finite (an
+# absent entry annihilates a product even against inf), small and huge ones (a > 10).
+_PROBES = (1.0, -2.5, 3.0, 0.5, -0.75, 1e300, -1e300)
 # Each case of an outer loop holds its own copy of the inner loops, so cases multiply
 # across levels: four matrices of two sparse levels each, added into a third such one,
 # took 434 cases (3 MB of IR, over a minute to compile; five sparse vectors into a sparse
@@ -95,8 +99,16 @@ def _is_zero(value: float) -> bool:
     return not math.isnan(value) and value == 0
 
 
+@functools.cache  # operators are immutable values
 def region(op, fill: float = 0.0) -> str:
-    """'intersection', 'union', 'left' (first argument's region) or 'universe'."""
+    """'intersection', 'union', 'left' (first argument's region), 'universe', or for
+    three or more arguments 'general' (see ``nonzero_when``)."""
+    if op.arity > 2:
+        return "general"
+    if op.absent_annihilates:  # a semiring's product: an absent entry is its zero
+        return "same" if op.arity == 1 else "intersection"
+    if op.arity == 2 and op.annihilator is not None and _is_zero(op.annihilator - fill):
+        return "intersection"  # declared: f(fill, y) = f(x, fill) = fill
     if op.arity == 1:
         return "same" if _is_zero(op.evaluate(fill)) else "universe"
     if not _is_zero(op.evaluate(fill, fill)):
@@ -110,6 +122,26 @@ def region(op, fill: float = 0.0) -> str:
     if zero_without_right:
         return "right"
     return "union"
+
+
+@functools.cache
+def nonzero_when(op, present: tuple[bool, ...]) -> bool:
+    """Whether ``op`` can be nonzero when only the arguments marked ``present`` are
+    stored (the others hold the fill value 0): ``where(c, a, b)`` can with ``c`` and
+    ``b`` (a stored c of 0 picks b), not with ``c`` alone."""
+    choices = [(0.0, *_PROBES) if p else (0.0,) for p in present]
+    return any(not _is_zero(op.evaluate(*values)) for values in itertools.product(*choices))
+
+
+def _general_points(op, subs: list[list[frozenset[Iter]]]) -> list[frozenset[Iter]]:
+    """Lattice points of an operator of any arity: for each set of present arguments
+    that can give a nonzero, every combination of their points."""
+    points: list[frozenset[Iter]] = []
+    for present in itertools.product((True, False), repeat=len(subs)):
+        if all(present) or nonzero_when(op, present):
+            chosen = [sub for sub, p in zip(subs, present) if p]
+            points += [frozenset().union(*combo) for combo in itertools.product(*chosen)]
+    return points
 
 
 def _dedupe(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
@@ -147,7 +179,10 @@ def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
     if isinstance(expr, Const):
         return [frozenset()]
     if isinstance(expr, Sum):
-        return lattice_sets(expr.body, iter_of, is_full)
+        points = lattice_sets(expr.body, iter_of, is_full)
+        if absent_reduction(expr) is not None:  # a semiring's empty reduction: its zero
+            points = _dedupe(points + [frozenset()])
+        return points
     assert isinstance(expr, Apply)
     subs = [lattice_sets(a, iter_of, is_full) for a in expr.args]
     kind = region(expr.op)
@@ -155,6 +190,9 @@ def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
         return subs[0]
     if kind == "universe" and len(subs) == 1:
         return _dedupe(subs[0] + [frozenset()])
+    if kind == "general":
+        points = _without_full_absent(_dedupe(_general_points(expr.op, subs)), is_full)
+        return _checked(points)
     left, right = subs
     both = _product(left, right)
     if kind == "intersection":
@@ -167,12 +205,24 @@ def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
         points = both + left + right
     if kind == "universe":
         points = points + [frozenset()]
-    points = _without_full_absent(_dedupe(points), is_full)
+    return _checked(_without_full_absent(_dedupe(points), is_full))
+
+
+def _checked(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
     if len(points) > MAX_POINTS:
         raise ScheduleError(f"one loop would have {len(points)} cases (the ways its sparse "
                             f"operands can overlap), more than {MAX_POINTS}; split the "
                             "expression, or store some operands in full")
     return points
+
+
+def absent_reduction(expr: Sum) -> Const | None:
+    """A reduction's value where its body stores nothing, when that is not 0: a
+    semiring's reduction skips absent entries, leaving its identity (min-plus: inf)."""
+    op = expr.op
+    if op.skips_absent and op.identity is not None and not _is_zero(op.identity):
+        return Const(op.identity)
+    return None
 
 
 @dataclass
@@ -230,11 +280,15 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | N
         return expr
     if isinstance(expr, Sum):
         body = substitute_absent(expr.body, absent)
-        return None if body is None else Sum(expr.var, body, expr.op, expr.hidden)
+        if body is None:
+            return absent_reduction(expr)
+        return Sum(expr.var, body, expr.op, expr.hidden)
     assert isinstance(expr, Apply)
     args = [substitute_absent(a, absent) for a in expr.args]
     kind = region(expr.op)  # absent operands annihilate before constants fold: (A*B) *
     # (A/B) where neither stores an entry is absent, not 0 * (0/0) = NaN
+    if kind == "general" and not nonzero_when(expr.op, tuple(a is not None for a in args)):
+        return None
     if kind == "same" and args[0] is None:
         return None
     if kind == "intersection" and any(a is None for a in args):
@@ -246,7 +300,8 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | N
     if all(a is None or isinstance(a, Const) for a in args):
         value = expr.op.evaluate(*[0.0 if a is None else a.value for a in args])
         return None if _is_zero(value) else Const(value)
-    if expr.op.identity is not None and _is_zero(expr.op.identity) and expr.op.arity == 2:
+    if expr.op.identity is not None and _is_zero(expr.op.identity) and expr.op.arity == 2 \
+            and all(expr.op.evaluate(0.0, y) == y for y in _PROBES):  # or(0, 2.5) is 1
         if args[0] is None:
             return args[1]
         if args[1] is None:

@@ -10,13 +10,15 @@ from llvsparse import notation as nt
 
 
 def result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
-    """The output's dtype for these operand dtypes, as numpy would give it; bool
+    """The output's dtype for these operand dtypes, as numpy would give it (a float for
+    integer operands of /, exp, log, sqrt and pow); bool
     subtraction and integer literals outside the result's range are refused, as numpy
     refuses them."""
     inputs = [np.dtype(dtypes[t]) for t in assignment.tensors() if t != assignment.lhs.tensor]
     literals = [lit.value for lit in _literals(assignment.rhs)]
     result = np.result_type(*inputs, *literals) if inputs or literals else np.dtype("float64")
-    if _has_op(assignment.rhs, ("div",)) and result.kind in "biu":
+    if result.kind in "biu" and any(isinstance(e, nt.Call | nt.Reduction) and e.op.float_result
+                                    for e in nt.subexpressions(assignment.rhs)):
         result = np.dtype("float64")
     if result.kind == "b" and _has_op(assignment.rhs, ("sub", "neg")):
         raise TypeError("subtraction and negation of bool tensors are refused, as numpy "

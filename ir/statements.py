@@ -181,6 +181,8 @@ def show_expr(expr: Expr, top: bool = True) -> str:
         return f"sum_{expr.var}({show_expr(expr.body)})" if expr.op.symbol == "+" else \
             f"{expr.op.name}_{expr.var}({show_expr(expr.body)})"
     assert isinstance(expr, Apply)
+    if expr.op.symbol[0].isalpha():  # a function: min(a, b), where(c, a, b)
+        return f"{expr.op.name}({', '.join(show_expr(a) for a in expr.args)})"
     if expr.op.arity == 1:
         return f"{expr.op.symbol}{show_expr(expr.args[0], False)}"
     text = f" {expr.op.symbol} ".join(show_expr(a, False) for a in expr.args)

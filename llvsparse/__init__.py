@@ -26,7 +26,10 @@ _HOMES = {
     "ScheduleError": "ir.schedule",
     "set_kernel_cache_bytes": "kernel_cache",
     "IndexVar": "notation", "NotationError": "notation",
-    "NotationSyntaxError": "notation", "index_vars": "notation", "parse": "notation",
+    "NotationSyntaxError": "notation", "index_vars": "notation", "parse": "notation_parse",
+    "function": "functions", "semiring": "expr_api",
+    **dict.fromkeys(("min", "max", "abs", "exp", "log", "sqrt", "pow", "where",
+                     "logical_and", "logical_or", "logical_xor", "logical_not"), "expr_api"),
     "set_result_pool_bytes": "results",
     "KernelRuntimeError": "runtime", "get_num_threads": "runtime",
     "set_num_threads": "runtime",
@@ -76,7 +79,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .ir.schedule import ScheduleError
     from .kernel_cache import set_kernel_cache_bytes
     from .lazy_tensor import LazyTensor, compute, lazy
-    from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars, parse
+    from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars
+    from .notation_parse import parse
     from .results import set_result_pool_bytes
     from .runtime import KernelRuntimeError, get_num_threads, set_num_threads
     from .tensor import Tensor

@@ -42,8 +42,11 @@ from .ir.statements import concrete_text
 from .ir.types import TensorType, type_key
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
+from .notation_parse import parse
+from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .refusals import advised
+from .semirings import semiring_assignment
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 
 if TYPE_CHECKING:
@@ -62,7 +65,7 @@ class Kernel:
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True):
-        self.assignment = nt.parse(assignment) if isinstance(assignment, str) else assignment
+        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
         self.formats: dict[str, Format] = {}
@@ -163,9 +166,12 @@ class Kernel:
     def disk_key(self, types: dict[str, TensorType]) -> str:
         """The key of the instance for ``types`` in the disk cache (and in pickles): it
         names the host CPU and versions, so another machine's is another key."""
+        used = [n.op for n in nt.subexpressions(self._assignment.rhs)
+                if isinstance(n, nt.Call | nt.Reduction)]  # user functions' bodies
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert))
+             self.fastmath, self.convert) + ((user_operators(used),) if any(
+                 op.template is not None for op in used) else ()))
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
         """An instance from the disk cache, with no LLVM work, or None."""
@@ -519,7 +525,7 @@ _KERNELS_LOCK = threading.Lock()
 def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
              check: bool = True, **tensors):
     """Compile (cached in memory) and run; returns a Tensor."""
-    parsed = nt.parse(assignment) if isinstance(assignment, str) else assignment
+    parsed = parse(assignment) if isinstance(assignment, str) else assignment
     formats = {}
     for name, value in tensors.items():
         formats[name] = value.format if isinstance(value, Tensor) else natural_format(value)
@@ -537,8 +543,16 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     return kernel(check=check, **tensors)
 
 
-def einsum(subscripts: str, *operands, out_format: object = "dense"):
-    """numpy-style einsum over tensors, e.g. ``einsum("ij,j->i", A, x)``."""
+def einsum(subscripts: str, *operands, out_format: object = "dense",
+           semiring: tuple[str, str] | None = None):
+    """numpy-style einsum over tensors, e.g. ``einsum("ij,j->i", A, x)``.
+
+    ``semiring=(plus, times)`` computes over that semiring instead of (+, *):
+    ``semiring=("min", "+")`` gives min-plus products (shortest paths),
+    ``("or", "and")`` reachability. An entry a tensor does not store is then the
+    semiring's zero (``plus``'s identity): it annihilates ``times`` and takes no part in
+    ``plus``, so only stored entries count, and an output entry nothing reaches is
+    ``plus``'s identity (inf for min-plus)."""
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum subscripts must be a string, not {type(subscripts).__name__}")
     compact = subscripts.replace(" ", "")
@@ -552,5 +566,8 @@ def einsum(subscripts: str, *operands, out_format: object = "dense"):
     names = [f"T{k}" for k in range(len(terms))]
     rhs = " * ".join(f"{n}({','.join(t)})" for n, t in zip(names, terms))
     text = f"OUT({','.join(output)}) = {rhs}" if output else f"OUT = {rhs}"
-    return evaluate(text, out_format=out_format, **dict(zip(names, operands)))
-
+    tensors = dict(zip(names, operands))
+    if semiring is None:
+        return evaluate(text, out_format=out_format, **tensors)
+    return evaluate(semiring_assignment(parse(text), *semiring), out_format=out_format,
+                    **tensors)

@@ -39,7 +39,8 @@ def pairs(specs: Sequence[str] | None, option: str) -> dict[str, str]:
 
 def parse_notation(text: str) -> Assignment:
     """Parse notation; syntax errors keep the library's caret message (exit code 2)."""
-    from .notation import NotationError, parse
+    from .notation import NotationError
+    from .notation_parse import parse
 
     try:
         return parse(text)

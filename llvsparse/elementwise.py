@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import notation as nt
+from .notation_parse import parse_expr
 from .operators import ADD, DIV, MUL, SUB
 
 # numpy ufunc name -> candidate notation texts over placeholders p0, p1, p2 (the first
@@ -62,7 +63,7 @@ def _template(name: str) -> nt.Expr | None:
         return _PARSED[name]
     for text in FUNCTIONS[name]:
         try:
-            expr = nt.parse_expr(text)
+            expr = parse_expr(text)
         except nt.NotationError:
             continue
         if not isinstance(expr, nt.Access):  # "exp(p0(i))" is no tensor named exp

@@ -21,6 +21,7 @@ from llvsparse.notation import (
     IndexVar,
     Literal,
     NotationError,
+    Reduction,
     index_vars,
     is_valid_name,
     iter_accesses,
@@ -29,7 +30,24 @@ from llvsparse.notation import (
     rename_tensors,
     validate,
 )
-from llvsparse.operators import ADD, DIV, MUL, SUB, Operator
+from llvsparse.operators import (
+    ADD,
+    BINARY_BY_SYMBOL,
+    BUILTINS,
+    DIV,
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    MUL,
+    NE,
+    REDUCTION_ALIASES,
+    SUB,
+    Operator,
+    lookup,
+)
+from llvsparse.operators import semiring as _semiring
 
 __all__ = [
     "ExprNode",
@@ -110,6 +128,28 @@ class ExprNode:
 
     def __neg__(self) -> ExprNode:
         return ExprNode._bound(negate(self._raw), self._objects)
+
+    # Comparisons build expressions (1 where true, else 0), as numpy's do arrays; so an
+    # expression is not hashable.
+    def __lt__(self, other: object) -> ExprNode:
+        return self._combine(LT, other)
+
+    def __le__(self, other: object) -> ExprNode:
+        return self._combine(LE, other)
+
+    def __gt__(self, other: object) -> ExprNode:
+        return self._combine(GT, other)
+
+    def __ge__(self, other: object) -> ExprNode:
+        return self._combine(GE, other)
+
+    def __eq__(self, other: object) -> ExprNode:  # type: ignore[override]
+        return self._combine(EQ, other)
+
+    def __ne__(self, other: object) -> ExprNode:  # type: ignore[override]
+        return self._combine(NE, other)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __pos__(self) -> ExprNode:
         return self
@@ -239,3 +279,65 @@ def _resolve_names(objects: Mapping[str, object], raw: Expr) -> dict[str, str]:
         if key not in names:
             names[key] = next(auto)
     return names
+
+
+# ----------------------------------------------------------------------------- functions
+
+
+def apply(op: Operator, *args: object) -> ExprNode:
+    """``op`` applied to expressions or numbers; with an index variable and one
+    expression, ``op`` reduced over that variable (``min(j, A[i, j] + x[j])``)."""
+    if len(args) == 2 and isinstance(args[0], IndexVar):
+        var, body = args
+        node = _coerce(body)
+        if node is None:
+            raise TypeError(f"{op.name}({var}, ...) reduces an index expression, not "
+                            f"{type(body).__name__}")
+        if not op.is_monoid:
+            raise NotationError(f"{op.name} cannot reduce over '{var}': a reduction needs a "
+                                "two-argument operator that is associative and commutative, "
+                                "has an identity, and gives 0 from 0 and 0 (a monoid)")
+        return ExprNode._bound(Reduction(op, var, node._raw), node._objects)
+    nodes = [_coerce(a) for a in args]
+    for arg, node in zip(args, nodes):
+        if node is None:
+            raise TypeError(f"{op.name}() takes index expressions or numbers, not "
+                            f"{type(arg).__name__}")
+    if len(nodes) != op.arity:
+        raise TypeError(f"{op.name}() takes {op.arity} argument(s), got {len(nodes)}")
+    objects = {k: v for n in nodes for k, v in n._objects.items()}  # type: ignore[union-attr]
+    return ExprNode._bound(Call(op, tuple(n._raw for n in nodes)), objects)  # type: ignore[union-attr]
+
+
+def _builtin(name: str):
+    op = BUILTINS[name]
+
+    def function(*args: object) -> ExprNode:
+        return apply(op, *args)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``{name}(...)`` of index notation (see README, Operators)."
+    return function
+
+
+min = _builtin("min")
+max = _builtin("max")
+abs = _builtin("abs")
+pow = _builtin("pow")
+exp, log, sqrt, where = (_builtin(n) for n in ("exp", "log", "sqrt", "where"))
+logical_and, logical_or, logical_xor, logical_not = (_builtin(n) for n in (
+    "and", "or", "xor", "not"))
+
+
+def semiring(plus: str | Operator, times: str | Operator) -> tuple[Operator, Operator]:
+    """The reduction and product operators of a semiring, by name or operator:
+    ``semiring("min", "+")`` for shortest paths; see ``operators.semiring``."""
+    return _semiring(_operator(plus), _operator(times))
+
+
+def _operator(spec: str | Operator) -> Operator:
+    if isinstance(spec, Operator):
+        return spec
+    op = BINARY_BY_SYMBOL.get(spec) or REDUCTION_ALIASES.get(spec) or lookup(spec)
+    if op is None:
+        raise ValueError(f"unknown operator {spec!r}")
+    return op

@@ -3,7 +3,8 @@
 The text form is ``y(i) = A(i,j) * x(j)``. Index variables that are not on the left-hand
 side are summed; ``place_reductions`` makes those sums explicit so later stages never
 have to guess where a reduction belongs. ``format_expr`` prints explicit reductions as
-``sum_j(...)``, which ``parse`` reads back, so every AST the parser produces round-trips.
+``sum_j(...)`` (``min(j, ...)`` for other operators), which ``notation_parse.parse``
+reads back, so every AST the parser produces round-trips.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from llvsparse.operators import ADD, BINARY_BY_SYMBOL, DIV, MUL, NEG, SUB, Operator
+from llvsparse.operators import ADD, COMPARISONS, DIV, MUL, NEG, SUB, Operator
 
 REDUCTION_PREFIX = "sum_"
 """Names starting with this introduce a reduction, so tensors may not use it."""
@@ -421,292 +422,9 @@ def _check_lhs_covered(assignment: Assignment, where: _Locator) -> None:
             raise where.fail(message, assignment.lhs, pos)
 
 
-# ----------------------------------------------------------------------------- tokenizer
-
-
-@dataclass(frozen=True)
-class _Token:
-    kind: str  # "name", "number", "op" or "end"
-    text: str
-    column: int
-
-    def describe(self) -> str:
-        return "end of input" if self.kind == "end" else f"'{self.text}'"
-
-
-_TOKEN_RE = re.compile(
-    r"(?P<ws>\s+)"
-    r"|(?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
-    r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<op>[()=,+\-*/])"
-)
-_NUMBER_TAIL_RE = re.compile(r"[A-Za-z0-9_.]")
-
-
-# Python operators users reach for that index notation does not have, and what to say.
-_UNSUPPORTED_RE = re.compile(r"\*\*|==|!=|<=|>=|<|>|%|@")
-
-
-def _unsupported(symbol: str) -> str:
-    if symbol == "**":
-        return "the power operator ** is not supported (yet); write a product, x(i) * x(i)"
-    if symbol in ("%", "@"):
-        return f"the operator {symbol} is not supported; index notation has + - * /"
-    return f"comparisons ({symbol}) are not supported (yet); index notation has + - * /"
-
-
-def _tokenize(text: str) -> list[_Token]:
-    """Split ``text`` into tokens, ending with an ``end`` token at ``len(text)``."""
-    tokens: list[_Token] = []
-    pos = 0
-    while pos < len(text):
-        unsupported = _UNSUPPORTED_RE.match(text, pos)
-        if unsupported is not None:
-            raise NotationSyntaxError(_unsupported(unsupported.group()), text, pos)
-        match = _TOKEN_RE.match(text, pos)
-        if match is None:
-            raise NotationSyntaxError(f"unexpected character {text[pos]!r}", text, pos)
-        kind = match.lastgroup or ""
-        if kind == "number" and _NUMBER_TAIL_RE.match(text, match.end()):
-            raise NotationSyntaxError("malformed number", text, pos)
-        if kind != "ws":
-            tokens.append(_Token(kind, match.group(), pos))
-        pos = match.end()
-    tokens.append(_Token("end", "", len(text)))
-    return tokens
-
-
-def _number(text: str) -> int | float:
-    return int(text) if text.isdigit() else float(text)
-
-
-# ----------------------------------------------------------------------------- parser
-
-
-class _Parser:
-    """Recursive descent over the grammar in ``parse``'s docstring."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.tokens = _tokenize(text)
-        self.pos = 0
-        self.where = _Locator(text)
-
-    # -- token helpers
-
-    def peek(self) -> _Token:
-        return self.tokens[self.pos]
-
-    def advance(self) -> _Token:
-        token = self.tokens[self.pos]
-        self.pos = min(self.pos + 1, len(self.tokens) - 1)
-        return token
-
-    def at(self, op: str) -> bool:
-        token = self.peek()
-        return token.kind == "op" and token.text == op
-
-    def error(self, expected: str, token: _Token | None = None) -> NotationSyntaxError:
-        token = token or self.peek()
-        message = f"expected {expected}, found {token.describe()}"
-        return NotationSyntaxError(message, self.text, token.column)
-
-    def expect(self, op: str) -> _Token:
-        if not self.at(op):
-            raise self.error(f"'{op}'")
-        return self.advance()
-
-    def expect_name(self, what: str) -> _Token:
-        if self.peek().kind != "name":
-            raise self.error(what)
-        return self.advance()
-
-    # -- grammar
-
-    def assignment(self) -> tuple[Access, Expr]:
-        if self.peek().kind == "end":
-            raise NotationSyntaxError("empty input", self.text, 0)
-        name = self.expect_name("a tensor name")
-        if name.text.startswith(REDUCTION_PREFIX):
-            raise self.error("a tensor name", name)
-        lhs = self.access(name, lhs=True)
-        self.expect("=")
-        rhs = self.expr()
-        self.finish()
-        return lhs, rhs
-
-    def finish(self) -> None:
-        if self.peek().kind != "end":
-            raise self.error("an operator or end of input")
-
-    def expr(self) -> Expr:
-        result = self.term()
-        while self.at("+") or self.at("-"):
-            op = BINARY_BY_SYMBOL[self.advance().text]
-            result = Call(op, (result, self.term()))
-        return result
-
-    def term(self) -> Expr:
-        result = self.unary()
-        while self.at("*") or self.at("/"):
-            op = BINARY_BY_SYMBOL[self.advance().text]
-            result = Call(op, (result, self.unary()))
-        return result
-
-    def unary(self) -> Expr:
-        if self.at("-"):
-            self.advance()
-            return negate(self.unary())
-        return self.primary()
-
-    def primary(self) -> Expr:
-        token = self.peek()
-        if token.kind == "number":
-            value = _number(self.advance().text)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise NotationSyntaxError(f"literal {token.text} is too large for a float",
-                                          self.text, token.column)
-            return Literal(value)
-        if self.at("("):
-            self.advance()
-            inner = self.expr()
-            self.expect(")")
-            return inner
-        if token.kind == "name":
-            self.advance()
-            if token.text.startswith(REDUCTION_PREFIX):
-                return self.reduction(token)
-            return self.access(token)
-        raise self.error("an expression")
-
-    def reduction(self, token: _Token) -> Reduction:
-        var = token.text[len(REDUCTION_PREFIX):]
-        if not is_valid_name(var):
-            message = f"'{token.text}' does not name a reduction variable"
-            raise NotationSyntaxError(message, self.text, token.column)
-        self.expect("(")
-        body = self.expr()
-        self.expect(")")
-        node = Reduction(ADD, IndexVar(var), body)
-        self.where.nodes[id(node)] = token.column
-        return node
-
-    def access(self, name: _Token, lhs: bool = False) -> Access:
-        index_tokens: list[_Token] = []
-        if self.at("("):
-            self.advance()
-            if not lhs:
-                self.refuse_call(name)
-            index_tokens = self.index_list()
-        node = Access(name.text, tuple(IndexVar(t.text) for t in index_tokens))
-        self.where.nodes[id(node)] = name.column
-        self.where.indices[id(node)] = tuple(t.column for t in index_tokens)
-        return node
-
-    def refuse_call(self, name: _Token) -> None:
-        """``name(`` followed by anything but index variables is a function call, such
-        as ``max(a(i), b(i))`` or ``abs(x(i))``: say so rather than what token was
-        expected."""
-        pos = self.pos
-        while True:
-            token, after = self.tokens[pos], self.tokens[pos + 1]
-            if token.kind == "name" and after.kind == "op" and after.text == ",":
-                pos += 2
-                continue
-            # After the first argument, only a call's ``x(`` tells a missing ``)`` apart;
-            # a lone number (``x(2)``) is a constant index, reported by index_list.
-            first = pos == self.pos
-            operator = after.kind == "op" and after.text not in ",)="
-            if token.kind == "op" and token.text in "(-" \
-                    or token.kind == "number" and first and operator \
-                    or token.kind == "name" and (after.text == "(" or first and (
-                        operator or after.kind == "number")):
-                break
-            return  # index variables (or a syntax error index_list reports)
-        raise NotationSyntaxError(f"function calls are not supported (yet): "
-                                  f"{name.text}(...); index notation has + - * / and "
-                                  "sum_VAR(...) only", self.text, name.column)
-
-    def index_list(self) -> list[_Token]:
-        """Index-variable tokens up to and including ``)``."""
-        if self.at(")"):
-            self.advance()
-            return []
-        index_tokens: list[_Token] = []
-        while True:
-            index_tokens.append(self.expect_name("an index variable"))
-            if self.at(")"):
-                self.advance()
-                return index_tokens
-            if not self.at(","):
-                raise self.error("',' or ')'")
-            self.advance()
-
-
-# Bounds on what one expression may hold: the compiler walks expressions recursively
-# (a 300-factor product exhausted Python's stack), and LLVM refuses names past about a
-# thousand characters.
-MAX_NESTING = 64
-MAX_OPERATORS = 256
-MAX_NAME = 256
-
-
-def _check_size(text: str) -> None:
-    """Raise for input that is not a string, or too large to compile, pointing at the
-    first character past the limit."""
-    if not isinstance(text, str):
-        raise TypeError(f"index notation must be a string, not {type(text).__name__}")
-    depth = operators = 0
-    for column, char in enumerate(text):
-        depth += (char == "(") - (char == ")")
-        operators += char in "+-*/"
-        if depth > MAX_NESTING:
-            raise NotationSyntaxError(f"parentheses nested more than {MAX_NESTING} deep",
-                                      text, column)
-        if operators > MAX_OPERATORS:
-            raise NotationSyntaxError(f"more than {MAX_OPERATORS} operators in one "
-                                      "expression", text, column)
-    for name in re.finditer(r"[A-Za-z_]\w*", text):
-        if len(name[0]) > MAX_NAME:
-            raise NotationSyntaxError(f"a name longer than {MAX_NAME} characters", text,
-                                      name.start())
-
-
-def parse(text: str) -> Assignment:
-    """Parse ``NAME(i,...) = expr`` (or ``NAME = expr``), place reductions and validate.
-
-    Grammar::
-
-        assignment := access '=' expr
-        expr       := term (('+' | '-') term)*
-        term       := unary (('*' | '/') unary)*
-        unary      := '-' unary | primary
-        primary    := NUMBER | '(' expr ')' | 'sum_'VAR '(' expr ')' | access
-        access     := NAME ['(' [VAR (',' VAR)*] ')']
-    """
-    _check_size(text)
-    parser = _Parser(text)
-    lhs, rhs = parser.assignment()
-    validate(Assignment(lhs, rhs), parser.where)  # as written, so errors point at the text
-    assignment = Assignment(lhs, place_reductions(lhs, rhs))
-    validate(assignment, parser.where)  # placement can nest a sum in one over the same var
-    return assignment
-
-
-def parse_expr(text: str) -> Expr:
-    """Parse a bare right-hand side as written: no reduction placement, no validation."""
-    _check_size(text)
-    parser = _Parser(text)
-    if parser.peek().kind == "end":
-        raise NotationSyntaxError("empty input", text, 0)
-    expr = parser.expr()
-    parser.finish()
-    return expr
-
-
 # ----------------------------------------------------------------------------- printer
 
-_PRECEDENCE = {ADD: 1, SUB: 1, MUL: 2, DIV: 2}
+_PRECEDENCE = {ADD: 1, SUB: 1, MUL: 2, DIV: 2} | {op: 0 for op in COMPARISONS.values()}
 _UNARY = 3
 _ATOM = 4
 
@@ -728,8 +446,9 @@ def _format(expr: Expr) -> tuple[str, int]:
         text = repr(expr.value)
         return text, _UNARY if text.startswith("-") else _ATOM
     if isinstance(expr, Reduction):
-        name = "sum" if expr.op == ADD else expr.op.name
-        return f"{name}_{expr.var.name}({format_expr(expr.body)})", _ATOM
+        if expr.op == ADD:
+            return f"sum_{expr.var.name}({format_expr(expr.body)})", _ATOM
+        return f"{expr.op.name}({expr.var.name}, {format_expr(expr.body)})", _ATOM
     return _format_call(expr)
 
 
@@ -743,7 +462,7 @@ def _format_call(call: Call) -> tuple[str, int]:
         return f"{call.op.name}({args})", _ATOM
     left, left_prec = _format(call.args[0])  # one frame per level: 256 factors nest deep
     right, right_prec = _format(call.args[1])
-    left = left if left_prec >= prec else f"({left})"
+    left = left if left_prec > prec or left_prec == prec > 0 else f"({left})"
     right = right if right_prec > prec else f"({right})"  # left-associative
     return f"{left} {call.op.symbol} {right}", prec
 

@@ -20,11 +20,27 @@ from llvsparse.notation import (
     format_expr,
     free_vars,
     index_vars,
-    parse,
-    parse_expr,
     place_reductions,
 )
-from llvsparse.operators import ADD, DIV, MUL, NEG, SUB
+from llvsparse.notation_parse import parse, parse_expr
+from llvsparse.operators import (
+    ABS,
+    ADD,
+    AND,
+    DIV,
+    EQ,
+    EXP,
+    GE,
+    LT,
+    MIN,
+    MUL,
+    NEG,
+    NOT,
+    OR,
+    POW,
+    SUB,
+    WHERE,
+)
 
 i, j, k = index_vars("i j k")
 
@@ -235,7 +251,13 @@ def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
     )
     negated = children.filter(lambda e: not isinstance(e, Literal)).map(neg)
     reduced = st.builds(lambda v, body: Reduction(ADD, v, body), _vars, children)
-    return binary | negated | reduced
+    called = (st.builds(lambda op, a: Call(op, (a,)), st.sampled_from([NOT, EXP, ABS]), children)
+              | st.builds(lambda op, a, b: Call(op, (a, b)),
+                          st.sampled_from([MIN, LT, EQ, GE, POW, AND]), children, children)
+              | st.builds(lambda *abc: Call(WHERE, abc), children, children, children))
+    folded = st.builds(lambda op, v, body: Reduction(op, v, body), st.sampled_from([MIN, OR]),
+                       _vars, children).filter(lambda r: r.var in free_vars(r.body))
+    return binary | negated | reduced | called | folded
 
 
 _exprs = st.recursive(_accesses | _literals, _extend, max_leaves=12)
