@@ -37,9 +37,10 @@ from .ir.frontend import to_concrete
 from .ir.lattice import KernelTooLargeError, variants_within_budget
 from .ir.parallel import parallel_mode
 from .ir.result_type import result_dtype
-from .ir.schedule import Nest, ScheduleError, schedule
+from .ir.schedule import Nest, ScheduleError
 from .ir.statements import concrete_text
 from .ir.types import TensorType, type_key
+from .ir.workspace_schedule import checked_policy, schedule_kernel
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .pickling import instance_meta, reduce_kernel
@@ -61,7 +62,9 @@ class Kernel:
 
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
                  out_format: object = None, fastmath: bool = False,
-                 out_index_dtype: str | None = None, convert: bool = True):
+                 out_index_dtype: str | None = None, convert: bool = True,
+                 workspace: str | None = None):
+        self.workspace = checked_policy(workspace)  # None: paper 002's rule picks
         self.assignment = nt.parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
@@ -157,7 +160,7 @@ class Kernel:
         dtypes[out] = result_dtype(self._assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
-               self.fastmath, self.convert, registry_generation())
+               self.fastmath, self.convert, self.workspace, registry_generation())
         return types, dtypes[out], key
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
@@ -165,7 +168,7 @@ class Kernel:
         names the host CPU and versions, so another machine's is another key."""
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert))
+             self.fastmath, self.convert, self.workspace))
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
         """An instance from the disk cache, with no LLVM work, or None."""
@@ -244,11 +247,11 @@ class Kernel:
         concrete = to_concrete(self._assignment, types)
         order = self._names  # the output first, then the inputs
         try:
-            nests = schedule(concrete, types)
+            nests = schedule_kernel(concrete, types, policy=self.workspace)
             builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
         except ScheduleError as error:
             try:
-                nests = schedule(concrete, types, split=True)
+                nests = schedule_kernel(concrete, types, split=True)
             except ScheduleError:
                 raise error from None
             builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
@@ -504,9 +507,11 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
-            **formats: object) -> Kernel:
-    """Compile ``assignment`` for the given operand formats (names or Format objects)."""
-    return Kernel(assignment, formats, out_format, fastmath)
+            workspace: str | None = None, **formats: object) -> Kernel:
+    """Compile ``assignment`` for the given operand formats (names or Format objects).
+    ``workspace`` names the temporary a scattered output goes through ('dense', 'hash'
+    or 'sort'; None: paper 002's rule picks)."""
+    return Kernel(assignment, formats, out_format, fastmath, workspace=workspace)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled
