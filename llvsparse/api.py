@@ -46,6 +46,7 @@ from .live_copies import live_copy
 from .pickling import instance_meta, reduce_kernel
 from .refusals import advised
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
+from .workspaces import check_workspace, checked_workspace_meta, workspace_meta
 
 if TYPE_CHECKING:
     from llvmlite.ir import Module as LLVMModule
@@ -101,6 +102,7 @@ class Kernel:
         self._signatures: dict[tuple, Instance] = {}  # call-path cache of instances
         self._last_plan: tuple | None = None  # (extent, threads), weights, Split
         self._last_bound: BoundCall | None = None
+        self._sparse: Kernel | None = None  # see _sparse_workspace
         self.last: Instance | None = None
 
     __repr__ = kernel_repr
@@ -199,7 +201,7 @@ class Kernel:
                     kernel.name + OTHER_FORM_SUFFIX, retyped, dtype, conversions)
             return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
-                            meta["initializes_output"])
+                            meta["initializes_output"], checked_workspace_meta(meta["workspace"]))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -278,7 +280,7 @@ class Kernel:
                                                  OTHER_FORM_SUFFIX)
         return Instance(types, text, compiled, dtype, conversions,
                         "\n".join(builder.lattice_log), order, mode,
-                        builder.initializes_output)
+                        builder.initializes_output, workspace_meta(nests, types))
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -398,6 +400,13 @@ class Kernel:
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
                     and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
+        try:
+            check_workspace(inst.workspace, out_shape, threads if parallel else 1)
+        except MemoryError:
+            if self.workspace is not None:
+                raise
+            # Paper 002: where a dense workspace would not fit, a sparse one.
+            return self._sparse_workspace().bind(check=check, threads=threads, **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
         plan = None
         if parallel:
@@ -415,6 +424,15 @@ class Kernel:
         bound.patterned = bool(self._patterns)
         bound.converted = converted
         return bound
+
+    def _sparse_workspace(self) -> Kernel:
+        """This kernel with a sorted-list workspace (made once)."""
+        if self._sparse is None:
+            out = self.assignment.lhs.tensor
+            formats = {n: self.formats[n] for n in self._user_names if n != out}
+            self._sparse = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                                  self.out_index_dtype, self.convert, workspace="sort")
+        return self._sparse
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
