@@ -12,6 +12,7 @@ otherwise; a caller may name the policy.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from ..formats.loader import PROPERTY_NAMES
@@ -21,9 +22,17 @@ from .statements import TensorVar
 from .types import LevelType, TensorType
 from .workspace import WorkspaceKind, workspace_level
 
-# Workspace policies a caller may name: a dense array with a list of touched
-# coordinates, a hash table, or a list of coordinates appended then sorted.
-POLICIES = ("dense", "hash", "sort")
+
+class Policy(enum.Enum):
+    """How a workspace stores its entries (workspace_store); callers name one by its
+    lower-case name. Values are enum.auto: a level format may share a name."""
+
+    DENSE = enum.auto()  # a value per coordinate, with a list of the touched ones
+    HASH = enum.auto()  # an open-addressing table of the entries produced
+    SORT = enum.auto()  # the entries appended as produced, then sorted
+
+
+POLICIES = {policy.name.lower(): policy for policy in Policy}
 
 
 @dataclass(frozen=True)
@@ -32,21 +41,23 @@ class WorkspacePlan:
 
     ``hoisted``: the output's leading indices that stay outside (one consumer run per
     coordinate of them); ``vars``: the output indices the temporary covers, in the
-    output's level order; ``policy``: one of POLICIES."""
+    output's level order."""
 
     kind: WorkspaceKind
-    policy: str
+    policy: Policy
     hoisted: tuple[str, ...]
     vars: tuple[str, ...]
     temporary: TensorVar
 
 
-def checked_policy(policy: str | None) -> str | None:
-    """``policy``, or a ValueError naming the ones there are."""
-    if policy is not None and policy not in POLICIES:
+def checked_policy(policy: str | None) -> Policy | None:
+    """The policy named ``policy``, or a ValueError naming the ones there are."""
+    if policy is None:
+        return None
+    if not isinstance(policy, str) or policy not in POLICIES:
         raise ValueError(f"unknown workspace {policy!r}: use one of "
                          f"{', '.join(repr(p) for p in POLICIES)} (or None to choose)")
-    return policy
+    return POLICIES[policy]
 
 
 def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = False,
@@ -60,7 +71,7 @@ def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = 
         return _with_workspace(assign, types, checked_policy(policy), error)
 
 
-def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: str | None,
+def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy | None,
                     error: ScheduleError) -> list[Nest]:
     out = types[assign.tensor]
     if assign.derived:
@@ -82,8 +93,8 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: str | 
         raise error
     kind = WorkspaceKind.DENSE if len(ws_vars) == 1 else WorkspaceKind.SPARSE
     if policy is None:
-        policy = "dense" if kind is WorkspaceKind.DENSE else "sort"
-    kind = WorkspaceKind.DENSE if policy == "dense" else WorkspaceKind.SPARSE
+        policy = Policy.DENSE if kind is WorkspaceKind.DENSE else Policy.SORT
+    kind = WorkspaceKind.DENSE if policy is Policy.DENSE else WorkspaceKind.SPARSE
     level = workspace_level(kind is WorkspaceKind.DENSE)
     if level is None:
         raise error

@@ -23,6 +23,7 @@ from llvmlite import ir
 from . import scalars
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
+from .workspace_schedule import Policy
 from .workspace_sort import sort_function
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ SIX = ir.Constant(I64, 6)
 
 def make_store(kc: KernelCompiler, plan: WorkspacePlan, extents: list[ir.Value]) -> _Store:
     """The store of ``plan``'s policy, allocated at the builder's position."""
-    kind = {"dense": DenseStore, "sort": SortStore, "hash": HashStore}[plan.policy]
+    kind = {Policy.DENSE: DenseStore, Policy.SORT: SortStore, Policy.HASH: HashStore}[plan.policy]
     return kind(kc, extents)
 
 

@@ -65,7 +65,8 @@ class Kernel:
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None):
-        self.workspace = checked_policy(workspace)  # None: paper 002's rule picks
+        checked_policy(workspace)
+        self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
         self.assignment = nt.parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor

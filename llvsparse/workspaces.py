@@ -14,6 +14,7 @@ import numpy as np
 
 from .ir.schedule import Nest
 from .ir.types import TensorType
+from .ir.workspace_schedule import Policy
 from .results import physical_memory
 
 LIST_AND_MARKER_BYTES = 16  # an int64 marker and an int64 list slot per coordinate
@@ -22,7 +23,7 @@ LIST_AND_MARKER_BYTES = 16  # an int64 marker and an int64 list slot per coordin
 def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
     """[name, the output modes covered, bytes per coordinate] of a dense workspace."""
     plan = nests[0].workspace if nests else None
-    if plan is None or plan.policy != "dense":
+    if plan is None or plan.policy is not Policy.DENSE:
         return None
     assign = nests[0].assign
     levels = types[assign.tensor].levels
