@@ -61,18 +61,19 @@ def checked_policy(policy: str | None) -> Policy | None:
 
 
 def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = False,
-                    policy: str | None = None) -> list[Nest]:
-    """``schedule``, with a workspace where the output would be scattered."""
+                    policy: str | None = None, sparse: bool = True) -> list[Nest]:
+    """``schedule``, with a workspace where the output would be scattered; without
+    ``sparse``, the ScatteredOutputError where the rule would choose a sparse one."""
     try:
         return schedule(assign, types, split)
     except ScatteredOutputError as error:
         if split:
             raise
-        return _with_workspace(assign, types, checked_policy(policy), error)
+        return _with_workspace(assign, types, checked_policy(policy), error, sparse)
 
 
 def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy | None,
-                    error: ScheduleError) -> list[Nest]:
+                    error: ScheduleError, sparse: bool) -> list[Nest]:
     out = types[assign.tensor]
     if assign.derived:
         raise error
@@ -92,6 +93,8 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy
     if not ws_vars or any(not set(ws_vars) <= set(n.order) for n in nests):
         raise error
     kind = WorkspaceKind.DENSE if len(ws_vars) == 1 else WorkspaceKind.SPARSE
+    if policy is None and kind is WorkspaceKind.SPARSE and not sparse:
+        raise error
     if policy is None:
         policy = Policy.DENSE if kind is WorkspaceKind.DENSE else Policy.SORT
     kind = WorkspaceKind.DENSE if policy is Policy.DENSE else WorkspaceKind.SPARSE

@@ -220,9 +220,11 @@ class Kernel:
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
-        to sorted coordinate lists (see ``conversion_candidates``)."""
+        to sorted coordinate lists (see ``conversion_candidates``). A sparse workspace
+        the rule would choose comes last: a transposing copy of 2M entries through one
+        took 1.1 s a call, where the conversion sorts once and then gathers."""
         try:
-            return self._build(types, dtype, {})
+            return self._build(types, dtype, {}, sparse_workspace=False)
         except ScheduleError as error:
             if not self.convert or isinstance(error, KernelTooLargeError):
                 raise advised(error) from None  # converted operands are as sparse
@@ -236,21 +238,28 @@ class Kernel:
                 for n, fmt in conversions.items():
                     retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
                 try:
-                    return self._build(retyped, dtype, conversions)
+                    return self._build(retyped, dtype, conversions, sparse_workspace=False)
                 except ScheduleError:
                     continue
-            raise advised(error) from None
+            try:
+                return self._build(types, dtype, {})
+            except ScheduleError:
+                raise advised(error) from None
 
     def _build(self, types: dict[str, TensorType], dtype: str,
-               conversions: dict[str, Format], lazy: bool = True) -> Instance:
+               conversions: dict[str, Format], lazy: bool = True,
+               sparse_workspace: bool = True) -> Instance:
         """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
         when first asked for (``JitKernel.other``), in a module of its own; otherwise
-        both go in one module (what inspection and export show)."""
+        both go in one module (what inspection and export show). ``sparse_workspace``:
+        whether the rule may choose a sparse workspace (one named by the caller is
+        always used)."""
         start = time.perf_counter()
         concrete = to_concrete(self._assignment, types)
         order = self._names  # the output first, then the inputs
         try:
-            nests = schedule_kernel(concrete, types, policy=self.workspace)
+            nests = schedule_kernel(concrete, types, policy=self.workspace,
+                                    sparse=sparse_workspace)
             builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
         except ScheduleError as error:
             try:
