@@ -1,4 +1,4 @@
-"""A dense workspace's memory, checked before a kernel runs.
+"""A workspace's size, checked before a kernel runs.
 
 A dense workspace holds a value, a marker and a list slot per coordinate of the output
 indices it covers, allocated by the kernel on each call (per thread). Memory is
@@ -21,16 +21,18 @@ LIST_AND_MARKER_BYTES = 16  # an int64 marker and an int64 list slot per coordin
 
 
 def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
-    """[name, the output modes covered, bytes per coordinate] of a dense workspace."""
+    """[name, the output modes covered, bytes per coordinate (0: sparse, sized by the
+    entries produced)] of a workspace."""
     plan = nests[0].workspace if nests else None
-    if plan is None or plan.policy is not Policy.DENSE:
+    if plan is None:
         return None
     assign = nests[0].assign
     levels = types[assign.tensor].levels
     modes = [levels[assign.vars.index(v)].mode for v in plan.vars]
+    dense = plan.policy is Policy.DENSE
     itemsize = max(np.dtype(plan.temporary.dtype).itemsize, 8)  # summed in 64 bits or more
-    return [f"dense workspace {plan.temporary.name}({','.join(plan.vars)})", modes,
-            itemsize + LIST_AND_MARKER_BYTES]
+    return [f"{plan.policy.name.lower()} workspace {plan.temporary.name}({','.join(plan.vars)})",
+            modes, itemsize + LIST_AND_MARKER_BYTES if dense else 0]
 
 
 def checked_workspace_meta(meta: object) -> list | None:
@@ -51,6 +53,11 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int) 
         return
     name, modes, per_coordinate = meta
     coordinates = math.prod(out_shape[m] for m in modes)
+    if coordinates >= 2**62:  # its coordinates are numbered in 64-bit integers
+        raise ValueError(f"the {name} would number {coordinates} coordinates, past the "
+                         "2**62 its 64-bit keys hold: a smaller output shape is needed")
+    if not per_coordinate:
+        return
     nbytes = coordinates * per_coordinate * copies
     total = physical_memory()
     if total is not None and nbytes > total:

@@ -234,3 +234,15 @@ def test_random_scatters_into_appended_outputs_match_numpy(terms, formats, out_f
         np.testing.assert_allclose(result.to_numpy(), expected, rtol=1e-12, atol=1e-12,
                                    err_msg=f"{statement} {given_formats} -> {out_format}, "
                                            f"call {call}")
+
+
+def test_workspace_past_64_bit_coordinates_is_refused():
+    """A sparse workspace numbers its coordinates in 64-bit keys (row-major over the
+    covered indices): 2**31 x 2**31 would wrap, so it is refused before the call."""
+    n = 2**31
+    A = ls.Tensor.from_coo(np.array([[0, 5], [3, 1]]), np.array([1.0, 2.0]), (n, n),
+                           format="coo")
+    kernel = ls.compile("C(j,i) = A(i,j)", A="coo", C="coo", workspace="sort")
+    with pytest.raises(ValueError, match=r"sort workspace w\(j,i\) would number "
+                                         r"4611686018427387904 coordinates"):
+        kernel(A=A)
