@@ -246,3 +246,22 @@ def test_workspace_past_64_bit_coordinates_is_refused():
     with pytest.raises(ValueError, match=r"sort workspace w\(j,i\) would number "
                                          r"4611686018427387904 coordinates"):
         kernel(A=A)
+
+
+def test_rows_spread_over_many_columns_are_sorted_or_scanned():
+    """A row's coordinates come out in order both ways a dense workspace drains it: a
+    bitmap scan where they are many for their spread, a sort where few spread wide
+    (10**6 columns span 245 summary words: a row of more than 61 entries is scanned)."""
+    rng = np.random.default_rng(3)
+    a = sp.csr_matrix((rng.random((60, 40)) < np.linspace(0.02, 0.6, 60)[:, None]) * 1.5)
+    b = sp.random(40, 10**6, density=4e-6, format="csr", random_state=4)
+    kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr")
+    expected = (a @ b).tocsr()
+    expected.sort_indices()
+    for result in _calls(kernel, {"A": a, "B": b}):
+        got = result.to_scipy()
+        np.testing.assert_array_equal(got.indptr, expected.indptr)
+        np.testing.assert_array_equal(got.indices, expected.indices)
+        np.testing.assert_allclose(got.data, expected.data, rtol=1e-13)
+    lengths = np.diff(expected.indptr)
+    assert 0 < lengths[lengths > 0].min() <= 61 < lengths.max()  # both ways taken
