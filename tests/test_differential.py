@@ -3,9 +3,10 @@
 For each expression x input formats x output format, either the result equals numpy's
 or -- only for outputs assembled by appending (csr, dcsr, coo, csf, csc) -- the compiler
 refuses the combination with ``ls.ScheduleError``, never because the output would be
-scattered (that goes through a workspace). Dense and hash outputs must always work. Each kernel is called three times as ``kernel(...)`` and
-three times through a binding of its own, every result checked: a binding's calls
-alternate its loop forms (probe.py), so the form a kernel switches to runs too.
+scattered (that goes through a workspace). Dense and hash outputs must always work.
+Each kernel is called three times as ``kernel(...)`` and three times through a binding
+of its own, every result checked: a binding's calls alternate its loop forms (probe.py),
+so the form a kernel switches to runs too.
 """
 
 from __future__ import annotations
