@@ -17,8 +17,9 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
-from .cin import Apply, Expr, operands
+from .cin import Apply, Expr, Operand, operands
 from .emit_base import ZERO, Ctx
+from .lattice import substitute_absent
 from .schedule import Nest, ScheduleError
 from .workspace_store import make_store
 
@@ -68,16 +69,22 @@ class _Lowering:
 
     # -- producer ----------------------------------------------------------------------
     def produce_consume(self, expr: Expr, ctx: Ctx) -> None:
+        """At one coordinate of the hoisted loops (one case of their lattice, ``expr``
+        holding the operands present there): each nest's producer, then the consumer."""
         present = {op.uid for op in operands(expr)}
         hoisted = set(self.hoisted)
+
+        def absent(op: Operand) -> bool:
+            return op.uid not in present and bool(hoisted & set(op.vars))
+
         for nest in self.nests:
-            # A nest one of whose operands indexed by a hoisted loop is absent at this
-            # coordinate contributes nothing (the loops' case dropped its term).
-            if any(op.uid not in present and hoisted & set(op.vars)
-                   for op in operands(nest.body)):
+            # The nest's body with the operands absent here dropped (a union keeps its
+            # other terms; a product of an absent operand drops out).
+            body = substitute_absent(nest.body, absent)
+            if body is None:
                 continue
             self.kc.nest = nest
-            self.producer(list(nest.order[len(self.hoisted):]), 0, nest.body, ctx)
+            self.producer(list(nest.order[len(self.hoisted):]), 0, body, ctx)
         self.kc.nest = self.nests[0]
         self.consume(ctx)
 

@@ -265,3 +265,18 @@ def test_rows_spread_over_many_columns_are_sorted_or_scanned():
         np.testing.assert_allclose(got.data, expected.data, rtol=1e-13)
     lengths = np.diff(expected.indptr)
     assert 0 < lengths[lengths > 0].min() <= 61 < lengths.max()  # both ways taken
+
+
+@pytest.mark.parametrize("fmt", ["dcsr", "coo"])
+def test_union_keeps_its_other_term_where_a_row_is_absent(fmt):
+    """sum_k(A(i,k) + B(k,j)) with row 1 of A stored nowhere: the workspace's producer
+    was skipped for that row (A absent), losing B's term; it must still add B."""
+    rng = np.random.default_rng(0)
+    a = (rng.integers(-4, 5, (6, 5)) * (rng.random((6, 5)) < 0.4)).astype(float)
+    a[1] = 0
+    b = (rng.integers(-4, 5, (5, 7)) * (rng.random((5, 7)) < 0.4)).astype(float)
+    kernel = ls.compile("Z(i,j) = sum_k(A(i,k) + B(k,j))", A=fmt, B="csr", out_format="csr")
+    operands = {"A": ls.Tensor.from_numpy(a, format=fmt), "B": ls.Tensor.from_numpy(b, "csr")}
+    for result in _calls(kernel, operands):
+        np.testing.assert_array_equal(result.to_numpy(),
+                                      (a[:, None, :] + b.T[None, :, :]).sum(axis=2))
