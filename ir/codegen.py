@@ -42,6 +42,7 @@ from .point import PointEmitter
 from .schedule import Nest, ScheduleError, order_loops
 from .tensor_ir import TensorIR
 from .types import TensorType
+from .workspace_lower import lower_with_workspace
 
 
 class KernelCompiler:
@@ -105,6 +106,7 @@ class KernelCompiler:
         self.stores_every_row = False  # sums stored unconditionally (write_point)
         self.skips_rows = False  # a loop over an output index may miss coordinates
         self.fail_blocks: dict[int, ir.Block] = {}
+        self.releases: list[Callable[[], None]] = []  # frees a failing call must do
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
                         for k, name in enumerate(arg_order)}
         self.out_name = arg_order[0]
@@ -126,6 +128,8 @@ class KernelCompiler:
             name = "no_memory" if status == STATUS_NO_MEMORY else f"failed_{status}"
             with self.b.goto_block(self.function.append_basic_block(name)) as _:
                 self.fail_blocks[status] = self.b.block
+                for release in self.releases:
+                    release()
                 if self.phase not in ("count", "fill"):  # threads share the descriptor
                     self.tensors[self.out_name].write_back(self.b)
                 self.b.ret(ir.Constant(I32, status))
@@ -229,7 +233,9 @@ class KernelCompiler:
         self.output.prologue()
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
-        if self.phase in ("whole", "count", "fill", "append"):
+        if self.phase in ("whole", "count", "fill", "append") and self.nests[0].workspace:
+            lower_with_workspace(self, self.nests)
+        elif self.phase in ("whole", "count", "fill", "append"):
             for nest in self.nests:
                 for op in operands(nest.body):
                     self.operands[op.uid] = op

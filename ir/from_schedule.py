@@ -9,6 +9,8 @@ generation makes of it: a scalar temporary filled by its own loops, under a ``wh
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llvsparse.operators import ADD, Operator
 
 from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
@@ -26,6 +28,9 @@ from .statements import (
     sequence,
 )
 from .types import TensorType
+
+if TYPE_CHECKING:
+    from .workspace_schedule import WorkspacePlan
 
 
 def output_access(nest: Nest) -> Access:
@@ -105,4 +110,28 @@ class _Builder:
 def statement_of(nests: list[Nest], types: dict[str, TensorType]) -> Stmt:
     """The whole kernel: its nests in order (a sequence for a split statement)."""
     builder = _Builder(types)
+    if nests and nests[0].workspace is not None:
+        return _through_workspace(builder, nests, nests[0].workspace)
     return sequence([builder.nest(n) for n in nests])
+
+
+def _through_workspace(builder: _Builder, nests: list[Nest], plan: WorkspacePlan) -> Stmt:
+    """``forall(hoisted, where(consumer, producers))``: the nests reduce into the
+    workspace, whose entries the consumer copies into the output (paper 002)."""
+    builder.taken.add(plan.temporary.name)
+    ws = Access(plan.temporary, tuple(IndexVar(v) for v in plan.vars))
+    producers: list[Stmt] = []
+    for nest in nests:
+        inner = nest.order[len(plan.hoisted):]
+        stmt = builder.assign(ws, ADD, nest.body, set(nest.order), builder.types[
+            nest.assign.tensor])
+        for var in reversed(inner):
+            stmt = Forall(IndexVar(var), stmt)
+        producers.append(stmt)
+    consumer: Stmt = Assign(output_access(nests[0]), None, ws)
+    for var in reversed(plan.vars):
+        consumer = Forall(IndexVar(var), consumer)
+    result: Stmt = Where(consumer, sequence(producers), (plan.temporary,))
+    for var in reversed(plan.hoisted):
+        result = Forall(IndexVar(var), result)
+    return result

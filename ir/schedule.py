@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llvsparse.operators import ADD, MUL, NEG, SUB
 
 from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
 from .types import TensorType
+
+if TYPE_CHECKING:
+    from .workspace_schedule import WorkspacePlan
 
 
 class ScheduleError(ValueError):
@@ -34,6 +38,7 @@ class Nest:
     assign: Assign
     order: tuple[str, ...]
     body: Expr
+    workspace: WorkspacePlan | None = None  # the output's entries go through a temporary
 
 
 def order_loops(loop_vars: list[str], exprs_operands: list[Operand],

@@ -86,7 +86,7 @@ def insert_workspace(stmt: Stmt, types: dict[str, TensorType]) -> WorkspaceChoic
     dense = len(ws_vars) == 1 and bool(reductions) and rest[-1] == ws_vars[0] \
         and all(v in reductions for v in rest[:-1])
     kind = WorkspaceKind.DENSE if dense else WorkspaceKind.SPARSE
-    level = _workspace_level(dense)
+    level = workspace_level(dense)
     if level is None:
         return unchanged(WorkspaceKind.NOT_APPLICABLE,
                          f"no registered level format can hold a {kind} workspace")
@@ -111,7 +111,7 @@ def insert_workspace(stmt: Stmt, types: dict[str, TensorType]) -> WorkspaceChoic
     return WorkspaceChoice(kind, result, why, ws)
 
 
-def _workspace_level(dense: bool) -> LevelDef | None:
+def workspace_level(dense: bool) -> LevelDef | None:
     """A registered level taking random inserts: for a dense workspace one that is full
     and sized by its extent, for a sparse one one that is not full."""
     for _, level in sorted(level_formats().items()):

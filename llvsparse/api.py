@@ -37,9 +37,10 @@ from .ir.frontend import to_concrete
 from .ir.lattice import KernelTooLargeError, variants_within_budget
 from .ir.parallel import parallel_mode
 from .ir.result_type import result_dtype
-from .ir.schedule import Nest, ScheduleError, schedule
+from .ir.schedule import Nest, ScheduleError
 from .ir.statements import concrete_text
 from .ir.types import TensorType, type_key
+from .ir.workspace_schedule import checked_policy, schedule_kernel
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
@@ -48,6 +49,7 @@ from .pickling import instance_meta, reduce_kernel
 from .refusals import advised
 from .semirings import semiring_assignment
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
+from .workspaces import check_workspace, checked_workspace_meta, workspace_meta
 
 if TYPE_CHECKING:
     from llvmlite.ir import Module as LLVMModule
@@ -64,7 +66,10 @@ class Kernel:
 
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
                  out_format: object = None, fastmath: bool = False,
-                 out_index_dtype: str | None = None, convert: bool = True):
+                 out_index_dtype: str | None = None, convert: bool = True,
+                 workspace: str | None = None):
+        checked_policy(workspace)
+        self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
         self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
@@ -101,6 +106,7 @@ class Kernel:
         self._signatures: dict[tuple, Instance] = {}  # call-path cache of instances
         self._last_plan: tuple | None = None  # (extent, threads), weights, Split
         self._last_bound: BoundCall | None = None
+        self._sparse: Kernel | None = None  # see _sparse_workspace
         self.last: Instance | None = None
 
     __repr__ = kernel_repr
@@ -160,7 +166,7 @@ class Kernel:
         dtypes[out] = result_dtype(self._assignment, dtypes)
         types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
-               self.fastmath, self.convert, registry_generation())
+               self.fastmath, self.convert, self.workspace, registry_generation())
         return types, dtypes[out], key
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
@@ -170,7 +176,7 @@ class Kernel:
                 if isinstance(n, nt.Call | nt.Reduction)]  # user functions' bodies
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert) + ((user_operators(used),) if any(
+             self.fastmath, self.convert, self.workspace) + ((user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
@@ -202,7 +208,7 @@ class Kernel:
                     kernel.name + OTHER_FORM_SUFFIX, retyped, dtype, conversions)
             return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
-                            meta["initializes_output"])
+                            meta["initializes_output"], checked_workspace_meta(meta["workspace"]))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -220,9 +226,11 @@ class Kernel:
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
-        to sorted coordinate lists (see ``conversion_candidates``)."""
+        to sorted coordinate lists (see ``conversion_candidates``). A sparse workspace
+        the rule would choose comes last: a transposing copy of 2M entries through one
+        took 1.1 s a call, where the conversion sorts once and then gathers."""
         try:
-            return self._build(types, dtype, {})
+            return self._build(types, dtype, {}, sparse_workspace=False)
         except ScheduleError as error:
             if not self.convert or isinstance(error, KernelTooLargeError):
                 raise advised(error) from None  # converted operands are as sparse
@@ -236,25 +244,32 @@ class Kernel:
                 for n, fmt in conversions.items():
                     retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
                 try:
-                    return self._build(retyped, dtype, conversions)
+                    return self._build(retyped, dtype, conversions, sparse_workspace=False)
                 except ScheduleError:
                     continue
-            raise advised(error) from None
+            try:
+                return self._build(types, dtype, {})
+            except ScheduleError:
+                raise advised(error) from None
 
     def _build(self, types: dict[str, TensorType], dtype: str,
-               conversions: dict[str, Format], lazy: bool = True) -> Instance:
+               conversions: dict[str, Format], lazy: bool = True,
+               sparse_workspace: bool = True) -> Instance:
         """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
         when first asked for (``JitKernel.other``), in a module of its own; otherwise
-        both go in one module (what inspection and export show)."""
+        both go in one module (what inspection and export show). ``sparse_workspace``:
+        whether the rule may choose a sparse workspace (one named by the caller is
+        always used)."""
         start = time.perf_counter()
         concrete = to_concrete(self._assignment, types)
         order = self._names  # the output first, then the inputs
         try:
-            nests = schedule(concrete, types)
+            nests = schedule_kernel(concrete, types, policy=self.workspace,
+                                    sparse=sparse_workspace)
             builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
         except ScheduleError as error:
             try:
-                nests = schedule(concrete, types, split=True)
+                nests = schedule_kernel(concrete, types, split=True)
             except ScheduleError:
                 raise error from None
             builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
@@ -281,7 +296,7 @@ class Kernel:
                                                  OTHER_FORM_SUFFIX)
         return Instance(types, text, compiled, dtype, conversions,
                         "\n".join(builder.lattice_log), order, mode,
-                        builder.initializes_output)
+                        builder.initializes_output, workspace_meta(nests, types))
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -401,6 +416,13 @@ class Kernel:
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
                     and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
+        try:
+            check_workspace(inst.workspace, out_shape, threads if parallel else 1)
+        except MemoryError:
+            if self.workspace is not None:
+                raise
+            # Paper 002: where a dense workspace would not fit, a sparse one.
+            return self._sparse_workspace().bind(check=check, threads=threads, **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
         plan = None
         if parallel:
@@ -418,6 +440,15 @@ class Kernel:
         bound.patterned = bool(self._patterns)
         bound.converted = converted
         return bound
+
+    def _sparse_workspace(self) -> Kernel:
+        """This kernel with a sorted-list workspace (made once)."""
+        if self._sparse is None:
+            out = self.assignment.lhs.tensor
+            formats = {n: self.formats[n] for n in self._user_names if n != out}
+            self._sparse = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                                  self.out_index_dtype, self.convert, workspace="sort")
+        return self._sparse
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
@@ -510,9 +541,11 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
-            **formats: object) -> Kernel:
-    """Compile ``assignment`` for the given operand formats (names or Format objects)."""
-    return Kernel(assignment, formats, out_format, fastmath)
+            workspace: str | None = None, **formats: object) -> Kernel:
+    """Compile ``assignment`` for the given operand formats (names or Format objects).
+    ``workspace`` names the temporary a scattered output goes through ('dense', 'hash'
+    or 'sort'; None: paper 002's rule picks)."""
+    return Kernel(assignment, formats, out_format, fastmath, workspace=workspace)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

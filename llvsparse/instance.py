@@ -23,5 +23,8 @@ class Instance:
     arg_order: list[str]
     parallel_mode: int | None = None  # output mode whose rows threads may split
     initializes_output: bool = False  # the kernel sets every entry of its dense output
+    # A dense workspace: [its name, the output modes it covers, bytes per coordinate],
+    # checked against memory before each call (see workspaces.check_workspace).
+    workspace: list | None = None
 
     __repr__ = instance_repr

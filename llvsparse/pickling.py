@@ -43,7 +43,7 @@ def reduce_kernel(kernel) -> tuple:
     # As text, which parses back to the same AST: pickled operators would be copies of
     # the operator objects the compiler tells apart by identity.
     spec = (str(kernel.assignment), formats, kernel.formats[out], kernel.fastmath,
-            kernel.out_index_dtype, kernel.convert)
+            kernel.out_index_dtype, kernel.convert, kernel.workspace)
     instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last)
                  if inst is not None and inst.jit.object_code}
     compiled = []
@@ -62,6 +62,7 @@ def instance_meta(inst, other_form_key: str | None = None) -> dict:
     other = other_form_key if inst.jit.has_other else None
     return {"name": inst.jit.name, "other_form_key": other, "concrete": inst.concrete, "lattices": inst.lattices,
             "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
+            "workspace": inst.workspace,
             "conversions": {n: [lv.mode for lv in f.levels]
                             for n, f in inst.conversions.items()}}
 
@@ -80,8 +81,9 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     would compile the same code."""
     from .api import _CACHE, Kernel
 
-    assignment, formats, out_format, fastmath, out_index_dtype, convert = spec
-    kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert)
+    assignment, formats, out_format, fastmath, out_index_dtype, convert, *rest = spec
+    kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
+                    workspace=rest[0] if rest else None)  # older pickles have no policy
     for dtypes, index_dtypes, key, obj, meta in compiled:
         types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes)
         if kernel.disk_key(types) != key:

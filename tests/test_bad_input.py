@@ -110,10 +110,11 @@ def test_output_without_assembly_capability():
         ls.evaluate("C(i,j) = A(i,j)", out_format="dia", A=_csr())
 
 
-def test_append_output_needing_workspace():
-    with pytest.raises(ls.ScheduleError, match="workspace"):
-        ls.evaluate("C(i,j) = A(i,k) * D(k,j)", out_format="csr", A=_csr(),
+def test_append_output_needing_workspace_gets_one():
+    """Refused until workspaces (ScheduleError naming the missing workspace)."""
+    C = ls.evaluate("C(i,j) = A(i,k) * D(k,j)", out_format="csr", A=_csr(),
                     D=ls.Tensor.from_numpy(B, format="csr"))
+    np.testing.assert_array_equal(C.to_numpy(), B @ B)
 
 
 def test_coordinates_out_of_shape():

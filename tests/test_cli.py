@@ -362,7 +362,8 @@ def test_demo(cli: Cli) -> None:
     done = cli("demo")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WRONG" not in done.stdout
-    assert done.stdout.count(" ok\n") == 14  # 2 matrices x (5 SpMV, B + B^T, trace)
+    assert done.stdout.count(" ok\n") == 16  # 2 matrices x (5 SpMV, B + B^T, trace, SpGEMM)
+    assert "SpGEMM" in done.stdout
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["dump"], ["run"], ["bench"], ["formats"]])

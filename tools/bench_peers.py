@@ -91,6 +91,8 @@ KERNELS: dict[str, KernelSpec] = {k.name: k for k in [
                "csr", "SpAdd, CSR + CSR -> CSR (B = A^T, or A with rows reversed)"),
     KernelSpec("hadamard", "matrix", "large", "C(i,j) = A(i,j) * B(i,j)",
                {"A": "csr", "B": "csr"}, "csr", "Hadamard, CSR .* CSR -> CSR (B as in SpAdd)"),
+    KernelSpec("spgemm", "matrix", "medium", "C(i,j) = A(i,k) * B(k,j)",
+               {"A": "csr", "B": "csr"}, "csr", "SpGEMM, CSR x CSR -> CSR (B = A^T)"),
     KernelSpec("sddmm", "matrix", "medium", "C(i,j) = S(i,j) * A(i,k) * B(j,k)", {"S": "csr"},
                "csr", f"SDDMM, CSR sampled by dense x dense^T (rank {RANK_SDDMM})"),
     KernelSpec("ttv_csf", "tensor", "", "A(i,j) = B(i,j,k) * c(k)", {"B": "csf"}, "csr",
@@ -119,8 +121,12 @@ def skip_reason(kernel: str, item: MatrixInput | TensorInput) -> str | None:
 
 def _second_operand(matrix: sp.csr_matrix) -> sp.csr_matrix:
     """B for SpAdd/Hadamard: the transpose of a square A, else A with its rows reversed."""
-    other = matrix.T if matrix.shape[0] == matrix.shape[1] else matrix[::-1]
-    other = sp.csr_matrix(other)
+    return _canonical_csr(matrix.T if matrix.shape[0] == matrix.shape[1] else matrix[::-1])
+
+
+def _canonical_csr(matrix: sp.spmatrix) -> sp.csr_matrix:
+    """CSR with sorted, summed entries and int32 indices, as the inputs are."""
+    other = sp.csr_matrix(matrix)
     other.sum_duplicates()
     other.sort_indices()
     other.indices = other.indices.astype(np.int32)
@@ -145,6 +151,9 @@ def make_case(kernel: str, item: MatrixInput | TensorInput, seed: int = 7) -> Ca
             ops = {"A": A, "B": _second_operand(A)}
             reference = sp.csr_matrix(A + ops["B"] if kernel == "spadd"
                                       else A.multiply(ops["B"]))
+        elif kernel == "spgemm":
+            ops = {"A": A, "B": _canonical_csr(A.T)}
+            reference = sp.csr_matrix(A @ ops["B"])
         elif kernel == "sddmm":
             ops = {"S": A, "U": rng.uniform(-1, 1, (rows, RANK_SDDMM)),
                    "V": rng.uniform(-1, 1, (cols, RANK_SDDMM))}
@@ -270,7 +279,7 @@ def scipy_impl() -> Impl:
         return Prepared(lambda: A.multiply(B), lambda r: r)
 
     kernels = {"spmv_csr": spmv("csr"), "spmv_coo": spmv("coo"), "spmv_dia": spmv("dia"),
-               "spmm": spmm, "spadd": spadd, "hadamard": hadamard, "sddmm": _sddmm_prepared,
+               "spmm": spmm, "spgemm": spmm, "spadd": spadd, "hadamard": hadamard, "sddmm": _sddmm_prepared,
                "ttv_csf": _ttv_numpy, "ttv_coo": _ttv_numpy, "mttkrp_csf": _mttkrp_numpy,
                "mttkrp_coo": _mttkrp_numpy}
     return Impl("scipy", "scipy", 1, kernels, notes={
@@ -472,7 +481,11 @@ def graphblas_impl(gb: Any, threads: int) -> Impl:
         return Prepared(call, csr_result)
 
     suffix = "" if threads == 1 else f"-{threads}t"
-    kernels = {"spmv_csr": spmv, "spmm": spmm, "spadd": elementwise(True),
+    def spgemm(case: Case) -> Prepared:
+        A, B = matrix(case.ops["A"]), matrix(case.ops["B"])
+        return Prepared(lambda: A.mxm(B).new(), csr_result)
+
+    kernels = {"spmv_csr": spmv, "spmm": spmm, "spgemm": spgemm, "spadd": elementwise(True),
                "hadamard": elementwise(False), "sddmm": sddmm}
     return Impl(f"graphblas{suffix}", "graphblas", threads, kernels, configure, notes={
         "sddmm": "U.mxm(V.T) masked by S's structure, then ewise_mult(S)"})
@@ -490,7 +503,12 @@ def mkl_impl(module: Any) -> Impl:
         other = case.ops["x"] if "x" in case.ops else case.ops["B"]
         return Prepared(lambda: module.dot_product_mkl(A, other), lambda r: r)
 
-    return Impl("mkl", "sparse_dot_mkl", 1, {"spmv_csr": product, "spmm": product}, configure)
+    def spgemm(case: Case) -> Prepared:
+        A, B = case.ops["A"], case.ops["B"]
+        return Prepared(lambda: module.dot_product_mkl(A, B), sp.csr_matrix)
+
+    return Impl("mkl", "sparse_dot_mkl", 1,
+                {"spmv_csr": product, "spmm": product, "spgemm": spgemm}, configure)
 
 
 # -- numba loops -------------------------------------------------------------------------------------

@@ -1,0 +1,122 @@
+"""Scattered outputs get a workspace instead of a refusal (paper 002).
+
+When the operands' storage orders produce an appended output's entries out of its
+storage order (Gustavson's SpGEMM walks i, k, j into a row-major compressed C), the
+statement is scheduled as if the output took inserts. The loops the output shares with
+every nest, outermost, stay around a ``where``: per coordinate of them, the nests reduce
+into a temporary over the remaining output indices (the producer), and the consumer
+appends the temporary's entries to the output in its storage order. Which temporary
+follows paper 002's rule (ir/workspace.py): dense for one remaining index, sparse
+otherwise; a caller may name the policy.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..formats.loader import PROPERTY_NAMES
+from .cin import Assign
+from .schedule import Nest, ScatteredOutputError, ScheduleError, schedule
+from .statements import TensorVar
+from .types import LevelType, TensorType
+from .workspace import WorkspaceKind, workspace_level
+
+
+class Policy(enum.Enum):
+    """How a workspace stores its entries (workspace_store); callers name one by its
+    lower-case name. Values are enum.auto: a level format may share a name."""
+
+    DENSE = enum.auto()  # a value per coordinate, with a list of the touched ones
+    HASH = enum.auto()  # an open-addressing table of the entries produced
+    SORT = enum.auto()  # the entries appended as produced, then sorted
+
+
+POLICIES = {policy.name.lower(): policy for policy in Policy}
+
+
+@dataclass(frozen=True)
+class WorkspacePlan:
+    """The temporary between a scattered nest and its output.
+
+    ``hoisted``: the output's leading indices that stay outside (one consumer run per
+    coordinate of them); ``vars``: the output indices the temporary covers, in the
+    output's level order."""
+
+    kind: WorkspaceKind
+    policy: Policy
+    hoisted: tuple[str, ...]
+    vars: tuple[str, ...]
+    temporary: TensorVar
+
+
+def checked_policy(policy: str | None) -> Policy | None:
+    """The policy named ``policy``, or a ValueError naming the ones there are."""
+    if policy is None:
+        return None
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise ValueError(f"unknown workspace {policy!r}: use one of "
+                         f"{', '.join(repr(p) for p in POLICIES)} (or None to choose)")
+    return POLICIES[policy]
+
+
+def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = False,
+                    policy: str | None = None, sparse: bool = True) -> list[Nest]:
+    """``schedule``, with a workspace where the output would be scattered; without
+    ``sparse``, the ScatteredOutputError where the rule would choose a sparse one."""
+    try:
+        return schedule(assign, types, split)
+    except ScatteredOutputError as error:
+        if split:
+            raise
+        return _with_workspace(assign, types, checked_policy(policy), error, sparse)
+
+
+def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy | None,
+                    error: ScheduleError, sparse: bool) -> list[Nest]:
+    out = types[assign.tensor]
+    if assign.derived:
+        raise error
+    stand_in = _insertable(out)
+    if stand_in is None:
+        raise error
+    try:
+        nests = schedule(assign, {**types, assign.tensor: stand_in})
+    except ScheduleError:
+        raise error from None
+    out_vars = assign.vars
+    hoisted = 0
+    while hoisted < len(out_vars) and all(
+            len(n.order) > hoisted and n.order[hoisted] == out_vars[hoisted] for n in nests):
+        hoisted += 1
+    ws_vars = tuple(out_vars[hoisted:])
+    if not ws_vars or any(not set(ws_vars) <= set(n.order) for n in nests):
+        raise error
+    kind = WorkspaceKind.DENSE if len(ws_vars) == 1 else WorkspaceKind.SPARSE
+    if policy is None and kind is WorkspaceKind.SPARSE and not sparse:
+        raise error
+    if policy is None:
+        policy = Policy.DENSE if kind is WorkspaceKind.DENSE else Policy.SORT
+    kind = WorkspaceKind.DENSE if policy is Policy.DENSE else WorkspaceKind.SPARSE
+    level = workspace_level(kind is WorkspaceKind.DENSE)
+    if level is None:
+        raise error
+    levels = tuple(LevelType(level, level.name, mode, tuple(
+        (p, level.properties[p].default) for p in PROPERTY_NAMES)) for mode in range(len(ws_vars)))
+    name = "w"
+    while name in types:
+        name += "_"
+    temp = TensorVar(name, TensorType(levels, len(ws_vars), out.dtype, out.index_dtype))
+    plan = WorkspacePlan(kind, policy, tuple(out_vars[:hoisted]), ws_vars, temp)
+    return [Nest(n.assign, n.order, n.body, plan) for n in nests]
+
+
+def _insertable(out: TensorType) -> TensorType | None:
+    """``out`` with every level replaced by one that takes random inserts at any
+    coordinate (a full level sized by its extent), for scheduling the producer."""
+    level = workspace_level(True)
+    if level is None:
+        return None
+    props = tuple((p, level.properties[p].default) for p in PROPERTY_NAMES)
+    return TensorType(tuple(LevelType(level, level.name, lv.mode, props) for lv in out.levels),
+                      out.order, out.dtype, out.index_dtype)

@@ -1,0 +1,400 @@
+"""Storage policies of a workspace: where the producer's entries wait for the consumer.
+
+Each store takes ``add(coordinate, value)`` (reduce by addition into the entry at a
+linear coordinate) and ``drain(sorted, write)`` (hand every entry to ``write`` once,
+in coordinate order when ``sorted``, then empty the store). Memory is allocated per
+kernel call, freed at its end and on its failure paths.
+
+* dense: a value per coordinate, a marker per coordinate holding the run it was last
+  touched in (so nothing is cleared between runs) and the list of touched coordinates;
+  a run touching many coordinates is drained by scanning the markers instead of sorting.
+* sort: (coordinate, value) pairs appended as produced, sorted, duplicates summed.
+* hash: an open-addressing table keyed by coordinate, doubled when half full, drained
+  by compacting its occupied slots and sorting them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from . import scalars
+from .bodies import I1, I64
+from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
+from .workspace_schedule import Policy
+from .workspace_sort import sort_function
+
+if TYPE_CHECKING:
+    from .codegen import KernelCompiler
+    from .workspace_schedule import WorkspacePlan
+
+Write = Callable[[ir.Value, ir.Value], None]
+INITIAL = 1024  # entries a sparse store starts with
+# Summary words (each over 4096 coordinates) a drain may scan per entry (else the list
+# is sorted): a word costs a load and a test, a sorted entry about log2(entries)
+# mispredicted compares.
+BITMAP_WORDS_PER_ENTRY = 4
+SIX, TWELVE = ir.Constant(I64, 6), ir.Constant(I64, 12)
+
+
+def make_store(kc: KernelCompiler, plan: WorkspacePlan, extents: list[ir.Value]) -> _Store:
+    """The store of ``plan``'s policy, allocated at the builder's position."""
+    kind = {Policy.DENSE: DenseStore, Policy.SORT: SortStore, Policy.HASH: HashStore}[plan.policy]
+    return kind(kc, extents)
+
+
+class _Store:
+    def __init__(self, kc: KernelCompiler) -> None:
+        self.kc, self.b = kc, kc.b
+        self.value_type = scalars.compute_type(kc.dtype)
+        self.bytes = ir.Constant(I64, _width(self.value_type))
+        self.count = kc.alloca(I64, "ws.count")
+        self.b.store(ZERO, self.count)
+        self.arrays: list[ir.AllocaInstr] = []
+
+    def allocate(self, elements: ir.Value, element: ir.Type, name: str) -> ir.AllocaInstr:
+        """A pointer slot holding a fresh array (checked in ``checked``)."""
+        b = self.b
+        slot = self.kc.alloca(element.as_pointer(), name)
+        raw = b.call(self.kc.malloc, [b.mul(elements, ir.Constant(I64, _width(element)))])
+        b.store(b.bitcast(raw, element.as_pointer()), slot)
+        self.arrays.append(slot)
+        return slot
+
+    def checked(self) -> None:
+        """Fail the call (status: no memory) if an allocation failed; from here on every
+        failure path frees the arrays."""
+        b, kc = self.b, self.kc
+        failed = ir.Constant(I1, 0)
+        for slot in self.arrays:
+            failed = b.or_(failed, b.icmp_unsigned("==", b.load(slot),
+                                                   ir.Constant(slot.type.pointee, None)))
+        kc.releases.append(self.release)
+        kc.fail_blocks.clear()  # failure blocks made from here on release the arrays
+        ok = b.append_basic_block("ws.allocated")
+        b.cbranch(failed, kc.fail(STATUS_NO_MEMORY), ok)
+        b.position_at_end(ok)
+
+    def release(self) -> None:
+        for slot in self.arrays:
+            self.b.call(self.kc.free, [self.b.bitcast(self.b.load(slot), I8P)])
+
+    def at(self, slot: ir.AllocaInstr, index: ir.Value) -> ir.Value:
+        return self.b.gep(self.b.load(slot), [index], inbounds=True)
+
+    def plus(self, old: ir.Value, value: ir.Value) -> ir.Value:
+        return scalars.apply(self.b, "add", [old, value], self.kc.dtype, self.kc.fastmath)
+
+    def sort(self, keys: ir.AllocaInstr, vals: ir.AllocaInstr | None, n: ir.Value) -> None:
+        b = self.b
+        fn = sort_function(b.module, None if vals is None else self.value_type)
+        arrays = [b.load(keys)] + ([] if vals is None else [b.load(vals)])
+        b.call(fn, [*arrays, ZERO, n])
+
+
+class DenseStore(_Store):
+    def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
+        super().__init__(kc)
+        b = self.b
+        size = ONE
+        for extent in extents:
+            size = b.mul(size, extent)
+        self.size = size
+        words = b.add(b.lshr(size, SIX), ONE)
+        summary = b.add(b.lshr(size, TWELVE), ONE)
+        self.vals = self.allocate(size, self.value_type, "ws.vals")
+        self.marks = self.allocate(size, I64, "ws.marks")
+        self.list = self.allocate(b.add(size, ONE), I64, "ws.list")
+        self.bits = self.allocate(words, I64, "ws.bits")  # a bit per touched coordinate
+        self.summary = self.allocate(summary, I64, "ws.summary")  # a bit per nonzero word
+        self.checked()
+        for slot, count in ((self.marks, size), (self.bits, words), (self.summary, summary)):
+            b.call(kc.memset, [b.bitcast(b.load(slot), I8P), ir.Constant(I8, 0),
+                               b.mul(count, ir.Constant(I64, 8)), ir.Constant(I1, 0)])
+        self.epoch = kc.alloca(I64, "ws.epoch")
+        b.store(ONE, self.epoch)
+
+    def add(self, at: ir.Value, value: ir.Value) -> None:
+        """Branch-free: the list always receives the coordinate, but its count only
+        grows on the run's first touch (the list has one spare slot for that)."""
+        b = self.b
+        epoch, mark = b.load(self.epoch), self.at(self.marks, at)
+        fresh = b.icmp_signed("!=", b.load(mark), epoch)
+        place = self.at(self.vals, at)
+        start = b.select(fresh, scalars.sum_start(self.kc.dtype), b.load(place))
+        b.store(self.plus(start, value), place)
+        n = b.load(self.count)
+        b.store(at, self.at(self.list, n))
+        b.store(b.add(n, b.zext(fresh, I64)), self.count)
+        b.store(epoch, mark)
+
+    def drain(self, ordered: bool, write: Write) -> None:
+        """In coordinate order where ``ordered``: through a two-level bitmap of the
+        touched coordinates (a bit per coordinate, a summary bit per 64), scanned over
+        their span, when that span has at most BITMAP_WORDS_PER_ENTRY summary words per
+        entry; by sorting the list otherwise. Quicksorting every row's list took most of
+        Gustavson's time (cage10 A*A: 66 ms, 23 with a one-level bitmap; uniform
+        100k-row A*A^T, whose rows spread over all columns, 2.8 s)."""
+        b, kc = self.b, self.kc
+        n, epoch = b.load(self.count), b.load(self.epoch)
+
+        def entry(at: ir.Value) -> None:
+            write(at, b.load(self.at(self.vals, at)))
+
+        def from_list() -> None:
+            emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n,
+                              lambda q: entry(b.load(self.at(self.list, q))))
+
+        if not ordered:
+            from_list()
+        else:
+            low, high = kc.alloca(I64, "ws.low"), kc.alloca(I64, "ws.high")
+            b.store(ir.Constant(I64, 2**63 - 1), low)
+            b.store(ZERO, high)
+
+            def span(q: ir.Value) -> None:
+                at = b.load(self.at(self.list, q))
+                b.store(b.select(b.icmp_signed("<", at, b.load(low)), at, b.load(low)), low)
+                b.store(b.select(b.icmp_signed(">", at, b.load(high)), at, b.load(high)), high)
+            emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, span)
+            first, last = b.lshr(b.load(low), TWELVE), b.lshr(b.load(high), TWELVE)
+            words = b.sub(b.add(last, ONE), first)
+            few = b.icmp_signed("<=", words,
+                                b.mul(n, ir.Constant(I64, BITMAP_WORDS_PER_ENTRY)))
+            with b.if_else(few) as (bitmap, sort):
+                with bitmap:
+                    emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, lambda q: self.mark(
+                        b.load(self.at(self.list, q))))
+                    emit_counted_loop(b, kc.alloca(I64, "ws.word"), first, b.add(last, ONE),
+                                      lambda w: self.scan(self.summary, w, lambda v: self.scan(
+                                          self.bits, v, entry)))
+                with sort:
+                    self.sort(self.list, None, n)
+                    from_list()
+        b.store(ZERO, self.count)
+        b.store(b.add(epoch, ONE), self.epoch)
+
+    def mark(self, at: ir.Value) -> None:
+        """Set the coordinate's bit and its word's summary bit."""
+        b = self.b
+        word = b.lshr(at, SIX)
+        for slot, index, bit in ((self.bits, word, at), (self.summary, b.lshr(word, SIX), word)):
+            address = self.at(slot, index)
+            mask = b.shl(ONE, b.and_(bit, ir.Constant(I64, 63)))
+            b.store(b.or_(b.load(address), mask), address)
+
+    def scan(self, slot: ir.AllocaInstr, w: ir.Value, visit: Callable[[ir.Value], None]) -> None:
+        """Visit the indices set in word ``w`` of a bitmap in increasing order, and
+        clear the word."""
+        b, kc = self.b, self.kc
+        cttz = b.module.globals.get("llvm.cttz.i64") or ir.Function(
+            b.module, ir.FunctionType(I64, [I64, I1]), "llvm.cttz.i64")
+        address = self.at(slot, w)
+        bits = kc.alloca(I64, "ws.bits.left")
+        b.store(b.load(address), bits)
+        b.store(ZERO, address)
+        head, body, done = (b.append_basic_block(f"ws.scan.{x}") for x in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        left = b.load(bits)
+        b.cbranch(b.icmp_unsigned("!=", left, ZERO), body, done)
+        b.position_at_end(body)
+        left = b.load(bits)
+        offset = b.call(cttz, [left, ir.Constant(I1, 1)])
+        b.store(b.and_(left, b.sub(left, ONE)), bits)
+        visit(b.add(b.shl(w, SIX), offset))
+        b.branch(head)
+        b.position_at_end(done)
+
+
+class _PairStore(_Store):
+    """Coordinates and values in two arrays of ``cap`` entries that grow together."""
+
+    def __init__(self, kc: KernelCompiler, initial: int) -> None:
+        super().__init__(kc)
+        self.cap = kc.alloca(I64, "ws.cap")
+        self.b.store(ir.Constant(I64, initial), self.cap)
+        self.keys = self.allocate(ir.Constant(I64, initial), I64, "ws.keys")
+        self.vals = self.allocate(ir.Constant(I64, initial), self.value_type, "ws.vals")
+        self.checked()
+
+    def emit_sorted_runs(self, n: ir.Value, ordered: bool, write: Write) -> None:
+        """Sort the first ``n`` pairs (when ``ordered``) and write each run of one
+        coordinate once, its values summed."""
+        b, kc = self.b, self.kc
+        if ordered:
+            self.sort(self.keys, self.vals, n)
+        q_slot, total = kc.alloca(I64, "ws.q"), kc.alloca(self.value_type, "ws.total")
+        b.store(ZERO, q_slot)
+        head, body, done = (b.append_basic_block(f"ws.runs.{x}") for x in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(b.icmp_signed("<", b.load(q_slot), n), body, done)
+        b.position_at_end(body)
+        q = b.load(q_slot)
+        key = b.load(self.at(self.keys, q))
+        b.store(b.load(self.at(self.vals, q)), total)
+        b.store(b.add(q, ONE), q_slot)
+        more, same = b.append_basic_block("ws.run.more"), b.append_basic_block("ws.run.same")
+        finish = b.append_basic_block("ws.run.write")
+        b.branch(more)
+        b.position_at_end(more)
+        r = b.load(q_slot)
+        in_range = b.icmp_signed("<", r, n)
+        b.cbranch(in_range, same, finish)
+        b.position_at_end(same)
+        matches = b.icmp_signed("==", b.load(self.at(self.keys, r)), key)
+        add_block = b.append_basic_block("ws.run.add")
+        b.cbranch(matches, add_block, finish)
+        b.position_at_end(add_block)
+        b.store(self.plus(b.load(total), b.load(self.at(self.vals, r))), total)
+        b.store(b.add(r, ONE), q_slot)
+        b.branch(more)
+        b.position_at_end(finish)
+        write(key, b.load(total))
+        b.branch(head)
+        b.position_at_end(done)
+
+    def grow(self, needed: ir.Value) -> None:
+        """Make room for ``needed`` pairs (the compiler's out-of-line grow path)."""
+        b, kc = self.b, self.kc
+        with b.if_then(b.icmp_signed(">", needed, b.load(self.cap)), likely=False):
+            cap = b.load(self.cap)
+            new_cap = None
+            for slot, element in ((self.keys, I64), (self.vals, self.value_type)):
+                grown = b.call(kc.grow_function(element, None),
+                               [b.bitcast(b.load(slot), I8P), cap, needed])
+                raw = b.extract_value(grown, 0)
+                ok = b.append_basic_block("ws.grown")
+                b.cbranch(b.icmp_unsigned("==", raw, ir.Constant(I8P, None)),
+                          kc.fail(STATUS_NO_MEMORY), ok)
+                b.position_at_end(ok)
+                b.store(b.bitcast(raw, element.as_pointer()), slot)
+                new_cap = b.extract_value(grown, 1)
+            b.store(new_cap, self.cap)
+
+
+class SortStore(_PairStore):
+    def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
+        super().__init__(kc, INITIAL)
+
+    def add(self, at: ir.Value, value: ir.Value) -> None:
+        b = self.b
+        n = b.load(self.count)
+        self.grow(b.add(n, ONE))
+        b.store(at, self.at(self.keys, n))
+        b.store(value, self.at(self.vals, n))
+        b.store(b.add(n, ONE), self.count)
+
+    def drain(self, ordered: bool, write: Write) -> None:
+        self.emit_sorted_runs(self.b.load(self.count), True, write)
+        self.b.store(ZERO, self.count)
+        del ordered  # runs of one coordinate must be adjacent: always sorted
+
+
+class HashStore(_PairStore):
+    EMPTY = ir.Constant(I64, -1)
+
+    def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
+        super().__init__(kc, INITIAL)
+        self.clear(ir.Constant(I64, INITIAL))
+
+    def clear(self, upto: ir.Value) -> None:
+        b = self.b
+        b.call(self.kc.memset, [b.bitcast(b.load(self.keys), I8P), ir.Constant(I8, 255),
+                                b.mul(upto, ir.Constant(I64, 8)), ir.Constant(I1, 0)])
+
+    def slot_of(self, keys: ir.Value, cap: ir.Value, at: ir.Value) -> ir.Value:
+        """The slot holding ``at`` in a table of ``cap`` slots, or the empty one where
+        it would go (linear probing from a multiplicative hash)."""
+        b = self.b
+        mask = b.sub(cap, ONE)
+        slot = self.kc.alloca(I64, "ws.slot")
+        mixed = b.mul(at, ir.Constant(I64, -7046029254386353131))  # 0x9E3779B97F4A7C15
+        b.store(b.and_(b.xor(mixed, b.lshr(mixed, ir.Constant(I64, 29))), mask), slot)
+        head, step, done = (b.append_basic_block(f"ws.probe.{x}") for x in ("head", "step", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        s = b.load(slot)
+        k = b.load(b.gep(keys, [s], inbounds=True))
+        stop = b.or_(b.icmp_signed("==", k, at), b.icmp_signed("==", k, self.EMPTY))
+        b.cbranch(stop, done, step)
+        b.position_at_end(step)
+        b.store(b.and_(b.add(s, ONE), mask), slot)
+        b.branch(head)
+        b.position_at_end(done)
+        return b.load(slot)
+
+    def add(self, at: ir.Value, value: ir.Value) -> None:
+        b = self.b
+        keys, cap = b.load(self.keys), b.load(self.cap)
+        s = self.slot_of(keys, cap, at)
+        key_at, val_at = b.gep(keys, [s], inbounds=True), self.at(self.vals, s)
+        fresh = b.icmp_signed("==", b.load(key_at), self.EMPTY)
+        with b.if_else(fresh) as (new, old):
+            with new:
+                b.store(at, key_at)
+                b.store(value, val_at)
+                n = b.add(b.load(self.count), ONE)
+                b.store(n, self.count)
+                with b.if_then(b.icmp_signed(">", b.mul(n, ir.Constant(I64, 2)), cap),
+                               likely=False):
+                    self.rehash(cap)
+            with old:
+                b.store(self.plus(b.load(val_at), value), val_at)
+
+    def rehash(self, cap: ir.Value) -> None:
+        """Move the entries into a table of twice the slots."""
+        b, kc = self.b, self.kc
+        old_keys, old_vals = b.load(self.keys), b.load(self.vals)
+        new_cap = b.mul(cap, ir.Constant(I64, 2))
+        raw_keys = b.call(kc.malloc, [b.mul(new_cap, ir.Constant(I64, 8))])
+        raw_vals = b.call(kc.malloc, [b.mul(new_cap, self.bytes)])
+        failed = b.or_(b.icmp_unsigned("==", raw_keys, ir.Constant(I8P, None)),
+                       b.icmp_unsigned("==", raw_vals, ir.Constant(I8P, None)))
+        ok = b.append_basic_block("ws.rehashed")
+        b.cbranch(failed, kc.fail(STATUS_NO_MEMORY), ok)
+        b.position_at_end(ok)
+        keys = b.bitcast(raw_keys, I64.as_pointer())
+        vals = b.bitcast(raw_vals, self.value_type.as_pointer())
+        b.call(kc.memset, [raw_keys, ir.Constant(I8, 255), b.mul(new_cap, ir.Constant(I64, 8)),
+                           ir.Constant(I1, 0)])
+
+        def move(q: ir.Value) -> None:
+            key = b.load(b.gep(old_keys, [q], inbounds=True))
+            with b.if_then(b.icmp_signed("!=", key, self.EMPTY)):
+                s = self.slot_of(keys, new_cap, key)
+                b.store(key, b.gep(keys, [s], inbounds=True))
+                b.store(b.load(b.gep(old_vals, [q], inbounds=True)), b.gep(vals, [s], inbounds=True))
+        emit_counted_loop(b, kc.alloca(I64, "ws.move"), ZERO, cap, move)
+        b.call(kc.free, [b.bitcast(old_keys, I8P)])
+        b.call(kc.free, [b.bitcast(old_vals, I8P)])
+        b.store(keys, self.keys)
+        b.store(vals, self.vals)
+        b.store(new_cap, self.cap)
+
+    def drain(self, ordered: bool, write: Write) -> None:
+        b, kc = self.b, self.kc
+        cap = b.load(self.cap)
+        n = kc.alloca(I64, "ws.kept")
+        b.store(ZERO, n)
+
+        def compact(q: ir.Value) -> None:  # occupied slots to the front, in place
+            key = b.load(self.at(self.keys, q))
+            with b.if_then(b.icmp_signed("!=", key, self.EMPTY)):
+                w = b.load(n)
+                b.store(key, self.at(self.keys, w))
+                b.store(b.load(self.at(self.vals, q)), self.at(self.vals, w))
+                b.store(b.add(w, ONE), n)
+        emit_counted_loop(b, kc.alloca(I64, "ws.compact"), ZERO, cap, compact)
+        self.emit_sorted_runs(b.load(n), ordered, write)
+        self.clear(cap)
+        b.store(ZERO, self.count)
+
+
+def _width(element: ir.Type) -> int:
+    if isinstance(element, ir.IntType):
+        return max(1, element.width // 8)
+    return 8 if isinstance(element, ir.DoubleType) else 4

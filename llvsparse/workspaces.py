@@ -1,0 +1,75 @@
+"""A workspace's size, checked before a kernel runs.
+
+A dense workspace holds a value, a marker and a list slot per coordinate of the output
+indices it covers, allocated by the kernel on each call (per thread). Memory is
+committed lazily, so a workspace larger than the machine would get the process killed
+while the kernel touches it; it is refused here instead, with its name and size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ir.schedule import Nest
+from .ir.types import TensorType
+from .ir.workspace_schedule import Policy
+from .results import physical_memory
+
+LIST_AND_MARKER_BYTES = 16  # an int64 marker and an int64 list slot per coordinate
+
+
+def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
+    """[name, the output modes covered, bytes per coordinate (0: sparse, sized by the
+    entries produced)] of a workspace."""
+    plan = nests[0].workspace if nests else None
+    if plan is None:
+        return None
+    assign = nests[0].assign
+    levels = types[assign.tensor].levels
+    modes = [levels[assign.vars.index(v)].mode for v in plan.vars]
+    dense = plan.policy is Policy.DENSE
+    itemsize = max(np.dtype(plan.temporary.dtype).itemsize, 8)  # summed in 64 bits or more
+    return [f"{plan.policy.name.lower()} workspace {plan.temporary.name}({','.join(plan.vars)})",
+            modes, itemsize + LIST_AND_MARKER_BYTES if dense else 0]
+
+
+def checked_workspace_meta(meta: object) -> list | None:
+    """``meta`` as stored with a kernel, or a ValueError (the entry is rebuilt)."""
+    if meta is None:
+        return None
+    if not (isinstance(meta, list) and len(meta) == 3 and isinstance(meta[0], str)
+            and isinstance(meta[1], list) and all(type(m) is int for m in meta[1])
+            and type(meta[2]) is int):
+        raise ValueError(f"workspace {meta!r}")
+    return meta
+
+
+def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int) -> None:
+    """A MemoryError naming the workspace where ``copies`` of it (one per thread)
+    would not fit in memory."""
+    if meta is None:
+        return
+    name, modes, per_coordinate = meta
+    coordinates = math.prod(out_shape[m] for m in modes)
+    if coordinates >= 2**62:  # its coordinates are numbered in 64-bit integers
+        raise ValueError(f"the {name} would number {coordinates} coordinates, past the "
+                         "2**62 its 64-bit keys hold: a smaller output shape is needed")
+    if not per_coordinate:
+        return
+    nbytes = coordinates * per_coordinate * copies
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        each = f" for each of {copies} threads" if copies > 1 else ""
+        raise MemoryError(f"the {name} needs {_size(nbytes)} ({coordinates} coordinates x "
+                          f"{per_coordinate} bytes{each}), more than this machine's "
+                          f"{_size(total)} of memory; compile with workspace='hash' or "
+                          "'sort' for a workspace holding only the entries produced")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
