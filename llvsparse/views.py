@@ -1,0 +1,199 @@
+"""Slicing a tensor without copying it: ``A[10:100:2, :]``, ``A[:, 5]``, ``A[i, j]``.
+
+A view (``TensorView``) shares its base tensor's arrays. Its format is the base format
+with each sliced level marked windowed (or strided); a dimension indexed by an integer
+keeps its level, now storage-only over a one-coordinate window, which the compiler sums
+over as a hidden index (the entry there, or nothing). The window numbers (start, step,
+count) travel to the kernel as runtime parameters, so one compiled kernel serves every
+window of the same shape class (see ir/window.py).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .format import Format, Level
+from .ir.types import NOT_WINDOWED, PROPERTY_NAMES, STRIDED, WINDOWED, LevelType, TensorType
+from .ir.window import windowed_definition
+from .tensor import Tensor
+
+
+@dataclass(frozen=True)
+class Window:
+    """The coordinates ``start + step * j`` for ``j`` in ``[0, count)`` of one base
+    dimension; ``dropped``: indexed by an integer (the view has no such dimension)."""
+
+    start: int
+    step: int
+    count: int
+    dropped: bool = False
+
+    def kind(self, extent: int) -> int:
+        """How a level over a base dimension of ``extent`` reads through this window."""
+        if self.step != 1:
+            return STRIDED
+        whole = self.start == 0 and self.count == extent and not self.dropped
+        return NOT_WINDOWED if whole else WINDOWED
+
+    def then(self, key, extent: int) -> Window:
+        """This window sliced again by ``key`` (a slice or an integer), numpy's way."""
+        if isinstance(key, slice):
+            start, stop, step = key.indices(extent)
+            if step < 0:
+                raise ValueError(f"slice {_show(key)}: negative steps are not supported "
+                                 "(a view iterates its base's coordinates upwards)")
+            count = len(range(start, stop, step))
+            return Window(self.start + self.step * start, self.step * step, count)
+        j = operator.index(key)
+        if not -extent <= j < extent:
+            raise IndexError(f"index {j} is out of bounds for a dimension of extent {extent}")
+        j %= extent
+        return Window(self.start + self.step * j, self.step, 1, dropped=True)
+
+
+def is_window_key(indices) -> bool:
+    """Whether ``indices`` slices (integers, slices, ``...``) rather than names index
+    variables for index notation."""
+    keys = indices if isinstance(indices, tuple) else (indices,)
+    return all(k is Ellipsis or isinstance(k, (slice, int, np.integer))
+               and not isinstance(k, (bool, np.bool_)) for k in keys)
+
+
+def view(tensor: Tensor, indices):
+    """``tensor[indices]``: a view, or the entry itself when every index is an integer."""
+    keys = _expanded(indices if isinstance(indices, tuple) else (indices,), tensor.order)
+    if isinstance(tensor, TensorView):
+        base, windows = tensor.base, list(tensor.windows)
+    else:
+        base, windows = tensor, [Window(0, 1, n) for n in tensor.shape]
+    kept = [d for d, w in enumerate(windows) if not w.dropped]
+    for d, key in zip(kept, keys):
+        windows[d] = windows[d].then(key, windows[d].count)
+    if all(w.dropped for w in windows):
+        ones = [Window(w.start, w.step, 1) for w in windows]
+        return TensorView(base, ones).to_numpy()[(0,) * len(ones)]
+    return TensorView(base, windows)
+
+
+def _expanded(keys: tuple, order: int) -> tuple:
+    """``keys`` with ``...`` spelled out and missing trailing slices added."""
+    if sum(k is Ellipsis for k in keys) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    given = [k for k in keys if k is not Ellipsis]
+    if len(given) > order:
+        raise IndexError(f"too many indices: the tensor has {order} dimensions but "
+                         f"{len(given)} were indexed")
+    fill = (slice(None),) * (order - len(given))
+    if Ellipsis in keys:
+        at = keys.index(Ellipsis)
+        return keys[:at] + fill + keys[at + 1:]
+    return keys + fill
+
+
+class WindowedFormat(Format):
+    """A base format read through windows: the same levels, each sliced level marked
+    windowed or strided, an integer-indexed one storage-only."""
+
+    def __init__(self, base: Format, windows: list[Window], shape: tuple[int, ...]):
+        for level in base.levels:
+            if level.block is not None:
+                raise ValueError(f"{base!r} stores blocks; slicing a blocked format is not "
+                                 "supported (convert it first)")
+        renumber = {}
+        for mode, window in enumerate(windows):
+            if not window.dropped:
+                renumber[mode] = len(renumber)
+        levels = [Level(lv.kind, None if lv.mode is None else renumber.get(lv.mode),
+                        lv.properties, lv.params) for lv in base.levels]
+        super().__init__(levels)
+        self.base = base
+        self.kinds = tuple(NOT_WINDOWED if lv.mode is None
+                           else windows[lv.mode].kind(shape[lv.mode]) for lv in base.levels)
+
+    def key(self) -> tuple:
+        return (super().key(), self.kinds)
+
+    def __repr__(self) -> str:
+        return f"WindowedFormat({self.base!r}, {self.kinds})"
+
+    def _tensor_type(self, dtype: str, index_dtype: str) -> TensorType:
+        plain = super()._tensor_type(dtype, index_dtype)
+        levels = []
+        for level, kind in zip(plain.levels, self.kinds):
+            props = dict(level.properties)
+            definition = windowed_definition(level.definition, kind, props["ordered"],
+                                             props["branchless"])
+            levels.append(LevelType(definition, level.kind, level.mode,
+                                    tuple((p, props[p]) for p in PROPERTY_NAMES),
+                                    level.block, level.inner, kind))
+        return TensorType(tuple(levels), plain.order, dtype, index_dtype)
+
+
+class TensorView(Tensor):
+    """A window onto a tensor, sharing its arrays: usable wherever a Tensor is read
+    (kernel operands, ``to_numpy``, ``to_scipy``, ``evaluate``, ``einsum``)."""
+
+    def __init__(self, base: Tensor, windows: list[Window]):
+        fmt = WindowedFormat(base.format, windows, base.shape)
+        params = [dict(p) for p in base.params]
+        for k, level in enumerate(base.format.levels):
+            if fmt.kinds[k] != NOT_WINDOWED:
+                w = windows[level.mode]
+                params[k].update({"window.start": w.start, "window.step": w.step,
+                                  "window.count": w.count})
+        shape = [w.count for w in windows if not w.dropped]
+        super().__init__(shape, fmt, base.dtype, base.index_dtype, base.level_extents,
+                         base.level_arrays, params, base.values, base.fill, base.name)
+        self.base = base
+        self.windows = tuple(windows)
+
+    def __getitem__(self, indices):
+        if is_window_key(indices):
+            return view(self, indices)
+        return super().__getitem__(indices)
+
+    def __setitem__(self, indices, value) -> None:
+        raise TypeError("a view is read-only: write to the tensor it views")
+
+    def __repr__(self) -> str:
+        return f"<view {self.shape} of {self.base!r}>"
+
+    def validate_shallow(self) -> None:
+        self.base.validate_shallow()
+
+    def validate(self) -> None:
+        self.base.validate()
+
+    def _copied(self, out_format) -> Tensor:
+        """The view's entries copied into a new tensor of ``out_format`` by a kernel that
+        visits only the window."""
+        from .api import evaluate
+
+        names = "".join(chr(ord("a") + d) for d in range(self.order))
+        idx = ",".join(names)
+        return evaluate(f"C({idx}) = V({idx})", out_format=out_format, V=self)
+
+    @property
+    def nnz(self) -> int:
+        """Entries stored inside the window (duplicates summed)."""
+        return len(self._copied("coo").values) if self.order else 1
+
+    def to_coo(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._copied("coo").to_coo()
+
+    def to_numpy(self) -> np.ndarray:
+        return self._copied("dense").to_numpy()
+
+    def to_scipy(self, format: str = "csr"):
+        return self._copied("csr").to_scipy(format)
+
+    def asformat(self, format) -> Tensor:
+        return self._copied(format)
+
+
+def _show(key: slice) -> str:
+    parts = ["" if v is None else str(v) for v in (key.start, key.stop, key.step)]
+    return ":".join(parts)
