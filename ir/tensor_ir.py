@@ -11,8 +11,8 @@ from llvmlite import ir
 from . import scalars
 from .bodies import I64, ArrayRef, emit_body
 from .emit_base import I8P, I32, ZERO
-from .types import TensorType
 from .schedule import ScheduleError
+from .types import TensorType
 from .window import LevelWindow
 
 if TYPE_CHECKING:
