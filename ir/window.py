@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .tensor_ir import TensorIR
 
 ONE = ir.Constant(I64, 1)
+ZERO = ir.Constant(I64, 0)
 
 
 class WindowedLevelDef(LevelDef):
@@ -79,9 +80,12 @@ class LevelWindow:
         return b.add(self.start, b.mul(j, self.step)) if self.strided else \
             b.add(self.start, j)
 
-    def view_coordinate(self, b: ir.IRBuilder, c: ir.Value) -> ir.Value:
-        offset = b.sub(c, self.start)
-        return b.sdiv(offset, self.step) if self.strided else offset
+    def ceil_view(self, b: ir.IRBuilder, offset: ir.Value) -> ir.Value:
+        """The first view coordinate at or above base coordinate ``start + offset``
+        (``offset`` >= 0)."""
+        if not self.strided:
+            return offset
+        return b.sdiv(b.add(offset, b.sub(self.step, ONE)), self.step)
 
     def call(self, b: ir.IRBuilder, function: str, raw, values: dict) -> list[ir.Value]:
         """``function`` of the level through the window; ``raw(function, values)`` calls
@@ -98,24 +102,26 @@ class LevelWindow:
             c, found = raw(function, values)
             offset = b.sub(c, self.start)
             inside = TRUE
-            if not self.narrowed:
-                span = b.mul(self.count, self.step)
-                inside = b.icmp_unsigned("<", offset, span)
+            coord = self.ceil_view(b, offset)  # off the stride: the next one up, never kept
             if self.strided:
-                on_stride = b.icmp_signed("==", b.srem(offset, self.step), ir.Constant(I64, 0))
-                inside = on_stride if is_true(inside) else b.and_(inside, on_stride)
+                inside = b.icmp_signed("==", b.srem(offset, self.step), ZERO)
+            if not self.narrowed:  # outside the window: -1 below it, count above it
+                span = b.mul(self.count, self.step)
+                within = b.icmp_unsigned("<", offset, span)
+                inside = within if is_true(inside) else b.and_(inside, within)
+                below = b.icmp_signed("<", offset, ZERO)
+                outside = b.select(below, ir.Constant(I64, -1), self.count)
+                coord = b.select(within, coord, outside)
             if not is_true(inside):
                 found = inside if is_true(found) else b.and_(found, inside)
-            return [self.view_coordinate(b, c), found]
+            return [coord, found]
         if function == "coord_bounds":
             begin, end = raw(function, values)
             past = b.add(self.start, b.mul(self.count, self.step))
             begin = _max(b, begin, self.start)
             end = _min(b, end, past)
-            first = self.view_coordinate(b, b.add(b.sub(begin, ONE), self.step)) \
-                if self.strided else self.view_coordinate(b, begin)
-            stop = self.view_coordinate(b, b.add(b.sub(end, ONE), self.step)) \
-                if self.strided else self.view_coordinate(b, end)
+            first = self.ceil_view(b, b.sub(begin, self.start))
+            stop = self.ceil_view(b, _max(b, b.sub(end, self.start), ZERO))
             return [first, _max(b, stop, first)]
         if function in ("coord_access", "locate"):
             return raw(function, dict(values, i=self.base_coordinate(b, values["i"])))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .format import Format, Level
+from .format import Format, Level, named_format
 from .ir.types import NOT_WINDOWED, PROPERTY_NAMES, STRIDED, WINDOWED, LevelType, TensorType
 from .ir.window import windowed_definition
 from .tensor import Tensor
@@ -167,31 +167,35 @@ class TensorView(Tensor):
     def validate(self) -> None:
         self.base.validate()
 
-    def _copied(self, out_format) -> Tensor:
-        """The view's entries copied into a new tensor of ``out_format`` by a kernel that
-        visits only the window."""
-        from .api import evaluate
-
-        names = "".join(chr(ord("a") + d) for d in range(self.order))
-        idx = ",".join(names)
-        return evaluate(f"C({idx}) = V({idx})", out_format=out_format, V=self)
+    def _copied(self, name: str) -> Tensor:
+        """The view's entries in a new tensor of the named format: a copy kernel that
+        visits only the window, or, where none can be scheduled, a sort on the host."""
+        return self._convert(named_format(name, self.order), check=True)
 
     @property
     def nnz(self) -> int:
-        """Entries stored inside the window (duplicates summed)."""
-        return len(self._copied("coo").values) if self.order else 1
+        """Entries stored inside the window (explicit zeros and duplicates included)."""
+        return len(self._stored_entries()[1])
 
-    def to_coo(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._copied("coo").to_coo()
+    def _stored_entries(self) -> tuple[np.ndarray, np.ndarray]:
+        """The base's stored entries inside the window, at view coordinates, and the
+        positions of their values (the base's values are the view's): what conversions
+        of the view (a transposed operand, ``asformat``) pack from."""
+        coords, positions = self.base._stored_entries()
+        inside = np.ones(len(positions), dtype=bool)
+        for d, w in enumerate(self.windows):
+            offset = coords[d] - w.start
+            inside &= (offset >= 0) & (offset < w.count * w.step) & (offset % w.step == 0)
+        kept = [d for d, w in enumerate(self.windows) if not w.dropped]
+        view = np.stack([(coords[d][inside] - self.windows[d].start) // self.windows[d].step
+                         for d in kept]) if kept else np.zeros((0, int(inside.sum())), np.int64)
+        return view.astype(np.int64), positions[inside]
 
     def to_numpy(self) -> np.ndarray:
         return self._copied("dense").to_numpy()
 
     def to_scipy(self, format: str = "csr"):
         return self._copied("csr").to_scipy(format)
-
-    def asformat(self, format) -> Tensor:
-        return self._copied(format)
 
 
 def _show(key: slice) -> str:
