@@ -24,19 +24,22 @@ from .tensor import Tensor
 @dataclass(frozen=True)
 class Window:
     """The coordinates ``start + step * j`` for ``j`` in ``[0, count)`` of one base
-    dimension; ``dropped``: indexed by an integer (the view has no such dimension)."""
+    dimension; ``sliced``: a key other than ``:`` chose them (a ``0:n`` covering the whole
+    dimension too, so that it shares the kernels of other windows); ``dropped``: indexed
+    by an integer (the view has no such dimension)."""
 
     start: int
     step: int
     count: int
+    sliced: bool = False
     dropped: bool = False
 
-    def kind(self, extent: int) -> int:
-        """How a level over a base dimension of ``extent`` reads through this window."""
+    @property
+    def kind(self) -> int:
+        """How a level over this dimension reads through the window (the kernel's type)."""
         if self.step != 1:
             return STRIDED
-        whole = self.start == 0 and self.count == extent and not self.dropped
-        return NOT_WINDOWED if whole else WINDOWED
+        return WINDOWED if self.sliced or self.dropped else NOT_WINDOWED
 
     def then(self, key, extent: int) -> Window:
         """This window sliced again by ``key`` (a slice or an integer), numpy's way."""
@@ -46,12 +49,14 @@ class Window:
                 raise ValueError(f"slice {_show(key)}: negative steps are not supported "
                                  "(a view iterates its base's coordinates upwards)")
             count = len(range(start, stop, step))
-            return Window(self.start + self.step * start, self.step * step, count)
+            whole = key.start is None and key.stop is None and step == 1
+            return Window(self.start + self.step * start, self.step * step, count,
+                          self.sliced or not whole)
         j = operator.index(key)
         if not -extent <= j < extent:
             raise IndexError(f"index {j} is out of bounds for a dimension of extent {extent}")
         j %= extent
-        return Window(self.start + self.step * j, self.step, 1, dropped=True)
+        return Window(self.start + self.step * j, self.step, 1, True, dropped=True)
 
 
 def is_window_key(indices) -> bool:
@@ -73,7 +78,7 @@ def view(tensor: Tensor, indices):
     for d, key in zip(kept, keys):
         windows[d] = windows[d].then(key, windows[d].count)
     if all(w.dropped for w in windows):
-        ones = [Window(w.start, w.step, 1) for w in windows]
+        ones = [Window(w.start, w.step, 1, True) for w in windows]
         return TensorView(base, ones).to_numpy()[(0,) * len(ones)]
     return TensorView(base, windows)
 
@@ -97,7 +102,7 @@ class WindowedFormat(Format):
     """A base format read through windows: the same levels, each sliced level marked
     windowed or strided, an integer-indexed one storage-only."""
 
-    def __init__(self, base: Format, windows: list[Window], shape: tuple[int, ...]):
+    def __init__(self, base: Format, windows: list[Window]):
         for level in base.levels:
             if level.block is not None:
                 raise ValueError(f"{base!r} stores blocks; slicing a blocked format is not "
@@ -110,8 +115,8 @@ class WindowedFormat(Format):
                         lv.properties, lv.params) for lv in base.levels]
         super().__init__(levels)
         self.base = base
-        self.kinds = tuple(NOT_WINDOWED if lv.mode is None
-                           else windows[lv.mode].kind(shape[lv.mode]) for lv in base.levels)
+        self.kinds = tuple(NOT_WINDOWED if lv.mode is None else windows[lv.mode].kind
+                           for lv in base.levels)
 
     def key(self) -> tuple:
         return (super().key(), self.kinds)
@@ -137,7 +142,7 @@ class TensorView(Tensor):
     (kernel operands, ``to_numpy``, ``to_scipy``, ``evaluate``, ``einsum``)."""
 
     def __init__(self, base: Tensor, windows: list[Window]):
-        fmt = WindowedFormat(base.format, windows, base.shape)
+        fmt = WindowedFormat(base.format, windows)
         params = [dict(p) for p in base.params]
         for k, level in enumerate(base.format.levels):
             if fmt.kinds[k] != NOT_WINDOWED:
@@ -190,6 +195,16 @@ class TensorView(Tensor):
         view = np.stack([(coords[d][inside] - self.windows[d].start) // self.windows[d].step
                          for d in kept]) if kept else np.zeros((0, int(inside.sum())), np.int64)
         return view.astype(np.int64), positions[inside]
+
+    def entries_per_first_coordinate(self) -> np.ndarray:
+        """The base's entries under each first-level coordinate the window keeps (all of
+        their entries, inside the window's other dimensions or not): threads' weights."""
+        counts = self.base.entries_per_first_coordinate()
+        first = self.format.levels[0]
+        if self.format.kinds[0] == NOT_WINDOWED or first.mode is None:
+            return counts
+        w = self.windows[self.base.format.levels[0].mode]
+        return counts[w.start:w.start + w.count * w.step:w.step]
 
     def to_numpy(self) -> np.ndarray:
         return self._copied("dense").to_numpy()
