@@ -153,6 +153,7 @@ class TensorView(Tensor):
         super().__init__(shape, fmt, base.dtype, base.index_dtype, base.level_extents,
                          base.level_arrays, params, base.values, base.fill, base.name)
         self.base = base
+        self.base_shape = base.shape
         self.windows = tuple(windows)
 
     def __getitem__(self, indices):
@@ -167,9 +168,22 @@ class TensorView(Tensor):
         return f"<view {self.shape} of {self.base!r}>"
 
     def validate_shallow(self) -> None:
-        self.base.validate_shallow()
+        """The base's O(1) checks, on the arrays this view reads: a tensor assigned to
+        after the view was made (``A[i, j] = ...``) holds other arrays, which the base's
+        checks would vouch for instead."""
+        base = self.base
+        same = (base.values is self.values and base.level_extents == self.level_extents
+                and base.format == self.format.base and base.shape == self.base_shape
+                and all(a is b for mine, theirs in zip(self.level_arrays, base.level_arrays)
+                        for a, b in zip(mine.values(), theirs.values()))
+                and all(p.items() <= q.items() for p, q in zip(base.params, self.params)))
+        if not same:
+            raise ValueError("the tensor this view was sliced from has changed since "
+                             "(it holds other arrays now); slice it again")
+        base.validate_shallow()
 
     def validate(self) -> None:
+        self.validate_shallow()
         self.base.validate()
 
     def _copied(self, name: str) -> Tensor:

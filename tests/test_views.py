@@ -3,6 +3,7 @@ operands; one compiled kernel for every window of a shape class; refusals."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -262,3 +263,32 @@ def test_the_kernel_cache_key_has_no_window_numbers():
     for rows, cols in [(slice(0, 9), slice(1, 2, 3)), (slice(5, None), slice(None, None, 2))]:
         np.testing.assert_allclose(kernel(A=A[rows, cols]).to_numpy(), M[rows, cols].sum())
     assert len(api._CACHE) == cached
+
+
+def test_a_view_of_a_tensor_assigned_to_since_is_refused():
+    """``A[i, j] = ...`` gives A new arrays; a view made before still held the old ones,
+    and the base's checks would have vouched for the new ones instead."""
+    M = rand((6, 6), seed=16)
+    A = ls.Tensor.from_numpy(M, format="csr")
+    V = A[1:4]
+    np.testing.assert_array_equal(V.to_numpy(), M[1:4])
+    i, j = ls.index_vars("i j")
+    A[i, j] = ls.Tensor.from_numpy(2 * M, format="csr")[i, j] * 1.0
+    with pytest.raises(ValueError, match="has changed since"):
+        V.to_numpy()
+    np.testing.assert_array_equal(A[1:4].to_numpy(), 2 * M[1:4])
+
+
+def test_diagonal_uses_pickles_and_scalars_of_views():
+    M = rand((8, 8), seed=17, density=0.6)
+    A = ls.Tensor.from_numpy(M, format="csr")
+    for key in [(slice(1, 7), slice(1, 7)), (slice(0, 8, 2), slice(0, 8, 2)),
+                (slice(2, 8, 3), slice(0, 6, 3))]:
+        trace = ls.evaluate("s = A(i,i)", A=A[key]).to_numpy()
+        np.testing.assert_allclose(trace, np.trace(M[key]), rtol=1e-13)
+    V = pickle.loads(pickle.dumps(A[1:7:2, 3:]))
+    np.testing.assert_array_equal(V.to_numpy(), M[1:7:2, 3:])
+    assert A[np.int64(2), np.int32(-1)] == M[2, -1]
+    x = ls.Tensor.from_numpy(M[3], format="coo")
+    np.testing.assert_array_equal(x[2:7:2].to_numpy(), M[3, 2:7:2])
+    assert x[-2] == M[3, -2]
