@@ -137,12 +137,28 @@ class WindowedFormat(Format):
         return TensorType(tuple(levels), plain.order, dtype, index_dtype)
 
 
+_FORMATS: dict[tuple, WindowedFormat] = {}  # one per shape class: its types are memoized
+_FORMATS_KEPT = 256
+
+
+def windowed_format(base: Format, windows: list[Window]) -> WindowedFormat:
+    """The WindowedFormat of ``base`` through ``windows``, shared by every view of that
+    shape class, so that its compiler types are built once (a new view per call)."""
+    key = (base, tuple((w.kind, w.dropped) for w in windows))
+    fmt = _FORMATS.get(key)
+    if fmt is None or fmt.base is not base:
+        if len(_FORMATS) >= _FORMATS_KEPT:
+            _FORMATS.clear()
+        fmt = _FORMATS[key] = WindowedFormat(base, windows)
+    return fmt
+
+
 class TensorView(Tensor):
     """A window onto a tensor, sharing its arrays: usable wherever a Tensor is read
     (kernel operands, ``to_numpy``, ``to_scipy``, ``evaluate``, ``einsum``)."""
 
     def __init__(self, base: Tensor, windows: list[Window]):
-        fmt = WindowedFormat(base.format, windows)
+        fmt = windowed_format(base.format, windows)
         params = [dict(p) for p in base.params]
         for k, level in enumerate(base.format.levels):
             if fmt.kinds[k] != NOT_WINDOWED:
@@ -206,9 +222,10 @@ class TensorView(Tensor):
             offset = coords[d] - w.start
             inside &= (offset >= 0) & (offset < w.count * w.step) & (offset % w.step == 0)
         kept = [d for d, w in enumerate(self.windows) if not w.dropped]
-        view = np.stack([(coords[d][inside] - self.windows[d].start) // self.windows[d].step
-                         for d in kept]) if kept else np.zeros((0, int(inside.sum())), np.int64)
-        return view.astype(np.int64), positions[inside]
+        mapped = [(coords[d][inside] - self.windows[d].start) // self.windows[d].step
+                  for d in kept]
+        at = np.stack(mapped) if kept else np.zeros((0, int(inside.sum())), np.int64)
+        return at.astype(np.int64), positions[inside]
 
     def entries_per_first_coordinate(self) -> np.ndarray:
         """The base's entries under each first-level coordinate the window keeps (all of
