@@ -115,6 +115,31 @@ def test_views_as_kernel_operands(fmt):
         np.testing.assert_allclose(y, M[1::2, ::3] @ x[::3], rtol=1e-13)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dcsr", "hash"])
+def test_random_windows_as_kernel_operands(fmt):
+    """Random windows (empty ones, steps 1 to 3, views of views) in SpMV, a sum and
+    the elementwise sum of two views of equal shape, each called three times."""
+    rng = np.random.default_rng(18)
+    M = rand((21, 16), seed=19)
+    A = ls.Tensor.from_numpy(M, format=fmt)
+    x = rng.random(16)
+    for _ in range(6):
+        rows, cols = random_key(rng, 21), random_key(rng, 16)
+        V, expected = A[rows, cols], M[rows, cols]
+        inner = (random_key(rng, V.shape[0]), slice(None))
+        for view, dense in [(V, expected), (V[inner], expected[inner])]:
+            for _ in range(3):
+                y = ls.evaluate("y(i) = A(i,j) * x(j)", A=view, x=x[cols]).to_numpy()
+                np.testing.assert_allclose(y, dense @ x[cols], rtol=1e-13)
+                s = ls.evaluate("s = A(i,j)", A=view).to_numpy()
+                np.testing.assert_allclose(s, dense.sum(), rtol=1e-13)
+        n, m = V.shape
+        other = A[21 - n:, :m]  # same shape, another window
+        for _ in range(3):
+            both = ls.evaluate("C(i,j) = P(i,j) + Q(i,j)", P=V, Q=other).to_numpy()
+            np.testing.assert_array_equal(both, expected + M[21 - n:, :m])
+
+
 @pytest.mark.parametrize("fmt", TENSOR3_FORMATS)
 def test_order3_views_as_kernel_operands(fmt):
     T = rand((7, 8, 9), seed=7)
