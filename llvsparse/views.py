@@ -119,7 +119,9 @@ class WindowedFormat(Format):
                            for lv in base.levels)
 
     def key(self) -> tuple:
-        return (super().key(), self.kinds)
+        """The base format's key where no level is windowed (``A[:, :]``), so that a
+        kernel compiled for the base takes such a view."""
+        return (super().key(), self.kinds) if any(self.kinds) else super().key()
 
     def __repr__(self) -> str:
         return f"WindowedFormat({self.base!r}, {self.kinds})"

@@ -169,6 +169,8 @@ def test_one_kernel_serves_every_window_of_a_shape_class():
     assert A[::2].format != A[1:5].format  # strided: another shape class
     assert A[::2].format == A[3:29:5].format
     assert A[:, 2:9].format != A[1:5].format
+    whole = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    np.testing.assert_array_equal(whole(A=A[:, ...], x=x).to_numpy(), M @ x)
 
 
 def test_a_view_shares_its_tensors_arrays():
