@@ -103,8 +103,8 @@ class LevelWindow:
             offset = b.sub(c, self.start)
             inside = TRUE
             coord = self.ceil_view(b, offset)  # off the stride: the next one up, never kept
-            if self.strided:
-                inside = b.icmp_signed("==", b.srem(offset, self.step), ZERO)
+            if self.strided:  # on the stride: coord * step is the offset (one division)
+                inside = b.icmp_signed("==", b.mul(coord, self.step), offset)
             if not self.narrowed:  # outside the window: -1 below it, count above it
                 span = b.mul(self.count, self.step)
                 within = b.icmp_unsigned("<", offset, span)

@@ -85,6 +85,7 @@ def test_order3_views_match_numpy_slicing(fmt):
                                       else again, T[key][inner])
 
 
+@pytest.mark.slow  # see tests/conftest.py
 @pytest.mark.parametrize("fmt", MATRIX_FORMATS)
 def test_views_as_kernel_operands(fmt):
     """SpMV on a row window, the sum and the elementwise sum of two views, each kernel
@@ -115,6 +116,7 @@ def test_views_as_kernel_operands(fmt):
         np.testing.assert_allclose(y, M[1::2, ::3] @ x[::3], rtol=1e-13)
 
 
+@pytest.mark.slow  # see tests/conftest.py
 @pytest.mark.parametrize("fmt", ["csr", "coo", "dcsr", "hash"])
 def test_random_windows_as_kernel_operands(fmt):
     """Random windows (empty ones, steps 1 to 3, views of views) in SpMV, a sum and
@@ -140,6 +142,7 @@ def test_random_windows_as_kernel_operands(fmt):
             np.testing.assert_array_equal(both, expected + M[21 - n:, :m])
 
 
+@pytest.mark.slow  # see tests/conftest.py
 @pytest.mark.parametrize("fmt", TENSOR3_FORMATS)
 def test_order3_views_as_kernel_operands(fmt):
     T = rand((7, 8, 9), seed=7)
