@@ -11,7 +11,9 @@ from llvmlite import ir
 from . import scalars
 from .bodies import I64, ArrayRef, emit_body
 from .emit_base import I8P, I32, ZERO
+from .schedule import ScheduleError
 from .types import TensorType
+from .window import LevelWindow
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -36,6 +38,16 @@ class TensorIR:
         self.params: dict[tuple[int, str], ir.Value] = {}
         for n, key in enumerate(ttype.param_slots()):
             self.params[key] = b.load(b.gep(params, [ir.Constant(I64, n)]))
+        # A windowed level's functions see the whole level (base extents, coordinates);
+        # the loops see the window's extent (see window.py).
+        self.level_extents = list(self.extents)
+        self.windows: dict[int, LevelWindow] = {}
+        for k, level in enumerate(ttype.levels):
+            if level.window:
+                if is_output:
+                    raise ScheduleError("a window of a tensor (a view) cannot be an output")
+                self.windows[k] = LevelWindow(self, k)
+                self.extents[k] = self.windows[k].count
         self.slots = ttype.array_slots()
         self.index_element = ir.IntType(8 * np.dtype(ttype.index_dtype).itemsize)
         self.vals_slot = len(self.slots)
@@ -99,15 +111,29 @@ class TensorIR:
 
     def env(self, level: int, **values: ir.Value) -> dict[str, ir.Value]:
         nlevels = len(self.type.levels)
-        env = {"N": self.extents[level],
-               "N_child": self.extents[level + 1] if level + 1 < nlevels else ZERO,
+        env = {"N": self.level_extents[level],
+               "N_child": self.level_extents[level + 1] if level + 1 < nlevels else ZERO,
                "i_parent": ZERO, "i_grandparent": ZERO, "p_parent": ZERO}
         for (k, name), value in self.params.items():
             if k == level:
                 env[name] = value
         env.update(values)
+        for name, above in (("i_parent", level - 1), ("i_grandparent", level - 2)):
+            if above in self.windows and name in values:
+                env[name] = self.windows[above].base_coordinate(self.kc.b, values[name])
         return env
 
     def call(self, level: int, function: str, **values: ir.Value) -> list[ir.Value]:
-        fn = self.type.levels[level].definition.functions[function]
-        return emit_body(self.kc.b, fn, self.env(level, **values), self.level_arrays(level))
+        if level in self.windows:
+            return self.windows[level].call(self.kc.b, function, self._raw_call(level),
+                                            values)
+        return self._raw_call(level)(function, values)
+
+    def _raw_call(self, level: int):
+        """The level's own function bodies, inlined (coordinates are base coordinates)."""
+        definition = self.type.levels[level].definition
+
+        def raw(function: str, values: dict[str, ir.Value]) -> list[ir.Value]:
+            return emit_body(self.kc.b, definition.functions[function],
+                             self.env(level, **values), self.level_arrays(level))
+        return raw

@@ -15,6 +15,11 @@ import numpy as np
 from ..formats.loader import LevelDef
 
 PROPERTY_NAMES = ("full", "ordered", "unique", "branchless", "compact")
+# How a level reads through a view's window (see window.py).
+NOT_WINDOWED, WINDOWED, STRIDED = 0, 1, 2
+# Descriptor parameters of a windowed level (after every level's own parameters). The dot
+# keeps them apart from any name a level's YAML may declare.
+WINDOW_PARAMS = ("window.start", "window.step", "window.count")
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,7 @@ class LevelType:
     properties: tuple[tuple[str, bool], ...]
     block: int | None = None  # the level stores mode coordinate // block (% block if inner)
     inner: bool = False
+    window: int = NOT_WINDOWED  # read through a view's slice of its coordinates
 
     def prop(self, name: str) -> bool:
         return dict(self.properties)[name]
@@ -112,8 +118,11 @@ class TensorType:
         raise KeyError((level, name))
 
     def param_slots(self) -> list[tuple[int, str]]:
-        """(level, param name) pairs in descriptor ``params`` order."""
-        return [(k, p) for k, level in enumerate(self.levels) for p in level.params]
+        """(level, param name) pairs in descriptor ``params`` order: the levels' own, then
+        each windowed level's window (start, step, count; see ir/window.py)."""
+        own = [(k, p) for k, level in enumerate(self.levels) for p in level.params]
+        return own + [(k, p) for k, level in enumerate(self.levels) if level.window
+                      for p in WINDOW_PARAMS]
 
     def levels_of_mode(self, mode: int) -> list[int]:
         return [k for k, level in enumerate(self.levels) if level.mode == mode]
@@ -135,5 +144,6 @@ def type_key(ttype: TensorType) -> tuple:
         arrays = tuple((a.name, a.kind, a.length_source, a.init, a.shared)
                        for a in definition.arrays.values())
         levels.append((level.kind, level.mode, level.properties, level.block, level.inner,
-                       definition.iterate, bodies, arrays, tuple(definition.params)))
+                       definition.iterate, bodies, arrays, tuple(definition.params),
+                       level.window))
     return (tuple(levels), ttype.order, ttype.dtype, ttype.index_dtype)

@@ -81,8 +81,8 @@ _LAYOUTS: dict[int, tuple] = {}
 
 def _layout_of(ttype) -> Layout | None:
     levels = ttype.levels
-    if any(lv.block is not None or lv.mode is None for lv in levels):
-        return None
+    if any(lv.block is not None or lv.mode is None or lv.window for lv in levels):
+        return None  # (a view's windowed level holds more than the view: views.py)
     shapes = [level_shape(lv.definition) for lv in levels]
     modes = tuple(lv.mode for lv in levels)
     if all(s == "axis" for s in shapes) and sorted(modes) == list(range(len(modes))):

@@ -8,7 +8,8 @@ C view of a descriptor (see docs in README):
         int64_t *sizes;      /* [nlevels] positions per level (written for outputs) */
         void   **arrays;     /* level arrays in format order, then values */
         int64_t *capacities; /* elements allocated per array (outputs grow with malloc + free) */
-        int64_t *params;     /* level parameters in format order (e.g. hashed W) */
+        int64_t *params;     /* level parameters in format order (e.g. hashed W), then
+                                a view's start, step, count per windowed level */
     } llvsparse_tensor;
     int32_t kernel(llvsparse_tensor **tensors);   /* tensors[0] is the output */
 """
