@@ -14,6 +14,8 @@ validation results that belong to this process; a tensor llvsparse packed is sea
 
 from __future__ import annotations
 
+import numpy as np
+
 from .runtime import make_read_only
 
 # Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
@@ -29,11 +31,29 @@ def restore_tensor(tensor, state: dict) -> None:
     from .formats.registry import generation
 
     tensor.__dict__.update(state)
+    _align_arrays(tensor)
     tensor.generation = generation()  # laid out by the definitions this process has
     if state.get("_sealed"):
         for arrays in tensor.level_arrays:
             for array in arrays.values():
                 make_read_only(array)
+
+
+def _align_arrays(tensor) -> None:
+    """Copy arrays that arrived at unaligned addresses: pickle protocol 5 hands numpy
+    its out-of-band buffers where they lie (dask.distributed slices them out of a
+    message), and kernels refuse unaligned arrays (CorruptTensorError). A shared array
+    stays shared."""
+    copies: dict[int, np.ndarray] = {}
+
+    def aligned(array):
+        if not isinstance(array, np.ndarray) or array.flags.aligned:
+            return array
+        return copies.setdefault(id(array), np.require(array, requirements="CA"))
+
+    tensor.level_arrays = [{name: aligned(a) for name, a in arrays.items()}
+                           for arrays in tensor.level_arrays]
+    tensor.values = aligned(tensor.values)
 
 
 def reduce_kernel(kernel) -> tuple:
