@@ -14,11 +14,18 @@ validation results that belong to this process; a tensor llvsparse packed is sea
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .runtime import make_read_only
 
 # Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
+# The instances each unpickled kernel received, so that pickling it again (a Dask
+# scheduler forwarding it to a worker) carries their object code on: they live in the
+# process's cache, not in the kernel's own call-path slots.
+_RECEIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 _TENSOR_LOCAL = ("_holder", "_type_cache", "_slots", "_entries", "_sorted_memo",
                  "_validated", "generation")
 
@@ -64,7 +71,8 @@ def reduce_kernel(kernel) -> tuple:
     # the operator objects the compiler tells apart by identity.
     spec = (str(kernel.assignment), formats, kernel.formats[out], kernel.fastmath,
             kernel.out_index_dtype, kernel.convert)
-    instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last)
+    instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last,
+                                             *_RECEIVED.get(kernel, ()))
                  if inst is not None and inst.jit.object_code}
     compiled = []
     for inst in instances.values():
@@ -102,15 +110,19 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
 
     assignment, formats, out_format, fastmath, out_index_dtype, convert = spec
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert)
+    received = []
     for dtypes, index_dtypes, key, obj, meta in compiled:
         types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes)
         if kernel.disk_key(types) != key:
             continue  # another host or version: compiled again on first use
-        if memory_key in _CACHE:
-            continue
-        instance = kernel.from_object(obj, meta, key, types, dtype)
+        instance = _CACHE.get(memory_key)
+        if instance is None:
+            instance = kernel.from_object(obj, meta, key, types, dtype)
+            if instance is not None:
+                instance = _CACHE.setdefault(memory_key, instance)
         if instance is not None:
-            _CACHE.setdefault(memory_key, instance)
+            received.append(instance)
+    _RECEIVED[kernel] = received
     return kernel
 
 

@@ -71,6 +71,21 @@ def test_a_pickled_kernel_runs_in_a_fresh_process(case, mode):
         assert int(compiles) >= 1 and loads == "0"
 
 
+def test_a_kernel_pickled_again_keeps_its_object_code():
+    """A kernel unpickled and pickled again (as a Dask scheduler forwards it to a
+    worker) lost its object code: the instances it loaded went only into the process's
+    cache, so the worker compiled it again; the second pickle carries them too."""
+    expression, formats, out_format, make, reference = CASES[0]
+    operands = make()
+    tensors = {n: ls.asarray(v, format=formats.get(n, "dense")) for n, v in operands.items()}
+    kernel = ls.compile(expression, out_format=out_format, **formats)
+    result = kernel(**tensors)
+    forwarded = pickle.loads(pickle.dumps(kernel))
+    blob = pickle.dumps((forwarded, tensors, result, reference(operands)))
+    env = dict(os.environ, LLVSPARSE_CACHE="0", MODE="same")
+    assert _run_fresh(blob, env) == ["True", "0", "1"]
+
+
 def test_tensors_and_results_round_trip_and_stay_checked():
     A = ls.asarray(S)
     back = pickle.loads(pickle.dumps(A))
