@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from ..format import Format, as_format
-from ..io import read
+from ..io import load_npz, read
 from ..matrix_market import FIELDS, _expand_symmetry, _load_rows, _parse_header
+from ..tensor import Tensor
 from .partitioned import Block, Partitioned, merged, pack, same, uniform_bounds
 
 PathLike = str | os.PathLike
@@ -45,7 +46,14 @@ def from_dask(array, format: Format | str = "csr", index_dtype: str | None = Non
     return Partitioned(shape, bounds, fmt, dtype, index_dtype, blocks)
 
 
-def _read_block(format: Format, dtype: np.dtype, index_dtype: str | None, path: str):
+def _read_block(format: Format, dtype: np.dtype, index_dtype: str | None, path: str
+                ) -> Tensor:
+    """A block file as a Tensor; a ``.npz`` of the wanted dtype is packed from scipy's
+    arrays directly (``read`` casts others exactly, or says why it cannot)."""
+    if path.lower().endswith(".npz"):
+        matrix = load_npz(path)
+        if matrix.dtype == dtype:
+            return Tensor.from_scipy(matrix, format, dtype, index_dtype)
     return read(path, format, dtype, index_dtype)
 
 
