@@ -49,6 +49,8 @@ def _median(run, repeat: int) -> float:
 
 def in_memory(entries: int, per_row: int, blocks: int, repeat: int) -> dict:
     """One kernel call on the whole matrix against ``ld.evaluate`` over row blocks."""
+    import dask
+
     import llvsparse as ls
     import llvsparse.distributed as ld
     from llvsparse.distributed.partitioned import Block, Partitioned, same
@@ -59,7 +61,7 @@ def in_memory(entries: int, per_row: int, blocks: int, repeat: int) -> dict:
     x = rng.random(n)
     bounds = tuple(int(b) for b in np.linspace(0, n, blocks + 1))
     fmt = ls.named_format("csr", 2)
-    parts = {(k, 0): Block(same, ls.Tensor.from_scipy(whole[lo:hi], fmt))
+    parts = {(k, 0): Block(same, dask.delayed(ls.Tensor.from_scipy(whole[lo:hi], fmt)))
              for k, (lo, hi) in enumerate(itertools.pairwise(bounds))}
     P = Partitioned((n, n), (bounds, (0, n)), fmt, np.dtype("float64"), None, parts)
     big = ls.Tensor.from_scipy(whole, fmt)

@@ -28,6 +28,7 @@ import numpy as np
 from .. import notation as nt
 from .. import operators as ops
 from ..api import Kernel, ShapeError
+from ..coerce import is_foreign_sparse
 from ..format import as_format
 from ..ir.schedule import ScheduleError
 from ..tensor import Tensor
@@ -62,6 +63,27 @@ def _uses(assignment: nt.Assignment) -> dict[str, tuple[str, ...]]:
                              f"({','.join(uses[access.tensor])}) and as {access}; pass it "
                              "under two names to read it both ways")
     return uses
+
+
+def _sorted_operands(uses: dict[str, tuple[str, ...]], operands: dict
+                     ) -> tuple[dict[str, Partitioned], dict[str, object]]:
+    """Partitioned operands, and the dense ones as dask arrays; a sparse operand that
+    is not partitioned is refused (which blocks would it have?)."""
+    import dask.array as da
+
+    parts, dense = {}, {}
+    for name, value in operands.items():
+        if isinstance(value, Partitioned):
+            if len(set(uses[name])) != len(uses[name]):
+                raise ValueError(f"a partitioned operand read with a repeated index: "
+                                 f"{name}({','.join(uses[name])})")
+            parts[name] = value
+        elif isinstance(value, Tensor) or is_foreign_sparse(value):
+            raise TypeError(f"{name}: a sparse operand is partitioned first "
+                            f"(llvsparse.distributed.partition or from_dask)")
+        else:
+            dense[name] = value if _is_dask(value) else da.from_array(np.asarray(value))
+    return parts, dense
 
 
 def _extents(uses: dict[str, tuple[str, ...]], shapes: dict[str, tuple[int, ...]]
@@ -122,7 +144,7 @@ def _tree(parts: list, combine: Callable) -> object:
     import dask
 
     while len(parts) > 1:
-        pairs = [dask.delayed(combine, pure=True)(a, b) for a, b in zip(parts[::2], parts[1::2])]
+        pairs = [dask.delayed(combine)(a, b) for a, b in zip(parts[::2], parts[1::2])]
         parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
     return parts[0]
 
@@ -159,18 +181,7 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     extra = sorted(set(operands) - set(uses))
     if missing or extra:
         raise ValueError(f"operands missing: {missing}; not in the expression: {extra}")
-    parts = {n: v for n, v in operands.items() if isinstance(v, Partitioned)}
-    dense = {}
-    for name, value in operands.items():
-        if name in parts:
-            if len(set(uses[name])) != len(uses[name]):
-                raise ValueError(f"a partitioned operand read with a repeated index: "
-                                 f"{name}({','.join(uses[name])})")
-            continue
-        if isinstance(value, Tensor) or hasattr(value, "tocoo") or hasattr(value, "coords"):
-            raise TypeError(f"{name}: a sparse operand is partitioned first "
-                            f"(llvsparse.distributed.partition or from_dask)")
-        dense[name] = value if _is_dask(value) else da.from_array(np.asarray(value))
+    parts, dense = _sorted_operands(uses, operands)
     shapes = {n: tuple(int(s) for s in v.shape) for n, v in {**parts, **dense}.items()}
     extents = _extents(uses, shapes)
     out_vars = tuple(v.name for v in parsed.lhs.indices)
@@ -203,7 +214,7 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
             else:
                 loaders.append(None)
                 args.append(chunks[n][index])
-        task = dask.delayed(_apply, pure=True)(kernel_key, names, tuple(loaders), tuple(args),
+        task = dask.delayed(_apply)(kernel_key, names, tuple(loaders), tuple(args),
                                                finish, wants_dense, threads)
         partials.setdefault(tuple(at.get(v, 0) for v in out_vars), []).append(task)
 

@@ -133,7 +133,7 @@ class Partitioned:
         """Each block as a ``dask.delayed`` Tensor."""
         import dask
 
-        return {index: dask.delayed(block.load, pure=True)(block.arg)
+        return {index: dask.delayed(block.load)(block.arg)
                 for index, block in self.blocks.items()}
 
     def compute(self, **options) -> Tensor:
@@ -163,6 +163,8 @@ def partition(value: object, chunks: Sequence[int] | int, format: Format | str =
               index_dtype: str | None = None) -> Partitioned:
     """A tensor in this process (a Tensor, scipy.sparse or pydata sparse array) split
     into blocks of ``chunks`` (one size per mode, or one for the first mode only)."""
+    import dask
+
     shape = tuple(int(s) for s in value.shape)
     sizes = [chunks] + list(shape[1:]) if isinstance(chunks, int) else list(chunks)
     if len(sizes) != len(shape):
@@ -190,5 +192,5 @@ def partition(value: object, chunks: Sequence[int] | int, format: Format | str =
         block_shape = tuple(b[k + 1] - b[k] for b, k in zip(bounds, index))
         piece = Tensor.from_coo(coords[:, mask] - lo, values[mask], block_shape, fmt, dtype,
                                 index_dtype)
-        blocks[index] = Block(same, piece)
+        blocks[index] = Block(same, dask.delayed(piece))  # one key, however many use it
     return Partitioned(shape, bounds, fmt, dtype, index_dtype, blocks)

@@ -238,9 +238,9 @@ def from_mtx(path: PathLike, rows_per_block: int, format: Format | str = "csr",
     size = os.path.getsize(name)
     bounds = uniform_bounds(header.shape[0], rows_per_block)
     edges = list(range(header.data_offset, size, chunk_bytes)) + [size]
-    buckets = [dask.delayed(_bucket, pure=True)(name, header, bounds, lo, hi)
+    buckets = [dask.delayed(_bucket)(name, header, bounds, lo, hi)
                for lo, hi in itertools.pairwise(edges)]
-    counted = dask.delayed(_line_count, pure=True)(name, header.entries, buckets)
+    counted = dask.delayed(_line_count)(name, header.entries, buckets)
     value_dtype = np.dtype(dtype) if dtype is not None else np.dtype(FIELDS[header.field])
     fmt = as_format(format, 2)
     blocks = {}
