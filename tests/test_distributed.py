@@ -136,6 +136,39 @@ def test_one_matrix_market_file_read_in_byte_ranges(tmp_path):
         ld.from_mtx(path, rows_per_block=25, chunk_bytes=512).compute(scheduler="threads")
 
 
+def test_row_blocks_saved_and_read_back_from_npz_and_mtx_files(tmp_path):
+    paths = ld.save_blocks(ld.partition(A, 128), tmp_path / "npz", scheduler="threads")
+    assert [p.name for p in paths] == ["block-0.npz", "block-1.npz", "block-2.npz"]
+    y = ld.evaluate("y(i) = A(i,j) * x(j)", A=ld.from_files(tmp_path / "npz"), x=X)
+    np.testing.assert_allclose(threaded(y), A @ X)
+    (tmp_path / "mtx").mkdir()
+    for k, (lo, hi) in enumerate([(0, 100), (100, 300)]):
+        ls.write(str(tmp_path / "mtx" / f"part-{k}.mtx"), ls.Tensor.from_scipy(A[lo:hi]))
+    P = ld.from_files(tmp_path / "mtx", format="coo")
+    assert P.bounds == ((0, 100, 300), (0, 200))
+    np.testing.assert_allclose(P.compute(scheduler="threads").to_numpy(), A.toarray())
+    ls.write(str(tmp_path / "mtx" / "part-2.mtx"), ls.Tensor.from_scipy(B))
+    with pytest.raises(ValueError, match="disagree on the number of columns"):
+        ld.from_files(tmp_path / "mtx")
+
+
+def test_npz_blocks_are_adopted_only_where_canonical_and_laid_out_as_asked(tmp_path):
+    """A CSR block file becomes a CSR block on its own arrays; unsorted columns, or
+    another format, are packed instead."""
+    top = A[:100].copy()
+    for r in range(100):  # each row's columns reversed: valid, not canonical
+        lo, hi = top.indptr[r], top.indptr[r + 1]
+        top.indices[lo:hi], top.data[lo:hi] = top.indices[lo:hi][::-1], top.data[lo:hi][::-1]
+    top.has_sorted_indices = False
+    sp.save_npz(tmp_path / "block-0.npz", top)
+    sp.save_npz(tmp_path / "block-1.npz", A[100:])
+    for fmt in ("csr", "csc", "coo"):
+        P = ld.from_files(tmp_path, format=fmt)
+        np.testing.assert_allclose(
+            threaded(ld.evaluate("y(i) = A(i,j) * x(j)", A=P, x=X)), A @ X)
+        np.testing.assert_allclose(P.compute(scheduler="threads").to_numpy(), A.toarray())
+
+
 def test_bad_operands_are_refused_by_name():
     P = ld.partition(A, 100)
     with pytest.raises(ls.ShapeError, match="index j"):

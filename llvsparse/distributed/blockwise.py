@@ -199,24 +199,8 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     out_dtype = np.dtype(kernel.last.dtype)
     kernel_key = dask.delayed(kernel, name=f"llvsparse-kernel-{uuid.uuid4().hex}")
 
-    names = tuple(uses)
-    split = [v for v in extents if len(bounds[v]) > 2]
-    partials: dict[tuple[int, ...], list] = {}
-    for combo in itertools.product(*(range(len(bounds[v]) - 1) for v in split)):
-        at = dict(zip(split, combo))
-        loaders, args = [], []
-        for n in names:
-            index = tuple(at.get(v, 0) for v in uses[n])
-            if n in parts:
-                block = parts[n].blocks[index]
-                loaders.append(block.load)
-                args.append(block.arg)
-            else:
-                loaders.append(None)
-                args.append(chunks[n][index])
-        task = dask.delayed(_apply)(kernel_key, names, tuple(loaders), tuple(args),
-                                               finish, wants_dense, threads)
-        partials.setdefault(tuple(at.get(v, 0) for v in out_vars), []).append(task)
+    partials = _tile_tasks(kernel_key, uses, parts, chunks, bounds, out_vars,
+                           (finish, wants_dense, threads))
 
     def block_shape(key: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(bounds[v][k + 1] - bounds[v][k] for v, k in zip(out_vars, key))
@@ -234,6 +218,33 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
               for key, tasks in partials.items()}
     return Partitioned(out_shape, tuple(bounds[v] for v in out_vars), fmt, out_dtype, None,
                        blocks)
+
+
+def _tile_tasks(kernel_key: object, uses: dict[str, tuple[str, ...]],
+                parts: dict[str, Partitioned], chunks: dict, bounds: dict[str, tuple[int, ...]],
+                out_vars: tuple[str, ...], options: tuple) -> dict[tuple[int, ...], list]:
+    """One ``_apply`` task per tile of the split variables, grouped by the block of the
+    result it contributes to (several where a summed variable is split)."""
+    import dask
+
+    names = tuple(uses)
+    split = [v for v in bounds if len(bounds[v]) > 2]
+    partials: dict[tuple[int, ...], list] = {}
+    for combo in itertools.product(*(range(len(bounds[v]) - 1) for v in split)):
+        at = dict(zip(split, combo))
+        loaders, args = [], []
+        for n in names:
+            index = tuple(at.get(v, 0) for v in uses[n])
+            if n in parts:
+                block = parts[n].blocks[index]
+                loaders.append(block.load)
+                args.append(block.arg)
+            else:
+                loaders.append(None)
+                args.append(chunks[n][index])
+        task = dask.delayed(_apply)(kernel_key, names, tuple(loaders), tuple(args), *options)
+        partials.setdefault(tuple(at.get(v, 0) for v in out_vars), []).append(task)
+    return partials
 
 
 def _nested(grid: tuple[int, ...], items: dict, prefix: tuple[int, ...]) -> list:

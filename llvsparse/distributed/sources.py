@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..convert import adopt_scipy
 from ..format import Format, as_format
 from ..io import load_npz, read
 from ..matrix_market import FIELDS, _expand_symmetry, _load_rows, _parse_header
@@ -49,11 +50,14 @@ def from_dask(array, format: Format | str = "csr", index_dtype: str | None = Non
 def _read_block(format: Format, dtype: np.dtype, index_dtype: str | None, path: str
                 ) -> Tensor:
     """A block file as a Tensor; a ``.npz`` of the wanted dtype is packed from scipy's
-    arrays directly (``read`` casts others exactly, or says why it cannot)."""
+    arrays directly, or adopts them where they are laid out as ``format`` wants (no
+    one else holds them); ``read`` casts others exactly, or says why it cannot."""
     if path.lower().endswith(".npz"):
         matrix = load_npz(path)
         if matrix.dtype == dtype:
-            return Tensor.from_scipy(matrix, format, dtype, index_dtype)
+            adopted = adopt_scipy(matrix, format, index_dtype)
+            return adopted if adopted is not None else \
+                Tensor.from_scipy(matrix, format, dtype, index_dtype)
     return read(path, format, dtype, index_dtype)
 
 
