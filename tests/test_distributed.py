@@ -192,6 +192,21 @@ def test_npz_blocks_are_adopted_only_where_canonical_and_laid_out_as_asked(tmp_p
         np.testing.assert_allclose(P.compute(scheduler="threads").to_numpy(), A.toarray())
 
 
+def test_a_corrupt_block_is_refused_before_its_kernel_runs():
+    from llvsparse.distributed.partitioned import Block, Partitioned, same
+
+    good = ls.Tensor.from_scipy(A[:100], "csr")
+    crd = good.level_arrays[1]["crd"].copy()
+    crd[0] = 10**6  # a column far outside the block
+    bad = ls.Tensor(good.shape, good.format, good.dtype, good.index_dtype, good.level_extents,
+                    [{}, {"pos": good.level_arrays[1]["pos"], "crd": crd}], good.params,
+                    good.values)
+    P = Partitioned((100, 200), ((0, 100), (0, 200)), good.format, good.dtype, None,
+                    {(0, 0): Block(same, bad)})
+    with pytest.raises(ls.CorruptTensorError):
+        threaded(ld.evaluate("y(i) = A(i,j) * x(j)", A=P, x=X))
+
+
 def test_bad_operands_are_refused_by_name():
     P = ld.partition(A, 100)
     with pytest.raises(ls.ShapeError, match="index j"):

@@ -139,6 +139,7 @@ def out_of_core(gigabytes: float, per_row: int, worker_memory: str, block_entrie
                 y = ld.evaluate("y(i) = A(i,j) * x(j)", A=ld.from_files(folder), x=x).compute()
             elapsed = time.perf_counter() - start
             peaks = monitor.stop()
+            compiles = client.run(_llvm_work)
         start = time.perf_counter()
         expected = np.concatenate([sp.load_npz(Path(folder) / f"block-{k}.npz") @ x
                                    for k in range(blocks)])
@@ -147,7 +148,15 @@ def out_of_core(gigabytes: float, per_row: int, worker_memory: str, block_entrie
     return {"entries": blocks * block_entries, "on_disk_bytes": on_disk, "blocks": blocks,
             "worker_memory": worker_memory, "write_s": written, "dask_cluster_s": elapsed,
             "scipy_block_by_block_s": reference,
-            "worker_baseline_rss": sorted(baseline.values()), "worker_peak_rss": peaks}
+            "worker_baseline_rss": sorted(baseline.values()), "worker_peak_rss": peaks,
+            "worker_llvm": sorted(compiles.values(), key=str)}
+
+
+def _llvm_work() -> dict:
+    """A worker's LLVM compiles and object-code loads."""
+    from llvsparse.backends.cpu import STATS
+
+    return dict(STATS)
 
 
 def main(argv: list[str] | None = None) -> None:

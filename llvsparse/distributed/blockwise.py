@@ -82,7 +82,8 @@ def _sorted_operands(uses: dict[str, tuple[str, ...]], operands: dict
             raise TypeError(f"{name}: a sparse operand is partitioned first "
                             f"(llvsparse.distributed.partition or from_dask)")
         else:
-            dense[name] = value if _is_dask(value) else da.from_array(np.asarray(value))
+            dense[name] = value if _is_dask(value) else \
+                da.from_array(np.asarray(value), name=False)  # no hash of its bytes
     return parts, dense
 
 
@@ -122,12 +123,21 @@ def _var_bounds(uses: dict[str, tuple[str, ...]], parts: dict[str, Partitioned],
 
 def _apply(kernel: Kernel, names: tuple[str, ...], loaders: tuple, args: tuple,
            finish: object, dense: bool, threads: int | None) -> object:
-    """One tile: load the blocks, run the kernel; a dense result as a numpy array. A
-    dense chunk may arrive unaligned (dask.distributed slices arrays out of messages),
-    which kernels refuse: it is copied aligned."""
-    tensors = {n: (load(a) if load is not None else np.require(a, requirements="CA"))
-               for n, load, a in zip(names, loaders, args)}
-    result = kernel(threads=threads, **tensors)
+    """One tile: load the blocks, run the kernel; a dense result as a numpy array.
+
+    The blocks are validated here (once: packed ones are sealed), the dense chunks not:
+    the kernel wraps them from numpy arrays of their own shape, so their layout holds by
+    construction, and validating one walked all its positions (8 s for a 13.4M vector,
+    in every worker). A dense chunk may arrive unaligned (dask.distributed slices arrays
+    out of messages), which kernels refuse: it is copied aligned."""
+    tensors = {}
+    for name, load, arg in zip(names, loaders, args):
+        if load is None:
+            tensors[name] = np.require(arg, requirements="CA")
+        else:
+            tensors[name] = load(arg)
+            tensors[name].validate()
+    result = kernel(check=False, threads=threads, **tensors)
     if dense:
         return result.to_numpy()
     return result.asformat(finish) if finish is not None else result
