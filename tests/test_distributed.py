@@ -207,6 +207,22 @@ def test_a_corrupt_block_is_refused_before_its_kernel_runs():
         threaded(ld.evaluate("y(i) = A(i,j) * x(j)", A=P, x=X))
 
 
+def test_an_unaligned_dense_chunk_is_copied_aligned_once():
+    """What dask.distributed hands a task can sit at an odd address; every tile of a
+    worker reads the same chunk, so its aligned copy is made once and kept while it lives."""
+    from llvsparse.distributed.blockwise import _ALIGNED, _aligned
+
+    raw = bytearray(X.nbytes + 1)
+    unaligned = np.frombuffer(memoryview(raw)[1:], dtype=X.dtype)
+    unaligned[:] = X
+    assert not unaligned.flags.aligned
+    first = _aligned(unaligned)
+    assert first.flags.aligned and _aligned(unaligned) is first
+    np.testing.assert_array_equal(first, X)
+    del unaligned
+    assert id(first) not in {id(v) for v in _ALIGNED.values()}
+
+
 def test_bad_operands_are_refused_by_name():
     P = ld.partition(A, 100)
     with pytest.raises(ls.ShapeError, match="index j"):
