@@ -66,6 +66,7 @@ def test_spmv_over_row_blocks_and_tiles(chunks):
     np.testing.assert_allclose(threaded(y), A @ X)
 
 
+@pytest.mark.slow
 def test_blocks_in_any_format_from_a_dask_array_of_scipy_and_pydata_chunks(monkeypatch):
     chunked = da.from_array(A, chunks=(100, 200), asarray=False)
     for fmt in ("coo", "dcsr"):
@@ -122,6 +123,7 @@ def test_spgemm_of_row_blocks_by_a_partitioned_b():
     np.testing.assert_allclose(result.to_numpy(), (A @ B).toarray())
 
 
+@pytest.mark.slow
 def test_ttv_over_a_partitioned_mode_is_a_reduction():
     T = RNG.random((40, 12, 10)) * (RNG.random((40, 12, 10)) < 0.1)
     v = RNG.random(40)
@@ -240,6 +242,7 @@ def test_bad_operands_are_refused_by_name():
 
 
 # -- a LocalCluster of two worker processes ------------------------------------------------
+@pytest.mark.slow
 def test_cluster_spmv_spmm_and_the_transposed_reduction_without_llvm_on_workers(client):
     before = client.run(_worker_stats)
     P = ld.partition(A, (70, 100))
@@ -259,6 +262,7 @@ def test_cluster_spmv_spmm_and_the_transposed_reduction_without_llvm_on_workers(
     assert sum(s.get("disk_loads", 0) for s in after.values()) > 0
 
 
+@pytest.mark.slow
 def test_cluster_spgemm_across_row_blocks_and_tiles(client):
     with dask.config.set(scheduler=client):
         for chunks in (70, (70, 64)):  # row blocks (B merged), tiles (a sum over k)
@@ -281,6 +285,7 @@ def _write_blocks(folder, rows: int, cols: int, per_row: int, blocks: int, seed:
         sp.save_npz(os.path.join(folder, f"block-{k}.npz"), block, compressed=False)
 
 
+@pytest.mark.slow
 def test_cluster_out_of_core_spmv_of_a_matrix_larger_than_a_worker(client, tmp_path):
     """480 MB of blocks on disk against workers limited to 400 MB each (a worker past
     95% of its limit is restarted and the computation fails): each task reads its own
