@@ -32,6 +32,7 @@ from ..api import Kernel, ShapeError
 from ..coerce import is_foreign_sparse
 from ..format import as_format
 from ..ir.schedule import ScheduleError
+from ..notation_parse import parse
 from ..tensor import Tensor
 from .partitioned import Block, Partitioned, merged, same
 
@@ -206,7 +207,7 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     import dask
     import dask.array as da
 
-    parsed = nt.parse(assignment) if isinstance(assignment, str) else assignment
+    parsed = parse(assignment) if isinstance(assignment, str) else assignment
     uses = _uses(parsed)
     missing = sorted(set(uses) - set(operands))
     extra = sorted(set(operands) - set(uses))
