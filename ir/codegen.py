@@ -35,6 +35,7 @@ from .emit_base import (
     LevelPos,
     RunState,
     emit_counted_loop,
+    emit_lower_bound,
     linear_in,
 )
 from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
@@ -684,26 +685,9 @@ class KernelCompiler:
                     begin: ir.Value, end: ir.Value, target: ir.Value) -> ir.Value:
         """First position in [begin, end) whose coordinate is >= target (binary search
         through the level's own pos_access)."""
-        b = self.b
-        low, high = self.alloca(I64, "bs.lo"), self.alloca(I64, "bs.hi")
-        b.store(begin, low)
-        b.store(end, high)
-        head = b.append_basic_block("bs.head")
-        body = b.append_basic_block("bs.body")
-        done = b.append_basic_block("bs.done")
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<", b.load(low), b.load(high)), body, done)
-        b.position_at_end(body)
-        lo_value, hi_value = b.load(low), b.load(high)
-        mid = b.add(lo_value, b.ashr(b.sub(hi_value, lo_value), ONE))
-        coord, _ = tensor.call(level, "pos_access", p=mid, **env)
-        below = b.icmp_signed("<", coord, target)
-        b.store(b.select(below, b.add(mid, ONE), lo_value), low)
-        b.store(b.select(below, hi_value, mid), high)
-        b.branch(head)
-        b.position_at_end(done)
-        return b.load(low)
+        return emit_lower_bound(
+            self, begin, end, target,
+            lambda mid: tensor.call(level, "pos_access", p=mid, **env)[0], "bs")
 
     def at_position(self, ctx: Ctx, var: str, it: Iter, p: ir.Value, expr: Expr) -> Ctx:
         """``ctx`` at position ``p`` of the level ``it`` iterates: ``var`` bound to its

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
 from .bodies import I64
 from .cin import Apply, Expr, Operand, Sum, uses
 from .lattice import Iter
+
+if TYPE_CHECKING:
+    from .codegen import KernelCompiler
 
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
@@ -133,3 +137,28 @@ def linear_in(expr: Expr, uid: int) -> bool:
             return e.op.kind == "div" and inside[0] and not inside[1]
         return False
     return walk(expr)
+
+
+def emit_lower_bound(kc: KernelCompiler, begin: ir.Value, end: ir.Value, target: ir.Value,
+                     coord_at: Callable[[ir.Value], ir.Value], name: str) -> ir.Value:
+    """First position in [begin, end) whose coordinate (``coord_at``) is >= target: the
+    binary search that galloping and windowed levels share. Blocks are named ``name``.*."""
+    b = kc.b
+    low, high = kc.alloca(I64, f"{name}.lo"), kc.alloca(I64, f"{name}.hi")
+    b.store(begin, low)
+    b.store(end, high)
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    b.cbranch(b.icmp_signed("<", b.load(low), b.load(high)), body, done)
+    b.position_at_end(body)
+    lo_value, hi_value = b.load(low), b.load(high)
+    mid = b.add(lo_value, b.ashr(b.sub(hi_value, lo_value), ONE))
+    below = b.icmp_signed("<", coord_at(mid), target)
+    b.store(b.select(below, b.add(mid, ONE), lo_value), low)
+    b.store(b.select(below, hi_value, mid), high)
+    b.branch(head)
+    b.position_at_end(done)
+    return b.load(low)

@@ -27,6 +27,7 @@ from llvmlite import ir
 
 from ..formats.loader import LevelDef
 from .bodies import I64, TRUE, is_true
+from .emit_base import emit_lower_bound
 from .schedule import ScheduleError
 from .types import NOT_WINDOWED, STRIDED, WINDOW_PARAMS
 
@@ -131,26 +132,8 @@ class LevelWindow:
     def seek(self, b: ir.IRBuilder, raw, values: dict, begin: ir.Value, end: ir.Value,
              target: ir.Value) -> ir.Value:
         """First position in [begin, end) whose base coordinate is >= target."""
-        kc = self.tensor.kc
-        low, high = kc.alloca(I64, "win.lo"), kc.alloca(I64, "win.hi")
-        b.store(begin, low)
-        b.store(end, high)
-        head = b.append_basic_block("win.head")
-        body = b.append_basic_block("win.body")
-        done = b.append_basic_block("win.done")
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<", b.load(low), b.load(high)), body, done)
-        b.position_at_end(body)
-        lo_value, hi_value = b.load(low), b.load(high)
-        mid = b.add(lo_value, b.ashr(b.sub(hi_value, lo_value), ONE))
-        coord, _ = raw("pos_access", dict(values, p=mid))
-        below = b.icmp_signed("<", coord, target)
-        b.store(b.select(below, b.add(mid, ONE), lo_value), low)
-        b.store(b.select(below, hi_value, mid), high)
-        b.branch(head)
-        b.position_at_end(done)
-        return b.load(low)
+        return emit_lower_bound(self.tensor.kc, begin, end, target,
+                                lambda mid: raw("pos_access", dict(values, p=mid))[0], "win")
 
 
 def _max(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
