@@ -3,9 +3,12 @@ Tests that need a system tool (cc, c++, nm, ptxas) ask the ``tool`` fixture for 
 
 import os
 import shutil
+import sys
 import tempfile
+import types
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 os.environ["LLVSPARSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="llvsparse-test-cache-")
@@ -55,3 +58,49 @@ def find_tool(name: str) -> str:
 def tool() -> Callable[[str], str]:
     """``tool("cc")``: the path of cc, or the test skips (fails under CI) without it."""
     return find_tool
+
+
+def _pydata_stand_in() -> types.ModuleType:
+    """What llvsparse reads of pydata/sparse (the SparseArray base; COO's coords, data,
+    shape; DOK's to_coo), for machines where the package, which is no test dependency, is
+    not installed."""
+    module = types.ModuleType("sparse")
+
+    class SparseArray:
+        pass
+
+    class COO(SparseArray):
+        def __init__(self, array: np.ndarray) -> None:
+            self.array = np.asarray(array)
+            self.coords = np.array(np.nonzero(self.array))
+            self.data = self.array[tuple(self.coords)]
+            self.shape, self.ndim, self.dtype = self.array.shape, self.array.ndim, self.array.dtype
+
+        @classmethod
+        def from_numpy(cls, array: np.ndarray) -> "COO":
+            return cls(array)
+
+        @property
+        def T(self) -> "COO":
+            return COO(self.array.T)
+
+    class DOK(SparseArray):  # no coords: converted with to_coo, as pydata's DOK
+        def __init__(self, array: np.ndarray) -> None:
+            self.array, self.shape, self.ndim = array, array.shape, array.ndim
+
+        def to_coo(self) -> COO:
+            return COO(self.array)
+
+    module.SparseArray, module.COO, module.DOK = SparseArray, COO, DOK
+    return module
+
+
+@pytest.fixture
+def pydata_sparse(monkeypatch) -> types.ModuleType:
+    """pydata/sparse where it is installed, else a stand-in with the same interface."""
+    try:
+        import sparse
+    except ImportError:
+        sparse = _pydata_stand_in()
+        monkeypatch.setitem(sys.modules, "sparse", sparse)
+    return sparse

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import types
 
 import dask
 import dask.array as da
@@ -67,38 +66,16 @@ def test_spmv_over_row_blocks_and_tiles(chunks):
 
 
 @pytest.mark.slow
-def test_blocks_in_any_format_from_a_dask_array_of_scipy_and_pydata_chunks(monkeypatch):
+def test_blocks_in_any_format_from_a_dask_array_of_scipy_and_pydata_chunks(pydata_sparse):
     chunked = da.from_array(A, chunks=(100, 200), asarray=False)
     for fmt in ("coo", "dcsr"):
         y = ld.evaluate("y(i) = A(i,j) * x(j)", A=ld.from_dask(chunked, format=fmt), x=X)
         np.testing.assert_allclose(threaded(y), A @ X)
-    pydata = _pydata_module(monkeypatch)
     chunked = da.from_array(A.toarray(), chunks=(64, 100)).map_blocks(
-        pydata.COO, dtype=A.dtype, meta=np.empty((0, 0)))
+        pydata_sparse.COO, dtype=A.dtype, meta=np.empty((0, 0)))
     y = ld.evaluate("y(i) = A(i,j) * x(j)", A=ld.from_dask(chunked, "csr"),
                     x=da.from_array(X, chunks=50))
     np.testing.assert_allclose(threaded(y), A @ X)
-
-
-def _pydata_module(monkeypatch):
-    """pydata/sparse, or (where it is not installed: it is no test dependency) a
-    stand-in with what llvsparse reads of it, as in test_new_user."""
-    try:
-        import sparse
-    except ImportError:
-        sparse = types.ModuleType("sparse")
-
-        class SparseArray:
-            pass
-
-        class COO(SparseArray):
-            def __init__(self, dense):
-                self.coords, self.data = np.array(np.nonzero(dense)), dense[np.nonzero(dense)]
-                self.shape, self.dtype = dense.shape, dense.dtype
-
-        sparse.SparseArray, sparse.COO = SparseArray, COO
-        monkeypatch.setitem(sys.modules, "sparse", sparse)
-    return sparse
 
 
 def test_sddmm_spadd_and_elementwise_stay_within_their_tiles():

@@ -2,8 +2,6 @@
 pydata/sparse, the notation's refusals of Python syntax it does not have, the SpGEMM
 refusal, and ``ls.write``'s argument order."""
 
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -44,34 +42,10 @@ def test_scipy_sparse_vector():
     assert ls.evaluate("a = v(i) * w(i)", v=vector, w=dense).to_numpy() == dense @ dense
 
 
-def test_pydata_sparse_inputs(monkeypatch):
+def test_pydata_sparse_inputs(pydata_sparse):
     """pydata/sparse arrays are recognised by the package's base class, imported only by
-    the caller; a stand-in module with the same interface (coords, data, shape) serves
-    where the package is not installed."""
-    try:
-        import sparse
-    except ImportError:
-        sparse = types.ModuleType("sparse")
-
-        class SparseArray:
-            pass
-
-        class COO(SparseArray):
-            def __init__(self, array):
-                self.coords = np.array(np.nonzero(array))
-                self.data = array[tuple(self.coords)]
-                self.shape = array.shape
-                self.ndim = array.ndim
-
-        class DOK(SparseArray):  # no coords: converted with to_coo, as pydata's DOK
-            def __init__(self, array):
-                self.array, self.shape, self.ndim = array, array.shape, array.ndim
-
-            def to_coo(self):
-                return COO(self.array)
-
-        sparse.SparseArray, sparse.COO, sparse.DOK = SparseArray, COO, DOK
-        monkeypatch.setitem(sys.modules, "sparse", sparse)
+    the caller (the pydata_sparse fixture: the package or a stand-in)."""
+    sparse = pydata_sparse
     dense = S.toarray()
     array = sparse.COO(dense)
     np.testing.assert_allclose(ls.evaluate("y(i) = A(i,j) * x(j)", A=array, x=X).to_numpy(),

@@ -54,9 +54,9 @@ def test_operators_match_numpy(fmt):
     _close(A / (D + 1), a / (D + 1))
 
 
-def test_operands_of_every_kind():
+def test_operands_of_every_kind(pydata_sparse):
     """Tensors, numpy arrays, scipy.sparse and pydata/sparse arrays, Python scalars."""
-    import sparse
+    sparse = pydata_sparse
 
     S, A = _matrix((6, 4), 0.5, 5)
     a = S.toarray()
