@@ -217,8 +217,8 @@ def show(node: Node, depth: int = 0) -> str:
                 f"\n{show(node.body, depth + 1)}")
     if isinstance(node, Merge):
         located = f" locating {_refs(node.located)}" if node.located else ""
-        lines = [f"{pad}merge {node.index} over {_refs(node.iterators)}{located}:"
-                 f"{_notes(node.notes)}"]
+        head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}:"
+        lines = [head + _notes(node.notes)]
         for case in node.cases:
             lines.append(f"{pad}  case {_refs(case.present) or 'anywhere'}:")
             lines.append(show(case.body, depth + 2))

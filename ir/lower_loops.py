@@ -242,8 +242,8 @@ class _Lowering:
             cases: list[Case] = []
             for sub in lattice.subpoints(point):
                 sub_uids = {it.uid for it in sub}
-                case_expr = substitute_absent(expr, lambda op, s=sub_uids: (
-                    find(op) is not None and (op.uid not in s or op.uid not in point_uids)))
+                case_expr = substitute_absent(expr, lambda op, s=sub_uids, p=point_uids: (
+                    find(op) is not None and (op.uid not in s or op.uid not in p)))
                 if case_expr is None:
                     continue
                 inner = replace(state, bound=bound)
