@@ -30,6 +30,8 @@ class Facts:
     always_found: bool = True  # pos_access (positions) or coord_access (coordinates)
     locate_always_found: bool = False
     segmented: bool = False
+    above_unique: bool = True  # every level above it keeps one position per coordinate
+    by_position: bool = False  # iterated over its positions (not its coordinates)
 
 
 @dataclass(frozen=True)
@@ -220,8 +222,11 @@ def show(node: Node, depth: int = 0) -> str:
         head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}:"
         lines = [head + _notes(node.notes)]
         for case in node.cases:
-            lines.append(f"{pad}  case {_refs(case.present) or 'anywhere'}:")
-            lines.append(show(case.body, depth + 2))
+            empty = isinstance(case.body, Block) and not case.body.items
+            lines.append(f"{pad}  case {_refs(case.present) or 'anywhere'}:"
+                         + (" nothing" if empty else ""))
+            if not empty:
+                lines.append(show(case.body, depth + 2))
         return "\n".join(lines)
     if isinstance(node, Locate):
         return f"{pad}locate {node.ref} at {node.index}"

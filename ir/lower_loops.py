@@ -127,7 +127,9 @@ class _Lowering:
         segmented = it.level > 0 and it.uid in state.segmented
         facts = Facts(lv.full, lv.ordered, lv.unique, lv.branchless, lv.can_locate,
                       lv.definition.always_found(access),
-                      lv.can_locate and lv.definition.always_found("locate"), segmented)
+                      lv.can_locate and lv.definition.always_found("locate"), segmented,
+                      all(self.level(it.uid, k).unique for k in range(it.level)),
+                      lv.definition.iterate != "coordinate")
         return Ref(self.operands[it.uid].tensor, it.level, it.uid, facts)
 
     # -- statements ---------------------------------------------------------------------
@@ -244,7 +246,9 @@ class _Lowering:
                 sub_uids = {it.uid for it in sub}
                 case_expr = substitute_absent(expr, lambda op, s=sub_uids, p=point_uids: (
                     find(op) is not None and (op.uid not in s or op.uid not in p)))
-                if case_expr is None:
+                present = tuple(self.ref(it, state) for it in sorted(sub, key=str))
+                if case_expr is None:  # the fill value: the case computes nothing
+                    cases.append(Case(present, Block(())))
                     continue
                 inner = replace(state, bound=bound)
                 locates: list[Node] = []
@@ -255,7 +259,6 @@ class _Lowering:
                         locates.append(Locate(self.ref(it, state), var))
                     inner, more = self.cascade(it, inner, it in iterated)
                     locates += more
-                present = tuple(self.ref(it, state) for it in sorted(sub, key=str))
                 inside = body(case_expr, inner)
                 misses = [str(n.ref) for n in locates if not n.ref.facts.locate_always_found]
                 if misses and len(iterated) == 1:  # a loop of one case tests its locates
@@ -263,7 +266,7 @@ class _Lowering:
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
             refs = tuple(self.ref(it, state) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
-            if len(iterated) == 1 and len(cases) == 1 and len(lattice.subpoints(point)) == 1:
+            if len(iterated) == 1 and len(cases) == 1:
                 ref = refs[0]
                 over = "coordinates" if ref.universe or \
                     self.level(ref.uid, ref.level).definition.iterate == "coordinate" \

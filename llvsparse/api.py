@@ -35,6 +35,9 @@ from .ir.conversions import conversion_candidates, rescanned
 from .ir.from_schedule import statement_of
 from .ir.frontend import to_concrete
 from .ir.lattice import KernelTooLargeError, variants_within_budget
+from .ir.loops import show as show_loops
+from .ir.opt import loop_ir
+from .ir.opt.passes import Target
 from .ir.parallel import parallel_mode
 from .ir.result_type import result_dtype
 from .ir.schedule import Nest, ScheduleError, schedule
@@ -273,9 +276,10 @@ class Kernel:
         if other_form and lazy:
             compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                                  OTHER_FORM_SUFFIX)
+        loops = show_loops(loop_ir(nests, types, order[0], Target(fastmath=self.fastmath)).root)
         return Instance(types, text, compiled, dtype, conversions,
                         "\n".join(builder.lattice_log), order, mode,
-                        builder.initializes_output)
+                        builder.initializes_output, loops)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -329,6 +333,15 @@ class Kernel:
     def concrete(self) -> str:
         """Concrete index notation of the scheduled statements."""
         return self._default().concrete
+
+    @property
+    def loops(self) -> str:
+        """The loop IR: each loop, what it iterates and locates, and the fast forms the
+        optimization passes chose for it (in brackets)."""
+        inst = self._default()
+        if inst.loops is None:  # loaded from the disk cache: lower again (no LLVM kept)
+            inst.loops = self._build(inst.types, inst.dtype, inst.conversions).loops
+        return inst.loops
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *, check: bool = True, threads: int | None = None, **tensors):

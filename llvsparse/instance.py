@@ -23,5 +23,6 @@ class Instance:
     arg_order: list[str]
     parallel_mode: int | None = None  # output mode whose rows threads may split
     initializes_output: bool = False  # the kernel sets every entry of its dense output
+    loops: str | None = None  # the loop IR as printed (None: loaded without lowering)
 
     __repr__ = instance_repr
