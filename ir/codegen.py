@@ -36,6 +36,7 @@ from .emit_base import (
     linear_in,
 )
 from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
+from .opt import checks
 from .point import PointEmitter
 from .schedule import Nest, ScheduleError, order_loops
 from .tensor_ir import TensorIR
@@ -570,9 +571,9 @@ class KernelCompiler:
         visits every row. The row is then zeroed in cache, and a pass over the whole
         output in memory is saved (SpMM on a 46 MB result: ~2 of 9 ms)."""
         out = self.output
-        return (self.phase == "whole" and len(self.nests) == 1 and self.scatter
-                and not ctx.bound and var == self.range_var and not self.nest.assign.accumulate
-                and out.all_insert and all(lv.full for lv in out.levels))
+        return self.phase == "whole" and checks.clears_rows(
+            True, not ctx.bound and var == self.range_var, len(self.nests) == 1, self.scatter,
+            self.nest.assign.accumulate, out.all_insert, all(lv.full for lv in out.levels))
 
     def clearing_rows(self, body: Callable[[Ctx, Expr], None]) -> Callable[[Ctx, Expr], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""
@@ -723,17 +724,6 @@ class KernelCompiler:
         order = self.nest.order
         return (level.ordered and not self.scatter and var in order
                 and order.index(var) + 1 == self.out_depth)
-
-    def running_sums(self, var: str, level, op: Operand, expr: Expr) -> bool:
-        """Whether a sorted run of duplicates may be summed by one loop over its positions
-        (see continue_run): one branch per position where the coordinate changes, instead
-        of a nested loop per run whose two exits (SpMV rows of 1-10 entries) mispredicted
-        per row; the order of the adds is the run's. It needs an output written by
-        coordinate: full, random-access levels that the statement assigns rather than
-        adds to."""
-        return (not level.unique and self.sums_in_register(var, level)
-                and self.fusable(op, expr) and not self.nest.assign.accumulate
-                and all(lv.full for lv in self.output.levels))
 
     def fusable(self, op: Operand, expr: Expr) -> bool:
         """Duplicates may be visited one by one when the output only accumulates."""

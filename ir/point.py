@@ -20,9 +20,12 @@ from .emit_base import (
     LevelPos,
     RunState,
     emit_counted_loop,
+    linear_in,
     unroll,
 )
 from .lattice import Iter, substitute_absent
+from .loops import Facts
+from .opt import checks
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -185,66 +188,73 @@ class PointEmitter:
                 unroll(back, RUN_UNROLL)
         b.position_at_end(done)
 
+    def facts(self, it: Iter) -> Facts:
+        """What the legality checks of ir/opt ask of an iterated or located level."""
+        level = self.kc.level_type(it)
+        state = self.states.get(it)
+        by_position = state is not None and state.kind == "position"
+        op = self.kc.operands[it.uid]
+        levels = self.kc.types[op.tensor].levels
+        return Facts(level.full, level.ordered, level.unique, level.branchless,
+                     level.can_locate,
+                     level.definition.always_found("pos_access" if by_position
+                                                   else "coord_access"),
+                     level.definition.always_found("locate"),
+                     state is not None and state.parent is not None
+                     and state.parent.seg_end is not None,
+                     all(levels[k].unique for k in range(it.level)), by_position)
+
     def runs_sums(self) -> bool:
-        """Whether this loop sums runs of duplicates as they come (see running_sums)."""
-        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks:
+        """Whether this loop sums runs of duplicates as they come (see
+        KernelCompiler.continue_run), by the running-sums pass's check."""
+        if len(self.iterated) != 1:
             return False
-        it = self.iterated[0]
-        if it.is_universe or self.states[it].kind != "position":
+        it, kc = self.iterated[0], self.kc
+        if it.is_universe:
             return False
-        return self.kc.running_sums(self.var, self.kc.level_type(it), self.kc.operands[it.uid],
-                                    self.expr)
+        order, output = kc.nest.order, kc.output
+        writes_next = self.var in order and order.index(self.var) + 1 == kc.out_depth
+        return checks.runs_sums(self.facts(it), self.states[it].kind == "position",
+                                len(self.lattice.points), bool(self.hooks), writes_next,
+                                linear_in(self.expr, it.uid),
+                                all(lv.full for lv in output.levels),
+                                kc.nest.assign.accumulate, kc.scatter, output.all_insert)
 
     def jammable(self) -> bool:
         """Whether this loop may visit several positions per step: one sparse level
         iterated by position, each position one coordinate (unique, always found), every
         other operand level at that coordinate located surely, and no per-coordinate
         output hooks or thread-range test."""
-        kc = self.kc
-        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks \
-                or kc.in_range_loop(self.var, self.ctx):
+        if len(self.iterated) != 1 or self.iterated[0].is_universe:
             return False
         it = self.iterated[0]
-        state = self.states[it]
-        if it.is_universe or state.kind != "position" or (
-                state.parent is not None and state.parent.seg_end is not None):
-            return False
-        level = kc.level_type(it)
-        if not level.unique or not level.definition.always_found("pos_access"):
-            return False
-        return self.others_located_surely(it)
+        return checks.jammable(self.facts(it), self.states[it].kind == "position",
+                               len(self.lattice.points), bool(self.hooks),
+                               self.kc.in_range_loop(self.var, self.ctx), self.others(it))
 
-    def others_located_surely(self, it: Iter) -> bool:
-        """Whether every operand level this loop resolves, but the iterated one, is
-        located by a lookup that always finds."""
+    def others(self, it: Iter) -> list[Facts]:
+        """Every operand level this loop resolves, but the iterated one."""
+        found = []
         for op in operands(self.expr):
             for k in range(len(self.ctx.levels.get(op.uid, ())), len(op.vars)):
                 if op.vars[k] != self.var and op.vars[k] not in self.ctx.bound:
                     break
-                if (op.uid, k) != (it.uid, it.level) and \
-                        not jam.locates_surely(self.kc, op, k):
-                    return False
-        return True
+                if (op.uid, k) != (it.uid, it.level):
+                    found.append(self.facts(Iter(op.uid, k)))
+        return found
 
     def pairable(self) -> bool:
         """Whether two iterations of this loop (one from each half of its range) may run
         side by side: one iterator, visiting each coordinate once without a test (no
         thread-range test left, no lookup that may miss), and no per-coordinate output
         hooks."""
-        kc = self.kc
-        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks:
+        if len(self.iterated) != 1:
             return False
         it = self.iterated[0]
-        state = self.states[it]
-        if kc.in_range_loop(self.var, self.ctx) and not state.clamped:
-            return False
-        if not it.is_universe:
-            level = kc.level_type(it)
-            access = "pos_access" if state.kind == "position" else "coord_access"
-            if not level.unique or not level.definition.always_found(access) or (
-                    state.parent is not None and state.parent.seg_end is not None):
-                return False
-        return self.others_located_surely(it)
+        unclamped = self.kc.in_range_loop(self.var, self.ctx) and not self.states[it].clamped
+        return checks.pairable(None if it.is_universe else self.facts(it),
+                               len(self.lattice.points), bool(self.hooks), unclamped,
+                               self.others(it))
 
     def pair_loop(self) -> None:
         """The first and the second half of the iterations side by side, one from each
@@ -621,17 +631,9 @@ class PointEmitter:
         the body runs only where all operands are present (an intersection), and each
         iterates the positions of an ordered, unique level whose every position holds
         a coordinate (a search over empty slots may step past a match)."""
-        if len(self.iterated) < 2 or len(self.lattice.points) != 1:
-            return False
-        for it in self.iterated:
-            state = self.states[it]
-            level = None if it.is_universe else self.kc.level_type(it)
-            if level is None or state.kind != "position" or not level.ordered \
-                    or not level.unique or (state.parent is not None
-                                            and state.parent.seg_end is not None) \
-                    or not level.definition.always_found("pos_access"):
-                return False
-        return True
+        return checks.gallops([None if it.is_universe or self.states[it].kind != "position"
+                               else self.facts(it) for it in self.iterated],
+                              len(self.lattice.points))
 
     def skewed(self) -> ir.Value:
         """Whether one iterator's range is over GALLOP_SKEW times another's: stepping

@@ -59,8 +59,12 @@ def gallops(iterators: Sequence[Facts | None], points: int) -> bool:
 def runs_sums(driver: Facts, positions: bool, points: int, hooks: bool,
               writes_at_next: bool, linear: bool, output_full: bool,
               accumulates: bool, scatter: bool, all_insert: bool) -> bool:
-    """Running sums (KernelCompiler.running_sums): a sorted run of duplicates summed by
-    one loop over its positions into an output written by coordinate."""
+    """Running sums: a sorted run of duplicates summed by one loop over its positions
+    (KernelCompiler.continue_run): one branch per position where the coordinate
+    changes, instead of a nested loop per run whose two exits (SpMV rows of 1-10
+    entries) mispredicted per row; the order of the adds is the run's. It needs an
+    output written by coordinate: full, random-access levels that the statement assigns
+    rather than adds to, at the index this loop completes."""
     return (points == 1 and not hooks and positions and not driver.unique
             and driver.ordered and not scatter and writes_at_next and linear
             and all_insert and not accumulates and output_full)
