@@ -14,6 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from . import jam, pairs, scalars
+from .assembly import OutputAssembler
 from .bodies import I1, I64, ArrayRef, is_true
 from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
 from .emit_base import (
@@ -729,7 +730,3 @@ class KernelCompiler:
         """Duplicates may be visited one by one when the output only accumulates."""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
             linear_in(expr, op.uid)
-
-
-
-from .assembly import OutputAssembler
