@@ -72,7 +72,7 @@ def runs_sums(driver: Facts, positions: bool, points: int, hooks: bool,
 
 def clears_rows(covers_all: bool, outermost_range: bool, single_nest: bool, scatter: bool,
                 accumulates: bool, all_insert: bool, output_full: bool) -> bool:
-    """Row clearing: a dense output assigned by scattering, whose rows one loop over its
+    """Row clearing: a full output assigned by scattering, whose rows one loop over its
     first index visits every one of, is zeroed row by row in the kernel."""
     return (covers_all and outermost_range and single_nest and scatter and not accumulates
             and all_insert and output_full)
