@@ -26,7 +26,7 @@ from .backends.cpu import (
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
 from .describe import kernel_repr
-from .diagonals import PATTERN_FORMAT, diagonal_pattern, separate_diagonals
+from .diagonals import PATTERN_FORMAT, diagonal_pattern
 from .format import Format, FormatError, as_format, named_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
@@ -42,6 +42,8 @@ from .ir.parallel import parallel_mode
 from .ir.result_type import result_dtype
 from .ir.schedule import Nest, ScheduleError, schedule
 from .ir.statements import concrete_text
+from .ir.transforms.aliases import separate_repeated_uses
+from .ir.transforms.diagonals import separate_diagonals
 from .ir.types import TensorType, type_key
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
@@ -85,8 +87,8 @@ class Kernel:
         self.out_index_dtype = out_index_dtype
         self.convert = convert
         # Internally each further index order of a repeated input is an operand of its
-        # own (see nt.separate_repeated_uses), given the same tensor on every call.
-        self._assignment, self._aliases = nt.separate_repeated_uses(self.assignment)
+        # own (see separate_repeated_uses), given the same tensor on every call.
+        self._assignment, self._aliases = separate_repeated_uses(self.assignment)
         for alias, original in self._aliases.items():
             self.formats[alias] = self.formats[original]
         self._alias_uses = {a.tensor: nt.Access(self._aliases[a.tensor], a.indices)
