@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backends.cpu import JitKernel
@@ -23,6 +24,6 @@ class Instance:
     arg_order: list[str]
     parallel_mode: int | None = None  # output mode whose rows threads may split
     initializes_output: bool = False  # the kernel sets every entry of its dense output
-    loops: str | None = None  # the loop IR as printed (None: loaded without lowering)
+    loops: Callable[[], str] | None = None  # prints the loop IR (None: loaded from disk)
 
     __repr__ = instance_repr
