@@ -36,7 +36,8 @@ from .emit_base import (
 from .iterators import IteratorEmitter
 from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
 from .memory import MemoryEmitter
-from .opt import checks
+from .opt import loop_ir, notes_by_point, passes
+from .opt.passes import Target
 from .point import PointEmitter
 from .schedule import Nest, ScheduleError
 from .tensor_ir import TensorIR
@@ -110,6 +111,10 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
+        # The fast forms the loop-IR passes chose, read by each loop as it is emitted.
+        program = loop_ir(nests, types, arg_order[0], Target(phase, fastmath))
+        self.notes = notes_by_point(program)
+        self.nest_index = 0
         self.budget = CaseBudget()
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
@@ -140,7 +145,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
         if self.phase in ("whole", "count", "fill", "append"):
-            for nest in self.nests:
+            for index, nest in enumerate(self.nests):
+                self.nest_index = index
                 for op in operands(nest.body):
                     self.operands[op.uid] = op
                 self.lower_nest(nest)
@@ -405,7 +411,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
-        if covers_all and leaf is None and jam_body is None and self.may_clear_rows(var, ctx):
+        first, _ = choose_iterated(lattice, lattice.points[0], self.can_locate, is_full)
+        if covers_all and passes.CLEAR_ROWS in self.notes_at(var, expr, first):
             body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
@@ -413,6 +420,12 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
                                    states, find, body, hooks, leaf, appends, jam_body, pair_body)
             emitter.emit()
+
+    def notes_at(self, var: str, expr: Expr, iterated: list[Iter]) -> tuple[str, ...]:
+        """The fast forms the loop-IR passes chose (ir/opt/passes.py) for the loop over
+        ``var`` computing ``expr`` that iterates ``iterated``, in the nest being lowered."""
+        return self.notes.get((self.nest_index, var, expr,
+                               frozenset((it.uid, it.level) for it in iterated)), ())
 
     @property
     def initializes_output(self) -> bool:
@@ -424,17 +437,6 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             return False
         return self.clears_rows or (self.stores_every_row and not self.skips_rows
                                     and not self.scatter)
-
-    def may_clear_rows(self, var: str, ctx: Ctx) -> bool:
-        """Whether the kernel may zero each row of its output itself, just before adding
-        into it, rather than have the caller zero it all first: a dense output that one
-        statement assigns (not +=) by scattering, in a loop over its first index that
-        visits every row. The row is then zeroed in cache, and a pass over the whole
-        output in memory is saved (SpMM on a 46 MB result: ~2 of 9 ms)."""
-        out = self.output
-        return self.phase == "whole" and checks.clears_rows(
-            True, not ctx.bound and var == self.range_var, len(self.nests) == 1, self.scatter,
-            self.nest.assign.accumulate, out.all_insert, all(lv.full for lv in out.levels))
 
     def clearing_rows(self, body: Callable[[Ctx, Expr], None]) -> Callable[[Ctx, Expr], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""

@@ -9,7 +9,7 @@ from llvmlite import ir
 from .bodies import I1, I64, TRUE, is_true
 from .emit_base import GALLOP_SKEW, ONE, ZERO, emit_counted_loop
 from .lattice import Iter
-from .opt import checks
+from .opt import passes
 
 
 class GallopEmitter:
@@ -65,9 +65,7 @@ class GallopEmitter:
         the body runs only where all operands are present (an intersection), and each
         iterates the positions of an ordered, unique level whose every position holds
         a coordinate (a search over empty slots may step past a match)."""
-        return checks.gallops([None if it.is_universe or self.states[it].kind != "position"
-                               else self.facts(it) for it in self.iterated],
-                              len(self.lattice.points))
+        return passes.GALLOP in self.notes
 
     def skewed(self) -> ir.Value:
         """Whether one iterator's range is over GALLOP_SKEW times another's: stepping

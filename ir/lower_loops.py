@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from .cin import Apply, Operand, Sum
 from .cin import Expr as CinExpr
+from .emit_base import linear_in
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .loops import (
     Accumulate,
@@ -33,6 +34,7 @@ from .loops import (
     Ref,
     Site,
 )
+from .schedule import ScheduleError, order_loops
 from .statements import Access, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
 from .types import LevelType, TensorType
 
@@ -133,16 +135,17 @@ class _Lowering:
         return Ref(self.operands[it.uid].tensor, it.level, it.uid, facts)
 
     # -- statements ---------------------------------------------------------------------
-    def nest(self, number: int, stmt: Stmt) -> Node:
+    def nest(self, number: int, stmt: Stmt, body: CinExpr | None) -> Node:
         loops, inner = loop_nest(stmt)
         order = tuple(f.index.name for f in loops)
         assign = _assign_of(inner)
         expr, temps = _full_expr(inner)
+        expr = expr if body is None else body
         for op in _operands(expr):
             self.operands[op.uid] = op
         idx = assign.access.indices
         derived = any(not isinstance(ix, IndexVar) for ix in idx)
-        out_vars = tuple(str(ix) for ix in idx if isinstance(ix, IndexVar))
+        out_vars = tuple(str(ix) for ix in idx)  # an affine index: its expression
         if derived:
             out_depth, scatter = len(order), True
         else:
@@ -181,6 +184,11 @@ class _Lowering:
         value = expr
         for sub in _sums(expr):
             vars_, body, op = _peel_any(sub)
+            if op.symbol == "+":  # the order code generation gives a sum's loops
+                try:
+                    vars_ = order_loops(vars_, _operands(body), self.types, set(state.bound))
+                except ScheduleError:  # it binds more there (blocked parts): as written
+                    pass
             name = next((n for n, full in self.temps.items()
                          if _sum_vars(full) == frozenset(vars_)), None) or self.fresh("t")
             identity = op.identity if op.identity is not None else 0.0
@@ -257,7 +265,9 @@ class _Lowering:
                         continue
                     if it in located:
                         locates.append(Locate(self.ref(it, state), var))
-                    inner, more = self.cascade(it, inner, it in iterated)
+                    segments = it in iterated and self.segments(
+                        it, var, expr, len(iterated) == 1, len(lattice.points))
+                    inner, more = self.cascade(it, inner, segments)
                     locates += more
                 inside = body(case_expr, inner)
                 misses = [str(n.ref) for n in locates if not n.ref.facts.locate_always_found]
@@ -278,11 +288,28 @@ class _Lowering:
             nodes.append(node)
         return nodes[0] if len(nodes) == 1 else Block(tuple(nodes))
 
-    def cascade(self, it: Iter, state: _State, iterated: bool) -> tuple[_State, list[Node]]:
+    def segments(self, it: Iter, var: str, expr: CinExpr, single: bool, points: int) -> bool:
+        """Whether iterating ``it`` walks runs of duplicate coordinates as segments (the
+        levels below then see a run, not a position): a non-unique level iterated by
+        position, unless each duplicate may be visited on its own (one iterator, an
+        output that only accumulates what it is linear in) without a sum kept in a
+        register, or the run is summed as it comes (running sums)."""
+        lv = self.level(it.uid, it.level)
+        if lv.unique or lv.definition.iterate == "coordinate":
+            return False
+        site = self.site
+        if not (single and self.all_insert and linear_in(expr, it.uid)):
+            return True
+        order = site.order
+        in_register = lv.ordered and not site.scatter and var in order \
+            and order.index(var) + 1 == site.out_depth
+        running = points == 1 and not site.accumulate and all(lv.full for lv in self.out.levels)
+        return in_register and not running
+
+    def cascade(self, it: Iter, state: _State, segments: bool) -> tuple[_State, list[Node]]:
         """The levels below ``it`` whose indices are bound, located in turn."""
         op = self.operands[it.uid]
-        segmented = iterated and not self.level(it.uid, it.level).unique
-        state = state.resolve(it.uid, it.level + 1, segmented)
+        state = state.resolve(it.uid, it.level + 1, segments)
         nodes: list[Node] = []
         k = it.level + 1
         while k < len(op.vars) and op.vars[k] in state.bound:
@@ -333,10 +360,15 @@ def _replace(expr: CinExpr, old: CinExpr, new: CinExpr) -> CinExpr:
     return expr
 
 
-def lower(stmt: Stmt, types: dict[str, TensorType], output: str) -> Program:
-    """The loop IR of a kernel's statement (a sequence of loop nests)."""
+def lower(stmt: Stmt, types: dict[str, TensorType], output: str,
+          bodies: list[CinExpr] | None = None) -> Program:
+    """The loop IR of a kernel's statement (a sequence of loop nests). ``bodies``: each
+    nest's expression as the scheduler left it (sums in the order they were written),
+    so that the loop IR's expressions are the ones code generation sees."""
     lowering = _Lowering(types, output)
-    nests = tuple(lowering.nest(k, part) for k, part in enumerate(sequence_parts(stmt)))
+    parts = sequence_parts(stmt)
+    nests = tuple(lowering.nest(k, part, None if bodies is None else bodies[k])
+                  for k, part in enumerate(parts))
     root = nests[0] if len(nests) == 1 else Block(nests)
     return Program(root, output, types[output].levels, len(nests))
 

@@ -18,13 +18,11 @@ from .emit_base import (
     Ctx,
     LevelPos,
     RunState,
-    linear_in,
     unroll,
 )
 from .gallop import GallopEmitter
 from .lattice import Iter, substitute_absent
-from .loops import Facts
-from .opt import checks
+from .opt import passes
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -52,6 +50,8 @@ class PointEmitter(GallopEmitter):
         self.galloping = False  # mismatches skip ahead by search (see seek_common)
         self.lockstep = False  # every iterator holds the same coordinates (same_coordinates)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
+        # The fast forms the loop-IR passes chose for this loop (ir/opt/passes.py).
+        self.notes = kc.notes_at(var, expr, iterated)
 
     def emit(self) -> None:
         b = self.b
@@ -75,15 +75,15 @@ class PointEmitter(GallopEmitter):
                     # (an unordered level may hold its keys in order by chance)
                     raise ScheduleError(f"{op.tensor}: level {it.level} is unordered, but the "
                                         f"output appends index {self.var} in order")
-        if self.jam_body is not None and self.jammable():
+        if self.jam_body is not None and passes.JAM in self.notes:
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
-        if self.pair_body is not None and self.pairable():
+        if self.pair_body is not None and passes.PAIRS in self.notes:
             self.kc.form_choices += 1
             if self.kc.other_form:  # the loop below then runs the odd last iteration
                 self.pair_loop()
         reserved = self.reserve_appends()
-        self.running = self.runs_sums()
+        self.running = passes.RUNNING_SUMS in self.notes
         if self.running:
             run_coord = self.kc.alloca(I64, "run.coord")
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
@@ -141,74 +141,6 @@ class PointEmitter(GallopEmitter):
             if self.running:
                 unroll(back, RUN_UNROLL)
         b.position_at_end(done)
-
-    def facts(self, it: Iter) -> Facts:
-        """What the legality checks of ir/opt ask of an iterated or located level."""
-        level = self.kc.level_type(it)
-        state = self.states.get(it)
-        by_position = state is not None and state.kind == "position"
-        op = self.kc.operands[it.uid]
-        levels = self.kc.types[op.tensor].levels
-        return Facts(level.full, level.ordered, level.unique, level.branchless,
-                     level.can_locate,
-                     level.definition.always_found("pos_access" if by_position
-                                                   else "coord_access"),
-                     level.definition.always_found("locate"),
-                     state is not None and state.parent is not None
-                     and state.parent.seg_end is not None,
-                     all(levels[k].unique for k in range(it.level)), by_position)
-
-    def runs_sums(self) -> bool:
-        """Whether this loop sums runs of duplicates as they come (see
-        KernelCompiler.continue_run), by the running-sums pass's check."""
-        if len(self.iterated) != 1:
-            return False
-        it, kc = self.iterated[0], self.kc
-        if it.is_universe:
-            return False
-        order, output = kc.nest.order, kc.output
-        writes_next = self.var in order and order.index(self.var) + 1 == kc.out_depth
-        return checks.runs_sums(self.facts(it), self.states[it].kind == "position",
-                                len(self.lattice.points), bool(self.hooks), writes_next,
-                                linear_in(self.expr, it.uid),
-                                all(lv.full for lv in output.levels),
-                                kc.nest.assign.accumulate, kc.scatter, output.all_insert)
-
-    def jammable(self) -> bool:
-        """Whether this loop may visit several positions per step: one sparse level
-        iterated by position, each position one coordinate (unique, always found), every
-        other operand level at that coordinate located surely, and no per-coordinate
-        output hooks or thread-range test."""
-        if len(self.iterated) != 1 or self.iterated[0].is_universe:
-            return False
-        it = self.iterated[0]
-        return checks.jammable(self.facts(it), self.states[it].kind == "position",
-                               len(self.lattice.points), bool(self.hooks),
-                               self.kc.in_range_loop(self.var, self.ctx), self.others(it))
-
-    def others(self, it: Iter) -> list[Facts]:
-        """Every operand level this loop resolves, but the iterated one."""
-        found = []
-        for op in operands(self.expr):
-            for k in range(len(self.ctx.levels.get(op.uid, ())), len(op.vars)):
-                if op.vars[k] != self.var and op.vars[k] not in self.ctx.bound:
-                    break
-                if (op.uid, k) != (it.uid, it.level):
-                    found.append(self.facts(Iter(op.uid, k)))
-        return found
-
-    def pairable(self) -> bool:
-        """Whether two iterations of this loop (one from each half of its range) may run
-        side by side: one iterator, visiting each coordinate once without a test (no
-        thread-range test left, no lookup that may miss), and no per-coordinate output
-        hooks."""
-        if len(self.iterated) != 1:
-            return False
-        it = self.iterated[0]
-        unclamped = self.kc.in_range_loop(self.var, self.ctx) and not self.states[it].clamped
-        return checks.pairable(None if it.is_universe else self.facts(it),
-                               len(self.lattice.points), bool(self.hooks), unclamped,
-                               self.others(it))
 
     def pair_loop(self) -> None:
         """The first and the second half of the iterations side by side, one from each

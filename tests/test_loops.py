@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.ir.codegen import KernelCompiler
+from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Loop, Merge, loops_of, show
+from llvsparse.ir.lower_loops import lower
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.schedule import schedule
@@ -170,6 +172,28 @@ def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
     log = "\n".join(other.lattice_log)
     assert ("(jammed)" in log) == (opt.JAM in noted)
     assert ("(paired)" in log) == (opt.PAIRS in noted)
+
+
+def test_the_emitter_reads_the_notes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no pass run, the emitter emits no fast form: it reads the loops' notes
+    instead of deciding itself."""
+    from llvsparse.ir import codegen
+
+    formats = {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}
+    types = _types(**formats)
+    nests = _nests(SPMM, types)
+
+    def log() -> str:
+        compiler = KernelCompiler(nests, types, list(formats), "float64")
+        compiler.compile()
+        return "\n".join(compiler.lattice_log) + f"\nclears rows: {compiler.clears_rows}"
+
+    assert "(jammed)" in log() and "clears rows: True" in log()
+    def bare(nests, types, output, target=None):
+        return lower(statement_of(nests, types), types, output, [n.body for n in nests])
+
+    monkeypatch.setattr(codegen, "loop_ir", bare)
+    assert "(jammed)" not in log() and "clears rows: False" in log()
 
 
 def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:

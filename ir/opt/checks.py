@@ -72,7 +72,10 @@ def runs_sums(driver: Facts, positions: bool, points: int, hooks: bool,
 
 def clears_rows(covers_all: bool, outermost_range: bool, single_nest: bool, scatter: bool,
                 accumulates: bool, all_insert: bool, output_full: bool) -> bool:
-    """Row clearing: a full output assigned by scattering, whose rows one loop over its
-    first index visits every one of, is zeroed row by row in the kernel."""
+    """Row clearing: the kernel zeroes each row of its output itself, just before adding
+    into it, rather than have the caller zero it all first: a full output that one
+    statement assigns (not +=) by scattering, in a loop over its first index that
+    visits every row. The row is then zeroed in cache, and a pass over the whole output
+    in memory is saved (SpMM on a 46 MB result: ~2 of 9 ms)."""
     return (covers_all and outermost_range and single_nest and scatter and not accumulates
             and all_insert and output_full)
