@@ -411,8 +411,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
-        first, _ = choose_iterated(lattice, lattice.points[0], self.can_locate, is_full)
-        if covers_all and passes.CLEAR_ROWS in self.notes_at(var, expr, first):
+        if covers_all and passes.CLEAR_ROWS in self.notes_at(var, expr, lattice.points[0]):
             body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
@@ -421,11 +420,11 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
                                    states, find, body, hooks, leaf, appends, jam_body, pair_body)
             emitter.emit()
 
-    def notes_at(self, var: str, expr: Expr, iterated: list[Iter]) -> tuple[str, ...]:
+    def notes_at(self, var: str, expr: Expr, point: frozenset[Iter]) -> tuple[str, ...]:
         """The fast forms the loop-IR passes chose (ir/opt/passes.py) for the loop over
-        ``var`` computing ``expr`` that iterates ``iterated``, in the nest being lowered."""
+        ``var`` computing ``expr`` at lattice point ``point``, in the nest being lowered."""
         return self.notes.get((self.nest_index, var, expr,
-                               frozenset((it.uid, it.level) for it in iterated)), ())
+                               frozenset((it.uid, it.level) for it in point)), ())
 
     @property
     def initializes_output(self) -> bool:

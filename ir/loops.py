@@ -87,6 +87,7 @@ class Loop:
     notes: tuple[str, ...] = ()
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
+    point: frozenset = field(default=frozenset(), compare=False, repr=False)  # (uid, level)s
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Merge:
     notes: tuple[str, ...] = ()
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
+    point: frozenset = field(default=frozenset(), compare=False, repr=False)  # (uid, level)s
 
 
 @dataclass(frozen=True)

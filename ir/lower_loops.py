@@ -276,15 +276,17 @@ class _Lowering:
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
             refs = tuple(self.ref(it, state) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
+            key = frozenset((it.uid, it.level) for it in point)
             if len(iterated) == 1 and len(cases) == 1:
                 ref = refs[0]
                 over = "coordinates" if ref.universe or \
                     self.level(ref.uid, ref.level).definition.iterate == "coordinate" \
                     else "positions"
-                node: Node = Loop(var, over, ref, cases[0].body, site=site, expr=expr)
+                node: Node = Loop(var, over, ref, cases[0].body, site=site, expr=expr,
+                                  point=key)
             else:
                 node = Merge(var, refs, tuple(self.ref(it, state) for it in located),
-                             tuple(cases), site=site, expr=expr)
+                             tuple(cases), site=site, expr=expr, point=key)
             nodes.append(node)
         return nodes[0] if len(nodes) == 1 else Block(tuple(nodes))
 

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from . import jam, scalars
 from .bodies import I64, TRUE, is_true
-from .cin import Operand, contains_sum, operands
+from .cin import Operand, operands
 from .emit_base import (
     ONE,
     RUN_UNROLL,
@@ -51,7 +51,7 @@ class PointEmitter(GallopEmitter):
         self.lockstep = False  # every iterator holds the same coordinates (same_coordinates)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
         # The fast forms the loop-IR passes chose for this loop (ir/opt/passes.py).
-        self.notes = kc.notes_at(var, expr, iterated)
+        self.notes = kc.notes_at(var, expr, point)
 
     def emit(self) -> None:
         b = self.b
@@ -270,7 +270,7 @@ class PointEmitter(GallopEmitter):
         saved = self.hooks[0](ctx) if self.hooks else None
         split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
             else (coords, i)
-        chosen = None if straight else self.selectable_cases(ctx, present)
+        chosen = None if straight else self.selected_cases(ctx, present)
         if split and chosen:  # both merges apply: branch per case, or select (other_form)
             kc.form_choices += 1
             if kc.other_form:
@@ -388,29 +388,16 @@ class PointEmitter(GallopEmitter):
                                             if u in sub_uids or u not in point_uids})
             yield cond, substitute_absent(self.expr, absent), case_ctx, frozenset(sub)
 
-    def selectable_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
-        """The cases of a co-iteration whose values may all be computed unconditionally
-        and picked with selects, or None: each case is a scalar expression (it produces a
-        value) over operands at positions valid whether or not the operand is present
-        (iterated positions inside the loop, always-found locates), and the body is the
-        innermost one. A union such as A + B then has no data-dependent branch per
-        coordinate, which on random sparsity patterns mispredicts about every other step.
-        """
-        if self.leaf is None or len(self.iterated) < 2:
+    def selected_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
+        """The cases to compute unconditionally and pick by selects, where the
+        case-selection pass noted the loop (ir/opt/passes.py: select_cases), or None."""
+        if passes.SELECT not in self.notes and passes.SELECT_OTHER not in self.notes:
             return None
-        for it in self.point:
-            if not it.is_universe and not is_true(present.get(it, TRUE)) and \
-                    it not in self.iterated:
-                return None  # a located operand that may miss: its position is not valid
         chosen = []
         for cond, expr, case_ctx, _ in self.cases(ctx, present):
-            if expr is None or contains_sum(expr):
-                return None
             chosen.append((cond, expr, case_ctx))
             if is_true(cond):
                 break
-        if len(chosen) < 2 or not self.positions_always_valid(ctx):
-            return None
         return chosen
 
     def emit_selected(self, chosen, ctx: Ctx) -> None:
@@ -426,19 +413,6 @@ class PointEmitter(GallopEmitter):
         else:
             with b.if_then(taken, likely=True):
                 self.leaf(value, ctx)
-
-    def positions_always_valid(self, ctx: Ctx) -> bool:
-        """Whether every operand position resolved at this coordinate may be read
-        whether or not its operand is present (no deeper locate that can miss)."""
-        for it in self.iterated:
-            if it.is_universe:
-                continue
-            op = self.kc.operands[it.uid]
-            levels = self.kc.types[op.tensor].levels
-            for k in range(it.level + 1, len(ctx.levels.get(op.uid, ()))):
-                if not levels[k].full:
-                    return False
-        return not any(not is_true(found) for found in ctx.found.values())
 
     def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value],
                  split: tuple[dict[Iter, ir.Value], ir.Value] | None = None,

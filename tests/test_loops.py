@@ -188,12 +188,21 @@ def test_the_emitter_reads_the_notes(monkeypatch: pytest.MonkeyPatch) -> None:
         compiler.compile()
         return "\n".join(compiler.lattice_log) + f"\nclears rows: {compiler.clears_rows}"
 
-    assert "(jammed)" in log() and "clears rows: True" in log()
+    union = {"C": ("csr", 2), "A": ("csr", 2), "B": ("csr", 2)}
+    union_types = _types(**union)
+
+    def choices() -> int:  # loops whose other form differs (here: case selection)
+        compiler = KernelCompiler(_nests(SPADD, union_types), union_types, list(union),
+                                  "float64")
+        compiler.compile()
+        return compiler.form_choices
+
+    assert "(jammed)" in log() and "clears rows: True" in log() and choices() > 0
     def bare(nests, types, output, target=None):
         return lower(statement_of(nests, types), types, output, [n.body for n in nests])
 
     monkeypatch.setattr(codegen, "loop_ir", bare)
-    assert "(jammed)" not in log() and "clears rows: False" in log()
+    assert "(jammed)" not in log() and "clears rows: False" in log() and choices() == 0
 
 
 def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:

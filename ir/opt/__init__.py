@@ -4,7 +4,7 @@ whether a fast form applies to a loop, and notes it on the loop node (see passes
 from __future__ import annotations
 
 from ..from_schedule import statement_of
-from ..loops import Loop, loops_of
+from ..loops import loops_of
 from ..lower_loops import Program, lower
 from ..schedule import Nest
 from ..types import TensorType
@@ -24,11 +24,10 @@ PointKey = tuple[int, str, object, frozenset[tuple[int, int]]]
 
 def notes_by_point(program: Program) -> dict[PointKey, tuple[str, ...]]:
     """Each loop's notes, by what the emitter knows of the loop it is emitting: the nest,
-    the index, the expression and the iterated levels (uid, level; a universe -1)."""
+    the index, the expression and the lattice point's levels (uid, level; a universe
+    -1)."""
     found: dict[PointKey, tuple[str, ...]] = {}
     for node in loops_of(program.root):
-        refs = (node.iterator,) if isinstance(node, Loop) else node.iterators
-        key = (node.site.nest, node.index, node.expr,
-               frozenset((r.uid, r.level) for r in refs))
+        key = (node.site.nest, node.index, node.expr, node.point)
         found[key] = tuple(dict.fromkeys((*found.get(key, ()), *node.notes)))
     return found

@@ -224,8 +224,14 @@ def running_sums(where: _Where, node: LoopNode) -> LoopNode:
 
 
 def select_cases(where: _Where, node: LoopNode) -> LoopNode:
-    """Case selection: a merge's cases computed unconditionally and picked by selects,
-    where each is one value over positions valid either way (PointEmitter)."""
+    """Case selection: the cases of a co-iteration computed unconditionally and picked
+    with selects, where each case is a scalar expression (it produces a value) over
+    operands at positions valid whether or not the operand is present (iterated
+    positions inside the loop, always-found locates, full levels below them), and the
+    body is the innermost one. A union such as A + B then has no data-dependent branch
+    per coordinate, which on random sparsity patterns mispredicts about every other
+    step. Where the cases may also branch (no hooks, no thread-range test), the two are
+    timed against each other: selection is then the other form."""
     inside = _inside(node) if isinstance(node, Merge) else []
     if not isinstance(node, Merge) or len(node.iterators) < 2 or len(node.cases) < 2 \
             or any(isinstance(n, (Loop, Merge, Allocate)) for n in inside):
