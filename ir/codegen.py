@@ -36,7 +36,7 @@ from .emit_base import (
 from .iterators import IteratorEmitter
 from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
 from .memory import MemoryEmitter
-from .opt import loop_ir, notes_by_point, passes
+from .opt import PointKey, loop_ir, notes_by_point, passes
 from .opt.passes import Target
 from .point import PointEmitter
 from .schedule import Nest, ScheduleError
@@ -111,9 +111,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
-        # The fast forms the loop-IR passes chose, read by each loop as it is emitted.
-        program = loop_ir(nests, types, arg_order[0], Target(phase, fastmath))
-        self.notes = notes_by_point(program)
+        self.notes: dict[PointKey, tuple[str, ...]] = {}  # see compile
         self.nest_index = 0
         self.budget = CaseBudget()
 
@@ -136,6 +134,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
     def compile(self) -> ir.Module:
         """Emit this compiler's function: the whole kernel, or one phase of a split
         assembly (see ``can_split_assembly``)."""
+        # The fast forms the loop-IR passes chose, read by each loop as it is emitted.
+        self.notes = notes_by_point(loop_ir(self.nests, self.types, self.out_name,
+                                            Target(self.phase, self.fastmath)))
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
