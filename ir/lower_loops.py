@@ -113,7 +113,6 @@ class _Lowering:
     def __init__(self, types: dict[str, TensorType], output: str) -> None:
         self.types = types
         self.out = types[output]
-        self.out_name = output
         self.all_insert = all(lv.can_insert for lv in self.out.levels)
         self.operands: dict[int, Operand] = {}
         self.taken = 0
@@ -156,7 +155,6 @@ class _Lowering:
                          derived, bool(temps), 0)
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.target = str(assign.access)
-        self.reduce_op = assign.reduce_op
         return self.loops(order, 0, expr, _State())
 
     def loops(self, order: tuple[str, ...], depth: int, expr: CinExpr, state: _State) -> Node:
