@@ -13,40 +13,40 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from llvsparse.operators import ADD
-
-from . import jam, monoid, pairs, scalars
-from .bodies import I1, I64, ArrayRef, is_true
-from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
+from . import jam, pairs, scalars
+from .assembly import OutputAssembler
+from .bodies import I1, I64, is_true
+from .cin import Expr, Operand, operands
 from .emit_base import (
     DESCRIPTOR,
     I8P,
     I32,
     ONE,
     PHASE_ARGUMENTS,
-    STATUS_NEGATIVE_STORE,
-    STATUS_NO_MEMORY,
     STATUS_OK,
     ZERO,
     Ctx,
     Hooks,
-    IterState,
     Leaf,
     LevelPos,
     RunState,
     emit_counted_loop,
-    emit_lower_bound,
     linear_in,
 )
+from .iterators import IteratorEmitter
 from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
+from .memory import MemoryEmitter
+from .opt import PointKey, loop_ir, notes_by_point, passes
+from .opt.passes import Target
 from .point import PointEmitter
-from .schedule import Nest, ScheduleError, order_loops
+from .schedule import Nest, ScheduleError
 from .tensor_ir import TensorIR
 from .types import TensorType
+from .values import ValueEmitter
 from .workspace_lower import lower_with_workspace
 
 
-class KernelCompiler:
+class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
     """Builds one kernel function for a list of nests writing one output."""
 
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
@@ -113,6 +113,8 @@ class KernelCompiler:
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
+        self.notes: dict[PointKey, tuple[str, ...]] = {}  # see compile
+        self.nest_index = 0
         self.budget = CaseBudget()
         self.folding = False  # inside a reduction by another operator than + (monoid.fold)
 
@@ -120,97 +122,6 @@ class KernelCompiler:
         """A function of the module (phases share one module), declared once."""
         existing = self.module.globals.get(name)
         return existing if existing is not None else ir.Function(self.module, signature, name)
-
-    # -- memory ------------------------------------------------------------------------
-    def fail(self, status: int = STATUS_NO_MEMORY) -> ir.Block:
-        """The block that publishes the output's arrays (so they are freed) and returns
-        ``status``, one per status and function."""
-        if status not in self.fail_blocks:
-            name = "no_memory" if status == STATUS_NO_MEMORY else f"failed_{status}"
-            with self.b.goto_block(self.function.append_basic_block(name)) as _:
-                self.fail_blocks[status] = self.b.block
-                for release in self.releases:
-                    release()
-                if self.phase not in ("count", "fill"):  # threads share the descriptor
-                    self.tensors[self.out_name].write_back(self.b)
-                self.b.ret(ir.Constant(I32, status))
-        return self.fail_blocks[status]
-
-    def ensure_store(self, tensor: TensorIR, slot: int, index: ir.Value,
-                     init: int | None) -> None:
-        """Before a level function stores at ``index``: grow the array past it, and fail
-        the call on a negative index (a wrong plugin function) instead of writing in
-        front of the array."""
-        ok = self.b.append_basic_block("store_index_ok")
-        self.b.cbranch(self.b.icmp_signed("<", index, ZERO), self.fail(STATUS_NEGATIVE_STORE),
-                       ok)
-        self.b.position_at_end(ok)
-        self.ensure(tensor, slot, self.b.add(index, ONE), init)
-
-    def ensure(self, tensor: TensorIR, slot: int, needed: ir.Value, init: int | None) -> None:
-        """Grow an output array to hold ``needed`` elements, filling new ones with ``init``
-        (None: every element is written before it is read, so no fill)."""
-        if slot in tensor.prechecked:
-            return
-        b = self.b
-        cap_ptr, array_slot = tensor.local_caps[slot], tensor.local_pointers[slot]
-        cap = b.load(cap_ptr)
-        if self.phase == "fill":  # sized exactly by the count phase; threads never grow
-            ok = b.append_basic_block("fits")
-            b.cbranch(b.icmp_signed(">", needed, cap), self.fail(), ok)
-            b.position_at_end(ok)
-            return
-        with b.if_then(b.icmp_signed(">", needed, cap), likely=False):
-            grow = self.grow_function(tensor.element(slot), init)
-            grown = b.call(grow, [b.load(array_slot), cap, needed])
-            raw, new_cap = b.extract_value(grown, 0), b.extract_value(grown, 1)
-            ok = b.append_basic_block("grown")
-            b.cbranch(b.icmp_unsigned("==", raw, ir.Constant(I8P, None)), self.fail(), ok)
-            b.position_at_end(ok)
-            b.store(raw, array_slot)
-            b.store(new_cap, cap_ptr)
-
-    def grow_function(self, element: ir.Type, init: int | None) -> ir.Function:
-        """The out-of-line slow path of ``ensure`` for one element type and fill: kept out
-        of kernel loops (noinline, cold) so their registers are not spent on it."""
-        name = f"llvsparse_grow_{element}_{'none' if init is None else init}".replace(" ", "")
-        if name in self.module.globals:
-            return self.module.globals[name]
-        result = ir.LiteralStructType([I8P, I64])
-        function = ir.Function(self.module, ir.FunctionType(result, [I8P, I64, I64]), name)
-        function.linkage = "internal"
-        function.attributes.add("noinline")
-        function.attributes.add("cold")
-        old, cap, needed = function.args
-        b = ir.IRBuilder(function.append_basic_block("entry"))
-        doubled = b.mul(cap, ir.Constant(I64, 2))
-        new_cap = b.select(b.icmp_signed(">", needed, doubled), needed, doubled)
-        new_cap = b.select(b.icmp_signed("<", new_cap, ir.Constant(I64, 16)),
-                           ir.Constant(I64, 16), new_cap)
-        width = max(1, element.width // 8) if isinstance(element, ir.IntType) else (
-            8 if isinstance(element, ir.DoubleType) else 4)
-        bytes_per = ir.Constant(I64, width)
-        # A count past what a byte size can hold (or wrapped negative) fails like malloc.
-        too_big = b.or_(b.icmp_signed("<", needed, ZERO),
-                        b.icmp_signed(">", new_cap, ir.Constant(I64, (2**63 - 1) // width)))
-        with b.if_then(too_big):
-            b.ret(ir.Constant(result, [ir.Constant(I8P, None), ZERO]))
-        raw = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
-        failed = b.icmp_unsigned("==", raw, ir.Constant(I8P, None))
-        with b.if_then(failed):
-            b.ret(ir.Constant(result, [ir.Constant(I8P, None), ZERO]))
-        with b.if_then(b.icmp_unsigned("!=", old, ir.Constant(I8P, None))):
-            b.call(self.memcpy, [raw, old, b.mul(cap, bytes_per), ir.Constant(I1, 0)])
-            b.call(self.free, [old])
-        if init is not None:
-            typed = b.bitcast(raw, element.as_pointer())
-            fill = (ir.Constant(element, float(init))
-                    if not isinstance(element, ir.IntType) else ir.Constant(element, init))
-            emit_counted_loop(b, b.alloca(I64), cap, new_cap,
-                              lambda q: b.store(fill, b.gep(typed, [q], inbounds=True)))
-        packed = b.insert_value(ir.Constant(result, ir.Undefined), raw, 0)
-        b.ret(b.insert_value(packed, new_cap, 1))
-        return function
 
     def counted_loop(self, start: ir.Value, stop: ir.Value,
                      body: Callable[[ir.Value], None], name: str = "fill") -> None:
@@ -226,6 +137,11 @@ class KernelCompiler:
     def compile(self) -> ir.Module:
         """Emit this compiler's function: the whole kernel, or one phase of a split
         assembly (see ``can_split_assembly``)."""
+        # The fast forms the loop-IR passes chose, read by each loop as it is emitted
+        # (a workspace's nests are emitted without them, by workspace_lower).
+        if self.nests[0].workspace is None:
+            self.notes = notes_by_point(loop_ir(self.nests, self.types, self.out_name,
+                                                Target(self.phase, self.fastmath)))
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
@@ -237,7 +153,8 @@ class KernelCompiler:
         if self.phase in ("whole", "count", "fill", "append") and self.nests[0].workspace:
             lower_with_workspace(self, self.nests)
         elif self.phase in ("whole", "count", "fill", "append"):
-            for nest in self.nests:
+            for index, nest in enumerate(self.nests):
+                self.nest_index = index
                 for op in operands(nest.body):
                     self.operands[op.uid] = op
                 self.lower_nest(nest)
@@ -427,59 +344,6 @@ class KernelCompiler:
                 ctx = ctx.bind(index, total)
         return ctx
 
-    # -- values ------------------------------------------------------------------------
-    def value(self, expr: Expr, ctx: Ctx) -> ir.Value:
-        b = self.b
-        if isinstance(expr, Const):
-            return scalars.constant(self.dtype, expr.value)
-        if isinstance(expr, Apply):
-            args = [self.value(a, ctx) for a in expr.args]
-            return scalars.apply_op(b, expr.op, args, self.dtype, self.fastmath)
-        if isinstance(expr, Sum):
-            return self.nested_sum(expr, ctx)
-        assert isinstance(expr, Operand)
-        return self.operand_value(expr, ctx)
-
-    def operand_value(self, op: Operand, ctx: Ctx) -> ir.Value:
-        tensor = self.tensors[op.tensor]
-        resolved = ctx.levels.get(op.uid, ())
-        if len(resolved) != len(op.vars):
-            raise ScheduleError(f"{op}: levels left unresolved at the point of use")
-        vals = tensor.array_ref(tensor.vals_slot)
-        src = tensor.type.dtype
-        if not resolved:
-            return self._load_val(vals, ZERO, src)
-        last = resolved[-1]
-        if last.seg_end is None:
-            value = self._load_val(vals, last.pos, src)
-            found = ctx.found.get(op.uid)
-            if found is not None and not is_true(found):
-                value = self.b.select(found, value, scalars.constant(self.dtype, 0))
-            return value
-        acc = self.alloca(scalars.compute_type(self.dtype), "dup")
-        self.b.store(scalars.sum_start(self.dtype), acc)  # a segment is never empty
-        self.counted_loop(last.pos, last.seg_end, lambda q: self.b.store(scalars.apply(
-            self.b, "add", [self.b.load(acc), self._load_val(vals, q, src)], self.dtype),
-            acc))
-        return self.b.load(acc)
-
-    def _load_val(self, vals: ArrayRef, index: ir.Value, src: str) -> ir.Value:
-        stored = vals.load_raw(self.b, index)
-        return scalars.load_value(self.b, stored, src, self.dtype)
-
-    def nested_sum(self, expr: Sum, ctx: Ctx) -> ir.Value:
-        if expr.op is not ADD:
-            return monoid.fold(self, expr, ctx)
-        summed, body = peel_sums(expr)
-        ops = operands(body)
-        for op in ops:
-            self.operands[op.uid] = op
-        order = order_loops(summed, ops, self.types, set(ctx.bound))
-        acc = self.alloca(scalars.compute_type(self.dtype), "sum")
-        self.b.store(scalars.constant(self.dtype, 0), acc)
-        self.reduce(order, body, ctx, acc, None)
-        return self.b.load(acc)
-
     # -- one loop variable ---------------------------------------------------------------
     def iter_of(self, ctx: Ctx, var: str) -> Callable[[Operand], Iter | None]:
         def find(op: Operand) -> Iter | None:
@@ -555,7 +419,7 @@ class KernelCompiler:
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
-        if covers_all and leaf is None and jam_body is None and self.may_clear_rows(var, ctx):
+        if covers_all and passes.CLEAR_ROWS in self.notes_at(var, expr, lattice.points[0]):
             body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
@@ -563,6 +427,12 @@ class KernelCompiler:
             emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
                                    states, find, body, hooks, leaf, appends, jam_body, pair_body)
             emitter.emit()
+
+    def notes_at(self, var: str, expr: Expr, point: frozenset[Iter]) -> tuple[str, ...]:
+        """The fast forms the loop-IR passes chose (ir/opt/passes.py) for the loop over
+        ``var`` computing ``expr`` at lattice point ``point``, in the nest being lowered."""
+        return self.notes.get((self.nest_index, var, expr,
+                               frozenset((it.uid, it.level) for it in point)), ())
 
     @property
     def initializes_output(self) -> bool:
@@ -574,17 +444,6 @@ class KernelCompiler:
             return False
         return self.clears_rows or (self.stores_every_row and not self.skips_rows
                                     and not self.scatter)
-
-    def may_clear_rows(self, var: str, ctx: Ctx) -> bool:
-        """Whether the kernel may zero each row of its output itself, just before adding
-        into it, rather than have the caller zero it all first: a dense output that one
-        statement assigns (not +=) by scattering, in a loop over its first index that
-        visits every row. The row is then zeroed in cache, and a pass over the whole
-        output in memory is saved (SpMM on a 46 MB result: ~2 of 9 ms)."""
-        out = self.output
-        return (self.phase == "whole" and len(self.nests) == 1 and self.scatter
-                and not ctx.bound and var == self.range_var and not self.nest.assign.accumulate
-                and out.all_insert and all(lv.full for lv in out.levels))
 
     def clearing_rows(self, body: Callable[[Ctx, Expr], None]) -> Callable[[Ctx, Expr], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""
@@ -614,53 +473,6 @@ class KernelCompiler:
         """Whether a loop over ``var`` only visits coordinates in [lo, hi)."""
         return var == self.range_var and var not in ctx.bound
 
-    def clamp(self, begin: ir.Value, end: ir.Value) -> tuple[ir.Value, ir.Value]:
-        b = self.b
-        begin = b.select(b.icmp_signed(">", self.lo, begin), self.lo, begin)
-        end = b.select(b.icmp_signed("<", self.hi, end), self.hi, end)
-        return begin, end
-
-    def iterator_state(self, it: Iter, var: str, ctx: Ctx) -> IterState:
-        b = self.b
-        if it.is_universe:
-            cur = self.alloca(I64, f"{var}.u")
-            begin, end = ZERO, self.extent(var)
-            clamped = self.in_range_loop(var, ctx)
-            if clamped:
-                begin, end = self.clamp(begin, end)
-            b.store(begin, cur)
-            return IterState(it, "coordinate", cur, end, None, clamped)
-        op = self.operands[it.uid]
-        tensor = self.tensors[op.tensor]
-        level = tensor.type.levels[it.level]
-        parent = ctx.levels.get(op.uid, ())[-1] if it.level > 0 else None
-        env = self.parent_env(op, it.level, ctx)
-        if level.definition.iterate == "coordinate":
-            if parent is not None and parent.seg_end is not None:
-                raise ScheduleError(f"{op.tensor}: level {it.level} iterates coordinates under "
-                                    "a non-unique parent, which cannot be merged")
-            begin, end = tensor.call(it.level, "coord_bounds", **env)
-            clamped = self.in_range_loop(var, ctx)
-            if clamped:
-                begin, end = self.clamp(begin, end)
-            kind = "coordinate"
-        elif parent is not None and parent.seg_end is not None:
-            begin, _ = tensor.call(it.level, "pos_bounds", **env)
-            last = dict(env, p_parent=b.sub(parent.seg_end, ONE))
-            _, end = tensor.call(it.level, "pos_bounds", **last)
-            kind = "position"
-        else:
-            begin, end = tensor.call(it.level, "pos_bounds", **env)
-            kind = "position"
-        if kind == "position":
-            clamped = self.in_range_loop(var, ctx) and level.ordered
-            if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
-                begin, end = (self.lower_bound(tensor, it.level, env, begin, end, bound)
-                              for bound in (self.lo, self.hi))
-        cur = self.alloca(I64, f"{op.tensor}{it.level}.cur")
-        b.store(begin, cur)
-        return IterState(it, kind, cur, end, parent, clamped)
-
     def cascade(self, op: Operand, level: int, ok: ir.Value, ctx: Ctx):
         """Locate the following levels whose indices are already bound."""
         b = self.b
@@ -680,14 +492,6 @@ class KernelCompiler:
             ctx = ctx.resolve(op.uid, entry)
             level += 1
         return ok, deeper
-
-    def lower_bound(self, tensor: TensorIR, level: int, env: dict[str, ir.Value],
-                    begin: ir.Value, end: ir.Value, target: ir.Value) -> ir.Value:
-        """First position in [begin, end) whose coordinate is >= target (binary search
-        through the level's own pos_access)."""
-        return emit_lower_bound(
-            self, begin, end, target,
-            lambda mid: tensor.call(level, "pos_access", p=mid, **env)[0], "bs")
 
     def at_position(self, ctx: Ctx, var: str, it: Iter, p: ir.Value, expr: Expr) -> Ctx:
         """``ctx`` at position ``p`` of the level ``it`` iterates: ``var`` bound to its
@@ -719,23 +523,8 @@ class KernelCompiler:
         return (level.ordered and not self.scatter and var in order
                 and order.index(var) + 1 == self.out_depth)
 
-    def running_sums(self, var: str, level, op: Operand, expr: Expr) -> bool:
-        """Whether a sorted run of duplicates may be summed by one loop over its positions
-        (see continue_run): one branch per position where the coordinate changes, instead
-        of a nested loop per run whose two exits (SpMV rows of 1-10 entries) mispredicted
-        per row; the order of the adds is the run's. It needs an output written by
-        coordinate: full, random-access levels that the statement assigns rather than
-        adds to."""
-        return (not level.unique and self.sums_in_register(var, level)
-                and self.fusable(op, expr) and not self.nest.assign.accumulate
-                and all(lv.full for lv in self.output.levels))
-
     def fusable(self, op: Operand, expr: Expr) -> bool:
         """Duplicates may be visited one by one when the output only accumulates (and
         no reduction by another operator than + is folding them, see monoid.fold)."""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
-            not self.folding and linear_in(expr, op.uid)
-
-
-
-from .assembly import OutputAssembler
+            linear_in(expr, op.uid)

@@ -37,18 +37,16 @@ from llvmlite import ir
 from . import jam, scalars
 from .bodies import I64
 from .cin import Expr, Operand, contains_sum, operands
+from .emit_base import Ctx, LevelPos
 from .lattice import Iter, build_lattice, choose_iterated
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
-    from .emit_base import Ctx
 
 
 def inner_driver(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> Iter | None:
     """The level that drives the innermost loop, ``order[depth + 1]``, where the loop at
     ``order[depth]`` may run two iterations side by side around it; None where not."""
-    from .emit_base import Ctx, LevelPos
-
     # Under fastmath LLVM may reassociate each row's sum (vector partial sums), which
     # gains more than pairing and would make the two forms' bits differ.
     if kc.fastmath or depth + 2 != len(order) or depth + 1 != kc.out_depth or kc.scatter \

@@ -9,20 +9,20 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from . import jam, scalars
-from .bodies import I1, I64, TRUE, is_true
-from .cin import Operand, contains_sum, operands
+from .bodies import I64, TRUE, is_true
+from .cin import Operand, operands
 from .emit_base import (
-    GALLOP_SKEW,
     ONE,
     RUN_UNROLL,
     ZERO,
     Ctx,
     LevelPos,
     RunState,
-    emit_counted_loop,
     unroll,
 )
+from .gallop import GallopEmitter
 from .lattice import Iter, substitute_absent
+from .opt import passes
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 
-class PointEmitter:
+class PointEmitter(GallopEmitter):
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
     def __init__(self, kc: KernelCompiler, var, expr, ctx, lattice, point, iterated, located,
@@ -50,6 +50,8 @@ class PointEmitter:
         self.galloping = False  # mismatches skip ahead by search (see seek_common)
         self.lockstep = False  # every iterator holds the same coordinates (same_coordinates)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
+        # The fast forms the loop-IR passes chose for this loop (ir/opt/passes.py).
+        self.notes = kc.notes_at(var, expr, point)
 
     def emit(self) -> None:
         b = self.b
@@ -73,15 +75,15 @@ class PointEmitter:
                     # (an unordered level may hold its keys in order by chance)
                     raise ScheduleError(f"{op.tensor}: level {it.level} is unordered, but the "
                                         f"output appends index {self.var} in order")
-        if self.jam_body is not None and self.jammable():
+        if self.jam_body is not None and passes.JAM in self.notes:
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
-        if self.pair_body is not None and self.pairable():
+        if self.pair_body is not None and passes.PAIRS in self.notes:
             self.kc.form_choices += 1
             if self.kc.other_form:  # the loop below then runs the odd last iteration
                 self.pair_loop()
         reserved = self.reserve_appends()
-        self.running = self.runs_sums()
+        self.running = passes.RUNNING_SUMS in self.notes
         if self.running:
             run_coord = self.kc.alloca(I64, "run.coord")
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
@@ -118,51 +120,6 @@ class PointEmitter:
         else:
             self.emit_loop()
 
-    def may_step_together(self) -> bool:
-        """Whether the iterators may be checked for holding the same coordinates, to be
-        stepped together: an intersection (a union's merge already branches on a match
-        first, predicted where patterns coincide: A + Aᵀ on the stencil ran 8.9 ms as a
-        merge, 9.9 with the check) whose iterators may gallop (see gallops), with no
-        per-coordinate hooks or thread-range test."""
-        return self.gallops() and not self.hooks \
-            and not self.kc.in_range_loop(self.var, self.ctx)
-
-    def same_coordinates(self) -> ir.Value:
-        """Whether the iterators' ranges hold the same coordinates in the same order (A .*
-        Aᵀ of a symmetric pattern, row by row): then one counter steps
-        them all and every coordinate is a match, with no compare, select or branch per
-        entry (A .* Aᵀ on the stencil 10.0 -> 8.7 ms). Otherwise the ranges' lengths
-        differ (one compare), or a scan that LLVM vectorizes finds a difference."""
-        b, kc = self.b, self.kc
-        first, *others = self.iterated
-        begin = {it: b.load(self.states[it].cur) for it in self.iterated}
-        length = b.sub(self.states[first].end, begin[first])
-        equal = kc.alloca(I1, "same")
-        b.store(TRUE, equal)
-        lengths_match = TRUE
-        for it in others:
-            other = b.sub(self.states[it].end, begin[it])
-            lengths_match = b.and_(lengths_match, b.icmp_signed("==", other, length))
-        with b.if_then(lengths_match):
-            counter = kc.alloca(I64, "same.k")
-
-            def compare(k: ir.Value) -> None:
-                coords = []
-                for it in self.iterated:
-                    op = kc.operands[it.uid]
-                    env = kc.parent_env(op, it.level, self.ctx)
-                    coord, found = kc.tensors[op.tensor].call(
-                        it.level, "pos_access", p=b.add(begin[it], k), **env)
-                    coords.append(coord)
-                    if not is_true(found):
-                        b.store(b.and_(b.load(equal), found), equal)
-                for coord in coords[1:]:
-                    b.store(b.and_(b.load(equal), b.icmp_signed("==", coord, coords[0])),
-                            equal)
-
-            emit_counted_loop(b, counter, ZERO, length, compare, name="same")
-        return b.and_(lengths_match, b.load(equal))
-
     def emit_loop(self) -> None:
         b = self.b
         head = b.append_basic_block(f"{self.var}.head")
@@ -184,67 +141,6 @@ class PointEmitter:
             if self.running:
                 unroll(back, RUN_UNROLL)
         b.position_at_end(done)
-
-    def runs_sums(self) -> bool:
-        """Whether this loop sums runs of duplicates as they come (see running_sums)."""
-        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks:
-            return False
-        it = self.iterated[0]
-        if it.is_universe or self.states[it].kind != "position":
-            return False
-        return self.kc.running_sums(self.var, self.kc.level_type(it), self.kc.operands[it.uid],
-                                    self.expr)
-
-    def jammable(self) -> bool:
-        """Whether this loop may visit several positions per step: one sparse level
-        iterated by position, each position one coordinate (unique, always found), every
-        other operand level at that coordinate located surely, and no per-coordinate
-        output hooks or thread-range test."""
-        kc = self.kc
-        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks \
-                or kc.in_range_loop(self.var, self.ctx):
-            return False
-        it = self.iterated[0]
-        state = self.states[it]
-        if it.is_universe or state.kind != "position" or (
-                state.parent is not None and state.parent.seg_end is not None):
-            return False
-        level = kc.level_type(it)
-        if not level.unique or not level.definition.always_found("pos_access"):
-            return False
-        return self.others_located_surely(it)
-
-    def others_located_surely(self, it: Iter) -> bool:
-        """Whether every operand level this loop resolves, but the iterated one, is
-        located by a lookup that always finds."""
-        for op in operands(self.expr):
-            for k in range(len(self.ctx.levels.get(op.uid, ())), len(op.vars)):
-                if op.vars[k] != self.var and op.vars[k] not in self.ctx.bound:
-                    break
-                if (op.uid, k) != (it.uid, it.level) and \
-                        not jam.locates_surely(self.kc, op, k):
-                    return False
-        return True
-
-    def pairable(self) -> bool:
-        """Whether two iterations of this loop (one from each half of its range) may run
-        side by side: one iterator, visiting each coordinate once without a test (no
-        thread-range test left, no lookup that may miss), and no per-coordinate output
-        hooks."""
-        kc = self.kc
-        if len(self.iterated) != 1 or len(self.lattice.points) != 1 or self.hooks:
-            return False
-        it = self.iterated[0]
-        state = self.states[it]
-        if kc.in_range_loop(self.var, self.ctx) and not state.clamped:
-            return False
-        if not it.is_universe:
-            level = kc.level_type(it)
-            access = "pos_access" if state.kind == "position" else "coord_access"
-            if not level.unique or not level.definition.always_found(access) or (
-                    state.parent is not None and state.parent.seg_end is not None):
-                return False
-        return self.others_located_surely(it)
 
     def pair_loop(self) -> None:
         """The first and the second half of the iterations side by side, one from each
@@ -374,7 +270,7 @@ class PointEmitter:
         saved = self.hooks[0](ctx) if self.hooks else None
         split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
             else (coords, i)
-        chosen = None if straight else self.selectable_cases(ctx, present)
+        chosen = None if straight else self.selected_cases(ctx, present)
         if split and chosen:  # both merges apply: branch per case, or select (other_form)
             kc.form_choices += 1
             if kc.other_form:
@@ -492,29 +388,16 @@ class PointEmitter:
                                             if u in sub_uids or u not in point_uids})
             yield cond, substitute_absent(self.expr, absent), case_ctx, frozenset(sub)
 
-    def selectable_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
-        """The cases of a co-iteration whose values may all be computed unconditionally
-        and picked with selects, or None: each case is a scalar expression (it produces a
-        value) over operands at positions valid whether or not the operand is present
-        (iterated positions inside the loop, always-found locates), and the body is the
-        innermost one. A union such as A + B then has no data-dependent branch per
-        coordinate, which on random sparsity patterns mispredicts about every other step.
-        """
-        if self.leaf is None or len(self.iterated) < 2:
+    def selected_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
+        """The cases to compute unconditionally and pick by selects, where the
+        case-selection pass noted the loop (ir/opt/passes.py: select_cases), or None."""
+        if passes.SELECT not in self.notes and passes.SELECT_OTHER not in self.notes:
             return None
-        for it in self.point:
-            if not it.is_universe and not is_true(present.get(it, TRUE)) and \
-                    it not in self.iterated:
-                return None  # a located operand that may miss: its position is not valid
         chosen = []
         for cond, expr, case_ctx, _ in self.cases(ctx, present):
-            if expr is None or contains_sum(expr):
-                return None
             chosen.append((cond, expr, case_ctx))
             if is_true(cond):
                 break
-        if len(chosen) < 2 or not self.positions_always_valid(ctx):
-            return None
         return chosen
 
     def emit_selected(self, chosen, ctx: Ctx) -> None:
@@ -530,19 +413,6 @@ class PointEmitter:
         else:
             with b.if_then(taken, likely=True):
                 self.leaf(value, ctx)
-
-    def positions_always_valid(self, ctx: Ctx) -> bool:
-        """Whether every operand position resolved at this coordinate may be read
-        whether or not its operand is present (no deeper locate that can miss)."""
-        for it in self.iterated:
-            if it.is_universe:
-                continue
-            op = self.kc.operands[it.uid]
-            levels = self.kc.types[op.tensor].levels
-            for k in range(it.level + 1, len(ctx.levels.get(op.uid, ()))):
-                if not levels[k].full:
-                    return False
-        return not any(not is_true(found) for found in ctx.found.values())
 
     def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value],
                  split: tuple[dict[Iter, ir.Value], ir.Value] | None = None,
@@ -615,90 +485,6 @@ class PointEmitter:
                 continue
             else:
                 self.advance(it, coords[it], i)
-
-    def gallops(self) -> bool:
-        """Whether a mismatch may skip every iterator straight to the largest coordinate:
-        the body runs only where all operands are present (an intersection), and each
-        iterates the positions of an ordered, unique level whose every position holds
-        a coordinate (a search over empty slots may step past a match)."""
-        if len(self.iterated) < 2 or len(self.lattice.points) != 1:
-            return False
-        for it in self.iterated:
-            state = self.states[it]
-            level = None if it.is_universe else self.kc.level_type(it)
-            if level is None or state.kind != "position" or not level.ordered \
-                    or not level.unique or (state.parent is not None
-                                            and state.parent.seg_end is not None) \
-                    or not level.definition.always_found("pos_access"):
-                return False
-        return True
-
-    def skewed(self) -> ir.Value:
-        """Whether one iterator's range is over GALLOP_SKEW times another's: stepping
-        through the long one would cost more than searching it. On comparable ranges
-        the branch-free one-step merge is faster (uniform random rows: 23 vs 36 ms)."""
-        b = self.b
-        lengths = [b.sub(self.states[it].end, b.load(self.states[it].cur))
-                   for it in self.iterated]
-        shortest, longest = lengths[0], lengths[0]
-        for length in lengths[1:]:
-            shortest = b.select(b.icmp_signed("<", length, shortest), length, shortest)
-            longest = b.select(b.icmp_signed(">", length, longest), length, longest)
-        return b.icmp_signed(">", longest, b.mul(shortest, ir.Constant(I64, GALLOP_SKEW)))
-
-    def seek_common(self, coords: dict[Iter, ir.Value], i: ir.Value) -> None:
-        """Move every iterator behind the largest current coordinate to its first
-        position at or after it. A row of a few entries intersected with one of
-        thousands (power-law rows against their transpose's) then costs a search per
-        short-row entry instead of a step per long-row entry. Where every iterator is
-        at the smallest coordinate ``i`` (no case ran: a located operand missed it),
-        none is behind, so each steps past it instead (searching would not move)."""
-        b = self.b
-        target = None
-        for coord in coords.values():
-            target = coord if target is None else b.select(
-                b.icmp_signed(">", coord, target), coord, target)
-        with b.if_else(b.icmp_signed("==", target, i)) as (matched, behind):
-            with matched:
-                for it in self.iterated:
-                    self.advance(it, coords[it], None)
-            with behind:
-                for it in self.iterated:
-                    with b.if_then(b.icmp_signed("<", coords[it], target)):
-                        b.store(self.gallop(it, target), self.states[it].cur)
-
-    def gallop(self, it: Iter, target: ir.Value) -> ir.Value:
-        """First position of ``it`` whose coordinate is >= target, searching forward
-        from its current position (whose coordinate is below target) in steps of
-        1, 2, 4, ... and then by bisection, so a short skip costs one probe."""
-        b, kc = self.b, self.kc
-        state = self.states[it]
-        op = kc.operands[it.uid]
-        tensor = kc.tensors[op.tensor]
-        env = kc.parent_env(op, it.level, self.ctx)
-        low, step = kc.alloca(I64, "gallop.low"), kc.alloca(I64, "gallop.step")
-        b.store(b.load(state.cur), low)
-        b.store(ONE, step)
-        head = b.append_basic_block("gallop.head")
-        test = b.append_basic_block("gallop.test")
-        grow = b.append_basic_block("gallop.grow")
-        done = b.append_basic_block("gallop.done")
-        b.branch(head)
-        b.position_at_end(head)
-        probe = b.add(b.load(low), b.load(step))
-        b.cbranch(b.icmp_signed("<", probe, state.end), test, done)
-        b.position_at_end(test)
-        coord, _ = tensor.call(it.level, "pos_access", p=probe, **env)
-        b.cbranch(b.icmp_signed("<", coord, target), grow, done)
-        b.position_at_end(grow)
-        b.store(probe, low)
-        b.store(b.shl(b.load(step), ONE), step)
-        b.branch(head)
-        b.position_at_end(done)
-        lowest = b.load(low)
-        probe = b.add(lowest, b.load(step))
-        high = b.select(b.icmp_signed("<", probe, state.end), probe, state.end)
-        return kc.lower_bound(tensor, it.level, env, b.add(lowest, ONE), high, target)
 
     def advance(self, it: Iter, coord: ir.Value, i: ir.Value | None) -> None:
         """Step past coordinate ``i`` (None: the iterator is known to be at it)."""

@@ -26,21 +26,25 @@ from .backends.cpu import (
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
 from .describe import kernel_repr
-from .diagonals import PATTERN_FORMAT, diagonal_pattern, separate_diagonals
+from .diagonals import PATTERN_FORMAT, diagonal_pattern
 from .format import Format, FormatError, as_format, named_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
 from .ir.codegen import KernelCompiler
-from .ir.conversions import conversion_candidates, rescanned
 from .ir.from_schedule import statement_of
-from .ir.frontend import to_concrete
-from .ir.lattice import KernelTooLargeError, variants_within_budget
+from .ir.lattice import variants_within_budget
+from .ir.loops import show as show_loops
+from .ir.opt import loop_ir
+from .ir.opt.passes import Target
 from .ir.parallel import parallel_mode
 from .ir.result_type import result_dtype
-from .ir.schedule import Nest, ScheduleError
+from .ir.schedule import Nest
 from .ir.statements import concrete_text
+from .ir.transforms.aliases import separate_repeated_uses
+from .ir.transforms.diagonals import separate_diagonals
+from .ir.transforms.lowering import Lowered, Refused, Request, lower_converting, lower_kernel
 from .ir.types import TensorType, type_key
-from .ir.workspace_schedule import checked_policy, schedule_kernel
+from .ir.workspace_schedule import checked_policy
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
@@ -90,8 +94,8 @@ class Kernel:
         self.out_index_dtype = out_index_dtype
         self.convert = convert
         # Internally each further index order of a repeated input is an operand of its
-        # own (see nt.separate_repeated_uses), given the same tensor on every call.
-        self._assignment, self._aliases = nt.separate_repeated_uses(self.assignment)
+        # own (see separate_repeated_uses), given the same tensor on every call.
+        self._assignment, self._aliases = separate_repeated_uses(self.assignment)
         for alias, original in self._aliases.items():
             self.formats[alias] = self.formats[original]
         self._alias_uses = {a.tensor: nt.Access(self._aliases[a.tensor], a.indices)
@@ -226,53 +230,39 @@ class Kernel:
 
     def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
-        to sorted coordinate lists (see ``conversion_candidates``). A sparse workspace
-        the rule would choose comes last: a transposing copy of 2M entries through one
-        took 1.1 s a call, where the conversion sorts once and then gathers."""
-        try:
-            return self._build(types, dtype, {}, sparse_workspace=False)
-        except ScheduleError as error:
-            if not self.convert or isinstance(error, KernelTooLargeError):
-                raise advised(error) from None  # converted operands are as sparse
-            candidates = conversion_candidates(
-                self._assignment, types, self._patterns,
-                lambda n, modes: named_format("coo", len(modes), modes) == self.formats[n])
-            for orders in candidates:
-                conversions = {n: named_format("coo", types[n].order, modes)
-                               for n, modes in orders.items()}
-                retyped = dict(types)
-                for n, fmt in conversions.items():
-                    retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
-                try:
-                    return self._build(retyped, dtype, conversions, sparse_workspace=False)
-                except ScheduleError:
-                    continue
-            try:
-                return self._build(types, dtype, {})
-            except ScheduleError:
-                raise advised(error) from None
+        to sorted coordinate lists (see ``lower_converting``)."""
+        start = time.perf_counter()
+        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
+        if not self.convert:
+            lowered = lower_kernel(request, types)
+        else:
+            lowered = lower_converting(
+                request, types, self._patterns,
+                lambda n, modes: named_format("coo", len(modes), modes) == self.formats[n],
+                lambda orders: _retyped(types, _coo(types, orders)))
+        if isinstance(lowered, Refused):
+            raise advised(lowered.error) from None
+        return self._finish(lowered, dtype, _coo(types, lowered.conversions), start)
 
     def _build(self, types: dict[str, TensorType], dtype: str,
-               conversions: dict[str, Format], lazy: bool = True,
-               sparse_workspace: bool = True) -> Instance:
+               conversions: dict[str, Format], lazy: bool = True) -> Instance:
         """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
         when first asked for (``JitKernel.other``), in a module of its own; otherwise
-        both go in one module (what inspection and export show). ``sparse_workspace``:
-        whether the rule may choose a sparse workspace (one named by the caller is
-        always used)."""
+        both go in one module (what inspection and export show)."""
         start = time.perf_counter()
-        concrete = to_concrete(self._assignment, types)
+        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
+        converted = {n: tuple(lv.mode for lv in fmt.levels) for n, fmt in conversions.items()}
+        lowered = lower_kernel(request, types, converted)
+        if isinstance(lowered, Refused):
+            raise lowered.error
+        return self._finish(lowered, dtype, conversions, start, lazy)
+
+    def _finish(self, lowered: Lowered, dtype: str, conversions: dict[str, Format],
+                start: float, lazy: bool = True) -> Instance:
+        """The lowered kernel's other phases and form, compiled into an instance."""
+        nests, types, builder, module = lowered.nests, lowered.types, lowered.builder, \
+            lowered.module
         order = self._names  # the output first, then the inputs
-        try:
-            nests = schedule_kernel(concrete, types, policy=self.workspace,
-                                    sparse=sparse_workspace)
-            builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
-        except ScheduleError as error:
-            try:
-                nests = schedule_kernel(concrete, types, split=True)
-            except ScheduleError:
-                raise error from None
-            builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
         mode = parallel_mode(nests, types, order[0])
         phases = SPLIT_PHASES if builder.can_split_assembly() else \
             GATHER_PHASES if builder.can_gather_assembly() else ()
@@ -288,15 +278,16 @@ class Kernel:
         if phases:
             mode = types[order[0]].levels[0].mode
         text = concrete_text(statement_of(nests, types))
-        lowered = time.perf_counter() - start
+        seconds = time.perf_counter() - start
         compiled = jit(module, builder.entry_name)
-        compiled.phases = {"lower to IR": lowered, **compiled.phases}
+        compiled.phases = {"lower to IR": seconds, **compiled.phases}
         if other_form and lazy:
             compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                                  OTHER_FORM_SUFFIX)
+        loops = functools.partial(_loops_text, nests, types, order[0], self.fastmath)
         return Instance(types, text, compiled, dtype, conversions,
                         "\n".join(builder.lattice_log), order, mode,
-                        builder.initializes_output, workspace_meta(nests, types))
+                        builder.initializes_output, workspace_meta(nests, types), loops)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -350,6 +341,15 @@ class Kernel:
     def concrete(self) -> str:
         """Concrete index notation of the scheduled statements."""
         return self._default().concrete
+
+    @property
+    def loops(self) -> str:
+        """The loop IR: each loop, what it iterates and locates, and the fast forms the
+        optimization passes chose for it (in brackets)."""
+        inst = self._default()
+        if inst.loops is None:  # loaded from the disk cache: lower again
+            inst.loops = self._build(inst.types, inst.dtype, inst.conversions).loops
+        return inst.loops()
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *, check: bool = True, threads: int | None = None, **tensors):
@@ -509,17 +509,6 @@ PARALLEL_MIN_WORK = 500_000
 ASSEMBLY_MIN_ENTRIES = 64_000
 
 
-def _lowered(nests: list[Nest], types: dict[str, TensorType], conversions: dict[str, Format],
-             order: list[str], dtype: str, fastmath: bool) -> tuple[KernelCompiler, LLVMModule]:
-    """The kernel's builder and module, unless it would walk a converted operand whole
-    for every coordinate of an outer loop (see ``rescanned``)."""
-    refused = rescanned(nests, types, conversions)
-    if refused is not None:
-        raise ScheduleError(refused)
-    builder = KernelCompiler(nests, types, order, dtype, fastmath=fastmath)
-    return builder, builder.compile()
-
-
 def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: str,
                 fastmath: bool, phases: tuple[str, ...], entry: str,
                 module: LLVMModule | None) -> LLVMModule:
@@ -529,6 +518,27 @@ def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: st
                                 module=module, other_form=True,
                                 name=entry + OTHER_FORM_SUFFIX).compile()
     return module
+
+
+def _loops_text(nests: list[Nest], types: dict[str, TensorType], output: str,
+                fastmath: bool) -> str:
+    """The printed loop IR of a kernel's nests, every pass run."""
+    return show_loops(loop_ir(nests, types, output, Target(fastmath=fastmath)).root)
+
+
+def _coo(types: dict[str, TensorType], orders: dict[str, tuple[int, ...]]
+         ) -> dict[str, Format]:
+    """Each converted operand's format: a sorted coordinate list in its mode order."""
+    return {n: named_format("coo", types[n].order, modes) for n, modes in orders.items()}
+
+
+def _retyped(types: dict[str, TensorType], conversions: dict[str, Format]
+             ) -> dict[str, TensorType]:
+    """``types`` with each converted operand's type that of its conversion."""
+    retyped = dict(types)
+    for n, fmt in conversions.items():
+        retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+    return retyped
 
 
 def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]:

@@ -89,7 +89,7 @@ def demo(_args: argparse.Namespace) -> int:
 
 
 # -- dump ------------------------------------------------------------------------------------
-STAGES = ("notation", "concrete", "lattice", "llvm", "llvm-opt", "asm", "obj", "ptx")
+STAGES = ("notation", "concrete", "lattice", "loops", "llvm", "llvm-opt", "asm", "obj", "ptx")
 _CODE_STAGES = ("llvm", "llvm-opt", "asm", "ptx")
 _HEADER = "\033[1;36m"
 _COMMENT = "\033[32m"
@@ -191,6 +191,8 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
         return kernel.concrete
     if stage == "lattice":
         return kernel.lattices
+    if stage == "loops":
+        return kernel.loops
     if stage == "ptx":
         from .backends.cuda import emit_ptx
 

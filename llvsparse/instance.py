@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backends.cpu import JitKernel
@@ -26,5 +27,6 @@ class Instance:
     # A dense workspace: [its name, the output modes it covers, bytes per coordinate],
     # checked against memory before each call (see workspaces.check_workspace).
     workspace: list | None = None
+    loops: Callable[[], str] | None = None  # prints the loop IR (None: loaded from disk)
 
     __repr__ = instance_repr

@@ -252,30 +252,6 @@ def fresh_name(base: str, taken: set[str]) -> str:
     return f"{base}__{number}"
 
 
-def separate_repeated_uses(assignment: Assignment) -> tuple[Assignment, dict[str, str]]:
-    """``assignment`` with each use of a repeated input at other indices than its first
-    renamed (``A(i,j) * A(j,i)`` becomes ``A(i,j) * A__1(j,i)``; so do ``x(i) * x(j)``
-    and ``A(i,k) * A(k,j)``), and the new names' originals.
-
-    Each use then is an operand of its own, so the compiler may store one in another
-    order (a CSR ``A`` read as ``A(j,i)`` is converted to column-major order); both
-    receive the same tensor on every call.
-    """
-    taken = names_in_use(assignment)
-    first_use: dict[str, tuple[IndexVar, ...]] = {}
-    renamed: dict[tuple[str, tuple[IndexVar, ...]], str] = {}
-    for access in iter_accesses(assignment.rhs):
-        key = (access.tensor, access.indices)
-        if first_use.setdefault(access.tensor, access.indices) != access.indices \
-                and key not in renamed:
-            renamed[key] = fresh_name(access.tensor, taken)
-    if not renamed:
-        return assignment, {}
-    rhs = map_accesses(assignment.rhs, lambda a: Access(
-        renamed.get((a.tensor, a.indices), a.tensor), a.indices))
-    return Assignment(assignment.lhs, rhs), {alias: t for (t, _), alias in renamed.items()}
-
-
 def negate(expr: Expr) -> Expr:
     """Unary minus; a literal absorbs it so ``-2`` is one constant, not an operation."""
     if isinstance(expr, Literal):

@@ -1,0 +1,72 @@
+"""Iterators in generated kernels: where a loop over a level (or an index's universe)
+starts and ends, clamped to a thread's range of the output's first index, and the
+binary search that finds a coordinate's first position."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .bodies import I64
+from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound
+from .lattice import Iter
+from .schedule import ScheduleError
+from .tensor_ir import TensorIR
+
+
+class IteratorEmitter:
+    """KernelCompiler's iterator methods (a part of it, kept in a module of its own)."""
+
+    def clamp(self, begin: ir.Value, end: ir.Value) -> tuple[ir.Value, ir.Value]:
+        b = self.b
+        begin = b.select(b.icmp_signed(">", self.lo, begin), self.lo, begin)
+        end = b.select(b.icmp_signed("<", self.hi, end), self.hi, end)
+        return begin, end
+
+    def iterator_state(self, it: Iter, var: str, ctx: Ctx) -> IterState:
+        b = self.b
+        if it.is_universe:
+            cur = self.alloca(I64, f"{var}.u")
+            begin, end = ZERO, self.extent(var)
+            clamped = self.in_range_loop(var, ctx)
+            if clamped:
+                begin, end = self.clamp(begin, end)
+            b.store(begin, cur)
+            return IterState(it, "coordinate", cur, end, None, clamped)
+        op = self.operands[it.uid]
+        tensor = self.tensors[op.tensor]
+        level = tensor.type.levels[it.level]
+        parent = ctx.levels.get(op.uid, ())[-1] if it.level > 0 else None
+        env = self.parent_env(op, it.level, ctx)
+        if level.definition.iterate == "coordinate":
+            if parent is not None and parent.seg_end is not None:
+                raise ScheduleError(f"{op.tensor}: level {it.level} iterates coordinates under "
+                                    "a non-unique parent, which cannot be merged")
+            begin, end = tensor.call(it.level, "coord_bounds", **env)
+            clamped = self.in_range_loop(var, ctx)
+            if clamped:
+                begin, end = self.clamp(begin, end)
+            kind = "coordinate"
+        elif parent is not None and parent.seg_end is not None:
+            begin, _ = tensor.call(it.level, "pos_bounds", **env)
+            last = dict(env, p_parent=b.sub(parent.seg_end, ONE))
+            _, end = tensor.call(it.level, "pos_bounds", **last)
+            kind = "position"
+        else:
+            begin, end = tensor.call(it.level, "pos_bounds", **env)
+            kind = "position"
+        if kind == "position":
+            clamped = self.in_range_loop(var, ctx) and level.ordered
+            if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
+                begin, end = (self.lower_bound(tensor, it.level, env, begin, end, bound)
+                              for bound in (self.lo, self.hi))
+        cur = self.alloca(I64, f"{op.tensor}{it.level}.cur")
+        b.store(begin, cur)
+        return IterState(it, kind, cur, end, parent, clamped)
+
+    def lower_bound(self, tensor: TensorIR, level: int, env: dict[str, ir.Value],
+                    begin: ir.Value, end: ir.Value, target: ir.Value) -> ir.Value:
+        """First position in [begin, end) whose coordinate is >= target (binary search
+        through the level's own pos_access)."""
+        return emit_lower_bound(
+            self, begin, end, target,
+            lambda mid: tensor.call(level, "pos_access", p=mid, **env)[0], "bs")

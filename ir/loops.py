@@ -1,0 +1,246 @@
+"""The loop IR: what a kernel does, loop by loop, between concrete notation and LLVM.
+
+Concrete notation says which indices are looped over; the loop IR says how: a loop over
+a coordinate range, over a level's positions, or a merge that co-iterates several
+levels and dispatches on which of them hold the coordinate (the lattice's cases); the
+levels located at a coordinate; what is accumulated, inserted or appended; the
+temporaries allocated and cleared. Optimization passes (``ir/opt/``) annotate loop nodes
+with the fast form they chose (``notes``), and the printer shows them, so every choice
+can be read and tested without generating code (``llvsparse dump --emit loops``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .statements import Expr, show_expr
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a pass may ask of an iterated or located level, without naming its format:
+    its declared properties, whether its accesses always find, and how the loop reaches
+    it (``segmented``: a duplicate-run of its parent level is open around it)."""
+
+    full: bool = True
+    ordered: bool = True
+    unique: bool = True
+    branchless: bool = False
+    can_locate: bool = False
+    always_found: bool = True  # pos_access (positions) or coord_access (coordinates)
+    locate_always_found: bool = False
+    segmented: bool = False
+    above_unique: bool = True  # every level above it keeps one position per coordinate
+    by_position: bool = False  # iterated over its positions (not its coordinates)
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a loop sits in its nest, for passes that need more than the loop itself."""
+
+    nest: int  # which statement of a sequence
+    order: tuple[str, ...]  # the nest's loop order
+    depth: int  # this loop's place in it (-1: a loop of a sum lifted into a temporary)
+    out_vars: tuple[str, ...]
+    out_depth: int  # loops up to here bind the output's indices
+    scatter: bool  # a reduction loop runs outside an output index
+    accumulate: bool  # the statement adds to its output (+=, a split statement's term)
+    derived: bool  # an output index is computed from blocked levels' indices
+    contains_sum: bool  # the expression holds a sum left as a temporary
+    lattice_points: int
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Level ``level`` of operand ``uid`` (tensor ``tensor``), or an index's universe
+    (``tensor`` empty): the range 0..extent."""
+
+    tensor: str
+    level: int
+    uid: int
+    facts: Facts = field(default=Facts(), compare=False)
+
+    @property
+    def universe(self) -> bool:
+        return not self.tensor
+
+    def __str__(self) -> str:
+        return "U" if self.universe else f"{self.tensor}.{self.level}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """Statements run in order."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """``index`` over one range: ``over`` 'coordinates' (a universe or a level that
+    iterates coordinates) or 'positions' (a level's stored entries)."""
+
+    index: str
+    over: str
+    iterator: Ref
+    body: Node
+    notes: tuple[str, ...] = ()
+    site: Site | None = field(default=None, compare=False, repr=False)
+    expr: object = field(default=None, compare=False, repr=False)  # what each step computes
+    point: frozenset = field(default=frozenset(), compare=False, repr=False)  # (uid, level)s
+
+
+@dataclass(frozen=True)
+class Case:
+    """Run ``body`` where the levels ``present`` hold the coordinate (and the earlier
+    cases did not apply)."""
+
+    present: tuple[Ref, ...]
+    body: Node
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Co-iterate ``iterators`` over ``index`` while every one has entries left, locating
+    ``located`` at each coordinate, then run the first case whose levels are present."""
+
+    index: str
+    iterators: tuple[Ref, ...]
+    located: tuple[Ref, ...]
+    cases: tuple[Case, ...]
+    notes: tuple[str, ...] = ()
+    site: Site | None = field(default=None, compare=False, repr=False)
+    expr: object = field(default=None, compare=False, repr=False)  # what each step computes
+    point: frozenset = field(default=frozenset(), compare=False, repr=False)  # (uid, level)s
+
+
+@dataclass(frozen=True)
+class Locate:
+    """Find the position of ``ref`` at the coordinate its index is bound to."""
+
+    ref: Ref
+    index: str
+
+
+@dataclass(frozen=True)
+class Accumulate:
+    """``target op= value``: an output entry or a temporary reduced into."""
+
+    target: str
+    op: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Store ``value`` at ``target`` in an output whose levels all take inserts."""
+
+    target: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Append:
+    """Append the entry ``target = value`` to an output's appended levels."""
+
+    target: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Allocate:
+    """A temporary (a scalar accumulator, or a workspace) comes into being."""
+
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Clear:
+    """Set a temporary to its reduction's identity."""
+
+    name: str
+    value: float
+
+
+@dataclass(frozen=True)
+class If:
+    """Run ``then`` where ``condition`` holds."""
+
+    condition: str
+    then: Node
+
+
+Node = Block | Loop | Merge | Locate | Accumulate | Insert | Append | Allocate | Clear | If
+LoopNode = Loop | Merge
+
+
+def annotate(node: LoopNode, note: str) -> LoopNode:
+    """``node`` with ``note`` added (once)."""
+    return node if note in node.notes else replace(node, notes=(*node.notes, note))
+
+
+def children(node: Node) -> list[Node]:
+    if isinstance(node, Block):
+        return list(node.items)
+    if isinstance(node, (Loop, If)):
+        return [node.body if isinstance(node, Loop) else node.then]
+    if isinstance(node, Merge):
+        return [case.body for case in node.cases]
+    return []
+
+
+def walk(node: Node):
+    """Every node, outermost first."""
+    yield node
+    for child in children(node):
+        yield from walk(child)
+
+
+def loops_of(node: Node) -> list[LoopNode]:
+    return [n for n in walk(node) if isinstance(n, (Loop, Merge))]
+
+
+# ---------------------------------------------------------------------------- printing
+
+def _notes(notes: tuple[str, ...]) -> str:
+    return f"  [{', '.join(notes)}]" if notes else ""
+
+
+def _refs(refs: tuple[Ref, ...]) -> str:
+    return ", ".join(str(r) for r in refs)
+
+
+def show(node: Node, depth: int = 0) -> str:
+    """The loop IR as indented text, one node per line."""
+    pad = "  " * depth
+    if isinstance(node, Block):
+        return "\n".join(show(item, depth) for item in node.items)
+    if isinstance(node, Loop):
+        return (f"{pad}for {node.index} in {node.over} of {node.iterator}:{_notes(node.notes)}"
+                f"\n{show(node.body, depth + 1)}")
+    if isinstance(node, Merge):
+        located = f" locating {_refs(node.located)}" if node.located else ""
+        head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}:"
+        lines = [head + _notes(node.notes)]
+        for case in node.cases:
+            empty = isinstance(case.body, Block) and not case.body.items
+            lines.append(f"{pad}  case {_refs(case.present) or 'anywhere'}:"
+                         + (" nothing" if empty else ""))
+            if not empty:
+                lines.append(show(case.body, depth + 2))
+        return "\n".join(lines)
+    if isinstance(node, Locate):
+        return f"{pad}locate {node.ref} at {node.index}"
+    if isinstance(node, Accumulate):
+        return f"{pad}{node.target} {node.op}= {show_expr(node.value)}"
+    if isinstance(node, Insert):
+        return f"{pad}insert {node.target} = {show_expr(node.value)}"
+    if isinstance(node, Append):
+        return f"{pad}append {node.target} = {show_expr(node.value)}"
+    if isinstance(node, Allocate):
+        return f"{pad}allocate {node.name}: {node.dtype}"
+    if isinstance(node, Clear):
+        return f"{pad}clear {node.name} = {node.value!r}"
+    assert isinstance(node, If)
+    return f"{pad}if {node.condition}:\n{show(node.then, depth + 1)}"

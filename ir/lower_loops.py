@@ -1,0 +1,374 @@
+"""Lower concrete notation (``ir/statements.py``) and iteration lattices to the loop IR.
+
+Each ``forall`` becomes, per lattice point, a loop over one range or a merge of several,
+with the levels located at each coordinate and one case per sub-point (the expression
+with the absent operands' fill values folded in). This makes the same choices code
+generation makes (``choose_iterated``, the cascade of locates after a level, a
+reduction into a scalar before a write at the output's last index), so that passes over
+the result (``ir/opt/``) see the loops the kernel will run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from .cin import Apply, Operand, Sum
+from .cin import Expr as CinExpr
+from .emit_base import linear_in
+from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
+from .loops import (
+    Accumulate,
+    Allocate,
+    Append,
+    Block,
+    Case,
+    Clear,
+    Facts,
+    If,
+    Insert,
+    Locate,
+    Loop,
+    Merge,
+    Node,
+    Ref,
+    Site,
+)
+from .schedule import ScheduleError, order_loops
+from .statements import Access, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
+from .types import LevelType, TensorType
+
+
+@dataclass
+class Program:
+    """A kernel's loop IR, with what passes need to know about its output."""
+
+    root: Node
+    output: str
+    output_levels: tuple[LevelType, ...]
+    nests: int
+
+
+@dataclass(frozen=True)
+class _State:
+    bound: tuple[str, ...] = ()
+    resolved: tuple[tuple[int, int], ...] = ()  # (uid, levels resolved)
+    segmented: frozenset[int] = frozenset()  # uids whose last level is a duplicate run
+
+    def levels(self, uid: int) -> int:
+        return dict(self.resolved).get(uid, 0)
+
+    def resolve(self, uid: int, count: int, segmented: bool = False) -> _State:
+        seg = self.segmented | {uid} if segmented else self.segmented - {uid}
+        return replace(self, resolved=tuple({**dict(self.resolved), uid: count}.items()),
+                       segmented=seg)
+
+
+def _full_expr(stmt: Stmt) -> tuple[CinExpr, dict[str, tuple[CinExpr, Stmt]]]:
+    """The expression an assignment computes with each temporary replaced by the sum
+    that fills it, and each temporary's (sum, producer)."""
+    if isinstance(stmt, Assign):
+        return _as_cin(stmt.expr), {}
+    assert isinstance(stmt, Where)
+    temps: dict[str, tuple[CinExpr, Stmt]] = {}
+    for producer in sequence_parts(stmt.producer):
+        loops, inner = loop_nest(producer)
+        body, nested = _full_expr(inner)
+        temps.update(nested)
+        assign = inner if isinstance(inner, Assign) else _assign_of(inner)
+        for forall in reversed(loops):
+            body = Sum(forall.index.name, body, assign.reduce_op)
+        temps[assign.access.name] = (body, producer)
+    consumer, nested = _full_expr(stmt.consumer)
+    temps.update(nested)
+    return _with_sums(consumer, {n: s for n, (s, _) in temps.items()}), temps
+
+
+def _with_sums(expr: CinExpr, sums: dict[str, CinExpr]) -> CinExpr:
+    """``expr`` with each temporary's placeholder replaced by the sum filling it."""
+    if isinstance(expr, Operand) and not expr.vars and expr.tensor in sums:
+        return sums[expr.tensor]
+    if isinstance(expr, Apply):
+        return Apply(expr.op, tuple(_with_sums(a, sums) for a in expr.args))
+    return expr
+
+
+def _assign_of(stmt: Stmt) -> Assign:
+    while not isinstance(stmt, Assign):
+        stmt = stmt.consumer if isinstance(stmt, Where) else loop_nest(stmt)[1]
+    return stmt
+
+
+def _as_cin(expr) -> CinExpr:
+    """A statement expression as a compiler expression: a temporary's access becomes a
+    placeholder operand with no levels (present everywhere)."""
+    if isinstance(expr, Access):
+        return Operand(expr.name, (), -1)
+    if isinstance(expr, Apply):
+        return Apply(expr.op, tuple(_as_cin(a) for a in expr.args))
+    return expr
+
+
+class _Lowering:
+    def __init__(self, types: dict[str, TensorType], output: str) -> None:
+        self.types = types
+        self.out = types[output]
+        self.all_insert = all(lv.can_insert for lv in self.out.levels)
+        self.operands: dict[int, Operand] = {}
+        self.taken = 0
+
+    def level(self, uid: int, k: int) -> LevelType:
+        return self.types[self.operands[uid].tensor].levels[k]
+
+    def ref(self, it: Iter, state: _State) -> Ref:
+        if it.is_universe:
+            return Ref("", 0, it.uid, Facts(can_locate=False))
+        lv = self.level(it.uid, it.level)
+        access = "coord_access" if lv.definition.iterate == "coordinate" else "pos_access"
+        segmented = it.level > 0 and it.uid in state.segmented
+        facts = Facts(lv.full, lv.ordered, lv.unique, lv.branchless, lv.can_locate,
+                      lv.definition.always_found(access),
+                      lv.can_locate and lv.definition.always_found("locate"), segmented,
+                      all(self.level(it.uid, k).unique for k in range(it.level)),
+                      lv.definition.iterate != "coordinate")
+        return Ref(self.operands[it.uid].tensor, it.level, it.uid, facts)
+
+    # -- statements ---------------------------------------------------------------------
+    def nest(self, number: int, stmt: Stmt, body: CinExpr | None) -> Node:
+        loops, inner = loop_nest(stmt)
+        order = tuple(f.index.name for f in loops)
+        assign = _assign_of(inner)
+        expr, temps = _full_expr(inner)
+        expr = expr if body is None else body
+        for op in _operands(expr):
+            self.operands[op.uid] = op
+        idx = assign.access.indices
+        derived = any(not isinstance(ix, IndexVar) for ix in idx)
+        out_vars = tuple(str(ix) for ix in idx)  # an affine index: its expression
+        if derived:
+            out_depth, scatter = len(order), True
+        else:
+            out_depth = max((order.index(v) + 1 for v in out_vars), default=0)
+            scatter = any(order.index(v) < out_depth for v in order if v not in out_vars)
+        self.site = Site(number, order, 0, out_vars, out_depth, scatter,
+                         assign.reduce_op is not None and not _peeled(order, idx),
+                         derived, bool(temps), 0)
+        self.temps = {name: full for name, (full, _) in temps.items()}
+        self.target = str(assign.access)
+        return self.loops(order, 0, expr, _State())
+
+    def loops(self, order: tuple[str, ...], depth: int, expr: CinExpr, state: _State) -> Node:
+        site = self.site
+        if depth == site.out_depth and not site.scatter and depth < len(order):
+            acc = self.fresh("acc")
+            reduce = self.reduce(order[depth:], expr, state, acc)
+            return Block((Allocate(acc, self.out.dtype), Clear(acc, 0.0), reduce,
+                          self.write(Operand(acc, (), -1))))
+        if depth == len(order):
+            return self.leaf(expr, state, self.write)
+        return self.var(order[depth], expr, state, depth,
+                        lambda e, s: self.loops(order, depth + 1, e, s))
+
+    def reduce(self, order: tuple[str, ...], expr: CinExpr, state: _State, acc: str) -> Node:
+        if not order:
+            return self.leaf(expr, state, lambda value: Accumulate(acc, "+", value))
+        return self.var(order[0], expr, state, -1,
+                        lambda e, s: self.reduce(order[1:], e, s, acc))
+
+    def leaf(self, expr: CinExpr, state: _State, finish: Callable[[CinExpr], Node]) -> Node:
+        """``finish(value)``, after filling a temporary for each sum left in ``expr``
+        (named as concrete notation's ``where`` names it)."""
+        items: list[Node] = []
+        value = expr
+        for sub in _sums(expr):
+            vars_, body, op = _peel_any(sub)
+            if op.symbol == "+":  # the order code generation gives a sum's loops
+                try:
+                    vars_ = order_loops(vars_, _operands(body), self.types, set(state.bound))
+                except ScheduleError:  # it binds more there (blocked parts): as written
+                    pass
+            name = next((n for n, full in self.temps.items()
+                         if _sum_vars(full) == frozenset(vars_)), None) or self.fresh("t")
+            identity = op.identity if op.identity is not None else 0.0
+            items += [Allocate(name, self.out.dtype), Clear(name, identity),
+                      self.sum_loops(tuple(vars_), body, state, name, op.symbol)]
+            value = _replace(value, sub, Operand(name, (), -1))
+        items.append(finish(value))
+        return items[0] if len(items) == 1 else Block(tuple(items))
+
+    def sum_loops(self, vars_: tuple[str, ...], body: CinExpr, state: _State, name: str,
+                  op: str) -> Node:
+        if not vars_:
+            return self.leaf(body, state, lambda value: Accumulate(name, op, value))
+        return self.var(vars_[0], body, state, -1,
+                        lambda e, s: self.sum_loops(vars_[1:], e, s, name, op))
+
+    def write(self, value: CinExpr) -> Node:
+        site = self.site
+        if not self.all_insert:
+            return Append(self.target, value)
+        if site.scatter or site.accumulate:
+            return Accumulate(self.target, "+", value)
+        return Insert(self.target, value)
+
+    def fresh(self, stem: str) -> str:
+        self.taken += 1
+        return stem if self.taken == 1 and stem == "acc" else f"{stem}{self.taken}"
+
+    # -- one index ----------------------------------------------------------------------
+    def var(self, var: str, expr: CinExpr, state: _State, depth: int,
+            body: Callable[[CinExpr, _State], Node]) -> Node:
+
+        def find(op: Operand) -> Iter | None:
+            k = state.levels(op.uid)
+            return Iter(op.uid, k) if k < len(op.vars) and op.vars[k] == var else None
+
+        def cascade_full(it: Iter) -> bool:
+            if it.is_universe:
+                return True
+            op = self.operands[it.uid]
+            k = it.level + 1
+            while k < len(op.vars) and (op.vars[k] in state.bound or op.vars[k] == var):
+                if not self.level(it.uid, k).full:
+                    return False
+                k += 1
+            return True
+
+        def is_full(it: Iter) -> bool:
+            full = it.is_universe or self.level(it.uid, it.level).full
+            return full and cascade_full(it)
+
+        def can_locate(it: Iter) -> bool:
+            return not it.is_universe and self.level(it.uid, it.level).can_locate
+
+        lattice = build_lattice(expr, find, is_full)
+        bound = (*state.bound, var)
+        nodes: list[Node] = []
+        for point in lattice.points:
+            iterated, located = choose_iterated(lattice, point, can_locate, is_full)
+            point_uids = {it.uid for it in point}
+            cases: list[Case] = []
+            for sub in lattice.subpoints(point):
+                sub_uids = {it.uid for it in sub}
+                case_expr = substitute_absent(expr, lambda op, s=sub_uids, p=point_uids: (
+                    find(op) is not None and (op.uid not in s or op.uid not in p)))
+                present = tuple(self.ref(it, state) for it in sorted(sub, key=str))
+                if case_expr is None:  # the fill value: the case computes nothing
+                    cases.append(Case(present, Block(())))
+                    continue
+                inner = replace(state, bound=bound)
+                locates: list[Node] = []
+                for it in [*iterated, *located]:
+                    if it.is_universe or it.uid not in sub_uids:
+                        continue
+                    if it in located:
+                        locates.append(Locate(self.ref(it, state), var))
+                    segments = it in iterated and self.segments(
+                        it, var, expr, len(iterated) == 1, len(lattice.points))
+                    inner, more = self.cascade(it, inner, segments)
+                    locates += more
+                inside = body(case_expr, inner)
+                misses = [str(n.ref) for n in locates if not n.ref.facts.locate_always_found]
+                if misses and len(iterated) == 1:  # a loop of one case tests its locates
+                    inside = If(" and ".join(f"{m} found" for m in misses), inside)
+                cases.append(Case(present, Block((*locates, inside)) if locates else inside))
+            refs = tuple(self.ref(it, state) for it in iterated)
+            site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
+            key = frozenset((it.uid, it.level) for it in point)
+            if len(iterated) == 1 and len(cases) == 1:
+                ref = refs[0]
+                over = "coordinates" if ref.universe or \
+                    self.level(ref.uid, ref.level).definition.iterate == "coordinate" \
+                    else "positions"
+                node: Node = Loop(var, over, ref, cases[0].body, site=site, expr=expr,
+                                  point=key)
+            else:
+                node = Merge(var, refs, tuple(self.ref(it, state) for it in located),
+                             tuple(cases), site=site, expr=expr, point=key)
+            nodes.append(node)
+        return nodes[0] if len(nodes) == 1 else Block(tuple(nodes))
+
+    def segments(self, it: Iter, var: str, expr: CinExpr, single: bool, points: int) -> bool:
+        """Whether iterating ``it`` walks runs of duplicate coordinates as segments (the
+        levels below then see a run, not a position): a non-unique level iterated by
+        position, unless each duplicate may be visited on its own (one iterator, an
+        output that only accumulates what it is linear in) without a sum kept in a
+        register, or the run is summed as it comes (running sums)."""
+        lv = self.level(it.uid, it.level)
+        if lv.unique or lv.definition.iterate == "coordinate":
+            return False
+        site = self.site
+        if not (single and self.all_insert and linear_in(expr, it.uid)):
+            return True
+        order = site.order
+        in_register = lv.ordered and not site.scatter and var in order \
+            and order.index(var) + 1 == site.out_depth
+        running = points == 1 and not site.accumulate and all(lv.full for lv in self.out.levels)
+        return in_register and not running
+
+    def cascade(self, it: Iter, state: _State, segments: bool) -> tuple[_State, list[Node]]:
+        """The levels below ``it`` whose indices are bound, located in turn."""
+        op = self.operands[it.uid]
+        state = state.resolve(it.uid, it.level + 1, segments)
+        nodes: list[Node] = []
+        k = it.level + 1
+        while k < len(op.vars) and op.vars[k] in state.bound:
+            nodes.append(Locate(self.ref(Iter(it.uid, k), state), op.vars[k]))
+            state = state.resolve(it.uid, k + 1)
+            k += 1
+        return state, nodes
+
+
+def _peeled(order: tuple[str, ...], indices) -> bool:
+    """Whether the nest loops over indices the output lacks (sums peeled into it)."""
+    names = {str(ix) for ix in indices}
+    return any(v not in names for v in order)
+
+
+def _operands(expr: CinExpr) -> list[Operand]:
+    from .cin import operands
+    return [op for op in operands(expr) if op.vars]
+
+
+def _sums(expr: CinExpr) -> list[Sum]:
+    if isinstance(expr, Sum):
+        return [expr]
+    if isinstance(expr, Apply):
+        return [s for a in expr.args for s in _sums(a)]
+    return []
+
+
+def _peel_any(expr: Sum) -> tuple[list[str], CinExpr, object]:
+    """A sum's nested variables under one operator, its body and the operator."""
+    vars_: list[str] = []
+    op = expr.op
+    while isinstance(expr, Sum) and expr.op is op:
+        vars_.append(expr.var)
+        expr = expr.body
+    return vars_, expr, op
+
+
+def _sum_vars(expr: CinExpr) -> frozenset[str]:
+    return frozenset(_peel_any(expr)[0]) if isinstance(expr, Sum) else frozenset()
+
+
+def _replace(expr: CinExpr, old: CinExpr, new: CinExpr) -> CinExpr:
+    if expr == old:
+        return new
+    if isinstance(expr, Apply):
+        return Apply(expr.op, tuple(_replace(a, old, new) for a in expr.args))
+    return expr
+
+
+def lower(stmt: Stmt, types: dict[str, TensorType], output: str,
+          bodies: list[CinExpr] | None = None) -> Program:
+    """The loop IR of a kernel's statement (a sequence of loop nests). ``bodies``: each
+    nest's expression as the scheduler left it (sums in the order they were written),
+    so that the loop IR's expressions are the ones code generation sees."""
+    lowering = _Lowering(types, output)
+    parts = sequence_parts(stmt)
+    nests = tuple(lowering.nest(k, part, None if bodies is None else bodies[k])
+                  for k, part in enumerate(parts))
+    root = nests[0] if len(nests) == 1 else Block(nests)
+    return Program(root, output, types[output].levels, len(nests))
+

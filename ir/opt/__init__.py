@@ -1,0 +1,33 @@
+"""Optimization passes over the loop IR: each decides, with its own legality check,
+whether a fast form applies to a loop, and notes it on the loop node (see passes.py)."""
+
+from __future__ import annotations
+
+from ..from_schedule import statement_of
+from ..loops import loops_of
+from ..lower_loops import Program, lower
+from ..schedule import Nest
+from ..types import TensorType
+from .passes import Target, optimize
+
+
+def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
+            target: Target | None = None) -> Program:
+    """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
+    with every pass run."""
+    program = lower(statement_of(nests, types), types, output, [n.body for n in nests])
+    return optimize(program, target or Target())
+
+
+PointKey = tuple[int, str, object, frozenset[tuple[int, int]]]
+
+
+def notes_by_point(program: Program) -> dict[PointKey, tuple[str, ...]]:
+    """Each loop's notes, by what the emitter knows of the loop it is emitting: the nest,
+    the index, the expression and the lattice point's levels (uid, level; a universe
+    -1)."""
+    found: dict[PointKey, tuple[str, ...]] = {}
+    for node in loops_of(program.root):
+        key = (node.site.nest, node.index, node.expr, node.point)
+        found[key] = tuple(dict.fromkeys((*found.get(key, ()), *node.notes)))
+    return found

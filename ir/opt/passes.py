@@ -1,0 +1,274 @@
+"""The loop-IR optimization passes: each finds the loops where its fast form is legal
+(``checks``) and notes the form on the loop node, which the printer shows.
+
+A form timed against another at run time (llvsparse/probe.py) is noted with
+``(other form)``: the kernel's other form uses it, the first form does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..emit_base import linear_in
+from ..loops import (
+    Allocate,
+    Block,
+    Case,
+    If,
+    Locate,
+    Loop,
+    LoopNode,
+    Merge,
+    Node,
+    Ref,
+    annotate,
+    loops_of,
+    walk,
+)
+from ..lower_loops import Program
+from ..schedule import unordered_append_output
+from ..types import TensorType
+from . import checks
+
+JAM = "jam 8, 4"
+PAIRS = "pairs (other form)"
+GALLOP = "gallop when skewed, always (other form)"
+LOCKSTEP = "lockstep when equal"
+RUNNING_SUMS = "running sums"
+SELECT = "select cases"
+SELECT_OTHER = "select cases (other form)"
+CLEAR_ROWS = "clear rows"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the passes need beyond the loops: which phase of a split assembly is built
+    (a count phase has no output hooks) and whether float operations may reassociate."""
+
+    phase: str = "whole"
+    fastmath: bool = False
+
+
+@dataclass(frozen=True)
+class _Where:
+    program: Program
+    target: Target
+    path: tuple[LoopNode, ...]  # the enclosing loops, outermost first
+
+    @property
+    def bound(self) -> set[str]:
+        return {loop.index for loop in self.path}
+
+
+def _map(node: Node, visit: Callable[[LoopNode, tuple[LoopNode, ...]], LoopNode],
+         path: tuple[LoopNode, ...] = ()) -> Node:
+    """``node`` with ``visit`` applied to every loop, innermost first."""
+    if isinstance(node, Block):
+        return Block(tuple(_map(item, visit, path) for item in node.items))
+    if isinstance(node, If):
+        return If(node.condition, _map(node.then, visit, path))
+    if isinstance(node, Loop):
+        return visit(replace(node, body=_map(node.body, visit, (*path, node))), path)
+    if isinstance(node, Merge):
+        cases = tuple(Case(c.present, _map(c.body, visit, (*path, node))) for c in node.cases)
+        return visit(replace(node, cases=cases), path)
+    return node
+
+
+def _direct_locates(node: LoopNode) -> list[Ref]:
+    """The levels located at each coordinate of ``node``, before its body."""
+    bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
+    found = list(node.located) if isinstance(node, Merge) else []
+    for body in bodies:
+        for item in body.items if isinstance(body, Block) else (body,):
+            if not isinstance(item, Locate):
+                break
+            found.append(item.ref)
+    return found
+
+
+def _inside(node: LoopNode) -> list[Node]:
+    bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
+    return [n for body in bodies for n in walk(body)]
+
+
+def _hooks(where: _Where, index: str) -> bool:
+    """Whether the output closes a segment of appended entries around loops over
+    ``index`` (assembly.OutputAssembler.hooks_for)."""
+    levels = where.program.output_levels
+    site = _site(where.program)
+    unordered = unordered_append_output(TensorType(levels, 0, "float64", "int32"))
+    if where.target.phase == "count" or site is None or unordered:
+        return False
+    prefix = next((k for k, lv in enumerate(levels) if not lv.can_insert), len(levels))
+    heads = [k for k in range(prefix, len(levels)) if k == prefix or not levels[k].branchless]
+    names = site.out_vars
+    return any(0 < h <= len(names) and names[h - 1] == index for h in heads)
+
+
+def _site(program: Program):
+    loops = loops_of(program.root)
+    return loops[0].site if loops else None
+
+
+def _range_loop(where: _Where, node: LoopNode) -> bool:
+    """Whether the loop is clamped to a thread's range of the output's first index."""
+    site = node.site
+    return (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
+            and node.index in site.order and node.index not in where.bound)
+
+
+def _all_insert_full(program: Program) -> tuple[bool, bool]:
+    levels = program.output_levels
+    return all(lv.can_insert for lv in levels), all(lv.full for lv in levels)
+
+
+def _only_locates(node: LoopNode) -> bool:
+    """Whether the loops inside ``node`` visit every coordinate and reach every level by
+    a locate that always finds (jam.only_locate)."""
+    for inner in _inside(node):
+        if isinstance(inner, (Merge, If)):
+            return False
+        if isinstance(inner, Loop) and not (inner.iterator.universe or
+                                            checks.located_surely(inner.iterator.facts)):
+            return False
+        if isinstance(inner, Locate) and not checks.located_surely(inner.ref.facts):
+            return False
+    return True
+
+
+def can_jam(where: _Where, node: LoopNode) -> bool:
+    """The loop-level check of unroll-and-jam (jam.can_jam), then the point's."""
+    site = node.site
+    if not isinstance(node, Loop) or site.depth < 0:
+        return False
+    inner = site.order[site.depth + 1:]
+    if not inner or site.contains_sum or site.derived or (
+            site.out_vars and site.out_vars[0] in inner and where.program.nests == 1):
+        return False
+    if any(_hooks(where, v) for v in inner) or not _only_locates(node):
+        return False
+    all_insert, _ = _all_insert_full(where.program)
+    if not ((not site.scatter and site.out_depth == site.depth + 1)
+            or (all_insert and set(inner) <= set(site.out_vars))):
+        return False
+    return checks.jammable(node.iterator.facts, node.over == "positions" and
+                           not node.iterator.universe, site.lattice_points,
+                           _hooks(where, node.index), _range_loop(where, node),
+                           [r.facts for r in _direct_locates(node)])
+
+
+def jam(where: _Where, node: LoopNode) -> LoopNode:
+    """Unroll-and-jam: a sparse loop whose inner loops only locate runs 8, then 4
+    positions per step (ir/jam.py)."""
+    return annotate(node, JAM) if can_jam(where, node) else node
+
+
+def pairs(where: _Where, node: LoopNode) -> LoopNode:
+    """Paired rows: two halves of a row loop run their sums side by side (ir/pairs.py)."""
+    site = node.site
+    all_insert, full = _all_insert_full(where.program)
+    if not isinstance(node, Loop) or site.depth < 0 or where.target.fastmath \
+            or site.depth + 2 != len(site.order) or site.depth + 1 != site.out_depth \
+            or site.scatter or site.derived or site.contains_sum or not (all_insert and full) \
+            or _hooks(where, site.order[site.depth + 1]) or can_jam(where, node):
+        return node
+    inner = [n for n in _inside(node) if isinstance(n, (Loop, Merge))]
+    if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].iterator.universe \
+            or inner[0].site.lattice_points != 1:
+        return node
+    driver = inner[0]
+    others = [n.ref.facts for n in _inside(driver) if isinstance(n, Locate)]
+    if not checks.pair_driver(driver.iterator.facts, driver.over == "positions", others):
+        return node
+    it = node.iterator
+    unclamped = _range_loop(where, node) and node.over == "positions" and not it.facts.ordered
+    if not checks.pairable(None if it.universe else it.facts, site.lattice_points,
+                           _hooks(where, node.index), unclamped,
+                           [r.facts for r in _direct_locates(node)]):
+        return node
+    return annotate(node, PAIRS)
+
+
+def _gallops(node: LoopNode) -> bool:
+    return isinstance(node, Merge) and checks.gallops(
+        [None if r.universe or not r.facts.by_position else r.facts for r in node.iterators],
+        node.site.lattice_points)
+
+
+def gallop(where: _Where, node: LoopNode) -> LoopNode:
+    """Galloping intersection, and the lockstep test of equal ranges it allows."""
+    if not _gallops(node):
+        return node
+    node = annotate(node, GALLOP)
+    if not _hooks(where, node.index) and not _range_loop(where, node):
+        node = annotate(node, LOCKSTEP)
+    return node
+
+
+def running_sums(where: _Where, node: LoopNode) -> LoopNode:
+    """A sorted run of duplicate coordinates summed as it comes (coordinate-list SpMV)."""
+    site = node.site
+    if not isinstance(node, Loop) or node.iterator.universe:
+        return node
+    all_insert, full = _all_insert_full(where.program)
+    order = site.order
+    writes_next = node.index in order and order.index(node.index) + 1 == site.out_depth
+    if checks.runs_sums(node.iterator.facts, node.over == "positions", site.lattice_points,
+                        _hooks(where, node.index), writes_next,
+                        linear_in(node.expr, node.iterator.uid), full, site.accumulate,
+                        site.scatter, all_insert):
+        return annotate(node, RUNNING_SUMS)
+    return node
+
+
+def select_cases(where: _Where, node: LoopNode) -> LoopNode:
+    """Case selection: the cases of a co-iteration computed unconditionally and picked
+    with selects, where each case is a scalar expression (it produces a value) over
+    operands at positions valid whether or not the operand is present (iterated
+    positions inside the loop, always-found locates, full levels below them), and the
+    body is the innermost one. A union such as A + B then has no data-dependent branch
+    per coordinate, which on random sparsity patterns mispredicts about every other
+    step. Where the cases may also branch (no hooks, no thread-range test), the two are
+    timed against each other: selection is then the other form."""
+    inside = _inside(node) if isinstance(node, Merge) else []
+    if not isinstance(node, Merge) or len(node.iterators) < 2 or len(node.cases) < 2 \
+            or any(isinstance(n, (Loop, Merge, Allocate)) for n in inside):
+        return node  # not innermost, or a case fills a temporary (a sum) first
+    if any(isinstance(c.body, Block) and not c.body.items for c in node.cases):
+        return node  # a case that computes nothing
+    if any(not r.facts.locate_always_found for r in node.located) or any(
+            isinstance(n, Locate) and not n.ref.facts.full for n in inside):
+        return node  # a position that is not valid where its level misses
+    unclamped = _range_loop(where, node) and not all(
+        r.universe or not r.facts.by_position or r.facts.ordered for r in node.iterators)
+    split = not _hooks(where, node.index) and not unclamped
+    return annotate(node, SELECT_OTHER if split else SELECT)
+
+
+def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
+    """Row clearing: the kernel zeroes each output row just before scattering into it."""
+    site = node.site
+    if not isinstance(node, Loop) or where.path or where.target.phase != "whole" \
+            or site.depth + 1 >= len(site.order) or JAM in node.notes:
+        return node
+    all_insert, full = _all_insert_full(where.program)
+    covers_all = site.lattice_points == 1 and (node.iterator.universe or node.iterator.facts.full) \
+        and all(r.facts.full for r in _direct_locates(node))
+    if checks.clears_rows(covers_all, _range_loop(where, node), where.program.nests == 1,
+                          site.scatter, site.accumulate, all_insert, full):
+        return annotate(node, CLEAR_ROWS)
+    return node
+
+
+PASSES = (jam, pairs, gallop, running_sums, select_cases, clear_rows)
+
+
+def optimize(program: Program, target: Target | None = None,
+             passes: tuple[Callable[[_Where, LoopNode], LoopNode], ...] = PASSES) -> Program:
+    """``program`` with each pass run over every loop, in order."""
+    root, target = program.root, target or Target()
+    for run in passes:
+        root = _map(root, lambda node, path, run=run: run(_Where(program, target, path), node))
+    return replace(program, root=root)

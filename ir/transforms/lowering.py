@@ -1,0 +1,126 @@
+"""Choosing how a statement is lowered: as one nest or split into several, with operands
+as stored or converted to sorted coordinate lists. Each attempt answers by what it
+returns (``Lowered`` or ``Refused``), so the choice is made here, over values, and the
+API only builds the chosen kernel.
+
+Code generation still refuses a nest it cannot emit by raising ScheduleError from deep
+inside; ``_emit`` is the one place that turns that into a ``Refused``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from llvsparse import notation as nt
+
+from ..cin import Assign
+from ..codegen import KernelCompiler
+from ..conversions import Modes, conversion_candidates, rescanned
+from ..frontend import to_concrete
+from ..lattice import KernelTooLargeError
+from ..schedule import Nest, ScheduleError
+from ..types import TensorType
+from ..workspace_schedule import schedule_kernel
+
+
+@dataclass
+class Lowered:
+    """A statement lowered: its nests, the compiler that emitted them and its module,
+    the operand types it was lowered for and the operands converted (mode orders)."""
+
+    nests: list[Nest]
+    builder: KernelCompiler
+    module: ir.Module
+    types: dict[str, TensorType]
+    conversions: dict[str, Modes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a statement could not be lowered."""
+
+    error: ScheduleError
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to lower: the statement, its operands' names (the output first), the result's
+    value type, whether float operations may reassociate, and the workspace the caller
+    named (None: the rule of paper 002 chooses)."""
+
+    assignment: nt.Assignment
+    order: list[str]
+    dtype: str
+    fastmath: bool
+    workspace: str | None = None
+
+
+def lower_kernel(request: Request, types: dict[str, TensorType],
+                 converted: dict[str, Modes] | None = None,
+                 sparse_workspace: bool = True) -> Lowered | Refused:
+    """One nest per statement if code generation can emit it, else the statement split
+    into one nest per additive term; the unsplit refusal stands where splitting does
+    not schedule. ``sparse_workspace``: whether the rule may choose a sparse workspace
+    (one the caller named is always used)."""
+    converted = converted or {}
+    try:
+        concrete = to_concrete(request.assignment, types)
+    except ScheduleError as error:
+        return Refused(error)
+    nests = _scheduled(concrete, types, split=False, policy=request.workspace,
+                       sparse=sparse_workspace)
+    first = nests if isinstance(nests, Refused) else _emit(request, nests, types, converted)
+    if isinstance(first, Lowered):
+        return first
+    split = _scheduled(concrete, types, split=True)
+    return first if isinstance(split, Refused) else _emit(request, split, types, converted)
+
+
+def lower_converting(request: Request, types: dict[str, TensorType], hidden: Iterable[str],
+                     stored_so: Callable[[str, Modes], bool],
+                     retype: Callable[[dict[str, Modes]], dict[str, TensorType]]
+                     ) -> Lowered | Refused:
+    """``lower_kernel``; where the operands' storage orders cannot be reconciled, with
+    operands converted to sorted coordinate lists (``conversion_candidates``; ``retype``
+    gives the types of a candidate's operands), the first candidate that lowers. A
+    kernel too large stays refused: converted operands are as sparse. A sparse workspace
+    the rule would choose comes last: a transposing copy of 2M entries through one took
+    1.1 s a call, where the conversion sorts once and then gathers."""
+    first = lower_kernel(request, types, sparse_workspace=False)
+    if isinstance(first, Lowered) or isinstance(first.error, KernelTooLargeError):
+        return first
+    for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
+        attempt = lower_kernel(request, retype(orders), orders, sparse_workspace=False)
+        if isinstance(attempt, Lowered):
+            return attempt
+    last = lower_kernel(request, types)
+    return last if isinstance(last, Lowered) else first
+
+
+def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
+               policy: str | None = None, sparse: bool = True) -> list[Nest] | Refused:
+    """The scheduler's nests (with a workspace where the output would be scattered), or
+    its refusal."""
+    try:
+        return schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse)
+    except ScheduleError as error:
+        return Refused(error)
+
+
+def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
+          converted: dict[str, Modes]) -> Lowered | Refused:
+    """The kernel's module, unless it would walk a converted operand whole for every
+    coordinate of an outer loop (``rescanned``) or code generation refuses the nests."""
+    reason = rescanned(nests, types, converted)
+    if reason is not None:
+        return Refused(ScheduleError(reason))
+    builder = KernelCompiler(nests, types, request.order, request.dtype,
+                             fastmath=request.fastmath)
+    try:
+        module = builder.compile()
+    except ScheduleError as error:
+        return Refused(error)
+    return Lowered(nests, builder, module, types, dict(converted))

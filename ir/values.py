@@ -1,0 +1,70 @@
+"""Values in generated kernels: an expression at a coordinate, an operand's stored value
+(a run of duplicates summed), and a sum left inside an expression."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from llvsparse.operators import ADD
+
+from . import monoid, scalars
+from .bodies import ArrayRef, is_true
+from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
+from .emit_base import ZERO, Ctx
+from .schedule import ScheduleError, order_loops
+
+
+class ValueEmitter:
+    """KernelCompiler's value methods (a part of it, kept in a module of its own)."""
+
+    def value(self, expr: Expr, ctx: Ctx) -> ir.Value:
+        b = self.b
+        if isinstance(expr, Const):
+            return scalars.constant(self.dtype, expr.value)
+        if isinstance(expr, Apply):
+            args = [self.value(a, ctx) for a in expr.args]
+            return scalars.apply_op(b, expr.op, args, self.dtype, self.fastmath)
+        if isinstance(expr, Sum):
+            return self.nested_sum(expr, ctx)
+        assert isinstance(expr, Operand)
+        return self.operand_value(expr, ctx)
+
+    def operand_value(self, op: Operand, ctx: Ctx) -> ir.Value:
+        tensor = self.tensors[op.tensor]
+        resolved = ctx.levels.get(op.uid, ())
+        if len(resolved) != len(op.vars):
+            raise ScheduleError(f"{op}: levels left unresolved at the point of use")
+        vals = tensor.array_ref(tensor.vals_slot)
+        src = tensor.type.dtype
+        if not resolved:
+            return self._load_val(vals, ZERO, src)
+        last = resolved[-1]
+        if last.seg_end is None:
+            value = self._load_val(vals, last.pos, src)
+            found = ctx.found.get(op.uid)
+            if found is not None and not is_true(found):
+                value = self.b.select(found, value, scalars.constant(self.dtype, 0))
+            return value
+        acc = self.alloca(scalars.compute_type(self.dtype), "dup")
+        self.b.store(scalars.sum_start(self.dtype), acc)  # a segment is never empty
+        self.counted_loop(last.pos, last.seg_end, lambda q: self.b.store(scalars.apply(
+            self.b, "add", [self.b.load(acc), self._load_val(vals, q, src)], self.dtype),
+            acc))
+        return self.b.load(acc)
+
+    def _load_val(self, vals: ArrayRef, index: ir.Value, src: str) -> ir.Value:
+        stored = vals.load_raw(self.b, index)
+        return scalars.load_value(self.b, stored, src, self.dtype)
+
+    def nested_sum(self, expr: Sum, ctx: Ctx) -> ir.Value:
+        if expr.op is not ADD:
+            return monoid.fold(self, expr, ctx)
+        summed, body = peel_sums(expr)
+        ops = operands(body)
+        for op in ops:
+            self.operands[op.uid] = op
+        order = order_loops(summed, ops, self.types, set(ctx.bound))
+        acc = self.alloca(scalars.compute_type(self.dtype), "sum")
+        self.b.store(scalars.constant(self.dtype, 0), acc)
+        self.reduce(order, body, ctx, acc, None)
+        return self.b.load(acc)

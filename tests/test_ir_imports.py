@@ -1,0 +1,107 @@
+"""ir/ has no import cycles: the graph of its modules' imports (those that run, not
+the ones only type checkers read) is acyclic, and every module imports on its own."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import llvsparse.ir
+
+IR = Path(llvsparse.ir.__file__).parent
+PACKAGE = "llvsparse.ir"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(IR.rglob("*.py")):
+        parts = path.relative_to(IR).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join((PACKAGE, *parts))] = path
+    return found
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+        and node.test.id == "TYPE_CHECKING"
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The ir modules ``name`` imports when it runs (at the top or inside functions)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for top in ast.walk(tree) if _type_checking_only(top)
+               for n in ast.walk(top)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        found |= {t for t in targets if t in modules and t != name}
+    return found
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_ir_import_graph_is_acyclic() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    # a package's __init__ importing its own submodules is not a cycle by itself
+    for name in graph:
+        graph[name] -= {p for p in graph if name.startswith(p + ".")}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_each_ir_module_imports_alone() -> None:
+    """Each module, imported first (every llvsparse module forgotten before it), needs
+    no other import order."""
+    script = """
+import importlib, sys
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split('.')[0] == 'llvsparse']:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        sys.exit(f'{name}: {error!r}')
+"""
+    done = subprocess.run([sys.executable, "-c", script, *_modules()], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,221 @@
+"""The loop IR: lowering concrete notation and lattices to loops, its printer, the
+optimization passes that annotate it (each fires where legal and nowhere else), and
+``kernel.loops`` / ``llvsparse dump --emit loops``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from llvsparse.ir.codegen import KernelCompiler
+from llvsparse.ir.from_schedule import statement_of
+from llvsparse.ir.frontend import to_concrete
+from llvsparse.ir.loops import Loop, Merge, loops_of, show
+from llvsparse.ir.lower_loops import lower
+from llvsparse.ir.opt import loop_ir
+from llvsparse.ir.opt import passes as opt
+from llvsparse.ir.schedule import schedule
+
+import llvsparse as ls
+from llvsparse.cli import main
+
+SPMV = "y(i) = A(i,j) * x(j)"
+SPADD = "C(i,j) = A(i,j) + B(i,j)"
+SPMUL = "C(i,j) = A(i,j) * B(i,j)"
+SPMM = "C(i,k) = A(i,j) * B(j,k)"
+
+
+def _types(**formats: tuple[str, int]):
+    return {n: ls.named_format(f, order).tensor_type("float64", "int32")
+            for n, (f, order) in formats.items()}
+
+
+def _nests(statement: str, types):
+    concrete = to_concrete(ls.parse(statement), types)
+    try:
+        return schedule(concrete, types)
+    except ls.ScheduleError:
+        return schedule(concrete, types, split=True)
+
+
+def _program(statement: str, fastmath: bool = False, **formats: tuple[str, int]):
+    types = _types(**formats)
+    return loop_ir(_nests(statement, types), types, statement.split("(")[0],
+                   opt.Target(fastmath=fastmath))
+
+
+def _notes(program) -> dict[str, tuple[str, ...]]:
+    return {node.index: node.notes for node in loops_of(program.root)}
+
+
+def test_spmv_csr_loops() -> None:
+    program = _program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1))
+    assert show(program.root).splitlines() == [
+        "for i in coordinates of A.0:  [pairs (other form)]",
+        "  allocate acc: float64",
+        "  clear acc = 0.0",
+        "  for j in positions of A.1:",
+        "    locate x.0 at j",
+        "    acc += A(i,j) * x(j)",
+        "  insert y(i) = acc()"]
+
+
+def test_spadd_is_a_merge_with_cases() -> None:
+    program = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert show(program.root).splitlines() == [
+        "for i in coordinates of A.0:",
+        "  locate B.0 at i",
+        "  merge j over A.1, B.1:  [select cases (other form)]",
+        "    case A.1, B.1:",
+        "      append C(i,j) = A(i,j) + B(i,j)",
+        "    case A.1:",
+        "      append C(i,j) = A(i,j)",
+        "    case B.1:",
+        "      append C(i,j) = B(i,j)",
+        "  for j in positions of A.1:",
+        "    append C(i,j) = A(i,j)",
+        "  for j in positions of B.1:",
+        "    append C(i,j) = B(i,j)"]
+    merge = next(n for n in loops_of(program.root) if isinstance(n, Merge))
+    assert [str(r) for r in merge.iterators] == ["A.1", "B.1"]
+
+
+def test_a_locate_that_may_miss_is_tested() -> None:
+    """A hashed vector located at each stored column: the loop tests that it holds it."""
+    program = _program(SPMV, y=("dense", 1), A=("csr", 2), x=("hash", 1))
+    text = show(program.root)
+    assert "    locate x.0 at j\n    if x.0 found:\n      acc += A(i,j) * x(j)" in text
+
+
+def test_a_sum_left_in_an_expression_fills_a_temporary() -> None:
+    program = _program("y(i) = A(i,j) * x(j) + z(i)", y=("dense", 1), A=("csr", 2),
+                       x=("dense", 1), z=("dense", 1))
+    text = show(program.root)
+    assert "  allocate t: float64\n  clear t = 0" in text
+    assert "    t += A(i,j) * x(j)\n  insert y(i) = t() + z(i)" in text
+
+
+def test_jam_fires_on_spmm_not_on_spmv() -> None:
+    spmm = _notes(_program(SPMM, C=("dense", 2), A=("csr", 2), B=("dense", 2)))
+    assert opt.JAM in spmm["j"] and opt.JAM not in spmm["i"] + spmm["k"]
+    spmv = _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
+    assert all(opt.JAM not in notes for notes in spmv.values())
+    # a sparse B: its inner loop iterates and may miss, so nothing to jam
+    sparse_b = _notes(_program(SPMM, C=("dense", 2), A=("csr", 2), B=("csr", 2)))
+    assert all(opt.JAM not in notes for notes in sparse_b.values())
+
+
+def test_pairs_fire_on_row_wise_spmv_only() -> None:
+    assert opt.PAIRS in _notes(_program(SPMV, y=("dense", 1), A=("csr", 2),
+                                        x=("dense", 1)))["i"]
+    fast = _notes(_program(SPMV, True, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
+    assert all(opt.PAIRS not in notes for notes in fast.values())  # fastmath reassociates
+    coo = _notes(_program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1)))
+    assert all(opt.PAIRS not in notes for notes in coo.values())
+
+
+def test_gallop_fires_on_an_intersection_not_a_union() -> None:
+    product = _notes(_program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2)))
+    assert opt.GALLOP in product["j"] and opt.LOCKSTEP in product["j"]
+    union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert all(opt.GALLOP not in n.notes for n in loops_of(union.root))
+
+
+def test_running_sums_fire_on_coordinate_lists_only() -> None:
+    coo = _notes(_program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1)))
+    assert coo["i"] == (opt.RUNNING_SUMS,)
+    csr = _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
+    assert all(opt.RUNNING_SUMS not in notes for notes in csr.values())
+
+
+def test_case_selection_fires_on_a_union_not_an_intersection() -> None:
+    union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert [n.notes for n in loops_of(union.root) if isinstance(n, Merge)] == \
+        [(opt.SELECT_OTHER,)]
+    product = _program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert all(opt.SELECT_OTHER not in n.notes and opt.SELECT not in n.notes
+               for n in loops_of(product.root))
+
+
+def test_row_clearing_fires_on_scattered_dense_rows_only() -> None:
+    assert opt.CLEAR_ROWS in _notes(_program(SPMM, C=("dense", 2), A=("csr", 2),
+                                             B=("dense", 2)))["i"]
+    spmv = _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
+    assert all(opt.CLEAR_ROWS not in notes for notes in spmv.values())
+    into_csr = _notes(_program(SPMM, C=("csr", 2), A=("csr", 2), B=("dense", 2)))
+    assert all(opt.CLEAR_ROWS not in notes for notes in into_csr.values())
+
+
+KERNELS = [
+    (SPMV, {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}),
+    (SPMV, {"y": ("dense", 1), "A": ("coo", 2), "x": ("dense", 1)}),
+    (SPMV, {"y": ("dense", 1), "A": ("dia", 2), "x": ("dense", 1)}),
+    (SPMV, {"y": ("dense", 1), "A": ("ell", 2), "x": ("dense", 1)}),
+    (SPMM, {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}),
+    (SPMM, {"C": ("dense", 2), "A": ("csr", 2), "B": ("csr", 2)}),
+    (SPADD, {"C": ("csr", 2), "A": ("csr", 2), "B": ("csr", 2)}),
+    (SPMUL, {"C": ("csr", 2), "A": ("csr", 2), "B": ("csr", 2)}),
+    ("C(i,j) = S(i,j) * A(i,k) * B(j,k)", {"C": ("csr", 2), "S": ("csr", 2),
+                                           "A": ("dense", 2), "B": ("dense", 2)}),
+]
+
+
+@pytest.mark.parametrize("statement,formats", KERNELS)
+def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
+    """Where the emitter logs a jammed or paired loop, the passes noted it, and no more."""
+    types = _types(**formats)
+    nests = _nests(statement, types)
+    order = list(formats)
+    noted = {note for n in loops_of(loop_ir(nests, types, order[0]).root) for note in n.notes}
+    other = KernelCompiler(nests, types, order, "float64", other_form=True)
+    other.compile()
+    log = "\n".join(other.lattice_log)
+    assert ("(jammed)" in log) == (opt.JAM in noted)
+    assert ("(paired)" in log) == (opt.PAIRS in noted)
+
+
+def test_the_emitter_reads_the_notes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no pass run, the emitter emits no fast form: it reads the loops' notes
+    instead of deciding itself."""
+    from llvsparse.ir import codegen
+
+    formats = {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}
+    types = _types(**formats)
+    nests = _nests(SPMM, types)
+
+    def log() -> str:
+        compiler = KernelCompiler(nests, types, list(formats), "float64")
+        compiler.compile()
+        return "\n".join(compiler.lattice_log) + f"\nclears rows: {compiler.clears_rows}"
+
+    union = {"C": ("csr", 2), "A": ("csr", 2), "B": ("csr", 2)}
+    union_types = _types(**union)
+
+    def choices() -> int:  # loops whose other form differs (here: case selection)
+        compiler = KernelCompiler(_nests(SPADD, union_types), union_types, list(union),
+                                  "float64")
+        compiler.compile()
+        return compiler.form_choices
+
+    assert "(jammed)" in log() and "clears rows: True" in log() and choices() > 0
+    def bare(nests, types, output, target=None):
+        return lower(statement_of(nests, types), types, output, [n.body for n in nests])
+
+    monkeypatch.setattr(codegen, "loop_ir", bare)
+    assert "(jammed)" not in log() and "clears rows: False" in log() and choices() == 0
+
+
+def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:
+    kernel = ls.compile(SPMV, A="csr", x="dense")
+    a = sp.random(7, 5, density=0.4, format="csr", random_state=3)
+    x = np.arange(5.0)
+    np.testing.assert_allclose(kernel(A=a, x=x).to_numpy(), a @ x)
+    assert kernel.loops.splitlines()[0] == "for i in coordinates of A.0:  [pairs (other form)]"
+    assert main(["dump", SPMV, "-f", "A:csr", "--emit", "loops", "--no-color"]) == 0
+    assert kernel.loops in capsys.readouterr().out
+
+
+def test_every_loop_node_is_a_loop_or_merge() -> None:
+    program = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert all(isinstance(n, (Loop, Merge)) and n.site is not None
+               for n in loops_of(program.root))
