@@ -233,8 +233,8 @@ class Kernel:
         to sorted coordinate lists (see ``lower_converting``)."""
         start = time.perf_counter()
         request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
-        if not self.convert:
-            lowered = lower_kernel(request, types)
+        if not self.convert:  # asformat's copies: a host sort beats a sparse workspace
+            lowered = lower_kernel(request, types, sparse_workspace=False)
         else:
             lowered = lower_converting(
                 request, types, self._patterns,

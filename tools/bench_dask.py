@@ -1,10 +1,12 @@
 """Blockwise SpMV on Dask (``llvsparse.distributed``) against one llvsparse kernel call on
 the whole matrix, the same total work in one process; and, with ``--out-of-core-gb``, an
 SpMV of row blocks on disk by a LocalCluster of two workers with a memory limit, whose
-peak worker memory (RSS, sampled every 20 ms) is reported.
+peak worker memory (RSS, sampled every 20 ms) is reported; with ``--cluster``, the
+in-memory SpMV on a LocalCluster of two worker processes, whose blocks were made and
+kept on the workers, against the same single call.
 
     python -m llvsparse.tools.bench_dask [--entries 1e8] [--blocks 16] [--repeat 5]
-        [--out-of-core-gb 3 --worker-memory 2GB] [--json out.json]
+        [--cluster] [--out-of-core-gb 3 --worker-memory 2GB] [--json out.json]
 
 The matrix is square with ``--per-row`` entries in each row, in sorted distinct columns
 (packing skips its sort), float64 values, int32 indices. Each timing is a median of
@@ -36,6 +38,15 @@ def _rows_of(rows: int, cols: int, per_row: int, rng: np.random.Generator) -> sp
     indices = (first[:, None] + np.arange(per_row, dtype=np.int32) * step).ravel()
     indptr = np.arange(0, rows * per_row + 1, per_row, dtype=np.int64)
     return sp.csr_matrix((rng.random(rows * per_row), indices, indptr), shape=(rows, cols))
+
+
+def _block_of(lo: int, hi: int, n: int, per_row: int, seed: int):
+    """Rows ``lo:hi`` of the benchmark matrix as a CSR tensor, made where it is called
+    (on a worker, so that no block crosses the network)."""
+    import llvsparse as ls
+
+    rows = _rows_of(hi - lo, n, per_row, np.random.default_rng(seed))
+    return ls.Tensor.from_scipy(rows, ls.named_format("csr", 2))
 
 
 def _median(run, repeat: int) -> float:
@@ -80,6 +91,54 @@ def in_memory(entries: int, per_row: int, blocks: int, repeat: int) -> dict:
         "scipy_s": _median(lambda: whole @ x, repeat),
     }
     result["dask_over_single"] = result["dask_threads_s"] / result["single_s"]
+    return result
+
+
+def on_cluster(entries: int, per_row: int, blocks: int, repeat: int) -> dict:
+    """``ld.evaluate`` over row blocks kept on a LocalCluster of two single-threaded
+    worker processes, against one kernel call on two threads over the same matrix; runs
+    alternate. The dense x is sent with each run's graph and y gathered back, as an
+    iterative method would."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    import llvsparse as ls
+    import llvsparse.distributed as ld
+    from llvsparse.distributed.partitioned import Block, Partitioned, same
+
+    n = entries // per_row
+    bounds = tuple(int(b) for b in np.linspace(0, n, blocks + 1))
+    pieces = list(itertools.pairwise(bounds))
+    whole = sp.vstack([_block_of(lo, hi, n, per_row, k).to_scipy()
+                       for k, (lo, hi) in enumerate(pieces)], format="csr")
+    big = ls.Tensor.from_scipy(whole, ls.named_format("csr", 2))
+    x = np.random.default_rng(0).random(n)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    expected = whole @ x
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        made = client.persist([dask.delayed(_block_of)(lo, hi, n, per_row, k)
+                               for k, (lo, hi) in enumerate(pieces)])
+        parts = {(k, 0): Block(same, block) for k, block in enumerate(made)}
+        P = Partitioned((n, n), (bounds, (0, n)), ls.named_format("csr", 2),
+                        np.dtype("float64"), None, parts)
+
+        def spread() -> np.ndarray:
+            return ld.evaluate("y(i) = A(i,j) * x(j)", A=P, x=x).compute(scheduler=client)
+
+        assert np.allclose(spread(), expected)
+        assert np.allclose(kernel(A=big, x=x, threads=2).to_numpy(), expected)
+        single, cluster_times = [], []
+        for _ in range(repeat):
+            cluster_times.append(_median(spread, 1))
+            single.append(_median(lambda: kernel(A=big, x=x, threads=2), 1))
+        compiles = client.run(_llvm_work)
+    result = {"entries": int(whole.nnz), "rows": n, "blocks": blocks,
+              "single_2_threads_s": statistics.median(single),
+              "dask_local_cluster_s": statistics.median(cluster_times),
+              "worker_llvm": sorted(compiles.values(), key=str)}
+    result["cluster_over_single"] = (result["dask_local_cluster_s"]
+                                     / result["single_2_threads_s"])
     return result
 
 
@@ -165,13 +224,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-row", type=int, default=20)
     parser.add_argument("--blocks", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the in-memory SpMV on a LocalCluster of two processes")
     parser.add_argument("--out-of-core-gb", type=float, default=0.0)
     parser.add_argument("--worker-memory", default="2GB")
     parser.add_argument("--block-entries", type=int, default=4_000_000)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     report = {}
-    if args.entries > 0:
+    if args.entries > 0 and args.cluster:
+        report["local_cluster"] = on_cluster(int(args.entries), args.per_row, args.blocks,
+                                             args.repeat)
+        print(json.dumps(report["local_cluster"], indent=1))
+    elif args.entries > 0:
         report["in_memory"] = in_memory(int(args.entries), args.per_row, args.blocks,
                                         args.repeat)
         print(json.dumps(report["in_memory"], indent=1))
