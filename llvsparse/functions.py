@@ -15,7 +15,9 @@ import math
 from collections.abc import Callable, Sequence
 
 from llvsparse.expr_api import apply
-from llvsparse.formats.loader import FormatFileError, _BodyChecker, _Reader
+from llvsparse.formats.body_check import BodyChecker
+from llvsparse.formats.vocabulary import FormatFileError
+from llvsparse.formats.yaml_reader import Reader
 from llvsparse.notation import REDUCTION_PREFIX, NotationError, is_valid_name
 from llvsparse.operators import (
     ADD,
@@ -43,7 +45,7 @@ _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!=", ast.Gt: "
 _SAMPLES = (0.0, 1.0, -2.5, 3.0, 0.5)
 
 
-class _ValueChecker(_BodyChecker):
+class _ValueChecker(BodyChecker):
     """The level-body whitelist, for values: float constants, true division and calls
     of any defined function are allowed; arrays, ``//`` and ``%`` are not."""
 
@@ -197,7 +199,7 @@ def function(name: str, body: str, *, args: Sequence[str] = ("a", "b"),
     except SyntaxError as error:
         raise NotationError(f"{where}: body is not an expression: {error.msg}") from None
     try:
-        _ValueChecker(_Reader(where), 1, where, frozenset(args), frozenset()).check_expression(
+        _ValueChecker(Reader(where), 1, where, frozenset(args), frozenset()).check_expression(
             tree.body)
     except FormatFileError as error:
         raise NotationError(f"{where}: {error.problem}") from None
