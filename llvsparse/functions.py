@@ -1,7 +1,7 @@
 """User-defined scalar functions: ``ls.function("f", body="a * b + 1", ...)``.
 
 The body is a Python expression checked by the same whitelist as the YAML level bodies
-(formats/loader.py; never ``eval``), over the arguments and numbers, with ``+ - * /``,
+(formats/body_check.py; never ``eval``), over the arguments and numbers, with ``+ - * /``,
 comparisons, ``and``/``or``/``not``, ``x if c else y`` and calls of the builtin
 functions. It becomes a template over builtin operators, which code generation emits
 and which computes the function in Python for the compiler's reasoning about fill
