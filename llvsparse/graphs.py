@@ -1,0 +1,252 @@
+"""Graph algorithms written in index notation: BFS levels, Bellman-Ford shortest paths,
+triangle counting and PageRank.
+
+A graph is a square matrix ``G`` whose entry ``G[i, j]`` is the edge from ``i`` to ``j``
+and its weight (scipy.sparse.csgraph's convention; a stored zero is an edge of weight 0).
+Each algorithm is one or two kernels, compiled once per process and format (see
+``_kernel``), driven by a Python loop. The loop calls each kernel through a binding
+(``Kernel.bind``) on operands it updates in place, so an iteration costs the kernel and
+a few microseconds: binding a new frontier Tensor each level cost 0.2-0.3 ms, four times
+a whole GraphBLAS BFS level on a road network.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from .format import named_format
+from .notation_parse import parse
+from .semirings import semiring_assignment
+from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from .api import Kernel
+
+# BFS: the vertices one step from the frontier that are not visited yet. On bool
+# operands + is or and * is and: the boolean semiring, whose sum scatters, so the loops
+# run over the frontier's entries and their out-edges (a push), i outer, j inner.
+BFS_STEP = "reach(j) = unvisited(j) * frontier(i) * G(i,j)"
+# Bellman-Ford: one relaxation over the min-plus semiring, W(i,j) the edge from j to i
+# plus a zero-weight loop at every vertex (which keeps dist(i) in the minimum).
+SSSP_STEP = "relaxed(i) = W(i,j) * dist(j)"
+# Triangles: L strictly lower triangular; the loops run i, k, j and intersect the rows
+# L(i,:) and L(k,:) at each entry L(i,k): L @ L is never formed.
+TRIANGLES = "t = L(i,j) * L(i,k) * L(k,j)"
+# PageRank: the rank each vertex receives along its in-edges, P(j,i) the share of i's
+# rank that flows to j.
+PAGERANK_STEP = "received(j) = P(j,i) * rank(i)"
+
+
+class NegativeCycleError(ValueError):
+    """The graph has a cycle of negative weight reachable from the source: shortest
+    paths are not defined."""
+
+
+class ConvergenceError(RuntimeError):
+    """PageRank's power iteration did not converge within ``max_iter`` iterations."""
+
+
+@functools.cache
+def _kernel(name: str) -> Kernel:
+    """The kernel of one algorithm step, compiled on first use and kept for the process
+    (its machine code is specialized per dtype once, in ``Kernel.instance``)."""
+    from .api import compile as compile_kernel
+
+    if name == "bfs":
+        return compile_kernel(BFS_STEP, G="csr", frontier="sparse", unvisited="dense")
+    if name == "sssp":
+        return compile_kernel(semiring_assignment(parse(SSSP_STEP), "min", "+"), W="csr",
+                              dist="dense")
+    if name == "triangles":
+        return compile_kernel(TRIANGLES, L="csr")
+    if name == "pagerank":
+        return compile_kernel(PAGERANK_STEP, P="csr", rank="dense")
+    raise KeyError(name)
+
+
+def _graph(graph: object, what: str) -> sp.csr_array:
+    """``graph`` as a canonical CSR array (sorted, duplicates summed), refused unless
+    square, real and free of NaN."""
+    if isinstance(graph, Tensor):
+        graph = graph.to_scipy()
+    if not sp.issparse(graph):
+        array = np.asarray(graph)
+        if array.ndim != 2:
+            raise ValueError(f"{what}: the graph must be a square matrix, not an array of "
+                             f"shape {array.shape}")
+        graph = array
+    matrix = sp.csr_array(graph, copy=True)  # sum_duplicates works in place
+    if matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"{what}: the graph must be a square matrix, not {matrix.shape}")
+    if matrix.dtype.kind not in "biuf":
+        raise TypeError(f"{what}: edge weights must be real numbers, not {matrix.dtype}")
+    matrix.sum_duplicates()
+    if matrix.dtype.kind == "f" and np.isnan(matrix.data).any():
+        raise ValueError(f"{what}: the graph has NaN edge weights")
+    return matrix
+
+
+def _source(source: object, n: int) -> int:
+    if isinstance(source, (bool, np.bool_)) or not isinstance(source, (int, np.integer)):
+        raise TypeError(f"source must be an integer vertex, not {source!r}")
+    if not 0 <= source < n:
+        raise ValueError(f"source {source} is not a vertex of a graph with {n} vertices")
+    return int(source)
+
+
+def _index_dtype(n: int, nnz: int) -> type:
+    return np.int32 if max(n, nnz) < 2**31 - 1 else np.int64
+
+
+def _pattern(matrix: sp.csr_array) -> Tensor:
+    """The edges of ``matrix`` as a bool CSR tensor (every stored entry true)."""
+    idx = _index_dtype(matrix.shape[0], matrix.nnz)
+    pattern = sp.csr_array((np.ones(matrix.nnz, bool), matrix.indices.astype(idx),
+                            matrix.indptr.astype(idx)), shape=matrix.shape)
+    return Tensor.from_scipy(pattern, format="csr")
+
+
+class _Frontier:
+    """A sparse bool vector whose storage is reused level after level: a kernel binding
+    on it stays valid while the vertices it holds change (they are written into its
+    coordinate buffer in place, sorted and unique, and its position array says how
+    many there are)."""
+
+    def __init__(self, n: int) -> None:
+        idx = _index_dtype(n, n)
+        self.pos = np.zeros(2, idx)
+        self.crd = np.zeros(max(n, 1), idx)
+        fmt = named_format("sparse", 1)
+        self.tensor = Tensor((n,), fmt, np.bool_, idx, [n], [{"pos": self.pos,
+                                                              "crd": self.crd}],
+                             [{}], np.ones(max(n, 1), np.bool_))
+
+    def hold(self, vertices: np.ndarray) -> None:
+        self.crd[:len(vertices)] = vertices
+        self.pos[1] = len(vertices)
+
+
+def bfs_levels(graph: object, source: int) -> np.ndarray:
+    """Hops from ``source`` to every vertex along the graph's edges (``G[i, j]``: an edge
+    from i to j, any stored entry), -1 where unreachable."""
+    matrix = _graph(graph, "bfs_levels")
+    n = matrix.shape[0]
+    source = _source(source, n)
+    levels = np.full(n, -1, np.int64)
+    levels[source] = 0
+    unvisited = np.ones(n, np.bool_)
+    unvisited[source] = False
+    reach = np.zeros(n, np.bool_)
+    frontier = _Frontier(n)
+    frontier.hold(np.array([source]))
+    step = _kernel("bfs").bind(check=False, G=_pattern(matrix), frontier=frontier.tensor,
+                               unvisited=unvisited)
+    depth = 0
+    while True:
+        step(out=reach)  # reach = unvisited and (frontier's out-neighbours)
+        found = np.flatnonzero(reach)
+        if not len(found):
+            return levels
+        depth += 1
+        levels[found] = depth
+        unvisited[found] = False
+        frontier.hold(found)
+
+
+def _incoming_with_loops(matrix: sp.csr_array) -> sp.csr_array:
+    """W(i,j): the weight of the edge from j to i, with a zero-weight loop at every
+    vertex in place of any loop the graph has."""
+    n = matrix.shape[0]
+    coo = matrix.tocoo()
+    off = coo.row != coo.col
+    rows = np.concatenate([coo.col[off], np.arange(n)])
+    cols = np.concatenate([coo.row[off], np.arange(n)])
+    weights = np.concatenate([coo.data[off].astype(np.float64), np.zeros(n)])
+    incoming = sp.csr_array((weights, (rows, cols)), shape=(n, n))
+    incoming.sum_duplicates()
+    return incoming
+
+
+def shortest_paths(graph: object, source: int) -> np.ndarray:
+    """Distances from ``source`` by Bellman-Ford (negative weights allowed): relaxations
+    ``dist(i) = min(dist(i), min_j G[j, i] + dist(j))`` over the min-plus semiring until
+    nothing changes; inf where unreachable. A reachable negative cycle raises
+    NegativeCycleError."""
+    matrix = _graph(graph, "shortest_paths")
+    n = matrix.shape[0]
+    source = _source(source, n)
+    if (matrix.diagonal() < 0).any():
+        raise NegativeCycleError("shortest_paths: a vertex has a loop of negative weight")
+    incoming = Tensor.from_scipy(_incoming_with_loops(matrix), format="csr")
+    dist = np.full(n, np.inf)
+    dist[source] = 0.0
+    other = np.empty(n)
+    kernel = _kernel("sssp")
+    # Two bindings take turns: each reads one buffer and writes the other.
+    steps = (kernel.bind(check=False, W=incoming, dist=dist),
+             kernel.bind(check=False, W=incoming, dist=other))
+    buffers = (dist, other)
+    for round_ in range(n):
+        current, relaxed = buffers[round_ % 2], buffers[1 - round_ % 2]
+        steps[round_ % 2](out=relaxed)
+        if np.array_equal(relaxed, current):
+            return relaxed.copy()
+    raise NegativeCycleError("shortest_paths: the graph has a negative cycle reachable "
+                             f"from vertex {source}")
+
+
+def triangle_count(graph: object) -> int:
+    """Triangles of the undirected graph whose edges are the stored entries of ``graph``
+    and of its transpose (loops ignored): ``sum(L .* (L @ L))`` with L the strictly lower
+    triangle, computed by one kernel that intersects rows of L."""
+    matrix = _graph(graph, "triangle_count")
+    edges = sp.csr_array((np.ones(matrix.nnz, np.bool_), matrix.indices, matrix.indptr),
+                         shape=matrix.shape)
+    lower = sp.tril(sp.csr_array(edges + edges.T), k=-1, format="csr")
+    lower.sum_duplicates()
+    idx = _index_dtype(lower.shape[0], lower.nnz)
+    lower = sp.csr_array((np.ones(lower.nnz, np.int64), lower.indices.astype(idx),
+                          lower.indptr.astype(idx)), shape=lower.shape)
+    return int(_kernel("triangles")(check=False, L=Tensor.from_scipy(lower, format="csr"))
+               .to_numpy())
+
+
+def pagerank(graph: object, alpha: float = 0.85, max_iter: int = 100,
+             tol: float = 1.0e-6) -> np.ndarray:
+    """PageRank as networkx computes it: edge weights split each vertex's rank among its
+    out-edges, a dangling vertex's rank is spread over all vertices, teleport
+    probability ``1 - alpha``, stopping when the ranks move by less than ``n * tol``
+    (L1); ConvergenceError after ``max_iter`` iterations."""
+    matrix = _graph(graph, "pagerank")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"pagerank: alpha must lie in [0, 1], not {alpha}")
+    if (matrix.data < 0).any():
+        raise ValueError("pagerank: edge weights must not be negative")
+    n = matrix.shape[0]
+    if n == 0:
+        return np.zeros(0)
+    out_weight = np.asarray(matrix.sum(axis=1)).reshape(-1).astype(np.float64)
+    dangling = np.flatnonzero(out_weight == 0)
+    scale = np.divide(1.0, out_weight, out=np.zeros(n), where=out_weight != 0)
+    shares = sp.csr_array((sp.diags_array(scale) @ matrix.astype(np.float64)).T)
+    P = Tensor.from_scipy(shares, format="csr")
+    rank = np.full(n, 1.0 / n)
+    other = np.empty(n)
+    kernel = _kernel("pagerank")
+    steps = (kernel.bind(check=False, P=P, rank=rank),
+             kernel.bind(check=False, P=P, rank=other))
+    buffers = (rank, other)
+    for iteration in range(max_iter):
+        last, new = buffers[iteration % 2], buffers[1 - iteration % 2]
+        steps[iteration % 2](out=new)
+        spread = alpha * last[dangling].sum() / n + (1.0 - alpha) / n
+        new *= alpha
+        new += spread
+        if np.abs(new - last).sum() < n * tol:
+            return new.copy()
+    raise ConvergenceError(f"pagerank: no convergence to tol={tol} in {max_iter} "
+                           "iterations")
