@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from . import notation as nt
 from .format import named_format
 from .interpret import CorruptTensorError
 from .notation_parse import parse
@@ -31,14 +32,15 @@ if TYPE_CHECKING:
 # operands + is or and * is and: the boolean semiring, whose sum scatters, so the loops
 # run over the frontier's entries and their out-edges (a push), i outer, j inner.
 BFS_STEP = "reach(j) = unvisited(j) * frontier(i) * G(i,j)"
-# Bellman-Ford: one relaxation over the min-plus semiring, W(i,j) the edge from j to i
-# plus a zero-weight loop at every vertex (which keeps dist(i) in the minimum).
-SSSP_STEP = "relaxed(i) = W(i,j) * dist(j)"
+# Bellman-Ford: one relaxation, its sum and product over the min-plus semiring (an edge
+# W(i,j) from j to i that is not stored counts as inf), kept no higher than dist(i).
+SSSP_STEP = "relaxed(i) = min(dist(i), W(i,j) * dist(j))"
 # Triangles: L strictly lower triangular; the loops run i, k, j and intersect the rows
 # L(i,:) and L(k,:) at each entry L(i,k): L @ L is never formed.
 TRIANGLES = "t = L(i,j) * L(i,k) * L(k,j)"
-# PageRank: the rank each vertex receives along its in-edges, P(j,i) the share of i's
-# rank that flows to j (times alpha).
+# PageRank: the rank each vertex receives along its out-edges' far ends, P(j,i) the
+# share (times alpha) of i's rank that flows to j; P is stored by columns (the graph's
+# own rows), so the loops run i outer and scatter into received(j).
 PAGERANK_STEP = "received(j) = P(j,i) * rank(i)"
 
 
@@ -60,13 +62,27 @@ def _kernel(name: str) -> Kernel:
     if name == "bfs":
         return compile_kernel(BFS_STEP, G="csr", frontier="sparse", unvisited="dense")
     if name == "sssp":
-        return compile_kernel(semiring_assignment(parse(SSSP_STEP), "min", "+"), W="csr",
-                              dist="dense")
+        return compile_kernel(_sums_over(SSSP_STEP, "min", "+"), W="csr", dist="dense")
     if name == "triangles":
         return compile_kernel(TRIANGLES, L="csr")
     if name == "pagerank":
-        return compile_kernel(PAGERANK_STEP, P="csr", rank="dense")
+        return compile_kernel(PAGERANK_STEP, P="csc", rank="dense")
     raise KeyError(name)
+
+
+def _sums_over(text: str, plus: str, times: str) -> nt.Assignment:
+    """``text`` with every sum, and the products under it, over the semiring (``plus``,
+    ``times``); what lies outside the sums keeps its meaning."""
+    assignment = parse(text)
+
+    def convert(expr: nt.Expr) -> nt.Expr:
+        if isinstance(expr, nt.Reduction):
+            return semiring_assignment(nt.Assignment(assignment.lhs, expr), plus, times).rhs
+        if isinstance(expr, nt.Call):
+            return nt.Call(expr.op, tuple(convert(arg) for arg in expr.args))
+        return expr
+
+    return nt.Assignment(assignment.lhs, convert(assignment.rhs))
 
 
 def _graph(graph: object, what: str) -> sp.csr_array:
@@ -90,7 +106,7 @@ def _graph(graph: object, what: str) -> sp.csr_array:
         matrix.check_format(full_check=True)  # indices in range, indptr not decreasing
     except ValueError as error:
         raise CorruptTensorError(f"{what}: {error}") from None
-    if not matrix.has_canonical_format:  # sorted and unique: what _csr packs unchecked
+    if not matrix.has_canonical_format:  # sorted and unique: what _compressed packs
         matrix = matrix.copy()
         matrix.sum_duplicates()
     if matrix.dtype.kind == "f" and np.isnan(matrix.data).any():
@@ -110,14 +126,16 @@ def _index_dtype(n: int, nnz: int) -> type:
     return np.int32 if max(n, nnz) < 2**31 - 1 else np.int64
 
 
-def _csr(matrix: sp.csr_array, values: np.ndarray) -> Tensor:
-    """A CSR tensor of ``matrix``'s entries with ``values``, on copies of its index
-    arrays. ``matrix`` comes from ``_graph`` (checked, sorted, unique), so it is packed
-    without ``from_scipy``'s checks and sort, 80% of a BFS on email-Enron."""
+def _compressed(matrix: sp.csr_array, values: np.ndarray, fmt: str = "csr") -> Tensor:
+    """A tensor of ``matrix``'s entries with ``values`` on copies of its index arrays: as
+    CSR, or as ``fmt="csc"`` (then the tensor is ``matrix`` transposed). ``matrix``
+    comes from ``_graph`` (checked, sorted, unique), so it is packed without
+    ``from_scipy``'s checks and sort, 80% of a BFS on email-Enron."""
     idx = _index_dtype(matrix.shape[0], matrix.nnz)
     levels = [{}, {"pos": matrix.indptr.astype(idx), "crd": matrix.indices.astype(idx)}]
-    return Tensor(matrix.shape, named_format("csr", 2), values.dtype, idx,
-                  list(matrix.shape), levels, [{}, {}], values)
+    return Tensor(matrix.shape[::-1] if fmt == "csc" else matrix.shape,
+                  named_format(fmt, 2), values.dtype, idx, list(matrix.shape), levels,
+                  [{}, {}], values)
 
 
 class _Frontier:
@@ -153,7 +171,7 @@ def bfs_levels(graph: object, source: int) -> np.ndarray:
     reach = np.zeros(n, np.bool_)
     frontier = _Frontier(n)
     frontier.hold(np.array([source]))
-    step = _kernel("bfs").bind(check=False, G=_csr(matrix, np.ones(matrix.nnz, np.bool_)), frontier=frontier.tensor,
+    step = _kernel("bfs").bind(check=False, G=_compressed(matrix, np.ones(matrix.nnz, np.bool_)), frontier=frontier.tensor,
                                unvisited=unvisited)
     depth = 0
     while True:
@@ -167,20 +185,6 @@ def bfs_levels(graph: object, source: int) -> np.ndarray:
         frontier.hold(found)
 
 
-def _incoming_with_loops(matrix: sp.csr_array) -> sp.csr_array:
-    """W(i,j): the weight of the edge from j to i, with a zero-weight loop at every
-    vertex in place of any loop the graph has."""
-    n = matrix.shape[0]
-    coo = matrix.tocoo()
-    off = coo.row != coo.col
-    rows = np.concatenate([coo.col[off], np.arange(n)])
-    cols = np.concatenate([coo.row[off], np.arange(n)])
-    weights = np.concatenate([coo.data[off].astype(np.float64), np.zeros(n)])
-    incoming = sp.csr_array((weights, (rows, cols)), shape=(n, n))
-    incoming.sum_duplicates()  # sorts: no entry is repeated
-    return incoming
-
-
 def shortest_paths(graph: object, source: int) -> np.ndarray:
     """Distances from ``source`` by Bellman-Ford (negative weights allowed): relaxations
     ``dist(i) = min(dist(i), min_j G[j, i] + dist(j))`` over the min-plus semiring until
@@ -191,8 +195,8 @@ def shortest_paths(graph: object, source: int) -> np.ndarray:
     source = _source(source, n)
     if (matrix.diagonal() < 0).any():
         raise NegativeCycleError("shortest_paths: a vertex has a loop of negative weight")
-    incoming = _incoming_with_loops(matrix)
-    incoming = _csr(incoming, incoming.data)
+    incoming = sp.csr_array(matrix.T)  # W(i,j): the edge from j to i
+    incoming = _compressed(incoming, incoming.data.astype(np.float64))
     dist = np.full(n, np.inf)
     dist[source] = 0.0
     other = np.empty(n)
@@ -219,7 +223,7 @@ def triangle_count(graph: object) -> int:
                          shape=matrix.shape)
     lower = sp.tril(sp.csr_array(edges + edges.T), k=-1, format="csr")
     lower.sum_duplicates()
-    ones = _csr(lower, np.ones(lower.nnz, np.int64))
+    ones = _compressed(lower, np.ones(lower.nnz, np.int64))
     return int(_kernel("triangles")(check=False, L=ones).to_numpy())
 
 
@@ -240,9 +244,8 @@ def pagerank(graph: object, alpha: float = 0.85, max_iter: int = 100,
     out_weight = np.asarray(matrix.sum(axis=1)).reshape(-1).astype(np.float64)
     dangling = np.flatnonzero(out_weight == 0)
     scale = np.divide(alpha, out_weight, out=np.zeros(n), where=out_weight != 0)
-    shares = sp.csr_array((sp.diags_array(scale) @ matrix.astype(np.float64)).T)
-    shares.sum_duplicates()
-    P = _csr(shares, shares.data)
+    shares = matrix.data * np.repeat(scale, np.diff(matrix.indptr))  # of each out-edge
+    P = _compressed(matrix, shares, "csc")
     rank = np.full(n, 1.0 / n)
     other = np.empty(n)
     kernel = _kernel("pagerank")
