@@ -158,6 +158,27 @@ class _Frontier:
         self.pos[1] = len(vertices)
 
 
+class _PingPong:
+    """Two vectors a kernel reads and writes in turn: step k reads ``buffers[k % 2]`` and
+    writes the other, through one binding per buffer (made on first use: a binding
+    costs about half a millisecond, and many runs converge in one step)."""
+
+    def __init__(self, kernel: Kernel, name: str, start: np.ndarray, **fixed: object):
+        self.kernel, self.name, self.fixed = kernel, name, fixed
+        self.buffers = (start, np.empty_like(start))
+        self.steps: list = [None, None]
+
+    def step(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run step ``k``; the vector it read and the one it wrote."""
+        side = k % 2
+        if self.steps[side] is None:
+            self.steps[side] = self.kernel.bind(check=False, **self.fixed,
+                                                **{self.name: self.buffers[side]})
+        read, written = self.buffers[side], self.buffers[1 - side]
+        self.steps[side](out=written)
+        return read, written
+
+
 def bfs_levels(graph: object, source: int) -> np.ndarray:
     """Hops from ``source`` to every vertex along the graph's edges (``G[i, j]``: an edge
     from i to j, any stored entry), -1 where unreachable."""
@@ -199,15 +220,9 @@ def shortest_paths(graph: object, source: int) -> np.ndarray:
     incoming = _compressed(incoming, incoming.data.astype(np.float64))
     dist = np.full(n, np.inf)
     dist[source] = 0.0
-    other = np.empty(n)
-    kernel = _kernel("sssp")
-    # Two bindings take turns: each reads one buffer and writes the other.
-    steps = (kernel.bind(check=False, W=incoming, dist=dist),
-             kernel.bind(check=False, W=incoming, dist=other))
-    buffers = (dist, other)
+    rounds = _PingPong(_kernel("sssp"), "dist", dist, W=incoming)
     for round_ in range(n):
-        current, relaxed = buffers[round_ % 2], buffers[1 - round_ % 2]
-        steps[round_ % 2](out=relaxed)
+        current, relaxed = rounds.step(round_)
         if np.array_equal(relaxed, current):
             return relaxed.copy()
     raise NegativeCycleError("shortest_paths: the graph has a negative cycle reachable "
@@ -246,15 +261,9 @@ def pagerank(graph: object, alpha: float = 0.85, max_iter: int = 100,
     scale = np.divide(alpha, out_weight, out=np.zeros(n), where=out_weight != 0)
     shares = matrix.data * np.repeat(scale, np.diff(matrix.indptr))  # of each out-edge
     P = _compressed(matrix, shares, "csc")
-    rank = np.full(n, 1.0 / n)
-    other = np.empty(n)
-    kernel = _kernel("pagerank")
-    steps = (kernel.bind(check=False, P=P, rank=rank),
-             kernel.bind(check=False, P=P, rank=other))
-    buffers = (rank, other)
+    iterations = _PingPong(_kernel("pagerank"), "rank", np.full(n, 1.0 / n), P=P)
     for iteration in range(max_iter):
-        last, new = buffers[iteration % 2], buffers[1 - iteration % 2]
-        steps[iteration % 2](out=new)
+        last, new = iterations.step(iteration)
         spread = alpha * last[dangling].sum() / n + (1.0 - alpha) / n
         new += spread
         if np.abs(new - last).sum() < n * tol:

@@ -83,7 +83,9 @@ def _graphblas(gb: Any) -> dict[str, Callable[..., np.ndarray]]:
         out = np.asarray(matrix.sum(axis=1)).reshape(-1)
         dangling = np.flatnonzero(out == 0)
         scale = np.divide(alpha, out, out=np.zeros(n), where=out != 0)
-        shares = gb.io.from_scipy_sparse(sp.csr_array((sp.diags_array(scale) @ matrix).T))
+        shares = gb.io.from_scipy_sparse(sp.csr_array(
+            (matrix.data * np.repeat(scale, np.diff(matrix.indptr)), matrix.indices,
+             matrix.indptr), shape=matrix.shape)).T  # a transposing descriptor: no copy
         rank = gb.Vector.from_dense(np.full(n, 1.0 / n))
         for _ in range(max_iter):
             spread = (alpha * (rank[dangling].new().reduce(monoid.plus).new().value or 0.0)
