@@ -85,9 +85,11 @@ def _sums_over(text: str, plus: str, times: str) -> nt.Assignment:
     return nt.Assignment(assignment.lhs, convert(assignment.rhs))
 
 
-def _graph(graph: object, what: str) -> sp.csr_array:
+def _graph(graph: object, what: str, weighted: bool = True) -> sp.csr_array:
     """``graph`` as a canonical CSR array (sorted, duplicates summed), refused unless
-    square, real and free of NaN."""
+    square, real, well formed and, where its weights are read, free of NaN. The
+    caller's own csr_array is read as it is (not copied, not changed), so scipy's
+    remembered canonical flag saves a scan on later calls."""
     if isinstance(graph, Tensor):
         graph = graph.to_scipy()
     if not sp.issparse(graph):
@@ -96,20 +98,25 @@ def _graph(graph: object, what: str) -> sp.csr_array:
             raise ValueError(f"{what}: the graph must be a square matrix, not an array of "
                              f"shape {array.shape}")
         graph = array
-    # The caller's own csr_array keeps scipy's remembered canonical flag between calls.
     matrix = graph if isinstance(graph, sp.csr_array) else sp.csr_array(graph)
-    if matrix.shape[0] != matrix.shape[1]:
+    n = matrix.shape[0]
+    if matrix.shape[1] != n:
         raise ValueError(f"{what}: the graph must be a square matrix, not {matrix.shape}")
     if matrix.dtype.kind not in "biuf":
         raise TypeError(f"{what}: edge weights must be real numbers, not {matrix.dtype}")
-    try:
-        matrix.check_format(full_check=True)  # indices in range, indptr not decreasing
-    except ValueError as error:
-        raise CorruptTensorError(f"{what}: {error}") from None
-    if not matrix.has_canonical_format:  # sorted and unique: what _compressed packs
-        matrix = matrix.copy()
+    indptr, indices = matrix.indptr, matrix.indices
+    if len(indptr) != n + 1 or indptr[0] != 0 or indptr[-1] > len(indices) \
+            or (n and np.diff(indptr).min() < 0):
+        raise CorruptTensorError(f"{what}: the graph's indptr is not {n + 1} non-decreasing "
+                                 f"offsets from 0 into its {len(indices)} indices")
+    used = indices[:indptr[-1]]
+    if len(used) and (used.min() < 0 or used.max() >= n):
+        raise CorruptTensorError(f"{what}: the graph's indices fall outside [0, {n})")
+    if len(indices) != indptr[-1] or not matrix.has_canonical_format:
+        matrix = matrix.copy()  # sorted and unique, no spare room: what _compressed packs
+        matrix.prune()
         matrix.sum_duplicates()
-    if matrix.dtype.kind == "f" and np.isnan(matrix.data).any():
+    if weighted and matrix.dtype.kind == "f" and np.isnan(matrix.data).any():
         raise ValueError(f"{what}: the graph has NaN edge weights")
     return matrix
 
@@ -182,7 +189,7 @@ class _PingPong:
 def bfs_levels(graph: object, source: int) -> np.ndarray:
     """Hops from ``source`` to every vertex along the graph's edges (``G[i, j]``: an edge
     from i to j, any stored entry), -1 where unreachable."""
-    matrix = _graph(graph, "bfs_levels")
+    matrix = _graph(graph, "bfs_levels", weighted=False)
     n = matrix.shape[0]
     source = _source(source, n)
     levels = np.full(n, -1, np.int64)
@@ -192,7 +199,8 @@ def bfs_levels(graph: object, source: int) -> np.ndarray:
     reach = np.zeros(n, np.bool_)
     frontier = _Frontier(n)
     frontier.hold(np.array([source]))
-    step = _kernel("bfs").bind(check=False, G=_compressed(matrix, np.ones(matrix.nnz, np.bool_)), frontier=frontier.tensor,
+    edges = _compressed(matrix, np.ones(matrix.nnz, np.bool_))
+    step = _kernel("bfs").bind(check=False, G=edges, frontier=frontier.tensor,
                                unvisited=unvisited)
     depth = 0
     while True:
@@ -233,7 +241,7 @@ def triangle_count(graph: object) -> int:
     """Triangles of the undirected graph whose edges are the stored entries of ``graph``
     and of its transpose (loops ignored): ``sum(L .* (L @ L))`` with L the strictly lower
     triangle, computed by one kernel that intersects rows of L."""
-    matrix = _graph(graph, "triangle_count")
+    matrix = _graph(graph, "triangle_count", weighted=False)
     edges = sp.csr_array((np.ones(matrix.nnz, np.bool_), matrix.indices, matrix.indptr),
                          shape=matrix.shape)
     lower = sp.tril(sp.csr_array(edges + edges.T), k=-1, format="csr")

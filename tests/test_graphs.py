@@ -242,3 +242,19 @@ def test_bad_input_is_refused() -> None:
         graphs.pagerank(square, alpha=1.5)
     with pytest.raises(TypeError, match="real numbers"):
         graphs.triangle_count(square.astype(np.complex128))
+
+
+def test_corrupt_graphs_are_refused_and_spare_room_ignored() -> None:
+    """scipy's constructor checks neither index range nor order: the graph is checked
+    before any kernel reads it, and arrays longer than indptr's end are trimmed."""
+    indptr = np.array([0, 1, 2])
+    outside = sp.csr_array((np.ones(2), np.array([1, 5]), indptr), shape=(2, 2))
+    with pytest.raises(ls.CorruptTensorError, match="outside"):
+        graphs.bfs_levels(outside, 0)
+    decreasing = sp.csr_array((np.ones(2), np.array([1, 0]), np.array([0, 2, 1])),
+                              shape=(2, 2))
+    with pytest.raises(ls.CorruptTensorError, match="non-decreasing"):
+        graphs.pagerank(decreasing)
+    spare = sp.csr_array((np.ones(3), np.array([1, 0, 7]), indptr), shape=(2, 2))
+    np.testing.assert_allclose(graphs.pagerank(spare), reference_pagerank(spare[:, :]))
+    np.testing.assert_array_equal(graphs.bfs_levels(spare, 0), [0, 1])
