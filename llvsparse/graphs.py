@@ -239,15 +239,37 @@ def shortest_paths(graph: object, source: int) -> np.ndarray:
                              f"from vertex {source}")
 
 
+def lower_triangle(graph: object) -> sp.csr_array:
+    """The strictly lower triangle of the undirected graph whose edges are the stored
+    entries of ``graph`` and of its transpose (loops dropped), as a bool CSR array with
+    sorted rows: what triangle counting reads. A symmetric graph (checked) is not
+    added to its transpose."""
+    matrix = _graph(graph, "lower_triangle", weighted=False)
+    n = matrix.shape[0]
+    rows = np.repeat(np.arange(n, dtype=matrix.indices.dtype), np.diff(matrix.indptr))
+    cols = matrix.indices
+    below, above = cols < rows, cols > rows
+    counts = np.bincount(rows[below], minlength=n)
+    indptr = np.zeros(n + 1, matrix.indptr.dtype)
+    np.cumsum(counts, out=indptr[1:])
+    lower = sp.csr_array((np.ones(indptr[-1], np.bool_), cols[below], indptr),
+                         shape=(n, n))
+    # The upper triangle's entries, transposed: a stable counting sort, so rows stay sorted.
+    mirrored = sp.csr_array((np.ones(int(above.sum()), np.bool_),
+                             (cols[above], rows[above])), shape=(n, n))
+    if np.array_equal(mirrored.indptr, lower.indptr) \
+            and np.array_equal(mirrored.indices, lower.indices):
+        return lower
+    union = sp.csr_array(lower + mirrored)
+    union.sum_duplicates()
+    return union
+
+
 def triangle_count(graph: object) -> int:
     """Triangles of the undirected graph whose edges are the stored entries of ``graph``
     and of its transpose (loops ignored): ``sum(L .* (L @ L))`` with L the strictly lower
     triangle, computed by one kernel that intersects rows of L."""
-    matrix = _graph(graph, "triangle_count", weighted=False)
-    edges = sp.csr_array((np.ones(matrix.nnz, np.bool_), matrix.indices, matrix.indptr),
-                         shape=matrix.shape)
-    lower = sp.tril(sp.csr_array(edges + edges.T), k=-1, format="csr")
-    lower.sum_duplicates()
+    lower = lower_triangle(graph)
     ones = _compressed(lower, np.ones(lower.nnz, np.int64))
     return int(_kernel("triangles")(check=False, L=ones).to_numpy())
 

@@ -152,6 +152,23 @@ def test_triangles_edge_cases(name: str) -> None:
     assert graphs.triangle_count(matrix) == reference_triangles(matrix)
 
 
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_lower_triangle(symmetric: bool) -> None:
+    """Symmetric graphs take the shortcut (no sum with the transpose); both match
+    scipy's tril of the symmetrised pattern, rows sorted."""
+    matrix = random_graph(90, 0.07, 5)
+    matrix.setdiag(1.0)
+    if symmetric:
+        matrix = sp.csr_array(matrix + matrix.T)
+    got = graphs.lower_triangle(matrix)
+    pattern = sp.csr_array(matrix, dtype=bool)
+    expected = sp.tril(sp.csr_array(pattern + pattern.T), k=-1, format="csr")
+    expected.sum_duplicates()
+    assert got.has_sorted_indices and got.dtype == np.bool_
+    np.testing.assert_array_equal(got.indptr, expected.indptr)
+    np.testing.assert_array_equal(got.indices, expected.indices)
+
+
 def test_triangles_of_a_complete_graph_and_an_empty_one() -> None:
     assert graphs.triangle_count(np.ones((7, 7))) == 35  # 7 choose 3
     assert graphs.triangle_count(sp.csr_array((0, 0))) == 0

@@ -72,9 +72,11 @@ def _graphblas(gb: Any) -> dict[str, Callable[..., np.ndarray]]:
         raise RuntimeError("negative cycle")
 
     def triangles(matrix: sp.csr_array) -> int:
-        lower = gb.io.from_scipy_sparse(_lower(matrix))
+        from llvsparse.graphs import lower_triangle  # the same preparation as llvsparse's
+
+        lower = gb.io.from_scipy_sparse(lower_triangle(matrix))
         counts = gb.Matrix(gb.dtypes.INT64, *lower.shape)
-        counts(lower.S) << lower.mxm(lower, semiring.plus_pair)
+        counts(lower.S) << lower.mxm(lower, semiring.plus_pair[gb.dtypes.INT64])
         return int(counts.reduce_scalar(monoid.plus).new().value or 0)
 
     def pagerank(matrix: sp.csr_array, alpha: float = 0.85, tol: float = 1e-6,
