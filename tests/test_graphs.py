@@ -275,3 +275,22 @@ def test_corrupt_graphs_are_refused_and_spare_room_ignored() -> None:
     spare = sp.csr_array((np.ones(3), np.array([1, 0, 7]), indptr), shape=(2, 2))
     np.testing.assert_allclose(graphs.pagerank(spare), reference_pagerank(spare[:, :]))
     np.testing.assert_array_equal(graphs.bfs_levels(spare, 0), [0, 1])
+
+
+# ------------------------------------------------------------------ the benchmark's peers
+def test_bench_graph_checks_graphblas_against_llvsparse() -> None:
+    """tools/bench_graph verifies every algorithm of both libraries before timing; on a
+    generated graph each row must be verified (or, without python-graphblas, the tool
+    says what is missing)."""
+    import importlib.util
+
+    from llvsparse.tools.bench_graph import ALGORITHMS, run_on
+
+    graph = random_graph(300, 0.02, 11)
+    if importlib.util.find_spec("graphblas") is None:
+        with pytest.raises(ImportError, match="python-graphblas"):
+            run_on({"random": graph}, list(ALGORITHMS), rounds=1)
+        return
+    rows = run_on({"random": graph}, list(ALGORITHMS), rounds=1)
+    assert [row["algorithm"] for row in rows] == list(ALGORITHMS)
+    assert all(row["verified"] and "ratio" in row for row in rows)

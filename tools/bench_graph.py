@@ -130,8 +130,19 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def run(graph_names: list[str], algorithms: list[str], rounds: int) -> list[dict]:
+    """Verify and time every algorithm on every named graph of shared/data."""
+    return run_on({name: sp.csr_array(load_real_matrix(name).matrix) for name in graph_names},
+                  algorithms, rounds)
+
+
+def run_on(matrices: dict[str, sp.csr_array], algorithms: list[str], rounds: int
+           ) -> list[dict]:
     """Verify and time every algorithm on every graph; one row each."""
-    import graphblas as gb
+    try:
+        import graphblas as gb
+    except ImportError:
+        raise ImportError("bench_graph compares with python-graphblas, which is not "
+                          "installed (pip install python-graphblas)") from None
 
     from llvsparse import graphs
 
@@ -145,8 +156,7 @@ def run(graph_names: list[str], algorithms: list[str], rounds: int) -> list[dict
         "bfs": lambda m: peers["bfs"](m, 0), "sssp": lambda m: peers["sssp"](m, 0),
         "triangles": peers["triangles"], "pagerank": peers["pagerank"]}
     rows = []
-    for graph_name in graph_names:
-        matrix = sp.csr_array(load_real_matrix(graph_name).matrix)
+    for graph_name, matrix in matrices.items():
         weighted = _weighted(matrix)
         for algorithm in algorithms:
             operand = weighted if algorithm == "sssp" else matrix
