@@ -54,7 +54,7 @@ def reference_levels(matrix, source: int) -> np.ndarray:
 
 def reference_pagerank(matrix, alpha: float = 0.85, tol: float = 1e-6) -> np.ndarray:
     """networkx's pagerank_scipy, on the dense matrix."""
-    dense = sp.csr_array(matrix).toarray()
+    dense = sp.csr_array(matrix).toarray().astype(np.float64)
     n = len(dense)
     out = dense.sum(axis=1)
     rows = np.divide(dense, out[:, None], out=np.zeros_like(dense), where=out[:, None] != 0)
@@ -198,6 +198,27 @@ def test_pagerank_edge_cases(name: str) -> None:
 def test_pagerank_that_does_not_converge_says_so() -> None:
     with pytest.raises(graphs.ConvergenceError, match="2 iterations"):
         graphs.pagerank(random_graph(100, 0.05, 1), max_iter=2)
+
+
+def test_integer_and_bool_weights_and_other_formats() -> None:
+    """Weights of any real dtype, graphs as COO/CSC Tensors or scipy matrices of any
+    kind: the same answers as the float64 CSR graph."""
+    matrix = random_graph(120, 0.03, 8)
+    integer = sp.csr_array((np.arange(1, matrix.nnz + 1) % 7 + 1, matrix.indices,
+                            matrix.indptr), shape=matrix.shape)
+    np.testing.assert_allclose(graphs.shortest_paths(integer, 0),
+                               csgraph.shortest_path(sp.csr_matrix(integer), indices=0))
+    np.testing.assert_allclose(graphs.pagerank(integer), reference_pagerank(integer),
+                               rtol=1e-10)
+    pattern = sp.csr_array(matrix, dtype=np.bool_)
+    np.testing.assert_allclose(graphs.pagerank(pattern), reference_pagerank(pattern),
+                               rtol=1e-10)
+    for given in (ls.Tensor.from_scipy(matrix, format="coo"),
+                  ls.Tensor.from_scipy(matrix, format="csc"), sp.coo_matrix(matrix),
+                  sp.lil_matrix(matrix)):
+        np.testing.assert_array_equal(graphs.bfs_levels(given, 1),
+                                      reference_levels(matrix, 1))
+        assert graphs.triangle_count(given) == reference_triangles(matrix)
 
 
 # ------------------------------------------------------------------------ a real matrix
