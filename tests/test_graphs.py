@@ -43,7 +43,8 @@ def edge_cases() -> dict[str, sp.csr_array]:
                                     (4, 5, 1.0), (5, 6, 1.0), (6, 3, 1.0)]),
         "no edges": graph(5, []),
         "one vertex": graph(1, []),
-        "zero weight": graph(3, [(0, 1, 0.0), (1, 2, 0.0)]),  # stored zeros are edges
+        "zero weight": graph(3, [(0, 1, 0.0), (1, 2, 0.0), (2, 0, 0.0)]),  # stored zeros
+        # are edges (a triangle here), as in csgraph
     }
 
 
@@ -68,8 +69,10 @@ def reference_pagerank(matrix, alpha: float = 0.85, tol: float = 1e-6) -> np.nda
 
 
 def reference_triangles(matrix) -> int:
-    edges = sp.csr_array(matrix).astype(bool)
-    undirected = (edges + edges.T).astype(np.int64).toarray()
+    matrix = sp.csr_array(matrix)
+    edges = sp.csr_array((np.ones(matrix.nnz), matrix.indices, matrix.indptr),
+                         shape=matrix.shape)  # every stored entry, zeros too
+    undirected = ((edges + edges.T).toarray() != 0).astype(np.int64)
     np.fill_diagonal(undirected, 0)
     return round(np.trace(undirected @ undirected @ undirected) / 6)
 
