@@ -77,6 +77,9 @@ def demo(_args: argparse.Namespace) -> int:
             1e-12 * max(1.0, abs(expected).max())
         ok &= bool(good)
         rows.append((f"SpGEMM {matrix_name.split('.')[0]}", "csr*csr->csr", elapsed, good))
+    graph_rows = _graph_rows(_bundled("gr_30_30.mtx.gz"))
+    ok &= all(good for *_, good in graph_rows)
+    rows += graph_rows
     print(f"{'kernel':<20} {'format':<14} {'compile+run':>12}  check")
     for name, fmt, elapsed, good in rows:
         print(f"{name:<20} {fmt:<14} {elapsed * 1e3:>9.1f} ms  {'ok' if good else 'WRONG'}")
@@ -86,6 +89,28 @@ def demo(_args: argparse.Namespace) -> int:
     print("\nOptimized LLVM IR of CSR SpMV (first 25 lines):")
     print("\n".join(kernel.llvm_ir_optimized.splitlines()[:25]))
     return 0 if ok else 1
+
+
+def _graph_rows(matrix) -> list[tuple[str, str, float, bool]]:
+    """BFS levels and Bellman-Ford distances (llvsparse.graphs) on the grid graph of
+    ``matrix`` (its absolute values as weights), each checked against scipy's csgraph."""
+    from scipy.sparse import csgraph
+
+    from . import graphs
+
+    weights = abs(matrix)
+    start = time.perf_counter()
+    levels = graphs.bfs_levels(weights, 0)
+    elapsed = time.perf_counter() - start
+    hops = csgraph.shortest_path(weights, unweighted=True, indices=0)
+    rows = [("BFS gr_30_30", "bool push", elapsed,
+             bool(np.array_equal(levels, np.where(np.isinf(hops), -1, hops))))]
+    start = time.perf_counter()
+    dist = graphs.shortest_paths(weights, 0)
+    elapsed = time.perf_counter() - start
+    rows.append(("SSSP gr_30_30", "min-plus", elapsed,
+                 bool(np.allclose(dist, csgraph.shortest_path(weights, indices=0)))))
+    return rows
 
 
 # -- dump ------------------------------------------------------------------------------------

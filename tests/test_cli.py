@@ -362,8 +362,11 @@ def test_demo(cli: Cli) -> None:
     done = cli("demo")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WRONG" not in done.stdout
-    assert done.stdout.count(" ok\n") == 16  # 2 matrices x (5 SpMV, B + B^T, trace, SpGEMM)
+    # 2 matrices x (5 SpMV, B + B^T, trace, SpGEMM), then BFS and SSSP on gr_30_30
+    assert done.stdout.count(" ok\n") == 18
     assert "SpGEMM" in done.stdout
+    assert re.search(r"^BFS gr_30_30 .* ok$", done.stdout, re.MULTILINE)
+    assert re.search(r"^SSSP gr_30_30 .* ok$", done.stdout, re.MULTILINE)
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["dump"], ["run"], ["bench"], ["formats"]])
