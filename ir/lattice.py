@@ -7,6 +7,7 @@ that is zero whenever one argument is absent intersects, anything else unions.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,21 +96,123 @@ def _is_zero(value: float) -> bool:
     return not math.isnan(value) and value == 0
 
 
-def region(op, fill: float = 0.0) -> str:
-    """'intersection', 'union', 'left' (first argument's region) or 'universe'."""
+FillOf = Callable[[Operand], float]
+
+
+def zero_fill(_op: Operand) -> float:
+    """Every operand's fill value is 0 (what a caller that knows no types assumes)."""
+    return 0.0
+
+
+def same_value(a: float, b: float) -> bool:
+    """Equal, NaN equal to NaN: fill values are compared as values a tensor holds."""
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _evaluate(op, args: list[float]) -> float:
+    try:
+        return float(op.evaluate(*args))
+    except (ArithmeticError, ValueError):
+        return math.nan
+
+
+def annihilated_value(op, fills: list[float], k: int) -> float | None:
+    """The value ``op`` takes whatever its other arguments are, when argument ``k`` is
+    absent (at its fill ``fills[k]``), or None. The other arguments are probed with
+    finite values, and with their own fills where those are finite: an absent entry is
+    an exact value that annihilates even against inf or NaN (0 * inf is 0 where the 0 is
+    not stored, as in scipy.sparse), and 0 / 0 is no annihilation."""
+    others = [[y] * len(fills) for y in _PROBES]
+    if all(math.isfinite(f) for j, f in enumerate(fills) if j != k):
+        others.append(list(fills))
+    values = []
+    for args in others:
+        args[k] = fills[k]
+        values.append(_evaluate(op, args))
+    return values[0] if all(same_value(v, values[0]) for v in values) else None
+
+
+def expr_fill(expr: Expr, fill_of: FillOf, memo: dict[int, float] | None = None) -> float:
+    """The value of ``expr`` where it is absent: its operands at their fill values, an
+    annihilating absent argument deciding alone (see ``annihilated_value``), a sum over
+    no stored entry its operator's identity, a complement 0 (its operand is present).
+    A sum whose body is absent at another value than the identity would depend on the
+    extent summed over, and is refused."""
+    memo = {} if memo is None else memo
+    key = id(expr)
+    if key in memo:
+        return memo[key]
+    if isinstance(expr, Operand):
+        value = 0.0 if is_complement(expr) else float(fill_of(expr))
+    elif isinstance(expr, Const):
+        value = float(expr.value)
+    elif isinstance(expr, Sum):
+        body = expr_fill(expr.body, fill_of, memo)
+        identity = expr.op.identity
+        if identity is None or not same_value(body, float(identity)):
+            raise ScheduleError(
+                f"sum_{expr.var}({expr.body}) is over a term whose value where nothing is "
+                f"stored is {body}, not the identity of {expr.op.name} "
+                f"({identity}): the sum would depend on the extent; store the operands "
+                "with fill value 0")
+        value = float(identity)
+    else:
+        assert isinstance(expr, Apply)
+        fills = [expr_fill(a, fill_of, memo) for a in expr.args]
+        value = _evaluate(expr.op, fills)
+        for k in range(len(fills)):
+            forced = annihilated_value(expr.op, fills, k)
+            if forced is not None:
+                value = forced
+                break
+    memo[key] = value
+    return value
+
+
+def is_complement(op: Operand) -> bool:
+    """``!B``: present exactly where B stores nothing (value 1 there)."""
+    return getattr(op, "complement", False)
+
+
+def region(op, fills: tuple[float, ...] | float = 0.0) -> str:
+    """'intersection', 'union', 'left' (first argument's region), 'right' or 'same'
+    (unary), from which arguments' absence annihilates at these fill values."""
+    fills = [float(fills)] * op.arity if isinstance(fills, (int, float)) else list(fills)
     if op.arity == 1:
-        return "same" if _is_zero(op.evaluate(fill)) else "universe"
-    if not _is_zero(op.evaluate(fill, fill)):
-        return "universe"
-    zero_without_left = all(_is_zero(op.evaluate(fill, y)) for y in _PROBES)
-    zero_without_right = all(_is_zero(op.evaluate(x, fill)) for x in _PROBES)
-    if zero_without_left and zero_without_right:
-        return "intersection"
-    if zero_without_left:
-        return "left"
-    if zero_without_right:
-        return "right"
-    return "union"
+        return "same"
+    left, right = (annihilated_value(op, fills, k) is not None for k in (0, 1))
+    return {(True, True): "intersection", (True, False): "left",
+            (False, True): "right"}.get((left, right), "union")
+
+
+def region_text(expr: Expr, fill_of: FillOf, name: Callable[[Operand], str] = str) -> str:
+    """The iteration algebra of ``expr`` (paper 004 section 3): arguments whose absence
+    annihilates intersect, the rest unite, a complement is written with ¬ and a literal
+    is the universe U (left out of a union with anything else)."""
+    memo: dict[int, float] = {}
+
+    def walk(node: Expr) -> str:
+        if isinstance(node, Operand):
+            return f"¬{name(node)}" if is_complement(node) else name(node)
+        if isinstance(node, Const):
+            return "U"
+        if isinstance(node, Sum):
+            return walk(node.body)
+        fills = [expr_fill(a, fill_of, memo) for a in node.args]
+        parts = [walk(a) for a in node.args]
+        meet = [p for k, p in enumerate(parts)
+                if annihilated_value(node.op, fills, k) is not None]
+        if meet:
+            return " ∩ ".join(_grouped(p) for p in dict.fromkeys(meet)) \
+                if len(set(meet)) > 1 else meet[0]
+        joined = [p for p in dict.fromkeys(parts) if p != "U"] or ["U"]
+        return " ∪ ".join(_grouped(p) for p in joined) if len(joined) > 1 else joined[0]
+
+    return walk(expr)
+
+
+def _grouped(text: str) -> str:
+    return f"({text})" if " " in text else text
 
 
 def _dedupe(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
@@ -130,43 +233,47 @@ def _without_full_absent(points: list[frozenset[Iter]], is_full: Callable[[Iter]
     return [p for p in points if not any(p < q for q in groups[sparse[p]])]
 
 
-def _product(a: list[frozenset[Iter]], b: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
-    return [p | q for p in a for q in b]
-
-
 def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
-                 is_full: Callable[[Iter], bool]) -> list[frozenset[Iter]]:
+                 is_full: Callable[[Iter], bool], fill_of: FillOf = zero_fill
+                 ) -> list[frozenset[Iter]]:
     """The lattice points of ``expr`` as iterator sets; the empty set stands for 'anywhere'.
 
-    Points where a full iterator would be absent go at every step, not only at the end:
-    a sum of n full vectors otherwise built all 2**n subsets (20 terms never finished).
+    An argument whose absence annihilates the operator (at the operands' fill values)
+    must be present in every point; any other may be absent, though not all at once.
+    A complement ``!B`` adds both B's point (where it contributes nothing) and the empty
+    one, so that B's coordinates are co-iterated and skipped. A sum the user placed is
+    a computed value where its body stores nothing (its identity), so it adds the empty
+    point too. Points where a full iterator would be absent go at every step, not only
+    at the end: a sum of n full vectors otherwise built all 2**n subsets.
     """
+    return _sets(expr, iter_of, is_full, fill_of, {})
+
+
+def _sets(expr: Expr, iter_of, is_full, fill_of: FillOf, memo: dict[int, float]
+          ) -> list[frozenset[Iter]]:
     if isinstance(expr, Operand):
         it = iter_of(expr)
-        return [frozenset([it])] if it is not None else [frozenset()]
+        if it is None:
+            return [frozenset()]
+        return [frozenset([it]), frozenset()] if is_complement(expr) else [frozenset([it])]
     if isinstance(expr, Const):
         return [frozenset()]
     if isinstance(expr, Sum):
-        return lattice_sets(expr.body, iter_of, is_full)
+        body = _sets(expr.body, iter_of, is_full, fill_of, memo)
+        if expr.hidden or expr.op.identity is None:
+            return body
+        return _without_full_absent(_dedupe(body + [frozenset()]), is_full)
     assert isinstance(expr, Apply)
-    subs = [lattice_sets(a, iter_of, is_full) for a in expr.args]
-    kind = region(expr.op)
-    if kind == "same":
-        return subs[0]
-    if kind == "universe" and len(subs) == 1:
-        return _dedupe(subs[0] + [frozenset()])
-    left, right = subs
-    both = _product(left, right)
-    if kind == "intersection":
-        points = both
-    elif kind == "left":
-        points = both + left
-    elif kind == "right":
-        points = both + right
-    else:
-        points = both + left + right
-    if kind == "universe":
-        points = points + [frozenset()]
+    subs = [_sets(a, iter_of, is_full, fill_of, memo) for a in expr.args]
+    fills = [expr_fill(a, fill_of, memo) for a in expr.args]
+    options = []
+    for k, points in enumerate(subs):
+        choices = [(p, True) for p in points]
+        if annihilated_value(expr.op, fills, k) is None:
+            choices.append((frozenset(), False))  # this argument absent
+        options.append(choices)
+    points = [frozenset().union(*(p for p, _ in combo))
+              for combo in itertools.product(*options) if any(kept for _, kept in combo)]
     points = _without_full_absent(_dedupe(points), is_full)
     if len(points) > MAX_POINTS:
         raise ScheduleError(f"one loop would have {len(points)} cases (the ways its sparse "
@@ -189,13 +296,35 @@ class Lattice:
 
 
 def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
-                  is_full: Callable[[Iter], bool]) -> Lattice:
-    """Build the lattice and apply the property-based pruning of paper 003 section 4.2."""
-    points = lattice_sets(expr, iter_of, is_full)
+                  is_full: Callable[[Iter], bool], fill_of: FillOf = zero_fill) -> Lattice:
+    """Build the lattice and apply the property-based pruning of paper 003 section 4.2.
+
+    A point whose loop computes nothing in any of its cases goes too: the universe that
+    ``2 * sum_j(A(i,j))`` or ``A(i) + 1`` would add only ever finds the result's fill
+    there (a point that computes nothing itself but holds one that does, as {A, B} in
+    ``A * !B``, stays: its loop skips B's coordinates)."""
+    points = lattice_sets(expr, iter_of, is_full, fill_of)
     if any(not p for p in points):
         points = [p | {UNIVERSE} for p in points]
-    points = sorted(_dedupe(points), key=len, reverse=True)
-    return Lattice(_without_full_absent(points, is_full))
+    points = _without_full_absent(sorted(_dedupe(points), key=len, reverse=True), is_full)
+    computes = {p: substitute_absent(expr, _absent_from(p, iter_of), fill_of,
+                                     _finished_in(p, iter_of)) is not None for p in points}
+    kept = [p for p in points if any(computes[q] for q in points if q <= p)]
+    return Lattice(kept or points[:1])
+
+
+def _absent_from(point: frozenset[Iter], iter_of) -> Callable[[Operand], bool]:
+    def absent(op: Operand) -> bool:
+        it = iter_of(op)
+        return it is not None and it not in point
+    return absent
+
+
+def _finished_in(point: frozenset[Iter], iter_of) -> Callable[[Operand], bool]:
+    def finished(op: Operand) -> bool:
+        it = iter_of(op)
+        return it is not None and it in point and it.level == len(op.vars) - 1
+    return finished
 
 
 def choose_iterated(lattice: Lattice, point: frozenset[Iter],
@@ -216,39 +345,56 @@ def choose_iterated(lattice: Lattice, point: frozenset[Iter],
     return iterated, located
 
 
-def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | None:
-    """``expr`` with absent operands replaced by the fill value and simplified.
+def substitute_absent(expr: Expr, absent: Callable[[Operand], bool],
+                      fill_of: FillOf = zero_fill,
+                      finished: Callable[[Operand], bool] | None = None) -> Expr | None:
+    """``expr`` with absent operands replaced by their fill values and simplified.
 
-    Returns None when the result is the fill value everywhere (nothing to compute). Only
-    an absent operand is an exact zero that may annihilate: a literal 0 is a value like
-    any other, so ``0 * v(i)`` over a stored NaN or inf computes NaN, as IEEE (and
-    numpy) say, rather than folding to nothing.
+    Returns None when the result is the expression's fill value there (nothing to
+    compute). An absent operand annihilates before constants fold: (A*B) * (A/B) where
+    neither stores an entry is absent, not 0 * (0/0) = NaN. A literal is a value like any
+    other, so ``0 * v(i)`` over a stored NaN or inf computes NaN, as IEEE (and numpy)
+    say. A complement ``!B`` is 1 where B is absent, and absent where ``finished`` says
+    B's entry was found at its last level (before that, inner loops decide). A sum the
+    user placed whose body is absent is its identity, a computed value: ``s(i) *
+    sum_j(A(i,j) * x(j))`` over an empty row is s(i) * 0, NaN for an infinite s(i).
     """
-    if isinstance(expr, Operand):
-        return None if absent(expr) else expr
-    if isinstance(expr, Const):
-        return expr
-    if isinstance(expr, Sum):
-        body = substitute_absent(expr.body, absent)
-        return None if body is None else Sum(expr.var, body, expr.op, expr.hidden)
-    assert isinstance(expr, Apply)
-    args = [substitute_absent(a, absent) for a in expr.args]
-    kind = region(expr.op)  # absent operands annihilate before constants fold: (A*B) *
-    # (A/B) where neither stores an entry is absent, not 0 * (0/0) = NaN
-    if kind == "same" and args[0] is None:
-        return None
-    if kind == "intersection" and any(a is None for a in args):
-        return None
-    if kind == "left" and args[0] is None:
-        return None
-    if kind == "right" and args[1] is None:
-        return None
-    if all(a is None or isinstance(a, Const) for a in args):
-        value = expr.op.evaluate(*[0.0 if a is None else a.value for a in args])
-        return None if _is_zero(value) else Const(value)
-    if expr.op.identity is not None and _is_zero(expr.op.identity) and expr.op.arity == 2:
-        if args[0] is None:
-            return args[1]
-        if args[1] is None:
-            return args[0]
-    return Apply(expr.op, tuple(Const(0.0) if a is None else a for a in args))
+    memo: dict[int, float] = {}
+
+    def walk(node: Expr) -> Expr | None:
+        if isinstance(node, Operand):
+            if is_complement(node):
+                if absent(node):
+                    return Const(1.0)
+                return None if finished is not None and finished(node) else node
+            return None if absent(node) else node
+        if isinstance(node, Const):
+            return node
+        if isinstance(node, Sum):
+            body = walk(node.body)
+            if body is not None:
+                return Sum(node.var, body, node.op, node.hidden)
+            if node.hidden or node.op.identity is None:
+                return None
+            return Const(float(node.op.identity))
+        assert isinstance(node, Apply)
+        args = [walk(a) for a in node.args]
+        fills = [expr_fill(a, fill_of, memo) for a in node.args]
+        if any(a is None and annihilated_value(node.op, fills, k) is not None
+               for k, a in enumerate(args)):
+            return None
+        if all(a is None or isinstance(a, Const) for a in args):
+            value = _evaluate(node.op, [f if a is None else a.value
+                                        for a, f in zip(args, fills)])
+            if any(a is None for a in args) and same_value(value, expr_fill(node, fill_of,
+                                                                            memo)):
+                return None
+            return Const(value)
+        identity = node.op.identity
+        if identity is not None and node.op.arity == 2:
+            for k in (0, 1):
+                if args[k] is None and same_value(fills[k], float(identity)):
+                    return args[1 - k]
+        return Apply(node.op, tuple(Const(f) if a is None else a for a, f in zip(args, fills)))
+
+    return walk(expr)

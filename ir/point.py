@@ -488,9 +488,14 @@ class PointEmitter:
             for it in sub:
                 if not is_true(present.get(it, TRUE)):
                     cond = present[it] if is_true(cond) else self.b.and_(cond, present[it])
+            def finished(op: Operand, sub=sub) -> bool:
+                it = self.find(op)
+                return it is not None and it in sub and it.level == len(op.vars) - 1
+
             case_ctx = replace(ctx, levels={u: lv for u, lv in ctx.levels.items()
                                             if u in sub_uids or u not in point_uids})
-            yield cond, substitute_absent(self.expr, absent), case_ctx, frozenset(sub)
+            yield cond, substitute_absent(self.expr, absent, self.kc.fill_of, finished), \
+                case_ctx, frozenset(sub)
 
     def selectable_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
         """The cases of a co-iteration whose values may all be computed unconditionally

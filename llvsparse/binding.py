@@ -213,6 +213,9 @@ class BoundCall:
                                               self.inst.initializes_output)
             else:
                 values, dirty = self._into(out), True
+            if self.out_type.fill != 0:  # NaN too: where nothing is computed, the fill
+                values.fill(self.out_type.fill)
+                dirty = False
             fresh = not dirty
             dirty = dirty and not self.inst.initializes_output
             if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
