@@ -35,7 +35,7 @@ from .emit_base import (
     emit_counted_loop,
     linear_in,
 )
-from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
+from .lattice import CaseBudget, Iter, build_lattice, choose_iterated, expr_fill
 from .point import PointEmitter
 from .schedule import Nest, ScheduleError, order_loops
 from .tensor_ir import TensorIR
@@ -482,6 +482,23 @@ class KernelCompiler:
         """The value of ``op``'s entries that are not stored."""
         return self.types[op.tensor].fill
 
+    def absent_adds(self, var: str, expr: Expr) -> float | None:
+        """What a coordinate of ``var``'s loop where ``expr`` is absent contributes, or
+        None where that is nothing. Where values are added up (by this loop or another
+        of the nest, or into an output an earlier statement wrote), it is ``expr``'s fill
+        unless 0: sum_j(A(i,j) + 2) adds 2 there. The first of several statements writes
+        its fill everywhere when the result's is not 0, as the later ones add theirs."""
+        fill = expr_fill(expr, self.fill_of)
+        if fill is None:
+            return None
+        sums = self.nest.assign.accumulate or any(v not in self.nest.assign.vars and not any(
+            v == part for parts in self.derived.values() for part, _ in parts)
+            for v in (var, *self.nest.order))
+        if sums:
+            return None if fill == 0 else fill
+        first_of_several = len(self.nests) > 1 and self.nest is self.nests[0]
+        return fill if first_of_several and self.types[self.out_name].fill != 0 else None
+
     def level_type(self, it: Iter):
         op = self.operands[it.uid]
         return self.types[op.tensor].levels[it.level]
@@ -541,7 +558,7 @@ class KernelCompiler:
         def is_full(it: Iter) -> bool:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
-        lattice = build_lattice(expr, find, is_full, self.fill_of)
+        lattice = build_lattice(expr, find, is_full, self.fill_of, self.absent_adds(var, expr))
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
         # Every coordinate is visited with every operand present (none located that can
         # miss, as a looked-up S(i,j) against a full B(j,k) can).

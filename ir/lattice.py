@@ -116,14 +116,17 @@ def _evaluate(op, args: list[float]) -> float:
         return math.nan
 
 
-def annihilated_value(op, fills: list[float], k: int) -> float | None:
+def annihilated_value(op, fills: list[float | None], k: int) -> float | None:
     """The value ``op`` takes whatever its other arguments are, when argument ``k`` is
     absent (at its fill ``fills[k]``), or None. The other arguments are probed with
     finite values, and with their own fills where those are finite: an absent entry is
     an exact value that annihilates even against inf or NaN (0 * inf is 0 where the 0 is
-    not stored, as in scipy.sparse), and 0 / 0 is no annihilation."""
+    not stored, as in scipy.sparse), and 0 / 0 is no annihilation. A fill of None is
+    one that depends on extents (see ``expr_fill``)."""
+    if fills[k] is None:
+        return None
     others = [[y] * len(fills) for y in _PROBES]
-    if all(math.isfinite(f) for j, f in enumerate(fills) if j != k):
+    if all(f is not None and math.isfinite(f) for j, f in enumerate(fills) if j != k):
         others.append(list(fills))
     values = []
     for args in others:
@@ -132,41 +135,43 @@ def annihilated_value(op, fills: list[float], k: int) -> float | None:
     return values[0] if all(same_value(v, values[0]) for v in values) else None
 
 
-def expr_fill(expr: Expr, fill_of: FillOf, memo: dict[int, float] | None = None) -> float:
+def expr_fill(expr: Expr, fill_of: FillOf, memo: dict[int, float | None] | None = None
+              ) -> float | None:
     """The value of ``expr`` where it is absent: its operands at their fill values, an
     annihilating absent argument deciding alone (see ``annihilated_value``), a sum over
     no stored entry its operator's identity, a complement 0 (its operand is present).
-    A sum whose body is absent at another value than the identity would depend on the
-    extent summed over, and is refused."""
+    None where it depends on extents: a sum of a term absent at 2 is 2 * n."""
     memo = {} if memo is None else memo
     key = id(expr)
     if key in memo:
         return memo[key]
+    value: float | None
     if isinstance(expr, Operand):
         value = 0.0 if is_complement(expr) else float(fill_of(expr))
     elif isinstance(expr, Const):
         value = float(expr.value)
     elif isinstance(expr, Sum):
-        body = expr_fill(expr.body, fill_of, memo)
-        identity = expr.op.identity
-        if identity is None or not same_value(body, float(identity)):
-            raise ScheduleError(
-                f"sum_{expr.var}({expr.body}) is over a term whose value where nothing is "
-                f"stored is {body}, not the identity of {expr.op.name} "
-                f"({identity}): the sum would depend on the extent; store the operands "
-                "with fill value 0")
-        value = float(identity)
+        value = _sum_fill(expr, expr_fill(expr.body, fill_of, memo))
     else:
         assert isinstance(expr, Apply)
         fills = [expr_fill(a, fill_of, memo) for a in expr.args]
-        value = _evaluate(expr.op, fills)
-        for k in range(len(fills)):
-            forced = annihilated_value(expr.op, fills, k)
-            if forced is not None:
-                value = forced
-                break
+        forced = [annihilated_value(expr.op, fills, k) for k in range(len(fills))]
+        value = next((f for f in forced if f is not None), None)
+        if value is None and all(f is not None for f in fills):
+            value = _evaluate(expr.op, fills)
     memo[key] = value
     return value
+
+
+def _sum_fill(expr: Sum, body: float | None) -> float | None:
+    """A sum's value where its body is absent at ``body``: the identity over nothing,
+    ``body`` itself where folding it changes nothing (inf + inf), else None (n * body)."""
+    identity = expr.op.identity
+    if body is None:
+        return None
+    if identity is not None and same_value(body, float(identity)):
+        return float(identity)
+    return body if same_value(_evaluate(expr.op, [body, body]), body) else None
 
 
 def is_complement(op: Operand) -> bool:
@@ -189,7 +194,7 @@ def region_text(expr: Expr, fill_of: FillOf, name: Callable[[Operand], str] = st
     """The iteration algebra of ``expr`` (paper 004 section 3): arguments whose absence
     annihilates intersect, the rest unite, a complement is written with ¬ and a literal
     is the universe U (left out of a union with anything else)."""
-    memo: dict[int, float] = {}
+    memo: dict[int, float | None] = {}
 
     def walk(node: Expr) -> str:
         if isinstance(node, Operand):
@@ -249,7 +254,7 @@ def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
     return _sets(expr, iter_of, is_full, fill_of, {})
 
 
-def _sets(expr: Expr, iter_of, is_full, fill_of: FillOf, memo: dict[int, float]
+def _sets(expr: Expr, iter_of, is_full, fill_of: FillOf, memo: dict[int, float | None]
           ) -> list[frozenset[Iter]]:
     if isinstance(expr, Operand):
         it = iter_of(expr)
@@ -296,19 +301,26 @@ class Lattice:
 
 
 def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
-                  is_full: Callable[[Iter], bool], fill_of: FillOf = zero_fill) -> Lattice:
+                  is_full: Callable[[Iter], bool], fill_of: FillOf = zero_fill,
+                  absent_adds: float | None = None) -> Lattice:
     """Build the lattice and apply the property-based pruning of paper 003 section 4.2.
 
     A point whose loop computes nothing in any of its cases goes too: the universe that
     ``2 * sum_j(A(i,j))`` or ``A(i) + 1`` would add only ever finds the result's fill
     there (a point that computes nothing itself but holds one that does, as {A, B} in
-    ``A * !B``, stays: its loop skips B's coordinates)."""
+    ``A * !B``, stays: its loop skips B's coordinates). ``absent_adds``: what a
+    coordinate where ``expr`` is absent contributes, if anything (the loop adds its
+    values up and its fill is not 0): then every coordinate counts."""
     points = lattice_sets(expr, iter_of, is_full, fill_of)
+    adds = absent_adds is not None
+    if adds:
+        points = points + [frozenset()]
     if any(not p for p in points):
         points = [p | {UNIVERSE} for p in points]
     points = _without_full_absent(sorted(_dedupe(points), key=len, reverse=True), is_full)
-    computes = {p: substitute_absent(expr, _absent_from(p, iter_of), fill_of,
-                                     _finished_in(p, iter_of)) is not None for p in points}
+    computes = {p: adds or substitute_absent(expr, _absent_from(p, iter_of), fill_of,
+                                             _finished_in(p, iter_of)) is not None
+                for p in points}
     kept = [p for p in points if any(computes[q] for q in points if q <= p)]
     return Lattice(kept or points[:1])
 
@@ -359,7 +371,7 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool],
     user placed whose body is absent is its identity, a computed value: ``s(i) *
     sum_j(A(i,j) * x(j))`` over an empty row is s(i) * 0, NaN for an infinite s(i).
     """
-    memo: dict[int, float] = {}
+    memo: dict[int, float | None] = {}
 
     def walk(node: Expr) -> Expr | None:
         if isinstance(node, Operand):
@@ -374,9 +386,14 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool],
             body = walk(node.body)
             if body is not None:
                 return Sum(node.var, body, node.op, node.hidden)
-            if node.hidden or node.op.identity is None:
+            if node.hidden:
                 return None
-            return Const(float(node.op.identity))
+            inner = expr_fill(node.body, fill_of, memo)
+            value = _sum_fill(node, inner)
+            if value is not None and node.op.identity is not None and \
+                    same_value(value, float(node.op.identity)):
+                return Const(value)
+            return Sum(node.var, Const(inner), node.op, node.hidden)  # n times ``inner``
         assert isinstance(node, Apply)
         args = [walk(a) for a in node.args]
         fills = [expr_fill(a, fill_of, memo) for a in node.args]
@@ -386,8 +403,8 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool],
         if all(a is None or isinstance(a, Const) for a in args):
             value = _evaluate(node.op, [f if a is None else a.value
                                         for a, f in zip(args, fills)])
-            if any(a is None for a in args) and same_value(value, expr_fill(node, fill_of,
-                                                                            memo)):
+            whole = expr_fill(node, fill_of, memo)
+            if any(a is None for a in args) and whole is not None and same_value(value, whole):
                 return None
             return Const(value)
         identity = node.op.identity

@@ -68,7 +68,8 @@ def inner_driver(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -
     def is_full(it: Iter) -> bool:
         return kc.is_full(it) and kc.cascade_is_full(it, ctx, var)
 
-    lattice = build_lattice(expr, kc.iter_of(ctx, var), is_full, kc.fill_of)
+    lattice = build_lattice(expr, kc.iter_of(ctx, var), is_full, kc.fill_of,
+                            kc.absent_adds(var, expr))
     if len(lattice.points) != 1:
         return None
     iterated, _ = choose_iterated(lattice, lattice.points[0], kc.can_locate, is_full)

@@ -31,6 +31,8 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
         return Sum(expr.var.name, convert(expr.body), expr.op, expr.hidden)
 
     value = expr_fill(convert(assignment.rhs), lambda op: types[op.tensor].fill)
+    if value is None:  # a sum of a term absent at a value other than 0: computed everywhere
+        return 0.0
     kind = np.dtype(dtype).kind
     if kind == "b":
         return float(bool(value))
