@@ -486,8 +486,10 @@ class KernelCompiler:
         """What a coordinate of ``var``'s loop where ``expr`` is absent contributes, or
         None where that is nothing. Where values are added up (by this loop or another
         of the nest, or into an output an earlier statement wrote), it is ``expr``'s fill
-        unless 0: sum_j(A(i,j) + 2) adds 2 there. The first of several statements writes
-        its fill everywhere when the result's is not 0, as the later ones add theirs."""
+        unless 0: sum_j(A(i,j) + 2) adds 2 there. Where the result's fill is not 0, the
+        first statement writes its fill everywhere when the output is dense (the caller
+        zeroes it, and duplicates of a coordinate list add into it) or when several
+        statements write it (the later ones add their fills)."""
         fill = expr_fill(expr, self.fill_of)
         if fill is None:
             return None
@@ -496,8 +498,10 @@ class KernelCompiler:
             for v in (var, *self.nest.order))
         if sums:
             return None if fill == 0 else fill
-        first_of_several = len(self.nests) > 1 and self.nest is self.nests[0]
-        return fill if first_of_several and self.types[self.out_name].fill != 0 else None
+        out = self.types[self.out_name]
+        writes_fill = self.nest is self.nests[0] and out.fill != 0 and (
+            len(self.nests) > 1 or all(level.full for level in out.levels))
+        return fill if writes_fill else None
 
     def level_type(self, it: Iter):
         op = self.operands[it.uid]

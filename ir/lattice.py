@@ -118,15 +118,19 @@ def _evaluate(op, args: list[float]) -> float:
 
 def annihilated_value(op, fills: list[float | None], k: int) -> float | None:
     """The value ``op`` takes whatever its other arguments are, when argument ``k`` is
-    absent (at its fill ``fills[k]``), or None. The other arguments are probed with
-    finite values, and with their own fills where those are finite: an absent entry is
-    an exact value that annihilates even against inf or NaN (0 * inf is 0 where the 0 is
-    not stored, as in scipy.sparse), and 0 / 0 is no annihilation. A fill of None is
-    one that depends on extents (see ``expr_fill``)."""
+    absent (at its fill ``fills[k]``), or None. An absent 0 is an exact zero that
+    annihilates even against inf or NaN (0 * inf is 0 where the 0 is not stored, as in
+    scipy.sparse): the other arguments are probed with finite values and their own
+    finite fills, so 0 / 0 is no annihilation. Any other fill is a plain value, probed
+    against inf and NaN too (inf - inf is NaN). A fill of None is one that depends on
+    extents (see ``expr_fill``)."""
     if fills[k] is None:
         return None
-    others = [[y] * len(fills) for y in _PROBES]
-    if all(f is not None and math.isfinite(f) for j, f in enumerate(fills) if j != k):
+    exact = _is_zero(fills[k])
+    probes = _PROBES if exact else (*_PROBES, math.inf, -math.inf, math.nan)
+    others = [[y] * len(fills) for y in probes]
+    if all(f is not None and (math.isfinite(f) or not exact)
+           for j, f in enumerate(fills) if j != k):
         others.append(list(fills))
     values = []
     for args in others:
@@ -155,8 +159,10 @@ def expr_fill(expr: Expr, fill_of: FillOf, memo: dict[int, float | None] | None 
     else:
         assert isinstance(expr, Apply)
         fills = [expr_fill(a, fill_of, memo) for a in expr.args]
-        forced = [annihilated_value(expr.op, fills, k) for k in range(len(fills))]
-        value = next((f for f in forced if f is not None), None)
+        forced = [(not _is_zero(f), value) for k, f in enumerate(fills)
+                  if f is not None and (value := annihilated_value(expr.op, fills, k))
+                  is not None]  # an absent exact zero first: it annihilates even NaN
+        value = min(forced, key=lambda pair: pair[0])[1] if forced else None
         if value is None and all(f is not None for f in fills):
             value = _evaluate(expr.op, fills)
     memo[key] = value

@@ -205,7 +205,8 @@ class Kernel:
                            for n, modes in meta["conversions"].items()}
             retyped = dict(types)
             for n, fmt in conversions.items():
-                retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+                retyped[n] = fmt.with_fill(types[n].fill).tensor_type(types[n].dtype,
+                                                                     types[n].index_dtype)
             if meta["other_form_key"] and not kernel.has_other:
                 kernel.other_builder = functools.partial(
                     self._other_from_disk, meta["other_form_key"],
@@ -244,7 +245,8 @@ class Kernel:
                                for n, modes in orders.items()}
                 retyped = dict(types)
                 for n, fmt in conversions.items():
-                    retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+                    retyped[n] = fmt.with_fill(types[n].fill).tensor_type(
+                        types[n].dtype, types[n].index_dtype)
                 try:
                     return self._build(retyped, dtype, conversions)
                 except ScheduleError:
