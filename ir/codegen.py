@@ -35,7 +35,14 @@ from .emit_base import (
     emit_counted_loop,
     linear_in,
 )
-from .lattice import CaseBudget, Iter, build_lattice, choose_iterated, expr_fill
+from .lattice import (
+    CaseBudget,
+    Iter,
+    build_lattice,
+    choose_iterated,
+    expr_fill,
+    region_text,
+)
 from .point import PointEmitter
 from .schedule import Nest, ScheduleError, order_loops
 from .tensor_ir import TensorIR
@@ -563,7 +570,8 @@ class KernelCompiler:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
         lattice = build_lattice(expr, find, is_full, self.fill_of, self.absent_adds(var, expr))
-        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
+        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
+                                f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
         # Every coordinate is visited with every operand present (none located that can
         # miss, as a looked-up S(i,j) against a full B(j,k) can).
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])

@@ -21,8 +21,8 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
 
     def convert(expr: nt.Expr) -> Expr:
         if isinstance(expr, nt.Access):
-            op = Operand(expr.tensor, tuple(v.name for v in expr.indices), next(uids))
-            return op
+            return Operand(expr.tensor, tuple(v.name for v in expr.indices), next(uids),
+                           expr.complement)
         if isinstance(expr, nt.Literal):
             return Const(float(expr.value))
         if isinstance(expr, nt.Call):

@@ -61,6 +61,8 @@ class Access(_Formatted):
 
     tensor: str
     indices: tuple[IndexVar, ...] = ()
+    # ``!B(i,j)``: 1 where B stores nothing, absent (contributing nothing) where it does.
+    complement: bool = False
 
     @property
     def order(self) -> int:
@@ -232,7 +234,8 @@ def map_accesses(expr: Expr, replace: Callable[[Access], Expr]) -> Expr:
 
 def rename_tensors(expr: Expr, names: Mapping[str, str]) -> Expr:
     """``expr`` with tensor names replaced per ``names`` (others kept)."""
-    return map_accesses(expr, lambda a: Access(names.get(a.tensor, a.tensor), a.indices))
+    return map_accesses(expr, lambda a: Access(names.get(a.tensor, a.tensor), a.indices,
+                                               a.complement))
 
 
 def names_in_use(assignment: Assignment) -> set[str]:
@@ -271,7 +274,7 @@ def separate_repeated_uses(assignment: Assignment) -> tuple[Assignment, dict[str
     if not renamed:
         return assignment, {}
     rhs = map_accesses(assignment.rhs, lambda a: Access(
-        renamed.get((a.tensor, a.indices), a.tensor), a.indices))
+        renamed.get((a.tensor, a.indices), a.tensor), a.indices, a.complement))
     return Assignment(assignment.lhs, rhs), {alias: t for (t, _), alias in renamed.items()}
 
 
@@ -438,7 +441,7 @@ _TOKEN_RE = re.compile(
     r"(?P<ws>\s+)"
     r"|(?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<op>[()=,+\-*/])"
+    r"|(?P<op>[()=,+\-*/]|!(?!=))"
 )
 _NUMBER_TAIL_RE = re.compile(r"[A-Za-z0-9_.]")
 
@@ -557,6 +560,13 @@ class _Parser:
         if self.at("-"):
             self.advance()
             return negate(self.unary())
+        if self.at("!"):
+            self.advance()
+            name = self.expect_name("a tensor to complement, as in !B(i,j)")
+            if name.text.startswith(REDUCTION_PREFIX):
+                raise self.error("a tensor to complement (not a sum)", name)
+            access = self.access(name)
+            return Access(access.tensor, access.indices, complement=True)
         return self.primary()
 
     def primary(self) -> Expr:
@@ -680,7 +690,7 @@ def parse(text: str) -> Assignment:
         assignment := access '=' expr
         expr       := term (('+' | '-') term)*
         term       := unary (('*' | '/') unary)*
-        unary      := '-' unary | primary
+        unary      := '-' unary | '!' access | primary
         primary    := NUMBER | '(' expr ')' | 'sum_'VAR '(' expr ')' | access
         access     := NAME ['(' [VAR (',' VAR)*] ')']
     """
@@ -721,9 +731,10 @@ def format_expr(expr: Expr | Assignment) -> str:
 def _format(expr: Expr) -> tuple[str, int]:
     """Text and precedence of ``expr``, so parents add only the parentheses they need."""
     if isinstance(expr, Access):
+        mark = "!" if expr.complement else ""
         if not expr.indices:
-            return expr.tensor, _ATOM
-        return f"{expr.tensor}({','.join(v.name for v in expr.indices)})", _ATOM
+            return mark + expr.tensor, _ATOM
+        return f"{mark}{expr.tensor}({','.join(v.name for v in expr.indices)})", _ATOM
     if isinstance(expr, Literal):
         text = repr(expr.value)
         return text, _UNARY if text.startswith("-") else _ATOM
