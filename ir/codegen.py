@@ -438,6 +438,8 @@ class KernelCompiler:
         return self.operand_value(expr, ctx)
 
     def operand_value(self, op: Operand, ctx: Ctx) -> ir.Value:
+        if op.complement:  # the lattice resolves every complement to 1 or to absent
+            raise ScheduleError(f"{op}: a complement left unresolved at its point of use")
         tensor = self.tensors[op.tensor]
         resolved = ctx.levels.get(op.uid, ())
         if len(resolved) != len(op.vars):
