@@ -86,5 +86,6 @@ def tensor_repr(tensor) -> str:
     """Like pydata/sparse's: ``<Tensor csr: shape=(3, 4), dtype=float64, nnz=5, ...>``;
     an array-free (dense) tensor's nnz is its size, without walking it."""
     nnz = math.prod(tensor.shape) if not any(tensor.level_arrays) else tensor.nnz
+    fill = f", fill={tensor.fill_value!r}" if tensor.fill_value != 0 else ""
     return (f"<Tensor {format_name(tensor.format)}: shape={tensor.shape}, "
-            f"dtype={tensor.dtype}, nnz={nnz}, index_dtype={tensor.index_dtype}>")
+            f"dtype={tensor.dtype}, nnz={nnz}, index_dtype={tensor.index_dtype}{fill}>")

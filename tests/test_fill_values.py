@@ -76,7 +76,7 @@ def test_from_coo_and_from_scipy_take_the_value_of_entries_not_given(fill):
 def test_a_format_carries_its_fill_value():
     fmt = Format(["dense", "compressed"], fill=math.inf)
     tensor = ls.Tensor.from_numpy(np.array([[np.inf, 1.0], [2.0, np.inf]]), fmt)
-    assert tensor.nnz == 2 and tensor.fill_value == math.inf
+    assert tensor.nnz == 2 and tensor.fill_value == math.inf and "fill=inf" in repr(tensor)
     assert fmt != Format(["dense", "compressed"]) and "fill=inf" in repr(fmt)
     assert Format(["dense"], fill=math.nan) == Format(["dense"], fill=math.nan)
     with pytest.raises(FormatError, match="fill value"):
