@@ -40,10 +40,10 @@ from .lattice import (
     Iter,
     build_lattice,
     choose_iterated,
-    expr_fill,
     region_text,
 )
 from .point import PointEmitter
+from .result_fill import absent_adds
 from .schedule import Nest, ScheduleError, order_loops
 from .tensor_ir import TensorIR
 from .types import TensorType
@@ -491,27 +491,6 @@ class KernelCompiler:
         """The value of ``op``'s entries that are not stored."""
         return self.types[op.tensor].fill
 
-    def absent_adds(self, var: str, expr: Expr) -> float | None:
-        """What a coordinate of ``var``'s loop where ``expr`` is absent contributes, or
-        None where that is nothing. Where values are added up (by this loop or another
-        of the nest, or into an output an earlier statement wrote), it is ``expr``'s fill
-        unless 0: sum_j(A(i,j) + 2) adds 2 there. Where the result's fill is not 0, the
-        first statement writes its fill everywhere when the output is dense (the caller
-        zeroes it, and duplicates of a coordinate list add into it) or when several
-        statements write it (the later ones add their fills)."""
-        fill = expr_fill(expr, self.fill_of)
-        if fill is None:
-            return None
-        sums = self.nest.assign.accumulate or any(v not in self.nest.assign.vars and not any(
-            v == part for parts in self.derived.values() for part, _ in parts)
-            for v in (var, *self.nest.order))
-        if sums:
-            return None if fill == 0 else fill
-        out = self.types[self.out_name]
-        writes_fill = self.nest is self.nests[0] and out.fill != 0 and (
-            len(self.nests) > 1 or all(level.full for level in out.levels))
-        return fill if writes_fill else None
-
     def level_type(self, it: Iter):
         op = self.operands[it.uid]
         return self.types[op.tensor].levels[it.level]
@@ -571,7 +550,7 @@ class KernelCompiler:
         def is_full(it: Iter) -> bool:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
-        lattice = build_lattice(expr, find, is_full, self.fill_of, self.absent_adds(var, expr))
+        lattice = build_lattice(expr, find, is_full, self.fill_of, absent_adds(self, var, expr))
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
                                 f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
         # Every coordinate is visited with every operand present (none located that can

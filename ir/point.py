@@ -23,6 +23,7 @@ from .emit_base import (
     unroll,
 )
 from .lattice import Iter, substitute_absent
+from .result_fill import absent_adds
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -477,7 +478,7 @@ class PointEmitter:
         """(condition, expression, context) per subpoint, most operands first; the
         expression has absent operands replaced by their fill values (None: no result)."""
         point_uids = {it.uid for it in self.point}
-        adds = self.kc.absent_adds(self.var, self.expr)
+        adds = absent_adds(self.kc, self.var, self.expr)
         for sub in self.lattice.subpoints(self.point):
             sub_uids = {it.uid for it in sub}
 

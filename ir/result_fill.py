@@ -1,9 +1,11 @@
-"""The fill value of a kernel's result: its expression evaluated where no operand stores
-an entry (paper 004 section 3.3), from the operands' fill values in their types."""
+"""Fill values in a kernel: the result's (its expression evaluated where no operand
+stores an entry, paper 004 section 3.3, from the operands' fill values in their types)
+and what a loop adds up where a term is absent."""
 
 from __future__ import annotations
 
 from itertools import count
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +14,9 @@ from llvsparse import notation as nt
 from .cin import Apply, Const, Expr, Operand, Sum
 from .lattice import expr_fill
 from .types import TensorType
+
+if TYPE_CHECKING:
+    from .codegen import KernelCompiler
 
 
 def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str) -> float:
@@ -43,3 +48,25 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
                              "cannot hold")
         return float(int(value))
     return float(np.dtype(dtype).type(value))
+
+
+def absent_adds(kc: KernelCompiler, var: str, expr: Expr) -> float | None:
+    """What a coordinate of ``var``'s loop where ``expr`` is absent contributes, or
+    None where that is nothing. Where values are added up (by this loop or another
+    of the nest, or into an output an earlier statement wrote), it is ``expr``'s fill
+    unless 0: sum_j(A(i,j) + 2) adds 2 there. Where the result's fill is not 0, the
+    first statement writes its fill everywhere when the output is dense (the caller
+    zeroes it, and duplicates of a coordinate list add into it) or when several
+    statements write it (the later ones add their fills)."""
+    fill = expr_fill(expr, kc.fill_of)
+    if fill is None:
+        return None
+    sums = kc.nest.assign.accumulate or any(v not in kc.nest.assign.vars and not any(
+        v == part for parts in kc.derived.values() for part, _ in parts)
+        for v in (var, *kc.nest.order))
+    if sums:
+        return None if fill == 0 else fill
+    out = kc.types[kc.out_name]
+    writes_fill = kc.nest is kc.nests[0] and out.fill != 0 and (
+        len(kc.nests) > 1 or all(level.full for level in out.levels))
+    return fill if writes_fill else None
