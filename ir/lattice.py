@@ -96,7 +96,7 @@ def _is_zero(value: float) -> bool:
     return not math.isnan(value) and value == 0
 
 
-FillOf = Callable[[Operand], float]
+FillOf = Callable[[Operand], float | None]  # None: never absent (stores every entry)
 
 
 def zero_fill(_op: Operand) -> float:
@@ -151,7 +151,8 @@ def expr_fill(expr: Expr, fill_of: FillOf, memo: dict[int, float | None] | None 
         return memo[key]
     value: float | None
     if isinstance(expr, Operand):
-        value = 0.0 if is_complement(expr) else float(fill_of(expr))
+        fill = fill_of(expr)
+        value = 0.0 if is_complement(expr) else None if fill is None else float(fill)
     elif isinstance(expr, Const):
         value = float(expr.value)
     elif isinstance(expr, Sum):

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str) -> float:
     """The result's fill value in ``dtype``: ``A(i) + 1`` has fill 1 and keeps A's
-    pattern; a fill that ``dtype`` cannot hold (NaN in an int64 result) is refused."""
+    pattern; a fill that ``dtype`` cannot hold (NaN in an int64 result) is refused. A
+    dense operand stores every entry, so its fill is never read: ``A(i,j) / d(j)`` has
+    fill 0 (A absent), not 0 / 0."""
     uids = count()
 
     def convert(expr: nt.Expr) -> Expr:
@@ -35,9 +37,15 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
         assert isinstance(expr, nt.Reduction)
         return Sum(expr.var.name, convert(expr.body), expr.op, expr.hidden)
 
-    value = expr_fill(convert(assignment.rhs), lambda op: types[op.tensor].fill)
-    if value is None:  # a sum of a term absent at a value other than 0: computed everywhere
-        return 0.0
+    def fill_of(op: Operand) -> float | None:
+        """An operand that stores every entry is never absent: no fill of its counts."""
+        ttype = types[op.tensor]
+        return None if all(level.full for level in ttype.levels) else ttype.fill
+
+    value = expr_fill(convert(assignment.rhs), fill_of)
+    if value is None:  # every point is computed (a dense operand, a sum of a term absent
+        return 0.0     # at a value other than 0): no fill is ever read
+
     kind = np.dtype(dtype).kind
     if kind == "b":
         return float(bool(value))
