@@ -228,3 +228,24 @@ def test_an_output_format_with_another_fill_is_refused():
                                                                   fill=5), A="csr")
     with pytest.raises(ValueError, match="declares fill value 5"):
         kernel(A=A)
+
+
+def test_a_pickled_kernel_brings_each_instance_back_under_its_fills():
+    """A kernel pickled after a call on fill-1 operands: its instance comes back under
+    the fill-1 key, so a call on fill-0 operands compiles its own (it once came back
+    as the fill-0 instance and gave fill-1 answers)."""
+    import pickle
+
+    from llvsparse.kernel_cache import KERNELS
+
+    kernel = ls.compile("Z(i,j) = A(i,j) * B(i,j)", out_format="csr", A="csr", B="csr")
+    a1, a0, b = _random(100, 1.0), _random(101, 0.0), _random(102, 0.0)
+    B = _packed(b, "csr", 0.0)
+    _same(kernel(A=_packed(a1, "csr", 1.0), B=B).to_numpy(), a1 * b, "fill 1")
+    data = pickle.dumps(kernel)
+    KERNELS.clear()
+    restored = pickle.loads(data)
+    _run_three_times(restored, a0 * b, "fill 0 after unpickling", A=_packed(a0, "csr", 0.0),
+                     B=B)
+    _run_three_times(restored, a1 * b, "fill 1 after unpickling", A=_packed(a1, "csr", 1.0),
+                     B=B)
