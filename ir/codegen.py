@@ -16,6 +16,7 @@ from llvmlite import ir
 from llvsparse.operators import ADD
 
 from . import jam, monoid, pairs, scalars
+from .algebra import region_text
 from .bodies import I1, I64, ArrayRef, is_true
 from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
 from .emit_base import (
@@ -40,6 +41,7 @@ from .emit_base import (
 )
 from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
 from .point import PointEmitter
+from .result_fill import absent_adds
 from .schedule import Nest, ScheduleError, order_loops
 from .tensor_ir import TensorIR
 from .types import TensorType
@@ -441,6 +443,8 @@ class KernelCompiler:
         return self.operand_value(expr, ctx)
 
     def operand_value(self, op: Operand, ctx: Ctx) -> ir.Value:
+        if op.complement:  # the lattice resolves every complement to 1 or to absent
+            raise ScheduleError(f"{op}: a complement left unresolved at its point of use")
         tensor = self.tensors[op.tensor]
         resolved = ctx.levels.get(op.uid, ())
         if len(resolved) != len(op.vars):
@@ -454,7 +458,8 @@ class KernelCompiler:
             value = self._load_val(vals, last.pos, src)
             found = ctx.found.get(op.uid)
             if found is not None and not is_true(found):
-                value = self.b.select(found, value, scalars.constant(self.dtype, 0))
+                value = self.b.select(found, value,
+                                      scalars.constant(self.dtype, self.fill_of(op)))
             return value
         acc = self.alloca(scalars.compute_type(self.dtype), "dup")
         self.b.store(scalars.sum_start(self.dtype), acc)  # a segment is never empty
@@ -488,6 +493,10 @@ class KernelCompiler:
                 return Iter(op.uid, k)
             return None
         return find
+
+    def fill_of(self, op: Operand) -> float:
+        """The value of ``op``'s entries that are not stored."""
+        return self.types[op.tensor].fill
 
     def level_type(self, it: Iter):
         op = self.operands[it.uid]
@@ -548,8 +557,9 @@ class KernelCompiler:
         def is_full(it: Iter) -> bool:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
-        lattice = build_lattice(expr, find, is_full)
-        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
+        lattice = build_lattice(expr, find, is_full, self.fill_of, absent_adds(self, var, expr))
+        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
+                                f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
         # Every coordinate is visited with every operand present (none located that can
         # miss, as a looked-up S(i,j) against a full B(j,k) can).
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
@@ -583,6 +593,7 @@ class KernelCompiler:
         output in memory is saved (SpMM on a 46 MB result: ~2 of 9 ms)."""
         out = self.output
         return (self.phase == "whole" and len(self.nests) == 1 and self.scatter
+                and self.types[self.out_name].fill == 0
                 and not ctx.bound and var == self.range_var and not self.nest.assign.accumulate
                 and out.all_insert and all(lv.full for lv in out.levels))
 

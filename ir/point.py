@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from . import jam, scalars
 from .bodies import I1, I64, TRUE, is_true
-from .cin import Operand, contains_sum, operands
+from .cin import Const, Operand, contains_sum, operands
 from .emit_base import (
     GALLOP_SKEW,
     ONE,
@@ -23,6 +23,7 @@ from .emit_base import (
     unroll,
 )
 from .lattice import Iter, substitute_absent
+from .result_fill import absent_adds
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -477,6 +478,7 @@ class PointEmitter:
         """(condition, expression, context) per subpoint, most operands first; the
         expression has absent operands replaced by their fill values (None: no result)."""
         point_uids = {it.uid for it in self.point}
+        adds = absent_adds(self.kc, self.var, self.expr)
         for sub in self.lattice.subpoints(self.point):
             sub_uids = {it.uid for it in sub}
 
@@ -488,9 +490,16 @@ class PointEmitter:
             for it in sub:
                 if not is_true(present.get(it, TRUE)):
                     cond = present[it] if is_true(cond) else self.b.and_(cond, present[it])
+            def finished(op: Operand, sub=sub) -> bool:
+                it = self.find(op)
+                return it is not None and it in sub and it.level == len(op.vars) - 1
+
             case_ctx = replace(ctx, levels={u: lv for u, lv in ctx.levels.items()
                                             if u in sub_uids or u not in point_uids})
-            yield cond, substitute_absent(self.expr, absent), case_ctx, frozenset(sub)
+            expr = substitute_absent(self.expr, absent, self.kc.fill_of, finished)
+            if expr is None and adds is not None:
+                expr = Const(adds)  # the fill of a term absent here is added up
+            yield cond, expr, case_ctx, frozenset(sub)
 
     def selectable_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
         """The cases of a co-iteration whose values may all be computed unconditionally

@@ -36,10 +36,11 @@ from .ir.from_schedule import statement_of
 from .ir.frontend import to_concrete
 from .ir.lattice import KernelTooLargeError, variants_within_budget
 from .ir.parallel import parallel_mode
+from .ir.result_fill import result_fill
 from .ir.result_type import result_dtype
 from .ir.schedule import Nest, ScheduleError
 from .ir.statements import concrete_text
-from .ir.types import TensorType, type_key
+from .ir.types import TensorType, fill_key, type_key
 from .ir.workspace_schedule import checked_policy, schedule_kernel
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
@@ -130,8 +131,9 @@ class Kernel:
 
     # -- specialization -----------------------------------------------------------------
     def instance(self, dtypes: dict[str, str] | None = None,
-                 index_dtypes: dict[str, str] | None = None) -> Instance:
-        types, dtype, key = self.instance_keys(dtypes, index_dtypes)
+                 index_dtypes: dict[str, str] | None = None,
+                 fills: dict[str, float] | None = None) -> Instance:
+        types, dtype, key = self.instance_keys(dtypes, index_dtypes, fills)
         cached = _CACHE.get(key)
         if cached is None:
             disk_key = self.disk_key(types)  # 1 ms (the host CPU's features): on a miss
@@ -148,10 +150,12 @@ class Kernel:
         return cached
 
     def instance_keys(self, dtypes: dict[str, str] | None,
-                      index_dtypes: dict[str, str] | None
+                      index_dtypes: dict[str, str] | None,
+                      fills: dict[str, float] | None = None
                       ) -> tuple[dict[str, TensorType], str, tuple]:
-        """The operand types for these dtypes, the result dtype, and the key of their
-        instance in memory."""
+        """The operand types for these dtypes and fill values (by default each format's),
+        the result dtype, and the key of their instance in memory. The result's fill
+        value is the expression's on the operands' (see ``result_fill``)."""
         names, out = self._names, self._assignment.lhs.tensor
         unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names) \
             - set(self._patterns)
@@ -164,7 +168,19 @@ class Kernel:
                                                                             "int32")))
                         for n in names}
         dtypes[out] = result_dtype(self._assignment, dtypes)
-        types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
+        formats = {n: self.formats[n].with_fill((fills or {}).get(self._user_name(n),
+                                                                  self.formats[n].fill))
+                   for n in names if n != out}
+        formats[out] = self.formats[out]
+        types = {n: formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
+        fill = result_fill(self._assignment, types, dtypes[out])
+        declared = self.formats[out].fill
+        if declared != 0 and fill_key(declared) != fill_key(fill):
+            raise ValueError(f"the output format declares fill value {declared}, but the "
+                             f"expression's is {fill} (its value where no operand stores "
+                             "an entry); leave the output's fill out")
+        types[out] = self.formats[out].with_fill(fill).tensor_type(dtypes[out],
+                                                                   index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, self.workspace, registry_generation())
         return types, dtypes[out], key
@@ -201,7 +217,8 @@ class Kernel:
                            for n, modes in meta["conversions"].items()}
             retyped = dict(types)
             for n, fmt in conversions.items():
-                retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+                retyped[n] = fmt.with_fill(types[n].fill).tensor_type(types[n].dtype,
+                                                                     types[n].index_dtype)
             if meta["other_form_key"] and not kernel.has_other:
                 kernel.other_builder = functools.partial(
                     self._other_from_disk, meta["other_form_key"],
@@ -242,7 +259,8 @@ class Kernel:
                                for n, modes in orders.items()}
                 retyped = dict(types)
                 for n, fmt in conversions.items():
-                    retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+                    retyped[n] = fmt.with_fill(types[n].fill).tensor_type(
+                        types[n].dtype, types[n].index_dtype)
                 try:
                     return self._build(retyped, dtype, conversions, sparse_workspace=False)
                 except ScheduleError:
@@ -394,13 +412,14 @@ class Kernel:
             str(checked_index_dtype(None, extents[use.var])))
             for pattern, use in self._patterns.items()})
         signature = (wide, registry_generation(),
-                     *((t.dtype, t.index_dtype) for t in given.values()))
+                     *((t.dtype, t.index_dtype, fill_key(t.fill_value)) for t in given.values()))
         inst = self._signatures.get(signature)
         if inst is None:
             dtypes = {n: t.dtype.name for n, t in given.items()}
             index_dtypes = {n: t.index_dtype.name for n, t in given.items()}
             index_dtypes[out] = self.out_index_dtype or ("int64" if wide else "int32")
-            inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
+            fills = {n: t.fill_value for n, t in given.items()}
+            inst = self._signatures[signature] = self.instance(dtypes, index_dtypes, fills)
         self.last = inst
         inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
         refreshes = []  # converted copies read the tensors' current values per call
@@ -429,7 +448,8 @@ class Kernel:
             var = self._assignment.lhs.indices[inst.parallel_mode].name
             plan = self._plan(out_shape[inst.parallel_mode], threads,
                               self._entries_per_row(inputs, var))
-        bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
+        out_format = self.formats[out].with_fill(inst.types[out].fill)
+        bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
         bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         # The caller's tensors' own descriptors (a converted operand's source's).
