@@ -108,14 +108,38 @@ def productive(op, fills: tuple[float | None, ...], present: tuple[bool, ...]) -
         return True
     if len(absent) == len(fills):
         return False  # every argument at its fill: the fill itself
-    if any(annihilated_value(op, fills, k) is not None for k in absent):
+    whole = apply_fill(op, fills)
+    if whole is None:
+        return True
+    if any(annihilates(op, fills, k, whole) for k in absent):
         return False
     if len(absent) == 1:
         return True  # not annihilated: the present arguments change the value
     exact = any(is_zero(fills[k]) for k in absent)
     probes = (0.0, *_PROBES) if exact else (0.0, *_PROBES, *_NON_FINITE)
     values = [evaluate(op, row) for row in _rows(probes, fills, tuple(absent))]
-    return not all(same_value(v, values[0]) for v in values)
+    return not all(same_value(v, whole) for v in values)
+
+
+def annihilates(op, fills: tuple[float | None, ...], k: int, whole: float | None) -> bool:
+    """Whether argument ``k`` absent gives ``op`` its fill ``whole`` whatever the others
+    are: a NaN-fill argument forces NaN, but beside an absent exact zero (fill 0 * NaN
+    is 0) the coordinates where only it is absent are NaN, not the fill."""
+    forced = annihilated_value(op, fills, k)
+    return forced is not None and whole is not None and same_value(forced, whole)
+
+
+def apply_fill(op, fills: tuple[float | None, ...]) -> float | None:
+    """``op``'s value where every argument is absent at ``fills``: an annihilating
+    absent argument decides alone, an absent exact zero before any other (it
+    annihilates even NaN); None where an argument's fill is None and none decides."""
+    forced = [(not is_zero(f), value) for k, f in enumerate(fills)
+              if f is not None and (value := annihilated_value(op, fills, k)) is not None]
+    if forced:
+        return min(forced, key=lambda pair: pair[0])[1]
+    if all(f is not None for f in fills):
+        return evaluate(op, list(fills))
+    return None
 
 
 @functools.cache
@@ -146,13 +170,7 @@ def expr_fill(expr: Expr, fill_of: FillOf, memo: dict[int, float | None] | None 
         value = sum_fill(expr, expr_fill(expr.body, fill_of, memo))
     else:
         assert isinstance(expr, Apply)
-        fills = tuple(expr_fill(a, fill_of, memo) for a in expr.args)
-        forced = [(not is_zero(f), value) for k, f in enumerate(fills)
-                  if f is not None and (value := annihilated_value(expr.op, fills, k))
-                  is not None]  # an absent exact zero first: it annihilates even NaN
-        value = min(forced, key=lambda pair: pair[0])[1] if forced else None
-        if value is None and all(f is not None for f in fills):
-            value = evaluate(expr.op, list(fills))
+        value = apply_fill(expr.op, tuple(expr_fill(a, fill_of, memo) for a in expr.args))
     memo[key] = value
     return value
 
@@ -180,7 +198,8 @@ def region(op, fills: tuple[float, ...] | float = 0.0) -> str:
         return "same"
     if op.arity > 2:
         return "general"
-    left, right = (annihilated_value(op, fills, k) is not None for k in (0, 1))
+    whole = apply_fill(op, fills)
+    left, right = (annihilates(op, fills, k, whole) for k in (0, 1))
     return {(True, True): "intersection", (True, False): "left",
             (False, True): "right"}.get((left, right), "union")
 
@@ -200,8 +219,8 @@ def region_text(expr: Expr, fill_of: FillOf, name: Callable[[Operand], str] = st
             return walk(node.body)
         fills = tuple(expr_fill(a, fill_of, memo) for a in node.args)
         parts = [walk(a) for a in node.args]
-        meet = [p for k, p in enumerate(parts)
-                if annihilated_value(node.op, fills, k) is not None]
+        whole = apply_fill(node.op, fills)
+        meet = [p for k, p in enumerate(parts) if annihilates(node.op, fills, k, whole)]
         if meet:
             return " ∩ ".join(_grouped(p) for p in dict.fromkeys(meet)) \
                 if len(set(meet)) > 1 else meet[0]

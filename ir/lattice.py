@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from .algebra import (
     FillOf,
     acts_as_identity,
-    annihilated_value,
+    annihilates,
+    apply_fill,
     evaluate,
     expr_fill,
     is_complement,
@@ -155,10 +156,11 @@ def _sets(expr: Expr, iter_of, is_full, fill_of: FillOf, memo: dict[int, float |
     assert isinstance(expr, Apply)
     subs = [_sets(a, iter_of, is_full, fill_of, memo) for a in expr.args]
     fills = tuple(expr_fill(a, fill_of, memo) for a in expr.args)
+    whole = apply_fill(expr.op, fills)
     options = []
     for k, points in enumerate(subs):
         choices = [(p, True) for p in points]
-        if fills[k] is not None and annihilated_value(expr.op, fills, k) is None:
+        if fills[k] is not None and not annihilates(expr.op, fills, k, whole):
             choices.append((frozenset(), False))  # this argument absent
         options.append(choices)
     points = [frozenset().union(*(p for p, _ in combo))

@@ -249,3 +249,53 @@ def test_a_pickled_kernel_brings_each_instance_back_under_its_fills():
                      B=B)
     _run_three_times(restored, a1 * b, "fill 1 after unpickling", A=_packed(a1, "csr", 1.0),
                      B=B)
+
+
+@pytest.mark.parametrize("fmt", ("csr", "dcsr", "hash"))
+def test_a_nan_fill_beside_an_absent_zero_is_no_intersection(fmt):
+    """A(i,j) * B(i,j) with A's fill NaN and B's 0: where B stores nothing the product is
+    0 (an absent exact zero annihilates NaN), but where only A is absent it is NaN * b.
+    The NaN forced by A's absence is not the result's fill (0), so A may be absent: the
+    lattice was an intersection and those entries came out 0."""
+    a, b = _random(31, math.nan), _random(32, 0.0)
+    expected = np.where(b != 0, a * b, 0.0)
+    got = ls.evaluate("C(i,j) = A(i,j) * B(i,j)", out_format=fmt,
+                      A=_packed(a, fmt, math.nan), B=_packed(b, fmt, 0.0))
+    _same(got.to_numpy(), expected, fmt)
+    assert got.fill_value == 0.0
+    spgemm = ls.evaluate("C(i,j) = A(i,k) * B(k,j)", A=_packed(a, fmt, math.nan),
+                         B=_packed(_random(33, 0.0, (7, 4)), fmt, 0.0))
+    b2 = _random(33, 0.0, (7, 4))
+    with np.errstate(invalid="ignore"):
+        terms = np.where(b2[None] != 0, a[:, :, None] * b2[None], 0.0)
+    _same(spgemm.to_numpy(), terms.sum(axis=1), f"{fmt} spgemm")
+
+
+def test_declared_properties_and_fills_decide_the_region_together():
+    """min with fill inf is a union (min(inf, y) = y); min with fill -inf intersects (its
+    declared annihilator); a user function declaring annihilator inf intersects over
+    fill-inf operands and its result keeps fill inf; where(c, a, b) over fill-1 operands."""
+    a, b = _random(41, math.inf), _random(42, math.inf)
+    got = ls.evaluate("C(i,j) = min(A(i,j), B(i,j))", out_format="csr",
+                      A=_packed(a, "csr", math.inf), B=_packed(b, "csr", math.inf))
+    _same(got.to_numpy(), np.minimum(a, b), "min inf")
+    assert got.fill_value == math.inf
+    a, b = _random(43, -math.inf), _random(44, -math.inf)
+    got = ls.evaluate("C(i,j) = min(A(i,j), B(i,j))", out_format="csr",
+                      A=_packed(a, "csr", -math.inf), B=_packed(b, "csr", -math.inf))
+    _same(got.to_numpy(), np.minimum(a, b), "min -inf")
+    assert got.nnz == np.count_nonzero((a != -math.inf) & (b != -math.inf))
+    ls.function("bigger_fill_inf", body="a if a > b else b", annihilator=math.inf,
+                commutative=True)  # max(inf, NaN) is NaN here: only declared annihilates
+    a, b = _random(45, math.inf), _random(46, math.inf)
+    got = ls.evaluate("C(i,j) = bigger_fill_inf(A(i,j), B(i,j))", out_format="csr",
+                      A=_packed(a, "csr", math.inf), B=_packed(b, "csr", math.inf))
+    _same(got.to_numpy(), np.maximum(a, b), "declared annihilator")
+    assert got.fill_value == math.inf
+    assert got.nnz == np.count_nonzero((a != math.inf) & (b != math.inf))
+    a, b = _random(48, 1.0), _random(49, 1.0)
+    c = _random(47, 1.0)
+    got = ls.evaluate("C(i,j) = where(P(i,j) > 1, A(i,j), B(i,j))", out_format="csr",
+                      P=_packed(c, "csr", 1.0), A=_packed(a, "csr", 1.0),
+                      B=_packed(b, "csr", 1.0))
+    _same(got.to_numpy(), np.where(c > 1, a, b), "where")
