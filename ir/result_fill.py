@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from .codegen import KernelCompiler
 
 
-def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str) -> float:
+def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str,
+                declared: float = 0.0) -> float:
     """The result's fill value in ``dtype``: ``A(i) + 1`` has fill 1 and keeps A's
     pattern; a fill that ``dtype`` cannot hold (NaN in an int64 result) is refused. A
     dense operand stores every entry, so its fill is never read: ``A(i,j) / d(j)`` has
-    fill 0 (A absent), not 0 / 0."""
+    fill 0 (A absent), not 0 / 0. Where every entry is computed, the output's
+    ``declared`` fill stands (a copy of a fill-inf dense view into a dense format)."""
     uids = count()
 
     def convert(expr: nt.Expr) -> Expr:
@@ -44,7 +46,7 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
 
     value = expr_fill(convert(assignment.rhs), fill_of)
     if value is None:  # every point is computed (a dense operand, a sum of a term absent
-        return 0.0     # at a value other than 0): no fill is ever read
+        value = declared  # at a value other than 0): no fill is ever read
 
     kind = np.dtype(dtype).kind
     if kind == "b":

@@ -173,8 +173,8 @@ class Kernel:
                    for n in names if n != out}
         formats[out] = self.formats[out]
         types = {n: formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
-        fill = result_fill(self._assignment, types, dtypes[out])
         declared = self.formats[out].fill
+        fill = result_fill(self._assignment, types, dtypes[out], declared)
         if declared != 0 and fill_key(declared) != fill_key(fill):
             raise ValueError(f"the output format declares fill value {declared}, but the "
                              f"expression's is {fill} (its value where no operand stores "
