@@ -247,10 +247,13 @@ class Kernel:
         the rule would choose comes last: a transposing copy of 2M entries through one
         took 1.1 s a call, where the conversion sorts once and then gathers."""
         try:
-            return self._build(types, dtype, {}, sparse_workspace=False)
+            return self._build(types, dtype, {}, sparse_workspace=False, exact_sums=True)
         except ScheduleError as error:
             if not self.convert or isinstance(error, KernelTooLargeError):
-                raise advised(error) from None  # converted operands are as sparse
+                try:  # factors moved into a sum (see schedule._schedule_one)
+                    return self._build(types, dtype, {}, sparse_workspace=False)
+                except ScheduleError:
+                    raise advised(error) from None  # converted operands are as sparse
             candidates = conversion_candidates(
                 self._assignment, types, self._patterns,
                 lambda n, modes: named_format("coo", len(modes), modes) == self.formats[n])
@@ -262,7 +265,8 @@ class Kernel:
                     retyped[n] = fmt.with_fill(types[n].fill).tensor_type(
                         types[n].dtype, types[n].index_dtype)
                 try:
-                    return self._build(retyped, dtype, conversions, sparse_workspace=False)
+                    return self._build(retyped, dtype, conversions, sparse_workspace=False,
+                                       exact_sums=True)
                 except ScheduleError:
                     continue
             try:
@@ -272,22 +276,23 @@ class Kernel:
 
     def _build(self, types: dict[str, TensorType], dtype: str,
                conversions: dict[str, Format], lazy: bool = True,
-               sparse_workspace: bool = True) -> Instance:
+               sparse_workspace: bool = True, exact_sums: bool = False) -> Instance:
         """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
         when first asked for (``JitKernel.other``), in a module of its own; otherwise
         both go in one module (what inspection and export show). ``sparse_workspace``:
         whether the rule may choose a sparse workspace (one named by the caller is
-        always used)."""
+        always used). ``exact_sums``: no factor moves into a sum the user placed (a
+        converted operand is tried first: it keeps the empty-sum rule)."""
         start = time.perf_counter()
         concrete = to_concrete(self._assignment, types)
         order = self._names  # the output first, then the inputs
         try:
             nests = schedule_kernel(concrete, types, policy=self.workspace,
-                                    sparse=sparse_workspace)
+                                    sparse=sparse_workspace, exact_sums=exact_sums)
             builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)
         except ScheduleError as error:
             try:
-                nests = schedule_kernel(concrete, types, split=True)
+                nests = schedule_kernel(concrete, types, split=True, exact_sums=exact_sums)
             except ScheduleError:
                 raise error from None
             builder, module = _lowered(nests, types, conversions, order, dtype, self.fastmath)

@@ -101,7 +101,7 @@ def test_an_empty_sum_is_its_identity_computed_in_every_format(fmt, out):
     stored entry is 0, computed, and inf * 0 is NaN whether the format stores the row's
     coordinate (CSR) or not (DCSR, which skipped the row and gave 0). The soak's
     reference (soakcases._evaluate) says the same. (CSC is README's exception: its
-    sum cannot nest under s's loop, so s multiplies each term.)"""
+    sum cannot nest under the dense s's loop, so s multiplies each term.)"""
     dense = np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]])
     s, x = np.array([math.inf, math.inf, 2.0]), np.array([1.0, 1.0, 1.0])
     kernel = ls.compile("y(i) = s(i) * sum_j(A(i,j) * x(j))", out_format=out, A=fmt)
@@ -124,3 +124,22 @@ def test_an_empty_sum_is_its_identity_computed_in_every_format(fmt, out):
     masks = {"s": np.ones(3, bool), "A": dense != 0, "x": np.ones(3, bool)}
     np.testing.assert_array_equal(soakcases.reference(case, masks), expected)
     assert soakcheck.run_case(case).status == "passed"
+
+
+def test_a_factor_meets_the_empty_sum_when_the_sum_cannot_nest_under_it():
+    """Soak case 11:11413: B(i,j) * sum_k(A(i,k)) with A stored k before i (DCSC) and a
+    -inf in B's row where A's row is empty: the sum is 0 and -inf * 0 is NaN. The sum's
+    loops cannot nest under B's, and B was moved into each term (s = -1, not NaN); the
+    sparse factor B stays outside now and A is converted. A kernel that may not convert
+    keeps the old schedule (README)."""
+    a = np.array([[0.0, 0, 0, 0], [0, -1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0], [-1, 0, 0, 0]])
+    b = np.array([[-1.0, -math.inf, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [1, 0, 0]])
+    text = "s = sum_i(sum_j(B(i,j) * sum_k(A(i,k))))"
+    with np.errstate(invalid="ignore"):
+        expected = (b * a.sum(axis=1)[:, None]).sum()
+    for fmt in ("dcsc", "csc"):
+        got = ls.evaluate(text, A=ls.Tensor.from_numpy(a, fmt), B=ls.Tensor.from_numpy(b, "dia"))
+        np.testing.assert_array_equal(got.to_numpy(), expected)
+    kernel = ls.Kernel(text, {"A": "dcsc", "B": "dia"}, convert=False)
+    assert np.isfinite(kernel(A=ls.Tensor.from_numpy(a, "dcsc"),
+                              B=ls.Tensor.from_numpy(b, "dia")).to_numpy())
