@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 # Each public name and the module that defines it.
 _HOMES = {
-    "Kernel": "api", "ShapeError": "api", "compile": "api", "einsum": "api",
+    "Kernel": "api", "ShapeError": "api", "compile": "api", "einsum": "einsums",
     "evaluate": "api",
     "asarray": "coerce",
     "complement": "expr_api",
@@ -70,8 +70,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .api import Kernel, ShapeError, compile, einsum, evaluate
+    from .api import Kernel, ShapeError, compile, evaluate
     from .coerce import asarray
+    from .einsums import einsum
     from .expr_api import complement
     from .format import Format, FormatError, Level
     from .format import named_format as named_format

@@ -21,7 +21,7 @@ from .ir.schedule import ScheduleError
 from .ir.types import fill_key
 from .lengths import check_lengths, declared_positions
 from .numpy_protocols import ArrayOps
-from .ordering import lexicographic_order
+from .ordering import most_children, sorted_unique
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
 from .runtime import DescriptorHolder, make_read_only
@@ -154,7 +154,7 @@ class Tensor(ArrayOps):
         fmt = _filled(as_format(format, order), fill, values.dtype)
         idx = checked_index_dtype(index_dtype, *shape, coords.shape[1])
         modes = [lv.mode for lv in fmt.levels if lv.mode is not None]
-        coords, values = _sorted_unique(coords, values, modes)
+        coords, values = sorted_unique(coords, values, modes)
         if fmt.has_hidden_levels:
             return cls._pack_named(fmt, coords, values, shape, idx, name)
         source = cls._coo(coords, values, shape, modes, idx, name, fmt.fill)
@@ -350,7 +350,7 @@ class Tensor(ArrayOps):
                            if p not in lv.params} for k, lv in enumerate(fmt.levels)}
         if not any(open_params.values()):
             return fmt
-        children = _most_children(self.to_coo()[0], [lv.mode for lv in fmt.levels])
+        children = most_children(self.to_coo()[0], [lv.mode for lv in fmt.levels])
         levels = list(fmt.levels)
         for k, packed in open_params.items():
             level = levels[k]
@@ -508,7 +508,7 @@ class Tensor(ArrayOps):
         values = self.values[positions] if len(positions) else self.values[:0]
         if self.order == 0:
             return coords[:, :1], self.values[:1]
-        return _sorted_unique(coords, values, list(range(self.order)))
+        return sorted_unique(coords, values, list(range(self.order)))
 
     def _stored_entries(self) -> tuple[np.ndarray, np.ndarray]:
         """Every stored entry's coordinates ((order, n), in storage order, repeats kept)
@@ -601,53 +601,3 @@ class _Identity(tuple):
             all(a is b for a, b in zip(self, other))
 
     __hash__ = None  # type: ignore[assignment]
-
-
-def _strictly_increasing(coords: np.ndarray, modes: list[int]) -> bool:
-    """Whether entries are already in ``modes`` order without duplicates (scipy's
-    canonical CSR, most files): then there is nothing to sort or sum."""
-    undecided = np.ones(coords.shape[1] - 1, dtype=bool)  # equal in the modes so far
-    for mode in modes:
-        step = np.diff(coords[mode])
-        if np.any(undecided & (step < 0)):
-            return False
-        undecided &= step == 0
-    return not undecided.any()
-
-
-def _most_children(coords: np.ndarray, modes: list[int]) -> list[int]:
-    """Per level (modes in level order), the most distinct coordinates that one prefix of
-    the levels above holds among these entries."""
-    if coords.shape[1] == 0:
-        return [0] * len(modes)
-    ordered = coords[modes].take(lexicographic_order([coords[m] for m in modes]), axis=1)
-    parent = np.zeros(ordered.shape[1], dtype=np.int64)  # the prefix above, numbered
-    most = []
-    for k in range(len(modes)):
-        new = np.ones(ordered.shape[1], dtype=bool)
-        new[1:] = np.any(ordered[:k + 1, 1:] != ordered[:k + 1, :-1], axis=0)
-        most.append(int(np.bincount(parent[new]).max()))
-        parent = np.cumsum(new) - 1
-    return most
-
-
-def _sorted_unique(coords: np.ndarray, values: np.ndarray, modes: list[int]):
-    """Sort coordinates lexicographically in ``modes`` order and sum duplicates."""
-    if coords.shape[1] == 0 or not modes:
-        if not modes and len(values) > 1:
-            return coords[:, :1], values.sum(keepdims=True).astype(values.dtype)
-        return coords, values
-    if _strictly_increasing(coords, modes):
-        return coords, values
-    order = lexicographic_order([coords[m] for m in modes])
-    coords, values = coords.take(order, axis=1), values[order]
-    new = np.zeros(coords.shape[1], dtype=bool)
-    new[0] = True
-    for row in coords:  # row by row: 10x np.any(..., axis=0) on 2M entries
-        new[1:] |= row[1:] != row[:-1]
-    starts = np.flatnonzero(new)
-    if len(starts) == coords.shape[1]:
-        return coords, values
-    summed = np.add.reduceat(values, starts) if values.dtype != bool else \
-        np.logical_or.reduceat(values, starts)
-    return coords[:, starts], summed.astype(values.dtype)
