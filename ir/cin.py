@@ -19,9 +19,10 @@ class Operand:
     tensor: str
     vars: tuple[str, ...]  # one per storage level
     uid: int
+    complement: bool = False  # !B: 1 where B stores nothing (see lattice.py)
 
     def __str__(self) -> str:
-        return f"{self.tensor}({','.join(self.vars)})"
+        return f"{'!' if self.complement else ''}{self.tensor}({','.join(self.vars)})"
 
 
 @dataclass(frozen=True)

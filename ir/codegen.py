@@ -14,6 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from . import jam, pairs, scalars
+from .algebra import region_text
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
 from .cin import Expr, Operand, operands
@@ -34,11 +35,12 @@ from .emit_base import (
     linear_in,
 )
 from .iterators import IteratorEmitter
-from .lattice import CaseBudget, Iter, build_lattice, choose_iterated
+from .lattice import CaseBudget, Iter, Lattice, build_lattice, choose_iterated
 from .memory import MemoryEmitter
 from .opt import PointKey, loop_ir, notes_by_point, passes
 from .opt.passes import Target
 from .point import PointEmitter
+from .result_fill import absent_adds
 from .schedule import Nest, ScheduleError
 from .tensor_ir import TensorIR
 from .types import TensorType
@@ -353,6 +355,10 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             return None
         return find
 
+    def fill_of(self, op: Operand) -> float:
+        """The value of ``op``'s entries that are not stored."""
+        return self.types[op.tensor].fill
+
     def level_type(self, it: Iter):
         op = self.operands[it.uid]
         return self.types[op.tensor].levels[it.level]
@@ -412,14 +418,15 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         def is_full(it: Iter) -> bool:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
-        lattice = build_lattice(expr, find, is_full)
-        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}")
+        lattice = build_lattice(expr, find, is_full, self.fill_of, absent_adds(self, var, expr))
+        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
+                                f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
         # Every coordinate is visited with every operand present (none located that can
         # miss, as a looked-up S(i,j) against a full B(j,k) can).
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
-        if covers_all and passes.CLEAR_ROWS in self.notes_at(var, expr, lattice.points[0]):
+        if covers_all and passes.CLEAR_ROWS in self.notes_at(var, expr, lattice.points[0], lattice):
             body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
         for point in lattice.points:
@@ -428,11 +435,16 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
                                    states, find, body, hooks, leaf, appends, jam_body, pair_body)
             emitter.emit()
 
-    def notes_at(self, var: str, expr: Expr, point: frozenset[Iter]) -> tuple[str, ...]:
+    def notes_at(self, var: str, expr: Expr, point: frozenset[Iter], lattice: Lattice
+                 ) -> tuple[str, ...]:
         """The fast forms the loop-IR passes chose (ir/opt/passes.py) for the loop over
-        ``var`` computing ``expr`` at lattice point ``point``, in the nest being lowered."""
-        return self.notes.get((self.nest_index, var, expr,
-                               frozenset((it.uid, it.level) for it in point)), ())
+        ``var`` computing ``expr`` at lattice point ``point`` of ``lattice``, in the nest
+        being lowered (none where the loop IR's lattice there was another)."""
+        def levels(p: frozenset[Iter]) -> frozenset[tuple[int, int]]:
+            return frozenset((it.uid, it.level) for it in p)
+
+        key = (levels(point), frozenset(levels(p) for p in lattice.points))
+        return self.notes.get((self.nest_index, var, expr, key), ())
 
     @property
     def initializes_output(self) -> bool:

@@ -49,19 +49,22 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     loop over A, not a union of n operands with 2**n cases."""
     uids = count()
     derived: dict[str, list[tuple[str, int]]] = {}
-    shared: dict[tuple[str, tuple[str, ...]], Operand] = {}
+    shared: dict[tuple[str, tuple[str, ...], bool], Operand] = {}
 
     def convert(expr: nt.Expr) -> Expr:
         if isinstance(expr, nt.Access):
             names = tuple(v.name for v in expr.indices)
-            if (expr.tensor, names) in shared:
-                return shared[expr.tensor, names]
+            if (expr.tensor, names, expr.complement) in shared:
+                return shared[expr.tensor, names, expr.complement]
             uid = next(uids)
             level_vars, hidden = storage_vars(expr.tensor, names, types[expr.tensor], uid,
                                               derived)
-            node: Expr = Operand(expr.tensor, level_vars, uid)
+            if hidden and expr.complement:
+                raise ScheduleError(f"!{expr.tensor}: a complement needs a tensor without "
+                                    "storage-only or blocked levels")
+            node: Expr = Operand(expr.tensor, level_vars, uid, expr.complement)
             if not hidden:
-                shared[expr.tensor, names] = node
+                shared[expr.tensor, names, expr.complement] = node
             for var in reversed(hidden):
                 node = Sum(var, node, hidden=True)
             return node

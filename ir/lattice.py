@@ -1,18 +1,31 @@
-"""Iteration algebra and iteration lattices (paper 003 section 4, paper 004 section 4).
+"""Iteration lattices (paper 003 section 4, paper 004 section 4).
 
-The region an operator's result can be nonzero in is derived from how the operator acts
-on fill values, never from its name: f(0, 0) != 0 needs the whole universe, an operator
-that is zero whenever one argument is absent intersects, anything else unions.
+The region an operator's result differs from its fill value in is derived from how the
+operator acts on its operands' fill values and from its declared properties (see
+``algebra``), never from its name: an argument whose absence annihilates must be
+present, the others may be absent, though not all at once nor in a combination that
+leaves the value fixed.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .algebra import (
+    FillOf,
+    acts_as_identity,
+    annihilates,
+    apply_fill,
+    evaluate,
+    expr_fill,
+    is_complement,
+    productive,
+    same_value,
+    sum_fill,
+    zero_fill,
+)
 from .cin import Apply, Const, Expr, Operand, Sum
 from .schedule import ScheduleError
 
@@ -21,9 +34,6 @@ UNIVERSE_UID = -1
 # many the kernel takes minutes to build (8 sparse vectors into a sparse sum: 255 points,
 # 78 s) and is too large to run well.
 MAX_POINTS = 128
-# Values a stored operand is tried with, to learn where an operator is zero: finite (an
-# absent entry annihilates a product even against inf), small and huge ones (a > 10).
-_PROBES = (1.0, -2.5, 3.0, 0.5, -0.75, 1e300, -1e300)
 # Each case of an outer loop holds its own copy of the inner loops, so cases multiply
 # across levels: four matrices of two sparse levels each, added into a third such one,
 # took 434 cases (3 MB of IR, over a minute to compile; five sparse vectors into a sparse
@@ -95,55 +105,6 @@ class Iter:
 UNIVERSE = Iter(UNIVERSE_UID, 0)
 
 
-def _is_zero(value: float) -> bool:
-    return not math.isnan(value) and value == 0
-
-
-@functools.cache  # operators are immutable values
-def region(op, fill: float = 0.0) -> str:
-    """'intersection', 'union', 'left' (first argument's region), 'universe', or for
-    three or more arguments 'general' (see ``nonzero_when``)."""
-    if op.arity > 2:
-        return "general"
-    if op.absent_annihilates:  # a semiring's product: an absent entry is its zero
-        return "same" if op.arity == 1 else "intersection"
-    if op.arity == 2 and op.annihilator is not None and _is_zero(op.annihilator - fill):
-        return "intersection"  # declared: f(fill, y) = f(x, fill) = fill
-    if op.arity == 1:
-        return "same" if _is_zero(op.evaluate(fill)) else "universe"
-    if not _is_zero(op.evaluate(fill, fill)):
-        return "universe"
-    zero_without_left = all(_is_zero(op.evaluate(fill, y)) for y in _PROBES)
-    zero_without_right = all(_is_zero(op.evaluate(x, fill)) for x in _PROBES)
-    if zero_without_left and zero_without_right:
-        return "intersection"
-    if zero_without_left:
-        return "left"
-    if zero_without_right:
-        return "right"
-    return "union"
-
-
-@functools.cache
-def nonzero_when(op, present: tuple[bool, ...]) -> bool:
-    """Whether ``op`` can be nonzero when only the arguments marked ``present`` are
-    stored (the others hold the fill value 0): ``where(c, a, b)`` can with ``c`` and
-    ``b`` (a stored c of 0 picks b), not with ``c`` alone."""
-    choices = [(0.0, *_PROBES) if p else (0.0,) for p in present]
-    return any(not _is_zero(op.evaluate(*values)) for values in itertools.product(*choices))
-
-
-def _general_points(op, subs: list[list[frozenset[Iter]]]) -> list[frozenset[Iter]]:
-    """Lattice points of an operator of any arity: for each set of present arguments
-    that can give a nonzero, every combination of their points."""
-    points: list[frozenset[Iter]] = []
-    for present in itertools.product((True, False), repeat=len(subs)):
-        if all(present) or nonzero_when(op, present):
-            chosen = [sub for sub, p in zip(subs, present) if p]
-            points += [frozenset().union(*combo) for combo in itertools.product(*chosen)]
-    return points
-
-
 def _dedupe(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
     return list(dict.fromkeys(points))  # first occurrences, in order
 
@@ -162,67 +123,55 @@ def _without_full_absent(points: list[frozenset[Iter]], is_full: Callable[[Iter]
     return [p for p in points if not any(p < q for q in groups[sparse[p]])]
 
 
-def _product(a: list[frozenset[Iter]], b: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
-    return [p | q for p in a for q in b]
-
-
 def lattice_sets(expr: Expr, iter_of: Callable[[Operand], Iter | None],
-                 is_full: Callable[[Iter], bool]) -> list[frozenset[Iter]]:
+                 is_full: Callable[[Iter], bool], fill_of: FillOf = zero_fill
+                 ) -> list[frozenset[Iter]]:
     """The lattice points of ``expr`` as iterator sets; the empty set stands for 'anywhere'.
 
-    Points where a full iterator would be absent go at every step, not only at the end:
-    a sum of n full vectors otherwise built all 2**n subsets (20 terms never finished).
+    An argument whose absence annihilates the operator (at the operands' fill values)
+    must be present in every point; any other may be absent, though not all at once.
+    A complement ``!B`` adds both B's point (where it contributes nothing) and the empty
+    one, so that B's coordinates are co-iterated and skipped. A sum the user placed is
+    a computed value where its body stores nothing (its identity), so it adds the empty
+    point too. Points where a full iterator would be absent go at every step, not only
+    at the end: a sum of n full vectors otherwise built all 2**n subsets.
     """
+    return _sets(expr, iter_of, is_full, fill_of, {})
+
+
+def _sets(expr: Expr, iter_of, is_full, fill_of: FillOf, memo: dict[int, float | None]
+          ) -> list[frozenset[Iter]]:
     if isinstance(expr, Operand):
         it = iter_of(expr)
-        return [frozenset([it])] if it is not None else [frozenset()]
+        if it is None:
+            return [frozenset()]
+        return [frozenset([it]), frozenset()] if is_complement(expr) else [frozenset([it])]
     if isinstance(expr, Const):
         return [frozenset()]
     if isinstance(expr, Sum):
-        points = lattice_sets(expr.body, iter_of, is_full)
-        if absent_reduction(expr) is not None:  # a semiring's empty reduction: its zero
-            points = _dedupe(points + [frozenset()])
-        return points
+        body = _sets(expr.body, iter_of, is_full, fill_of, memo)
+        if expr.hidden or expr.op.identity is None:
+            return body
+        return _without_full_absent(_dedupe(body + [frozenset()]), is_full)
     assert isinstance(expr, Apply)
-    subs = [lattice_sets(a, iter_of, is_full) for a in expr.args]
-    kind = region(expr.op)
-    if kind == "same":
-        return subs[0]
-    if kind == "universe" and len(subs) == 1:
-        return _dedupe(subs[0] + [frozenset()])
-    if kind == "general":
-        points = _without_full_absent(_dedupe(_general_points(expr.op, subs)), is_full)
-        return _checked(points)
-    left, right = subs
-    both = _product(left, right)
-    if kind == "intersection":
-        points = both
-    elif kind == "left":
-        points = both + left
-    elif kind == "right":
-        points = both + right
-    else:
-        points = both + left + right
-    if kind == "universe":
-        points = points + [frozenset()]
-    return _checked(_without_full_absent(_dedupe(points), is_full))
-
-
-def _checked(points: list[frozenset[Iter]]) -> list[frozenset[Iter]]:
+    subs = [_sets(a, iter_of, is_full, fill_of, memo) for a in expr.args]
+    fills = tuple(expr_fill(a, fill_of, memo) for a in expr.args)
+    whole = apply_fill(expr.op, fills)
+    options = []
+    for k, points in enumerate(subs):
+        choices = [(p, True) for p in points]
+        if fills[k] is not None and not annihilates(expr.op, fills, k, whole):
+            choices.append((frozenset(), False))  # this argument absent
+        options.append(choices)
+    points = [frozenset().union(*(p for p, _ in combo))
+              for combo in itertools.product(*options)
+              if productive(expr.op, fills, tuple(kept for _, kept in combo))]
+    points = _without_full_absent(_dedupe(points), is_full)
     if len(points) > MAX_POINTS:
         raise ScheduleError(f"one loop would have {len(points)} cases (the ways its sparse "
                             f"operands can overlap), more than {MAX_POINTS}; split the "
                             "expression, or store some operands in full")
     return points
-
-
-def absent_reduction(expr: Sum) -> Const | None:
-    """A reduction's value where its body stores nothing, when that is not 0: a
-    semiring's reduction skips absent entries, leaving its identity (min-plus: inf)."""
-    op = expr.op
-    if op.skips_absent and op.identity is not None and not _is_zero(op.identity):
-        return Const(op.identity)
-    return None
 
 
 @dataclass
@@ -239,13 +188,42 @@ class Lattice:
 
 
 def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
-                  is_full: Callable[[Iter], bool]) -> Lattice:
-    """Build the lattice and apply the property-based pruning of paper 003 section 4.2."""
-    points = lattice_sets(expr, iter_of, is_full)
+                  is_full: Callable[[Iter], bool], fill_of: FillOf = zero_fill,
+                  absent_adds: float | None = None) -> Lattice:
+    """Build the lattice and apply the property-based pruning of paper 003 section 4.2.
+
+    A point whose loop computes nothing in any of its cases goes too: the universe that
+    ``2 * sum_j(A(i,j))`` or ``A(i) + 1`` would add only ever finds the result's fill
+    there (a point that computes nothing itself but holds one that does, as {A, B} in
+    ``A * !B``, stays: its loop skips B's coordinates). ``absent_adds``: what a
+    coordinate where ``expr`` is absent contributes, if anything (the loop adds its
+    values up and its fill is not 0): then every coordinate counts."""
+    points = lattice_sets(expr, iter_of, is_full, fill_of)
+    adds = absent_adds is not None
+    if adds:
+        points = points + [frozenset()]
     if any(not p for p in points):
         points = [p | {UNIVERSE} for p in points]
-    points = sorted(_dedupe(points), key=len, reverse=True)
-    return Lattice(_without_full_absent(points, is_full))
+    points = _without_full_absent(sorted(_dedupe(points), key=len, reverse=True), is_full)
+    computes = {p: adds or substitute_absent(expr, _absent_from(p, iter_of), fill_of,
+                                             _finished_in(p, iter_of)) is not None
+                for p in points}
+    kept = [p for p in points if any(computes[q] for q in points if q <= p)]
+    return Lattice(kept or points[:1])
+
+
+def _absent_from(point: frozenset[Iter], iter_of) -> Callable[[Operand], bool]:
+    def absent(op: Operand) -> bool:
+        it = iter_of(op)
+        return it is not None and it not in point
+    return absent
+
+
+def _finished_in(point: frozenset[Iter], iter_of) -> Callable[[Operand], bool]:
+    def finished(op: Operand) -> bool:
+        it = iter_of(op)
+        return it is not None and it in point and it.level == len(op.vars) - 1
+    return finished
 
 
 def choose_iterated(lattice: Lattice, point: frozenset[Iter],
@@ -266,44 +244,61 @@ def choose_iterated(lattice: Lattice, point: frozenset[Iter],
     return iterated, located
 
 
-def substitute_absent(expr: Expr, absent: Callable[[Operand], bool]) -> Expr | None:
-    """``expr`` with absent operands replaced by the fill value and simplified.
+def substitute_absent(expr: Expr, absent: Callable[[Operand], bool],
+                      fill_of: FillOf = zero_fill,
+                      finished: Callable[[Operand], bool] | None = None) -> Expr | None:
+    """``expr`` with absent operands replaced by their fill values and simplified.
 
-    Returns None when the result is the fill value everywhere (nothing to compute). Only
-    an absent operand is an exact zero that may annihilate: a literal 0 is a value like
-    any other, so ``0 * v(i)`` over a stored NaN or inf computes NaN, as IEEE (and
-    numpy) say, rather than folding to nothing.
+    Returns None when the result is the expression's fill value there (nothing to
+    compute). An absent operand annihilates before constants fold: (A*B) * (A/B) where
+    neither stores an entry is absent, not 0 * (0/0) = NaN. A literal is a value like any
+    other, so ``0 * v(i)`` over a stored NaN or inf computes NaN, as IEEE (and numpy)
+    say. A complement ``!B`` is 1 where B is absent, and absent where ``finished`` says
+    B's entry was found at its last level (before that, inner loops decide). A sum the
+    user placed whose body is absent is its identity, a computed value: ``s(i) *
+    sum_j(A(i,j) * x(j))`` over an empty row is s(i) * 0, NaN for an infinite s(i).
     """
-    if isinstance(expr, Operand):
-        return None if absent(expr) else expr
-    if isinstance(expr, Const):
-        return expr
-    if isinstance(expr, Sum):
-        body = substitute_absent(expr.body, absent)
-        if body is None:
-            return absent_reduction(expr)
-        return Sum(expr.var, body, expr.op, expr.hidden)
-    assert isinstance(expr, Apply)
-    args = [substitute_absent(a, absent) for a in expr.args]
-    kind = region(expr.op)  # absent operands annihilate before constants fold: (A*B) *
-    # (A/B) where neither stores an entry is absent, not 0 * (0/0) = NaN
-    if kind == "general" and not nonzero_when(expr.op, tuple(a is not None for a in args)):
-        return None
-    if kind == "same" and args[0] is None:
-        return None
-    if kind == "intersection" and any(a is None for a in args):
-        return None
-    if kind == "left" and args[0] is None:
-        return None
-    if kind == "right" and args[1] is None:
-        return None
-    if all(a is None or isinstance(a, Const) for a in args):
-        value = expr.op.evaluate(*[0.0 if a is None else a.value for a in args])
-        return None if _is_zero(value) else Const(value)
-    if expr.op.identity is not None and _is_zero(expr.op.identity) and expr.op.arity == 2 \
-            and all(expr.op.evaluate(0.0, y) == y for y in _PROBES):  # or(0, 2.5) is 1
-        if args[0] is None:
-            return args[1]
-        if args[1] is None:
-            return args[0]
-    return Apply(expr.op, tuple(Const(0.0) if a is None else a for a in args))
+    memo: dict[int, float | None] = {}
+
+    def walk(node: Expr) -> Expr | None:
+        if isinstance(node, Operand):
+            if is_complement(node):
+                if absent(node):
+                    return Const(1.0)
+                return None if finished is not None and finished(node) else node
+            return None if absent(node) else node
+        if isinstance(node, Const):
+            return node
+        if isinstance(node, Sum):
+            body = walk(node.body)
+            if body is not None:
+                return Sum(node.var, body, node.op, node.hidden)
+            if node.hidden:
+                return None
+            inner = expr_fill(node.body, fill_of, memo)
+            value = sum_fill(node, inner)
+            if value is not None and node.op.identity is not None and \
+                    same_value(value, float(node.op.identity)):
+                return Const(value)
+            return Sum(node.var, Const(inner), node.op, node.hidden)  # n times ``inner``
+        assert isinstance(node, Apply)
+        args = [walk(a) for a in node.args]
+        fills = tuple(expr_fill(a, fill_of, memo) for a in node.args)
+        if not productive(node.op, fills, tuple(a is not None for a in args)):
+            return None  # an absent operand annihilates before constants fold
+        if all(a is None or isinstance(a, Const) for a in args):
+            value = evaluate(node.op, [f if a is None else a.value
+                                       for a, f in zip(args, fills)])
+            whole = expr_fill(node, fill_of, memo)
+            if any(a is None for a in args) and whole is not None and same_value(value, whole):
+                return None
+            return Const(value)
+        identity = node.op.identity
+        if identity is not None and node.op.arity == 2:
+            for k in (0, 1):
+                if args[k] is None and same_value(fills[k], float(identity)) \
+                        and acts_as_identity(node.op, k, float(identity)):
+                    return args[1 - k]
+        return Apply(node.op, tuple(Const(f) if a is None else a for a, f in zip(args, fills)))
+
+    return walk(expr)

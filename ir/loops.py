@@ -87,7 +87,8 @@ class Loop:
     notes: tuple[str, ...] = ()
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
-    point: frozenset = field(default=frozenset(), compare=False, repr=False)  # (uid, level)s
+    # The lattice point's (uid, level)s, and its lattice's points (see notes_by_point).
+    point: tuple = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ class Merge:
     notes: tuple[str, ...] = ()
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
-    point: frozenset = field(default=frozenset(), compare=False, repr=False)  # (uid, level)s
+    # The lattice point's (uid, level)s, and its lattice's points (see notes_by_point).
+    point: tuple = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ class Program:
     output: str
     output_levels: tuple[LevelType, ...]
     nests: int
+    output_fill: float = 0.0  # row clearing writes zeros
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class _State:
         seg = self.segmented | {uid} if segmented else self.segmented - {uid}
         return replace(self, resolved=tuple({**dict(self.resolved), uid: count}.items()),
                        segmented=seg)
+
+
+def _levels(point) -> frozenset[tuple[int, int]]:
+    """A lattice point as its operands' (uid, level)s."""
+    return frozenset((it.uid, it.level) for it in point)
 
 
 def _full_expr(stmt: Stmt) -> tuple[CinExpr, dict[str, tuple[CinExpr, Stmt]]]:
@@ -241,7 +247,10 @@ class _Lowering:
         def can_locate(it: Iter) -> bool:
             return not it.is_universe and self.level(it.uid, it.level).can_locate
 
-        lattice = build_lattice(expr, find, is_full)
+        def fill_of(op: Operand) -> float:
+            return self.types[op.tensor].fill
+
+        lattice = build_lattice(expr, find, is_full, fill_of)
         bound = (*state.bound, var)
         nodes: list[Node] = []
         for point in lattice.points:
@@ -250,8 +259,13 @@ class _Lowering:
             cases: list[Case] = []
             for sub in lattice.subpoints(point):
                 sub_uids = {it.uid for it in sub}
+                def finished(op: Operand, sub=sub) -> bool:
+                    it = find(op)
+                    return it is not None and it in sub and it.level == len(op.vars) - 1
+
                 case_expr = substitute_absent(expr, lambda op, s=sub_uids, p=point_uids: (
-                    find(op) is not None and (op.uid not in s or op.uid not in p)))
+                    find(op) is not None and (op.uid not in s or op.uid not in p)), fill_of,
+                    finished)
                 present = tuple(self.ref(it, state) for it in sorted(sub, key=str))
                 if case_expr is None:  # the fill value: the case computes nothing
                     cases.append(Case(present, Block(())))
@@ -274,7 +288,9 @@ class _Lowering:
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
             refs = tuple(self.ref(it, state) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
-            key = frozenset((it.uid, it.level) for it in point)
+            # The whole lattice is part of the key: an emitter whose lattice differs (its
+            # fills decided otherwise) finds no note rather than one for another region.
+            key = (_levels(point), frozenset(_levels(p) for p in lattice.points))
             if len(iterated) == 1 and len(cases) == 1:
                 ref = refs[0]
                 over = "coordinates" if ref.universe or \
@@ -370,5 +386,5 @@ def lower(stmt: Stmt, types: dict[str, TensorType], output: str,
     nests = tuple(lowering.nest(k, part, None if bodies is None else bodies[k])
                   for k, part in enumerate(parts))
     root = nests[0] if len(nests) == 1 else Block(nests)
-    return Program(root, output, types[output].levels, len(nests))
+    return Program(root, output, types[output].levels, len(nests), types[output].fill)
 

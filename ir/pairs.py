@@ -39,6 +39,7 @@ from .bodies import I64
 from .cin import Expr, Operand, contains_sum, operands
 from .emit_base import Ctx, LevelPos
 from .lattice import Iter, build_lattice, choose_iterated
+from .result_fill import absent_adds
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -66,7 +67,8 @@ def inner_driver(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -
     def is_full(it: Iter) -> bool:
         return kc.is_full(it) and kc.cascade_is_full(it, ctx, var)
 
-    lattice = build_lattice(expr, kc.iter_of(ctx, var), is_full)
+    lattice = build_lattice(expr, kc.iter_of(ctx, var), is_full, kc.fill_of,
+                            absent_adds(kc, var, expr))
     if len(lattice.points) != 1:
         return None
     iterated, _ = choose_iterated(lattice, lattice.points[0], kc.can_locate, is_full)

@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from . import jam, scalars
 from .bodies import I64, TRUE, is_true
-from .cin import Operand, operands
+from .cin import Const, Operand, operands
 from .emit_base import (
     ONE,
     RUN_UNROLL,
@@ -23,6 +23,7 @@ from .emit_base import (
 from .gallop import GallopEmitter
 from .lattice import Iter, substitute_absent
 from .opt import passes
+from .result_fill import absent_adds
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class PointEmitter(GallopEmitter):
         self.lockstep = False  # every iterator holds the same coordinates (same_coordinates)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
         # The fast forms the loop-IR passes chose for this loop (ir/opt/passes.py).
-        self.notes = kc.notes_at(var, expr, point)
+        self.notes = kc.notes_at(var, expr, point, lattice)
 
     def emit(self) -> None:
         b = self.b
@@ -373,6 +374,7 @@ class PointEmitter(GallopEmitter):
         """(condition, expression, context) per subpoint, most operands first; the
         expression has absent operands replaced by their fill values (None: no result)."""
         point_uids = {it.uid for it in self.point}
+        adds = absent_adds(self.kc, self.var, self.expr)
         for sub in self.lattice.subpoints(self.point):
             sub_uids = {it.uid for it in sub}
 
@@ -384,9 +386,16 @@ class PointEmitter(GallopEmitter):
             for it in sub:
                 if not is_true(present.get(it, TRUE)):
                     cond = present[it] if is_true(cond) else self.b.and_(cond, present[it])
+            def finished(op: Operand, sub=sub) -> bool:
+                it = self.find(op)
+                return it is not None and it in sub and it.level == len(op.vars) - 1
+
             case_ctx = replace(ctx, levels={u: lv for u, lv in ctx.levels.items()
                                             if u in sub_uids or u not in point_uids})
-            yield cond, substitute_absent(self.expr, absent), case_ctx, frozenset(sub)
+            expr = substitute_absent(self.expr, absent, self.kc.fill_of, finished)
+            if expr is None and adds is not None:
+                expr = Const(adds)  # the fill of a term absent here is added up
+            yield cond, expr, case_ctx, frozenset(sub)
 
     def selected_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
         """The cases to compute unconditionally and pick by selects, where the

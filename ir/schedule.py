@@ -124,17 +124,20 @@ def unordered_append_output(out: TensorType) -> bool:
                and (k == 0 or lv.branchless) for k, lv in enumerate(levels))
 
 
-def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False) -> list[Nest]:
+def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
+             exact_sums: bool = False) -> list[Nest]:
     """Loop orders for ``assign``, splitting it into several statements when needed.
 
     ``split`` forces the split (used when one nest schedules but cannot be lowered, e.g.
-    a union of unordered levels).
+    a union of unordered levels). ``exact_sums``: refuse to move factors into a sum the
+    user placed (see ``_schedule_one``), so that the caller tries converted operands
+    first.
     """
     _check_blocked_products(assign.rhs, dict(assign.derived))  # before any split
     try:
         if split:
             raise ScheduleError("the statement cannot be lowered as one loop nest")
-        return [_schedule_one(assign, types)]
+        return [_schedule_one(assign, types, exact_sums)]
     except ScheduleError:
         out = types[assign.tensor]
         terms = _additive_terms(assign.rhs)
@@ -147,7 +150,7 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False) 
                             if any(p in used for p, _ in parts))
             part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0,
                           derived)
-            nests.append(_schedule_one(part, types))
+            nests.append(_schedule_one(part, types, exact_sums))
         return nests
 
 
@@ -160,19 +163,40 @@ def _additive_terms(expr: Expr) -> list[Expr]:
     return [expr]
 
 
-def _schedule_one(assign: Assign, types: dict[str, TensorType]) -> Nest:
+def _schedule_one(assign: Assign, types: dict[str, TensorType], exact_sums: bool = False
+                  ) -> Nest:
     """One loop nest that keeps each sum where the user placed it, so that a factor
     outside ``sum_j(...)`` multiplies the finished sum; if the sum's loops cannot nest
     under the factors' (an operand's storage reaches the sum's index before theirs, as
-    in MTTKRP's ``sum_k(B(i,k,l) * C(k,j)) * D(l,j)``), the factors move into the sum."""
+    in MTTKRP's ``sum_k(B(i,k,l) * C(k,j)) * D(l,j)``), the factors move into the sum,
+    unless ``exact_sums``: a factor moved in no longer meets an empty sum (inf times a
+    sum over no stored entry is NaN, not 0)."""
     exact = hoist_sums(assign.rhs, exact=True)
     try:
         return _schedule_rhs(assign, exact, types)
     except ScheduleError:
         hoisted = hoist_sums(assign.rhs)
-        if hoisted == exact:
+        if hoisted == exact or exact_sums and any(
+                not all(level.full for level in types[op.tensor].levels)
+                for op in _factors_of_sums(exact)):
             raise
         return _schedule_rhs(assign, hoisted, types)
+
+
+def _factors_of_sums(expr: Expr) -> list[Operand]:
+    """The operands that multiply a sum the user placed (what ``hoist_sums`` would move
+    into it). A sparse one is cheap to keep outside (the sum is computed only where it
+    stores an entry), so a converted operand is preferred to moving it in; a dense one
+    would make the sum computed at every coordinate (MTTKRP's D(l,j)), so it moves."""
+    if isinstance(expr, Sum):
+        return _factors_of_sums(expr.body)
+    if not isinstance(expr, Apply):
+        return []
+    found = [op for a in expr.args for op in _factors_of_sums(a)]
+    if expr.op is MUL and any(isinstance(a, Sum) and a.op is ADD and not a.hidden
+                              for a in expr.args):
+        found += [op for a in expr.args if not isinstance(a, Sum) for op in operands(a)]
+    return found
 
 
 def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Nest:

@@ -89,6 +89,13 @@ class TensorType:
     order: int
     dtype: str
     index_dtype: str
+    # The value of every entry not stored, as text ("0.0", "inf", "nan") so that types
+    # with a NaN fill compare equal: it changes the code (see ir/lattice.py).
+    fill_key: str = "0.0"
+
+    @property
+    def fill(self) -> float:
+        return float(self.fill_key)
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -146,4 +153,10 @@ def type_key(ttype: TensorType) -> tuple:
         levels.append((level.kind, level.mode, level.properties, level.block, level.inner,
                        definition.iterate, bodies, arrays, tuple(definition.params),
                        level.window))
-    return (tuple(levels), ttype.order, ttype.dtype, ttype.index_dtype)
+    return (tuple(levels), ttype.order, ttype.dtype, ttype.index_dtype, ttype.fill_key)
+
+
+def fill_key(value: float) -> str:
+    """A fill value as the text ``TensorType.fill_key`` holds (one text per value, NaN
+    included)."""
+    return repr(float(value))

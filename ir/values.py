@@ -30,6 +30,8 @@ class ValueEmitter:
         return self.operand_value(expr, ctx)
 
     def operand_value(self, op: Operand, ctx: Ctx) -> ir.Value:
+        if op.complement:  # the lattice resolves every complement to 1 or to absent
+            raise ScheduleError(f"{op}: a complement left unresolved at its point of use")
         tensor = self.tensors[op.tensor]
         resolved = ctx.levels.get(op.uid, ())
         if len(resolved) != len(op.vars):
@@ -43,7 +45,8 @@ class ValueEmitter:
             value = self._load_val(vals, last.pos, src)
             found = ctx.found.get(op.uid)
             if found is not None and not is_true(found):
-                value = self.b.select(found, value, scalars.constant(self.dtype, 0))
+                value = self.b.select(found, value,
+                                      scalars.constant(self.dtype, self.fill_of(op)))
             return value
         acc = self.alloca(scalars.compute_type(self.dtype), "dup")
         self.b.store(scalars.sum_start(self.dtype), acc)  # a segment is never empty

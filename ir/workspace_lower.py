@@ -80,7 +80,7 @@ class _Lowering:
         for nest in self.nests:
             # The nest's body with the operands absent here dropped (a union keeps its
             # other terms; a product of an absent operand drops out).
-            body = substitute_absent(nest.body, absent)
+            body = substitute_absent(nest.body, absent, self.kc.fill_of)
             if body is None:
                 continue
             self.kc.nest = nest

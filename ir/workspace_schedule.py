@@ -61,19 +61,21 @@ def checked_policy(policy: str | None) -> Policy | None:
 
 
 def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = False,
-                    policy: str | None = None, sparse: bool = True) -> list[Nest]:
+                    policy: str | None = None, sparse: bool = True,
+                    exact_sums: bool = False) -> list[Nest]:
     """``schedule``, with a workspace where the output would be scattered; without
     ``sparse``, the ScatteredOutputError where the rule would choose a sparse one."""
     try:
-        return schedule(assign, types, split)
+        return schedule(assign, types, split, exact_sums)
     except ScatteredOutputError as error:
         if split:
             raise
-        return _with_workspace(assign, types, checked_policy(policy), error, sparse)
+        return _with_workspace(assign, types, checked_policy(policy), error, sparse,
+                               exact_sums)
 
 
 def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy | None,
-                    error: ScheduleError, sparse: bool) -> list[Nest]:
+                    error: ScheduleError, sparse: bool, exact_sums: bool) -> list[Nest]:
     out = types[assign.tensor]
     if assign.derived:
         raise error
@@ -81,7 +83,7 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy
     if stand_in is None:
         raise error
     try:
-        nests = schedule(assign, {**types, assign.tensor: stand_in})
+        nests = schedule(assign, {**types, assign.tensor: stand_in}, exact_sums=exact_sums)
     except ScheduleError:
         raise error from None
     out_vars = assign.vars

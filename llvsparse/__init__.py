@@ -14,9 +14,10 @@ __version__ = "0.1.0"
 
 # Each public name and the module that defines it.
 _HOMES = {
-    "Kernel": "api", "ShapeError": "api", "compile": "api", "einsum": "api",
+    "Kernel": "api", "ShapeError": "api", "compile": "api", "einsum": "einsums",
     "evaluate": "api",
     "asarray": "coerce",
+    "complement": "expr_api",
     "Format": "format", "FormatError": "format", "Level": "format", "named_format": "format",
     "FormatFileError": "formats.loader",
     "level_formats": "formats.registry", "register_level_format": "formats.registry",
@@ -40,9 +41,10 @@ _HOMES = {
 __all__ = [  # named_format is public but, as before, not starred
     "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar", "Kernel",
     "KernelRuntimeError", "LazyTensor", "Level", "NotationError", "NotationSyntaxError",
-    "ScheduleError", "ShapeError", "Tensor", "asarray", "compile", "compute", "einsum",
-    "evaluate", "get_num_threads", "index_vars", "lazy", "level_formats", "parse", "read",
-    "register_level_format", "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes",
+    "ScheduleError", "ShapeError", "Tensor", "asarray", "compile", "complement", "compute",
+    "einsum", "evaluate", "get_num_threads", "index_vars", "lazy", "level_formats", "parse",
+    "read", "register_level_format", "set_kernel_cache_bytes", "set_num_threads",
+    "set_result_pool_bytes",
     "unregister_level_format", "write",
 ]
 
@@ -68,8 +70,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .api import Kernel, ShapeError, compile, einsum, evaluate
+    from .api import Kernel, ShapeError, compile, evaluate
     from .coerce import asarray
+    from .einsums import einsum
+    from .expr_api import complement
     from .format import Format, FormatError, Level
     from .format import named_format as named_format
     from .formats.loader import FormatFileError

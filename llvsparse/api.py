@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -37,13 +36,14 @@ from .ir.loops import show as show_loops
 from .ir.opt import loop_ir
 from .ir.opt.passes import Target
 from .ir.parallel import parallel_mode
+from .ir.result_fill import result_fill
 from .ir.result_type import result_dtype
 from .ir.schedule import Nest
 from .ir.statements import concrete_text
 from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
 from .ir.transforms.lowering import Lowered, Refused, Request, lower_converting, lower_kernel
-from .ir.types import TensorType, type_key
+from .ir.types import TensorType, fill_key, type_key
 from .ir.workspace_schedule import checked_policy
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
@@ -51,7 +51,6 @@ from .notation_parse import parse
 from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .refusals import advised
-from .semirings import semiring_assignment
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import check_workspace, checked_workspace_meta, workspace_meta
 
@@ -134,8 +133,9 @@ class Kernel:
 
     # -- specialization -----------------------------------------------------------------
     def instance(self, dtypes: dict[str, str] | None = None,
-                 index_dtypes: dict[str, str] | None = None) -> Instance:
-        types, dtype, key = self.instance_keys(dtypes, index_dtypes)
+                 index_dtypes: dict[str, str] | None = None,
+                 fills: dict[str, float] | None = None) -> Instance:
+        types, dtype, key = self.instance_keys(dtypes, index_dtypes, fills)
         cached = _CACHE.get(key)
         if cached is None:
             disk_key = self.disk_key(types)  # 1 ms (the host CPU's features): on a miss
@@ -152,10 +152,12 @@ class Kernel:
         return cached
 
     def instance_keys(self, dtypes: dict[str, str] | None,
-                      index_dtypes: dict[str, str] | None
+                      index_dtypes: dict[str, str] | None,
+                      fills: dict[str, float] | None = None
                       ) -> tuple[dict[str, TensorType], str, tuple]:
-        """The operand types for these dtypes, the result dtype, and the key of their
-        instance in memory."""
+        """The operand types for these dtypes and fill values (by default each format's),
+        the result dtype, and the key of their instance in memory. The result's fill
+        value is the expression's on the operands' (see ``result_fill``)."""
         names, out = self._names, self._assignment.lhs.tensor
         unknown = (set(dtypes or {}) | set(index_dtypes or {})) - set(self._user_names) \
             - set(self._patterns)
@@ -168,7 +170,19 @@ class Kernel:
                                                                             "int32")))
                         for n in names}
         dtypes[out] = result_dtype(self._assignment, dtypes)
-        types = {n: self.formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
+        formats = {n: self.formats[n].with_fill((fills or {}).get(self._user_name(n),
+                                                                  self.formats[n].fill))
+                   for n in names if n != out}
+        formats[out] = self.formats[out]
+        types = {n: formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
+        declared = self.formats[out].fill
+        fill = result_fill(self._assignment, types, dtypes[out], declared)
+        if declared != 0 and fill_key(declared) != fill_key(fill):
+            raise ValueError(f"the output format declares fill value {declared}, but the "
+                             f"expression's is {fill} (its value where no operand stores "
+                             "an entry); leave the output's fill out")
+        types[out] = self.formats[out].with_fill(fill).tensor_type(dtypes[out],
+                                                                   index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, self.workspace, registry_generation())
         return types, dtypes[out], key
@@ -205,7 +219,8 @@ class Kernel:
                            for n, modes in meta["conversions"].items()}
             retyped = dict(types)
             for n, fmt in conversions.items():
-                retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+                retyped[n] = fmt.with_fill(types[n].fill).tensor_type(types[n].dtype,
+                                                                     types[n].index_dtype)
             if meta["other_form_key"] and not kernel.has_other:
                 kernel.other_builder = functools.partial(
                     self._other_from_disk, meta["other_form_key"],
@@ -234,7 +249,10 @@ class Kernel:
         start = time.perf_counter()
         request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
         if not self.convert:  # asformat's copies: a host sort beats a sparse workspace
-            lowered = lower_kernel(request, types, sparse_workspace=False)
+            lowered = lower_kernel(request, types, sparse_workspace=False, exact_sums=True)
+            if isinstance(lowered, Refused):  # factors moved into a sum (schedule_one)
+                moved = lower_kernel(request, types, sparse_workspace=False)
+                lowered = moved if isinstance(moved, Lowered) else lowered
         else:
             lowered = lower_converting(
                 request, types, self._patterns,
@@ -394,13 +412,14 @@ class Kernel:
             str(checked_index_dtype(None, extents[use.var])))
             for pattern, use in self._patterns.items()})
         signature = (wide, registry_generation(),
-                     *((t.dtype, t.index_dtype) for t in given.values()))
+                     *((t.dtype, t.index_dtype, fill_key(t.fill_value)) for t in given.values()))
         inst = self._signatures.get(signature)
         if inst is None:
             dtypes = {n: t.dtype.name for n, t in given.items()}
             index_dtypes = {n: t.index_dtype.name for n, t in given.items()}
             index_dtypes[out] = self.out_index_dtype or ("int64" if wide else "int32")
-            inst = self._signatures[signature] = self.instance(dtypes, index_dtypes)
+            fills = {n: t.fill_value for n, t in given.items()}
+            inst = self._signatures[signature] = self.instance(dtypes, index_dtypes, fills)
         self.last = inst
         inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
         refreshes = []  # converted copies read the tensors' current values per call
@@ -429,7 +448,8 @@ class Kernel:
             var = self._assignment.lhs.indices[inst.parallel_mode].name
             plan = self._plan(out_shape[inst.parallel_mode], threads,
                               self._entries_per_row(inputs, var))
-        bound = BoundCall(inst, self.formats[out], out_shape, holders, plan, expected)
+        out_format = self.formats[out].with_fill(inst.types[out].fill)
+        bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
         bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         # The caller's tensors' own descriptors (a converted operand's source's).
@@ -537,7 +557,8 @@ def _retyped(types: dict[str, TensorType], conversions: dict[str, Format]
     """``types`` with each converted operand's type that of its conversion."""
     retyped = dict(types)
     for n, fmt in conversions.items():
-        retyped[n] = fmt.tensor_type(types[n].dtype, types[n].index_dtype)
+        retyped[n] = fmt.with_fill(types[n].fill).tensor_type(types[n].dtype,
+                                                               types[n].index_dtype)
     return retyped
 
 
@@ -584,33 +605,3 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
         if len(_KERNELS) > _KERNELS_KEPT:
             del _KERNELS[next(iter(_KERNELS))]
     return kernel(check=check, **tensors)
-
-
-def einsum(subscripts: str, *operands, out_format: object = "dense",
-           semiring: tuple[str, str] | None = None):
-    """numpy-style einsum over tensors, e.g. ``einsum("ij,j->i", A, x)``.
-
-    ``semiring=(plus, times)`` computes over that semiring instead of (+, *):
-    ``semiring=("min", "+")`` gives min-plus products (shortest paths),
-    ``("or", "and")`` reachability. An entry a tensor does not store is then the
-    semiring's zero (``plus``'s identity): it annihilates ``times`` and takes no part in
-    ``plus``, so only stored entries count, and an output entry nothing reaches is
-    ``plus``'s identity (inf for min-plus)."""
-    if not isinstance(subscripts, str):
-        raise TypeError(f"einsum subscripts must be a string, not {type(subscripts).__name__}")
-    compact = subscripts.replace(" ", "")
-    if not re.fullmatch(r"[A-Za-z]*(,[A-Za-z]*)*->[A-Za-z]*", compact):
-        raise ValueError(f"einsum subscripts are letters, one per mode, with one explicit "
-                         f"output, as in 'ij,j->i' (no '...' or digits), not {subscripts!r}")
-    inputs, output = compact.split("->")
-    terms = inputs.split(",")
-    if len(terms) != len(operands):
-        raise ValueError(f"einsum: {len(terms)} operand subscripts but {len(operands)} operands")
-    names = [f"T{k}" for k in range(len(terms))]
-    rhs = " * ".join(f"{n}({','.join(t)})" for n, t in zip(names, terms))
-    text = f"OUT({','.join(output)}) = {rhs}" if output else f"OUT = {rhs}"
-    tensors = dict(zip(names, operands))
-    if semiring is None:
-        return evaluate(text, out_format=out_format, **tensors)
-    return evaluate(semiring_assignment(parse(text), *semiring), out_format=out_format,
-                    **tensors)

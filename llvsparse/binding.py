@@ -310,7 +310,7 @@ def as_tensor(value: object, fmt: Format, name: str) -> Tensor:
                          f"{'index' if fmt.order == 1 else 'indices'} but has {order} "
                          f"{'dimension' if order == 1 else 'dimensions'}")
     if isinstance(value, Tensor):
-        if value.format != fmt:
+        if value.format.layout_key() != fmt.layout_key():  # the kernel takes its fill
             raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
                             f"compiled for {fmt!r}; convert it with .asformat()")
         changed = changed_since([level.kind for level in fmt.levels], value.generation)

@@ -11,7 +11,8 @@ import sys
 
 import numpy as np
 
-from .format import Format
+from .format import Format, checked_fill
+from .ir.types import fill_key
 from .tensor import Tensor
 
 # scipy.sparse formats stored the way an llvsparse format of the same name is.
@@ -57,22 +58,31 @@ def foreign_tensor(value: object, fmt: Format | str, name: str | None = None
 
 
 def asarray(value: object, format: Format | str | None = None,
-            name: str | None = None) -> Tensor:
+            name: str | None = None, fill=None) -> Tensor:
     """``value`` as a Tensor, for the operator API (``ls.asarray(x)[j]``) and anywhere
     a Tensor is wanted: a Tensor as it is (converted if ``format`` differs), a scipy or
     pydata sparse array in its natural format (or ``format``), anything numpy can read
-    as a dense tensor (or ``format``); a lazy expression computed (into ``format``)."""
+    as a dense tensor (or ``format``); a lazy expression computed (into ``format``).
+    ``fill``: the value of entries not stored (a Tensor keeps its own; a different one
+    is refused)."""
     from .lazy_tensor import LazyTensor
 
     if isinstance(value, LazyTensor):
-        return value.compute(format)
+        value = value.compute(format)
     if isinstance(value, Tensor):
+        if fill is not None and fill_key(checked_fill(fill)) != fill_key(value.fill_value):
+            raise ValueError(f"the tensor's fill value is {value.fill_value}, not {fill}")
         return value if format is None else value.asformat(format)
     fmt = natural_format(value) if format is None else format
+    if is_scipy_sparse(value):
+        return Tensor.from_scipy(value, format=fmt, name=name, fill=fill)
     tensor = foreign_tensor(value, fmt, name)
     if tensor is not None:
+        if fill is not None:
+            raise ValueError("fill= is for dense arrays and scipy matrices; a pydata "
+                             "array carries its own fill value")
         return tensor
     array = np.asarray(value)
     if array.dtype == object:
         raise TypeError(f"cannot use a {type(value).__name__} as a tensor")
-    return Tensor.from_numpy(array, format=fmt, name=name)
+    return Tensor.from_numpy(array, format=fmt, name=name, fill=fill)

@@ -26,13 +26,15 @@ def to_numpy(tensor) -> np.ndarray:
     tensor gives a new array."""
     if tensor.order == 0:
         values = tensor.values
-        return np.asarray(values[0] if len(values) else 0, dtype=tensor.dtype)
+        return np.asarray(values[0] if len(values) else tensor.fill_value, dtype=tensor.dtype)
     layout = layout_of(tensor.tensor_type)
     if layout is not None and layout.kind == "dense":
         view = _dense_view(tensor, layout)
         if view is not None:
             return view
-    if layout is not None and layout.kind in SCIPY_FORMATS and _scipy_ready(tensor, layout):
+    zero_fill = tensor.fill_value == 0
+    if zero_fill and layout is not None and layout.kind in SCIPY_FORMATS and \
+            _scipy_ready(tensor, layout):
         return _scipy_of(tensor, layout).toarray()
     return _scattered(tensor)
 
@@ -58,12 +60,24 @@ def _scattered(tensor) -> np.ndarray:
     coords, positions = tensor._stored_entries()
     dense = np.zeros(tensor.shape, dtype=tensor.dtype)
     if not len(positions):
-        return dense
+        return dense if tensor.fill_value == 0 else np.full_like(dense, tensor.fill_value)
     flat = np.ravel_multi_index(tuple(coords), tensor.shape)
     values = tensor.values[positions]
+    if tensor.fill_value != 0:  # NaN included: entries not stored are the fill
+        summed = _scattered_with_zero_fill(tensor.shape, flat, values, dense)
+        stored = np.zeros(dense.size, dtype=bool)
+        stored[flat] = True
+        return np.where(stored.reshape(tensor.shape), summed,
+                        np.asarray(tensor.fill_value, dtype=tensor.dtype))
+    return _scattered_with_zero_fill(tensor.shape, flat, values, dense)
+
+
+def _scattered_with_zero_fill(shape: tuple[int, ...], flat: np.ndarray, values: np.ndarray,
+                              dense: np.ndarray) -> np.ndarray:
+    """Entries at flat positions ``flat`` summed into ``dense`` (zeros)."""
     if values.dtype.kind == "f":
         sums = np.bincount(flat, weights=values, minlength=dense.size)
-        return sums.astype(tensor.dtype, copy=False).reshape(tensor.shape)
+        return sums.astype(dense.dtype, copy=False).reshape(shape)
     target = dense.reshape(-1)
     target[flat] = values
     if np.bincount(flat, minlength=dense.size).max() > 1:  # repeated: add them up
@@ -125,6 +139,10 @@ def to_scipy(tensor, format: str = "csr"):
 
     if tensor.order != 2:
         raise ValueError("to_scipy needs a matrix")
+    if tensor.fill_value != 0:
+        raise ValueError(f"to_scipy needs fill value 0, and this tensor's is "
+                         f"{tensor.fill_value}: scipy.sparse reads entries not stored as 0 "
+                         "(use to_numpy, or to_coo for the stored entries)")
     layout = layout_of(tensor.tensor_type)
     if layout is not None and layout.kind in SCIPY_FORMATS and _scipy_ready(tensor, layout):
         return _scipy_of(tensor, layout).asformat(format)

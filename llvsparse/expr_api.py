@@ -182,6 +182,21 @@ class TensorAccess(ExprNode):
         assert isinstance(result, Access)
         return result
 
+    def __invert__(self) -> ExprNode:
+        """``~B[i, j]``: the complement, ``!B(i,j)`` in notation (see ``complement``)."""
+        return complement(self)
+
+
+def complement(node: object) -> ExprNode:
+    """``!B(i,j)``: 1 where B stores nothing and absent where it stores an entry, so
+    ``A[i, j] * ls.complement(B[i, j])`` keeps the entries of A where B has none."""
+    if not isinstance(node, TensorAccess):
+        raise TypeError("a complement is of one tensor access, as in ~B[i, j], not "
+                        f"{type(node).__name__}")
+    raw = node._raw
+    assert isinstance(raw, Access)
+    return ExprNode._bound(Access(raw.tensor, raw.indices, not raw.complement), node._objects)
+
 
 def access(obj: object, indices: object) -> TensorAccess:
     """``obj[indices]`` for a tensor class's ``__getitem__``; checks against ``obj.order``."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from .formats.registry import generation as registry_generation
 from .formats.registry import get_level
-from .ir.types import PROPERTY_NAMES, LevelType, TensorType
+from .ir.types import PROPERTY_NAMES, LevelType, TensorType, fill_key
 
 
 class FormatError(ValueError):
@@ -84,11 +84,23 @@ def _level(spec: Level | str, mode: int | None) -> Level:
     raise FormatError(f"a level must be a Level or a level format name, not {spec!r}")
 
 
+def checked_fill(value) -> float:
+    """A fill value as a float: any real number, inf, -inf and NaN included; a string, a
+    complex number or an array is refused rather than coerced."""
+    if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
+        return float(value)
+    raise FormatError(f"a fill value is a real number (inf and NaN included), not {value!r}")
+
+
 class Format:
-    """An ordered list of levels; the levels' modes give the mode ordering."""
+    """An ordered list of levels; the levels' modes give the mode ordering. ``fill`` is
+    the value of every entry the levels do not store (paper 004: part of the format)."""
+
+    fill: float = 0.0  # (formats pickled before fill values existed)
 
     def __init__(self, levels: Sequence[Level | str], modes: Sequence[int] | None = None,
-                 name: str | None = None):
+                 name: str | None = None, fill: float = 0.0):
+        self.fill = checked_fill(fill)
         if modes is not None and len(modes) != len(levels):
             raise FormatError("modes must give one mode per level")
         resolved = []
@@ -131,8 +143,19 @@ class Format:
 
     def key(self) -> tuple:
         if "_key" not in self.__dict__:
-            self._key = tuple(level.key() for level in self.levels)
+            self._key = (*self.layout_key(), fill_key(self.fill))
         return self._key
+
+    def layout_key(self) -> tuple:
+        """The levels, without the fill value."""
+        return tuple(level.key() for level in self.levels)
+
+    def with_fill(self, fill: float) -> Format:
+        """This format with another fill value (itself when it is the same)."""
+        value = checked_fill(fill)
+        if fill_key(value) == fill_key(self.fill):
+            return self
+        return Format(self.levels, name=self.name, fill=value)
 
     def __eq__(self, other: object) -> bool:
         return self is other or (isinstance(other, Format) and self.key() == other.key())
@@ -141,10 +164,11 @@ class Format:
         return hash(self.key())
 
     def __repr__(self) -> str:
+        fill = f", fill={self.fill!r}" if fill_key(self.fill) != fill_key(0.0) else ""
         if self.name:
-            return f"Format({self.name!r})"
+            return f"Format({self.name!r}{fill})"
         parts = [f"{lv.kind}:{lv.mode}" for lv in self.levels]
-        return f"Format([{', '.join(parts)}])"
+        return f"Format([{', '.join(parts)}]{fill})"
 
     def __getstate__(self) -> dict:
         """Pickled without its memo of tensor types, which holds this process's level
@@ -169,7 +193,7 @@ class Format:
             levels.append(LevelType(definition, level.kind, level.mode,
                                     tuple((p, bool(props[p])) for p in PROPERTY_NAMES),
                                     level.block, level.inner))
-        return TensorType(tuple(levels), self.order, dtype, index_dtype)
+        return TensorType(tuple(levels), self.order, dtype, index_dtype, fill_key(self.fill))
 
     @property
     def has_hidden_levels(self) -> bool:

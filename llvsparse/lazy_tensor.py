@@ -352,11 +352,11 @@ def _sparse_format(order: int) -> str:
 
 def output_format(node: Node, assignment: nt.Assignment, operands: Mapping[str, Operand]
                   ) -> Format | str:
-    """Dense unless the result is zero wherever its sparse operands store nothing and
-    has two axes or more; then the format of the first sparse operand read at every
-    output axis, its levels following how it is read (a transposed CSR gives CSC), else
-    CSR for matrices and CSF above."""
-    if node.fill != 0 or len(node.shape) < 2:
+    """Dense unless the result has one value wherever its sparse operands store nothing
+    (its fill: 0 for A * 2, 1 for A + 1 or exp(A)) and two axes or more; then the
+    format of the first sparse operand read at every output axis, its levels following
+    how it is read (a transposed CSR gives CSC), else CSR for matrices and CSF above."""
+    if node.fill is None or len(node.shape) < 2:
         return "dense"
     axes = assignment.lhs.indices
     for access in nt.iter_accesses(assignment.rhs):

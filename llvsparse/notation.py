@@ -62,6 +62,8 @@ class Access(_Formatted):
 
     tensor: str
     indices: tuple[IndexVar, ...] = ()
+    # ``!B(i,j)``: 1 where B stores nothing, absent (contributing nothing) where it does.
+    complement: bool = False
 
     @property
     def order(self) -> int:
@@ -233,7 +235,8 @@ def map_accesses(expr: Expr, replace: Callable[[Access], Expr]) -> Expr:
 
 def rename_tensors(expr: Expr, names: Mapping[str, str]) -> Expr:
     """``expr`` with tensor names replaced per ``names`` (others kept)."""
-    return map_accesses(expr, lambda a: Access(names.get(a.tensor, a.tensor), a.indices))
+    return map_accesses(expr, lambda a: Access(names.get(a.tensor, a.tensor), a.indices,
+                                               a.complement))
 
 
 def names_in_use(assignment: Assignment) -> set[str]:
@@ -415,9 +418,10 @@ def format_expr(expr: Expr | Assignment) -> str:
 def _format(expr: Expr) -> tuple[str, int]:
     """Text and precedence of ``expr``, so parents add only the parentheses they need."""
     if isinstance(expr, Access):
+        mark = "!" if expr.complement else ""
         if not expr.indices:
-            return expr.tensor, _ATOM
-        return f"{expr.tensor}({','.join(v.name for v in expr.indices)})", _ATOM
+            return mark + expr.tensor, _ATOM
+        return f"{mark}{expr.tensor}({','.join(v.name for v in expr.indices)})", _ATOM
     if isinstance(expr, Literal):
         text = repr(expr.value)
         return text, _UNARY if text.startswith("-") else _ATOM

@@ -56,15 +56,14 @@ _TOKEN_RE = re.compile(
     r"(?P<ws>\s+)"
     r"|(?P<number>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<op><=|>=|==|!=|[<>()=,+\-*/])"
+    r"|(?P<op><=|>=|==|!=|[<>()=,+\-*/]|!)"
 )
 _NUMBER_TAIL_RE = re.compile(r"[A-Za-z0-9_.]")
 
 
 # Python operators users reach for that index notation does not have, and what to say.
-_UNSUPPORTED_RE = re.compile(r"\*\*|%|@|&|\||~|!(?!=)")
-_SPELLED = {"**": "pow(x, y)", "&": "and(a, b)", "|": "or(a, b)", "~": "not(a)",
-            "!": "not(a)"}
+_UNSUPPORTED_RE = re.compile(r"\*\*|%|@|&|\||~")
+_SPELLED = {"**": "pow(x, y)", "&": "and(a, b)", "|": "or(a, b)", "~": "not(a)"}
 
 
 def _unsupported(symbol: str) -> str:
@@ -191,6 +190,16 @@ class _Parser:
         if self.at("-"):
             self.advance()
             return negate(self.unary())
+        if self.at("!"):
+            self.advance()
+            name = self.expect_name("a tensor to complement, as in !B(i,j) (logical "
+                                    "not is not(a))")
+            if name.text.startswith(REDUCTION_PREFIX) or self.at("(") and (
+                    lookup(name.text) or name.text in REDUCTION_ALIASES):
+                raise self.error("a tensor to complement, as in !B(i,j) (logical not is "
+                                 "not(a))", name)
+            access = self.access(name)
+            return Access(access.tensor, access.indices, complement=True)
         return self.primary()
 
     def primary(self) -> Expr:
@@ -354,7 +363,7 @@ def parse(text: str) -> Assignment:
         compare    := expr [('<' | '<=' | '==' | '!=' | '>' | '>=') expr]
         expr       := term (('+' | '-') term)*
         term       := unary (('*' | '/') unary)*
-        unary      := '-' unary | primary
+        unary      := '-' unary | '!' access | primary
         primary    := NUMBER | '(' compare ')' | 'sum_'VAR '(' compare ')' | call | access
         call       := FUNCTION '(' compare (',' compare)* ')'    (a reduction when the
                       first of two arguments is an index variable the second uses)

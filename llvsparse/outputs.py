@@ -180,6 +180,6 @@ class AssembledOutput:
         tensor.__dict__.update(shape=self.shape, format=self.format, dtype=self.dtype,
                                index_dtype=self.index_dtype, level_extents=list(self.extents),
                                level_arrays=level_arrays,
-                               params=[dict(p) for p in self.params], values=values, fill=0,
+                               params=[dict(p) for p in self.params], values=values,
                                name=None, _sealed=True, generation=self.generation)
         return tensor

@@ -76,9 +76,10 @@ def reduce_kernel(kernel) -> tuple:
                  if inst is not None and inst.jit.object_code}
     compiled = []
     for inst in instances.values():
-        dtypes, index_dtypes = _dtypes(kernel, inst)
-        key = kernel.disk_key(kernel.instance_keys(dtypes, index_dtypes)[0])
-        compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, instance_meta(inst)))
+        dtypes, index_dtypes, fills = _dtypes(kernel, inst)
+        key = kernel.disk_key(kernel.instance_keys(dtypes, index_dtypes, fills)[0])
+        compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, instance_meta(inst),
+                         fills))
     return rebuild_kernel, (spec, compiled)
 
 
@@ -95,13 +96,15 @@ def instance_meta(inst, other_form_key: str | None = None) -> dict:
                             for n, f in inst.conversions.items()}}
 
 
-def _dtypes(kernel, inst) -> tuple[dict[str, str], dict[str, str]]:
-    """The dtypes ``Kernel.instance`` was given for ``inst`` (operands by the caller's
-    names, hidden patterns by theirs; index dtypes of the output too)."""
+def _dtypes(kernel, inst) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
+    """The dtypes and fill values ``Kernel.instance`` was given for ``inst`` (operands by
+    the caller's names, hidden patterns by theirs; index dtypes of the output too): an
+    instance for fill-1 operands must not come back as the fill-0 one."""
     out = kernel._assignment.lhs.tensor
     names = [n for n in inst.arg_order if n not in kernel.aliases]
     dtypes = {n: inst.types[n].dtype for n in names if n != out}
-    return dtypes, {n: inst.types[n].index_dtype for n in names}
+    fills = {n: inst.types[n].fill for n in names if n != out}
+    return dtypes, {n: inst.types[n].index_dtype for n in names}, fills
 
 
 def rebuild_kernel(spec: tuple, compiled: list) -> object:
@@ -113,8 +116,9 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
                     workspace=rest[0] if rest else None)  # older pickles have no policy
     received = []
-    for dtypes, index_dtypes, key, obj, meta in compiled:
-        types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes)
+    for dtypes, index_dtypes, key, obj, meta, *fills in compiled:
+        types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes,
+                                                        fills[0] if fills else None)
         if kernel.disk_key(types) != key:
             continue  # another host or version: compiled again on first use
         instance = _CACHE.get(memory_key)

@@ -366,8 +366,9 @@ def _evaluate(case: Case, node: Node, masks, dtype: np.dtype, names: str):
         value, mask = np.broadcast_to(value, shape), np.broadcast_to(mask, shape)
         total = (np.logical_or.reduce(value, axis=axis, keepdims=True) if dtype.kind == "b"
                  else value.sum(axis=axis, keepdims=True, dtype=dtype))
-        # A finished sum is a computed value (0 over no stored entry), which a factor
-        # outside multiplies as IEEE does: inf times an empty row's sum is NaN.
+        # A finished sum is a computed value (its identity, 0, over no stored entry, in
+        # every format: README), which a factor outside multiplies as IEEE does: inf
+        # times an empty row's sum is NaN.
         return total, np.ones(total.shape, dtype=bool)
     (left, lmask), (right, rmask) = (_evaluate(case, c, masks, dtype, names)
                                      for c in node.children)

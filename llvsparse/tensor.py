@@ -13,14 +13,15 @@ from . import notation as nt
 from .convert import scipy_conversion, scipy_pair
 from .describe import tensor_repr
 from .expr_api import access, make_assignment
-from .format import Format, Level, as_format, named_format
+from .format import Format, Level, as_format, checked_fill, named_format
 from .formats.registry import generation as registry_generation
 from .formats.registry import get_level, is_shipped
 from .interpret import CorruptTensorError, evaluate_expr
 from .ir.schedule import ScheduleError
+from .ir.types import fill_key
 from .lengths import check_lengths, declared_positions
 from .numpy_protocols import ArrayOps
-from .ordering import lexicographic_order
+from .ordering import most_children, sorted_unique
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
 from .runtime import DescriptorHolder, make_read_only
@@ -88,20 +89,32 @@ class Tensor(ArrayOps):
     """
 
     def __init__(self, shape, format: Format, dtype, index_dtype, level_extents,
-                 level_arrays, params, values, fill=0, name: str | None = None):
+                 level_arrays, params, values, fill=None, name: str | None = None):
         self.shape = tuple(int(s) for s in shape)
-        self.format = format
+        self.format = format if fill is None else format.with_fill(fill)
         self.dtype = checked_value_dtype(dtype)
         self.index_dtype = np.dtype(index_dtype)
         self.level_extents = [int(e) for e in level_extents]
         self.level_arrays = level_arrays
         self.params = params
         self.values = values
-        self.fill = fill
         self.name = name
         self.generation = registry_generation()  # level definitions it was laid out by
 
     # -- basics -------------------------------------------------------------------------
+    @property
+    def fill_value(self) -> float:
+        """The value of every entry not stored (the format's ``fill``; 0 by default)."""
+        return self.format.fill
+
+    @fill_value.setter
+    def fill_value(self, value) -> None:
+        raise AttributeError(
+            "a tensor's fill value is read-only: its stored entries were chosen against it; "
+            f"make a tensor with another one (Tensor.from_numpy(t.to_numpy(), fill={value!r}))")
+
+    fill = fill_value  # the older name, read-only as well
+
     @property
     def order(self) -> int:
         return len(self.shape)
@@ -127,8 +140,9 @@ class Tensor(ArrayOps):
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_coo(cls, coords, values, shape, format="coo", dtype=None, index_dtype=None,
-                 name: str | None = None) -> Tensor:
-        """Pack coordinates ((order, nnz), as in pydata/sparse) and values; sums duplicates."""
+                 name: str | None = None, fill=None) -> Tensor:
+        """Pack coordinates ((order, nnz), as in pydata/sparse) and values; sums duplicates.
+        ``fill``: the value of every entry not given (default: the format's, 0)."""
         shape = checked_shape(shape)
         order = len(shape)
         values = np.asarray(values).reshape(-1)
@@ -137,20 +151,20 @@ class Tensor(ArrayOps):
         for mode, extent in enumerate(shape):
             if coords.shape[1] and (coords[mode].min() < 0 or coords[mode].max() >= extent):
                 raise ValueError(f"coordinates of mode {mode} fall outside [0, {extent})")
-        fmt = as_format(format, order)
+        fmt = _filled(as_format(format, order), fill, values.dtype)
         idx = checked_index_dtype(index_dtype, *shape, coords.shape[1])
         modes = [lv.mode for lv in fmt.levels if lv.mode is not None]
-        coords, values = _sorted_unique(coords, values, modes)
+        coords, values = sorted_unique(coords, values, modes)
         if fmt.has_hidden_levels:
             return cls._pack_named(fmt, coords, values, shape, idx, name)
-        source = cls._coo(coords, values, shape, modes, idx, name)
+        source = cls._coo(coords, values, shape, modes, idx, name, fmt.fill)
         if source.format == fmt:
             return source
         # Sorted, unique and in range: valid by construction, and so is its conversion.
         return source._convert(fmt, check=False, resort=False)._mark_valid()
 
     @classmethod
-    def _coo(cls, coords, values, shape, modes, idx, name) -> Tensor:
+    def _coo(cls, coords, values, shape, modes, idx, name, fill: float = 0.0) -> Tensor:
         fmt = named_format("coo", len(shape), modes) if shape else Format([])
         arrays: list[dict] = []
         for k, mode in enumerate(modes):
@@ -162,7 +176,7 @@ class Tensor(ArrayOps):
         if not shape:
             values = values if len(values) else np.zeros(1, values.dtype)
         return cls(shape, fmt, values.dtype, idx, [shape[m] for m in modes], arrays,
-                   [{} for _ in modes], values, name=name)._seal()._mark_valid()
+                   [{} for _ in modes], values, fill, name=name)._seal()._mark_valid()
 
     @classmethod
     def _pack_named(cls, fmt: Format, coords, values, shape, idx, name) -> Tensor:
@@ -173,22 +187,27 @@ class Tensor(ArrayOps):
         if packer is None:
             raise ValueError(f"cannot pack into {fmt!r}: it has storage-only levels and no "
                              "packer; pack another format and convert with a kernel")
+        if fmt.fill != 0:
+            raise ValueError(f"{fmt!r} stores padding as zeros, so its fill value must be 0")
         extents, arrays, vals = packer(coords[0], coords[1], values, shape, idx)
         return cls(shape, fmt, values.dtype, idx, extents, arrays,
                    [{} for _ in fmt.levels], vals, name=name)._seal()._mark_valid()
 
     @classmethod
     def from_numpy(cls, array, format="dense", dtype=None, index_dtype=None,
-                   name: str | None = None) -> Tensor:
+                   name: str | None = None, fill=None) -> Tensor:
+        """Pack a dense array: entries equal to the fill value (``fill``, else the
+        format's, 0 by default; NaN equal to NaN) are not stored."""
         array = np.asarray(array)
-        fmt = as_format(format, array.ndim)
-        if fmt == named_format("dense", array.ndim) and array.ndim:
+        fmt = _filled(as_format(format, array.ndim), fill, array.dtype)
+        if fmt.layout_key() == named_format("dense", array.ndim).layout_key() and array.ndim:
             return cls._wrap_dense(array, fmt, dtype, index_dtype, name)
         if array.ndim == 0:
-            return cls.from_coo(np.zeros((0, 1), np.int64), array.reshape(1), (), format,
+            return cls.from_coo(np.zeros((0, 1), np.int64), array.reshape(1), (), fmt,
                                 dtype, index_dtype, name)
-        coords = np.array(np.nonzero(array), dtype=np.int64).reshape(array.ndim, -1)
-        return cls.from_coo(coords, array[tuple(coords)], array.shape, format, dtype,
+        stored = ~np.isnan(array) if np.isnan(fmt.fill) else array != fmt.fill
+        coords = np.array(np.nonzero(stored), dtype=np.int64).reshape(array.ndim, -1)
+        return cls.from_coo(coords, array[tuple(coords)], array.shape, fmt, dtype,
                             index_dtype, name)
 
     @classmethod
@@ -202,13 +221,15 @@ class Tensor(ArrayOps):
 
     @classmethod
     def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
-                   name: str | None = None) -> Tensor:
+                   name: str | None = None, fill=None) -> Tensor:
         """From any scipy sparse matrix or array, its arrays checked first (a corrupt
-        indptr is refused, not silently dropped entries); a numpy array is packed."""
+        indptr is refused, not silently dropped entries); a numpy array is packed.
+        ``fill``: the value the matrix's entries that are not stored stand for (scipy
+        says 0; a distance matrix may mean inf)."""
         if isinstance(matrix, np.ndarray):
-            return cls.from_numpy(matrix, format, dtype, index_dtype, name)
+            return cls.from_numpy(matrix, format, dtype, index_dtype, name, fill)
         coords, values, shape = scipy_entries(matrix)
-        return cls.from_coo(coords, values, shape, format, dtype, index_dtype, name)
+        return cls.from_coo(coords, values, shape, format, dtype, index_dtype, name, fill)
 
     @classmethod
     def from_pydata(cls, array, format="coo", dtype=None, index_dtype=None,
@@ -240,6 +261,13 @@ class Tensor(ArrayOps):
         already in ``fmt``'s order, so a copy that cannot be scheduled is final."""
         from .api import Kernel
 
+        if fmt.layout_key() == self.format.layout_key() and fmt.fill == 0:
+            return self  # (a conversion keeps the fill value)
+        if fmt.fill != 0 and fill_key(fmt.fill) != fill_key(self.fill_value):
+            raise ValueError(f"asformat keeps the fill value ({self.fill_value}); to store "
+                             f"against {fmt.fill}, use Tensor.from_numpy(t.to_numpy(), "
+                             f"format, fill={fmt.fill!r})")
+        fmt = fmt.with_fill(self.fill_value)
         if fmt == self.format:
             return self
         layouts = scipy_pair(self, fmt)
@@ -275,7 +303,7 @@ class Tensor(ArrayOps):
         if template is None:
             coords, values = self.to_coo()
             return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
-                                   self.index_dtype, self.name)
+                                   self.index_dtype, self.name, self.fill_value)
         return self._gathered(template, sources)
 
     def _remembered_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None] | None:
@@ -322,7 +350,7 @@ class Tensor(ArrayOps):
                            if p not in lv.params} for k, lv in enumerate(fmt.levels)}
         if not any(open_params.values()):
             return fmt
-        children = _most_children(self.to_coo()[0], [lv.mode for lv in fmt.levels])
+        children = most_children(self.to_coo()[0], [lv.mode for lv in fmt.levels])
         levels = list(fmt.levels)
         for k, packed in open_params.items():
             level = levels[k]
@@ -382,7 +410,7 @@ class Tensor(ArrayOps):
         its level parameters, which no kernel changes."""
         index_dtype = np.dtype(ttype.index_dtype)
         shared = {"shape": shape, "format": fmt, "index_dtype": index_dtype,
-                  "level_extents": extents, "fill": 0, "name": None,
+                  "level_extents": extents, "name": None,
                   "generation": registry_generation()}
         levels = range(len(extents))
 
@@ -480,7 +508,7 @@ class Tensor(ArrayOps):
         values = self.values[positions] if len(positions) else self.values[:0]
         if self.order == 0:
             return coords[:, :1], self.values[:1]
-        return _sorted_unique(coords, values, list(range(self.order)))
+        return sorted_unique(coords, values, list(range(self.order)))
 
     def _stored_entries(self) -> tuple[np.ndarray, np.ndarray]:
         """Every stored entry's coordinates ((order, n), in storage order, repeats kept)
@@ -540,6 +568,19 @@ class Tensor(ArrayOps):
 _COPY_KERNELS: dict = {}
 
 
+def _filled(fmt: Format, fill, dtype) -> Format:
+    """``fmt`` with the fill value ``fill`` (None: the format's own), which values of
+    ``dtype`` must be able to hold: an int32 tensor cannot have fill NaN."""
+    if fill is not None:
+        fmt = fmt.with_fill(checked_fill(fill))
+    value = fmt.fill
+    if np.dtype(dtype).kind in "iub" and not (np.isfinite(value) and value == int(value)):
+        raise ValueError(f"a {np.dtype(dtype)} tensor cannot have fill value {value}")
+    if np.dtype(dtype).kind == "b" and value not in (0, 1):
+        raise ValueError(f"a bool tensor's fill value is 0 or 1, not {value}")
+    return fmt
+
+
 def _copy_kernel(assignment, source: Format, target: Format, index_dtype: str, kernel_type):
     key = (source, target, str(assignment), index_dtype, registry_generation())
     if key not in _COPY_KERNELS:
@@ -560,53 +601,3 @@ class _Identity(tuple):
             all(a is b for a, b in zip(self, other))
 
     __hash__ = None  # type: ignore[assignment]
-
-
-def _strictly_increasing(coords: np.ndarray, modes: list[int]) -> bool:
-    """Whether entries are already in ``modes`` order without duplicates (scipy's
-    canonical CSR, most files): then there is nothing to sort or sum."""
-    undecided = np.ones(coords.shape[1] - 1, dtype=bool)  # equal in the modes so far
-    for mode in modes:
-        step = np.diff(coords[mode])
-        if np.any(undecided & (step < 0)):
-            return False
-        undecided &= step == 0
-    return not undecided.any()
-
-
-def _most_children(coords: np.ndarray, modes: list[int]) -> list[int]:
-    """Per level (modes in level order), the most distinct coordinates that one prefix of
-    the levels above holds among these entries."""
-    if coords.shape[1] == 0:
-        return [0] * len(modes)
-    ordered = coords[modes].take(lexicographic_order([coords[m] for m in modes]), axis=1)
-    parent = np.zeros(ordered.shape[1], dtype=np.int64)  # the prefix above, numbered
-    most = []
-    for k in range(len(modes)):
-        new = np.ones(ordered.shape[1], dtype=bool)
-        new[1:] = np.any(ordered[:k + 1, 1:] != ordered[:k + 1, :-1], axis=0)
-        most.append(int(np.bincount(parent[new]).max()))
-        parent = np.cumsum(new) - 1
-    return most
-
-
-def _sorted_unique(coords: np.ndarray, values: np.ndarray, modes: list[int]):
-    """Sort coordinates lexicographically in ``modes`` order and sum duplicates."""
-    if coords.shape[1] == 0 or not modes:
-        if not modes and len(values) > 1:
-            return coords[:, :1], values.sum(keepdims=True).astype(values.dtype)
-        return coords, values
-    if _strictly_increasing(coords, modes):
-        return coords, values
-    order = lexicographic_order([coords[m] for m in modes])
-    coords, values = coords.take(order, axis=1), values[order]
-    new = np.zeros(coords.shape[1], dtype=bool)
-    new[0] = True
-    for row in coords:  # row by row: 10x np.any(..., axis=0) on 2M entries
-        new[1:] |= row[1:] != row[:-1]
-    starts = np.flatnonzero(new)
-    if len(starts) == coords.shape[1]:
-        return coords, values
-    summed = np.add.reduceat(values, starts) if values.dtype != bool else \
-        np.logical_or.reduceat(values, starts)
-    return coords[:, starts], summed.astype(values.dtype)

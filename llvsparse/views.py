@@ -15,8 +15,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .format import Format, Level, named_format
-from .ir.types import NOT_WINDOWED, PROPERTY_NAMES, STRIDED, WINDOWED, LevelType, TensorType
+from .format import Format, Level, checked_fill, named_format
+from .ir.types import (
+    NOT_WINDOWED,
+    PROPERTY_NAMES,
+    STRIDED,
+    WINDOWED,
+    LevelType,
+    TensorType,
+    fill_key,
+)
 from .ir.window import windowed_definition
 from .tensor import Tensor
 
@@ -113,15 +121,23 @@ class WindowedFormat(Format):
                 renumber[mode] = len(renumber)
         levels = [Level(lv.kind, None if lv.mode is None else renumber.get(lv.mode),
                         lv.properties, lv.params) for lv in base.levels]
-        super().__init__(levels)
+        super().__init__(levels, fill=base.fill)  # a view reads its base's fill value
         self.base = base
+        self.windows = tuple(windows)
         self.kinds = tuple(NOT_WINDOWED if lv.mode is None else windows[lv.mode].kind
                            for lv in base.levels)
 
-    def key(self) -> tuple:
-        """The base format's key where no level is windowed (``A[:, :]``), so that a
-        kernel compiled for the base takes such a view."""
-        return (super().key(), self.kinds) if any(self.kinds) else super().key()
+    def layout_key(self) -> tuple:
+        """The base format's where no level is windowed (``A[:, :]``), so that a kernel
+        compiled for the base takes such a view; the windows' kinds otherwise."""
+        plain = super().layout_key()
+        return (plain, self.kinds) if any(self.kinds) else plain
+
+    def with_fill(self, fill: float) -> Format:
+        """The same windows onto the base format with another fill value."""
+        if fill_key(checked_fill(fill)) == fill_key(self.fill):
+            return self
+        return windowed_format(self.base.with_fill(fill), list(self.windows))
 
     def __repr__(self) -> str:
         return f"WindowedFormat({self.base!r}, {self.kinds})"
@@ -136,7 +152,7 @@ class WindowedFormat(Format):
             levels.append(LevelType(definition, level.kind, level.mode,
                                     tuple((p, props[p]) for p in PROPERTY_NAMES),
                                     level.block, level.inner, kind))
-        return TensorType(tuple(levels), plain.order, dtype, index_dtype)
+        return TensorType(tuple(levels), plain.order, dtype, index_dtype, plain.fill_key)
 
 
 _FORMATS: dict[tuple, WindowedFormat] = {}  # one per shape class: its types are memoized

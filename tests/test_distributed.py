@@ -279,3 +279,23 @@ def test_cluster_out_of_core_spmv_of_a_matrix_larger_than_a_worker(client, tmp_p
     expected = np.concatenate([sp.load_npz(tmp_path / f"block-{k}.npz") @ x
                                for k in range(blocks)])
     np.testing.assert_allclose(y, expected)
+
+
+def test_blocks_keep_the_fill_value():
+    """A fill-inf tensor partitioned: every block reads inf where nothing is stored, an
+    elementwise result keeps the fill (C = A + 1), and partial sums over column blocks
+    add with it (an entry one block stores and another does not is inf there), as
+    numpy on the dense array says."""
+    dense = np.where(A.toarray() != 0, A.toarray(), np.inf)
+    dense[7] = 1.0  # one row stored in full: a finite sum across the column blocks
+    G = ls.Tensor.from_numpy(dense, "csr", fill=np.inf)
+    P = ld.partition(G, (100, 80))
+    assert P.format.fill == np.inf
+    C = ld.evaluate("C(i,j) = A(i,j) + 1", out_format="csr", A=P)
+    got = C.compute(scheduler="threads")
+    assert got.fill_value == np.inf and got.nnz == G.nnz
+    np.testing.assert_array_equal(got.to_numpy(), dense + 1)
+    y = ld.evaluate("y(i) = A(i,j)", out_format="coo", A=ld.partition(G, (300, 50)))
+    np.testing.assert_array_equal(y.compute(scheduler="threads").to_numpy(), dense.sum(axis=1))
+    np.testing.assert_array_equal(threaded(ld.evaluate("y(i) = A(i,j)", A=P)),
+                                  dense.sum(axis=1))

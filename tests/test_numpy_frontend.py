@@ -106,14 +106,15 @@ def test_numpy_scalars_keep_their_dtype_and_their_kernel(monkeypatch):
 
 
 def test_result_formats_follow_the_pattern():
-    """Sparse where the result is zero wherever the sparse operands store nothing."""
+    """Sparse where the result has one value (its fill) wherever the sparse operands
+    store nothing."""
     S, A = _matrix((6, 6), 0.3, 6)
     _, B = _matrix((6, 6), 0.3, 7)
     D = np.ones((6, 6))
     assert (A + B).format.name == "csr"
     assert (A * D).format.name == "csr"
     assert (A * 3).format.name == "csr"
-    assert (A + 1).format.name == "dense"
+    assert (A + 1).format.name == "csr" and (A + 1).fill_value == 1
     assert (A / D).format.name == "dense"  # 0/0 is NaN where D is 0
     assert (A @ np.ones(6)).format.name == "dense"
     assert (A @ B).format.name == "csr"
@@ -342,3 +343,24 @@ def test_random_lazy_chains_match_numpy():
             lazy_value = lazy_value.sum(axis=None if axis is None else int(axis))
             dense_value = dense_value.sum(axis=None if axis is None else int(axis))
         _close(ls.compute(lazy_value), dense_value)
+
+
+def test_results_carry_the_fill_of_their_expression():
+    """A + 1 and np.exp(A) keep A's pattern with fill 1; a fill-inf operand's fill goes
+    through np.minimum and a lazy chain; to_numpy and np.asarray give the fill where
+    nothing is stored (against numpy on the dense arrays)."""
+    S, A = _matrix((5, 6), 0.3, 11)
+    a = S.toarray()
+    for got, expected, fill in ((A + 1, a + 1, 1.0), (np.exp(A), np.exp(a), 1.0),
+                                (2 * A - 3, 2 * a - 3, -3.0)):
+        assert got.nnz == S.nnz and got.fill_value == fill
+        _close(got, expected)
+        np.testing.assert_allclose(got.to_numpy(), expected)
+    g = np.where(a != 0, a, np.inf)
+    G = ls.Tensor.from_numpy(g, "csr", fill=np.inf)
+    low = np.minimum(G, G * 2)
+    assert low.fill_value == np.inf and low.nnz == S.nnz
+    np.testing.assert_array_equal(np.asarray(low), np.minimum(g, g * 2))
+    chain = ls.compute(ls.lazy(G) + 1 - ls.lazy(A))
+    assert chain.fill_value == np.inf
+    np.testing.assert_array_equal(chain.to_numpy(), g + 1 - a)

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.lattice import region
+from llvsparse.ir.algebra import region
 from scipy.sparse.csgraph import shortest_path
 
 import llvsparse as ls
@@ -275,12 +275,13 @@ def test_user_function_in_notation_and_operator_api():
 
 
 def test_user_function_iterates_by_its_values_on_absent_entries():
-    """f(0, 0) = 1 needs every coordinate, which the output then stores."""
+    """f(0, 0) = 1 is the result's fill value: the output stores the union of A and B
+    (not every coordinate) and reads 1 elsewhere."""
     ls.function("plus_one23", body="a + b + 1")
     got = ls.evaluate("C(i,j) = plus_one23(A(i,j), B(i,j))", out_format="csr",
                       A=ls.asarray(A), B=ls.asarray(B))
     np.testing.assert_allclose(got.to_numpy(), AD + BD + 1, equal_nan=True)
-    assert got.nnz == AD.size
+    assert got.fill_value == 1.0 and got.nnz == (A != 0).maximum(B != 0).nnz
 
 
 def test_user_monoid_reduces():
@@ -363,15 +364,19 @@ def test_new_forms_print_back_as_they_parse(text):
 
 
 def test_lattice_regions_follow_values_on_fill():
-    """max of absent entries is 0 (a union), 0 < 0 is 0 but 0 < 3 is 1 (the constant's
-    side makes A < 3 universe), not(0) is 1 (universe), and(0, x) is 0 (intersection)."""
+    """max of absent entries is 0 (a union), and(0, x) is 0 (intersection), a unary
+    operator keeps its operand's region; not(0) = 1, exp(0) = 1 and 0 < 3 are the
+    result's fill, not a universe: A < 3 keeps A's pattern with fill 1."""
     kinds = {name: region(op) for name, op in BUILTINS.items()}
     assert kinds["max"] == kinds["min"] == kinds["lt"] == kinds["xor"] == "union"
     assert kinds["and"] == kinds["mul"] == "intersection"
-    assert kinds["not"] == kinds["exp"] == kinds["eq"] == kinds["pow"] == "universe"
-    assert kinds["abs"] == kinds["sqrt"] == "same"
+    assert kinds["not"] == kinds["exp"] == kinds["abs"] == kinds["sqrt"] == "same"
+    assert kinds["where"] == "general"
+    assert region(BUILTINS["min"], -np.inf) == "intersection"  # declared annihilator
+    assert region(BUILTINS["mul"], 1.0) == "union"  # a fill-1 operand does not annihilate
     got = ls.evaluate("C(i,j) = A(i,j) < 3", out_format="csr", A=ls.asarray(A))
-    assert got.nnz == AD.size  # 0 < 3 holds where A stores nothing
+    assert got.nnz == A.nnz and got.fill_value == 1.0
+    np.testing.assert_array_equal(got.to_numpy(), AD < 3)
 
 
 def test_user_function_region_tries_large_values():

@@ -322,3 +322,24 @@ def test_diagonal_uses_pickles_and_scalars_of_views():
     x = ls.Tensor.from_numpy(M[3], format="coo")
     np.testing.assert_array_equal(x[2:7:2].to_numpy(), M[3, 2:7:2])
     assert x[-2] == M[3, -2]
+
+
+@pytest.mark.parametrize("fmt", ["csr", "dcsr", "coo", "hash", "csc", "dense"])
+def test_a_view_keeps_its_base_fill_value(fmt):
+    """A view reads its base's fill: an entry the base does not store, in the window or
+    at a dropped (integer-indexed) dimension, is the fill (inf here), as numpy's slice of
+    the dense array says; a kernel over the view computes with it (V + 1 keeps fill inf).
+    A dense view with a fill copied to numpy recursed without end once formats compared
+    their levels without the windows."""
+    rng = np.random.default_rng(5)
+    M = np.where(rng.random((6, 7)) < 0.4, rng.standard_normal((6, 7)), np.inf)
+    M[2, :] = np.inf  # a row with no stored entry
+    A = ls.Tensor.from_numpy(M, format=fmt, fill=np.inf)
+    for key in ((slice(1, 5), slice(None, None, 2)), (2, slice(None)), (slice(None), 3),
+                (slice(0, 6, 2), 4), (3, slice(1, 6, 2))):
+        V = A[key]
+        assert V.fill_value == np.inf
+        np.testing.assert_array_equal(V.to_numpy(), M[key])
+        text = "Y(i) = V(i) + 1" if V.order == 1 else "Y(i,j) = V(i,j) + 1"
+        got = ls.evaluate(text, V=V)
+        np.testing.assert_array_equal(got.to_numpy(), M[key] + 1)

@@ -280,3 +280,22 @@ def test_union_keeps_its_other_term_where_a_row_is_absent(fmt):
     for result in _calls(kernel, operands):
         np.testing.assert_array_equal(result.to_numpy(),
                                       (a[:, None, :] + b.T[None, :, :]).sum(axis=2))
+
+
+@pytest.mark.parametrize("policy", [None, *POLICIES])
+@pytest.mark.parametrize("fills", [(2.0, 3.0), (np.inf, np.inf), (1.0, 0.0), (np.nan, np.nan)])
+def test_a_workspace_under_a_result_fill_other_than_zero(policy, fills):
+    """The workspace holds only the coordinates a nest computes; the rest are the
+    result's fill, which is not 0 here (A + B' with fills 2 and 3 has fill 5, A @ B with
+    NaN fills is NaN where no k meets): against numpy on the dense arrays."""
+    fa, fb = fills
+    a, b = (_matrix(6, 6, 0.3, seed).toarray() for seed in (7, 8))
+    a, b = np.where(a != 0, a, fa), np.where(b != 0, b, fb)
+    A = ls.Tensor.from_numpy(a, "csr", fill=fa)
+    B = ls.Tensor.from_numpy(b, "csr", fill=fb)
+    with np.errstate(invalid="ignore"):
+        product = np.where(np.isnan(b[None]) | (b[None] != 0) | (fb != 0),
+                           a[:, :, None] * b[None], 0.0).sum(axis=1)
+    for text, expected in (("C(i,j) = A(i,j) + B(j,i)", a + b.T), (SPGEMM, product)):
+        got = ls.compile(text, A="csr", B="csr", out_format="csr", workspace=policy)(A=A, B=B)
+        np.testing.assert_allclose(got.to_numpy(), expected, equal_nan=True, err_msg=text)

@@ -19,13 +19,14 @@ def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
     return optimize(program, target or Target())
 
 
-PointKey = tuple[int, str, object, frozenset[tuple[int, int]]]
+Levels = frozenset[tuple[int, int]]
+PointKey = tuple[int, str, object, tuple[Levels, frozenset[Levels]]]
 
 
 def notes_by_point(program: Program) -> dict[PointKey, tuple[str, ...]]:
     """Each loop's notes, by what the emitter knows of the loop it is emitting: the nest,
-    the index, the expression and the lattice point's levels (uid, level; a universe
-    -1)."""
+    the index, the expression, the lattice point's levels (uid, level; a universe -1)
+    and those of every point of its lattice."""
     found: dict[PointKey, tuple[str, ...]] = {}
     for node in loops_of(program.root):
         key = (node.site.nest, node.index, node.expr, node.point)

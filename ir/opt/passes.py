@@ -256,8 +256,9 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
     all_insert, full = _all_insert_full(where.program)
     covers_all = site.lattice_points == 1 and (node.iterator.universe or node.iterator.facts.full) \
         and all(r.facts.full for r in _direct_locates(node))
-    if checks.clears_rows(covers_all, _range_loop(where, node), where.program.nests == 1,
-                          site.scatter, site.accumulate, all_insert, full):
+    if where.program.output_fill == 0 and checks.clears_rows(
+            covers_all, _range_loop(where, node), where.program.nests == 1, site.scatter,
+            site.accumulate, all_insert, full):
         return annotate(node, CLEAR_ROWS)
     return node
 

@@ -25,5 +25,5 @@ def separate_repeated_uses(assignment: nt.Assignment) -> tuple[nt.Assignment, di
     if not renamed:
         return assignment, {}
     rhs = nt.map_accesses(assignment.rhs, lambda a: nt.Access(
-        renamed.get((a.tensor, a.indices), a.tensor), a.indices))
+        renamed.get((a.tensor, a.indices), a.tensor), a.indices, a.complement))
     return nt.Assignment(assignment.lhs, rhs), {alias: t for (t, _), alias in renamed.items()}

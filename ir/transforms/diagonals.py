@@ -17,6 +17,7 @@ from llvsparse import notation as nt
 from llvsparse.operators import ADD, MUL
 
 from ...formats.registry import get_level
+from ..schedule import ScheduleError
 
 if TYPE_CHECKING:
     from llvsparse.format import Format
@@ -42,6 +43,9 @@ def separate_diagonals(assignment: nt.Assignment, formats: dict[str, Format]
         mode = _unlocatable_repeat(access, formats[access.tensor])
         if mode is None:
             return access
+        if access.complement:
+            raise ScheduleError(f"{nt.format_expr(access)}: a complement of a use with a "
+                                "repeated index is not supported on this format")
         var = access.indices[mode]
         inner = nt.IndexVar(nt.fresh_name(var.name, taken))
         pattern = nt.fresh_name("diagonal", taken)

@@ -60,22 +60,24 @@ class Request:
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
                  converted: dict[str, Modes] | None = None,
-                 sparse_workspace: bool = True) -> Lowered | Refused:
+                 sparse_workspace: bool = True, exact_sums: bool = False
+                 ) -> Lowered | Refused:
     """One nest per statement if code generation can emit it, else the statement split
     into one nest per additive term; the unsplit refusal stands where splitting does
     not schedule. ``sparse_workspace``: whether the rule may choose a sparse workspace
-    (one the caller named is always used)."""
+    (one the caller named is always used). ``exact_sums``: no factor moves into a sum
+    the user placed (schedule._schedule_one), which converted operands may avoid."""
     converted = converted or {}
     try:
         concrete = to_concrete(request.assignment, types)
     except ScheduleError as error:
         return Refused(error)
     nests = _scheduled(concrete, types, split=False, policy=request.workspace,
-                       sparse=sparse_workspace)
+                       sparse=sparse_workspace, exact_sums=exact_sums)
     first = nests if isinstance(nests, Refused) else _emit(request, nests, types, converted)
     if isinstance(first, Lowered):
         return first
-    split = _scheduled(concrete, types, split=True)
+    split = _scheduled(concrete, types, split=True, exact_sums=exact_sums)
     return first if isinstance(split, Refused) else _emit(request, split, types, converted)
 
 
@@ -88,12 +90,17 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
     gives the types of a candidate's operands), the first candidate that lowers. A
     kernel too large stays refused: converted operands are as sparse. A sparse workspace
     the rule would choose comes last: a transposing copy of 2M entries through one took
-    1.1 s a call, where the conversion sorts once and then gathers."""
-    first = lower_kernel(request, types, sparse_workspace=False)
-    if isinstance(first, Lowered) or isinstance(first.error, KernelTooLargeError):
+    1.1 s a call, where the conversion sorts once and then gathers. Sums the user placed
+    stay exact (no factor moved in) until then: a converted operand keeps them exact."""
+    first = lower_kernel(request, types, sparse_workspace=False, exact_sums=True)
+    if isinstance(first, Lowered):
         return first
+    if isinstance(first.error, KernelTooLargeError):
+        moved = lower_kernel(request, types, sparse_workspace=False)
+        return moved if isinstance(moved, Lowered) else first
     for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
-        attempt = lower_kernel(request, retype(orders), orders, sparse_workspace=False)
+        attempt = lower_kernel(request, retype(orders), orders, sparse_workspace=False,
+                               exact_sums=True)
         if isinstance(attempt, Lowered):
             return attempt
     last = lower_kernel(request, types)
@@ -101,11 +108,13 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
 
 
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
-               policy: str | None = None, sparse: bool = True) -> list[Nest] | Refused:
+               policy: str | None = None, sparse: bool = True, exact_sums: bool = False
+               ) -> list[Nest] | Refused:
     """The scheduler's nests (with a workspace where the output would be scattered), or
     its refusal."""
     try:
-        return schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse)
+        return schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse,
+                               exact_sums=exact_sums)
     except ScheduleError as error:
         return Refused(error)
 

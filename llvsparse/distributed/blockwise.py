@@ -29,8 +29,9 @@ import numpy as np
 from .. import notation as nt
 from .. import operators as ops
 from ..api import Kernel, ShapeError
+from ..api import evaluate as evaluate_here
 from ..coerce import is_foreign_sparse
-from ..format import as_format
+from ..format import Format, as_format
 from ..ir.schedule import ScheduleError
 from ..notation_parse import parse
 from ..tensor import Tensor
@@ -166,7 +167,14 @@ def _apply(kernel: Kernel, names: tuple[str, ...], loaders: tuple, args: tuple,
 
 
 def _add_sparse(shape: tuple[int, ...], a: Tensor, b: Tensor) -> Tensor:
-    """Two partial results added (coordinates joined, repeats summed)."""
+    """Two partial results added (coordinates joined, repeats summed). Where their fill
+    is not 0, an entry one stores and the other does not is a sum with that fill (inf
+    partials: inf), which a kernel computes."""
+    if a.fill_value != 0:
+        idx = nt.index_vars(" ".join(f"i{k}" for k in range(len(shape))))
+        total = nt.Assignment(nt.Access("C", idx), nt.Call(ops.ADD, (nt.Access("A", idx),
+                                                                   nt.Access("B", idx))))
+        return evaluate_here(total, out_format=a.format, A=a, B=b)
     return merged(a.format, a.dtype, str(a.index_dtype), shape,
                   [((0,) * len(shape), Block(same, a)), ((0,) * len(shape), Block(same, b))])
 
@@ -187,14 +195,15 @@ def _compiled(assignment: nt.Assignment, out_format: object, formats: dict,
     task (None: none). A sparse output the compiler refuses to produce in order is
     produced as ``coo-unordered`` and converted; once it can, the format is used as is."""
     kernel = Kernel(assignment, formats, out_format)
+    fills = {n: f.fill for n, f in formats.items() if isinstance(f, Format)}
     try:
-        kernel.instance(dtypes, index_dtypes)
+        kernel.instance(dtypes, index_dtypes, fills)
         return kernel, None
     except ScheduleError:
         if dense:
             raise
         fallback = Kernel(assignment, formats, FALLBACK_FORMAT)
-        fallback.instance(dtypes, index_dtypes)
+        fallback.instance(dtypes, index_dtypes, fills)
         return fallback, out_format
 
 
@@ -245,7 +254,8 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
             return arrays[()]
         grid = tuple(len(bounds[v]) - 1 for v in out_vars)
         return da.block(_nested(grid, arrays, ()))
-    fmt = as_format(out_format, len(out_vars))
+    out_type = kernel.last.types[kernel.last.arg_order[0]]
+    fmt = as_format(out_format, len(out_vars)).with_fill(out_type.fill)  # the blocks' fill
     blocks = {key: Block(same, _tree(tasks, functools.partial(_add_sparse, block_shape(key))))
               for key, tasks in partials.items()}
     return Partitioned(out_shape, tuple(bounds[v] for v in out_vars), fmt, out_dtype, None,

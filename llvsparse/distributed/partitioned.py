@@ -174,6 +174,10 @@ def partition(value: object, chunks: Sequence[int] | int, format: Format | str =
     if isinstance(value, Tensor):
         coords, values = value.to_coo()
         dtype = value.dtype
+        if fmt.fill != 0 and fmt.with_fill(value.fill_value) != fmt:
+            raise ValueError(f"the tensor's fill value is {value.fill_value}, not the "
+                             f"format's {fmt.fill}")
+        fmt = fmt.with_fill(value.fill_value)  # every block reads the tensor's fill
     elif is_foreign_sparse(value):
         packed = Tensor.from_scipy(value, "coo") if is_scipy_sparse(value) \
             else Tensor.from_pydata(value, "coo")

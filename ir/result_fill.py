@@ -1,0 +1,82 @@
+"""Fill values in a kernel: the result's (its expression evaluated where no operand
+stores an entry, paper 004 section 3.3, from the operands' fill values in their types)
+and what a loop adds up where a term is absent."""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from llvsparse import notation as nt
+
+from .algebra import expr_fill
+from .cin import Apply, Const, Expr, Operand, Sum
+from .types import TensorType
+
+if TYPE_CHECKING:
+    from .codegen import KernelCompiler
+
+
+def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str,
+                declared: float = 0.0) -> float:
+    """The result's fill value in ``dtype``: ``A(i) + 1`` has fill 1 and keeps A's
+    pattern; a fill that ``dtype`` cannot hold (NaN in an int64 result) is refused. A
+    dense operand stores every entry, so its fill is never read: ``A(i,j) / d(j)`` has
+    fill 0 (A absent), not 0 / 0. Where every entry is computed, the output's
+    ``declared`` fill stands (a copy of a fill-inf dense view into a dense format)."""
+    uids = count()
+
+    def convert(expr: nt.Expr) -> Expr:
+        if isinstance(expr, nt.Access):
+            return Operand(expr.tensor, tuple(v.name for v in expr.indices), next(uids),
+                           expr.complement)
+        if isinstance(expr, nt.Literal):
+            return Const(float(expr.value))
+        if isinstance(expr, nt.Call):
+            return Apply(expr.op, tuple(convert(a) for a in expr.args))
+        assert isinstance(expr, nt.Reduction)
+        return Sum(expr.var.name, convert(expr.body), expr.op, expr.hidden)
+
+    def fill_of(op: Operand) -> float | None:
+        """An operand that stores every entry is never absent: no fill of its counts."""
+        ttype = types[op.tensor]
+        return None if all(level.full for level in ttype.levels) else ttype.fill
+
+    value = expr_fill(convert(assignment.rhs), fill_of)
+    if value is None:  # every point is computed (a dense operand, a sum of a term absent
+        value = declared  # at a value other than 0): no fill is ever read
+
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return float(bool(value))
+    if kind in "iu":
+        if not np.isfinite(value) or value != int(value):
+            raise ValueError(f"the result's fill value would be {value} (the expression "
+                             f"where no operand stores an entry), which a {dtype} result "
+                             "cannot hold")
+        return float(int(value))
+    return float(np.dtype(dtype).type(value))
+
+
+def absent_adds(kc: KernelCompiler, var: str, expr: Expr) -> float | None:
+    """What a coordinate of ``var``'s loop where ``expr`` is absent contributes, or
+    None where that is nothing. Where values are added up (by this loop or another
+    of the nest, or into an output an earlier statement wrote), it is ``expr``'s fill
+    unless 0: sum_j(A(i,j) + 2) adds 2 there. Where the result's fill is not 0, the
+    first statement writes its fill everywhere when the output is dense (the caller
+    zeroes it, and duplicates of a coordinate list add into it) or when several
+    statements write it (the later ones add their fills)."""
+    fill = expr_fill(expr, kc.fill_of)
+    if fill is None:
+        return None
+    sums = kc.nest.assign.accumulate or any(v not in kc.nest.assign.vars and not any(
+        v == part for parts in kc.derived.values() for part, _ in parts)
+        for v in (var, *kc.nest.order))
+    if sums:
+        return None if fill == 0 else fill
+    out = kc.types[kc.out_name]
+    writes_fill = kc.nest is kc.nests[0] and out.fill != 0 and (
+        len(kc.nests) > 1 or all(level.full for level in out.levels))
+    return fill if writes_fill else None
