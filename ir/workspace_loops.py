@@ -46,8 +46,10 @@ _LAYOUT = {
 }
 _SORT = {
     Policy.DENSE: "its touched coordinates, by a bitmap scan or, where they spread, a sort",
-    Policy.SORT: "its pairs by coordinate, the values of one coordinate summed",
-    Policy.HASH: "its occupied slots compacted, then sorted by coordinate",
+    Policy.SORT: "its pairs by coordinate (by radix when many), the values of one "
+                 "coordinate summed",
+    Policy.HASH: "its occupied slots compacted, then sorted by coordinate (by radix "
+                 "when many)",
 }
 _CLEAR = {
     Policy.DENSE: "its touched list (marks of a new run)",

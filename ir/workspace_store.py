@@ -8,7 +8,8 @@ kernel call, freed at its end and on its failure paths.
 * dense: a value per coordinate, a marker per coordinate holding the run it was last
   touched in (so nothing is cleared between runs) and the list of touched coordinates;
   a run touching many coordinates is drained by scanning the markers instead of sorting.
-* sort: (coordinate, value) pairs appended as produced, sorted, duplicates summed.
+* sort: (coordinate, value) pairs appended as produced, sorted (by radix when there are
+  many, workspace_radix), duplicates summed.
 * hash: an open-addressing table keyed by coordinate, doubled when half full, drained
   by compacting its occupied slots and sorting them.
 """
@@ -23,6 +24,7 @@ from llvmlite import ir
 from . import scalars
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
+from .workspace_radix import RADIX_FROM, radix_function
 from .workspace_schedule import Policy
 from .workspace_sort import sort_function
 
@@ -212,8 +214,17 @@ class DenseStore(_Store):
 class _PairStore(_Store):
     """Coordinates and values in two arrays of ``cap`` entries that grow together."""
 
-    def __init__(self, kc: KernelCompiler, initial: int) -> None:
+    def __init__(self, kc: KernelCompiler, initial: int, extents: list[ir.Value]) -> None:
         super().__init__(kc)
+        b = self.b
+        size = ONE
+        for extent in extents:
+            size = b.mul(size, extent)
+        ctlz = b.module.globals.get("llvm.ctlz.i64") or ir.Function(
+            b.module, ir.FunctionType(I64, [I64, I1]), "llvm.ctlz.i64")
+        # Every coordinate is below 2**bits (the radix sort's passes cover them).
+        self.bits = b.sub(ir.Constant(I64, 64), b.call(ctlz, [b.sub(size, ONE),
+                                                              ir.Constant(I1, 0)]))
         self.cap = kc.alloca(I64, "ws.cap")
         self.b.store(ir.Constant(I64, initial), self.cap)
         self.keys = self.allocate(ir.Constant(I64, initial), I64, "ws.keys")
@@ -225,7 +236,7 @@ class _PairStore(_Store):
         coordinate once, its values summed."""
         b, kc = self.b, self.kc
         if ordered:
-            self.sort(self.keys, self.vals, n)
+            self.sort_pairs(n)
         q_slot, total = kc.alloca(I64, "ws.q"), kc.alloca(self.value_type, "ws.total")
         b.store(ZERO, q_slot)
         head, body, done = (b.append_basic_block(f"ws.runs.{x}") for x in ("head", "body", "done"))
@@ -257,6 +268,29 @@ class _PairStore(_Store):
         b.branch(head)
         b.position_at_end(done)
 
+    def sort_pairs(self, n: ir.Value) -> None:
+        """Order the first ``n`` pairs by coordinate: a radix sort through a spare copy
+        when there are many, a quicksort when there are few or the copy does not fit."""
+        b, kc = self.b, self.kc
+        width = ir.Constant(I64, 8 + _width(self.value_type))
+        many = b.icmp_signed(">=", n, ir.Constant(I64, RADIX_FROM))
+        spare = kc.alloca(I8P, "ws.spare")
+        b.store(ir.Constant(I8P, None), spare)
+        with b.if_then(many):
+            b.store(b.call(kc.malloc, [b.mul(n, width)]), spare)
+        raw = b.load(spare)
+        with b.if_else(b.icmp_unsigned("!=", raw, ir.Constant(I8P, None))) as (radix, quick):
+            with radix:
+                spare_keys = b.bitcast(raw, I64.as_pointer())
+                spare_vals = b.bitcast(b.gep(raw, [b.mul(n, ir.Constant(I64, 8))]),
+                                       self.value_type.as_pointer())
+                b.call(radix_function(b.module, self.value_type),
+                       [b.load(self.keys), b.load(self.vals), spare_keys, spare_vals, n,
+                        self.bits])
+                b.call(kc.free, [raw])
+            with quick:
+                self.sort(self.keys, self.vals, n)
+
     def grow(self, needed: ir.Value) -> None:
         """Make room for ``needed`` pairs (the compiler's out-of-line grow path)."""
         b, kc = self.b, self.kc
@@ -278,7 +312,7 @@ class _PairStore(_Store):
 
 class SortStore(_PairStore):
     def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
-        super().__init__(kc, INITIAL)
+        super().__init__(kc, INITIAL, extents)
 
     def add(self, at: ir.Value, value: ir.Value) -> None:
         b = self.b
@@ -298,7 +332,7 @@ class HashStore(_PairStore):
     EMPTY = ir.Constant(I64, -1)
 
     def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
-        super().__init__(kc, INITIAL)
+        super().__init__(kc, INITIAL, extents)
         self.clear(ir.Constant(I64, INITIAL))
 
     def clear(self, upto: ir.Value) -> None:

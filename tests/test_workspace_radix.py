@@ -1,0 +1,57 @@
+"""A sparse workspace holding many pairs sorts them by radix (ir/workspace_radix.py):
+products of the outer-product SpGEMM (one workspace for the whole kernel, sorted once)
+match scipy whether the sort takes an even or odd number of moves, skips passes whose
+digit is the same in every key, or has too few pairs for it (the quicksort)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from llvsparse.ir.workspace_radix import RADIX_FROM
+
+import llvsparse as ls
+
+SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
+
+
+def _products(a: sp.csc_matrix, b: sp.csr_matrix) -> int:
+    return int((np.diff(a.tocsc().indptr) * np.diff(b.tocsr().indptr)).sum())
+
+
+def _pattern(rows: int, cols: int, density: float, seed: int, dtype=np.float64,
+             top_rows: int | None = None) -> sp.csr_matrix:
+    m = sp.random(rows, cols, density=density, format="csr", random_state=seed,
+                  data_rvs=lambda n: np.random.default_rng(seed).integers(-9, 10, n))
+    m = m.astype(dtype)
+    if top_rows is not None:  # entries in the first rows only: the top digits never vary
+        m = sp.csr_matrix(m.multiply(np.arange(rows)[:, None] < top_rows))
+    return m
+
+
+CASES = [  # rows (= inner = columns), density, rows of A kept, dtype
+    (5000, 0.0012, None, np.float64),  # 25-bit keys: three passes (an odd number of moves)
+    (400, 0.05, None, np.float64),  # 18 bits: two passes
+    (5000, 0.02, 40, np.float64),  # keys below 40 * 5000: the top pass is skipped
+    (5000, 0.0012, None, np.int64),
+    (60, 0.05, None, np.float64),  # few pairs: the quicksort
+]
+
+
+@pytest.mark.parametrize("policy", ["sort", "hash"])
+@pytest.mark.parametrize(("n", "density", "top", "dtype"), CASES)
+def test_outer_product_sorted_by_radix_matches_scipy(policy, n, density, top, dtype):
+    a = _pattern(n, n, density, 1, dtype, top)
+    b = _pattern(n, n, density, 2, dtype)
+    many = _products(a, b) >= RADIX_FROM
+    assert many == (n > 60)  # the case takes the path it is named for
+    kernel = ls.compile(SPGEMM, A="csc", B="csr", C="csr", workspace=policy)
+    got = sp.csr_matrix(kernel(A=a.tocsc(), B=b, threads=1).to_scipy())
+    expected = sp.csr_matrix(a @ b)
+    expected.sort_indices()
+    # Entries the products cancel stay stored (as zeros) in C: compare the pattern of
+    # what scipy keeps, and every value.
+    assert (got != expected).nnz == 0
+    rows = np.repeat(np.arange(n), np.diff(got.indptr))
+    keys = rows.astype(np.int64) * n + got.indices
+    assert np.all(np.diff(keys) > 0)  # each row's columns strictly increasing, in order
