@@ -55,3 +55,14 @@ def test_outer_product_sorted_by_radix_matches_scipy(policy, n, density, top, dt
     rows = np.repeat(np.arange(n), np.diff(got.indptr))
     keys = rows.astype(np.int64) * n + got.indices
     assert np.all(np.diff(keys) > 0)  # each row's columns strictly increasing, in order
+
+
+@pytest.mark.parametrize("policy", ["sort", "hash"])
+def test_three_index_workspace_decodes_its_coordinates(policy):
+    """A workspace over three indices: its sorted coordinates split back into (k, j, i),
+    the leading pair recomputed only where a run of the last index ends."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(1, 9, (30, 31, 32)) * (rng.random((30, 31, 32)) < 0.3)
+    assert np.count_nonzero(x) >= RADIX_FROM
+    kernel = ls.compile("Y(k,j,i) = X(i,j,k)", X="csf", Y="csf", workspace=policy)
+    np.testing.assert_array_equal(kernel(X=x.astype(float)).to_numpy(), x.transpose(2, 1, 0))
