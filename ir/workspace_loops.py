@@ -42,19 +42,19 @@ _LAYOUT = {
     Policy.SORT: "sparse workspace over {vars}: (coordinate, value) pairs appended "
                  "as produced",
     Policy.HASH: "sparse workspace over {vars}: an open-addressing table of "
-                 "(coordinate, value)",
+                 "(coordinate, value), a list of its occupied slots",
 }
 _SORT = {
     Policy.DENSE: "its touched coordinates, by a bitmap scan or, where they spread, a sort",
     Policy.SORT: "its pairs by coordinate (by radix when many), the values of one "
                  "coordinate summed",
-    Policy.HASH: "its occupied slots compacted, then sorted by coordinate (by radix "
-                 "when many)",
+    Policy.HASH: "its entries gathered through its list of occupied slots, then sorted "
+                 "by coordinate (by radix when many)",
 }
 _CLEAR = {
     Policy.DENSE: "its touched list (marks of a new run)",
     Policy.SORT: "its pair count",
-    Policy.HASH: "its occupied slots",
+    Policy.HASH: "its list of occupied slots",
 }
 
 

@@ -101,7 +101,7 @@ def test_hoisted_sparse_workspace_clears_per_row():
     np.testing.assert_allclose(_result(kernel, A=A, B=B), (A @ B).toarray(), rtol=1e-13)
     lines = kernel.loops.splitlines()
     assert lines[1] == "for i in coordinates of A.0:"
-    assert lines[-1] == "  clear w = 0.0 through its occupied slots"
+    assert lines[-1] == "  clear w = 0.0 through its list of occupied slots"
     assert lines[-3] == "  for j in entries of w, in order:"
 
 

@@ -1,7 +1,9 @@
-"""A sparse workspace holding many pairs sorts them by radix (ir/workspace_radix.py):
-products of the outer-product SpGEMM (one workspace for the whole kernel, sorted once)
-match scipy whether the sort takes an even or odd number of moves, skips passes whose
-digit is the same in every key, or has too few pairs for it (the quicksort)."""
+"""Sparse workspaces at scale. One holding many pairs sorts them by radix
+(ir/workspace_radix.py): products of the outer-product SpGEMM (one workspace for the
+whole kernel, sorted once) match scipy whether the sort takes an even or odd number of
+moves, skips passes whose digit is the same in every key, or has too few pairs for it
+(the quicksort). A hash workspace drains and clears through its list of occupied slots,
+so a row that grew its table leaves later rows correct (and not scanning the table)."""
 
 from __future__ import annotations
 
@@ -66,3 +68,21 @@ def test_three_index_workspace_decodes_its_coordinates(policy):
     assert np.count_nonzero(x) >= RADIX_FROM
     kernel = ls.compile("Y(k,j,i) = X(i,j,k)", X="csf", Y="csf", workspace=policy)
     np.testing.assert_array_equal(kernel(X=x.astype(float)).to_numpy(), x.transpose(2, 1, 0))
+
+
+def test_hash_workspace_after_a_heavy_row_matches_scipy():
+    """Gustavson's rows through a hash workspace: row 0 (3,000 columns) grows the table
+    through several rehashes; every later row drains and clears only its own slots."""
+    a = _pattern(3000, 3000, 0.002, 4).tolil()
+    a[0, :] = 1.0
+    a = sp.csr_matrix(a)
+    b = _pattern(3000, 3000, 0.002, 5)
+    b = sp.csr_matrix(b + sp.eye(3000))
+    kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace="hash")
+    assert "clear w = 0.0 through its list of occupied slots" in kernel.loops
+    got = sp.csr_matrix(kernel(A=a, B=b, threads=1).to_scipy())
+    expected = sp.csr_matrix(a @ b)
+    expected.sort_indices()
+    assert (got != expected).nnz == 0
+    assert all(np.all(np.diff(got.indices[got.indptr[r]:got.indptr[r + 1]]) > 0)
+               for r in range(3000))
