@@ -86,3 +86,48 @@ def test_hash_workspace_after_a_heavy_row_matches_scipy():
     assert (got != expected).nnz == 0
     assert all(np.all(np.diff(got.indices[got.indptr[r]:got.indptr[r + 1]]) > 0)
                for r in range(3000))
+
+
+@pytest.mark.parametrize(("n", "bits", "skewed"), [
+    (100_000, 27, False),  # split by the top digit, buckets sorted in two passes
+    (100_000, 27, True),  # most keys in one bucket: it is split again
+    (300_000, 34, False), (70_000, 40, True),
+    (40_000, 12, False),  # one digit: no split
+    (5_000, 20, False),  # too few to split: passes over the whole array
+])
+def test_radix_sort_is_numpys_stable_argsort(n, bits, skewed):
+    """The emitted sort on its own, against numpy's stable sort: keys in order, each
+    value moved with its key, equal keys in their original order."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from llvsparse.ir.workspace_radix import radix_function
+
+    module = ir.Module()
+    module.triple = llvm.get_process_triple()
+    fn = radix_function(module, ir.DoubleType())
+    fn.linkage = "external"
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    engine = llvm.create_mcjit_compiler(
+        parsed, llvm.Target.from_default_triple().create_target_machine(opt=2))
+    engine.finalize_object()
+    p = ctypes.c_void_p
+    sort = ctypes.CFUNCTYPE(None, p, p, p, p, ctypes.c_int64, ctypes.c_int64)(
+        engine.get_function_address(fn.name))
+    rng = np.random.default_rng(bits)
+    keys = rng.integers(0, 2**bits, n)
+    if skewed:
+        keys[: n * 9 // 10] = rng.integers(0, 2**(bits - 10), n * 9 // 10)
+    keys[::7] = keys[0]  # runs of equal keys
+    values = rng.random(n)
+    order = np.argsort(keys, kind="stable")
+    got_keys, got_values = keys.copy(), values.copy()
+    spare_keys, spare_values = np.empty_like(keys), np.empty_like(values)
+    sort(got_keys.ctypes.data, got_values.ctypes.data, spare_keys.ctypes.data,
+         spare_values.ctypes.data, n, bits)
+    np.testing.assert_array_equal(got_keys, keys[order])
+    np.testing.assert_array_equal(got_values, values[order])
