@@ -79,10 +79,11 @@ class _WorkspaceLowering(NestLowering):
                  where: Where) -> None:
         super().__init__(types, output)
         self.plan = plan
-        self.where = where
         consumer = loop_nest(where.consumer)[1]
-        assert isinstance(consumer, Assign)
+        if not isinstance(consumer, Assign) or not isinstance(consumer.expr, Access):
+            raise TypeError("a workspace's consumer copies it: forall(..., out = w(...))")
         self.consumer = consumer
+        self.workspace = consumer.expr
         self.out_access = str(consumer.access)
         self.output_inserts = self.all_insert
         self.all_insert = True  # the producers' target, the workspace, takes inserts
@@ -122,8 +123,7 @@ class _WorkspaceLowering(NestLowering):
         loops, inner = loop_nest(producer)
         order = (*self.hoisted, *(f.index.name for f in loops))
         _, temps = full_expr(inner)
-        assign = inner if isinstance(inner, Assign) else None
-        self.target = str(assign.access) if assign else str(self.consumer.expr)
+        self.target = str(self.workspace)
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.site = _site(number, order, self.consumer, bool(temps))
         self.order = order
@@ -167,9 +167,7 @@ class _WorkspaceLowering(NestLowering):
         return Accumulate(self.target, "+", value)
 
     def consume(self) -> list[Node]:
-        plan, name = self.plan, self.plan.temporary.name
-        value = self.consumer.expr
-        assert isinstance(value, Access)
+        plan, name, value = self.plan, self.plan.temporary.name, self.workspace
         write: Node = Insert(self.out_access, value) if self.output_inserts \
             else Append(self.out_access, value)
         ordered = self.ordered or plan.policy is Policy.SORT
