@@ -10,8 +10,9 @@ kernel call, freed at its end and on its failure paths.
   a run touching many coordinates is drained by scanning the markers instead of sorting.
 * sort: (coordinate, value) pairs appended as produced, sorted (by radix when there are
   many, workspace_radix), duplicates summed.
-* hash: an open-addressing table keyed by coordinate, doubled when half full, drained
-  by compacting its occupied slots and sorting them.
+* hash: an open-addressing table keyed by coordinate, doubled when half full, with the
+  list of its occupied slots: drained by gathering the entries through the list (their
+  slots emptied as they go) and sorting them.
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ class DenseStore(_Store):
 
 
 class _PairStore(_Store):
-    """Coordinates and values in two arrays of ``cap`` entries that grow together."""
+    """Coordinates and values in two arrays of ``cap`` entries that grow together
+    (a subclass allocates any arrays of its own, then calls ``checked``)."""
 
     def __init__(self, kc: KernelCompiler, initial: int, extents: list[ir.Value]) -> None:
         super().__init__(kc)
