@@ -22,8 +22,22 @@ from .targets import check_cpu
 TRIPLE = "nvptx64-nvidia-cuda"
 DEVICE_RUNTIME_IR = """
 declare ptr @malloc(i64)
+declare void @free(ptr)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 define linkonce_odr ptr @llvsparse_alloc(i64 %bytes) {
   %p = call ptr @malloc(i64 %bytes)
+  ret ptr %p
+}
+define linkonce_odr ptr @llvsparse_realloc(ptr %old, i64 %old_bytes, i64 %bytes) {
+entry:
+  %p = call ptr @malloc(i64 %bytes)
+  %null = icmp eq ptr %p, null
+  br i1 %null, label %done, label %copy
+copy:
+  call void @llvm.memcpy.p0.p0.i64(ptr %p, ptr %old, i64 %old_bytes, i1 false)
+  call void @free(ptr %old)
+  br label %done
+done:
   ret ptr %p
 }
 """

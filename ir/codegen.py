@@ -102,7 +102,6 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         # host buffers get transparent huge pages, device code calls plain malloc.
         self.malloc = self.declare("llvsparse_alloc", ir.FunctionType(I8P, [I64]))
         self.free = self.declare("free", ir.FunctionType(ir.VoidType(), [I8P]))
-        self.memcpy = self.module.declare_intrinsic("llvm.memcpy", [I8P, I8P, I64])
         self.memset = self.module.declare_intrinsic("llvm.memset", [I8P, I64])
         # Whether the caller may skip zeroing a dense output (see initializes_output):
         self.clears_rows = False  # rows zeroed in the kernel (clearing_rows)

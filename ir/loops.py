@@ -151,18 +151,40 @@ class Append:
 
 @dataclass(frozen=True)
 class Allocate:
-    """A temporary (a scalar accumulator, or a workspace) comes into being."""
+    """A temporary (a scalar accumulator, or a workspace) comes into being; ``layout``
+    says how a workspace stores its entries."""
 
     name: str
     dtype: str
+    layout: str = ""
 
 
 @dataclass(frozen=True)
 class Clear:
-    """Set a temporary to its reduction's identity."""
+    """Set a temporary to its reduction's identity (a workspace: ``through`` what)."""
 
     name: str
     value: float
+    through: str = ""
+
+
+@dataclass(frozen=True)
+class Sort:
+    """Bring a workspace's entries into coordinate order (``how``: the method)."""
+
+    name: str
+    how: str
+
+
+@dataclass(frozen=True)
+class Entries:
+    """``indices`` over the entries a workspace holds (in coordinate order where
+    ``ordered``), running ``body`` at each."""
+
+    name: str
+    indices: tuple[str, ...]
+    ordered: bool
+    body: Node
 
 
 @dataclass(frozen=True)
@@ -173,7 +195,8 @@ class If:
     then: Node
 
 
-Node = Block | Loop | Merge | Locate | Accumulate | Insert | Append | Allocate | Clear | If
+Node = (Block | Loop | Merge | Locate | Accumulate | Insert | Append | Allocate | Clear | Sort
+        | Entries | If)
 LoopNode = Loop | Merge
 
 
@@ -185,8 +208,10 @@ def annotate(node: LoopNode, note: str) -> LoopNode:
 def children(node: Node) -> list[Node]:
     if isinstance(node, Block):
         return list(node.items)
-    if isinstance(node, (Loop, If)):
-        return [node.body if isinstance(node, Loop) else node.then]
+    if isinstance(node, (Loop, Entries)):
+        return [node.body]
+    if isinstance(node, If):
+        return [node.then]
     if isinstance(node, Merge):
         return [case.body for case in node.cases]
     return []
@@ -241,8 +266,16 @@ def show(node: Node, depth: int = 0) -> str:
     if isinstance(node, Append):
         return f"{pad}append {node.target} = {show_expr(node.value)}"
     if isinstance(node, Allocate):
-        return f"{pad}allocate {node.name}: {node.dtype}"
+        layout = f" ({node.layout})" if node.layout else ""
+        return f"{pad}allocate {node.name}: {node.dtype}{layout}"
     if isinstance(node, Clear):
-        return f"{pad}clear {node.name} = {node.value!r}"
+        through = f" through {node.through}" if node.through else ""
+        return f"{pad}clear {node.name} = {node.value!r}{through}"
+    if isinstance(node, Sort):
+        return f"{pad}sort {node.name}: {node.how}"
+    if isinstance(node, Entries):
+        order = ", in order" if node.ordered else ""
+        return (f"{pad}for {', '.join(node.indices)} in entries of {node.name}{order}:"
+                f"\n{show(node.body, depth + 1)}")
     assert isinstance(node, If)
     return f"{pad}if {node.condition}:\n{show(node.then, depth + 1)}"

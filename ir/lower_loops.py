@@ -51,7 +51,7 @@ class Program:
 
 
 @dataclass(frozen=True)
-class _State:
+class State:
     bound: tuple[str, ...] = ()
     resolved: tuple[tuple[int, int], ...] = ()  # (uid, levels resolved)
     segmented: frozenset[int] = frozenset()  # uids whose last level is a duplicate run
@@ -59,7 +59,7 @@ class _State:
     def levels(self, uid: int) -> int:
         return dict(self.resolved).get(uid, 0)
 
-    def resolve(self, uid: int, count: int, segmented: bool = False) -> _State:
+    def resolve(self, uid: int, count: int, segmented: bool = False) -> State:
         seg = self.segmented | {uid} if segmented else self.segmented - {uid}
         return replace(self, resolved=tuple({**dict(self.resolved), uid: count}.items()),
                        segmented=seg)
@@ -70,22 +70,24 @@ def _levels(point) -> frozenset[tuple[int, int]]:
     return frozenset((it.uid, it.level) for it in point)
 
 
-def _full_expr(stmt: Stmt) -> tuple[CinExpr, dict[str, tuple[CinExpr, Stmt]]]:
+def full_expr(stmt: Stmt) -> tuple[CinExpr, dict[str, tuple[CinExpr, Stmt]]]:
     """The expression an assignment computes with each temporary replaced by the sum
     that fills it, and each temporary's (sum, producer)."""
     if isinstance(stmt, Assign):
         return _as_cin(stmt.expr), {}
-    assert isinstance(stmt, Where)
+    if not isinstance(stmt, Where) or any(t.type.levels for t in stmt.temporaries):
+        raise ValueError("a statement through a workspace is lowered by "
+                         "workspace_loops.lower_workspace, not as scalar temporaries")
     temps: dict[str, tuple[CinExpr, Stmt]] = {}
     for producer in sequence_parts(stmt.producer):
         loops, inner = loop_nest(producer)
-        body, nested = _full_expr(inner)
+        body, nested = full_expr(inner)
         temps.update(nested)
         assign = inner if isinstance(inner, Assign) else _assign_of(inner)
         for forall in reversed(loops):
             body = Sum(forall.index.name, body, assign.reduce_op)
         temps[assign.access.name] = (body, producer)
-    consumer, nested = _full_expr(stmt.consumer)
+    consumer, nested = full_expr(stmt.consumer)
     temps.update(nested)
     return _with_sums(consumer, {n: s for n, (s, _) in temps.items()}), temps
 
@@ -115,7 +117,9 @@ def _as_cin(expr) -> CinExpr:
     return expr
 
 
-class _Lowering:
+class NestLowering:
+    """Lowers loop nests one at a time (workspace_loops extends it to a workspace kernel)."""
+
     def __init__(self, types: dict[str, TensorType], output: str) -> None:
         self.types = types
         self.out = types[output]
@@ -126,7 +130,7 @@ class _Lowering:
     def level(self, uid: int, k: int) -> LevelType:
         return self.types[self.operands[uid].tensor].levels[k]
 
-    def ref(self, it: Iter, state: _State) -> Ref:
+    def ref(self, it: Iter, state: State) -> Ref:
         if it.is_universe:
             return Ref("", 0, it.uid, Facts(can_locate=False))
         lv = self.level(it.uid, it.level)
@@ -144,7 +148,7 @@ class _Lowering:
         loops, inner = loop_nest(stmt)
         order = tuple(f.index.name for f in loops)
         assign = _assign_of(inner)
-        expr, temps = _full_expr(inner)
+        expr, temps = full_expr(inner)
         expr = expr if body is None else body
         for op in _operands(expr):
             self.operands[op.uid] = op
@@ -161,9 +165,9 @@ class _Lowering:
                          derived, bool(temps), 0)
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.target = str(assign.access)
-        return self.loops(order, 0, expr, _State())
+        return self.loops(order, 0, expr, State())
 
-    def loops(self, order: tuple[str, ...], depth: int, expr: CinExpr, state: _State) -> Node:
+    def loops(self, order: tuple[str, ...], depth: int, expr: CinExpr, state: State) -> Node:
         site = self.site
         if depth == site.out_depth and not site.scatter and depth < len(order):
             acc = self.fresh("acc")
@@ -175,13 +179,13 @@ class _Lowering:
         return self.var(order[depth], expr, state, depth,
                         lambda e, s: self.loops(order, depth + 1, e, s))
 
-    def reduce(self, order: tuple[str, ...], expr: CinExpr, state: _State, acc: str) -> Node:
+    def reduce(self, order: tuple[str, ...], expr: CinExpr, state: State, acc: str) -> Node:
         if not order:
             return self.leaf(expr, state, lambda value: Accumulate(acc, "+", value))
         return self.var(order[0], expr, state, -1,
                         lambda e, s: self.reduce(order[1:], e, s, acc))
 
-    def leaf(self, expr: CinExpr, state: _State, finish: Callable[[CinExpr], Node]) -> Node:
+    def leaf(self, expr: CinExpr, state: State, finish: Callable[[CinExpr], Node]) -> Node:
         """``finish(value)``, after filling a temporary for each sum left in ``expr``
         (named as concrete notation's ``where`` names it)."""
         items: list[Node] = []
@@ -202,7 +206,7 @@ class _Lowering:
         items.append(finish(value))
         return items[0] if len(items) == 1 else Block(tuple(items))
 
-    def sum_loops(self, vars_: tuple[str, ...], body: CinExpr, state: _State, name: str,
+    def sum_loops(self, vars_: tuple[str, ...], body: CinExpr, state: State, name: str,
                   op: str) -> Node:
         if not vars_:
             return self.leaf(body, state, lambda value: Accumulate(name, op, value))
@@ -222,8 +226,8 @@ class _Lowering:
         return stem if self.taken == 1 and stem == "acc" else f"{stem}{self.taken}"
 
     # -- one index ----------------------------------------------------------------------
-    def var(self, var: str, expr: CinExpr, state: _State, depth: int,
-            body: Callable[[CinExpr, _State], Node]) -> Node:
+    def var(self, var: str, expr: CinExpr, state: State, depth: int,
+            body: Callable[[CinExpr, State], Node]) -> Node:
 
         def find(op: Operand) -> Iter | None:
             k = state.levels(op.uid)
@@ -322,7 +326,7 @@ class _Lowering:
         running = points == 1 and not site.accumulate and all(lv.full for lv in self.out.levels)
         return in_register and not running
 
-    def cascade(self, it: Iter, state: _State, segments: bool) -> tuple[_State, list[Node]]:
+    def cascade(self, it: Iter, state: State, segments: bool) -> tuple[State, list[Node]]:
         """The levels below ``it`` whose indices are bound, located in turn."""
         op = self.operands[it.uid]
         state = state.resolve(it.uid, it.level + 1, segments)
@@ -381,7 +385,7 @@ def lower(stmt: Stmt, types: dict[str, TensorType], output: str,
     """The loop IR of a kernel's statement (a sequence of loop nests). ``bodies``: each
     nest's expression as the scheduler left it (sums in the order they were written),
     so that the loop IR's expressions are the ones code generation sees."""
-    lowering = _Lowering(types, output)
+    lowering = NestLowering(types, output)
     parts = sequence_parts(stmt)
     nests = tuple(lowering.nest(k, part, None if bodies is None else bodies[k])
                   for k, part in enumerate(parts))

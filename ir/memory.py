@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .bodies import I1, I64
+from .bodies import I64
 from .emit_base import (
     I8P,
     I32,
@@ -95,13 +95,24 @@ class MemoryEmitter:
                         b.icmp_signed(">", new_cap, ir.Constant(I64, (2**63 - 1) // width)))
         with b.if_then(too_big):
             b.ret(ir.Constant(result, [ir.Constant(I8P, None), ZERO]))
-        raw = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
+        # A buffer grows through the target's llvsparse_realloc (the host remaps a large
+        # one instead of holding two copies); a first one is allocated.
+        grow = self.module.globals.get("llvsparse_realloc") or ir.Function(
+            self.module, ir.FunctionType(I8P, [I8P, I64, I64]), "llvsparse_realloc")
+        fresh = b.icmp_unsigned("==", old, ir.Constant(I8P, None))
+        with b.if_else(fresh) as (first, grown):
+            with first:
+                allocated = b.call(self.malloc, [b.mul(new_cap, bytes_per)])
+                from_first = b.block
+            with grown:
+                moved = b.call(grow, [old, b.mul(cap, bytes_per), b.mul(new_cap, bytes_per)])
+                from_grown = b.block
+        raw = b.phi(I8P)
+        raw.add_incoming(allocated, from_first)
+        raw.add_incoming(moved, from_grown)
         failed = b.icmp_unsigned("==", raw, ir.Constant(I8P, None))
         with b.if_then(failed):
             b.ret(ir.Constant(result, [ir.Constant(I8P, None), ZERO]))
-        with b.if_then(b.icmp_unsigned("!=", old, ir.Constant(I8P, None))):
-            b.call(self.memcpy, [raw, old, b.mul(cap, bytes_per), ir.Constant(I1, 0)])
-            b.call(self.free, [old])
         if init is not None:
             typed = b.bitcast(raw, element.as_pointer())
             fill = (ir.Constant(element, float(init))

@@ -121,25 +121,51 @@ class _Lowering:
         for run, _ in opened:
             b.store(ir.Constant(ir.IntType(64), -1), run)
 
-        def bound_at(at: ir.Value) -> Ctx:
-            coords, inner = [], ctx
-            for extent in reversed(self.extents[1:]):
-                coords.append(b.srem(at, extent))
-                at = b.sdiv(at, extent)
-            coords.append(at)
-            for var, coord in zip(self.plan.vars, reversed(coords)):
+        # The coordinate's leading indices together (``head``, at // the last extent)
+        # and where their run starts (``base``): recomputed, by a division, only when an
+        # entry leaves the run (once per output row of a sorted drain, not per entry).
+        width = self.extents[-1]
+        head_s, base_s = kc.alloca(ir.IntType(64), "ws.head"), kc.alloca(ir.IntType(64), "ws.base")
+        b.store(ir.Constant(ir.IntType(64), -2**63), base_s)
+        b.store(ZERO, head_s)
+
+        def split(at: ir.Value) -> tuple[ir.Value, ir.Value]:
+            left = b.icmp_unsigned(">=", b.sub(at, b.load(base_s)), width)
+            with b.if_then(left, likely=False):
+                head = b.sdiv(at, width)
+                b.store(head, head_s)
+                b.store(b.mul(head, width), base_s)
+            return b.load(head_s), b.sub(at, b.load(base_s))
+
+        def bound_at(at: ir.Value, head: ir.Value | None = None) -> Ctx:
+            """``ctx`` with the covered indices bound to coordinate ``at`` (whose
+            leading part is ``head`` where known)."""
+            coords, inner = [at], ctx
+            if len(self.extents) > 1:
+                if head is None:
+                    head, rest = b.sdiv(at, width), b.srem(at, width)
+                else:
+                    rest = b.sub(at, b.mul(head, width))
+                coords = [rest]
+                for extent in reversed(self.extents[1:-1]):
+                    coords.append(b.srem(head, extent))
+                    head = b.sdiv(head, extent)
+                coords.append(head)
+                coords.reverse()
+            for var, coord in zip(self.plan.vars, coords):
                 inner = kc.bind(inner, var, coord)
             return inner
 
-        def prefix(at: ir.Value, k: int) -> ir.Value:
+        def prefix(head: ir.Value, k: int) -> ir.Value:
             """The run of coordinates sharing the covered indices up to k."""
-            for extent in self.extents[k + 1:]:
-                at = b.sdiv(at, extent)
-            return at
+            for extent in self.extents[k + 1:-1]:
+                head = b.sdiv(head, extent)
+            return head
 
         def write(at: ir.Value, value: ir.Value) -> None:
-            entry = bound_at(at)
-            keys = [prefix(at, k) for k, _ in hooks]
+            head = split(at)[0] if len(self.extents) > 1 else None
+            entry = bound_at(at, head)
+            keys = [prefix(head, k) for k, _ in hooks]
             # Innermost segments close first, then each changed run opens anew.
             for (k, (_, close)), (run, saved), key in reversed(list(zip(hooks, opened, keys))):
                 last = b.load(run)

@@ -8,15 +8,19 @@ from ..loops import loops_of
 from ..lower_loops import Program, lower
 from ..schedule import Nest
 from ..types import TensorType
+from ..workspace_loops import lower_workspace
 from .passes import Target, optimize
 
 
 def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
             target: Target | None = None) -> Program:
     """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
-    with every pass run."""
-    program = lower(statement_of(nests, types), types, output, [n.body for n in nests])
-    return optimize(program, target or Target())
+    with every pass run (a workspace kernel's: none, as the emitter uses none)."""
+    statement, bodies = statement_of(nests, types), [n.body for n in nests]
+    plan = nests[0].workspace if nests else None
+    if plan is not None:  # emitted without the passes' fast forms (workspace_lower)
+        return lower_workspace(statement, types, output, plan, bodies)
+    return optimize(lower(statement, types, output, bodies), target or Target())
 
 
 Levels = frozenset[tuple[int, int]]

@@ -1,0 +1,186 @@
+"""The loop IR of a kernel whose output entries pass through a workspace.
+
+Concrete notation says ``forall(hoisted, where(consumer, producers))`` (see
+from_schedule); this says what workspace_lower emits for it: the workspace allocated
+once, before the hoisted loops (one per kernel call, so each thread of a split assembly
+has its own); per coordinate of the hoisted loops, each producer's loops reducing into
+it, its entries brought into the output's order (the sort or scan of its policy), the
+consumer appending them to the output, and the workspace cleared for the next
+coordinate. The loops themselves are lowered as any nest's (lattices, locates, cases).
+The emitter takes no pass's notes for these nests, so none are run on them here.
+"""
+
+from __future__ import annotations
+
+from llvsparse.operators import ADD
+
+from .cin import Apply, Operand, operands
+from .cin import Expr as CinExpr
+from .lattice import substitute_absent
+from .loops import (
+    Accumulate,
+    Allocate,
+    Append,
+    Block,
+    Clear,
+    Entries,
+    Insert,
+    Node,
+    Site,
+    Sort,
+)
+from .lower_loops import NestLowering, Program, State, full_expr
+from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
+from .types import TensorType
+from .workspace_schedule import Policy, WorkspacePlan
+
+# What each policy's store holds (workspace_store), how it orders its entries for an
+# ordered output level, and how it empties itself between hoisted coordinates.
+_LAYOUT = {
+    Policy.DENSE: "dense workspace over {vars}: a value and a mark per coordinate, "
+                  "a list of the touched ones",
+    Policy.SORT: "sparse workspace over {vars}: (coordinate, value) pairs appended "
+                 "as produced",
+    Policy.HASH: "sparse workspace over {vars}: an open-addressing table of "
+                 "(coordinate, value), a list of its occupied slots",
+}
+_SORT = {
+    Policy.DENSE: "its touched coordinates, by a bitmap scan or, where they spread, a sort",
+    Policy.SORT: "its pairs by coordinate (by radix when many), the values of one "
+                 "coordinate summed",
+    Policy.HASH: "its entries gathered through its list of occupied slots, then sorted "
+                 "by coordinate (by radix when many)",
+}
+_CLEAR = {
+    Policy.DENSE: "its touched list (marks of a new run)",
+    Policy.SORT: "its pair count",
+    Policy.HASH: "its list of occupied slots",
+}
+
+
+def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
+                    plan: WorkspacePlan, bodies: list[CinExpr]) -> Program:
+    """The loop IR of a workspace kernel's statement; ``bodies``: each producer's
+    expression as the scheduler left it (the emitter's expressions)."""
+    hoisted, where = loop_nest(stmt)
+    if not isinstance(where, Where) or plan.temporary not in where.temporaries:
+        raise ValueError(f"not a statement through workspace {plan.temporary.name}: "
+                         f"expected forall(hoisted, where(consumer, producer))")
+    lowering = _WorkspaceLowering(types, output, plan, where)
+    producers = sequence_parts(where.producer)
+    if len(producers) != len(bodies):
+        raise ValueError(f"{len(producers)} producers for {len(bodies)} expressions")
+    root = lowering.kernel(tuple(f.index.name for f in hoisted), producers, bodies)
+    return Program(root, output, types[output].levels, len(bodies))
+
+
+class _WorkspaceLowering(NestLowering):
+    def __init__(self, types: dict[str, TensorType], output: str, plan: WorkspacePlan,
+                 where: Where) -> None:
+        super().__init__(types, output)
+        self.plan = plan
+        consumer = loop_nest(where.consumer)[1]
+        if not isinstance(consumer, Assign) or not isinstance(consumer.expr, Access):
+            raise TypeError("a workspace's consumer copies it: forall(..., out = w(...))")
+        self.consumer = consumer
+        self.workspace = consumer.expr
+        self.out_access = str(consumer.access)
+        self.output_inserts = self.all_insert
+        self.all_insert = True  # the producers' target, the workspace, takes inserts
+        self.ordered = self.appends_in_order()
+
+    def appends_in_order(self) -> bool:
+        """Whether a covered index is appended to an output level that keeps its
+        coordinates ordered (the levels below the ones taking inserts), as the emitter
+        decides whether to order the workspace's entries."""
+        names = [str(ix) for ix in self.consumer.access.indices]  # in level order
+        levels = self.out.levels
+        prefix = 0
+        while prefix < len(levels) and levels[prefix].can_insert:
+            prefix += 1
+        return any(levels[k].ordered and names[k] in self.plan.vars
+                   for k in range(prefix, len(levels)))
+
+    def kernel(self, hoisted: tuple[str, ...], producers: list[Stmt],
+               bodies: list[CinExpr]) -> Node:
+        self.hoisted, self.producers, self.bodies = hoisted, producers, bodies
+        combined = bodies[0]
+        for body in bodies[1:]:
+            combined = Apply(ADD, (combined, body))
+        for op in operands(combined):
+            if op.vars:
+                self.operands[op.uid] = op
+        self.enter(0)
+        plan = self.plan
+        layout = _LAYOUT[plan.policy].format(vars=", ".join(plan.vars))
+        allocate = Allocate(plan.temporary.name, plan.temporary.dtype, layout)
+        return Block((allocate, self.hoisted_loops(0, combined, State())))
+
+    def enter(self, number: int) -> None:
+        """Lower producer ``number`` next: its site (loop order, output) and the names
+        of the scalar temporaries its sums fill."""
+        producer = self.producers[number]
+        loops, inner = loop_nest(producer)
+        order = (*self.hoisted, *(f.index.name for f in loops))
+        _, temps = full_expr(inner)
+        self.target = str(self.workspace)
+        self.temps = {name: full for name, (full, _) in temps.items()}
+        self.site = _site(number, order, self.consumer, bool(temps))
+        self.order = order
+
+    def hoisted_loops(self, depth: int, expr: CinExpr, state: State) -> Node:
+        if depth == len(self.hoisted):
+            return self.produce_consume(expr, state)
+        return self.var(self.hoisted[depth], expr, state, depth,
+                        lambda e, s: self.hoisted_loops(depth + 1, e, s))
+
+    def produce_consume(self, expr: CinExpr, state: State) -> Node:
+        """At one coordinate of the hoisted loops (``expr``: the operands present there):
+        each producer whose terms are not all absent, then the consumer."""
+        present = {op.uid for op in operands(expr)}
+        hoisted = set(self.hoisted)
+
+        def absent(op: Operand) -> bool:
+            return op.uid not in present and bool(hoisted & set(op.vars))
+
+        items: list[Node] = []
+        for number, body in enumerate(self.bodies):
+            body = substitute_absent(body, absent)
+            if body is None:
+                continue
+            self.enter(number)
+            items.append(self.produce(len(self.hoisted), body, state))
+        self.enter(0)
+        items += self.consume()
+        return Block(tuple(items))
+
+    def produce(self, depth: int, expr: CinExpr, state: State) -> Node:
+        if depth == len(self.order):
+            return self.leaf(expr, state, self.into_workspace)
+        return self.var(self.order[depth], expr, state, depth,
+                        lambda e, s: self.produce(depth + 1, e, s))
+
+    def into_workspace(self, value: CinExpr) -> Node:
+        """The sort policy appends each product; the others reduce into its entry."""
+        if self.plan.policy is Policy.SORT:
+            return Append(self.target, value)
+        return Accumulate(self.target, "+", value)
+
+    def consume(self) -> list[Node]:
+        plan, name, value = self.plan, self.plan.temporary.name, self.workspace
+        write: Node = Insert(self.out_access, value) if self.output_inserts \
+            else Append(self.out_access, value)
+        ordered = self.ordered or plan.policy is Policy.SORT
+        nodes: list[Node] = []
+        if ordered:
+            nodes.append(Sort(name, _SORT[plan.policy]))
+        nodes.append(Entries(name, plan.vars, ordered, write))
+        if self.hoisted:  # emptied for the next coordinate of the hoisted loops
+            nodes.append(Clear(name, 0.0, _CLEAR[plan.policy]))
+        return nodes
+
+
+def _site(number: int, order: tuple[str, ...], consumer: Assign, contains_sum: bool) -> Site:
+    """A producer's loops scatter into the workspace, which they reduce into."""
+    out_vars = tuple(str(ix) for ix in consumer.access.indices)
+    return Site(number, order, 0, out_vars, len(order), True, True, False, contains_sum, 0)
