@@ -202,13 +202,18 @@ def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
     adds = absent_adds is not None
     if adds:
         points = points + [frozenset()]
-    if any(not p for p in points):
+    universal = any(not p for p in points)
+    if universal:
         points = [p | {UNIVERSE} for p in points]
     points = _without_full_absent(sorted(_dedupe(points), key=len, reverse=True), is_full)
     computes = {p: adds or substitute_absent(expr, _absent_from(p, iter_of), fill_of,
                                              _finished_in(p, iter_of)) is not None
                 for p in points}
     kept = [p for p in points if any(computes[q] for q in points if q <= p)]
+    if universal and frozenset({UNIVERSE}) not in kept and all(len(p) > 1 for p in kept):
+        # The universe was there for the coordinates no operand stores, and there the
+        # result is its fill: A(i,j) + 1 with fill 1 iterates A's entries, not every j.
+        kept = [p - {UNIVERSE} for p in kept]
     return Lattice(kept or points[:1])
 
 

@@ -299,3 +299,20 @@ def test_declared_properties_and_fills_decide_the_region_together():
                       P=_packed(c, "csr", 1.0), A=_packed(a, "csr", 1.0),
                       B=_packed(b, "csr", 1.0))
     _same(got.to_numpy(), np.where(c > 1, a, b), "where")
+
+
+def test_plus_a_literal_iterates_only_the_stored_entries():
+    """A(i,j) + 1 has fill 1 and A's pattern: its loops visit A's entries, not every j of
+    every row (the universe the literal brings is where the result is its fill; A + 1
+    on a 10^6 x 10^6 matrix of 10^6 entries took O(n^2))."""
+    S = sp.random(40, 30, density=0.1, format="csr", random_state=3)
+    kernel = ls.compile("C(i,j) = A(i,j) + 1", A="csr", C="csr")
+    result = kernel(A=S)
+    assert result.fill_value == 1 and result.nnz == S.nnz
+    np.testing.assert_array_equal(result.to_numpy(), S.toarray() + 1)
+    assert "U" not in kernel.lattices.split("j:")[1]
+    assert "merge" not in kernel.loops
+    huge = sp.csr_matrix(([2.0, 3.0], ([5, 999_999], [7, 3])), shape=(10**6, 10**6))
+    plus = ls.asarray(huge) + 1
+    assert plus.nnz == 2 and plus.fill_value == 1
+    np.testing.assert_array_equal(plus.values[:2], [3.0, 4.0])
