@@ -248,9 +248,10 @@ def test_cluster_spmv_spmm_and_the_transposed_reduction_without_llvm_on_workers(
     after = client.run(_worker_stats)
     for worker, stats in after.items():
         # Three kernels, each loaded at most once per worker from the object code it
-        # was pickled with; nothing compiled with LLVM there, however many tasks ran.
+        # was pickled with (and its other loop form, where this process had compiled
+        # it); nothing compiled with LLVM there, however many tasks ran.
         assert stats.get("llvm_compiles", 0) == before[worker].get("llvm_compiles", 0)
-        assert stats.get("disk_loads", 0) - before[worker].get("disk_loads", 0) <= 3
+        assert stats.get("disk_loads", 0) - before[worker].get("disk_loads", 0) <= 3 * 2
     assert sum(s.get("disk_loads", 0) for s in after.values()) > 0
 
 
