@@ -17,7 +17,6 @@ until it is under three quarters of the bound.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -41,8 +40,7 @@ def cache_dir() -> Path | None:
     return Path(root).expanduser() if root else Path.home() / ".cache" / "llvsparse"
 
 
-@functools.cache
-def compiler_fingerprint() -> str:
+def _sources_digest() -> str:
     """A hash of the compiler's own sources: any change to code generation or the kernel
     ABI invalidates every entry, even between releases."""
     package = Path(__file__).resolve().parent
@@ -54,6 +52,18 @@ def compiler_fingerprint() -> str:
             digest.update(path.read_bytes())
     digest.update((package / "api.py").read_bytes())
     return digest.hexdigest()
+
+
+# Taken when the compiler is imported (3 ms), not at the first compile: a process names
+# the code it runs. Read later, a source tree edited after the import (a checkout, an
+# upgrade under a running kernel) labelled old code with the new sources' key, which
+# the disk cache then served to processes running the new code.
+_FINGERPRINT = _sources_digest()
+
+
+def compiler_fingerprint() -> str:
+    """The hash of the compiler's sources as this process imported them."""
+    return _FINGERPRINT
 
 
 def entry_key(parts: tuple) -> str:

@@ -14,10 +14,12 @@ validation results that belong to this process; a tensor llvsparse packed is sea
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import numpy as np
 
+from .backends.cpu import OTHER_FORM_SUFFIX, load_object
 from .runtime import make_read_only
 
 # Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
@@ -79,8 +81,19 @@ def reduce_kernel(kernel) -> tuple:
         dtypes, index_dtypes, fills = _dtypes(kernel, inst)
         key = kernel.disk_key(kernel.instance_keys(dtypes, index_dtypes, fills)[0])
         compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, instance_meta(inst),
-                         fills))
+                         fills, _other_object(inst.jit)))
     return rebuild_kernel, (spec, compiled)
+
+
+def _other_object(jit) -> bytes | None:
+    """The object code of a kernel's other loop form where it was compiled on its own
+    (a binding's probe asked for it), so the receiver's bindings time both forms as this
+    process's do; None where that form is not compiled (the receiver then runs the first
+    form only, rather than compile with LLVM) or is in the kernel's own object code."""
+    other = jit.compiled  # not ``jit.other``: that would compile it now
+    if other is None or other.engine is jit.engine:
+        return None
+    return other.object_code or None
 
 
 def instance_meta(inst, other_form_key: str | None = None) -> dict:
@@ -116,15 +129,16 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
                     workspace=rest[0] if rest else None)  # older pickles have no policy
     received = []
-    for dtypes, index_dtypes, key, obj, meta, *fills in compiled:
-        types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes,
-                                                        fills[0] if fills else None)
+    for dtypes, index_dtypes, key, obj, meta, *rest in compiled:
+        fills, other = (rest + [None, None])[:2]  # older pickles have neither
+        types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes, fills)
         if kernel.disk_key(types) != key:
             continue  # another host or version: compiled again on first use
         instance = _CACHE.get(memory_key)
         if instance is None:
             instance = kernel.from_object(obj, meta, key, types, dtype)
             if instance is not None:
+                _attach_other(instance.jit, other, key)
                 instance = _CACHE.setdefault(memory_key, instance)
         if instance is not None:
             received.append(instance)
@@ -132,3 +146,12 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     return kernel
 
 
+
+
+def _attach_other(jit, other: bytes | None, key: str) -> None:
+    """Give a kernel loaded from a pickle the other form's object code it came with
+    (left out where it does not load: the first form runs alone)."""
+    if not other or jit.has_other:
+        return
+    with contextlib.suppress(RuntimeError):
+        jit.compiled = load_object(other, jit.name + OTHER_FORM_SUFFIX, key + "-other")

@@ -149,3 +149,23 @@ def test_unreadable_size_bound_falls_back_to_the_default(tmp_path, bound):
     result = _run(tmp_path, LLVSPARSE_CACHE_MAX_MB=bound)
     assert result["y"] == EXPECTED
     assert list(tmp_path.glob("*.o"))
+
+
+def test_a_process_keys_its_kernels_by_the_sources_it_imported():
+    """The compiler's fingerprint was read from the source files at the first compile:
+    a tree edited after the import (a test run while commits land) gave old code the new
+    sources' key, and the disk cache would serve it to processes running the new code.
+    The sources are "edited" here by making every read of them return other bytes."""
+    script = """
+import pathlib, sys
+import llvsparse.api
+from llvsparse.cache import compiler_fingerprint
+if sys.argv[1] == "edited":
+    real = pathlib.Path.read_bytes
+    pathlib.Path.read_bytes = lambda path: real(path) + b"# edited after the import"
+print(compiler_fingerprint())
+"""
+    prints = [subprocess.run([sys.executable, "-c", script, mode], capture_output=True,
+                             text=True, check=True).stdout.split()
+              for mode in ("as-imported", "edited")]
+    assert len(prints[0]) == 1 and prints[1] == prints[0]

@@ -120,3 +120,32 @@ def test_a_tensor_from_unaligned_out_of_band_buffers_runs():
     y = ls.evaluate("y(i) = A(i,j) * x(j)", A=received, x=X).to_numpy()
     np.testing.assert_allclose(y, S @ X)
     assert not received.level_arrays[1]["crd"].flags.writeable  # still sealed
+
+
+def test_a_kernel_pickled_after_its_probe_keeps_its_other_loop_form():
+    """SpMV has two loop forms, the second compiled when a binding's probe first asks
+    for it; a pickle carried only the first, so the receiver's bindings could never
+    run (or time) the other. It travels as object code too: run there without LLVM."""
+    from llvsparse import probe
+
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    A = ls.asarray(S, format="csr")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(probe.FORCED, "form", "other")
+        np.testing.assert_allclose(kernel(A=A, x=X).to_numpy(), S @ X)
+    assert kernel.last.jit.compiled is not None  # the other form, compiled here
+    script = textwrap.dedent("""
+        import pickle, sys
+        import numpy as np
+        from llvsparse import probe
+        from llvsparse.backends.cpu import STATS
+        kernel, A, x, expected = pickle.loads(sys.stdin.buffer.read())
+        probe.FORCED["form"] = "other"
+        assert np.allclose(kernel(A=A, x=x).to_numpy(), expected)
+        print(sorted(kernel._last_bound.code), STATS["llvm_compiles"])
+    """)
+    done = subprocess.run([sys.executable, "-c", script],
+                          input=pickle.dumps((kernel, A, X, S @ X)), capture_output=True,
+                          timeout=300, env=dict(os.environ, LLVSPARSE_CACHE="0"), check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["['other']", "0"]
