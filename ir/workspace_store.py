@@ -7,7 +7,8 @@ kernel call, freed at its end and on its failure paths.
 
 * dense: a value per coordinate, a marker per coordinate holding the run it was last
   touched in (so nothing is cleared between runs) and the list of touched coordinates;
-  a run touching many coordinates is drained by scanning the markers instead of sorting.
+  a run is drained in coordinate order through a two-level bitmap of the touched
+  coordinates, or by sorting the list where they spread too far for the bitmap.
 * sort: (coordinate, value) pairs appended as produced, sorted (by radix when there are
   many, workspace_radix), duplicates summed.
 * hash: an open-addressing table keyed by coordinate, doubled when half full, with the

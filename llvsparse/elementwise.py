@@ -1,10 +1,9 @@
 """NumPy's elementwise functions as index-notation expressions: the mapping table.
 
 Each numpy ufunc the front end knows names the notation it becomes, written as notation
-text over placeholder operands (``exp(p0(i))``). The text is parsed on first use, so a
-function the notation gains later (the ops work adds exp, log, comparisons, ...) works
-here with no change; until then using it raises a TypeError naming both the numpy
-function and the notation it needs. ``+ - * /`` and negation use the notation's own
+text over placeholder operands (``exp(p0(i))``). The text is parsed on first use; an
+entry whose notation would not parse raises a TypeError naming both the numpy function
+and the notation it needs. ``+ - * /`` and negation use the notation's own
 operators, which every version has.
 """
 

@@ -1,7 +1,7 @@
 """max, min and prod over axes of a computed tensor, on the host.
 
-The notation has only sums (the ops work adds other monoid reductions), so these run in
-numpy over the stored entries: each output cell folds its stored values, then the fill
+The front end does not yet use the notation's max/min reductions (``max(j, ...)``) for
+these, so they run in numpy over the stored entries: each output cell folds its stored values, then the fill
 value once if any entry under it is not stored. That is numpy's answer on the dense
 array (NaN propagates, ``inf * 0`` is NaN) without building it.
 """

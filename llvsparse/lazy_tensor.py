@@ -456,8 +456,8 @@ def _run(node: Node, format: object) -> Tensor:
     except ScheduleError:
         if chosen == "dense" or len(node.shape) == 0:
             raise
-    # Entries arrive out of the chosen format's order (a sparse product without a
-    # workspace): collect them unordered, then sort once.
+    # The compiler refused to produce the chosen format in order (no workspace or
+    # conversion applies): collect the entries unordered, then sort once.
     unordered = api.evaluate(assignment, out_format="coo-unordered", **operands)
     return unordered.asformat(chosen)
 
