@@ -37,8 +37,7 @@ def test_ci_slice_finds_no_crash_hang_wrong_result_or_unexpected_exception():
     assert not report.failures, _failures(report)
 
 
-@pytest.mark.soak
-@pytest.mark.slow
+@pytest.mark.soak  # not also slow: -m slow would then run it (it overrides the default)
 def test_long_soak():
     """``LLVSPARSE_SOAK_CASES`` (default 2000), ``LLVSPARSE_SOAK_SEED`` (default 1) and
     ``LLVSPARSE_SOAK_JOBS`` (default 1) choose the run."""
