@@ -439,11 +439,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         """The fast forms the loop-IR passes chose (ir/opt/passes.py) for the loop over
         ``var`` computing ``expr`` at lattice point ``point`` of ``lattice``, in the nest
         being lowered (none where the loop IR's lattice there was another)."""
-        def levels(p: frozenset[Iter]) -> frozenset[tuple[int, int]]:
-            return frozenset((it.uid, it.level) for it in p)
-
-        key = (levels(point), frozenset(levels(p) for p in lattice.points))
-        return self.notes.get((self.nest_index, var, expr, key), ())
+        return self.notes.get((self.nest_index, var, expr, lattice.key(point)), ())
 
     @property
     def initializes_output(self) -> bool:

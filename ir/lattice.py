@@ -183,6 +183,15 @@ class Lattice:
     def subpoints(self, point: frozenset[Iter]) -> list[frozenset[Iter]]:
         return [q for q in self.points if q <= point]
 
+    def key(self, point: frozenset[Iter]) -> tuple:
+        """``point`` and every point of this lattice as their (uid, level)s: what the
+        loop IR's notes are found by (ir/opt notes_by_point), so that an emitter whose
+        lattice differs finds none."""
+        def levels(p: frozenset[Iter]) -> frozenset[tuple[int, int]]:
+            return frozenset((it.uid, it.level) for it in p)
+
+        return levels(point), frozenset(levels(p) for p in self.points)
+
     def __str__(self) -> str:
         return " | ".join("{" + ", ".join(sorted(str(i) for i in p)) + "}" for p in self.points)
 
@@ -210,7 +219,7 @@ def build_lattice(expr: Expr, iter_of: Callable[[Operand], Iter | None],
                                              _finished_in(p, iter_of)) is not None
                 for p in points}
     kept = [p for p in points if any(computes[q] for q in points if q <= p)]
-    if universal and frozenset({UNIVERSE}) not in kept and all(len(p) > 1 for p in kept):
+    if universal and frozenset({UNIVERSE}) not in kept:
         # The universe was there for the coordinates no operand stores, and there the
         # result is its fill: A(i,j) + 1 with fill 1 iterates A's entries, not every j.
         kept = [p - {UNIVERSE} for p in kept]

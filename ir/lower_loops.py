@@ -65,11 +65,6 @@ class State:
                        segmented=seg)
 
 
-def _levels(point) -> frozenset[tuple[int, int]]:
-    """A lattice point as its operands' (uid, level)s."""
-    return frozenset((it.uid, it.level) for it in point)
-
-
 def full_expr(stmt: Stmt) -> tuple[CinExpr, dict[str, tuple[CinExpr, Stmt]]]:
     """The expression an assignment computes with each temporary replaced by the sum
     that fills it, and each temporary's (sum, producer)."""
@@ -292,9 +287,7 @@ class NestLowering:
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
             refs = tuple(self.ref(it, state) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
-            # The whole lattice is part of the key: an emitter whose lattice differs (its
-            # fills decided otherwise) finds no note rather than one for another region.
-            key = (_levels(point), frozenset(_levels(p) for p in lattice.points))
+            key = lattice.key(point)  # the whole lattice: see Lattice.key
             if len(iterated) == 1 and len(cases) == 1:
                 ref = refs[0]
                 over = "coordinates" if ref.universe or \

@@ -52,6 +52,12 @@ def _run_fresh(blob: bytes, env: dict) -> str:
     return done.stdout.decode().split()
 
 
+def _forms_carried(kernel) -> str:
+    """How many loop forms' object code a pickle of ``kernel`` carries: its own, and its
+    other form's where this process had compiled that (an earlier test's probe)."""
+    return str(1 + (_other_object(kernel.last.jit) is not None))
+
+
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("mode", ["same", "other-version"])
 def test_a_pickled_kernel_runs_in_a_fresh_process(case, mode):
@@ -66,10 +72,8 @@ def test_a_pickled_kernel_runs_in_a_fresh_process(case, mode):
     env = dict(os.environ, LLVSPARSE_CACHE="0", MODE=mode)  # no disk cache to hide behind
     ok, compiles, loads = _run_fresh(blob, env)
     assert ok == "True"
-    if mode == "same":  # the object code from the pickle, no LLVM: the kernel's, and its
-        # other loop form's where this process had compiled that (an earlier test's probe)
-        carried = 1 + (_other_object(kernel.last.jit) is not None)
-        assert (compiles, loads) == ("0", str(carried))
+    if mode == "same":  # the object code from the pickle, no LLVM
+        assert (compiles, loads) == ("0", _forms_carried(kernel))
     else:  # another compiler: built again, the pickled code never loaded
         assert int(compiles) >= 1 and loads == "0"
 
@@ -86,8 +90,7 @@ def test_a_kernel_pickled_again_keeps_its_object_code():
     forwarded = pickle.loads(pickle.dumps(kernel))
     blob = pickle.dumps((forwarded, tensors, result, reference(operands)))
     env = dict(os.environ, LLVSPARSE_CACHE="0", MODE="same")
-    carried = 1 + (_other_object(kernel.last.jit) is not None)  # see the test above
-    assert _run_fresh(blob, env) == ["True", "0", str(carried)]
+    assert _run_fresh(blob, env) == ["True", "0", _forms_carried(kernel)]
 
 
 def test_tensors_and_results_round_trip_and_stay_checked():
