@@ -42,7 +42,14 @@ from .ir.schedule import Nest
 from .ir.statements import concrete_text
 from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
-from .ir.transforms.lowering import Lowered, Refused, Request, lower_converting, lower_kernel
+from .ir.transforms.lowering import (
+    Lowered,
+    Refused,
+    Request,
+    lower_as_stored,
+    lower_converting,
+    lower_kernel,
+)
 from .ir.types import TensorType, fill_key, type_key
 from .ir.workspace_schedule import checked_policy
 from .kernel_cache import KERNELS
@@ -248,11 +255,8 @@ class Kernel:
         to sorted coordinate lists (see ``lower_converting``)."""
         start = time.perf_counter()
         request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
-        if not self.convert:  # asformat's copies: a host sort beats a sparse workspace
-            lowered = lower_kernel(request, types, sparse_workspace=False, exact_sums=True)
-            if isinstance(lowered, Refused):  # factors moved into a sum (schedule_one)
-                moved = lower_kernel(request, types, sparse_workspace=False)
-                lowered = moved if isinstance(moved, Lowered) else lowered
+        if not self.convert:
+            lowered = lower_as_stored(request, types)
         else:
             lowered = lower_converting(
                 request, types, self._patterns,

@@ -81,6 +81,22 @@ def lower_kernel(request: Request, types: dict[str, TensorType],
     return first if isinstance(split, Refused) else _emit(request, split, types, converted)
 
 
+def lower_as_stored(request: Request, types: dict[str, TensorType]) -> Lowered | Refused:
+    """``lower_kernel`` with the operands as stored and no sparse workspace the rule
+    would choose (asformat's copies: a host sort beats one), sums exact where that
+    lowers."""
+    exact = lower_kernel(request, types, sparse_workspace=False, exact_sums=True)
+    return exact if isinstance(exact, Lowered) else _factors_moved(request, types, exact)
+
+
+def _factors_moved(request: Request, types: dict[str, TensorType], refused: Refused
+                   ) -> Lowered | Refused:
+    """``lower_kernel`` with factors moved into sums (schedule._schedule_one) where
+    exact sums were ``refused``; that refusal stands if this one fails too."""
+    moved = lower_kernel(request, types, sparse_workspace=False)
+    return moved if isinstance(moved, Lowered) else refused
+
+
 def lower_converting(request: Request, types: dict[str, TensorType], hidden: Iterable[str],
                      stored_so: Callable[[str, Modes], bool],
                      retype: Callable[[dict[str, Modes]], dict[str, TensorType]]
@@ -96,8 +112,7 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
     if isinstance(first, Lowered):
         return first
     if isinstance(first.error, KernelTooLargeError):
-        moved = lower_kernel(request, types, sparse_workspace=False)
-        return moved if isinstance(moved, Lowered) else first
+        return _factors_moved(request, types, first)
     for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
         attempt = lower_kernel(request, retype(orders), orders, sparse_workspace=False,
                                exact_sums=True)
