@@ -4,66 +4,37 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import cache as disk_cache
 from . import notation as nt
 from . import runtime
-from .backends.cpu import (
-    GATHER_PHASES,
-    OTHER_FORM_SUFFIX,
-    SPLIT_PHASES,
-    JitKernel,
-    jit,
-    load_object,
-)
+from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
 from .describe import kernel_repr
 from .diagonals import PATTERN_FORMAT, diagonal_pattern
-from .format import Format, FormatError, as_format, named_format
+from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
-from .ir.codegen import KernelCompiler
-from .ir.from_schedule import statement_of
-from .ir.lattice import variants_within_budget
-from .ir.loops import show as show_loops
-from .ir.opt import loop_ir
-from .ir.opt.passes import Target
-from .ir.parallel import parallel_mode
 from .ir.result_fill import result_fill
 from .ir.result_type import result_dtype
-from .ir.schedule import Nest
-from .ir.statements import concrete_text
 from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
-from .ir.transforms.lowering import (
-    Lowered,
-    Refused,
-    Request,
-    lower_as_stored,
-    lower_converting,
-    lower_kernel,
-)
+from .ir.transforms.lowering import Request
 from .ir.types import TensorType, fill_key, type_key
 from .ir.workspace_schedule import checked_policy
+from .kernel_build import build, build_converting, coo_formats, retyped
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
 from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
-from .refusals import advised
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
-from .workspaces import check_workspace, checked_workspace_meta, workspace_meta
-
-if TYPE_CHECKING:
-    from llvmlite.ir import Module as LLVMModule
-
+from .workspaces import check_workspace, checked_workspace_meta
 
 _CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 
@@ -148,7 +119,8 @@ class Kernel:
             disk_key = self.disk_key(types)  # 1 ms (the host CPU's features): on a miss
             cached = self._load(disk_key, types, dtype)
             if cached is None:
-                cached = self._build_converting(types, dtype)
+                cached = build_converting(self._request(dtype), types, self._patterns,
+                                          self.formats, self.convert)
                 other_key = disk_key + "-other"  # stored once it is compiled
                 if cached.jit.other_builder is not None:
                     cached.jit.other_builder = _stored(cached.jit.other_builder, other_key)
@@ -222,17 +194,13 @@ class Kernel:
         where this version cannot use them."""
         try:
             kernel = load_object(obj, meta["name"], key)
-            conversions = {n: named_format("coo", types[n].order, modes)
-                           for n, modes in meta["conversions"].items()}
-            retyped = dict(types)
-            for n, fmt in conversions.items():
-                retyped[n] = fmt.with_fill(types[n].fill).tensor_type(types[n].dtype,
-                                                                     types[n].index_dtype)
+            conversions = coo_formats(types, meta["conversions"])
+            converted_types = retyped(types, conversions)
             if meta["other_form_key"] and not kernel.has_other:
                 kernel.other_builder = functools.partial(
                     self._other_from_disk, meta["other_form_key"],
-                    kernel.name + OTHER_FORM_SUFFIX, retyped, dtype, conversions)
-            return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
+                    kernel.name + OTHER_FORM_SUFFIX, converted_types, dtype, conversions)
+            return Instance(converted_types, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
                             meta["initializes_output"], checked_workspace_meta(meta["workspace"]))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
@@ -248,68 +216,12 @@ class Kernel:
                 return load_object(entry[0], name, key)
             except RuntimeError:
                 disk_cache.discard(key)
-        return _stored(self._build(types, dtype, conversions).jit.other_builder, key)()
+        return _stored(build(self._request(dtype), types, conversions).jit.other_builder,
+                       key)()
 
-    def _build_converting(self, types: dict[str, TensorType], dtype: str) -> Instance:
-        """Build; if the operands' storage orders cannot be reconciled, convert operands
-        to sorted coordinate lists (see ``lower_converting``)."""
-        start = time.perf_counter()
-        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
-        if not self.convert:
-            lowered = lower_as_stored(request, types)
-        else:
-            lowered = lower_converting(
-                request, types, self._patterns,
-                lambda n, modes: named_format("coo", len(modes), modes) == self.formats[n],
-                lambda orders: _retyped(types, _coo(types, orders)))
-        if isinstance(lowered, Refused):
-            raise advised(lowered.error) from None
-        return self._finish(lowered, dtype, _coo(types, lowered.conversions), start)
-
-    def _build(self, types: dict[str, TensorType], dtype: str,
-               conversions: dict[str, Format], lazy: bool = True) -> Instance:
-        """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
-        when first asked for (``JitKernel.other``), in a module of its own; otherwise
-        both go in one module (what inspection and export show)."""
-        start = time.perf_counter()
-        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
-        converted = {n: tuple(lv.mode for lv in fmt.levels) for n, fmt in conversions.items()}
-        lowered = lower_kernel(request, types, converted)
-        if isinstance(lowered, Refused):
-            raise lowered.error
-        return self._finish(lowered, dtype, conversions, start, lazy)
-
-    def _finish(self, lowered: Lowered, dtype: str, conversions: dict[str, Format],
-                start: float, lazy: bool = True) -> Instance:
-        """The lowered kernel's other phases and form, compiled into an instance."""
-        nests, types, builder, module = lowered.nests, lowered.types, lowered.builder, \
-            lowered.module
-        order = self._names  # the output first, then the inputs
-        mode = parallel_mode(nests, types, order[0])
-        phases = SPLIT_PHASES if builder.can_split_assembly() else \
-            GATHER_PHASES if builder.can_gather_assembly() else ()
-        phases, other_form = variants_within_budget(builder.budget.spent, phases,
-                                                    bool(builder.form_choices))
-        for phase in phases:
-            KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
-                           module=module).compile()
-        other = functools.partial(_other_form, nests, types, order, dtype, self.fastmath,
-                                  phases, builder.entry_name)
-        if other_form and not lazy:
-            other(module)
-        if phases:
-            mode = types[order[0]].levels[0].mode
-        text = concrete_text(statement_of(nests, types))
-        seconds = time.perf_counter() - start
-        compiled = jit(module, builder.entry_name)
-        compiled.phases = {"lower to IR": seconds, **compiled.phases}
-        if other_form and lazy:
-            compiled.other_builder = lambda: jit(other(None), builder.entry_name +
-                                                 OTHER_FORM_SUFFIX)
-        loops = functools.partial(_loops_text, nests, types, order[0], self.fastmath)
-        return Instance(types, text, compiled, dtype, conversions,
-                        "\n".join(builder.lattice_log), order, mode,
-                        builder.initializes_output, workspace_meta(nests, types), loops)
+    def _request(self, dtype: str) -> Request:
+        """What to lower for a result of ``dtype``."""
+        return Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -321,7 +233,8 @@ class Kernel:
         jit_code = inst.jit
         together = jit_code.compiled is not None and jit_code.compiled.module is jit_code.module
         if jit_code.llvm_ir is None or (jit_code.has_other and not together):
-            inst.jit = self._build(inst.types, inst.dtype, inst.conversions, lazy=False).jit
+            inst.jit = build(self._request(inst.dtype), inst.types, inst.conversions,
+                             lazy=False).jit
         return inst
 
     @property
@@ -370,7 +283,8 @@ class Kernel:
         optimization passes chose for it (in brackets)."""
         inst = self._default()
         if inst.loops is None:  # loaded from the disk cache: lower again
-            inst.loops = self._build(inst.types, inst.dtype, inst.conversions).loops
+            inst.loops = build(self._request(inst.dtype), inst.types,
+                               inst.conversions).loops
         return inst.loops()
 
     # -- calling ------------------------------------------------------------------------
@@ -531,39 +445,6 @@ PARALLEL_MIN_WORK = 500_000
 # sizing and filling in phases costs two more meetings of the threads and an allocation
 # (SDDMM, rank 64, on 2 threads: 24k-40k entries 0.92-1.08x, 95k-150k 1.28-1.30x).
 ASSEMBLY_MIN_ENTRIES = 64_000
-
-
-def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: str,
-                fastmath: bool, phases: tuple[str, ...], entry: str,
-                module: LLVMModule | None) -> LLVMModule:
-    """A kernel's functions in their other form, added to ``module`` or a new one."""
-    for phase in ("whole", *phases):
-        module = KernelCompiler(nests, types, order, dtype, fastmath=fastmath, phase=phase,
-                                module=module, other_form=True,
-                                name=entry + OTHER_FORM_SUFFIX).compile()
-    return module
-
-
-def _loops_text(nests: list[Nest], types: dict[str, TensorType], output: str,
-                fastmath: bool) -> str:
-    """The printed loop IR of a kernel's nests, every pass run."""
-    return show_loops(loop_ir(nests, types, output, Target(fastmath=fastmath)).root)
-
-
-def _coo(types: dict[str, TensorType], orders: dict[str, tuple[int, ...]]
-         ) -> dict[str, Format]:
-    """Each converted operand's format: a sorted coordinate list in its mode order."""
-    return {n: named_format("coo", types[n].order, modes) for n, modes in orders.items()}
-
-
-def _retyped(types: dict[str, TensorType], conversions: dict[str, Format]
-             ) -> dict[str, TensorType]:
-    """``types`` with each converted operand's type that of its conversion."""
-    retyped = dict(types)
-    for n, fmt in conversions.items():
-        retyped[n] = fmt.with_fill(types[n].fill).tensor_type(types[n].dtype,
-                                                               types[n].index_dtype)
-    return retyped
 
 
 def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]:

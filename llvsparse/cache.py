@@ -50,7 +50,8 @@ def _sources_digest() -> str:
         for path in sorted(folder.glob("*.py")):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
-    digest.update((package / "api.py").read_bytes())
+    for name in ("api.py", "kernel_build.py"):
+        digest.update((package / name).read_bytes())
     return digest.hexdigest()
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llvsparse.tools import bench, bench_mkl
-from llvsparse.tools.bench import LARGE_S, Record, annotate, summary_table
 from llvsparse.tools.bench_inputs import manifest
+from llvsparse.tools.bench_kernels import KERNELS, Case, Impl, Prepared, make_case, verify
 from llvsparse.tools.bench_mkl import mkl_runtime_path, set_mkl_rt
-from llvsparse.tools.bench_peers import KERNELS, Case, Impl, Prepared, make_case, verify
+from llvsparse.tools.bench_report import LARGE_S, summary_table
+from llvsparse.tools.bench_timing import Record, annotate, run_case
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_wrong_result_is_not_verified() -> None:
         A, x = c.ops["A"], c.ops["x"]
         return Prepared(lambda: A @ x + 1e-3, lambda r: r)
 
-    records = bench.run_case(case, [Impl("broken", "broken", 1, {"spmv_csr": wrong})], rounds=2)
+    records = run_case(case, [Impl("broken", "broken", 1, {"spmv_csr": wrong})], rounds=2)
     assert len(records) == 1 and not records[0].verified and not records[0].times_s
     assert "wrong result" in (records[0].error or "")
     assert verify(np.ones(3), np.ones(3)) is None

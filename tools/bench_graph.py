@@ -26,9 +26,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from .bench import _pin
 from .bench_edges import _interleaved
 from .bench_inputs import load_real_matrix, manifest
+from .bench_timing import pin_threads
 
 GRAPHS = ("luxembourg_osm", "delaunay_n16", "email-Enron", "soc-Slashdot0902")
 ALGORITHMS = ("bfs", "sssp", "triangles", "pagerank")
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [g for g in names if g not in known]
     if missing:
         parser.error(f"not in shared/data's manifest: {', '.join(missing)}")
-    _pin()
+    pin_threads()
     rows = run(names, [a for a in args.algorithms.split(",") if a], args.rounds)
     print("| graph | algorithm | llvsparse | GraphBLAS | ratio |\n|---|---|---:|---:|---:|")
     for row in rows:

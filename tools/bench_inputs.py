@@ -75,8 +75,8 @@ def data_dir() -> Path:
     return Path("/work/shared/data")
 
 
-def _canonical(matrix: sp.spmatrix) -> sp.csr_matrix:
-    """float64 CSR with sorted, summed indices and int32 index arrays."""
+def canonical_csr(matrix: sp.spmatrix) -> sp.csr_matrix:
+    """float64 CSR with sorted, summed indices and int32 index arrays (every input's form)."""
     csr = sp.csr_matrix(matrix, dtype=np.float64)
     csr.sum_duplicates()
     csr.sort_indices()
@@ -95,7 +95,7 @@ def uniform(rows: int, per_row: int, seed: int = 0) -> sp.csr_matrix:
     count = rows * per_row
     r = rng.integers(0, rows, count)
     c = rng.integers(0, rows, count)
-    return _canonical(sp.coo_matrix((_random_values(rng, count), (r, c)), shape=(rows, rows)))
+    return canonical_csr(sp.coo_matrix((_random_values(rng, count), (r, c)), shape=(rows, rows)))
 
 
 def powerlaw(rows: int, mean: int, seed: int = 1, exponent: float = 1.8) -> sp.csr_matrix:
@@ -107,14 +107,14 @@ def powerlaw(rows: int, mean: int, seed: int = 1, exponent: float = 1.8) -> sp.c
     lengths = np.maximum(lengths, 0)
     r = np.repeat(np.arange(rows), lengths)
     c = rng.integers(0, rows, len(r))
-    return _canonical(sp.coo_matrix((_random_values(rng, len(r)), (r, c)), shape=(rows, rows)))
+    return canonical_csr(sp.coo_matrix((_random_values(rng, len(r)), (r, c)), shape=(rows, rows)))
 
 
 def stencil5(side: int) -> sp.csr_matrix:
     """The 2-D 5-point Laplacian on a ``side x side`` grid (5 diagonals)."""
     eye = sp.identity(side, format="csr")
     line = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(side, side), format="csr")
-    return _canonical(sp.kron(eye, line) + sp.kron(line, eye))
+    return canonical_csr(sp.kron(eye, line) + sp.kron(line, eye))
 
 
 def generated_matrices(family: str) -> Iterator[MatrixInput]:
@@ -150,7 +150,7 @@ def real_matrix_names(quick: bool) -> list[str]:
 def load_real_matrix(name: str) -> MatrixInput:
     """A matrix of the manifest, read with scipy (symmetric files expanded)."""
     entry = next(m for m in manifest()["matrices"] if m["name"] == name)
-    matrix = _canonical(scipy.io.mmread(str(data_dir() / entry["file"])))
+    matrix = canonical_csr(scipy.io.mmread(str(data_dir() / entry["file"])))
     return MatrixInput(name, matrix, "real", {"category": entry.get("category", "")})
 
 

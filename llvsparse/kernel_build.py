@@ -1,0 +1,136 @@
+"""From a kernel's statement and operand types to a compiled instance: lowering (with
+operands converted where their storage orders cannot be reconciled), the further phases
+and the other form of the kernel, and the JIT. ``api.Kernel`` caches what this builds."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import TYPE_CHECKING
+
+from . import notation as nt
+from .backends.cpu import GATHER_PHASES, OTHER_FORM_SUFFIX, SPLIT_PHASES, jit
+from .format import Format, named_format
+from .instance import Instance
+from .ir.codegen import KernelCompiler
+from .ir.from_schedule import statement_of
+from .ir.lattice import variants_within_budget
+from .ir.loops import show as show_loops
+from .ir.opt import loop_ir
+from .ir.opt.passes import Target
+from .ir.parallel import parallel_mode
+from .ir.schedule import Nest
+from .ir.statements import concrete_text
+from .ir.transforms.lowering import (
+    Lowered,
+    Refused,
+    Request,
+    lower_as_stored,
+    lower_converting,
+    lower_kernel,
+)
+from .ir.types import TensorType
+from .refusals import advised
+from .workspaces import workspace_meta
+
+if TYPE_CHECKING:
+    from llvmlite.ir import Module as LLVMModule
+
+
+def build_converting(request: Request, types: dict[str, TensorType],
+                     patterns: dict[str, nt.Access], formats: dict[str, Format],
+                     convert: bool) -> Instance:
+    """Build; if the operands' storage orders cannot be reconciled and ``convert``, convert
+    operands to sorted coordinate lists (see ``lower_converting``). ``formats``: the
+    operands' declared formats; ``patterns``: the hidden diagonal patterns' uses."""
+    start = time.perf_counter()
+    if not convert:
+        lowered = lower_as_stored(request, types)
+    else:
+        lowered = lower_converting(
+            request, types, patterns,
+            lambda n, modes: named_format("coo", len(modes), modes) == formats[n],
+            lambda orders: retyped(types, coo_formats(types, orders)))
+    if isinstance(lowered, Refused):
+        raise advised(lowered.error) from None
+    return _finish(lowered, request, coo_formats(types, lowered.conversions), start)
+
+
+def build(request: Request, types: dict[str, TensorType], conversions: dict[str, Format],
+          lazy: bool = True) -> Instance:
+    """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
+    when first asked for (``JitKernel.other``), in a module of its own; otherwise
+    both go in one module (what inspection and export show)."""
+    start = time.perf_counter()
+    converted = {n: tuple(lv.mode for lv in fmt.levels) for n, fmt in conversions.items()}
+    lowered = lower_kernel(request, types, converted)
+    if isinstance(lowered, Refused):
+        raise lowered.error
+    return _finish(lowered, request, conversions, start, lazy)
+
+
+def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
+            start: float, lazy: bool = True) -> Instance:
+    """The lowered kernel's other phases and form, compiled into an instance."""
+    dtype, fastmath = request.dtype, request.fastmath
+    nests, types, builder, module = lowered.nests, lowered.types, lowered.builder, \
+        lowered.module
+    order = request.order  # the output first, then the inputs
+    mode = parallel_mode(nests, types, order[0])
+    phases = SPLIT_PHASES if builder.can_split_assembly() else \
+        GATHER_PHASES if builder.can_gather_assembly() else ()
+    phases, other_form = variants_within_budget(builder.budget.spent, phases,
+                                                bool(builder.form_choices))
+    for phase in phases:
+        KernelCompiler(nests, types, order, dtype, fastmath=fastmath, phase=phase,
+                       module=module).compile()
+    other = functools.partial(_other_form, nests, types, order, dtype, fastmath,
+                              phases, builder.entry_name)
+    if other_form and not lazy:
+        other(module)
+    if phases:
+        mode = types[order[0]].levels[0].mode
+    text = concrete_text(statement_of(nests, types))
+    seconds = time.perf_counter() - start
+    compiled = jit(module, builder.entry_name)
+    compiled.phases = {"lower to IR": seconds, **compiled.phases}
+    if other_form and lazy:
+        compiled.other_builder = lambda: jit(other(None), builder.entry_name +
+                                             OTHER_FORM_SUFFIX)
+    loops = functools.partial(_loops_text, nests, types, order[0], fastmath)
+    return Instance(types, text, compiled, dtype, conversions,
+                    "\n".join(builder.lattice_log), order, mode,
+                    builder.initializes_output, workspace_meta(nests, types), loops)
+
+
+def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: str,
+                fastmath: bool, phases: tuple[str, ...], entry: str,
+                module: LLVMModule | None) -> LLVMModule:
+    """A kernel's functions in their other form, added to ``module`` or a new one."""
+    for phase in ("whole", *phases):
+        module = KernelCompiler(nests, types, order, dtype, fastmath=fastmath, phase=phase,
+                                module=module, other_form=True,
+                                name=entry + OTHER_FORM_SUFFIX).compile()
+    return module
+
+
+def _loops_text(nests: list[Nest], types: dict[str, TensorType], output: str,
+                fastmath: bool) -> str:
+    """The printed loop IR of a kernel's nests, every pass run."""
+    return show_loops(loop_ir(nests, types, output, Target(fastmath=fastmath)).root)
+
+
+def coo_formats(types: dict[str, TensorType], orders: dict[str, tuple[int, ...]]
+                ) -> dict[str, Format]:
+    """Each converted operand's format: a sorted coordinate list in its mode order."""
+    return {n: named_format("coo", types[n].order, modes) for n, modes in orders.items()}
+
+
+def retyped(types: dict[str, TensorType], conversions: dict[str, Format]
+            ) -> dict[str, TensorType]:
+    """``types`` with each converted operand's type that of its conversion."""
+    result = dict(types)
+    for n, fmt in conversions.items():
+        result[n] = fmt.with_fill(types[n].fill).tensor_type(types[n].dtype,
+                                                              types[n].index_dtype)
+    return result
