@@ -166,11 +166,10 @@ class BucketStore(_Store):
                 with single:
                     col, value = self.entry(lo)
                     write(b.add(base, col), value)
-                with longer:
-                    with b.if_then(b.icmp_signed(">", size, ONE)):
-                        emit_counted_loop(b, kc.alloca(I64, "ws.q"), lo, hi,
-                                          lambda q: self.acc.add(*self.entry(q)), "ws.bucket")
-                        self.acc.drain(ordered, lambda col, value: write(b.add(base, col), value))
+                with longer, b.if_then(b.icmp_signed(">", size, ONE)):
+                    emit_counted_loop(b, kc.alloca(I64, "ws.q"), lo, hi,
+                                      lambda q: self.acc.add(*self.entry(q)), "ws.bucket")
+                    self.acc.drain(ordered, lambda col, value: write(b.add(base, col), value))
         emit_counted_loop(b, kc.alloca(I64, "ws.row"), ZERO, self.rows, row, "ws.rows")
         b.call(kc.free, [b.bitcast(b.load(self.records), I8P)])
         b.store(ir.Constant(self.record.as_pointer(), None), self.records)

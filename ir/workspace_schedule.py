@@ -7,7 +7,7 @@ every nest, outermost, stay around a ``where``: per coordinate of them, the nest
 into a temporary over the remaining output indices (the producer), and the consumer
 appends the temporary's entries to the output in its storage order. Which temporary
 follows paper 002's rule (ir/workspace.py): dense for one remaining index, sparse
-otherwise (bucketed per row over two, sorted over more); a caller may name the policy.
+otherwise; a caller may name the policy.
 """
 
 from __future__ import annotations
@@ -98,9 +98,8 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy
     kind = WorkspaceKind.DENSE if len(ws_vars) == 1 else WorkspaceKind.SPARSE
     if policy is None and kind is WorkspaceKind.SPARSE and not sparse:
         raise error
-    if policy is None:  # over two indices, buckets per row (a count each) beat a sort
-        policy = Policy.DENSE if kind is WorkspaceKind.DENSE else \
-            Policy.BUCKET if len(ws_vars) == 2 else Policy.SORT
+    if policy is None:
+        policy = Policy.DENSE if kind is WorkspaceKind.DENSE else Policy.SORT
     kind = WorkspaceKind.DENSE if policy is Policy.DENSE else WorkspaceKind.SPARSE
     level = workspace_level(kind is WorkspaceKind.DENSE)
     if level is None:
