@@ -6,6 +6,9 @@ checked against memory before a call."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -153,3 +156,33 @@ def test_threads_match_one_thread(monkeypatch):
     np.testing.assert_array_equal(one.indptr, four.indptr)
     np.testing.assert_array_equal(one.indices, four.indices)
     np.testing.assert_array_equal(one.data, four.data)
+
+
+BUCKETS_TOO_LARGE = """
+import resource, numpy as np, scipy.sparse as sp, llvsparse as ls
+n, m = 5000, 20000  # one column of A times one row of B: 10**8 products (1.2 GB of buckets)
+a = sp.csc_matrix((np.ones(n), (np.arange(n), np.zeros(n, int))), shape=(n, 1))
+b = sp.csr_matrix((np.ones(m), (np.zeros(m, int), np.arange(m))), shape=(1, m))
+kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csc", B="csr", C="csr", workspace="bucket")
+small = sp.csc_matrix(a[:5])
+kernel(A=small, B=b, threads=1)
+size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + 400 * 2**20, resource.RLIM_INFINITY))
+try:
+    kernel(A=a, B=b, threads=1)
+except ls.KernelRuntimeError as error:
+    print("refused:", error)
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print("after:", np.array_equal(kernel(A=small, B=b, threads=1).to_numpy(), (small @ b).toarray()))
+"""
+
+
+def test_buckets_that_cannot_be_allocated_fail_the_call_cleanly():
+    """The buckets, sized once the products are counted, fail to allocate under an
+    address-space limit: the call fails with 'out of memory' (its arrays freed, no
+    crash), and the kernel runs correctly afterwards."""
+    done = subprocess.run([sys.executable, "-c", BUCKETS_TOO_LARGE], check=False,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "refused: kernel failed with status 1 (out of memory)" in done.stdout
+    assert "after: True" in done.stdout
