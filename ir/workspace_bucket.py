@@ -8,7 +8,12 @@ covered indices but the last, ``row``), a prefix sum makes the counts each row's
 in one array, and a second pass writes each entry's last index and value into its
 row's bucket. A row's bucket is then reduced in a dense accumulator over the last index
 (a DenseStore: small enough to stay in cache, drained in order through its bitmap) and
-written out; rows come out in order, so nothing is sorted but within a row.
+written out; rows come out in order, so nothing is sorted but within a row. The fill
+prefetches each row's next records for writing (its next run lands there).
+
+Under hoisted loops (one run of the store per hoisted coordinate) each run also passes
+over every row (prefix sum, drain, zeroing): suited to workspaces holding the whole
+product, as the outer product's does.
 
 The fixed arrays (a count per row, the accumulator) are checked against the machine's
 memory before the call (llvsparse/workspaces.py); the buckets, sized exactly by the
@@ -21,14 +26,13 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from .bodies import I64
+from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_store import DenseStore, Write, _Store, _width
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
 
-I1 = ir.IntType(1)
 # Records ahead of the one written that are prefetched for writing: the row's next run
 # (a later k) lands there. cage10 A*A: 2.30x -> 1.82x Gustavson's time 16 ahead, 2-8%
 # less again 24 ahead (8, 20, 32 and 64 no better).
