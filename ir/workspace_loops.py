@@ -43,6 +43,8 @@ _LAYOUT = {
                  "as produced",
     Policy.HASH: "sparse workspace over {vars}: an open-addressing table of "
                  "(coordinate, value), a list of its occupied slots",
+    Policy.BUCKET: "sparse workspace over {vars}: the producer counts the entries of "
+                   "each row (all but the last index), then places them in its bucket",
 }
 _SORT = {
     Policy.DENSE: "its touched coordinates, by a bitmap scan or, where they spread, a sort",
@@ -50,11 +52,14 @@ _SORT = {
                  "coordinate summed",
     Policy.HASH: "its entries gathered through its list of occupied slots, then sorted "
                  "by coordinate (by radix when many)",
+    Policy.BUCKET: "its rows in order, each bucket reduced in a dense accumulator over "
+                   "the last index",
 }
 _CLEAR = {
     Policy.DENSE: "its touched list (marks of a new run)",
     Policy.SORT: "its pair count",
     Policy.HASH: "its list of occupied slots",
+    Policy.BUCKET: "its buckets freed, its row counts zeroed",
 }
 
 
@@ -161,8 +166,8 @@ class _WorkspaceLowering(NestLowering):
                         lambda e, s: self.produce(depth + 1, e, s))
 
     def into_workspace(self, value: CinExpr) -> Node:
-        """The sort policy appends each product; the others reduce into its entry."""
-        if self.plan.policy is Policy.SORT:
+        """The sort and bucket policies append each product; the others reduce into its entry."""
+        if self.plan.policy in (Policy.SORT, Policy.BUCKET):
             return Append(self.target, value)
         return Accumulate(self.target, "+", value)
 

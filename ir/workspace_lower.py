@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 from llvmlite import ir
 
 from llvsparse.operators import ADD
@@ -21,6 +22,8 @@ from .cin import Apply, Expr, Operand, operands
 from .emit_base import ZERO, Ctx
 from .lattice import substitute_absent
 from .schedule import Nest, ScheduleError
+from .workspace_bucket import BucketStore
+from .workspace_schedule import Policy
 from .workspace_store import make_store
 
 if TYPE_CHECKING:
@@ -52,7 +55,11 @@ class _Lowering:
         self.sorted = any(kc.output.appends_in_order(v) for v in plan.vars)
 
     def emit(self) -> None:
-        self.store = make_store(self.kc, self.plan, self.extents)
+        if self.plan.policy is Policy.BUCKET:
+            key = ir.IntType(np.dtype(self.plan.temporary.type.index_dtype).itemsize * 8)
+            self.store = BucketStore(self.kc, self.extents, key)
+        else:
+            self.store = make_store(self.kc, self.plan, self.extents)
         combined: Expr = self.nests[0].body
         for nest in self.nests[1:]:
             combined = Apply(ADD, (combined, nest.body))
@@ -77,14 +84,17 @@ class _Lowering:
         def absent(op: Operand) -> bool:
             return op.uid not in present and bool(hoisted & set(op.vars))
 
-        for nest in self.nests:
-            # The nest's body with the operands absent here dropped (a union keeps its
-            # other terms; a product of an absent operand drops out).
-            body = substitute_absent(nest.body, absent, self.kc.fill_of)
-            if body is None:
-                continue
-            self.kc.nest = nest
-            self.producer(list(nest.order[len(self.hoisted):]), 0, body, ctx)
+        for counting in (True, False) if self.store.two_pass else (False,):
+            for nest in self.nests:
+                # The nest's body with the operands absent here dropped (a union keeps
+                # its other terms; a product of an absent operand drops out).
+                body = substitute_absent(nest.body, absent, self.kc.fill_of)
+                if body is None:
+                    continue
+                self.kc.nest = nest
+                self.producer(list(nest.order[len(self.hoisted):]), 0, body, ctx)
+            if counting:  # the store's first pass counted: it places entries next
+                self.store.prepare()
         self.kc.nest = self.nests[0]
         self.consume(ctx)
 
@@ -107,7 +117,7 @@ class _Lowering:
         return at
 
     def accumulate(self, value: ir.Value, ctx: Ctx) -> None:
-        self.store.add(self.linear(ctx), value)
+        self.store.add_at([ctx.bound[v] for v in self.plan.vars], self.linear(ctx), value)
 
     # -- consumer ----------------------------------------------------------------------
     def consume(self, ctx: Ctx) -> None:

@@ -30,6 +30,7 @@ class Policy(enum.Enum):
     DENSE = enum.auto()  # a value per coordinate, with a list of the touched ones
     HASH = enum.auto()  # an open-addressing table of the entries produced
     SORT = enum.auto()  # the entries appended as produced, then sorted
+    BUCKET = enum.auto()  # counted, then placed in a bucket per row, each row reduced
 
 
 POLICIES = {policy.name.lower(): policy for policy in Policy}

@@ -50,6 +50,8 @@ def make_store(kc: KernelCompiler, plan: WorkspacePlan, extents: list[ir.Value])
 
 
 class _Store:
+    two_pass = False  # whether the producer runs twice (workspace_bucket)
+
     def __init__(self, kc: KernelCompiler) -> None:
         self.kc, self.b = kc, kc.b
         self.value_type = scalars.compute_type(kc.dtype)
@@ -80,6 +82,14 @@ class _Store:
         ok = b.append_basic_block("ws.allocated")
         b.cbranch(failed, kc.fail(STATUS_NO_MEMORY), ok)
         b.position_at_end(ok)
+
+    def add_at(self, coords: list[ir.Value], at: ir.Value, value: ir.Value) -> None:
+        """Add ``value`` at the covered indices ``coords`` (linear coordinate ``at``)."""
+        del coords
+        self.add(at, value)
+
+    def prepare(self) -> None:
+        """Between the passes of a two-pass store (the others have one pass)."""
 
     def release(self) -> None:
         for slot in self.arrays:

@@ -459,8 +459,8 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
-    ``workspace`` names the temporary a scattered output goes through ('dense', 'hash'
-    or 'sort'; None: paper 002's rule picks)."""
+    ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
+    'sort' or 'bucket'; None: paper 002's rule picks)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace)
 
 

@@ -1,9 +1,12 @@
 """A workspace's size, checked before a kernel runs.
 
 A dense workspace holds a value, a marker and a list slot per coordinate of the output
-indices it covers, allocated by the kernel on each call (per thread). Memory is
-committed lazily, so a workspace larger than the machine would get the process killed
-while the kernel touches it; it is refused here instead, with its name and size.
+indices it covers, allocated by the kernel on each call (per thread). A bucket workspace
+holds a count per row (a coordinate of the covered indices but the last) and such a
+dense accumulator over the last index; its buckets are sized inside the call, once the
+entries are counted. Memory is committed lazily, so a workspace larger than the machine
+would get the process killed while the kernel touches it; it is refused here instead,
+with its name and size.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from .ir.workspace_schedule import Policy
 from .results import physical_memory
 
 LIST_AND_MARKER_BYTES = 16  # an int64 marker and an int64 list slot per coordinate
+COUNT_BYTES = 8  # a bucket workspace's int64 count per row
 
 
 def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
     """[name, the output modes covered, bytes per coordinate (0: sparse, sized by the
-    entries produced)] of a workspace."""
+    entries produced), [bytes per row, bytes per coordinate of the last mode] (a bucket
+    workspace's fixed arrays; zeros for the others)] of a workspace."""
     plan = nests[0].workspace if nests else None
     if plan is None:
         return None
@@ -31,17 +36,20 @@ def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | No
     modes = [levels[assign.vars.index(v)].mode for v in plan.vars]
     dense = plan.policy is Policy.DENSE
     itemsize = max(np.dtype(plan.temporary.dtype).itemsize, 8)  # summed in 64 bits or more
+    accumulator = itemsize + LIST_AND_MARKER_BYTES
+    fixed = [COUNT_BYTES, accumulator] if plan.policy is Policy.BUCKET else [0, 0]
     return [f"{plan.policy.name.lower()} workspace {plan.temporary.name}({','.join(plan.vars)})",
-            modes, itemsize + LIST_AND_MARKER_BYTES if dense else 0]
+            modes, accumulator if dense else 0, fixed]
 
 
 def checked_workspace_meta(meta: object) -> list | None:
     """``meta`` as stored with a kernel, or a ValueError (the entry is rebuilt)."""
     if meta is None:
         return None
-    if not (isinstance(meta, list) and len(meta) == 3 and isinstance(meta[0], str)
+    if not (isinstance(meta, list) and len(meta) == 4 and isinstance(meta[0], str)
             and isinstance(meta[1], list) and all(type(m) is int for m in meta[1])
-            and type(meta[2]) is int):
+            and type(meta[2]) is int and isinstance(meta[3], list) and len(meta[3]) == 2
+            and all(type(m) is int for m in meta[3])):
         raise ValueError(f"workspace {meta!r}")
     return meta
 
@@ -51,21 +59,25 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int) 
     would not fit in memory."""
     if meta is None:
         return
-    name, modes, per_coordinate = meta
+    name, modes, per_coordinate, (per_row, per_column) = meta
     coordinates = math.prod(out_shape[m] for m in modes)
     if coordinates >= 2**62:  # its coordinates are numbered in 64-bit integers
         raise ValueError(f"the {name} would number {coordinates} coordinates, past the "
                          "2**62 its 64-bit keys hold: a smaller output shape is needed")
-    if not per_coordinate:
-        return
-    nbytes = coordinates * per_coordinate * copies
+    columns = out_shape[modes[-1]] if modes else 1
+    rows = coordinates // columns if columns else 0
+    nbytes = (coordinates * per_coordinate + rows * per_row + columns * per_column) * copies
     total = physical_memory()
-    if total is not None and nbytes > total:
-        each = f" for each of {copies} threads" if copies > 1 else ""
-        raise MemoryError(f"the {name} needs {_size(nbytes)} ({coordinates} coordinates x "
-                          f"{per_coordinate} bytes{each}), more than this machine's "
-                          f"{_size(total)} of memory; compile with workspace='hash' or "
-                          "'sort' for a workspace holding only the entries produced")
+    if not nbytes or total is None or nbytes <= total:
+        return
+    each = f" for each of {copies} threads" if copies > 1 else ""
+    if per_coordinate:
+        parts = f"{coordinates} coordinates x {per_coordinate} bytes"
+    else:
+        parts = f"{rows} rows x {per_row} bytes + {columns} columns x {per_column} bytes"
+    raise MemoryError(f"the {name} needs {_size(nbytes)} ({parts}{each}), more than this "
+                      f"machine's {_size(total)} of memory; compile with workspace='hash' "
+                      "or 'sort' for a workspace holding only the entries produced")
 
 
 def _size(nbytes: int) -> str:

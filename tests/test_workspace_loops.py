@@ -77,7 +77,7 @@ def test_gustavson_dense_workspace_loops():
                          "  clear w = 0.0 through its touched list (marks of a new run)"]
 
 
-@pytest.mark.parametrize("policy", ["sort", "hash"])
+@pytest.mark.parametrize("policy", ["sort", "hash", "bucket"])
 def test_outer_product_sparse_workspace_loops(policy):
     kernel = ls.compile(SPGEMM, A="csc", B="csr", C="csr", workspace=policy)
     np.testing.assert_allclose(_result(kernel, A=A.tocsc(), B=B), (A @ B).toarray(),
@@ -87,7 +87,7 @@ def test_outer_product_sparse_workspace_loops(policy):
         "w(i,j) += A(k,i) * B(k,j))))) with w: float64 [hashed:0, hashed:1]")
     lines = kernel.loops.splitlines()
     assert lines[0].startswith("allocate w: float64 (sparse workspace over i, j")
-    produce = "append w(i,j) = " if policy == "sort" else "w(i,j) += "
+    produce = "w(i,j) += " if policy == "hash" else "append w(i,j) = "
     assert lines[1:6] == ["for k in coordinates of A.0:", "  locate B.0 at k",
                           "  for i in positions of A.1:", "    for j in positions of B.1:",
                           f"      {produce}A(k,i) * B(k,j)"]

@@ -20,7 +20,7 @@ import llvsparse.api
 import llvsparse.workspaces
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
-POLICIES = ["dense", "hash", "sort"]
+POLICIES = ["dense", "hash", "sort", "bucket"]
 # Output formats assembled by appending (llvsparse/format.py's names).
 APPENDED = ["csr", "csc", "dcsr", "dcsc", "coo", "coo-unordered", "csf"]
 
