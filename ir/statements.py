@@ -71,6 +71,9 @@ class TensorVar:
 
     name: str
     type: TensorType
+    # How a workspace stores its entries ('dense', 'hash', 'sort', 'bucket'): the levels
+    # say what the producer may do (insert at any coordinate), the policy how it is kept.
+    policy: str = ""
 
     @property
     def dtype(self) -> str:
@@ -80,7 +83,8 @@ class TensorVar:
         if not self.type.levels:
             return f"{self.name}: {self.dtype} scalar"
         levels = ", ".join(f"{lv.kind}:{lv.mode}" for lv in self.type.levels)
-        return f"{self.name}: {self.dtype} [{levels}]"
+        kept = f" ({self.policy} workspace)" if self.policy else ""
+        return f"{self.name}: {self.dtype} [{levels}]{kept}"
 
 
 @dataclass(frozen=True)

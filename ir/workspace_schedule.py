@@ -109,7 +109,8 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy
     name = "w"
     while name in types:
         name += "_"
-    temp = TensorVar(name, TensorType(levels, len(ws_vars), out.dtype, out.index_dtype))
+    temp = TensorVar(name, TensorType(levels, len(ws_vars), out.dtype, out.index_dtype),
+                     policy.name.lower())
     plan = WorkspacePlan(kind, policy, tuple(out_vars[:hoisted]), ws_vars, temp)
     return [Nest(n.assign, n.order, n.body, plan) for n in nests]
 

@@ -29,7 +29,8 @@ from llvsparse.ir.statements import (
     show,
     show_indented,
 )
-from llvsparse.ir.workspace import WorkspaceKind, insert_workspace
+from llvsparse.ir.workspace import WorkspaceKind
+from llvsparse.ir.workspace_schedule import schedule_kernel
 
 import llvsparse as ls
 from llvsparse.operators import ADD, MUL
@@ -169,48 +170,61 @@ def test_kernel_concrete_is_the_statement_tree():
 
 # ----------------------------------------------------------------------------- workspaces
 
+def _through_rule(statement: str, types, **options) -> tuple[list[Nest], str]:
+    """The nests the scheduler makes with paper 002's workspace rule, and the concrete
+    notation they print as."""
+    nests = schedule_kernel(to_concrete(ls.parse(statement), types), types, **options)
+    return nests, show(statement_of(nests, types))
+
+
 def test_gustavson_spgemm_gets_a_dense_row_workspace():
     types = _types("float32", C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    nest = _nest("C(i,j) = A(i,k) * B(k,j)", "ikj", types)
-    choice = insert_workspace(statement_of([nest], types), types)
-    assert choice.kind is WorkspaceKind.DENSE
-    w = choice.workspace
+    (nest,), text = _through_rule("C(i,j) = A(i,k) * B(k,j)", types)
+    plan = nest.workspace
+    assert nest.order == ("i", "k", "j") and plan.kind is WorkspaceKind.DENSE
+    assert plan.hoisted == ("i",) and plan.vars == ("j",)
+    w = plan.temporary
     assert isinstance(w, TensorVar) and w.dtype == "float32" and w.type.order == 1
     assert all(lv.full and lv.can_insert for lv in w.type.levels)
     kind = w.type.levels[0].kind
-    assert show(choice.statement) == (
-        "forall(i, where(forall(j, C(i,j) = w(j)), "
-        "forall(k, forall(j, w(j) += A(i,k) * B(k,j)))) "
-        f"with w: float32 [{kind}:0])")
-    assert isinstance(choice.statement.body, Where)
-    assert choice.reason.endswith("a dense workspace over j per i")
+    assert text == ("forall(i, where(forall(j, C(i,j) = w(j)), "
+                    "forall(k, forall(j, w(j) += A(i,k) * B(k,j)))) "
+                    f"with w: float32 [{kind}:0] (dense workspace))")
 
 
-def test_outer_product_spgemm_gets_a_sparse_workspace():
+@pytest.mark.parametrize("policy", ["sort", "hash", "bucket"])
+def test_outer_product_spgemm_gets_a_sparse_workspace(policy):
     """k outermost: two output variables follow the reduction, so a dense row
     accumulator cannot serve and nothing can be hoisted."""
     types = _types(C=("csr", 2), A=("csc", 2), B=("csr", 2))
-    nest = _nest("C(i,j) = A(i,k) * B(k,j)", "kij", types)
-    choice = insert_workspace(statement_of([nest], types), types)
-    assert choice.kind is WorkspaceKind.SPARSE
-    w = choice.workspace
+    (nest,), text = _through_rule("C(i,j) = A(i,k) * B(k,j)", types, policy=policy)
+    plan = nest.workspace
+    assert nest.order == ("k", "i", "j") and plan.kind is WorkspaceKind.SPARSE
+    assert plan.hoisted == () and plan.vars == ("i", "j")
+    w = plan.temporary
     assert w.type.order == 2 and w.dtype == "float64"
     assert all(lv.can_insert and not lv.full for lv in w.type.levels)
-    assert isinstance(choice.statement, Where)
-    assert show(choice.statement).startswith(
-        "where(forall(i, forall(j, C(i,j) = w(i,j))), "
-        "forall(k, forall(i, forall(j, w(i,j) += A(k,i) * B(k,j))))) with w: float64 [")
+    assert text.startswith("where(forall(i, forall(j, C(i,j) = w(i,j))), "
+                           "forall(k, forall(i, forall(j, w(i,j) += A(k,i) * B(k,j))))) "
+                           "with w: float64 [")
+    assert text.endswith(f"] ({policy} workspace)")
+
+
+def test_sparse_workspaces_wait_for_conversions_when_asked():
+    """Without ``sparse`` the rule's sparse choice is left to the caller, which tries
+    converting an operand first (lower_converting)."""
+    types = _types(C=("csr", 2), A=("csc", 2), B=("csr", 2))
+    with pytest.raises(ls.ScheduleError, match="scattered"):
+        _through_rule("C(i,j) = A(i,k) * B(k,j)", types, sparse=False)
 
 
 @pytest.mark.parametrize("out", ["dense", "hash", "coo-unordered"])
 def test_no_workspace_for_outputs_taking_scattered_entries(out):
     """The scheduler runs these k,i,j and the kernel is right without a workspace."""
     types = _types(C=(out, 2), A=("csc", 2), B=("csr", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,k) * B(k,j)", types), types)
-    assert [loop.index.name for loop in loop_nest(stmt)[0]] == ["k", "i", "j"]
-    choice = insert_workspace(stmt, types)
-    assert choice.kind is WorkspaceKind.NONE and choice.statement is stmt
-    assert choice.workspace is None
+    (nest,), text = _through_rule("C(i,j) = A(i,k) * B(k,j)", types)
+    assert nest.order == ("k", "i", "j") and nest.workspace is None
+    assert "where" not in text
     a, b = _matrix(12, 9, 3, "csc"), _matrix(9, 11, 4, "csr")
     kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csc", B="csr", out_format=out)
     result = kernel(A=ls.Tensor.from_scipy(a, "csc"), B=ls.Tensor.from_scipy(b, "csr"))
@@ -219,40 +233,25 @@ def test_no_workspace_for_outputs_taking_scattered_entries(out):
 
 def test_no_workspace_when_loops_follow_the_output_order():
     types = _types(C=("csr", 2), A=("csr", 2), B=("csc", 2))
-    stmt = statement_of([_nest("C(i,j) = A(i,k) * B(k,j)", "ijk", types)], types)
-    assert insert_workspace(stmt, types).kind is WorkspaceKind.NONE
+    nests, text = _through_rule("C(i,j) = A(i,k) * B(k,j)", types)
+    assert [n.workspace for n in nests] == [None] * len(nests) and "where" not in text
 
 
 def test_transposed_copy_needs_a_sparse_workspace():
     types = _types(C=("csr", 2), A=("csr", 2))
-    stmt = statement_of([_nest("C(j,i) = A(i,j)", "ij", types)], types)
-    choice = insert_workspace(stmt, types)
-    assert choice.kind is WorkspaceKind.SPARSE
-    assert show(choice.statement).startswith(
-        "where(forall(j, forall(i, C(j,i) = w(j,i))), forall(i, forall(j, w(j,i) = A(i,j)))) ")
-
-
-def test_workspace_rule_says_when_it_does_not_apply():
-    types = _types(C=("dense", 2), A=("csr", 2), B=("csc", 2))
-    split = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types), types)
-    choice = insert_workspace(split, types)
-    assert choice.kind is WorkspaceKind.NOT_APPLICABLE and choice.statement is split
-    assert "one assignment" in choice.reason
-    blocked = _types(C=("csr", 2), A=("bcsr2x2", 2))
-    dense_out = blocked | _types(C=("dense", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", dense_out), dense_out)
-    assert insert_workspace(stmt, blocked).kind is WorkspaceKind.NOT_APPLICABLE
+    (nest,), text = _through_rule("C(j,i) = A(i,j)", types)
+    assert nest.workspace.kind is WorkspaceKind.SPARSE
+    assert text.startswith(
+        "where(forall(j, forall(i, C(j,i) = w(j,i))), forall(i, forall(j, w(j,i) += A(i,j)))) ")
 
 
 def test_scalar_output_needs_no_workspace():
     types = _types(s=("dense", 0), A=("csr", 2), B=("csr", 2))
-    stmt = statement_of(_scheduled("s = A(i,j) * B(i,j)", types), types)
-    choice = insert_workspace(stmt, types)
-    assert choice.kind is WorkspaceKind.NONE and choice.reason == "s is a scalar"
+    (nest,), text = _through_rule("s = A(i,j) * B(i,j)", types)
+    assert nest.workspace is None and text == "forall(i, forall(j, s() += A(i,j) * B(i,j)))"
 
 
 def test_workspace_name_avoids_operands():
     types = _types(C=("csr", 2), w=("csr", 2), B=("csr", 2))
-    stmt = statement_of([_nest("C(i,j) = w(i,k) * B(k,j)", "ikj", types)], types)
-    choice = insert_workspace(stmt, types)
-    assert choice.workspace.name == "w1" and "w1(j) += w(i,k) * B(k,j)" in show(choice.statement)
+    (nest,), text = _through_rule("C(i,j) = w(i,k) * B(k,j)", types)
+    assert nest.workspace.temporary.name == "w_" and "w_(j) += w(i,k) * B(k,j)" in text

@@ -61,7 +61,8 @@ def test_gustavson_dense_workspace_loops():
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr")
     np.testing.assert_allclose(_result(kernel, A=A, B=B), (A @ B).toarray(), rtol=1e-13)
     assert kernel.concrete == ("forall(i, where(forall(j, C(i,j) = w(j)), forall(k, forall(j, "
-                               "w(j) += A(i,k) * B(k,j)))) with w: float64 [dense:0])")
+                               "w(j) += A(i,k) * B(k,j)))) "
+                               "with w: float64 [dense:0] (dense workspace))")
     lines = kernel.loops.splitlines()
     # Allocated once, before the hoisted loop over rows.
     assert lines[0].startswith("allocate w: float64 (dense workspace over j")
@@ -84,7 +85,8 @@ def test_outer_product_sparse_workspace_loops(policy):
                                rtol=1e-13)
     assert kernel.concrete == (
         "where(forall(i, forall(j, C(i,j) = w(i,j))), forall(k, forall(i, forall(j, "
-        "w(i,j) += A(k,i) * B(k,j))))) with w: float64 [hashed:0, hashed:1]")
+        "w(i,j) += A(k,i) * B(k,j))))) with w: float64 [hashed:0, hashed:1] "
+        f"({policy} workspace)")
     lines = kernel.loops.splitlines()
     assert lines[0].startswith("allocate w: float64 (sparse workspace over i, j")
     produce = "w(i,j) += " if policy == "hash" else "append w(i,j) = "

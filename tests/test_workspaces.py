@@ -60,7 +60,8 @@ def test_gustavson_concrete_notation_shows_a_dense_workspace():
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr")
     kernel(A=A, B=B)
     assert kernel.concrete == ("forall(i, where(forall(j, C(i,j) = w(j)), forall(k, forall(j, "
-                               "w(j) += A(i,k) * B(k,j)))) with w: float64 [dense:0])")
+                               "w(j) += A(i,k) * B(k,j)))) "
+                               "with w: float64 [dense:0] (dense workspace))")
 
 
 @pytest.mark.parametrize("policy", ["hash", "sort"])
@@ -69,7 +70,7 @@ def test_outer_product_concrete_notation_shows_a_sparse_workspace(policy):
     result = kernel(A=A.tocsc(), B=B)
     assert kernel.concrete == ("where(forall(i, forall(j, C(i,j) = w(i,j))), forall(k, forall(i, "
                                "forall(j, w(i,j) += A(k,i) * B(k,j))))) with w: float64 "
-                               "[hashed:0, hashed:1]")
+                               f"[hashed:0, hashed:1] ({policy} workspace)")
     np.testing.assert_allclose(result.to_numpy(), (A @ B).toarray(), rtol=1e-13)
 
 
