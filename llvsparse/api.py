@@ -184,7 +184,7 @@ class Kernel:
         types = {n: formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         declared = self.formats[out].fill
         fill = result_fill(self._assignment, types, dtypes[out], declared)
-        if declared != 0 and fill_key(declared) != fill_key(fill):
+        if self.formats[out].declares_fill and fill_key(declared) != fill_key(fill):
             raise ValueError(f"the output format declares fill value {declared}, but the "
                              f"expression's is {fill} (its value where no operand stores "
                              "an entry); leave the output's fill out")
@@ -600,7 +600,8 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     out_spec = out_format
     key = (str(parsed), tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, Format))),
            tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, str))),
-           out_spec if isinstance(out_spec, (str, Format)) else repr(out_spec))
+           out_spec if isinstance(out_spec, (str, Format)) else repr(out_spec),
+           getattr(out_spec, "declares_fill", False))  # Format(fill=0) == Format()
     with _KERNELS_LOCK:
         kernel = _KERNELS.pop(key, None)
         if kernel is None:
