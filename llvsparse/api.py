@@ -37,7 +37,7 @@ from .ir.opt import loop_ir
 from .ir.opt.passes import Target
 from .ir.parallel import parallel_mode
 from .ir.result_fill import result_fill
-from .ir.result_type import result_dtype
+from .ir.result_type import as_computed, compute_dtype, result_dtype
 from .ir.schedule import Nest
 from .ir.statements import concrete_text
 from .ir.transforms.aliases import separate_repeated_uses
@@ -183,7 +183,7 @@ class Kernel:
         formats[out] = self.formats[out]
         types = {n: formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         declared = self.formats[out].fill
-        fill = result_fill(self._assignment, types, dtypes[out], declared)
+        fill = result_fill(as_computed(self._assignment, dtypes), types, dtypes[out], declared)
         if self.formats[out].declares_fill and fill_key(declared) != fill_key(fill):
             raise ValueError(f"the output format declares fill value {declared}, but the "
                              f"expression's is {fill} (its value where no operand stores "
@@ -254,7 +254,7 @@ class Kernel:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
         to sorted coordinate lists (see ``lower_converting``)."""
         start = time.perf_counter()
-        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
+        request = self._request(types)
         if not self.convert:
             lowered = lower_as_stored(request, types)
         else:
@@ -264,7 +264,8 @@ class Kernel:
                 lambda orders: _retyped(types, _coo(types, orders)))
         if isinstance(lowered, Refused):
             raise advised(lowered.error) from None
-        return self._finish(lowered, dtype, _coo(types, lowered.conversions), start)
+        return self._finish(lowered, request.dtype, dtype, _coo(types, lowered.conversions),
+                            start)
 
     def _build(self, types: dict[str, TensorType], dtype: str,
                conversions: dict[str, Format], lazy: bool = True) -> Instance:
@@ -272,16 +273,24 @@ class Kernel:
         when first asked for (``JitKernel.other``), in a module of its own; otherwise
         both go in one module (what inspection and export show)."""
         start = time.perf_counter()
-        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
+        request = self._request(types)
         converted = {n: tuple(lv.mode for lv in fmt.levels) for n, fmt in conversions.items()}
         lowered = lower_kernel(request, types, converted)
         if isinstance(lowered, Refused):
             raise lowered.error
-        return self._finish(lowered, dtype, conversions, start, lazy)
+        return self._finish(lowered, request.dtype, dtype, conversions, start, lazy)
 
-    def _finish(self, lowered: Lowered, dtype: str, conversions: dict[str, Format],
-                start: float, lazy: bool = True) -> Instance:
-        """The lowered kernel's other phases and form, compiled into an instance."""
+    def _request(self, types: dict[str, TensorType]) -> Request:
+        """What lowering needs for these operand types: the assignment as computed and
+        the dtype it computes in (float64 for ``A(i) < 0.5``, whose result is bool)."""
+        dtypes = {n: t.dtype for n, t in types.items()}
+        return Request(as_computed(self._assignment, dtypes), self._names,
+                       compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace)
+
+    def _finish(self, lowered: Lowered, compute: str, dtype: str,
+                conversions: dict[str, Format], start: float, lazy: bool = True) -> Instance:
+        """The lowered kernel's other phases and form, compiled into an instance
+        computing in ``compute`` (its result is of ``dtype``)."""
         nests, types, builder, module = lowered.nests, lowered.types, lowered.builder, \
             lowered.module
         order = self._names  # the output first, then the inputs
@@ -291,9 +300,9 @@ class Kernel:
         phases, other_form = variants_within_budget(builder.budget.spent, phases,
                                                     bool(builder.form_choices))
         for phase in phases:
-            KernelCompiler(nests, types, order, dtype, fastmath=self.fastmath, phase=phase,
+            KernelCompiler(nests, types, order, compute, fastmath=self.fastmath, phase=phase,
                            module=module).compile()
-        other = functools.partial(_other_form, nests, types, order, dtype, self.fastmath,
+        other = functools.partial(_other_form, nests, types, order, compute, self.fastmath,
                                   phases, builder.entry_name)
         if other_form and not lazy:
             other(module)
