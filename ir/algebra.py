@@ -64,7 +64,9 @@ def annihilated_value(op, fills: tuple[float | None, ...], k: int) -> float | No
     inf or NaN (0 * inf is 0 where the 0 is not stored, as in scipy.sparse), so the
     other arguments are probed with finite values and their own finite fills (0 / 0 is
     no annihilation); any other fill is a plain value, probed against inf and NaN too
-    (inf - inf is NaN). A fill of None is one that depends on extents (``expr_fill``)."""
+    (inf - inf is NaN). Stored zeros are probed with either (a NaN from 0 / 0 aside):
+    ``or(0, y)`` is not 1, nor ``and(1, y)`` 1, for every y. A fill of None is one that
+    depends on extents (``expr_fill``)."""
     fill = fills[k]
     if fill is None:
         return None
@@ -81,6 +83,12 @@ def annihilated_value(op, fills: tuple[float | None, ...], k: int) -> float | No
            for j, f in enumerate(fills) if j != k):
         others.append(list(fills))
     values = [evaluate(op, args) for args in others]
+    # A stored 0 is a value too (and(1, 0) is 0, or(0, 0) is 0), but an absent exact 0
+    # over it is no indeterminate 0 / 0.
+    for args in _rows((0.0,), fills, (k,)):
+        value = evaluate(op, args)
+        if not (exact and math.isnan(value)):
+            values.append(value)
     return values[0] if all(same_value(v, values[0]) for v in values) else None
 
 

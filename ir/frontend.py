@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import count
 
 from llvsparse import notation as nt
+from llvsparse.operators import ADD
 
 from .cin import Apply, Assign, Const, Expr, Operand, Sum
 from .schedule import ScheduleError
@@ -75,6 +76,10 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
         assert isinstance(expr, nt.Reduction)
         body = convert(expr.body)
         if expr.var.name in derived:
+            if expr.op is not ADD:  # the loops' += would replace max, min-plus, ...
+                raise ScheduleError(f"{expr.op.name}({expr.var.name}, ...) reduces an index "
+                                    "of blocked levels, whose loops only sum; convert the "
+                                    "blocked operand to an unblocked format")
             return body  # summed by the loops over its blocked levels
         return Sum(expr.var.name, body, expr.op, hidden=expr.hidden)
 

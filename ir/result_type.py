@@ -1,29 +1,42 @@
-"""The value dtype of an expression's result, following numpy's promotion rules."""
+"""The value dtypes of an expression: its result's, typed node by node as numpy types
+it, and the one its kernel computes in."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
 
 from llvsparse import notation as nt
+from llvsparse.operators import NE, Operator
+
+# A node's dtype, or a Python number standing for a literal's weak type (NEP 50: a
+# float32 tensor times 2.0 stays float32).
+Typed = np.dtype | int | float
 
 
 def result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
-    """The output's dtype for these operand dtypes, as numpy would give it (a float for
-    integer operands of /, exp, log, sqrt and pow); bool
-    subtraction and integer literals outside the result's range are refused, as numpy
-    refuses them."""
+    """The output's dtype, numpy's for the expression: comparisons and logic give bool,
+    ``/``, exp, log, sqrt and pow a float for integer operands, ``where`` its branches'
+    dtype; bool subtraction and negation are refused, as numpy refuses them."""
+    result = np.result_type(_typed(assignment.rhs, dtypes))
+    return str(np.dtype("int64") if result.kind == "u" else result)
+
+
+def compute_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
+    """The dtype the kernel computes in: every operand and literal promoted together (a
+    float where an operator gives one for integers), and at least the result's (a
+    comparison of float64 operands is computed in float64, and stored as bool). Integer
+    literals outside its range are refused, as numpy refuses them."""
     inputs = [np.dtype(dtypes[t]) for t in assignment.tensors() if t != assignment.lhs.tensor]
     literals = [lit.value for lit in _literals(assignment.rhs)]
     result = np.result_type(*inputs, *literals) if inputs or literals else np.dtype("float64")
     if result.kind in "biu" and any(isinstance(e, nt.Call | nt.Reduction) and e.op.float_result
                                     for e in nt.subexpressions(assignment.rhs)):
         result = np.dtype("float64")
-    if result.kind == "b" and _has_op(assignment.rhs, ("sub", "neg")):
-        raise TypeError("subtraction and negation of bool tensors are refused, as numpy "
-                        "refuses them (their value would depend on how the expression is "
-                        "split); give an operand an integer dtype")
+    result = np.promote_types(result, result_dtype(assignment, dtypes))
     if result.kind == "u":
         result = np.dtype("int64")
     if result.kind == "i":
@@ -37,12 +50,75 @@ def result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
     return str(result)
 
 
+def as_computed(assignment: nt.Assignment, dtypes: dict[str, str]) -> nt.Assignment:
+    """``assignment`` as its kernel computes it: a bool node whose operator can leave 0
+    and 1 (bool ``+`` is or, but 1 + 1 is 2 in a wider compute dtype) is read as its
+    truth (``!= 0``) where a parent uses its value; the assignment itself where none
+    is (nearly always)."""
+    types = _types(assignment.rhs, dtypes)
+    wrapped = {id(e) for e in nt.subexpressions(assignment.rhs)
+               if e is not assignment.rhs and isinstance(e, nt.Call | nt.Reduction)
+               and types[id(e)] == np.dtype(bool) and not _keeps_truth(e.op)}
+    if not wrapped or compute_dtype(assignment, dtypes) == "bool":
+        return assignment
+
+    def walk(expr: nt.Expr) -> nt.Expr:
+        kids = tuple(walk(c) for c in nt.children(expr))
+        new = nt.with_children(expr, kids) if kids else expr
+        return nt.Call(NE, (new, nt.Literal(0))) if id(expr) in wrapped else new
+
+    return nt.Assignment(assignment.lhs, walk(assignment.rhs))
+
+
+@functools.cache
+def _keeps_truth(op: Operator) -> bool:
+    """Whether ``op`` gives 0 or 1 for any arguments 0 or 1 (its value on bools is the
+    same in any dtype)."""
+    return op.bool_result or all(
+        op.evaluate(*map(float, args)) in (0.0, 1.0)
+        for args in itertools.product((0, 1), repeat=op.arity))
+
+
+def _typed(expr: nt.Expr, dtypes: dict[str, str]) -> Typed:
+    """numpy's dtype of ``expr``; a Python number (weak) for an expression of literals."""
+    return _types(expr, dtypes)[id(expr)]
+
+
+def _types(expr: nt.Expr, dtypes: dict[str, str]) -> dict[int, Typed]:
+    """Each node's dtype by ``id``, children first (no recursion: a product of 256
+    factors nests 256 deep)."""
+    types: dict[int, Typed] = {}
+    for node in reversed(list(nt.subexpressions(expr))):
+        if isinstance(node, nt.Access):
+            types[id(node)] = np.dtype(dtypes[node.tensor])
+        elif isinstance(node, nt.Literal):
+            types[id(node)] = node.value
+        elif isinstance(node, nt.Reduction):
+            types[id(node)] = np.dtype(bool) if node.op.bool_result else types[id(node.body)]
+        else:
+            assert isinstance(node, nt.Call)
+            types[id(node)] = _call_type(node.op, [
+                types[id(a)] for k, a in enumerate(node.args) if k not in node.op.truth_args])
+    return types
+
+
+def _call_type(op: Operator, args: list[Typed]) -> Typed:
+    if op.bool_result:
+        return np.dtype(bool)
+    result = np.result_type(*args)
+    if result.kind in "biu" and op.float_result:
+        result = np.dtype("float64")
+    if result.kind == "b" and op.kind in ("sub", "neg"):
+        raise TypeError("subtraction and negation of bool tensors are refused, as numpy "
+                        "refuses them (give an operand an integer dtype, or use xor and "
+                        "not)")
+    if not any(isinstance(a, np.dtype) for a in args):
+        return 0.0 if result.kind == "f" else 0  # literals only: still weak, of a kind
+    return result
+
+
 def _literals(expr: nt.Expr) -> Iterator[nt.Literal]:
     if isinstance(expr, nt.Literal):
         yield expr
     for child in nt.children(expr):
         yield from _literals(child)
-
-
-def _has_op(expr: nt.Expr, kinds: tuple[str, ...]) -> bool:
-    return any(isinstance(e, nt.Call) and e.op.kind in kinds for e in nt.subexpressions(expr))

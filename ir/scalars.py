@@ -69,9 +69,9 @@ def store_value(builder: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
 
 def constant(dtype: str, value: float) -> ir.Constant:
     """``value`` in registers of ``dtype``; an infinity (a min or max's identity) is the
-    largest or smallest integer for integer dtypes."""
+    largest or smallest value for integer and bool dtypes (-inf is False)."""
     if dtype == "bool":
-        return ir.Constant(ir.IntType(1), int(bool(value)))
+        return ir.Constant(ir.IntType(1), int(value > 0 if math.isinf(value) else bool(value)))
     if _kind(dtype) == "f":
         return ir.Constant(compute_type(dtype), float(value))
     if math.isinf(value):

@@ -21,7 +21,7 @@ from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
 from .ir.result_fill import result_fill
-from .ir.result_type import result_dtype
+from .ir.result_type import as_computed, compute_dtype, result_dtype
 from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
 from .ir.transforms.lowering import Request
@@ -119,7 +119,7 @@ class Kernel:
             disk_key = self.disk_key(types)  # 1 ms (the host CPU's features): on a miss
             cached = self._load(disk_key, types, dtype)
             if cached is None:
-                cached = build_converting(self._request(dtype), types, self._patterns,
+                cached = build_converting(self._request(types), types, self._patterns,
                                           self.formats, self.convert)
                 other_key = disk_key + "-other"  # stored once it is compiled
                 if cached.jit.other_builder is not None:
@@ -155,8 +155,8 @@ class Kernel:
         formats[out] = self.formats[out]
         types = {n: formats[n].tensor_type(dtypes[n], index_dtypes[n]) for n in names}
         declared = self.formats[out].fill
-        fill = result_fill(self._assignment, types, dtypes[out], declared)
-        if declared != 0 and fill_key(declared) != fill_key(fill):
+        fill = result_fill(as_computed(self._assignment, dtypes), types, dtypes[out], declared)
+        if self.formats[out].declares_fill and fill_key(declared) != fill_key(fill):
             raise ValueError(f"the output format declares fill value {declared}, but the "
                              f"expression's is {fill} (its value where no operand stores "
                              "an entry); leave the output's fill out")
@@ -216,12 +216,15 @@ class Kernel:
                 return load_object(entry[0], name, key)
             except RuntimeError:
                 disk_cache.discard(key)
-        return _stored(build(self._request(dtype), types, conversions).jit.other_builder,
+        return _stored(build(self._request(types), types, conversions).jit.other_builder,
                        key)()
 
-    def _request(self, dtype: str) -> Request:
-        """What to lower for a result of ``dtype``."""
-        return Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
+    def _request(self, types: dict[str, TensorType]) -> Request:
+        """What lowering needs for these operand types: the assignment as computed and
+        the dtype it computes in (float64 for ``A(i) < 0.5``, whose result is bool)."""
+        dtypes = {n: t.dtype for n, t in types.items()}
+        return Request(as_computed(self._assignment, dtypes), self._names,
+                       compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -233,7 +236,7 @@ class Kernel:
         jit_code = inst.jit
         together = jit_code.compiled is not None and jit_code.compiled.module is jit_code.module
         if jit_code.llvm_ir is None or (jit_code.has_other and not together):
-            inst.jit = build(self._request(inst.dtype), inst.types, inst.conversions,
+            inst.jit = build(self._request(inst.types), inst.types, inst.conversions,
                              lazy=False).jit
         return inst
 
@@ -283,7 +286,7 @@ class Kernel:
         optimization passes chose for it (in brackets)."""
         inst = self._default()
         if inst.loops is None:  # loaded from the disk cache: lower again
-            inst.loops = build(self._request(inst.dtype), inst.types,
+            inst.loops = build(self._request(inst.types), inst.types,
                                inst.conversions).loops
         return inst.loops()
 
@@ -481,7 +484,8 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     out_spec = out_format
     key = (str(parsed), tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, Format))),
            tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, str))),
-           out_spec if isinstance(out_spec, (str, Format)) else repr(out_spec))
+           out_spec if isinstance(out_spec, (str, Format)) else repr(out_spec),
+           getattr(out_spec, "declares_fill", False))  # Format(fill=0) == Format()
     with _KERNELS_LOCK:
         kernel = _KERNELS.pop(key, None)
         if kernel is None:

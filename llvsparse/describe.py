@@ -67,7 +67,7 @@ def instance_repr(inst) -> str:
     out = inst.types[names[0]]
     threads = "one thread" if inst.parallel_mode is None else \
         f"rows of mode {inst.parallel_mode} split over threads (large inputs)"
-    forms = "two loop forms, chosen per binding by timing" if inst.jit.other is not None \
+    forms = "two loop forms, chosen per binding by timing" if inst.jit.has_other \
         else "one loop form"
     return (f"<Instance {'; '.join(inst.concrete.splitlines())}\n"
             f"  operands {operands} -> {names[0]}: {_levels_of(inst, names[0])} "

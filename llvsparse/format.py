@@ -94,13 +94,17 @@ def checked_fill(value) -> float:
 
 class Format:
     """An ordered list of levels; the levels' modes give the mode ordering. ``fill`` is
-    the value of every entry the levels do not store (paper 004: part of the format)."""
+    the value of every entry the levels do not store (paper 004: part of the format);
+    0 unless given. ``declares_fill``: it was given, so an output of this format must
+    have it (a kernel whose result's fill is another refuses the output)."""
 
     fill: float = 0.0  # (formats pickled before fill values existed)
+    declares_fill: bool = False
 
     def __init__(self, levels: Sequence[Level | str], modes: Sequence[int] | None = None,
-                 name: str | None = None, fill: float = 0.0):
-        self.fill = checked_fill(fill)
+                 name: str | None = None, fill: float | None = None):
+        self.fill = checked_fill(0.0 if fill is None else fill)
+        self.declares_fill = fill is not None
         if modes is not None and len(modes) != len(levels):
             raise FormatError("modes must give one mode per level")
         resolved = []

@@ -71,7 +71,8 @@ def build(request: Request, types: dict[str, TensorType], conversions: dict[str,
 
 def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
             start: float, lazy: bool = True) -> Instance:
-    """The lowered kernel's other phases and form, compiled into an instance."""
+    """The lowered kernel's other phases and form, compiled into an instance computing
+    in ``request.dtype`` (its result is of the output's dtype: bool for ``A(i) < 0.5``)."""
     dtype, fastmath = request.dtype, request.fastmath
     nests, types, builder, module = lowered.nests, lowered.types, lowered.builder, \
         lowered.module
@@ -98,7 +99,7 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
         compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                              OTHER_FORM_SUFFIX)
     loops = functools.partial(_loops_text, nests, types, order[0], fastmath)
-    return Instance(types, text, compiled, dtype, conversions,
+    return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     "\n".join(builder.lattice_log), order, mode,
                     builder.initializes_output, workspace_meta(nests, types), loops)
 

@@ -11,6 +11,7 @@ uses of one node never share a reduction variable).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import numbers
@@ -25,7 +26,7 @@ from . import elementwise as ew
 from . import notation as nt
 from .format import Format, FormatError, Level, named_format
 from .numpy_protocols import ArrayOps
-from .operators import ADD, MUL
+from .operators import ADD, MAX, MIN, MUL
 from .tensor import Tensor, checked_value_dtype
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
@@ -229,16 +230,55 @@ def reduce_axes(axis: object, ndim: int) -> tuple[int, ...]:
     return result
 
 
-def reduce_sum(node: Node, axes: Sequence[int]) -> Node:
-    """A sum over ``axes``: one explicit reduction per axis."""
+# numpy's reductions by name: the notation's monoid, and numpy's ufunc (whose empty
+# reduction raises where it has no identity, as max and min).
+REDUCTIONS = {"sum": (ADD, np.add), "prod": (MUL, np.multiply), "max": (MAX, np.maximum),
+              "min": (MIN, np.minimum)}
+
+
+def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
+    """numpy's reduction ``name`` over ``axes``: one notation reduction per axis (which
+    folds every coordinate, an entry not stored counting as the fill, as numpy's dense
+    reduction does). A sum or product of bools is an int64 one, as numpy's."""
+    op, ufunc = REDUCTIONS[name]
+    count = math.prod(node.shape[k] for k in axes)
+    if count == 0 and ufunc.identity is None:
+        raise ValueError(f"zero-size array to reduction operation {ufunc.__name__} which "
+                         "has no identity (numpy raises it too)")
+    if op is not ADD:
+        node = _unblocked(node)
     inner = [_fresh() for _ in node.shape]
     expr = node.at(inner)
+    if node_dtype(node) == np.bool_ and not op.idempotent:
+        expr = nt.Call(MUL, (expr, nt.Literal(1)))  # bool times a weak int: int64
     for k in axes:
-        expr = nt.Reduction(ADD, inner[k], expr)
+        expr = nt.Reduction(op, inner[k], expr)
     kept = [k for k in range(len(node.shape)) if k not in axes]
-    fill = 0 if node.fill == 0 and not node.reads_dense else None
     return Node(expr, tuple(inner[k] for k in kept), tuple(node.shape[k] for k in kept),
-                node.leaves, fill)
+                node.leaves, _reduced_fill(node, op, count))
+
+
+def _unblocked(node: Node) -> Node:
+    """The node with blocked operands (BCSR) converted: their loops only sum (a max over
+    their index is refused, see ir/frontend.py)."""
+    leaves = {name: tensor.asformat(_sparse_format(tensor.ndim))
+              if isinstance(tensor, Tensor) and any(lv.block for lv in tensor.format.levels)
+              else tensor for name, tensor in node.leaves.items()}
+    if all(leaves[n] is t for n, t in node.leaves.items()):
+        return node
+    return dataclasses.replace(node, leaves=leaves)
+
+
+def _reduced_fill(node: Node, op, count: int) -> object:
+    """The reduction's value where no sparse operand stores an entry: the identity of
+    an empty one, the fill where folding it leaves it (max's, a sum's 0, a product's 0
+    or 1), else None."""
+    fill = node.fill
+    if count == 0:
+        return op.identity
+    if fill is None or node.reads_dense:
+        return None
+    return fill if op.idempotent or fill in (op.identity, op.annihilator) else None
 
 
 def contract(a: Node, b: Node, a_axes: Sequence[int], b_axes: Sequence[int],
@@ -462,6 +502,16 @@ def _run(node: Node, format: object) -> Tensor:
     return unordered.asformat(chosen)
 
 
+def node_dtype(node: Node) -> np.dtype:
+    """The dtype of the node's values, numpy's for its expression."""
+    from .ir.result_type import result_dtype
+
+    if isinstance(node.expr, nt.Access):
+        return np.dtype(node.leaves[node.expr.tensor].dtype)
+    assignment, operands = canonical(node)
+    return np.dtype(result_dtype(assignment, {n: t.dtype.name for n, t in operands.items()}))
+
+
 class LazyTensor(ArrayOps):
     """A deferred expression over tensors; ``ls.compute`` (or ``.compute()``) runs it."""
 
@@ -476,11 +526,7 @@ class LazyTensor(ArrayOps):
 
     @property
     def dtype(self) -> np.dtype:
-        from .ir.result_type import result_dtype
-
-        assignment, operands = canonical(self.node)
-        return np.dtype(result_dtype(assignment, {n: t.dtype.name for n, t in
-                                                  operands.items()}))
+        return node_dtype(self.node)
 
     @property
     def assignment(self) -> nt.Assignment:

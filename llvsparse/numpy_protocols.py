@@ -41,6 +41,32 @@ def _binary(name: str, reflected: bool = False) -> Callable:
     return method
 
 
+def _is_bool(value: object) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return np.dtype(dtype if dtype is not None else np.asarray(value).dtype) == np.bool_
+
+
+def _logical(ufunc: str, inputs: tuple) -> str:
+    """numpy's bitwise ``ufunc`` (``&``, ``|``, ``^``, ``~``) as the logical function it
+    is on bools; on other dtypes it is bitwise, which the notation has not."""
+    if not all(_is_bool(x) for x in inputs):
+        raise TypeError(f"np.{ufunc} (an operator & | ^ ~) of non-bool operands is bitwise, "
+                        "which llvsparse does not compute; it takes bool tensors (compare "
+                        f"first), or use np.{_BITWISE[ufunc]}")
+    return _BITWISE[ufunc]
+
+
+def _bitwise(ufunc: str, reflected: bool = False) -> Callable:
+    def method(self, other):
+        lazy = _lazy_module()
+        if lazy.as_node(other) is None:
+            return NotImplemented
+        operands = (other, self) if reflected else (self, other)
+        return finish(lazy.apply(_logical(ufunc, operands), *operands), operands)
+    method.__name__ = f"__{'r' if reflected else ''}{ufunc.split('_')[1]}__"
+    return method
+
+
 def _no_options(what: str, **options: object) -> None:
     given = [k for k, v in options.items() if v is not None and v is not False]
     if given:
@@ -88,7 +114,13 @@ class ArrayOps:
     __lt__, __le__ = _binary("less"), _binary("less_equal")
     __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
     __eq__, __ne__ = _binary("equal"), _binary("not_equal")  # type: ignore[assignment]
+    __and__, __rand__ = _bitwise("bitwise_and"), _bitwise("bitwise_and", True)
+    __or__, __ror__ = _bitwise("bitwise_or"), _bitwise("bitwise_or", True)
+    __xor__, __rxor__ = _bitwise("bitwise_xor"), _bitwise("bitwise_xor", True)
     __hash__ = object.__hash__
+
+    def __invert__(self):
+        return finish(_lazy_module().apply(_logical("invert", (self,)), self), (self,))
 
     def __pow__(self, other):
         """Small whole powers are products (numpy's x**2 is x*x); others need pow."""
@@ -139,39 +171,27 @@ class ArrayOps:
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         """Sum over ``axis`` (None: all; an int or a tuple; negatives count from the
         end), fused into the kernel of a lazy chain."""
-        _no_options("sum", dtype=dtype, out=out)
-        lazy = _lazy_module()
-        axes = lazy.reduce_axes(axis, self.ndim)
-        result = finish(lazy.reduce_sum(lazy.as_node(self), axes), (self,))
-        return _kept(result, axes, self.ndim) if keepdims else result
+        _no_options("sum", dtype=dtype)
+        return self._reduce("sum", axis, out, keepdims)
 
     def max(self, axis=None, out=None, keepdims=False):
-        return self._host(np.maximum, axis, out, keepdims)
+        return self._reduce("max", axis, out, keepdims)
 
     def min(self, axis=None, out=None, keepdims=False):
-        return self._host(np.minimum, axis, out, keepdims)
+        return self._reduce("min", axis, out, keepdims)
 
     def prod(self, axis=None, dtype=None, out=None, keepdims=False):
         _no_options("prod", dtype=dtype)
-        return self._host(np.multiply, axis, out, keepdims)
+        return self._reduce("prod", axis, out, keepdims)
 
-    def _host(self, ufunc: np.ufunc, axis, out, keepdims: bool):
-        """max/min/prod: computed (a lazy chain up to here runs first), then folded on
-        the host (see host_reduce.py)."""
-        from .host_reduce import host_reduce
-        from .tensor import Tensor
-
-        _no_options(ufunc.__name__, out=out)
+    def _reduce(self, name: str, axis, out, keepdims: bool):
+        """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
+        entry counting, a stored one or the fill, as in numpy's dense reduction."""
+        _no_options(name, out=out)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
-        values = host_reduce(lazy.compute_node(lazy.as_node(self)), ufunc, axes)
-        if keepdims:
-            return _kept(Tensor.from_numpy(values), axes, self.ndim)
-        if values.ndim == 0:
-            return values[()]
-        result = Tensor.from_numpy(values)
-        return lazy.LazyTensor(lazy.leaf(result)) if isinstance(self, lazy.LazyTensor) \
-            else result
+        result = finish(lazy.reduce(lazy.as_node(self), axes, name), (self,))
+        return _kept(result, axes, self.ndim) if keepdims else result
 
     # -- numpy protocols ----------------------------------------------------------------
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
@@ -205,9 +225,11 @@ class ArrayOps:
             return NotImplemented
         if ufunc is np.matmul:
             return self._product(*inputs)
-        if not ew.is_known(ufunc.__name__):
+        name = _logical(ufunc.__name__, inputs) if ufunc.__name__ in _BITWISE \
+            else ufunc.__name__
+        if not ew.is_known(name):
             return NotImplemented  # numpy raises a TypeError naming the ufunc
-        return finish(lazy.apply(ufunc.__name__, *inputs), inputs)
+        return finish(lazy.apply(name, *inputs), inputs)
 
     def __array_function__(self, func, types, args, kwargs):
         handler = _handlers().get(func)
@@ -215,6 +237,10 @@ class ArrayOps:
             return NotImplemented  # numpy raises a TypeError naming the function
         return handler(*args, **kwargs)
 
+
+# numpy's bitwise ufuncs, which are logical on bools.
+_BITWISE = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
+            "bitwise_xor": "logical_xor", "invert": "logical_not"}
 
 # ufuncs whose ``reduce`` is one of the reductions.
 _REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}

@@ -52,7 +52,11 @@ class Operator:
     about fill values; ``identity``/``annihilator``/``commutative``/``associative``/
     ``idempotent`` are its declared algebra (a reduction needs a commutative, associative
     operator with an identity). ``float_result``: integer operands give a float result,
-    as numpy's. ``absent_annihilates`` (a semiring's product) and ``skips_absent`` (its
+    as numpy's. ``bool_result``: it gives a truth value, a bool result as numpy's
+    comparisons and logical functions give (the kernel computes it as 1 or 0 in its
+    own dtype and stores it as bool); ``truth_args``: arguments read only for their
+    truth (``where``'s condition), which take no part in the result's dtype.
+    ``absent_annihilates`` (a semiring's product) and ``skips_absent`` (its
     sum) read an entry a tensor does not store as the semiring's zero rather than 0.
     """
 
@@ -70,6 +74,8 @@ class Operator:
     template: Template | None = None
     absent_annihilates: bool = False
     skips_absent: bool = False
+    bool_result: bool = False
+    truth_args: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         return f"Operator({self.name})"
@@ -111,25 +117,25 @@ MIN = Operator("min", "min", 2, "min", _numpy(np.minimum), identity=math.inf,
                annihilator=-math.inf, commutative=True, associative=True, idempotent=True)
 MAX = Operator("max", "max", 2, "max", _numpy(np.maximum), identity=-math.inf,
                annihilator=math.inf, commutative=True, associative=True, idempotent=True)
-LT = Operator("lt", "<", 2, "lt", _numpy(np.less))
-LE = Operator("le", "<=", 2, "le", _numpy(np.less_equal))
-EQ = Operator("eq", "==", 2, "eq", _numpy(np.equal), commutative=True)
-NE = Operator("ne", "!=", 2, "ne", _numpy(np.not_equal), commutative=True)
-GT = Operator("gt", ">", 2, "gt", _numpy(np.greater))
-GE = Operator("ge", ">=", 2, "ge", _numpy(np.greater_equal))
+LT = Operator("lt", "<", 2, "lt", _numpy(np.less), bool_result=True)
+LE = Operator("le", "<=", 2, "le", _numpy(np.less_equal), bool_result=True)
+EQ = Operator("eq", "==", 2, "eq", _numpy(np.equal), bool_result=True, commutative=True)
+NE = Operator("ne", "!=", 2, "ne", _numpy(np.not_equal), bool_result=True, commutative=True)
+GT = Operator("gt", ">", 2, "gt", _numpy(np.greater), bool_result=True)
+GE = Operator("ge", ">=", 2, "ge", _numpy(np.greater_equal), bool_result=True)
 AND = Operator("and", "and", 2, "and", _numpy(np.logical_and), identity=1, annihilator=0,
-               commutative=True, associative=True)
+               commutative=True, associative=True, bool_result=True)
 OR = Operator("or", "or", 2, "or", _numpy(np.logical_or), identity=0, annihilator=1,
-              commutative=True, associative=True)
+              commutative=True, associative=True, bool_result=True)
 XOR = Operator("xor", "xor", 2, "xor", _numpy(np.logical_xor), identity=0,
-               commutative=True, associative=True)
-NOT = Operator("not", "not", 1, "not", _numpy(np.logical_not))
+               commutative=True, associative=True, bool_result=True)
+NOT = Operator("not", "not", 1, "not", _numpy(np.logical_not), bool_result=True)
 ABS = Operator("abs", "abs", 1, "abs", _numpy(np.abs))
 EXP = Operator("exp", "exp", 1, "exp", _numpy(np.exp), float_result=True)
 LOG = Operator("log", "log", 1, "log", _numpy(np.log), float_result=True)
 SQRT = Operator("sqrt", "sqrt", 1, "sqrt", _numpy(np.sqrt), float_result=True)
 POW = Operator("pow", "pow", 2, "pow", _numpy(np.power), float_result=True)
-WHERE = Operator("where", "where", 3, "where", _where)
+WHERE = Operator("where", "where", 3, "where", _where, truth_args=(0,))
 
 BINARY_BY_SYMBOL: dict[str, Operator] = {"+": ADD, "-": SUB, "*": MUL, "/": DIV}
 COMPARISONS: dict[str, Operator] = {op.symbol: op for op in (LT, LE, EQ, NE, GT, GE)}

@@ -9,23 +9,20 @@ from functools import partial
 import numpy as np
 
 from . import convert
-from . import notation as nt
-from .convert import scipy_conversion, scipy_pair
 from .describe import tensor_repr
 from .expr_api import access, make_assignment
-from .format import Format, Level, as_format, checked_fill, named_format
+from .format import Format, as_format, checked_fill, named_format
 from .formats.registry import generation as registry_generation
-from .formats.registry import get_level, is_shipped
-from .interpret import CorruptTensorError, evaluate_expr
-from .ir.schedule import ScheduleError
-from .ir.types import fill_key
+from .formats.registry import is_shipped
+from .interpret import CorruptTensorError
 from .lengths import check_lengths, declared_positions
 from .numpy_protocols import ArrayOps
-from .ordering import most_children, sorted_unique
+from .ordering import sorted_unique
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
 from .runtime import DescriptorHolder, make_read_only
 from .scipy_input import scipy_entries
+from .tensor_convert import FormatConversions, SameObjects
 from .validate import check_descriptor
 from .walk import entries_per_coordinate, walk_levels
 
@@ -80,7 +77,7 @@ def checked_value_dtype(dtype) -> np.dtype:
     return dtype
 
 
-class Tensor(ArrayOps):
+class Tensor(FormatConversions, ArrayOps):
     """A tensor stored level by level.
 
     ``level_arrays[k]`` maps the array names declared by level k's YAML definition to
@@ -250,116 +247,6 @@ class Tensor(ArrayOps):
         return sparse.COO(coords, values, shape=self.shape, has_duplicates=False,
                           sorted=True)
 
-    def asformat(self, format) -> Tensor:
-        """Convert through a compiled copy kernel (or a named packer)."""
-        return self._convert(as_format(format, self.order), check=True)
-
-    def _convert(self, fmt: Format, check: bool, resort: bool = True) -> Tensor:
-        """``asformat``; ``check=False`` skips validating this tensor's arrays (for
-        tensors packed here, whose validation cost more than the copy: 1.1 s of a 1.5 s
-        CSR conversion of 4M entries). ``resort=False``: this tensor's entries are
-        already in ``fmt``'s order, so a copy that cannot be scheduled is final."""
-        from .api import Kernel
-
-        if fmt.layout_key() == self.format.layout_key() and fmt.fill == 0:
-            return self  # (a conversion keeps the fill value)
-        if fmt.fill != 0 and fill_key(fmt.fill) != fill_key(self.fill_value):
-            raise ValueError(f"asformat keeps the fill value ({self.fill_value}); to store "
-                             f"against {fmt.fill}, use Tensor.from_numpy(t.to_numpy(), "
-                             f"format, fill={fmt.fill!r})")
-        fmt = fmt.with_fill(self.fill_value)
-        if fmt == self.format:
-            return self
-        layouts = scipy_pair(self, fmt)
-        if layouts is not None:  # CSR, CSC, COO: scipy's counting sorts
-            if check:
-                self.validate()
-            if layouts[0].canonical and self._sealed_state() is not None:
-                return self._sorted_into(fmt)  # a gather of the values, once planned
-            return scipy_conversion(self, fmt, *layouts)
-        if fmt.has_hidden_levels or self.order == 0:
-            return self._sorted_into(fmt)
-        idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
-        copy = nt.Assignment(nt.Access("B", idx), nt.Access("A", idx))
-        kernel = _copy_kernel(copy, self.format, self._with_packed_params(fmt),
-                              str(self.index_dtype), Kernel)
-        try:
-            result = kernel(check=check, A=self)
-        except ScheduleError as error:
-            if not resort:
-                raise ScheduleError(f"cannot pack a tensor into {fmt}: {error}") from None
-            # The storage orders differ (e.g. row-major to column-major): sort on the host.
-            return self._sorted_into(fmt)
-        result.name = self.name
-        result.format = fmt  # parameters chosen from the data are the tensor's, not the format's
-        return result
-
-    def _sorted_into(self, fmt: Format) -> Tensor:
-        """``fmt`` packed from this tensor's entries sorted on the host. A sealed tensor's
-        index arrays cannot change, so where each entry of the result takes its value
-        from is remembered, and converting it again (a transposed operand, on every
-        call) gathers its current values: 2M entries in 15 ms rather than 250."""
-        template, sources = self._remembered_plan(fmt) or (None, None)
-        if template is None:
-            coords, values = self.to_coo()
-            return Tensor.from_coo(coords, values, self.shape, fmt, self.dtype,
-                                   self.index_dtype, self.name, self.fill_value)
-        return self._gathered(template, sources)
-
-    def _remembered_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None] | None:
-        """``_gather_plan(fmt)``, remembered while this tensor is sealed (keyed by its
-        index arrays, not its values, plus extents, parameters and ``fmt``); None when
-        nothing can be kept."""
-        state = self._sealed_state()
-        if state is None or self.order == 0:
-            return None
-        key = (_Identity(tuple(state[0])[:-1]), state[1:], fmt)
-        memo = self.__dict__.get("_sorted_memo")
-        if memo is None or memo[0] != key:
-            memo = self._sorted_memo = (key, *self._gather_plan(fmt))
-        return memo[1], memo[2]
-
-    def _gathered(self, template: Tensor, sources: np.ndarray) -> Tensor:
-        """``template``'s layout holding this tensor's values at ``sources``."""
-        return Tensor(self.shape, template.format, self.dtype, self.index_dtype,
-                      template.level_extents, template.level_arrays, template.params,
-                      self.values[sources], fill=self.fill,
-                      name=self.name)._seal()._mark_valid()
-
-    def _gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
-        """``fmt``'s index arrays for this tensor's entries, and the value position each
-        of its entries reads; (None, None) where entries are summed or padded, so that a
-        result is not a plain gather."""
-        layouts = scipy_pair(self, fmt)
-        if layouts is not None and layouts[0].canonical:  # no entries summed
-            template = scipy_conversion(self, fmt, *layouts, positions=True)
-            return template, template.values
-        coords, positions = self._stored_entries()
-        # Positions plus one (so that none is 0) packed in place of the values: where no
-        # two entries share coordinates, each packed value says where its value is.
-        template = Tensor.from_coo(coords, positions.astype(np.int64) + 1, self.shape, fmt,
-                                   "int64", self.index_dtype, self.name)
-        if len(template.values) != len(positions):
-            return None, None
-        return template, template.values - 1
-
-    def _with_packed_params(self, fmt: Format) -> Format:
-        """``fmt`` with each parameter it leaves open, and whose level says how to choose
-        it from data (``packed`` in the YAML), set from this tensor's entries."""
-        open_params = {k: {p: expr for p, (expr, _) in get_level(lv.kind).packed_params.items()
-                           if p not in lv.params} for k, lv in enumerate(fmt.levels)}
-        if not any(open_params.values()):
-            return fmt
-        children = most_children(self.to_coo()[0], [lv.mode for lv in fmt.levels])
-        levels = list(fmt.levels)
-        for k, packed in open_params.items():
-            level = levels[k]
-            env = {"N": self.shape[level.mode], "max_children": children[k]}
-            chosen = {p: evaluate_expr(expr, env) for p, expr in packed.items()}
-            levels[k] = Level(level.kind, level.mode, level.properties,
-                              {**level.params, **chosen}, level.block, level.inner)
-        return Format(levels, name=fmt.name)
-
     # -- kernel ABI ---------------------------------------------------------------------
     def _flat_params(self) -> list[int]:
         return [int(self.params[k][p]) for k, p in self.tensor_type.param_slots()]
@@ -494,7 +381,7 @@ class Tensor(ArrayOps):
         arrays = [a for level in self.level_arrays for a in level.values()]
         if any(a.flags.writeable for a in arrays):
             return None
-        return (_Identity((*arrays, self.values)), self.shape, self.format, self.dtype,
+        return (SameObjects((*arrays, self.values)), self.shape, self.format, self.dtype,
                 self.index_dtype, *self._shape_key())
 
     def _shape_key(self) -> tuple[tuple, tuple]:
@@ -565,9 +452,6 @@ class Tensor(ArrayOps):
         self.__dict__.update({k: v for k, v in result.__dict__.items() if k != "name"})
 
 
-_COPY_KERNELS: dict = {}
-
-
 def _filled(fmt: Format, fill, dtype) -> Format:
     """``fmt`` with the fill value ``fill`` (None: the format's own), which values of
     ``dtype`` must be able to hold: an int32 tensor cannot have fill NaN."""
@@ -581,23 +465,5 @@ def _filled(fmt: Format, fill, dtype) -> Format:
     return fmt
 
 
-def _copy_kernel(assignment, source: Format, target: Format, index_dtype: str, kernel_type):
-    key = (source, target, str(assignment), index_dtype, registry_generation())
-    if key not in _COPY_KERNELS:
-        _COPY_KERNELS[key] = kernel_type(assignment, {"A": source}, target,
-                                         out_index_dtype=index_dtype, convert=False)
-    return _COPY_KERNELS[key]
-
-
 _ARRAY_FREE_VALUES: dict[tuple, tuple[int, int | None]] = {}  # see Tensor._validate_array_free
 _ARRAY_FREE_MEMO = 1024
-
-
-class _Identity(tuple):
-    """A tuple of objects that compares equal only to one holding the same objects."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Identity) and len(self) == len(other) and \
-            all(a is b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]

@@ -230,6 +230,26 @@ def test_an_output_format_with_another_fill_is_refused():
         kernel(A=A)
 
 
+@pytest.mark.parametrize("levels", (["dense", "compressed"], ["dense", "dense"]))
+def test_an_output_format_declaring_fill_0_is_honoured_or_refused(levels):
+    """Format(fill=0) was read as no fill declared: A + 1 came back with fill 1 in a
+    format that said 0. A declared 0 now holds as any other declared fill: refused where
+    the expression's fill is another, kept where it agrees."""
+    a = _random(91, 0.0)
+    A = _packed(a, "csr", 0.0)
+    declared = Format(levels, fill=0)
+    with pytest.raises(ValueError, match="declares fill value 0.0, but the expression's is 1"):
+        ls.evaluate("Z(i,j) = A(i,j) + 1", out_format=declared, A=A)
+    with pytest.raises(ValueError, match="declares fill value 0.0"):
+        ls.compile("Z(i,j) = A(i,j) + 1", out_format=declared, A="csr")(A=A)
+    undeclared = ls.evaluate("Z(i,j) = A(i,j) + 1", out_format=Format(levels), A=A)
+    assert undeclared.fill_value == 1.0
+    _same(undeclared.to_numpy(), a + 1, "fill left out")
+    kept = ls.evaluate("Z(i,j) = A(i,j) * 2", out_format=declared, A=A)
+    assert kept.fill_value == 0.0
+    _same(kept.to_numpy(), a * 2, "fill 0 declared and computed")
+
+
 def test_a_pickled_kernel_brings_each_instance_back_under_its_fills():
     """A kernel pickled after a call on fill-1 operands: its instance comes back under
     the fill-1 key, so a call on fill-0 operands compiles its own (it once came back

@@ -94,6 +94,23 @@ def test_the_other_form_comes_back_from_the_disk_cache(tmp_path, monkeypatch):
     np.testing.assert_allclose(result.to_numpy(), (a + b).toarray(), rtol=1e-15)
 
 
+def test_printing_a_kernel_or_its_instance_compiles_nothing(monkeypatch):
+    """repr of an instance said whether it has two forms by asking for the other one,
+    which compiled it (one LLVM compile per print of a fresh kernel)."""
+    monkeypatch.setenv("LLVSPARSE_CACHE", "0")
+    monkeypatch.setattr(api, "_CACHE", {})
+    a, b = _patterns(5)[0]
+    A, B = ls.Tensor.from_scipy(a, "csr"), ls.Tensor.from_scipy(b, "csr")
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", A="csr", B="csr", out_format="csr")
+    result = kernel(A=A, B=B)
+    compiles = STATS.get("llvm_compiles", 0)
+    texts = [repr(kernel), str(kernel), repr(kernel.last), str(kernel.last), repr(result),
+             str(result), repr(A)]
+    assert STATS.get("llvm_compiles", 0) == compiles
+    assert "two loop forms" in texts[2] and kernel.last.jit.compiled is None
+    np.testing.assert_allclose(result.to_numpy(), (a + b).toarray(), rtol=1e-15)
+
+
 def _run(probe: Probe, seconds: dict[Way, float], calls: int) -> list[Way]:
     """The ways ``probe`` picks over ``calls`` calls; each way's first call takes 5 s
     longer (fresh memory), and its last but one 7 s (another process), the others

@@ -47,9 +47,10 @@ class Refused:
 
 @dataclass(frozen=True)
 class Request:
-    """What to lower: the statement, its operands' names (the output first), the result's
-    value type, whether float operations may reassociate, and the workspace the caller
-    named (None: the rule of paper 002 chooses)."""
+    """What to lower: the statement, its operands' names (the output first), the dtype
+    the kernel computes in (the output's type has its own: bool for a comparison),
+    whether float operations may reassociate, and the workspace the caller named (None:
+    the rule of paper 002 chooses)."""
 
     assignment: nt.Assignment
     order: list[str]
