@@ -42,8 +42,10 @@ def _rows_of(rows: int, cols: int, per_row: int, rng: np.random.Generator) -> sp
 
 def _block_of(lo: int, hi: int, n: int, per_row: int, seed: int):
     """Rows ``lo:hi`` of the benchmark matrix as a CSR tensor, made where it is called
-    (on a worker, so that no block crosses the network)."""
+    (on a worker, so that no block crosses the network). Importing llvsparse.distributed
+    tells Dask the size of the Tensor this returns (the worker measures it now)."""
     import llvsparse as ls
+    import llvsparse.distributed
 
     rows = _rows_of(hi - lo, n, per_row, np.random.default_rng(seed))
     return ls.Tensor.from_scipy(rows, ls.named_format("csr", 2))
