@@ -321,6 +321,21 @@ def test_cluster_a_block_fetched_by_another_worker_is_not_walked_again(client):
     np.testing.assert_allclose(y, A @ X)
 
 
+@pytest.mark.slow
+def test_cluster_x_scattered_once_to_every_worker_is_a_dense_operand(client):
+    """x sent to the workers once (``client.scatter(x, broadcast=True)``) and passed as a
+    dask array, with no reference kept here: the graph holds its future until the tasks
+    ran (it was dropped, 'lost dependencies', where the chunk's graph was optimized
+    alone or the future sat in a tuple of arguments)."""
+    P = ld.partition(A, (70, 200))
+    y = ld.evaluate("y(i) = A(i,j) * x(j)", A=P, x=da.from_delayed(
+        client.scatter(X, broadcast=True, hash=False), X.shape, X.dtype))
+    np.testing.assert_allclose(y.compute(scheduler=client), A @ X)
+    Y = ld.evaluate("Y(i,k) = A(i,j) * M(j,k)", A=ld.partition(A, (70, 64)), M=da.from_delayed(
+        client.scatter(M, broadcast=True, hash=False), M.shape, M.dtype))
+    np.testing.assert_allclose(Y.compute(scheduler=client), A @ M)
+
+
 def _write_blocks(folder, rows: int, cols: int, per_row: int, blocks: int, seed: int) -> None:
     """Row blocks of ``per_row`` entries a row (in columns ``cols // per_row`` apart
     from a random first one), written one at a time (never all in memory at once)."""
