@@ -7,9 +7,12 @@ process computes the same cache key (same host CPU, versions and compiler source
 otherwise leaves the signature to be compiled again on first use. Bindings hold pointers
 into their operands' memory and are not picklable (they say so).
 
-A Tensor pickles as its arrays and format, without the descriptors, memos and
-validation results that belong to this process; a tensor llvsparse packed is sealed
-(read-only index arrays) again on the other side and validated once there.
+A Tensor pickles as its arrays and format, without the descriptors and memos that
+belong to this process; a tensor llvsparse packed is sealed (read-only index arrays)
+again on the other side. Whether it was validated travels with it (for shipped level
+formats, whose checks are the same on both sides): the bytes arrive as they left, and
+unpickling already trusts its source with more than that. Walking it again cost a
+Dask worker 1-2 s per 6M-entry block it fetched, more than the SpMV it was fetched for.
 """
 
 from __future__ import annotations
@@ -32,13 +35,21 @@ _TENSOR_LOCAL = ("_holder", "_type_cache", "_slots", "_entries", "_sorted_memo",
                  "_validated", "generation")
 
 
+_WAS_VALID = "_valid_when_pickled"
+
+
 def tensor_state(tensor) -> dict:
-    return {k: v for k, v in tensor.__dict__.items() if k not in _TENSOR_LOCAL}
+    state = {k: v for k, v in tensor.__dict__.items() if k not in _TENSOR_LOCAL}
+    validated = tensor.__dict__.get("_validated")
+    if validated is not None and validated == tensor._sealed_state():
+        state[_WAS_VALID] = True
+    return state
 
 
 def restore_tensor(tensor, state: dict) -> None:
     from .formats.registry import generation
 
+    was_valid = state.pop(_WAS_VALID, False)
     tensor.__dict__.update(state)
     _align_arrays(tensor)
     tensor.generation = generation()  # laid out by the definitions this process has
@@ -46,6 +57,8 @@ def restore_tensor(tensor, state: dict) -> None:
         for arrays in tensor.level_arrays:
             for array in arrays.values():
                 make_read_only(array)
+        if was_valid:
+            tensor._mark_valid()  # shipped level formats only
 
 
 def _align_arrays(tensor) -> None:

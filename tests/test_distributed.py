@@ -217,6 +217,54 @@ def test_an_unaligned_dense_chunk_is_copied_aligned_once():
     assert id(first) not in {id(v) for v in _ALIGNED.values()}
 
 
+def test_a_block_tells_dask_its_size():
+    """Dask weighs a task's inputs by ``sizeof`` when it picks a worker; a Tensor
+    measured as a plain object (~50 bytes) let a LocalCluster move 75 MB blocks to the
+    worker holding x rather than run each task where its block was."""
+    from dask.sizeof import sizeof
+
+    block = ls.Tensor.from_scipy(A, "csr")
+    arrays = A.data.nbytes + A.indices.nbytes + A.indptr.astype(block.index_dtype).nbytes
+    assert arrays <= sizeof(block) <= arrays + 4096
+
+
+def _walks_of(tensor) -> list[int]:
+    """How many times validating ``tensor`` walks its levels, and ``tensor @ X``."""
+    import llvsparse.tensor as lt
+
+    calls, walk = [], lt.walk_levels
+    lt.walk_levels = lambda *a, **k: (calls.append(1), walk(*a, **k))[1]
+    try:
+        tensor.validate()
+    finally:
+        lt.walk_levels = walk
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    return [len(calls), kernel(A=tensor, x=X, check=False).to_numpy()]
+
+
+def test_a_pickled_tensor_is_walked_again_only_where_it_was_not_validated():
+    """A validated tensor arrives validated (a worker fetching a 6M-entry block walked
+    it for 1-2 s, more than the SpMV it was fetched for); one never validated is walked,
+    and a corrupt one is still refused."""
+    import pickle
+
+    checked = ls.Tensor.from_scipy(A, "csr")
+    checked.validate()
+    walks, y = _walks_of(pickle.loads(pickle.dumps(checked, protocol=5)))
+    assert walks == 0
+    np.testing.assert_allclose(y, A @ X)
+    good = ls.Tensor.from_scipy(A, "csr")
+    raw = ls.Tensor(good.shape, good.format, good.dtype, good.index_dtype, good.level_extents,
+                    [{}, {k: v.copy() for k, v in good.level_arrays[1].items()}],
+                    good.params, good.values)  # not packed by llvsparse: never trusted
+    walks, y = _walks_of(pickle.loads(pickle.dumps(raw, protocol=5)))
+    assert walks == 1
+    np.testing.assert_allclose(y, A @ X)
+    raw.level_arrays[1]["crd"][0] = 10**6
+    with pytest.raises(ls.CorruptTensorError):
+        pickle.loads(pickle.dumps(raw, protocol=5)).validate()
+
+
 def test_bad_operands_are_refused_by_name():
     P = ld.partition(A, 100)
     with pytest.raises(ls.ShapeError, match="index j"):
@@ -262,6 +310,30 @@ def test_cluster_spgemm_across_row_blocks_and_tiles(client):
             C = ld.evaluate("C(i,j) = A(i,k) * B(k,j)", out_format="csr",
                             A=ld.partition(A, chunks), B=ld.partition(B, (64, 150)))
             np.testing.assert_allclose(C.compute().to_numpy(), (A @ B).toarray())
+
+
+@pytest.mark.slow
+def test_cluster_a_block_fetched_by_another_worker_is_not_walked_again(client):
+    first, second = sorted(client.scheduler_info()["workers"])
+    block = client.submit(ls.Tensor.from_scipy, A, "csr", workers=[first], pure=False)
+    walks, y = client.submit(_walks_of, block, workers=[second], pure=False).result()
+    assert walks == 0
+    np.testing.assert_allclose(y, A @ X)
+
+
+@pytest.mark.slow
+def test_cluster_x_scattered_once_to_every_worker_is_a_dense_operand(client):
+    """x sent to the workers once (``client.scatter(x, broadcast=True)``) and passed as a
+    dask array, with no reference kept here: the graph holds its future until the tasks
+    ran (it was dropped, 'lost dependencies', where the chunk's graph was optimized
+    alone or the future sat in a tuple of arguments)."""
+    P = ld.partition(A, (70, 200))
+    y = ld.evaluate("y(i) = A(i,j) * x(j)", A=P, x=da.from_delayed(
+        client.scatter(X, broadcast=True, hash=False), X.shape, X.dtype))
+    np.testing.assert_allclose(y.compute(scheduler=client), A @ X)
+    Y = ld.evaluate("Y(i,k) = A(i,j) * M(j,k)", A=ld.partition(A, (70, 64)), M=da.from_delayed(
+        client.scatter(M, broadcast=True, hash=False), M.shape, M.dtype))
+    np.testing.assert_allclose(Y.compute(scheduler=client), A @ M)
 
 
 def _write_blocks(folder, rows: int, cols: int, per_row: int, blocks: int, seed: int) -> None:

@@ -42,8 +42,10 @@ def _rows_of(rows: int, cols: int, per_row: int, rng: np.random.Generator) -> sp
 
 def _block_of(lo: int, hi: int, n: int, per_row: int, seed: int):
     """Rows ``lo:hi`` of the benchmark matrix as a CSR tensor, made where it is called
-    (on a worker, so that no block crosses the network)."""
+    (on a worker, so that no block crosses the network). Importing llvsparse.distributed
+    tells Dask the size of the Tensor this returns (the worker measures it now)."""
     import llvsparse as ls
+    import llvsparse.distributed
 
     rows = _rows_of(hi - lo, n, per_row, np.random.default_rng(seed))
     return ls.Tensor.from_scipy(rows, ls.named_format("csr", 2))
@@ -94,13 +96,21 @@ def in_memory(entries: int, per_row: int, blocks: int, repeat: int) -> dict:
     return result
 
 
+def _scipy_spmv(block: sp.csr_matrix, x: np.ndarray) -> np.ndarray:
+    return block @ x
+
+
 def on_cluster(entries: int, per_row: int, blocks: int, repeat: int) -> dict:
     """``ld.evaluate`` over row blocks kept on a LocalCluster of two single-threaded
     worker processes, against one kernel call on two threads over the same matrix; runs
-    alternate. The dense x is sent with each run's graph and y gathered back, as an
-    iterative method would."""
+    alternate. Each cluster run sends x and returns y to this process, as the single
+    call does (an iterative method): x in the graph as a numpy array (the plain call),
+    or scattered to both workers first (``client.scatter(x, broadcast=True)``, counted);
+    one variant, labelled so, leaves y on the workers. The control runs scipy's
+    ``block @ x`` on the same cluster, x scattered and y gathered the same way."""
     import dask
-    from distributed import Client, LocalCluster
+    import dask.array as da
+    from distributed import Client, LocalCluster, futures_of, wait
 
     import llvsparse as ls
     import llvsparse.distributed as ld
@@ -119,26 +129,49 @@ def on_cluster(entries: int, per_row: int, blocks: int, repeat: int) -> dict:
                       dashboard_address=None) as cluster, Client(cluster) as client:
         made = client.persist([dask.delayed(_block_of)(lo, hi, n, per_row, k)
                                for k, (lo, hi) in enumerate(pieces)])
+        scipy_blocks = [client.submit(lambda t: t.to_scipy(), futures_of(m)[0])
+                        for m in made]  # on the worker holding the block
+        wait(scipy_blocks)
         parts = {(k, 0): Block(same, block) for k, block in enumerate(made)}
         P = Partitioned((n, n), (bounds, (0, n)), ls.named_format("csr", 2),
                         np.dtype("float64"), None, parts)
 
-        def spread() -> np.ndarray:
-            return ld.evaluate("y(i) = A(i,j) * x(j)", A=P, x=x).compute(scheduler=client)
+        def broadcast() -> object:
+            return da.from_delayed(client.scatter(x, broadcast=True, hash=False), x.shape,
+                                   x.dtype)
 
-        assert np.allclose(spread(), expected)
-        assert np.allclose(kernel(A=big, x=x, threads=2).to_numpy(), expected)
-        single, cluster_times = [], []
+        def scipy_on_cluster() -> np.ndarray:
+            x_on = client.scatter(x, broadcast=True, hash=False)
+            return np.concatenate(client.gather(
+                [client.submit(_scipy_spmv, b, x_on, pure=False) for b in scipy_blocks]))
+
+        runs = {
+            "single_2_threads_s": lambda: kernel(A=big, x=x, threads=2).to_numpy(),
+            "dask_local_cluster_s": lambda: ld.evaluate(
+                "y(i) = A(i,j) * x(j)", A=P, x=x).compute(scheduler=client),
+            "dask_x_broadcast_s": lambda: ld.evaluate(
+                "y(i) = A(i,j) * x(j)", A=P, x=broadcast()).compute(scheduler=client),
+            "dask_y_left_on_workers_s": lambda: wait(client.persist(ld.evaluate(
+                "y(i) = A(i,j) * x(j)", A=P, x=broadcast()))),
+            "scipy_local_cluster_s": scipy_on_cluster,
+            "scipy_single_s": lambda: whole @ x,
+        }
+        for name, run in runs.items():
+            got = run()
+            assert name.startswith("dask_y") or np.allclose(got, expected), name
+        times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(repeat):
-            cluster_times.append(_median(spread, 1))
-            single.append(_median(lambda: kernel(A=big, x=x, threads=2), 1))
+            for name, run in runs.items():
+                times[name].append(_median(run, 1))
         compiles = client.run(_llvm_work)
     result = {"entries": int(whole.nnz), "rows": n, "blocks": blocks,
-              "single_2_threads_s": statistics.median(single),
-              "dask_local_cluster_s": statistics.median(cluster_times),
+              **{name: statistics.median(t) for name, t in times.items()},
               "worker_llvm": sorted(compiles.values(), key=str)}
-    result["cluster_over_single"] = (result["dask_local_cluster_s"]
-                                     / result["single_2_threads_s"])
+    single = result["single_2_threads_s"]
+    for name in ("local_cluster", "x_broadcast", "y_left_on_workers"):
+        result[f"{name}_over_single"] = result[f"dask_{name}_s"] / single
+    result["scipy_cluster_over_scipy_single"] = (result["scipy_local_cluster_s"]
+                                                 / result["scipy_single_s"])
     return result
 
 

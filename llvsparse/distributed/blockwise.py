@@ -144,9 +144,12 @@ def _aligned(array: object) -> np.ndarray:
     return copy
 
 
-def _apply(kernel: Kernel, names: tuple[str, ...], loaders: tuple, args: tuple,
-           finish: object, dense: bool, threads: int | None) -> object:
-    """One tile: load the blocks, run the kernel; a dense result as a numpy array.
+def _apply(kernel: Kernel, names: tuple[str, ...], loaders: tuple, finish: object,
+           dense: bool, threads: int | None, *args: object) -> object:
+    """One tile: load the blocks, run the kernel; a dense result as a numpy array. The
+    operands come as separate arguments: in a tuple, Dask did not see a distributed
+    future inside one (a dask array of a scattered x), which was then released before
+    the task ran ('lost dependencies').
 
     The blocks are validated here (once: packed ones are sealed), the dense chunks not:
     the kernel wraps them from numpy arrays of their own shape, so their layout holds by
@@ -229,8 +232,10 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     summed = set(extents) - set(out_vars)
     bounds = _var_bounds(uses, parts, extents, summed, _distributes(parsed.rhs))
     parts = {n: p.coarsened([bounds[v] for v in uses[n]]) for n, p in parts.items()}
-    chunks = {n: d.rechunk(tuple(tuple(np.diff(bounds[v])) for v in uses[n])).to_delayed()
-              for n, d in dense.items()}
+    # Not optimized here (the whole graph is, when computed): optimizing each chunk's
+    # graph alone dropped a scattered future it held, and the task lost its input.
+    chunks = {n: d.rechunk(tuple(tuple(np.diff(bounds[v])) for v in uses[n]))
+              .to_delayed(optimize_graph=False) for n, d in dense.items()}
 
     wants_dense = isinstance(out_format, str) and out_format.lower() == "dense"
     formats = {n: (parts[n].format if n in parts else "dense") for n in uses}
@@ -284,7 +289,7 @@ def _tile_tasks(kernel_key: object, uses: dict[str, tuple[str, ...]],
             else:
                 loaders.append(None)
                 args.append(chunks[n][index])
-        task = dask.delayed(_apply)(kernel_key, names, tuple(loaders), tuple(args), *options)
+        task = dask.delayed(_apply)(kernel_key, names, tuple(loaders), *options, *args)
         partials.setdefault(tuple(at.get(v, 0) for v in out_vars), []).append(task)
     return partials
 
