@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from . import jam, pairs, scalars
+from . import jam, pairs, precompute_lower, scalars
 from .algebra import region_text
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -226,7 +226,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.run_state: RunState | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
+        free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
         self.loops(order, 0, nest.body, Ctx())
+        free()
 
     def loops(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
         if depth == self.out_depth and not self.scatter:
@@ -412,6 +414,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         ``appends``: each iteration appends at most one entry to the output;
         ``pair_body``, when given, is the body for two coordinates side by side, used in
         the other form (see pairs)."""
+        if self.nest.precomputes and (plan := precompute_lower.due(self, var, expr, ctx)):
+            return precompute_lower.around(self, plan, expr, ctx, lambda e: self.emit_var(
+                var, e, ctx, body, hooks, leaf, None, appends))
         find = self.iter_of(ctx, var)
 
         def is_full(it: Iter) -> bool:

@@ -19,6 +19,7 @@ from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, opera
 from .types import TensorType
 
 if TYPE_CHECKING:
+    from .precompute import Precompute
     from .workspace_schedule import WorkspacePlan
 
 
@@ -39,6 +40,7 @@ class Nest:
     order: tuple[str, ...]
     body: Expr
     workspace: WorkspacePlan | None = None  # the output's entries go through a temporary
+    precomputes: tuple[Precompute, ...] = ()  # operands read through a temporary
 
 
 def order_loops(loop_vars: list[str], exprs_operands: list[Operand],

@@ -77,9 +77,13 @@ class Kernel:
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
-                 workspace: str | None = None):
+                 workspace: str | None = None, precompute: bool | None = None):
         checked_policy(workspace)
+        if precompute not in (None, True, False):
+            raise ValueError(f"precompute must be True, False or None (the rule chooses), "
+                             f"not {precompute!r}")
         self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
+        self.precompute = precompute  # operand workspaces (ir/precompute.py); None: its rule
         self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
@@ -191,7 +195,8 @@ class Kernel:
         types[out] = self.formats[out].with_fill(fill).tensor_type(dtypes[out],
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
-               self.fastmath, self.convert, self.workspace, registry_generation())
+               self.fastmath, self.convert, self.workspace, self.precompute,
+               registry_generation())
         return types, dtypes[out], key
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
@@ -201,7 +206,8 @@ class Kernel:
                 if isinstance(n, nt.Call | nt.Reduction)]  # user functions' bodies
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert, self.workspace) + ((user_operators(used),) if any(
+             self.fastmath, self.convert, self.workspace, self.precompute) + ((
+                 user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
@@ -254,7 +260,8 @@ class Kernel:
         """Build; if the operands' storage orders cannot be reconciled, convert operands
         to sorted coordinate lists (see ``lower_converting``)."""
         start = time.perf_counter()
-        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
+        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace,
+                          self.precompute)
         if not self.convert:
             lowered = lower_as_stored(request, types)
         else:
@@ -272,7 +279,8 @@ class Kernel:
         when first asked for (``JitKernel.other``), in a module of its own; otherwise
         both go in one module (what inspection and export show)."""
         start = time.perf_counter()
-        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace)
+        request = Request(self._assignment, self._names, dtype, self.fastmath, self.workspace,
+                          self.precompute)
         converted = {n: tuple(lv.mode for lv in fmt.levels) for n, fmt in conversions.items()}
         lowered = lower_kernel(request, types, converted)
         if isinstance(lowered, Refused):
@@ -576,11 +584,16 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
-            workspace: str | None = None, **formats: object) -> Kernel:
+            workspace: str | None = None, precompute: bool | None = None,
+            **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash'
-    or 'sort'; None: paper 002's rule picks)."""
-    return Kernel(assignment, formats, out_format, fastmath, workspace=workspace)
+    or 'sort'; None: paper 002's rule picks). ``precompute``: True copies each operand
+    whose access is invariant in a loop nested inside its own into a dense temporary
+    that the inner loop locates into (triangle counting's L(i,j) under loops i, k, j),
+    False never does, None leaves it to the rule of ir/precompute.py."""
+    return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
+                  precompute=precompute)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

@@ -21,6 +21,7 @@ from ..codegen import KernelCompiler
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
+from ..precompute import plan_precomputes
 from ..schedule import Nest, ScheduleError
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
@@ -48,14 +49,16 @@ class Refused:
 @dataclass(frozen=True)
 class Request:
     """What to lower: the statement, its operands' names (the output first), the result's
-    value type, whether float operations may reassociate, and the workspace the caller
-    named (None: the rule of paper 002 chooses)."""
+    value type, whether float operations may reassociate, the workspace the caller
+    named (None: the rule of paper 002 chooses) and whether operands are precomputed
+    into workspaces (ir/precompute.py; None: its rule chooses)."""
 
     assignment: nt.Assignment
     order: list[str]
     dtype: str
     fastmath: bool
     workspace: str | None = None
+    precompute: bool | None = None
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -141,6 +144,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     reason = rescanned(nests, types, converted)
     if reason is not None:
         return Refused(ScheduleError(reason))
+    nests = plan_precomputes(nests, types, request.precompute, request.dtype)
     builder = KernelCompiler(nests, types, request.order, request.dtype,
                              fastmath=request.fastmath)
     try:
