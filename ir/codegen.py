@@ -351,9 +351,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
     def iter_of(self, ctx: Ctx, var: str) -> Callable[[Operand], Iter | None]:
         def find(op: Operand) -> Iter | None:
             k = len(ctx.levels.get(op.uid, ()))
-            if k < len(op.vars) and op.vars[k] == var:
-                return Iter(op.uid, k)
-            return None
+            return Iter(op.uid, k) if k < len(op.vars) and op.vars[k] == var else None
         return find
 
     def fill_of(self, op: Operand) -> float:
@@ -361,17 +359,14 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         return self.types[op.tensor].fill
 
     def level_type(self, it: Iter):
-        op = self.operands[it.uid]
-        return self.types[op.tensor].levels[it.level]
+        return self.types[self.operands[it.uid].tensor].levels[it.level]
 
     def is_full(self, it: Iter) -> bool:
         return it.is_universe or self.level_type(it).full
 
     def describe(self, lattice) -> str:
         def name(it: Iter) -> str:
-            if it.is_universe:
-                return "U"
-            return f"{self.operands[it.uid].tensor}.{it.level}"
+            return "U" if it.is_universe else f"{self.operands[it.uid].tensor}.{it.level}"
         return " > ".join("{" + ", ".join(sorted(name(i) for i in p)) + "}"
                           for p in lattice.points)
 

@@ -101,8 +101,8 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
         plans = []
         for op in operands(nest.body):
             at = _invariant_loop(nest, op)
-            if at is None:
-                continue
+            if at is None or types[op.tensor].levels[-1].mode is None:
+                continue  # (a storage-only level's extent is no mode of the operand's)
             why = _pays(nest, op, types)
             if why is None and not force:
                 continue
@@ -112,7 +112,7 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
             taken.add(name)
             level = temporary_level()
             props = tuple((p, level.properties[p].default) for p in PROPERTY_NAMES)
-            ttype = TensorType((LevelType(level, level.name, None, props),), 1, dtype,
+            ttype = TensorType((LevelType(level, level.name, 0, props),), 1, dtype,
                                types[op.tensor].index_dtype, types[op.tensor].fill_key)
             temp = TensorVar(name, ttype)
             plans.append(Precompute(op, at, op.vars[-1], temp,

@@ -59,7 +59,14 @@ from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .refusals import advised
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
-from .workspaces import check_workspace, checked_workspace_meta, workspace_meta
+from .workspaces import (
+    check_precomputes,
+    check_workspace,
+    checked_precompute_meta,
+    checked_workspace_meta,
+    precompute_meta,
+    workspace_meta,
+)
 
 if TYPE_CHECKING:
     from llvmlite.ir import Module as LLVMModule
@@ -121,6 +128,7 @@ class Kernel:
         self._last_plan: tuple | None = None  # (extent, threads), weights, Split
         self._last_bound: BoundCall | None = None
         self._sparse: Kernel | None = None  # see _sparse_workspace
+        self._merged: Kernel | None = None  # see _merging
         self.last: Instance | None = None
 
     __repr__ = kernel_repr
@@ -240,7 +248,8 @@ class Kernel:
                     kernel.name + OTHER_FORM_SUFFIX, retyped, dtype, conversions)
             return Instance(retyped, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
-                            meta["initializes_output"], checked_workspace_meta(meta["workspace"]))
+                            meta["initializes_output"], checked_workspace_meta(meta["workspace"]),
+                            precomputes=checked_precompute_meta(meta["precomputes"]))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -317,7 +326,8 @@ class Kernel:
         loops = functools.partial(_loops_text, nests, types, order[0], self.fastmath)
         return Instance(types, text, compiled, dtype, conversions,
                         "\n".join(builder.lattice_log), order, mode,
-                        builder.initializes_output, workspace_meta(nests, types), loops)
+                        builder.initializes_output, workspace_meta(nests, types), loops,
+                        precompute_meta(nests, types))
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -454,6 +464,13 @@ class Kernel:
                 raise
             # Paper 002: where a dense workspace would not fit, a sparse one.
             return self._sparse_workspace().bind(check=check, threads=threads, **tensors)
+        try:
+            check_precomputes(inst.precomputes, {n: t.shape for n, t in inputs.items()},
+                              threads if parallel else 1)
+        except MemoryError:
+            if self.precompute is not None:
+                raise
+            return self._merging().bind(check=check, threads=threads, **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
         plan = None
         if parallel:
@@ -479,8 +496,20 @@ class Kernel:
             out = self.assignment.lhs.tensor
             formats = {n: self.formats[n] for n in self._user_names if n != out}
             self._sparse = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
-                                  self.out_index_dtype, self.convert, workspace="sort")
+                                  self.out_index_dtype, self.convert, workspace="sort",
+                                  precompute=self.precompute)
         return self._sparse
+
+    def _merging(self) -> Kernel:
+        """This kernel without operand workspaces (made once): where their temporaries
+        would not fit, the operands' slices are merged again."""
+        if self._merged is None:
+            out = self.assignment.lhs.tensor
+            formats = {n: self.formats[n] for n in self._user_names if n != out}
+            self._merged = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                                  self.out_index_dtype, self.convert, self.workspace,
+                                  precompute=False)
+        return self._merged
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
