@@ -128,7 +128,7 @@ def _invariant_loop(nest: Nest, op: Operand) -> str | None:
     its last index, where the slice can be scattered once for all of them; None where
     there is none or the operand cannot be copied there."""
     order = nest.order
-    if nest.workspace is not None or nest.assign.derived or op.complement:
+    if nest.workspace is not None or nest.assign.derived or op.complement or not op.vars:
         return None
     if len(set(op.vars)) != len(op.vars) or not all(v in order for v in op.vars):
         return None

@@ -465,8 +465,9 @@ class Kernel:
             # Paper 002: where a dense workspace would not fit, a sparse one.
             return self._sparse_workspace().bind(check=check, threads=threads, **tensors)
         try:
-            check_precomputes(inst.precomputes, {n: t.shape for n, t in inputs.items()},
-                              threads if parallel else 1)
+            if inst.precomputes is not None:  # (no dict of shapes built on every call)
+                check_precomputes(inst.precomputes, {n: t.shape for n, t in inputs.items()},
+                                  threads if parallel else 1)
         except MemoryError:
             if self.precompute is not None:
                 raise

@@ -208,3 +208,12 @@ def test_pickled_kernel_keeps_the_choice():
     assert again.precompute is False
     assert again(L=lower).to_numpy() == first
     assert not _precomputed(again)
+
+
+def test_scalar_operand_is_never_copied():
+    """An order-0 operand has no slice to scatter, even when asked for."""
+    c = ls.Tensor.from_numpy(np.float64(3.0))
+    A = sp.random(5, 4, density=0.5, random_state=2, format="csr")
+    kernel = ls.compile("C(i,j) = c * A(i,j)", "csr", precompute=True, c=c.format, A="csr")
+    result = kernel(c=c, A=ls.Tensor.from_scipy(A, format="csr")).to_scipy().toarray()
+    np.testing.assert_allclose(result, 3.0 * A.toarray())
