@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from . import jam, pairs, precompute_lower, scalars
+from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .algebra import region_text
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -226,6 +226,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.run_state: RunState | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
+        scatter_reduce.initialize(self)  # a reduction other than + from outside
         free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
         self.loops(order, 0, nest.body, Ctx())
         free()
@@ -322,9 +323,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         if not order:
             self.accumulate(self.value(expr, ctx), acc, touched)
             return
-        leaf = None
-        if len(order) == 1:
-            leaf = lambda value, _ctx: self.accumulate(value, acc, touched)
+        leaf = (lambda value, _ctx: self.accumulate(value, acc, touched)) if len(order) == 1 \
+            else None
         self.emit_var(order[0], expr, ctx,
                       lambda c, e: self.reduce(order[1:], e, c, acc, touched), None, leaf)
 

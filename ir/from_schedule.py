@@ -69,7 +69,7 @@ class _Builder:
         addition; so does a split statement after the first (it adds its term).
         """
         summed, _ = peel_sums(hoist_sums(nest.assign.rhs))
-        reduce_op = ADD if summed or nest.assign.accumulate else None
+        reduce_op = nest.reduce_op or (ADD if summed or nest.assign.accumulate else None)
         out = self.types[nest.assign.tensor]
         body = nest.body
         for plan in nest.precomputes:  # read through operand workspaces (precompute.py)

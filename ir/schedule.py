@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llvsparse.operators import ADD, MUL, NEG, SUB
+from llvsparse.operators import ADD, MUL, NEG, SUB, Operator
 
 from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
 from .types import TensorType
@@ -41,6 +41,7 @@ class Nest:
     body: Expr
     workspace: WorkspacePlan | None = None  # the output's entries go through a temporary
     precomputes: tuple[Precompute, ...] = ()  # operands read through a temporary
+    reduce_op: Operator | None = None  # the output reduced by it from outside (scatter_reduce)
 
 
 def order_loops(loop_vars: list[str], exprs_operands: list[Operand],

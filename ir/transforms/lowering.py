@@ -22,6 +22,7 @@ from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..precompute import plan_precomputes
+from ..scatter_reduce import scattered_reduction
 from ..schedule import Nest, ScheduleError
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
@@ -128,13 +129,15 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
                policy: str | None = None, sparse: bool = True, exact_sums: bool = False
                ) -> list[Nest] | Refused:
-    """The scheduler's nests (with a workspace where the output would be scattered), or
+    """The scheduler's nests (with a workspace where the output would be scattered, a
+    reduction other than + scattered into its output where folding it is refused), or
     its refusal."""
     try:
         return schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse,
                                exact_sums=exact_sums)
     except ScheduleError as error:
-        return Refused(error)
+        scattered = None if split else scattered_reduction(concrete, types)
+        return Refused(error) if scattered is None else [scattered]
 
 
 def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
