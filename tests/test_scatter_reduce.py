@@ -72,3 +72,17 @@ def test_not_scattered_where_a_skipped_coordinate_counts():
     y = kernel(A=ls.Tensor.from_numpy(A, format="csr"), x=x).to_numpy()
     np.testing.assert_allclose(y, np.min(A + x[:, None], axis=0))
     assert kernel.concrete.startswith("forall(j,") and kernel.last.conversions
+
+
+def test_user_monoid_scatters():
+    """A user function declared a monoid (identity inf, commutative, associative)
+    reduces the same way: its declared identity, not its name, starts the output."""
+    ls.function("smaller_tri", body="a if a < b else b", identity=np.inf, commutative=True,
+                associative=True)
+    rng = np.random.default_rng(7)
+    W, x = _sparse(rng, (10, 7), 0.3, np.inf), rng.random(10)
+    Wt = ls.Tensor.from_numpy(W, format="csr", fill=np.inf)
+    kernel = ls.compile("y(j) = smaller_tri(i, W(i,j) + x(i))", W=Wt.format, x="dense")
+    np.testing.assert_array_equal(kernel(W=Wt, x=x).to_numpy(), np.min(W + x[:, None], axis=0))
+    assert kernel.concrete.startswith("forall(i, forall(j, y(j) smaller_tri= ")
+    assert not kernel.last.conversions
