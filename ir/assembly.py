@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from llvsparse.operators import ADD
+
 from . import scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
 from .relocatable import appends_relocatably
@@ -267,7 +269,8 @@ class OutputAssembler:
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)
             old = scalars.load_value(b, stored, dtype, kc.dtype)
-            value = scalars.apply(b, "add", [old, value], kc.dtype, kc.fastmath)
+            value = scalars.apply_op(b, kc.nest.reduce_op or ADD, [old, value], kc.dtype,
+                                     kc.fastmath)
         value = scalars.convert(b, value, self.kc.dtype, dtype)
         mark_access(b.store(scalars.store_value(b, value, dtype), address), b.module,
                     is_input=False)

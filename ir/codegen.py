@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from . import jam, pairs, scalars
+from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .algebra import region_text
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -226,7 +226,10 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.run_state: RunState | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
+        scatter_reduce.initialize(self)  # a reduction other than + from outside
+        free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
         self.loops(order, 0, nest.body, Ctx())
+        free()
 
     def loops(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
         if depth == self.out_depth and not self.scatter:
@@ -320,9 +323,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         if not order:
             self.accumulate(self.value(expr, ctx), acc, touched)
             return
-        leaf = None
-        if len(order) == 1:
-            leaf = lambda value, _ctx: self.accumulate(value, acc, touched)
+        leaf = (lambda value, _ctx: self.accumulate(value, acc, touched)) if len(order) == 1 \
+            else None
         self.emit_var(order[0], expr, ctx,
                       lambda c, e: self.reduce(order[1:], e, c, acc, touched), None, leaf)
 
@@ -349,9 +351,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
     def iter_of(self, ctx: Ctx, var: str) -> Callable[[Operand], Iter | None]:
         def find(op: Operand) -> Iter | None:
             k = len(ctx.levels.get(op.uid, ()))
-            if k < len(op.vars) and op.vars[k] == var:
-                return Iter(op.uid, k)
-            return None
+            return Iter(op.uid, k) if k < len(op.vars) and op.vars[k] == var else None
         return find
 
     def fill_of(self, op: Operand) -> float:
@@ -359,17 +359,14 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         return self.types[op.tensor].fill
 
     def level_type(self, it: Iter):
-        op = self.operands[it.uid]
-        return self.types[op.tensor].levels[it.level]
+        return self.types[self.operands[it.uid].tensor].levels[it.level]
 
     def is_full(self, it: Iter) -> bool:
         return it.is_universe or self.level_type(it).full
 
     def describe(self, lattice) -> str:
         def name(it: Iter) -> str:
-            if it.is_universe:
-                return "U"
-            return f"{self.operands[it.uid].tensor}.{it.level}"
+            return "U" if it.is_universe else f"{self.operands[it.uid].tensor}.{it.level}"
         return " > ".join("{" + ", ".join(sorted(name(i) for i in p)) + "}"
                           for p in lattice.points)
 
@@ -412,6 +409,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         ``appends``: each iteration appends at most one entry to the output;
         ``pair_body``, when given, is the body for two coordinates side by side, used in
         the other form (see pairs)."""
+        if self.nest.precomputes and (plan := precompute_lower.due(self, var, expr, ctx)):
+            return precompute_lower.around(self, plan, expr, ctx, lambda e: self.emit_var(
+                var, e, ctx, body, hooks, leaf, None, appends))
         find = self.iter_of(ctx, var)
 
         def is_full(it: Iter) -> bool:

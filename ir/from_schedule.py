@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from llvsparse.operators import ADD, Operator
 
 from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
+from .precompute import replaced
 from .schedule import Nest, ScheduleError, order_loops
 from .statements import (
     Access,
@@ -68,11 +69,19 @@ class _Builder:
         addition; so does a split statement after the first (it adds its term).
         """
         summed, _ = peel_sums(hoist_sums(nest.assign.rhs))
-        reduce_op = ADD if summed or nest.assign.accumulate else None
+        reduce_op = nest.reduce_op or (ADD if summed or nest.assign.accumulate else None)
         out = self.types[nest.assign.tensor]
-        stmt = self.assign(output_access(nest), reduce_op, nest.body, set(nest.order), out)
+        body = nest.body
+        for plan in nest.precomputes:  # read through operand workspaces (precompute.py)
+            body = replaced(body, plan)
+        stmt = self.assign(output_access(nest), reduce_op, body, set(nest.order), out)
         for var in reversed(nest.order):
             stmt = Forall(IndexVar(var), stmt)
+            plans = [p for p in nest.precomputes if p.at == var]
+            if plans:  # each temporary filled before the loop its operand is invariant in
+                copies = [Forall(IndexVar(p.var), Assign(Access(p.temporary, (IndexVar(p.var),)),
+                                                        None, p.operand)) for p in plans]
+                stmt = Where(stmt, sequence(copies), tuple(p.temporary for p in plans))
         return stmt
 
     def assign(self, access: Access, reduce_op: Operator | None, expr: Expr, bound: set[str],

@@ -160,7 +160,12 @@ class NestLowering:
                          derived, bool(temps), 0)
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.target = str(assign.access)
-        return self.loops(order, 0, expr, State())
+        op = assign.reduce_op
+        self.reduce_symbol = "+" if op is None else op.symbol
+        root = self.loops(order, 0, expr, State())
+        if op is None or op.symbol == "+" or not scatter:
+            return root
+        return Block((Clear(self.target, op.identity), root))  # scatter_reduce.initialize
 
     def loops(self, order: tuple[str, ...], depth: int, expr: CinExpr, state: State) -> Node:
         site = self.site
@@ -213,7 +218,7 @@ class NestLowering:
         if not self.all_insert:
             return Append(self.target, value)
         if site.scatter or site.accumulate:
-            return Accumulate(self.target, "+", value)
+            return Accumulate(self.target, self.reduce_symbol, value)
         return Insert(self.target, value)
 
     def fresh(self, stem: str) -> str:

@@ -13,12 +13,13 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llvsparse.operators import ADD, MUL, NEG, SUB
+from llvsparse.operators import ADD, MUL, NEG, SUB, Operator
 
 from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
 from .types import TensorType
 
 if TYPE_CHECKING:
+    from .precompute import Precompute
     from .workspace_schedule import WorkspacePlan
 
 
@@ -39,6 +40,8 @@ class Nest:
     order: tuple[str, ...]
     body: Expr
     workspace: WorkspacePlan | None = None  # the output's entries go through a temporary
+    precomputes: tuple[Precompute, ...] = ()  # operands read through a temporary
+    reduce_op: Operator | None = None  # the output reduced by it from outside (scatter_reduce)
 
 
 def order_loops(loop_vars: list[str], exprs_operands: list[Operand],

@@ -34,7 +34,12 @@ from .notation_parse import parse
 from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
-from .workspaces import check_workspace, checked_workspace_meta
+from .workspaces import (
+    check_precomputes,
+    check_workspace,
+    checked_precompute_meta,
+    checked_workspace_meta,
+)
 
 _CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 
@@ -48,9 +53,13 @@ class Kernel:
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
-                 workspace: str | None = None):
+                 workspace: str | None = None, precompute: bool | None = None):
         checked_policy(workspace)
+        if precompute not in (None, True, False):
+            raise ValueError(f"precompute must be True, False or None (the rule chooses), "
+                             f"not {precompute!r}")
         self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
+        self.precompute = precompute  # operand workspaces (ir/precompute.py); None: its rule
         self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
@@ -88,6 +97,7 @@ class Kernel:
         self._last_plan: tuple | None = None  # (extent, threads), weights, Split
         self._last_bound: BoundCall | None = None
         self._sparse: Kernel | None = None  # see _sparse_workspace
+        self._merged: Kernel | None = None  # see _merging
         self.last: Instance | None = None
 
     __repr__ = kernel_repr
@@ -163,7 +173,8 @@ class Kernel:
         types[out] = self.formats[out].with_fill(fill).tensor_type(dtypes[out],
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
-               self.fastmath, self.convert, self.workspace, registry_generation())
+               self.fastmath, self.convert, self.workspace, self.precompute,
+               registry_generation())
         return types, dtypes[out], key
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
@@ -173,7 +184,8 @@ class Kernel:
                 if isinstance(n, nt.Call | nt.Reduction)]  # user functions' bodies
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert, self.workspace) + ((user_operators(used),) if any(
+             self.fastmath, self.convert, self.workspace, self.precompute) + ((
+                 user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
     def _load(self, key: str, types: dict[str, TensorType], dtype: str) -> Instance | None:
@@ -202,7 +214,8 @@ class Kernel:
                     kernel.name + OTHER_FORM_SUFFIX, converted_types, dtype, conversions)
             return Instance(converted_types, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
-                            meta["initializes_output"], checked_workspace_meta(meta["workspace"]))
+                            meta["initializes_output"], checked_workspace_meta(meta["workspace"]),
+                            precomputes=checked_precompute_meta(meta["precomputes"]))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -224,7 +237,8 @@ class Kernel:
         the dtype it computes in (float64 for ``A(i) < 0.5``, whose result is bool)."""
         dtypes = {n: t.dtype for n, t in types.items()}
         return Request(as_computed(self._assignment, dtypes), self._names,
-                       compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace)
+                       compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
+                       self.precompute)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -363,6 +377,14 @@ class Kernel:
                 raise
             # Paper 002: where a dense workspace would not fit, a sparse one.
             return self._sparse_workspace().bind(check=check, threads=threads, **tensors)
+        try:
+            if inst.precomputes is not None:  # (no dict of shapes built on every call)
+                check_precomputes(inst.precomputes, {n: t.shape for n, t in inputs.items()},
+                                  threads if parallel else 1)
+        except MemoryError:
+            if self.precompute is not None:
+                raise
+            return self._merging().bind(check=check, threads=threads, **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
         plan = None
         if parallel:
@@ -388,8 +410,20 @@ class Kernel:
             out = self.assignment.lhs.tensor
             formats = {n: self.formats[n] for n in self._user_names if n != out}
             self._sparse = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
-                                  self.out_index_dtype, self.convert, workspace="sort")
+                                  self.out_index_dtype, self.convert, workspace="sort",
+                                  precompute=self.precompute)
         return self._sparse
+
+    def _merging(self) -> Kernel:
+        """This kernel without operand workspaces (made once): where their temporaries
+        would not fit, the operands' slices are merged again."""
+        if self._merged is None:
+            out = self.assignment.lhs.tensor
+            formats = {n: self.formats[n] for n in self._user_names if n != out}
+            self._merged = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                                  self.out_index_dtype, self.convert, self.workspace,
+                                  precompute=False)
+        return self._merged
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
@@ -460,11 +494,16 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
-            workspace: str | None = None, **formats: object) -> Kernel:
+            workspace: str | None = None, precompute: bool | None = None,
+            **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
-    'sort' or 'bucket'; None: paper 002's rule picks)."""
-    return Kernel(assignment, formats, out_format, fastmath, workspace=workspace)
+    'sort' or 'bucket'; None: paper 002's rule picks). ``precompute``: True copies each operand
+    whose access is invariant in a loop nested inside its own into a dense temporary
+    that the inner loop locates into (triangle counting's L(i,j) under loops i, k, j),
+    False never does, None leaves it to the rule of ir/precompute.py."""
+    return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
+                  precompute=precompute)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

@@ -115,7 +115,8 @@ def load(key: str, check: Callable[[dict], None] | None = None) -> tuple[bytes, 
 # What a kernel entry's metadata holds besides its key and digest, with each value's type.
 KERNEL_FIELDS = {"name": str, "concrete": str, "lattices": str, "parallel_mode": (int, type(None)),
                  "initializes_output": bool, "conversions": dict,
-                 "other_form_key": (str, type(None)), "workspace": (list, type(None))}
+                 "other_form_key": (str, type(None)), "workspace": (list, type(None)),
+                 "precomputes": (list, type(None))}
 
 
 def kernel_check(orders: dict[str, int], out: str) -> Callable[[dict], None]:

@@ -28,5 +28,8 @@ class Instance:
     # checked against memory before each call (see workspaces.check_workspace).
     workspace: list | None = None
     loops: Callable[[], str] | None = None  # prints the loop IR (None: loaded from disk)
+    # Operand workspaces: [name, operand, its mode, bytes per coordinate] each, checked
+    # against memory before each call (see workspaces.check_precomputes).
+    precomputes: list | None = None
 
     __repr__ = instance_repr

@@ -31,7 +31,7 @@ from .ir.transforms.lowering import (
 )
 from .ir.types import TensorType
 from .refusals import advised
-from .workspaces import workspace_meta
+from .workspaces import precompute_meta, workspace_meta
 
 if TYPE_CHECKING:
     from llvmlite.ir import Module as LLVMModule
@@ -101,7 +101,8 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     loops = functools.partial(_loops_text, nests, types, order[0], fastmath)
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     "\n".join(builder.lattice_log), order, mode,
-                    builder.initializes_output, workspace_meta(nests, types), loops)
+                    builder.initializes_output, workspace_meta(nests, types), loops,
+                    precompute_meta(nests, types))
 
 
 def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: str,

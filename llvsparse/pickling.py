@@ -85,7 +85,7 @@ def reduce_kernel(kernel) -> tuple:
     # As text, which parses back to the same AST: pickled operators would be copies of
     # the operator objects the compiler tells apart by identity.
     spec = (str(kernel.assignment), formats, kernel.formats[out], kernel.fastmath,
-            kernel.out_index_dtype, kernel.convert, kernel.workspace)
+            kernel.out_index_dtype, kernel.convert, kernel.workspace, kernel.precompute)
     instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last,
                                              *_RECEIVED.get(kernel, ()))
                  if inst is not None and inst.jit.object_code}
@@ -117,7 +117,7 @@ def instance_meta(inst, other_form_key: str | None = None) -> dict:
     other = other_form_key if inst.jit.has_other else None
     return {"name": inst.jit.name, "other_form_key": other, "concrete": inst.concrete, "lattices": inst.lattices,
             "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
-            "workspace": inst.workspace,
+            "workspace": inst.workspace, "precomputes": inst.precomputes,
             "conversions": {n: [lv.mode for lv in f.levels]
                             for n, f in inst.conversions.items()}}
 
@@ -140,7 +140,8 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
 
     assignment, formats, out_format, fastmath, out_index_dtype, convert, *rest = spec
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
-                    workspace=rest[0] if rest else None)  # older pickles have no policy
+                    workspace=rest[0] if rest else None,  # older pickles have no policy
+                    precompute=rest[1] if len(rest) > 1 else None)
     received = []
     for dtypes, index_dtypes, key, obj, meta, *rest in compiled:
         fills, other = (rest + [None, None])[:2]  # older pickles have neither

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .ir.precompute import MARK_BYTES
 from .ir.schedule import Nest
 from .ir.types import TensorType
 from .ir.workspace_schedule import Policy
@@ -78,6 +79,45 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int) 
     raise MemoryError(f"the {name} needs {_size(nbytes)} ({parts}{each}), more than this "
                       f"machine's {_size(total)} of memory; compile with workspace='hash' "
                       "or 'sort' for a workspace holding only the entries produced")
+
+
+def precompute_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
+    """[name, the operand, the operand's mode its slice runs over, bytes per coordinate]
+    of each operand workspace (ir/precompute.py), or None."""
+    entries = [[f"operand workspace {p.temporary.name}({p.var})", p.operand.tensor,
+                types[p.operand.tensor].levels[-1].mode,
+                np.dtype(p.temporary.dtype).itemsize + MARK_BYTES]
+               for nest in nests for p in nest.precomputes]
+    return entries or None
+
+
+def checked_precompute_meta(meta: object) -> list | None:
+    """``meta`` as stored with a kernel, or a ValueError (the entry is rebuilt)."""
+    if meta is None:
+        return None
+    if not (isinstance(meta, list) and meta and all(
+            isinstance(e, list) and len(e) == 4 and isinstance(e[0], str)
+            and isinstance(e[1], str) and type(e[2]) is int and type(e[3]) is int
+            for e in meta)):
+        raise ValueError(f"operand workspaces {meta!r}")
+    return meta
+
+
+def check_precomputes(meta: list | None, shapes: dict[str, tuple[int, ...]],
+                      copies: int) -> None:
+    """A MemoryError naming the operand workspaces where ``copies`` of them (one per
+    thread) would not fit in memory; each holds a value and a mark per coordinate of
+    its operand's mode."""
+    if meta is None:
+        return
+    nbytes = sum(shapes[operand][mode] * per for _, operand, mode, per in meta) * copies
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        names = ", ".join(name for name, *_ in meta)
+        each = f" for each of {copies} threads" if copies > 1 else ""
+        raise MemoryError(f"the {names} need {_size(nbytes)}{each}, more than this "
+                          f"machine's {_size(total)} of memory; compile with "
+                          "precompute=False to merge the operand's slices instead")
 
 
 def _size(nbytes: int) -> str:

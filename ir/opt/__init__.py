@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..from_schedule import statement_of
 from ..loops import loops_of
 from ..lower_loops import Program, lower
+from ..precompute_loops import lower_precomputed
 from ..schedule import Nest
 from ..types import TensorType
 from ..workspace_loops import lower_workspace
@@ -20,6 +21,8 @@ def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
     plan = nests[0].workspace if nests else None
     if plan is not None:  # emitted without the passes' fast forms (workspace_lower)
         return lower_workspace(statement, types, output, plan, bodies)
+    if any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
+        return optimize(lower_precomputed(statement, types, output, nests), target or Target())
     return optimize(lower(statement, types, output, bodies), target or Target())
 
 

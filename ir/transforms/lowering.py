@@ -21,6 +21,8 @@ from ..codegen import KernelCompiler
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
+from ..precompute import plan_precomputes
+from ..scatter_reduce import scattered_reduction
 from ..schedule import Nest, ScheduleError
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
@@ -49,14 +51,16 @@ class Refused:
 class Request:
     """What to lower: the statement, its operands' names (the output first), the dtype
     the kernel computes in (the output's type has its own: bool for a comparison),
-    whether float operations may reassociate, and the workspace the caller named (None:
-    the rule of paper 002 chooses)."""
+    whether float operations may reassociate, the workspace the caller named (None: the
+    rule of paper 002 chooses) and whether operands are precomputed into workspaces
+    (ir/precompute.py; None: its rule chooses)."""
 
     assignment: nt.Assignment
     order: list[str]
     dtype: str
     fastmath: bool
     workspace: str | None = None
+    precompute: bool | None = None
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -126,13 +130,15 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
                policy: str | None = None, sparse: bool = True, exact_sums: bool = False
                ) -> list[Nest] | Refused:
-    """The scheduler's nests (with a workspace where the output would be scattered), or
+    """The scheduler's nests (with a workspace where the output would be scattered, a
+    reduction other than + scattered into its output where folding it is refused), or
     its refusal."""
     try:
         return schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse,
                                exact_sums=exact_sums)
     except ScheduleError as error:
-        return Refused(error)
+        scattered = None if split else scattered_reduction(concrete, types)
+        return Refused(error) if scattered is None else [scattered]
 
 
 def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
@@ -142,6 +148,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     reason = rescanned(nests, types, converted)
     if reason is not None:
         return Refused(ScheduleError(reason))
+    nests = plan_precomputes(nests, types, request.precompute, request.dtype)
     builder = KernelCompiler(nests, types, request.order, request.dtype,
                              fastmath=request.fastmath)
     try:

@@ -1,0 +1,84 @@
+"""The loop IR of nests that read operands through operand workspaces (ir/precompute.py),
+as precompute_lower emits them: each temporary allocated before its nest's loops; before
+the loop a plan names, the operand's slice inserted into it by the operand's own loop;
+that loop over the expression reading the temporary; then the slice's coordinates
+clearing it again.
+
+The scatter and clear loops are given a site no pass rewrites (a loop of their own,
+outside the nest's order, adding into a temporary), and the emitter takes no pass's
+notes for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from .cin import Expr, operands
+from .loops import Allocate, Block, Clear, Insert, Node
+from .lower_loops import NestLowering, Program, State
+from .precompute import Precompute, replaced
+from .schedule import Nest
+from .statements import Forall, Stmt, Where, sequence_parts
+from .types import TensorType
+
+
+def lower_precomputed(stmt: Stmt, types: dict[str, TensorType], output: str,
+                      nests: list[Nest]) -> Program:
+    """The loop IR of ``stmt`` (``statement_of(nests)``)."""
+    lowering = _Lowering(types, output, nests)
+    parts = sequence_parts(stmt)
+    roots = tuple(lowering.lower_nest(k, part) for k, part in enumerate(parts))
+    root = roots[0] if len(roots) == 1 else Block(roots)
+    return Program(root, output, types[output].levels, len(roots), types[output].fill)
+
+
+def without_precomputes(stmt: Stmt, plans: tuple[Precompute, ...]) -> Stmt:
+    """A nest's statement with its operand workspaces' ``where``s taken out again (the
+    consumer, which reads the temporaries, kept)."""
+    temporaries = {p.temporary for p in plans}
+    if isinstance(stmt, Forall):
+        return replace(stmt, body=without_precomputes(stmt.body, plans))
+    if isinstance(stmt, Where) and set(stmt.temporaries) <= temporaries:
+        return without_precomputes(stmt.consumer, plans)
+    return stmt
+
+
+class _Lowering(NestLowering):
+    def __init__(self, types: dict[str, TensorType], output: str, nests: list[Nest]) -> None:
+        super().__init__(types, output)
+        self.nests = nests
+        self.plans: tuple[Precompute, ...] = ()
+
+    def lower_nest(self, number: int, stmt: Stmt) -> Node:
+        nest = self.nests[number]
+        self.plans = nest.precomputes
+        for plan in self.plans:
+            self.types = {**self.types, plan.temporary.name: plan.temporary.type}
+            self.operands[plan.replacement.uid] = plan.replacement
+        allocations = tuple(Allocate(p.temporary.name, p.temporary.dtype,
+                                     f"a value and a mark per coordinate of {p.var}")
+                            for p in self.plans)
+        body = self.nest(number, without_precomputes(stmt, self.plans), nest.body)
+        return Block((*allocations, body)) if allocations else body
+
+    def var(self, var: str, expr: Expr, state: State, depth: int,
+            body: Callable[[Expr, State], Node]) -> Node:
+        for plan in self.plans:
+            op = plan.operand
+            if plan.at == var and state.levels(op.uid) == len(op.vars) - 1 and \
+                    any(o.uid == op.uid for o in operands(expr)):
+                return self._around(plan, var, expr, state, depth, body)
+        return super().var(var, expr, state, depth, body)
+
+    def _around(self, plan: Precompute, var: str, expr: Expr, state: State, depth: int,
+                body: Callable[[Expr, State], Node]) -> Node:
+        temp = f"{plan.temporary.name}({plan.var})"
+        site = self.site
+        self.site = replace(site, scatter=True, accumulate=True)  # no pass applies
+        scatter = super().var(plan.var, plan.operand, state, -1,
+                              lambda e, s: Insert(temp, e))
+        clear = super().var(plan.var, plan.operand, state, -1,
+                            lambda e, s: Clear(temp, plan.temporary.type.fill))
+        self.site = site
+        return Block((scatter, self.var(var, replaced(expr, plan), state, depth, body), clear))

@@ -1,0 +1,141 @@
+"""Lowering of operand workspaces (ir/precompute.py).
+
+The temporaries are allocated once per kernel call (so each thread running a range of
+the kernel has its own), their marks zeroed, and freed at the end and on every failure
+path. Before the loop a plan names (``Precompute.at``), once per coordinate of the loops
+outside it, the operand's slice is scattered into the temporary by the operand's own
+loop; the loop then runs over the expression reading the temporary (located through
+the temporary level's ``locate``), and the slice's coordinates clear the marks again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+from llvmlite import ir
+
+from . import scalars
+from .bodies import I1, I64, ArrayRef, emit_body
+from .cin import Expr, operands
+from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, Ctx
+from .precompute import Precompute, replaced
+
+if TYPE_CHECKING:
+    from .codegen import KernelCompiler
+
+
+class Temporary:
+    """A temporary as the kernel sees it (the interface of ``TensorIR`` the loops use):
+    its level functions inlined over its mark array, and its values."""
+
+    def __init__(self, kc: KernelCompiler, plan: Precompute, extent: ir.Value) -> None:
+        b = kc.b
+        self.kc, self.plan, self.type = kc, plan, plan.temporary.type
+        self.extents = self.level_extents = [extent]
+        self.windows: dict = {}
+        self.vals_slot = 1
+        element = scalars.element_type(self.type.dtype)
+        self.slots = []
+        itemsize = np.dtype(self.type.dtype).itemsize
+        for name, width, kind in (("mark", 1, I8), ("vals", itemsize, element)):
+            slot = kc.alloca(kind.as_pointer(), f"{plan.temporary.name}.{name}")
+            raw = b.call(kc.malloc, [b.mul(b.add(extent, ONE), ir.Constant(I64, width))])
+            b.store(b.bitcast(raw, kind.as_pointer()), slot)
+            self.slots.append(slot)
+        self.marks = ArrayRef(b.load(self.slots[0]), I8)
+        self.vals = ArrayRef(b.load(self.slots[1]), element)
+
+    def array_ref(self, slot: int, init: int | None = None) -> ArrayRef:
+        return self.vals if slot == self.vals_slot else self.marks
+
+    def call(self, level: int, function: str, **values: ir.Value) -> list[ir.Value]:
+        env = {"N": self.extents[0], "N_child": ZERO, "i_parent": ZERO,
+               "i_grandparent": ZERO, "p_parent": ZERO, **values}
+        definition = self.type.levels[level].definition
+        return emit_body(self.kc.b, definition.functions[function], env,
+                         {"mark": self.marks})
+
+    def release(self) -> None:
+        for slot in self.slots:
+            self.kc.b.call(self.kc.free, [self.kc.b.bitcast(self.kc.b.load(slot), I8P)])
+
+
+def allocate(kc: KernelCompiler) -> Callable[[], None]:
+    """Allocate the temporaries of the nest being lowered (at the builder's position,
+    before its loops), failing the call cleanly where memory runs out; returns what
+    frees them after the loops."""
+    plans = kc.nest.precomputes
+    if not plans:
+        return lambda: None
+    b = kc.b
+    made = []
+    for plan in plans:
+        temp = Temporary(kc, plan, kc.extent(plan.var))
+        kc.tensors[plan.temporary.name] = temp
+        kc.types = {**kc.types, plan.temporary.name: plan.temporary.type}
+        made.append(temp)
+    failed = ir.Constant(I1, 0)
+    for temp in made:
+        for slot in temp.slots:
+            failed = b.or_(failed, b.icmp_unsigned("==", b.load(slot),
+                                                   ir.Constant(slot.type.pointee, None)))
+    releases = [temp.release for temp in made]
+    kc.releases.extend(releases)
+    kc.fail_blocks.clear()  # failure blocks made from here on free the temporaries
+    ok = b.append_basic_block("precompute.allocated")
+    b.cbranch(failed, kc.fail(STATUS_NO_MEMORY), ok)
+    b.position_at_end(ok)
+    for temp in made:
+        b.call(kc.memset, [b.bitcast(b.load(temp.slots[0]), I8P), ir.Constant(I8, 0),
+                           b.add(temp.extents[0], ONE), ir.Constant(I1, 0)])
+
+    def free() -> None:
+        for release in releases:
+            release()
+            kc.releases.remove(release)
+        kc.fail_blocks.clear()
+    return free
+
+
+def due(kc: KernelCompiler, var: str, expr: Expr, ctx: Ctx) -> Precompute | None:
+    """The plan whose slice is scattered before this loop over ``var``: the operand is
+    still read in ``expr`` and its slice's parents are resolved."""
+    for plan in kc.nest.precomputes:
+        op = plan.operand
+        if plan.at == var and len(ctx.levels.get(op.uid, ())) == len(op.vars) - 1 and \
+                any(o.uid == op.uid for o in operands(expr)):
+            return plan
+    return None
+
+
+def around(kc: KernelCompiler, plan: Precompute, expr: Expr, ctx: Ctx,
+           loop: Callable[[Expr], None]) -> None:
+    """Scatter the operand's slice, run ``loop`` over ``expr`` reading the temporary,
+    then clear the marks the slice set."""
+    b, op, temp = kc.b, plan.operand, kc.tensors[plan.temporary.name]
+    kc.operands[plan.replacement.uid] = plan.replacement
+    unique = kc.types[op.tensor].levels[-1].unique
+
+    def scatter(c: Ctx, e: Expr) -> None:
+        at, value = c.bound[plan.var], kc.value(e, c)
+        mark = temp.marks.address(b, at)
+        place = temp.vals.address(b, at)
+        if not unique:  # a duplicate adds to the value its first copy stored
+            old = scalars.load_value(b, b.load(place), temp.type.dtype, kc.dtype)
+            seen = b.icmp_unsigned("!=", b.load(mark), ir.Constant(I8, 0))
+            value = b.select(seen, scalars.apply(b, "add", [old, value], kc.dtype), value)
+        b.store(scalars.store_value(b, value, kc.dtype), place)
+        b.store(ir.Constant(I8, 1), mark)
+
+    def clear(c: Ctx, _e: Expr) -> None:
+        b.store(ir.Constant(I8, 0), temp.marks.address(b, c.bound[plan.var]))
+
+    notes, kc.notes = kc.notes, {}  # the passes' fast forms are for the nest's own loops
+    kc.emit_var(plan.var, op, ctx, scatter, None)
+    kc.notes = notes
+    loop(replaced(expr, plan))
+    kc.notes = {}
+    kc.emit_var(plan.var, op, ctx, clear, None)
+    kc.notes = notes
