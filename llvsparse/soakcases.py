@@ -21,6 +21,8 @@ import numpy as np
 
 VARS = "ijk"
 LITERALS = ("2", "3", "0.5")
+# Binary operators written as calls, and numpy's meaning of each (absent entries are 0).
+CALLS = {"min": np.minimum, "max": np.maximum}
 DTYPES = ("float64", "float32", "int64", "int32", "bool")
 ANY_ORDER_FORMATS = ("dense", "coo", "csf", "hash", "coo-unordered")
 MATRIX_FORMATS = ("csr", "csc", "dcsr", "dcsc", "dia", "ell", "ell-rows", "bcsr2x2")
@@ -33,7 +35,7 @@ SCIPY_CORRUPTIONS = ("indices-range", "indptr-order", "short-indices")
 # -- the expression tree ---------------------------------------------------------------------
 @dataclass
 class Node:
-    """``op`` is "access", "literal", "neg", "sum" or a binary symbol."""
+    """``op`` is "access", "literal", "neg", "sum", a binary symbol or a name in CALLS."""
 
     op: str
     children: list[Node] = field(default_factory=list)
@@ -51,6 +53,8 @@ class Node:
         if self.op == "sum":
             return f"sum_{self.text}({self.children[0]})"
         left, right = self.children
+        if self.op in CALLS:
+            return f"{self.op}({left}, {right})"
         return f"({left} {self.op} {right})"
 
     def walk(self):
@@ -184,8 +188,9 @@ class _Generator:
             if not free or (depth and rng.random() < 0.15):
                 return Node("literal", text="1" if self.bool_only else self.pick(LITERALS))
             return self.operand_access(free)
-        ops = ("+", "-", "*", "/", "neg")  # bools refuse "-": rarely drawn for them
-        op = self.pick(ops, (4, 0.2, 4, 1, 0.05) if self.bool_only else (4, 2, 4, 1, 0.4))
+        ops = ("+", "-", "*", "/", "neg", "min", "max")  # bools refuse "-": rarely drawn
+        op = self.pick(ops, (4, 0.2, 4, 1, 0.05, 1, 1) if self.bool_only
+                       else (4, 2, 4, 1, 0.4, 1, 1))
         if op == "neg":
             return Node("neg", [self.tree(free, bound, depth + 1)])
         split = int(rng.integers(0, len(bound) + 1))
@@ -378,5 +383,7 @@ def _evaluate(case: Case, node: Node, masks, dtype: np.dtype, names: str):
     if node.op == "/":
         value = left / right
         return value.astype(dtype), np.ones(value.shape, dtype=bool)
+    if node.op in CALLS:
+        return CALLS[node.op](left, right).astype(dtype), lmask | rmask
     value = left + right if node.op == "+" else left - right
     return value.astype(dtype), lmask | rmask
