@@ -16,9 +16,9 @@ A prefetch changes no result; the NVPTX backend drops it.
 
 It is the kernel's other form, timed against the first on a binding's first calls
 (llvsparse/probe.py): it pays where the rows are long enough and come from memory
-(uniform-100k A·A: 0.85x), and its dozen instructions per position cost more than they
-save where the rows are already in cache or mostly empty (cage10, powerlaw-100k A·A:
-1.05-1.15x).
+(uniform-100k A·A: 0.78x the time), and its dozen instructions per position cost more
+than they save where the rows are already in cache or mostly empty (cage10,
+powerlaw-100k A·A: up to 1.18x always on; see tools/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -31,15 +31,14 @@ from llvmlite import ir
 
 from .bodies import ArrayRef, emit_body, mark_access
 from .cin import operands
-from .emit_base import I8P, ONE, ZERO, Ctx, LevelPos
+from .emit_base import I8P, I32, I64, ONE, ZERO, Ctx, LevelPos
 from .opt import passes
+from .tensor_ir import TensorIR
 
 if TYPE_CHECKING:
     from .point import PointEmitter
-    from .tensor_ir import TensorIR
 
 AHEAD = 4  # positions ahead whose rows are prefetched (4, 8 and 16 measured: 4 best)
-I32 = ir.IntType(32)
 
 
 @dataclass
@@ -60,7 +59,7 @@ class _Clamped(ArrayRef):
         if not self.fetch:
             value = b.load(address)
             mark_access(value, b.module, True)
-            return value if self.element.width == 64 else b.sext(value, ir.IntType(64))
+            return value if self.element.width == 64 else b.sext(value, I64)
         if not self.fetched:
             fn = b.module.declare_intrinsic("llvm.prefetch", [I8P], ir.FunctionType(
                 ir.VoidType(), [I8P, I32, I32, I32]))
@@ -73,7 +72,7 @@ class _Clamped(ArrayRef):
 def _clamped(tensor: TensorIR, slot: int, fetch: bool) -> _Clamped:
     """Array ``slot`` of an input, its length read from the descriptor."""
     b = tensor.kc.b
-    length = b.load(b.gep(tensor.caps_ptr, [ir.Constant(ir.IntType(64), slot)]))
+    length = b.load(b.gep(tensor.caps_ptr, [ir.Constant(I64, slot)]))
     length.set_metadata("invariant.load", b.module.add_metadata([]))
     empty = b.icmp_signed("<=", length, ZERO)
     element = tensor.element(slot)
@@ -111,7 +110,7 @@ def ahead(pe: PointEmitter) -> None:
     if not pe.kc.other_form:
         return
     b = pe.b
-    at = b.add(b.load(state.cur), ir.Constant(ir.IntType(64), AHEAD))
+    at = b.add(b.load(state.cur), ir.Constant(I64, AHEAD))
     for tensor, level, env in _rows(pe, at):
         begin = _call(tensor, level, "pos_bounds", **env)[0]
         emit_body(b, tensor.type.levels[level].definition.functions["pos_access"],
@@ -127,15 +126,16 @@ def _rows(pe: PointEmitter, at: ir.Value) -> Iterator[tuple[TensorIR, int, dict]
     kc, it = pe.kc, pe.iterated[0]
     driver = kc.operands[it.uid]
     tensor = kc.tensors[driver.tensor]
-    if it.level in tensor.windows:
-        return
+    if not isinstance(tensor, TensorIR) or it.level in tensor.windows:
+        return  # (a temporary's arrays have no lengths to clamp to)
     coord = _call(tensor, it.level, "pos_access", p=at,
                   **kc.parent_env(driver, it.level, pe.ctx))[0]
     ctx: Ctx = kc.bind(pe.ctx, pe.var, coord)
     for op in operands(pe.expr):
         tensor = kc.tensors[op.tensor]
         level = len(ctx.levels.get(op.uid, ()))
-        if op.uid == it.uid or level >= len(op.vars) or op.vars[level] != pe.var:
+        if op.uid == it.uid or not isinstance(tensor, TensorIR) or level >= len(op.vars) \
+                or op.vars[level] != pe.var:
             continue
         inner = ctx
         while level < len(op.vars) and op.vars[level] in ctx.bound \
