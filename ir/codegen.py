@@ -139,10 +139,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         """Emit this compiler's function: the whole kernel, or one phase of a split
         assembly (see ``can_split_assembly``)."""
         # The fast forms the loop-IR passes chose, read by each loop as it is emitted
-        # (a workspace's nests are emitted without them, by workspace_lower).
-        if self.nests[0].workspace is None:
-            self.notes = notes_by_point(loop_ir(self.nests, self.types, self.out_name,
-                                                Target(self.phase, self.fastmath)))
+        # (a workspace's nests only prefetch, see workspace_lower).
+        self.notes = notes_by_point(loop_ir(self.nests, self.types, self.out_name,
+                                            Target(self.phase, self.fastmath)))
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None

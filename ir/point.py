@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from . import jam, scalars
+from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .cin import Const, Operand, operands
 from .emit_base import (
@@ -28,7 +28,6 @@ from .schedule import ScheduleError
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
-
 
 
 class PointEmitter(GallopEmitter):
@@ -136,6 +135,7 @@ class PointEmitter(GallopEmitter):
         b.cbranch(cond, loop, done)
         b.position_at_end(loop)
         self.latch = head
+        prefetch.ahead(self)  # the rows of later positions, where the prefetch pass noted
         self.iteration(straight=False)
         if not b.block.is_terminated:
             back = b.branch(head)

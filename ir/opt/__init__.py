@@ -10,17 +10,19 @@ from ..precompute_loops import lower_precomputed
 from ..schedule import Nest
 from ..types import TensorType
 from ..workspace_loops import lower_workspace
-from .passes import Target, optimize
+from .passes import Target, optimize, prefetch
 
 
 def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
             target: Target | None = None) -> Program:
     """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
-    with every pass run (a workspace kernel's: none, as the emitter uses none)."""
+    with every pass run (a workspace kernel's: only the prefetch, as its emitter uses no
+    other fast form)."""
     statement, bodies = statement_of(nests, types), [n.body for n in nests]
     plan = nests[0].workspace if nests else None
-    if plan is not None:  # emitted without the passes' fast forms (workspace_lower)
-        return lower_workspace(statement, types, output, plan, bodies)
+    if plan is not None:  # emitted without the other passes' fast forms (workspace_lower)
+        return optimize(lower_workspace(statement, types, output, plan, bodies),
+                        target or Target(), (prefetch,))
     if any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
         return optimize(lower_precomputed(statement, types, output, nests), target or Target())
     return optimize(lower(statement, types, output, bodies), target or Target())

@@ -79,3 +79,13 @@ def clears_rows(covers_all: bool, outermost_range: bool, single_nest: bool, scat
     in memory is saved (SpMM on a 46 MB result: ~2 of 9 ms)."""
     return (covers_all and outermost_range and single_nest and scatter and not accumulates
             and all_insert and output_full)
+
+
+def prefetches(driver: Facts, positions: bool, parent: Facts, child_positions: bool) -> bool:
+    """Prefetch of the next rows (ir/prefetch.py): a loop over a level's positions, each
+    a coordinate read without a test, at which another operand's level is located
+    surely and the level below it is iterated by position, so that a later position's
+    coordinate gives a valid parent position for that level's ``pos_bounds`` (the
+    rows of B under A(i,k) * B(k,j), read in a random order)."""
+    return (positions and driver.always_found and not driver.segmented
+            and located_surely(parent) and child_positions)

@@ -39,6 +39,7 @@ RUNNING_SUMS = "running sums"
 SELECT = "select cases"
 SELECT_OTHER = "select cases (other form)"
 CLEAR_ROWS = "clear rows"
+PREFETCH = "prefetch next rows (other form)"
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,28 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
     return node
 
 
-PASSES = (jam, pairs, gallop, running_sums, select_cases, clear_rows)
+def prefetch(where: _Where, node: LoopNode) -> LoopNode:
+    """Prefetch, a few positions ahead, the bounds and first entries of the rows the
+    loop's body iterates at its next coordinates (ir/prefetch.py): B(k,:) under
+    A(i,k), whose first reads in a random row order otherwise wait on memory."""
+    if not isinstance(node, Loop) or node.iterator.universe:
+        return node
+    items = node.body.items if isinstance(node.body, Block) else (node.body,)
+    located: dict[int, Ref] = {}
+    for item in items:
+        if isinstance(item, Locate) and item.index == node.index \
+                and item.ref.uid != node.iterator.uid:
+            located[item.ref.uid] = item.ref
+        elif isinstance(item, Loop) and not item.iterator.universe \
+                and (parent := located.get(item.iterator.uid)) is not None \
+                and parent.level + 1 == item.iterator.level \
+                and checks.prefetches(node.iterator.facts, node.over == "positions",
+                                      parent.facts, item.over == "positions"):
+            return annotate(node, PREFETCH)
+    return node
+
+
+PASSES = (jam, pairs, gallop, running_sums, select_cases, clear_rows, prefetch)
 
 
 def optimize(program: Program, target: Target | None = None,
