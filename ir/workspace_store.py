@@ -28,7 +28,7 @@ from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_radix import RADIX_FROM, radix_function
 from .workspace_schedule import Policy
-from .workspace_sort import sort_function
+from .workspace_sort import SMALL, sort_function
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -40,6 +40,11 @@ INITIAL = 1024  # entries a sparse store starts with
 # is sorted): a word costs a load and a test, a sorted entry about log2(entries)
 # mispredicted compares.
 BITMAP_WORDS_PER_ENTRY = 4
+# Runs of at most this many coordinates are sorted (an insertion sort, workspace_sort)
+# without a look at their span: a road graph's SpGEMM rows hold 3-4 entries, where the
+# span pass, the marks and the scan cost more than the sort (luxembourg_osm A*A^T: 6.6
+# ms through the bitmap, 5.0 sorted; scipy 6.2).
+SORT_ROWS_UP_TO = SMALL
 SIX, TWELVE = ir.Constant(I64, 6), ir.Constant(I64, 12)
 
 
@@ -148,11 +153,12 @@ class DenseStore(_Store):
         """In coordinate order where ``ordered``: through a two-level bitmap of the
         touched coordinates (a bit per coordinate, a summary bit per 64), scanned over
         their span, when that span has at most BITMAP_WORDS_PER_ENTRY summary words per
-        entry; by sorting the list otherwise. Quicksorting every row's list took most of
-        Gustavson's time (cage10 A*A: 66 ms, 23 with a one-level bitmap; uniform
-        100k-row A*A^T, whose rows spread over all columns, 2.8 s)."""
+        entry; by sorting the list otherwise, and always for short runs (SORT_ROWS_UP_TO).
+        Quicksorting every row's list took most of Gustavson's time (cage10 A*A: 66 ms,
+        23 with a one-level bitmap; uniform 100k-row A*A^T, whose rows spread over all
+        columns, 2.8 s)."""
         b, kc = self.b, self.kc
-        n, epoch = b.load(self.count), b.load(self.epoch)
+        n = b.load(self.count)
 
         def entry(at: ir.Value) -> None:
             write(at, b.load(self.at(self.vals, at)))
@@ -161,34 +167,53 @@ class DenseStore(_Store):
             emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n,
                               lambda q: entry(b.load(self.at(self.list, q))))
 
+        def sorted_list() -> None:
+            self.sort(self.list, None, n)
+            from_list()
+
         if not ordered:
             from_list()
         else:
-            low, high = kc.alloca(I64, "ws.low"), kc.alloca(I64, "ws.high")
-            b.store(ir.Constant(I64, 2**63 - 1), low)
-            b.store(ZERO, high)
+            with b.if_else(b.icmp_signed("<=", n, ir.Constant(I64, SORT_ROWS_UP_TO))) as (
+                    short, long):
+                with short:
+                    sorted_list()
+                with long:
+                    self.drain_long(n, entry, sorted_list)
+        self.next_run()
 
-            def span(q: ir.Value) -> None:
-                at = b.load(self.at(self.list, q))
-                b.store(b.select(b.icmp_signed("<", at, b.load(low)), at, b.load(low)), low)
-                b.store(b.select(b.icmp_signed(">", at, b.load(high)), at, b.load(high)), high)
-            emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, span)
-            first, last = b.lshr(b.load(low), TWELVE), b.lshr(b.load(high), TWELVE)
-            words = b.sub(b.add(last, ONE), first)
-            few = b.icmp_signed("<=", words,
-                                b.mul(n, ir.Constant(I64, BITMAP_WORDS_PER_ENTRY)))
-            with b.if_else(few) as (bitmap, sort):
-                with bitmap:
-                    emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, lambda q: self.mark(
-                        b.load(self.at(self.list, q))))
-                    emit_counted_loop(b, kc.alloca(I64, "ws.word"), first, b.add(last, ONE),
-                                      lambda w: self.scan(self.summary, w, lambda v: self.scan(
-                                          self.bits, v, entry)))
-                with sort:
-                    self.sort(self.list, None, n)
-                    from_list()
+    def next_run(self) -> None:
+        """Empty the list; the next run's epoch makes every mark stale."""
+        b = self.b
         b.store(ZERO, self.count)
-        b.store(b.add(epoch, ONE), self.epoch)
+        b.store(b.add(b.load(self.epoch), ONE), self.epoch)
+
+    def drain_long(self, n: ir.Value, entry: Callable[[ir.Value], None],
+                   sorted_list: Callable[[], None]) -> None:
+        """The bitmap, where the run's coordinates span few enough summary words."""
+        b, kc = self.b, self.kc
+        low, high = kc.alloca(I64, "ws.low"), kc.alloca(I64, "ws.high")
+        b.store(ir.Constant(I64, 2**63 - 1), low)
+        b.store(ZERO, high)
+
+        def span(q: ir.Value) -> None:
+            at = b.load(self.at(self.list, q))
+            b.store(b.select(b.icmp_signed("<", at, b.load(low)), at, b.load(low)), low)
+            b.store(b.select(b.icmp_signed(">", at, b.load(high)), at, b.load(high)), high)
+        emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, span)
+        first, last = b.lshr(b.load(low), TWELVE), b.lshr(b.load(high), TWELVE)
+        words = b.sub(b.add(last, ONE), first)
+        few = b.icmp_signed("<=", words,
+                            b.mul(n, ir.Constant(I64, BITMAP_WORDS_PER_ENTRY)))
+        with b.if_else(few) as (bitmap, sort):
+            with bitmap:
+                emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, lambda q: self.mark(
+                    b.load(self.at(self.list, q))))
+                emit_counted_loop(b, kc.alloca(I64, "ws.word"), first, b.add(last, ONE),
+                                  lambda w: self.scan(self.summary, w, lambda v: self.scan(
+                                      self.bits, v, entry)))
+            with sort:
+                sorted_list()
 
     def mark(self, at: ir.Value) -> None:
         """Set the coordinate's bit and its word's summary bit."""

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llvsparse.ir.schedule import ScatteredOutputError
+from llvsparse.ir.workspace_store import SORT_ROWS_UP_TO
 
 import llvsparse as ls
 import llvsparse.api
@@ -266,6 +267,27 @@ def test_rows_spread_over_many_columns_are_sorted_or_scanned():
         np.testing.assert_allclose(got.data, expected.data, rtol=1e-13)
     lengths = np.diff(expected.indptr)
     assert 0 < lengths[lengths > 0].min() <= 61 < lengths.max()  # both ways taken
+
+
+def test_short_and_long_rows_drain_in_order():
+    """Runs of at most SORT_ROWS_UP_TO coordinates are sorted without a look at their
+    span, longer ones within few summary words are scanned: rows of 0 to 40 entries
+    over 1,000 columns (one summary word) take both ways, either side of the bound."""
+    rng = np.random.default_rng(5)
+    lengths = np.arange(41)
+    rows = np.repeat(np.arange(41), lengths)
+    cols = np.concatenate([rng.choice(1000, n, replace=False) for n in lengths])
+    a = sp.csr_matrix((rng.random(rows.size) + 0.5, (rows, cols)), shape=(41, 1000))
+    eye = sp.identity(1000, format="csr") * 2.0
+    kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr")
+    expected = (a @ eye).tocsr()
+    expected.sort_indices()
+    for result in _calls(kernel, {"A": a, "B": eye}):
+        got = result.to_scipy()
+        np.testing.assert_array_equal(got.indptr, expected.indptr)
+        np.testing.assert_array_equal(got.indices, expected.indices)
+        np.testing.assert_allclose(got.data, expected.data, rtol=1e-13)
+    assert {SORT_ROWS_UP_TO, SORT_ROWS_UP_TO + 1} <= set(np.diff(expected.indptr))
 
 
 @pytest.mark.parametrize("fmt", ["dcsr", "coo"])
