@@ -30,13 +30,17 @@ def finish(node, operands: tuple) -> object:
     return tensor.to_numpy()[()] if tensor.order == 0 else tensor
 
 
-def _binary(name: str, reflected: bool = False) -> Callable:
+def _binary(name: str, reflected: bool = False,
+            function: Callable[[tuple], str] | None = None) -> Callable:
+    """The operator method ``__name__`` (``__rname__`` where ``reflected``), applying
+    the notation's ``name``, or what ``function`` picks for the operands."""
     def method(self, other):
         lazy = _lazy_module()
         if lazy.as_node(other) is None:
             return NotImplemented
         operands = (other, self) if reflected else (self, other)
-        return finish(lazy.apply(name, *operands), operands)
+        return finish(lazy.apply(function(operands) if function else name, *operands),
+                      operands)
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
 
@@ -57,14 +61,8 @@ def _logical(ufunc: str, inputs: tuple) -> str:
 
 
 def _bitwise(ufunc: str, reflected: bool = False) -> Callable:
-    def method(self, other):
-        lazy = _lazy_module()
-        if lazy.as_node(other) is None:
-            return NotImplemented
-        operands = (other, self) if reflected else (self, other)
-        return finish(lazy.apply(_logical(ufunc, operands), *operands), operands)
-    method.__name__ = f"__{'r' if reflected else ''}{ufunc.split('_')[1]}__"
-    return method
+    """``__and__`` and the like: numpy's ``ufunc`` as the logical function on bools."""
+    return _binary(ufunc.split("_")[1], reflected, lambda operands: _logical(ufunc, operands))
 
 
 def _no_options(what: str, **options: object) -> None:
