@@ -407,23 +407,22 @@ class Kernel:
     def _sparse_workspace(self) -> Kernel:
         """This kernel with a sorted-list workspace (made once)."""
         if self._sparse is None:
-            out = self.assignment.lhs.tensor
-            formats = {n: self.formats[n] for n in self._user_names if n != out}
-            self._sparse = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
-                                  self.out_index_dtype, self.convert, workspace="sort",
-                                  precompute=self.precompute)
+            self._sparse = self._variant("sort", self.precompute)
         return self._sparse
 
     def _merging(self) -> Kernel:
         """This kernel without operand workspaces (made once): where their temporaries
         would not fit, the operands' slices are merged again."""
         if self._merged is None:
-            out = self.assignment.lhs.tensor
-            formats = {n: self.formats[n] for n in self._user_names if n != out}
-            self._merged = Kernel(self.assignment, formats, self.formats[out], self.fastmath,
-                                  self.out_index_dtype, self.convert, self.workspace,
-                                  precompute=False)
+            self._merged = self._variant(self.workspace, False)
         return self._merged
+
+    def _variant(self, workspace: str | None, precompute: bool | None) -> Kernel:
+        """This kernel's statement and formats with another workspace choice."""
+        out = self.assignment.lhs.tensor
+        formats = {n: self.formats[n] for n in self._user_names if n != out}
+        return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                      self.out_index_dtype, self.convert, workspace, precompute=precompute)
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
