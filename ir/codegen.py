@@ -35,12 +35,13 @@ from .emit_base import (
     linear_in,
 )
 from .iterators import IteratorEmitter
-from .lattice import CaseBudget, Iter, Lattice, build_lattice, choose_iterated
+from .lattice import CaseBudget, Iter
+from .loop_cursor import LoopCursor
+from .loops import Block, Node
 from .memory import MemoryEmitter
-from .opt import PointKey, loop_ir, notes_by_point, passes
+from .opt import loop_ir, passes
 from .opt.passes import Target
 from .point import PointEmitter
-from .result_fill import absent_adds
 from .schedule import Nest, ScheduleError
 from .tensor_ir import TensorIR
 from .types import TensorType
@@ -114,8 +115,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
-        self.notes: dict[PointKey, tuple[str, ...]] = {}  # see compile
-        self.nest_index = 0
+        self.cursor = LoopCursor(Block(()))  # where in the loop IR emission is (compile)
         self.budget = CaseBudget()
         self.folding = False  # inside a reduction by another operator than + (monoid.fold)
 
@@ -138,10 +138,11 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
     def compile(self) -> ir.Module:
         """Emit this compiler's function: the whole kernel, or one phase of a split
         assembly (see ``can_split_assembly``)."""
-        # The fast forms the loop-IR passes chose, read by each loop as it is emitted
-        # (a workspace's nests only prefetch, see workspace_lower).
-        self.notes = notes_by_point(loop_ir(self.nests, self.types, self.out_name,
-                                            Target(self.phase, self.fastmath)))
+        # The loop IR, with the fast forms its passes chose: each loop takes its node
+        # from it as it is emitted (a workspace's nests only prefetch, workspace_lower).
+        program = loop_ir(self.nests, self.types, self.out_name,
+                          Target(self.phase, self.fastmath))
+        self.cursor = LoopCursor(program.root)
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
@@ -154,10 +155,10 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             lower_with_workspace(self, self.nests)
         elif self.phase in ("whole", "count", "fill", "append"):
             for index, nest in enumerate(self.nests):
-                self.nest_index = index
                 for op in operands(nest.body):
                     self.operands[op.uid] = op
-                self.lower_nest(nest)
+                with self.cursor.inside(_nest_root(program.root, len(self.nests), index)):
+                    self.lower_nest(nest)
         if self.phase in ("count", "append"):
             self.b.store(self.output.entries(), args[-1])
         if self.phase in ("whole", "finish"):
@@ -242,8 +243,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             leaf = self.output.write
         elif jam.can_jam(self, order, depth, expr):
             jam_body = lambda lanes: jam.emit(self, order, depth + 1, expr, lanes)
-        elif (driver := pairs.inner_driver(self, order, depth, expr)) is not None:
-            pair_body = lambda lanes: pairs.emit(self, order[depth + 1], expr, driver, lanes)
+        elif pairs.may_pair(self, order, depth, expr):
+            pair_body = lambda lanes, driver: pairs.emit(self, order[depth + 1], expr, driver,
+                                                         lanes)
         # Each iteration appends at most one output entry: the leaf writes one, or the
         # next depth writes one sum (TTV's j loop around its k reduction).
         appends = self.output.appends and (leaf is not None or (
@@ -400,7 +402,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
                  hooks: Hooks | None, leaf: Leaf | None = None,
                  jam_body: Callable[[list[Ctx]], None] | None = None,
                  appends: bool = False,
-                 pair_body: Callable[[list[Ctx]], None] | None = None) -> None:
+                 pair_body: Callable[[list[Ctx], Iter], None] | None = None) -> None:
         """The loops over ``var``: one per lattice point. ``body`` emits what runs at each
         coordinate; ``leaf``, when given, is the same body as a consumer of an already
         computed value (the innermost loop), which lets cases merge into selects;
@@ -416,7 +418,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         def is_full(it: Iter) -> bool:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
-        lattice = build_lattice(expr, find, is_full, self.fill_of, absent_adds(self, var, expr))
+        nodes = self.cursor.loops(var, expr, find)  # one per point of the loop's lattice
+        lattice = nodes[0].chosen.lattice
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
                                 f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
         # Every coordinate is visited with every operand present (none located that can
@@ -424,21 +427,12 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
         if var in self.nest.assign.vars and not covers_all:
             self.skips_rows = True
-        if covers_all and passes.CLEAR_ROWS in self.notes_at(var, expr, lattice.points[0], lattice):
+        if covers_all and passes.CLEAR_ROWS in nodes[0].notes:
             body = self.clearing_rows(body)
         states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
-        for point in lattice.points:
-            iterated, located = choose_iterated(lattice, point, self.can_locate, is_full)
-            emitter = PointEmitter(self, var, expr, ctx, lattice, point, iterated, located,
-                                   states, find, body, hooks, leaf, appends, jam_body, pair_body)
-            emitter.emit()
-
-    def notes_at(self, var: str, expr: Expr, point: frozenset[Iter], lattice: Lattice
-                 ) -> tuple[str, ...]:
-        """The fast forms the loop-IR passes chose (ir/opt/passes.py) for the loop over
-        ``var`` computing ``expr`` at lattice point ``point`` of ``lattice``, in the nest
-        being lowered (none where the loop IR's lattice there was another)."""
-        return self.notes.get((self.nest_index, var, expr, lattice.key(point)), ())
+        for node in nodes:
+            PointEmitter(self, var, expr, ctx, node, states, find, body, hooks, leaf,
+                         appends, jam_body, pair_body).emit()
 
     @property
     def initializes_output(self) -> bool:
@@ -534,3 +528,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         no reduction by another operator than + is folding them, see monoid.fold)."""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
             linear_in(expr, op.uid)
+
+
+def _nest_root(root: Node, nests: int, index: int) -> Node:
+    """Nest ``index``'s loops in a kernel's loop IR (several nests: a block of them)."""
+    return root.items[index] if nests > 1 and isinstance(root, Block) else root

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .lattice import Iter, Lattice
 from .statements import Expr, show_expr
 
 
@@ -69,6 +70,20 @@ class Ref:
 
 
 @dataclass(frozen=True)
+class Chosen:
+    """What code generation takes from a loop node rather than derive again: the lattice
+    of the loop's expression, the point this node runs, which of the point's levels it
+    iterates and which it locates at each coordinate, and each case's expression (one
+    per sub-point, absent operands folded into their fills; None: it computes nothing)."""
+
+    lattice: Lattice
+    point: frozenset[Iter]
+    iterated: tuple[Iter, ...]
+    located: tuple[Iter, ...]
+    case_exprs: tuple[object, ...]
+
+
+@dataclass(frozen=True)
 class Block:
     """Statements run in order."""
 
@@ -87,8 +102,7 @@ class Loop:
     notes: tuple[str, ...] = ()
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
-    # The lattice point's (uid, level)s, and its lattice's points (see notes_by_point).
-    point: tuple = field(default=(), compare=False, repr=False)
+    chosen: Chosen | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -112,8 +126,7 @@ class Merge:
     notes: tuple[str, ...] = ()
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
-    # The lattice point's (uid, level)s, and its lattice's points (see notes_by_point).
-    point: tuple = field(default=(), compare=False, repr=False)
+    chosen: Chosen | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

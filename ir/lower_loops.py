@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .cin import Apply, Operand, Sum
+from .cin import Apply, Const, Operand, Sum
 from .cin import Expr as CinExpr
 from .emit_base import linear_in
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
@@ -23,6 +23,7 @@ from .loops import (
     Append,
     Block,
     Case,
+    Chosen,
     Clear,
     Facts,
     If,
@@ -34,7 +35,8 @@ from .loops import (
     Ref,
     Site,
 )
-from .schedule import ScheduleError, order_loops
+from .result_fill import NestSums, absent_adds
+from .schedule import Nest, ScheduleError, order_loops
 from .statements import Access, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
 from .types import LevelType, TensorType
 
@@ -115,8 +117,9 @@ def _as_cin(expr) -> CinExpr:
 class NestLowering:
     """Lowers loop nests one at a time (workspace_loops extends it to a workspace kernel)."""
 
-    def __init__(self, types: dict[str, TensorType], output: str) -> None:
+    def __init__(self, types: dict[str, TensorType], output: str, nests: list[Nest]) -> None:
         self.types = types
+        self.nests = nests
         self.out = types[output]
         self.all_insert = all(lv.can_insert for lv in self.out.levels)
         self.operands: dict[int, Operand] = {}
@@ -160,6 +163,7 @@ class NestLowering:
                          derived, bool(temps), 0)
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.target = str(assign.access)
+        self.sums = NestSums.of(self.nests[number], self.nests, self.out)
         op = assign.reduce_op
         self.reduce_symbol = "+" if op is None else op.symbol
         root = self.loops(order, 0, expr, State())
@@ -191,7 +195,8 @@ class NestLowering:
         items: list[Node] = []
         value = expr
         for sub in _sums(expr):
-            vars_, body, op = _peel_any(sub)
+            vars_, body, op = _peel_any(sub) if sub.op.symbol == "+" else \
+                ([sub.var], sub.body, sub.op)  # monoid.fold folds one index at a time
             if op.symbol == "+":  # the order code generation gives a sum's loops
                 try:
                     vars_ = order_loops(vars_, _operands(body), self.types, set(state.bound))
@@ -254,13 +259,15 @@ class NestLowering:
         def fill_of(op: Operand) -> float:
             return self.types[op.tensor].fill
 
-        lattice = build_lattice(expr, find, is_full, fill_of)
+        adds = absent_adds(self.sums, var, expr, fill_of)
+        lattice = build_lattice(expr, find, is_full, fill_of, adds)
         bound = (*state.bound, var)
         nodes: list[Node] = []
         for point in lattice.points:
             iterated, located = choose_iterated(lattice, point, can_locate, is_full)
             point_uids = {it.uid for it in point}
             cases: list[Case] = []
+            case_exprs: list[CinExpr | None] = []
             for sub in lattice.subpoints(point):
                 sub_uids = {it.uid for it in sub}
                 def finished(op: Operand, sub=sub) -> bool:
@@ -270,6 +277,9 @@ class NestLowering:
                 case_expr = substitute_absent(expr, lambda op, s=sub_uids, p=point_uids: (
                     find(op) is not None and (op.uid not in s or op.uid not in p)), fill_of,
                     finished)
+                if case_expr is None and adds is not None:
+                    case_expr = Const(adds)  # the fill of a term absent here is added up
+                case_exprs.append(case_expr)
                 present = tuple(self.ref(it, state) for it in sorted(sub, key=str))
                 if case_expr is None:  # the fill value: the case computes nothing
                     cases.append(Case(present, Block(())))
@@ -292,17 +302,17 @@ class NestLowering:
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
             refs = tuple(self.ref(it, state) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
-            key = lattice.key(point)  # the whole lattice: see Lattice.key
+            chosen = Chosen(lattice, point, tuple(iterated), tuple(located), tuple(case_exprs))
             if len(iterated) == 1 and len(cases) == 1:
                 ref = refs[0]
                 over = "coordinates" if ref.universe or \
                     self.level(ref.uid, ref.level).definition.iterate == "coordinate" \
                     else "positions"
                 node: Node = Loop(var, over, ref, cases[0].body, site=site, expr=expr,
-                                  point=key)
+                                  chosen=chosen)
             else:
                 node = Merge(var, refs, tuple(self.ref(it, state) for it in located),
-                             tuple(cases), site=site, expr=expr, point=key)
+                             tuple(cases), site=site, expr=expr, chosen=chosen)
             nodes.append(node)
         return nodes[0] if len(nodes) == 1 else Block(tuple(nodes))
 
@@ -378,15 +388,14 @@ def _replace(expr: CinExpr, old: CinExpr, new: CinExpr) -> CinExpr:
     return expr
 
 
-def lower(stmt: Stmt, types: dict[str, TensorType], output: str,
-          bodies: list[CinExpr] | None = None) -> Program:
-    """The loop IR of a kernel's statement (a sequence of loop nests). ``bodies``: each
-    nest's expression as the scheduler left it (sums in the order they were written),
-    so that the loop IR's expressions are the ones code generation sees."""
-    lowering = NestLowering(types, output)
+def lower(stmt: Stmt, types: dict[str, TensorType], output: str, nests: list[Nest]
+          ) -> Program:
+    """The loop IR of a kernel's statement (``statement_of(nests)``, a sequence of loop
+    nests), with each nest's expression as the scheduler left it (sums in the order they
+    were written), so that the loop IR's expressions are the ones code generation sees."""
+    lowering = NestLowering(types, output, nests)
     parts = sequence_parts(stmt)
-    nests = tuple(lowering.nest(k, part, None if bodies is None else bodies[k])
-                  for k, part in enumerate(parts))
-    root = nests[0] if len(nests) == 1 else Block(nests)
-    return Program(root, output, types[output].levels, len(nests), types[output].fill)
+    roots = tuple(lowering.nest(k, part, nests[k].body) for k, part in enumerate(parts))
+    root = roots[0] if len(roots) == 1 else Block(roots)
+    return Program(root, output, types[output].levels, len(roots), types[output].fill)
 

@@ -34,68 +34,37 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from . import jam, scalars
+from . import scalars
 from .bodies import I64
-from .cin import Expr, Operand, contains_sum, operands
-from .emit_base import Ctx, LevelPos
-from .lattice import Iter, build_lattice, choose_iterated
-from .result_fill import absent_adds
+from .cin import Expr, contains_sum
+from .emit_base import Ctx
+from .lattice import Iter
+from .loops import Loop, LoopNode, Merge, walk
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
 
 
-def inner_driver(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> Iter | None:
-    """The level that drives the innermost loop, ``order[depth + 1]``, where the loop at
-    ``order[depth]`` may run two iterations side by side around it; None where not."""
+def may_pair(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> bool:
+    """Whether the loop at ``order[depth]`` may run two iterations side by side around
+    the innermost loop, ``order[depth + 1]``, as far as the emitter's state tells: the
+    pairs pass (ir/opt/passes.py) checks the levels and notes the loop."""
     # Under fastmath LLVM may reassociate each row's sum (vector partial sums), which
     # gains more than pairing and would make the two forms' bits differ.
     if kc.fastmath or depth + 2 != len(order) or depth + 1 != kc.out_depth or kc.scatter \
             or kc.derived or contains_sum(expr) or kc.run_state is not None:
-        return None
-    output, var = kc.output, order[depth + 1]
-    if not output.all_insert or not all(lv.full for lv in output.levels) \
-            or output.hooks_for(var) is not None:
-        return None
-    bound = order[:depth + 1]
-    # What the outer loop resolves: each operand's levels whose indices it binds. Only
-    # counts matter to the lattice, so the positions are placeholders.
-    unset = LevelPos(ir.Constant(I64, 0), ir.Constant(I64, 0))
-    ctx = Ctx(bound=dict.fromkeys(bound, unset.pos),
-              levels={op.uid: (unset,) * _leading(op, bound) for op in operands(expr)})
+        return False
+    output = kc.output
+    return output.all_insert and all(lv.full for lv in output.levels) \
+        and output.hooks_for(order[depth + 1]) is None
 
-    def is_full(it: Iter) -> bool:
-        return kc.is_full(it) and kc.cascade_is_full(it, ctx, var)
 
-    lattice = build_lattice(expr, kc.iter_of(ctx, var), is_full, kc.fill_of,
-                            absent_adds(kc, var, expr))
-    if len(lattice.points) != 1:
-        return None
-    iterated, _ = choose_iterated(lattice, lattice.points[0], kc.can_locate, is_full)
-    if len(iterated) != 1 or iterated[0].is_universe:
-        return None
-    driver = iterated[0]
-    op = kc.operands[driver.uid]
-    levels = kc.types[op.tensor].levels
-    level = levels[driver.level]
-    if level.definition.iterate != "position" or level.branchless or not level.unique \
-            or not level.definition.always_found("pos_access") \
-            or not all(levels[k].unique for k in range(driver.level)):
-        return None
-    for other in operands(expr):
-        for k in range(_leading(other, bound), len(other.vars)):
-            if (other.uid, k) != (driver.uid, driver.level) \
-                    and not jam.locates_surely(kc, other, k):
-                return None
+def driver_of(node: LoopNode) -> Iter:
+    """The level that drives the innermost loop of a loop the pairs pass noted: the one
+    loop inside it, which iterates one level (passes.pairs)."""
+    (inner,) = [n for n in walk(node.body) if isinstance(n, (Loop, Merge))]
+    (driver,) = inner.chosen.iterated
     return driver
-
-
-def _leading(op: Operand, bound: list[str]) -> int:
-    """How many of ``op``'s levels, from the first, index bound variables."""
-    count = 0
-    while count < len(op.vars) and op.vars[count] in bound:
-        count += 1
-    return count
 
 
 def emit(kc: KernelCompiler, var: str, expr: Expr, driver: Iter, lanes: list[Ctx]) -> None:

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from . import jam, prefetch, scalars
+from . import jam, pairs, prefetch, scalars
 from .bodies import I64, TRUE, is_true
-from .cin import Const, Operand, operands
+from .cin import operands
 from .emit_base import (
     ONE,
     RUN_UNROLL,
@@ -21,9 +21,9 @@ from .emit_base import (
     unroll,
 )
 from .gallop import GallopEmitter
-from .lattice import Iter, substitute_absent
+from .lattice import Iter
+from .loops import Loop, LoopNode
 from .opt import passes
-from .result_fill import absent_adds
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -33,17 +33,20 @@ if TYPE_CHECKING:
 class PointEmitter(GallopEmitter):
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
-    def __init__(self, kc: KernelCompiler, var, expr, ctx, lattice, point, iterated, located,
-                 states, find, body, hooks, leaf=None, appends=False, jam_body=None,
-                 pair_body=None):
+    def __init__(self, kc: KernelCompiler, var, expr, ctx, node: LoopNode, states, find,
+                 body, hooks, leaf=None, appends=False, jam_body=None, pair_body=None):
         self.kc, self.b = kc, kc.b
         self.leaf = leaf
         self.jam_body = jam_body
         self.pair_body = pair_body
         self.appends = appends  # an iteration appends at most one entry to the output
         self.var, self.expr, self.ctx = var, expr, ctx
-        self.lattice, self.point = lattice, point
-        self.iterated, self.located = iterated, located
+        # What the loop IR chose for this loop (lower_loops): its lattice, this point,
+        # the levels iterated and located, and each case's expression and body.
+        self.node = node
+        chosen = node.chosen
+        self.lattice, self.point = chosen.lattice, chosen.point
+        self.iterated, self.located = list(chosen.iterated), list(chosen.located)
         self.states, self.find, self.body, self.hooks = states, find, body, hooks
         self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
         self.running = False  # positions of duplicate coordinates summed as they come
@@ -51,7 +54,7 @@ class PointEmitter(GallopEmitter):
         self.lockstep = False  # every iterator holds the same coordinates (same_coordinates)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
         # The fast forms the loop-IR passes chose for this loop (ir/opt/passes.py).
-        self.notes = kc.notes_at(var, expr, point, lattice)
+        self.notes = node.notes
 
     def emit(self) -> None:
         b = self.b
@@ -154,9 +157,10 @@ class PointEmitter(GallopEmitter):
         count = b.sub(state.end, start)
         half = b.sdiv(b.select(b.icmp_signed(">", count, ZERO), count, ZERO),
                       ir.Constant(I64, 2))
+        driver = pairs.driver_of(self.node)
         kc.counted_loop(start, b.add(start, half),
                         lambda cur: self.pair_body([self.lane(cur),
-                                                    self.lane(b.add(cur, half))]),
+                                                    self.lane(b.add(cur, half))], driver),
                         name=f"{self.var}.pairs")
         b.store(b.add(start, b.add(half, half)), state.cur)
 
@@ -371,31 +375,22 @@ class PointEmitter(GallopEmitter):
         return ctx
 
     def cases(self, ctx: Ctx, present: dict[Iter, ir.Value]):
-        """(condition, expression, context) per subpoint, most operands first; the
-        expression has absent operands replaced by their fill values (None: no result)."""
+        """(condition, expression, context, sub-point, body) per sub-point, most operands
+        first: the loop IR's case, its expression with absent operands replaced by their
+        fill values (None: no result), and the loop-IR body it runs in."""
         point_uids = {it.uid for it in self.point}
-        adds = absent_adds(self.kc, self.var, self.expr)
-        for sub in self.lattice.subpoints(self.point):
+        node = self.node
+        bodies = [node.body] if isinstance(node, Loop) else [case.body for case in node.cases]
+        subs = self.lattice.subpoints(self.point)
+        for sub, expr, body in zip(subs, node.chosen.case_exprs, bodies, strict=True):
             sub_uids = {it.uid for it in sub}
-
-            def absent(op: Operand, sub_uids=sub_uids) -> bool:
-                it = self.find(op)
-                return it is not None and (it.uid not in sub_uids or it.uid not in point_uids)
-
             cond = TRUE
             for it in sub:
                 if not is_true(present.get(it, TRUE)):
                     cond = present[it] if is_true(cond) else self.b.and_(cond, present[it])
-            def finished(op: Operand, sub=sub) -> bool:
-                it = self.find(op)
-                return it is not None and it in sub and it.level == len(op.vars) - 1
-
             case_ctx = replace(ctx, levels={u: lv for u, lv in ctx.levels.items()
                                             if u in sub_uids or u not in point_uids})
-            expr = substitute_absent(self.expr, absent, self.kc.fill_of, finished)
-            if expr is None and adds is not None:
-                expr = Const(adds)  # the fill of a term absent here is added up
-            yield cond, expr, case_ctx, frozenset(sub)
+            yield cond, expr, case_ctx, frozenset(sub), body
 
     def selected_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
         """The cases to compute unconditionally and pick by selects, where the
@@ -403,8 +398,8 @@ class PointEmitter(GallopEmitter):
         if passes.SELECT not in self.notes and passes.SELECT_OTHER not in self.notes:
             return None
         chosen = []
-        for cond, expr, case_ctx, _ in self.cases(ctx, present):
-            chosen.append((cond, expr, case_ctx))
+        for cond, expr, case_ctx, _, body in self.cases(ctx, present):
+            chosen.append((cond, expr, case_ctx, body))
             if is_true(cond):
                 break
         return chosen
@@ -413,8 +408,9 @@ class PointEmitter(GallopEmitter):
         b, kc = self.b, self.kc
         kc.budget.spend(len(chosen))
         value, taken = None, None
-        for cond, expr, case_ctx in reversed(chosen):
-            computed = kc.value(expr, case_ctx)
+        for cond, expr, case_ctx, body in reversed(chosen):
+            with kc.cursor.inside(body):
+                computed = kc.value(expr, case_ctx)
             value = computed if value is None else b.select(cond, computed, value)
             taken = cond if taken is None else b.or_(cond, taken)
         if is_true(taken):
@@ -443,7 +439,7 @@ class PointEmitter(GallopEmitter):
         if split is not None and len(self.iterated) > 1:
             joined = b.append_basic_block("cases.advanced")
         earlier: list[frozenset] = []
-        for cond, expr, case_ctx, sub in self.cases(ctx, present):
+        for cond, expr, case_ctx, sub, body in self.cases(ctx, present):
             if not is_true(cond):
                 then = b.append_basic_block("case")
                 other = b.append_basic_block("case.else")
@@ -451,7 +447,8 @@ class PointEmitter(GallopEmitter):
                 b.position_at_end(then)
             if expr is not None:
                 self.kc.budget.spend(1 if len(self.lattice.points) > 1 else 0)
-                self.body(case_ctx, expr)
+                with self.kc.cursor.inside(body):
+                    self.body(case_ctx, expr)
             if joined is not None:
                 self.advance_case(sub, earlier, present, split, at_i)
                 b.branch(joined)

@@ -46,8 +46,7 @@ def without_precomputes(stmt: Stmt, plans: tuple[Precompute, ...]) -> Stmt:
 
 class _Lowering(NestLowering):
     def __init__(self, types: dict[str, TensorType], output: str, nests: list[Nest]) -> None:
-        super().__init__(types, output)
-        self.nests = nests
+        super().__init__(types, output, nests)
         self.plans: tuple[Precompute, ...] = ()
 
     def lower_nest(self, number: int, stmt: Stmt) -> Node:

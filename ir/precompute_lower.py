@@ -132,10 +132,6 @@ def around(kc: KernelCompiler, plan: Precompute, expr: Expr, ctx: Ctx,
     def clear(c: Ctx, _e: Expr) -> None:
         b.store(ir.Constant(I8, 0), temp.marks.address(b, c.bound[plan.var]))
 
-    notes, kc.notes = kc.notes, {}  # the passes' fast forms are for the nest's own loops
     kc.emit_var(plan.var, op, ctx, scatter, None)
-    kc.notes = notes
     loop(replaced(expr, plan))
-    kc.notes = {}
     kc.emit_var(plan.var, op, ctx, clear, None)
-    kc.notes = notes

@@ -4,6 +4,7 @@ and what a loop adds up where a term is absent."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import count
 from typing import TYPE_CHECKING
 
@@ -11,12 +12,12 @@ import numpy as np
 
 from llvsparse import notation as nt
 
-from .algebra import expr_fill
+from .algebra import FillOf, expr_fill
 from .cin import Apply, Const, Expr, Operand, Sum
 from .types import TensorType
 
 if TYPE_CHECKING:
-    from .codegen import KernelCompiler
+    from .schedule import Nest
 
 
 def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str,
@@ -60,7 +61,31 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
     return float(np.dtype(dtype).type(value))
 
 
-def absent_adds(kc: KernelCompiler, var: str, expr: Expr) -> float | None:
+@dataclass(frozen=True)
+class NestSums:
+    """What a nest tells about whether its loops add up the fill of coordinates where
+    their expression is absent (see absent_adds): computed from the scheduler's nest, so
+    that the loop IR and the emitter decide alike."""
+
+    accumulate: bool  # the statement adds into its output (+=)
+    out_vars: tuple[str, ...]
+    derived_parts: frozenset[str]  # loop indices that make up an output index
+    order: tuple[str, ...]
+    writes_fill: bool  # the first nest, into a dense output or before others, fill != 0
+
+    @classmethod
+    def of(cls, nest: Nest, nests: list[Nest], out: TensorType,
+           derived: bool = True) -> NestSums:
+        """``derived``: whether the nest's derived output indices count (a workspace's
+        producers scatter, and their parts do not)."""
+        parts = frozenset(part for _, parts in nest.assign.derived for part, _ in parts) \
+            if derived else frozenset()
+        writes_fill = nest is nests[0] and out.fill != 0 and (
+            len(nests) > 1 or all(level.full for level in out.levels))
+        return cls(nest.assign.accumulate, nest.assign.vars, parts, nest.order, writes_fill)
+
+
+def absent_adds(sums: NestSums, var: str, expr: Expr, fill_of: FillOf) -> float | None:
     """What a coordinate of ``var``'s loop where ``expr`` is absent contributes, or
     None where that is nothing. Where values are added up (by this loop or another
     of the nest, or into an output an earlier statement wrote), it is ``expr``'s fill
@@ -68,15 +93,10 @@ def absent_adds(kc: KernelCompiler, var: str, expr: Expr) -> float | None:
     first statement writes its fill everywhere when the output is dense (the caller
     zeroes it, and duplicates of a coordinate list add into it) or when several
     statements write it (the later ones add their fills)."""
-    fill = expr_fill(expr, kc.fill_of)
+    fill = expr_fill(expr, fill_of)
     if fill is None:
         return None
-    sums = kc.nest.assign.accumulate or any(v not in kc.nest.assign.vars and not any(
-        v == part for parts in kc.derived.values() for part, _ in parts)
-        for v in (var, *kc.nest.order))
-    if sums:
+    if sums.accumulate or any(v not in sums.out_vars and v not in sums.derived_parts
+                              for v in (var, *sums.order)):
         return None if fill == 0 else fill
-    out = kc.types[kc.out_name]
-    writes_fill = kc.nest is kc.nests[0] and out.fill != 0 and (
-        len(kc.nests) > 1 or all(level.full for level in out.levels))
-    return fill if writes_fill else None
+    return fill if sums.writes_fill else None

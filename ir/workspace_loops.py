@@ -30,6 +30,8 @@ from .loops import (
     Sort,
 )
 from .lower_loops import NestLowering, Program, State, full_expr
+from .result_fill import NestSums
+from .schedule import Nest
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
 from .types import TensorType
 from .workspace_schedule import Policy, WorkspacePlan
@@ -64,14 +66,15 @@ _CLEAR = {
 
 
 def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
-                    plan: WorkspacePlan, bodies: list[CinExpr]) -> Program:
-    """The loop IR of a workspace kernel's statement; ``bodies``: each producer's
-    expression as the scheduler left it (the emitter's expressions)."""
+                    plan: WorkspacePlan, nests: list[Nest]) -> Program:
+    """The loop IR of a workspace kernel's statement (``statement_of(nests)``), with
+    each producer's expression as the scheduler left it (the emitter's expressions)."""
+    bodies = [nest.body for nest in nests]
     hoisted, where = loop_nest(stmt)
     if not isinstance(where, Where) or plan.temporary not in where.temporaries:
         raise ValueError(f"not a statement through workspace {plan.temporary.name}: "
                          f"expected forall(hoisted, where(consumer, producer))")
-    lowering = _WorkspaceLowering(types, output, plan, where)
+    lowering = _WorkspaceLowering(types, output, plan, where, nests)
     producers = sequence_parts(where.producer)
     if len(producers) != len(bodies):
         raise ValueError(f"{len(producers)} producers for {len(bodies)} expressions")
@@ -81,8 +84,8 @@ def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
 
 class _WorkspaceLowering(NestLowering):
     def __init__(self, types: dict[str, TensorType], output: str, plan: WorkspacePlan,
-                 where: Where) -> None:
-        super().__init__(types, output)
+                 where: Where, nests: list[Nest]) -> None:
+        super().__init__(types, output, nests)
         self.plan = plan
         consumer = loop_nest(where.consumer)[1]
         if not isinstance(consumer, Assign) or not isinstance(consumer.expr, Access):
@@ -131,6 +134,8 @@ class _WorkspaceLowering(NestLowering):
         self.target = str(self.workspace)
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.site = _site(number, order, self.consumer, bool(temps))
+        # The emitter counts no derived index of a producer's (it scatters).
+        self.sums = NestSums.of(self.nests[number], self.nests, self.out, derived=False)
         self.order = order
 
     def hoisted_loops(self, depth: int, expr: CinExpr, state: State) -> Node:

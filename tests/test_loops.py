@@ -199,7 +199,7 @@ def test_the_emitter_reads_the_notes(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert "(jammed)" in log() and "clears rows: True" in log() and choices() > 0
     def bare(nests, types, output, target=None):
-        return lower(statement_of(nests, types), types, output, [n.body for n in nests])
+        return lower(statement_of(nests, types), types, output, nests)
 
     monkeypatch.setattr(codegen, "loop_ir", bare)
     assert "(jammed)" not in log() and "clears rows: False" in log() and choices() == 0

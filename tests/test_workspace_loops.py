@@ -123,7 +123,7 @@ def test_loop_ir_nodes_of_a_workspace_kernel():
     assert entries.indices == ("j",) and entries.ordered
     with pytest.raises(ValueError, match="not a statement through workspace w"):
         lower_workspace(to_concrete_stmt(nests, types).consumer, types, "C",
-                        nests[0].workspace, [n.body for n in nests])
+                        nests[0].workspace, nests)
 
 
 def to_concrete_stmt(nests, types) -> Where:

@@ -4,7 +4,6 @@ whether a fast form applies to a loop, and notes it on the loop node (see passes
 from __future__ import annotations
 
 from ..from_schedule import statement_of
-from ..loops import loops_of
 from ..lower_loops import Program, lower
 from ..precompute_loops import lower_precomputed
 from ..schedule import Nest
@@ -18,26 +17,11 @@ def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
     """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
     with every pass run (a workspace kernel's: only the prefetch, as its emitter uses no
     other fast form)."""
-    statement, bodies = statement_of(nests, types), [n.body for n in nests]
+    statement = statement_of(nests, types)
     plan = nests[0].workspace if nests else None
     if plan is not None:  # emitted without the other passes' fast forms (workspace_lower)
-        return optimize(lower_workspace(statement, types, output, plan, bodies),
+        return optimize(lower_workspace(statement, types, output, plan, nests),
                         target or Target(), (prefetch,))
     if any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
         return optimize(lower_precomputed(statement, types, output, nests), target or Target())
-    return optimize(lower(statement, types, output, bodies), target or Target())
-
-
-Levels = frozenset[tuple[int, int]]
-PointKey = tuple[int, str, object, tuple[Levels, frozenset[Levels]]]
-
-
-def notes_by_point(program: Program) -> dict[PointKey, tuple[str, ...]]:
-    """Each loop's notes, by what the emitter knows of the loop it is emitting: the nest,
-    the index, the expression, the lattice point's levels (uid, level; a universe -1)
-    and those of every point of its lattice."""
-    found: dict[PointKey, tuple[str, ...]] = {}
-    for node in loops_of(program.root):
-        key = (node.site.nest, node.index, node.expr, node.point)
-        found[key] = tuple(dict.fromkeys((*found.get(key, ()), *node.notes)))
-    return found
+    return optimize(lower(statement, types, output, nests), target or Target())
