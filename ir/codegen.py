@@ -241,9 +241,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         leaf, jam_body, pair_body = None, None, None
         if depth + 1 == len(order):
             leaf = self.output.write
-        elif jam.can_jam(self, order, depth, expr):
+        else:  # where the jam pass noted the loop (passes.can_jam)
             jam_body = lambda lanes: jam.emit(self, order, depth + 1, expr, lanes)
-        elif pairs.may_pair(self, order, depth, expr):
+        if leaf is None and pairs.may_pair(self, order, depth, expr):
             pair_body = lambda lanes, driver: pairs.emit(self, order[depth + 1], expr, driver,
                                                          lanes)
         # Each iteration appends at most one output entry: the leaf writes one, or the

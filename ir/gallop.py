@@ -20,9 +20,8 @@ class GallopEmitter:
         stepped together: an intersection (a union's merge already branches on a match
         first, predicted where patterns coincide: A + Aᵀ on the stencil ran 8.9 ms as a
         merge, 9.9 with the check) whose iterators may gallop (see gallops), with no
-        per-coordinate hooks or thread-range test."""
-        return self.gallops() and not self.hooks \
-            and not self.kc.in_range_loop(self.var, self.ctx)
+        per-coordinate hooks or thread-range test (the gallop pass notes it)."""
+        return passes.LOCKSTEP in self.notes
 
     def same_coordinates(self) -> ir.Value:
         """Whether the iterators' ranges hold the same coordinates in the same order (A .*

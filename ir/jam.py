@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from . import scalars
 from .bodies import I64, TRUE, is_true
-from .cin import Expr, Operand, contains_sum, operands
+from .cin import Expr, Operand, operands
 from .schedule import ScheduleError
 
 if TYPE_CHECKING:
@@ -37,19 +37,6 @@ def locates_surely(kc: KernelCompiler, op: Operand, level: int) -> bool:
     """Whether an operand's level is full and its ``locate`` finds every coordinate."""
     lv = kc.types[op.tensor].levels[level]
     return lv.full and lv.definition.always_found("locate")
-
-
-def can_jam(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> bool:
-    """Whether the loop at ``order[depth]`` may be jammed into the loops inside it."""
-    inner = order[depth + 1:]
-    if not inner or contains_sum(expr) or kc.derived or kc.range_var in inner:
-        return False
-    if any(kc.output.hooks_for(var) is not None for var in inner) \
-            or not only_locate(kc, inner, expr):
-        return False
-    written_after = not kc.scatter and kc.out_depth == depth + 1
-    updated_in_place = kc.output.all_insert and set(inner) <= set(kc.nest.assign.vars)
-    return written_after or updated_in_place
 
 
 def only_locate(kc: KernelCompiler, loop_vars: list[str], expr: Expr) -> bool:

@@ -183,15 +183,6 @@ class Lattice:
     def subpoints(self, point: frozenset[Iter]) -> list[frozenset[Iter]]:
         return [q for q in self.points if q <= point]
 
-    def key(self, point: frozenset[Iter]) -> tuple:
-        """``point`` and every point of this lattice as their (uid, level)s: what the
-        loop IR's notes are found by (ir/opt notes_by_point), so that an emitter whose
-        lattice differs finds none."""
-        def levels(p: frozenset[Iter]) -> frozenset[tuple[int, int]]:
-            return frozenset((it.uid, it.level) for it in p)
-
-        return levels(point), frozenset(levels(p) for p in self.points)
-
     def __str__(self) -> str:
         return " | ".join("{" + ", ".join(sorted(str(i) for i in p)) + "}" for p in self.points)
 
