@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from llvsparse.operators import ADD
+
 from .cin import Apply, Const, Operand, Sum
 from .cin import Expr as CinExpr
 from .emit_base import linear_in
@@ -195,8 +197,7 @@ class NestLowering:
         items: list[Node] = []
         value = expr
         for sub in _sums(expr):
-            vars_, body, op = _peel_any(sub) if sub.op.symbol == "+" else \
-                ([sub.var], sub.body, sub.op)  # monoid.fold folds one index at a time
+            vars_, body, op = _peel(sub)
             if op.symbol == "+":  # the order code generation gives a sum's loops
                 try:
                     vars_ = order_loops(vars_, _operands(body), self.types, set(state.bound))
@@ -366,18 +367,21 @@ def _sums(expr: CinExpr) -> list[Sum]:
     return []
 
 
-def _peel_any(expr: Sum) -> tuple[list[str], CinExpr, object]:
-    """A sum's nested variables under one operator, its body and the operator."""
+def _peel(expr: Sum) -> tuple[list[str], CinExpr, object]:
+    """The variables a reduction's loops run over together, its body and its operator:
+    a sum's nested sums (values.nested_sum), one index of any other reduction
+    (monoid.fold folds one at a time)."""
+    if expr.op.symbol != "+":
+        return [expr.var], expr.body, expr.op
     vars_: list[str] = []
-    op = expr.op
-    while isinstance(expr, Sum) and expr.op is op:
+    while isinstance(expr, Sum) and expr.op.symbol == "+":
         vars_.append(expr.var)
         expr = expr.body
-    return vars_, expr, op
+    return vars_, expr, ADD
 
 
 def _sum_vars(expr: CinExpr) -> frozenset[str]:
-    return frozenset(_peel_any(expr)[0]) if isinstance(expr, Sum) else frozenset()
+    return frozenset(_peel(expr)[0]) if isinstance(expr, Sum) else frozenset()
 
 
 def _replace(expr: CinExpr, old: CinExpr, new: CinExpr) -> CinExpr:

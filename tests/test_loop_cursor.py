@@ -1,0 +1,162 @@
+"""Code generation takes its loops from the loop IR (ir/loop_cursor.py): each loop's
+lattice, points, iterated and located levels, cases and notes come from the Loop/Merge
+node, found in the body being emitted; the emitter derives none of them again."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from llvsparse.ir import codegen
+from llvsparse.ir.codegen import KernelCompiler
+from llvsparse.ir.frontend import to_concrete
+from llvsparse.ir.loop_cursor import LoopCursor
+from llvsparse.ir.loops import Block, Loop, Merge, loops_of
+from llvsparse.ir.opt import loop_ir
+from llvsparse.ir.opt import passes as opt
+from llvsparse.ir.schedule import schedule
+
+import llvsparse as ls
+
+SPADD = "C(i,j) = A(i,j) + B(i,j)"
+
+
+def _setup(statement: str, **formats: tuple[str, int]):
+    types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
+             for n, (f, order) in formats.items()}
+    return schedule(to_concrete(ls.parse(statement), types), types), types
+
+
+def _compile(nests, types, order) -> KernelCompiler:
+    compiler = KernelCompiler(nests, types, order, "float64")
+    compiler.compile()
+    return compiler
+
+
+def test_a_loop_missing_from_the_loop_ir_is_an_internal_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emitter does not build a loop the loop IR lacks: it says so."""
+    nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    program = loop_ir(nests, types, "C")
+    monkeypatch.setattr(codegen, "loop_ir", lambda *args: replace(program, root=Block(())))
+    with pytest.raises(ls.ScheduleError, match="internal: the loop IR has no loop over i"):
+        _compile(nests, types, ["C", "A", "B"])
+
+
+def _intersection_only(node):
+    """``node`` with the loop over j of every point but the first dropped, and that
+    point's merge left with its first case (both operands stored)."""
+    if isinstance(node, Block):
+        items = [item for item in node.items if not (
+            isinstance(item, (Loop, Merge)) and item.index == "j"
+            and item.chosen.point != item.chosen.lattice.points[0])]
+        return Block(tuple(_intersection_only(item) for item in items))
+    if isinstance(node, Merge) and node.index == "j":
+        chosen = node.chosen
+        both = chosen.lattice.points[0]
+        chosen = replace(chosen, lattice=replace(chosen.lattice, points=[both]),
+                         case_exprs=chosen.case_exprs[:1])
+        return replace(node, cases=node.cases[:1], chosen=chosen)
+    if isinstance(node, Loop):
+        return replace(node, body=_intersection_only(node.body))
+    if isinstance(node, Merge):
+        return replace(node, cases=tuple(replace(c, body=_intersection_only(c.body))
+                                         for c in node.cases))
+    return node
+
+
+def test_the_cases_emitted_are_the_loop_irs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SpAdd's loops over j (the union's three points) replaced by the intersection's
+    merge with its one case: the kernel computes what the loop IR says, the sum where
+    both operands are stored, so the cases come from the node."""
+    statement = "Zc(i,j) = Pc(i,j) + Qc(i,j)"
+    nests, types = _setup(statement, Zc=("csr", 2), Pc=("csr", 2), Qc=("csr", 2))
+    narrowed = loop_ir(nests, types, "Zc")
+    narrowed = replace(narrowed, root=_intersection_only(narrowed.root))
+    assert [n.index for n in loops_of(narrowed.root)] == ["i", "j"]
+    monkeypatch.setattr(codegen, "loop_ir", lambda *args: narrowed)
+    monkeypatch.setenv("LLVSPARSE_CACHE", "0")  # compiled here, not loaded from disk
+    kernel = ls.compile(statement, "csr", Pc="csr", Qc="csr")
+    rng = np.random.default_rng(7)
+    for density in (0.5, 0.0, 1.0):
+        p = sp.random(6, 5, density=density, format="csr", random_state=rng)
+        q = sp.random(6, 5, density=0.5, format="csr", random_state=rng)
+        both = (p != 0).multiply(q != 0).toarray()
+        got = kernel(Pc=p, Qc=q).to_scipy().toarray()
+        np.testing.assert_allclose(got, np.where(both, (p + q).toarray(), 0.0))
+
+
+def test_the_cursor_takes_the_nearest_loop_and_its_lattices_points() -> None:
+    nests, types = _setup("y(i) = A(i,j) + x(j)", y=("dense", 1), A=("csr", 2),
+                          x=("sparse", 1))
+    program = loop_ir(nests, types, "y")
+    outer = [n for n in loops_of(program.root) if n.index == "i"]
+    inner = [n for n in loops_of(program.root) if n.index == "j"]
+    cursor = LoopCursor(program.root)
+    assert cursor.loops("i", outer[0].expr, _reached(outer[0])) == outer
+    outer = outer[0]
+    body = outer.body if isinstance(outer, Loop) else outer.cases[0].body
+    with cursor.inside(body):
+        found = cursor.loops("j", inner[0].expr, _reached(inner[0]))
+        assert found[0] is inner[0]
+        assert len(found) == len(inner[0].chosen.lattice.points)
+    assert cursor.scope is program.root
+
+
+def _reached(node):
+    levels = {it.uid: it for point in node.chosen.lattice.points for it in point
+              if not it.is_universe}
+    return lambda op: levels.get(op.uid)
+
+
+def test_the_cursor_refuses_a_loop_whose_levels_were_not_reached() -> None:
+    nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    program = loop_ir(nests, types, "C")
+    (outer,) = [n for n in loops_of(program.root) if n.index == "i"]
+    with pytest.raises(ls.ScheduleError, match="no loop over i"):
+        LoopCursor(program.root).loops("i", outer.expr, lambda op: None)
+
+
+def test_a_sum_of_a_nonzero_fill_visits_every_coordinate() -> None:
+    """sum_j(A(i,j) + 2) adds 2 where A stores nothing: the loop IR has the universe
+    point and the case that adds the fill, and the kernel runs that loop."""
+    kernel = ls.compile("y(i) = sum_j(A(i,j) + 2)", A="csr")
+    lines = kernel.loops.splitlines()
+    assert any(line.strip().startswith("merge j over U, A.1") for line in lines)
+    assert "acc += 2.0" in kernel.loops
+    for seed, density in ((0, 0.3), (1, 0.0), (2, 1.0)):
+        dense = sp.random(7, 6, density=density, random_state=seed).toarray()
+        dense[3] = 0.0  # an empty row: every coordinate adds the fill
+        a = sp.csr_array(dense)
+        np.testing.assert_allclose(kernel(A=a).to_numpy(), (a.toarray() + 2).sum(axis=1))
+
+
+def test_a_nested_reduction_by_max_folds_one_index_at_a_time() -> None:
+    kernel = ls.compile("y(i) = max(j, max(k, B(i,j,k)))", B="csf")
+    rng = np.random.default_rng(3)
+    for shape in ((5, 4, 3), (1, 1, 1), (3, 2, 6)):
+        dense = rng.standard_normal(shape) * (rng.random(shape) < 0.4)
+        dense[0] = 0.0
+        got = kernel(B=ls.Tensor.from_numpy(dense, format="csf")).to_numpy()
+        np.testing.assert_allclose(got, dense.max(axis=(1, 2)))
+    inner = [n for n in loops_of(loop_ir(*_max_nests(), "y").root) if n.index == "k"]
+    assert inner and all(n.expr is not None for n in inner)
+
+
+def _max_nests():
+    nests, types = _setup("y(i) = max(j, max(k, B(i,j,k)))", y=("dense", 1), B=("csf", 3))
+    return nests, types
+
+
+def test_the_pairs_driver_is_the_inner_loops_level() -> None:
+    """Paired rows take the level their inner loop iterates from the loop IR."""
+    from llvsparse.ir.pairs import driver_of
+
+    nests, types = _setup("y(i) = A(i,j) * x(j)", y=("dense", 1), A=("csr", 2),
+                          x=("dense", 1))
+    (outer,) = [n for n in loops_of(loop_ir(nests, types, "y").root) if n.index == "i"]
+    assert opt.PAIRS in outer.notes
+    driver = driver_of(outer)
+    assert (driver.level, driver.uid) == (1, outer.iterator.uid)
