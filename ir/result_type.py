@@ -94,12 +94,22 @@ def _types(expr: nt.Expr, dtypes: dict[str, str]) -> dict[int, Typed]:
         elif isinstance(node, nt.Literal):
             types[id(node)] = node.value
         elif isinstance(node, nt.Reduction):
-            types[id(node)] = np.dtype(bool) if node.op.bool_result else types[id(node.body)]
+            types[id(node)] = _reduction_type(node.op, types[id(node.body)])
         else:
             assert isinstance(node, nt.Call)
             types[id(node)] = _call_type(node.op, [
                 types[id(a)] for k, a in enumerate(node.args) if k not in node.op.truth_args])
     return types
+
+
+def _reduction_type(op: Operator, body: Typed) -> Typed:
+    """A reduction of bools by an operator that can leave 0 and 1 (a sum) counts them,
+    in int64 as numpy's sum does; one that keeps truth values (max, and) stays bool."""
+    if op.bool_result:
+        return np.dtype(bool)
+    if isinstance(body, np.dtype) and body.kind == "b" and not _keeps_truth(op):
+        return np.dtype("int64")
+    return body
 
 
 def _call_type(op: Operator, args: list[Typed]) -> Typed:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from .api import evaluate
 from .notation_parse import parse
 from .semirings import semiring_assignment
@@ -34,7 +36,14 @@ def einsum(subscripts: str, *operands, out_format: object = "dense",
     rhs = " * ".join(f"{n}({','.join(t)})" for n, t in zip(names, terms))
     text = f"OUT({','.join(output)}) = {rhs}" if output else f"OUT = {rhs}"
     tensors = dict(zip(names, operands))
+    if semiring is None and operands and all(_is_bool(x) for x in operands):
+        semiring = ("or", "and")  # np.einsum over bools (a sum in notation counts them)
     if semiring is None:
         return evaluate(text, out_format=out_format, **tensors)
     return evaluate(semiring_assignment(parse(text), *semiring), out_format=out_format,
                     **tensors)
+
+
+def _is_bool(operand: object) -> bool:
+    dtype = getattr(operand, "dtype", None)
+    return np.dtype(dtype if dtype is not None else np.asarray(operand).dtype) == np.bool_

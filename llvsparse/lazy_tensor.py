@@ -26,7 +26,7 @@ from . import elementwise as ew
 from . import notation as nt
 from .format import Format, FormatError, Level, named_format
 from .numpy_protocols import ArrayOps
-from .operators import ADD, MAX, MIN, MUL
+from .operators import ADD, MAX, MIN, MUL, OR
 from .tensor import Tensor, checked_value_dtype
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
@@ -372,9 +372,11 @@ def einsum(subscripts: str, *operands: object) -> Node:
     expr = factors[0]
     for factor in factors[1:]:
         expr = nt.Call(MUL, (expr, factor))
+    # np.einsum over bools reduces by or (a sum in notation counts them, as np.sum).
+    reduce_by = OR if all(node_dtype(n) == np.bool_ for n in nodes) else ADD
     for c, var in letters.items():
         if c not in output:
-            expr = nt.Reduction(ADD, var, expr)
+            expr = nt.Reduction(reduce_by, var, expr)
     fill = 0 if any(n.fill == 0 for n in nodes) and not any(n.reads_dense for n in nodes) \
         else None
     return Node(expr, tuple(letters[c] for c in output), tuple(extents[c] for c in output),

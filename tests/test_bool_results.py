@@ -108,9 +108,9 @@ def test_notation_comparisons_store_bool(fill):
               np.logical_and(a > 0, b != 0))
         _same(ls.evaluate("C(i,j) = where(A(i,j) > B(i,j), 2, 3)", A=A, B=B).to_numpy(),
               np.where(a > b, 2, 3))
-        # a sum of bools in notation is their or, as np.einsum's
+        # a sum of bools in notation counts them, as np.sum (np.einsum's is an or)
         _same(ls.evaluate("y(i) = sum_j(A(i,j) < 0.5)", A=A).to_numpy(),
-              np.einsum("ij->i", a < 0.5))
+              np.sum(a < 0.5, axis=1))
         # a bool + under a comparison is an or (1 + 1 would be 2, not below 2)
         _same(ls.evaluate("C(i,j) = (A(i,j) > 0) + (B(i,j) > 0) < 2", A=A, B=B).to_numpy(),
               ((a > 0) + (b > 0)) < 2)
@@ -138,3 +138,38 @@ def test_logic_over_fills_0_and_1_reads_stored_zeros(op, reference, fills):
     for out in ("csr", "dense"):
         result = ls.evaluate(f"C(i,j) = {op}(X(i,j), Y(i,j))", out_format=out, X=X, Y=Y)
         _same(result.to_numpy(), reference(x, y))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dense"])
+def test_a_sum_of_bools_in_notation_counts_them(fmt):
+    """``sum_j`` over bools counts the true entries, in int64, as numpy's sum does. It
+    was computed in bool, an or: the soak's case 1127:45 (below) gave -7 for -30."""
+    rng = np.random.default_rng(45)
+    for shape in ((8, 8), (1, 1), (5, 3)):
+        a = rng.random(shape[0]) < 0.2
+        b = rng.random(shape) < 0.5
+        b[0] = False  # an empty row
+        A, B = ls.Tensor.from_numpy(a, "sparse"), ls.Tensor.from_numpy(b, fmt)
+        counts = ls.compile("y(i) = sum_j(B(i,j))", B=B.format)(B=B).to_numpy()
+        _same(counts, b.sum(axis=1))
+        either = ls.compile("y(i) = sum_j(B(i,j) + A(i))", B=B.format, A=A.format)
+        _same(either(A=A, B=B).to_numpy(), (b | a[:, None]).sum(axis=1))
+        soak = ls.compile("s = sum_i((A(i) - 1) * sum_j(B(i,j) + A(i)))", B=B.format,
+                          A=A.format)
+        expected = ((a.astype(np.int64) - 1) * (b | a[:, None]).sum(axis=1)).sum()
+        _same(soak(A=A, B=B).to_numpy(), expected)
+        biggest = ls.compile("y(i) = max(j, B(i,j))", B=B.format)(B=B).to_numpy()
+        _same(biggest, b.max(axis=1))  # a max of bools stays bool
+
+
+def test_einsum_over_bools_is_numpys_or_of_ands():
+    """np.einsum over bools reduces by or; both einsum entry points do too, while a sum
+    in notation counts."""
+    rng = np.random.default_rng(11)
+    for shape in ((6, 5), (1, 1), (4, 7)):
+        a, b = rng.random(shape) < 0.3, rng.random(shape[::-1]) < 0.4
+        A = ls.Tensor.from_numpy(a, "csr")
+        expected = np.einsum("ij,jk->ik", a, b)
+        _same(ls.einsum("ij,jk->ik", A, b).to_numpy(), expected)
+        _same(np.einsum("ij,jk->ik", ls.lazy(A), b).compute().to_numpy(), expected)
+        _same(ls.einsum("ij->i", A).to_numpy(), np.einsum("ij->i", a))
