@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from .cin import Expr, Operand, operands
 from .lattice import Iter
 from .loops import Block, Loop, LoopNode, Merge, Node, children
-from .schedule import ScheduleError
+from .schedule import InternalCompilerError
 
 
 class LoopCursor:
@@ -44,8 +44,8 @@ class LoopCursor:
             levels = {it for point in lattice.points for it in point if not it.is_universe}
             if levels <= reached:
                 return group
-        raise ScheduleError(f"internal: the loop IR has no loop over {var} computing "
-                            f"{expr} where code generation reached it")
+        raise InternalCompilerError(f"the loop IR has no loop over {var} computing {expr} "
+                                    "where code generation reached it")
 
 
 def _groups(scope: Node, var: str, expr: Expr) -> Iterator[list[LoopNode]]:

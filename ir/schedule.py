@@ -27,6 +27,11 @@ class ScheduleError(ValueError):
     """No loop order can evaluate the statement with the given formats."""
 
 
+class InternalCompilerError(RuntimeError):
+    """A disagreement between the compiler's own stages (a bug to report): never a
+    refusal of the user's input, so no caller retries another lowering around it."""
+
+
 class ScatteredOutputError(ScheduleError):
     """The operands agree on a loop order, but it produces the output's entries out of
     the order its appended levels keep: assembling it needs a workspace."""

@@ -16,7 +16,7 @@ from llvsparse.ir.loop_cursor import LoopCursor
 from llvsparse.ir.loops import Block, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
-from llvsparse.ir.schedule import schedule
+from llvsparse.ir.schedule import InternalCompilerError, schedule
 
 import llvsparse as ls
 
@@ -41,7 +41,7 @@ def test_a_loop_missing_from_the_loop_ir_is_an_internal_error(
     nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     program = loop_ir(nests, types, "C")
     monkeypatch.setattr(codegen, "loop_ir", lambda *args: replace(program, root=Block(())))
-    with pytest.raises(ls.ScheduleError, match="internal: the loop IR has no loop over i"):
+    with pytest.raises(InternalCompilerError, match="the loop IR has no loop over i"):
         _compile(nests, types, ["C", "A", "B"])
 
 
@@ -115,7 +115,7 @@ def test_the_cursor_refuses_a_loop_whose_levels_were_not_reached() -> None:
     nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     program = loop_ir(nests, types, "C")
     (outer,) = [n for n in loops_of(program.root) if n.index == "i"]
-    with pytest.raises(ls.ScheduleError, match="no loop over i"):
+    with pytest.raises(InternalCompilerError, match="no loop over i"):
         LoopCursor(program.root).loops("i", outer.expr, lambda op: None)
 
 
