@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from .api import Kernel
 
 # BFS: the vertices one step from the frontier that are not visited yet. On bool
-# operands + is or and * is and: the boolean semiring, whose sum scatters, so the loops
-# run over the frontier's entries and their out-edges (a push), i outer, j inner.
-BFS_STEP = "reach(j) = unvisited(j) * frontier(i) * G(i,j)"
+# operands * is and, and the reduction is or: the boolean semiring, whose reduction
+# scatters, so the loops run over the frontier's entries and their out-edges (a push),
+# i outer, j inner.
+BFS_STEP = "reach(j) = or(i, unvisited(j) * frontier(i) * G(i,j))"
 # Bellman-Ford: one relaxation, its sum and product over the min-plus semiring (an edge
 # W(i,j) from j to i that is not stored counts as inf), kept no higher than dist(i).
 SSSP_STEP = "relaxed(i) = min(dist(i), W(i,j) * dist(j))"

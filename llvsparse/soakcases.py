@@ -15,6 +15,7 @@ operands and literals (float64 under a division of integers).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -289,14 +290,44 @@ def build_case(seed: int, index: int, small: bool = False) -> Case:
 
 # -- the numpy reference ---------------------------------------------------------------------
 def result_dtype(case: Case) -> np.dtype:
-    """numpy's result_type of the operands and literals, float64 under a division of
-    integers and int64 for unsigned ones, as README documents."""
-    dtypes = [np.dtype(op.dtype) for op in case.operands.values()]
-    literals = [_literal(n.text) for n in case.tree.walk() if n.op == "literal"]
-    result = np.result_type(*dtypes, *literals)
-    if any(n.op == "/" for n in case.tree.walk()) and result.kind in "biu":
-        result = np.dtype("float64")
+    """numpy's dtype of the case's expression, node by node, as README documents (bool
+    ``+`` an or, a sum of bools an int64 count, ``/`` a float for integers), int64 for
+    an unsigned one."""
+    dtypes = {name: np.zeros(1, op.dtype) for name, op in case.operands.items()}
+    with np.errstate(all="ignore"):
+        result = np.result_type(_typed(_placed(case), dtypes))
     return np.dtype("int64") if result.kind == "u" else result
+
+
+def _typed(node: Node, samples: dict[str, np.ndarray]):
+    """A sample value of ``node``'s numpy type (a Python number: a weak literal)."""
+    if node.op == "literal":
+        return _literal(node.text)
+    if node.op == "access":
+        return samples[node.tensor]
+    values = [_typed(child, samples) for child in node.children]
+    if node.op == "sum":
+        return _summed(np.asarray(values[0]), 0) if isinstance(values[0], np.ndarray) \
+            else values[0]
+    return _apply(node.op, values)
+
+
+def _apply(op: str, values: list):
+    """numpy's ``op`` on ``values`` (arrays, or Python numbers for literals)."""
+    if op == "neg":
+        return -values[0]
+    left, right = values
+    if op in CALLS:
+        return CALLS[op](left, right)
+    return {"+": operator.add, "-": operator.sub, "*": operator.mul,
+            "/": operator.truediv}[op](left, right)
+
+
+def _summed(value: np.ndarray, axis: int) -> np.ndarray:
+    """A sum over ``axis`` as README's notation sums: bools counted in int64, any other
+    dtype kept (int32 stays int32, as np.einsum and ``@``)."""
+    dtype = np.dtype("int64") if value.dtype == np.bool_ else value.dtype
+    return value.sum(axis=axis, keepdims=True, dtype=dtype)
 
 
 def _literal(text: str):
@@ -304,23 +335,28 @@ def _literal(text: str):
 
 
 def reference(case: Case, masks: dict[str, np.ndarray]) -> np.ndarray:
-    """The expected result: ``masks`` are the operands' stored patterns."""
+    """The expected result, each node computed in its numpy dtype: ``masks`` are the
+    operands' stored patterns."""
     dtype = result_dtype(case)
     full = tuple(case.extents.values())
     names = "".join(case.extents)
-    # Variables the output lacks are summed where README places them: over the smallest
-    # subexpression using them (notation.place_reductions), so a factor outside that
-    # multiplies the finished sum.
-    pending = [v for v in dict.fromkeys(_free_in_order(case.tree)) if v not in case.out_vars]
-    tree = _place_sums(case.tree, pending)
     with np.errstate(all="ignore"):
-        value, _ = _evaluate(case, tree, masks, dtype, names)
-        value = np.broadcast_to(value, tuple(n if v in case.out_vars else 1
-                                             for v, n in zip(names, full)))
+        value, _ = _evaluate(case, _placed(case), masks, names)
+        value = np.broadcast_to(np.asarray(value, dtype=dtype),
+                                tuple(n if v in case.out_vars else 1
+                                      for v, n in zip(names, full)))
         value = value.reshape([n for v, n in zip(names, full) if v in case.out_vars])
         kept = [v for v in names if v in case.out_vars]
         order = [kept.index(v) for v in case.out_vars]
         return np.asarray(np.transpose(value, order), dtype=dtype)
+
+
+def _placed(case: Case) -> Node:
+    """The case's expression with the variables the output lacks summed where README
+    places them: over the smallest subexpression using them (notation.place_reductions),
+    so a factor outside that multiplies the finished sum."""
+    pending = [v for v in dict.fromkeys(_free_in_order(case.tree)) if v not in case.out_vars]
+    return _place_sums(case.tree, pending)
 
 
 def _free_in_order(node: Node) -> list[str]:
@@ -345,45 +381,42 @@ def _place_sums(node: Node, pending: list[str]) -> Node:
     return result
 
 
-def _evaluate(case: Case, node: Node, masks, dtype: np.dtype, names: str):
-    """(values, stored pattern) of ``node`` over every index variable, broadcastable."""
+def _evaluate(case: Case, node: Node, masks, names: str):
+    """(values, stored pattern) of ``node`` over every index variable, broadcastable;
+    values in numpy's dtype for the node (a Python number for a literal)."""
     full = tuple(case.extents.values())
     if node.op == "literal":
-        return np.asarray(_literal(node.text), dtype=dtype), np.asarray(True)
+        return _literal(node.text), np.asarray(True)
     if node.op == "access":
         op = case.operands[node.tensor]
         unique = "".join(dict.fromkeys(node.indices))
         spec = f"{node.indices}->{unique}"
-        value = np.einsum(spec, op.dense.astype(dtype))
+        value = np.einsum(spec, op.dense)
         mask = np.einsum(spec, masks[node.tensor].astype(np.uint8)).astype(bool)
         shape = [full[names.index(v)] if v in unique else 1 for v in names]
         axes = [unique.index(v) for v in names if v in unique]
         return (np.transpose(value, axes).reshape(shape),
                 np.transpose(mask, axes).reshape(shape))
-    if node.op == "neg":
-        value, mask = _evaluate(case, node.children[0], masks, dtype, names)
-        return -value, mask
     if node.op == "sum":
-        value, mask = _evaluate(case, node.children[0], masks, dtype, names)
+        value, mask = _evaluate(case, node.children[0], masks, names)
         axis = names.index(node.text)
+        value = np.asarray(value)  # a literal's sum counts it once per coordinate
         shape = list(np.broadcast_shapes(value.shape, mask.shape))
-        shape[axis] = full[axis]  # a literal under the sum counts once per coordinate
-        value, mask = np.broadcast_to(value, shape), np.broadcast_to(mask, shape)
-        total = (np.logical_or.reduce(value, axis=axis, keepdims=True) if dtype.kind == "b"
-                 else value.sum(axis=axis, keepdims=True, dtype=dtype))
+        shape[axis] = full[axis]
+        total = _summed(np.broadcast_to(value, shape), axis)
         # A finished sum is a computed value (its identity, 0, over no stored entry, in
         # every format: README), which a factor outside multiplies as IEEE does: inf
         # times an empty row's sum is NaN.
         return total, np.ones(total.shape, dtype=bool)
-    (left, lmask), (right, rmask) = (_evaluate(case, c, masks, dtype, names)
-                                     for c in node.children)
+    parts = [_evaluate(case, c, masks, names) for c in node.children]
+    value = _apply(node.op, [v for v, _ in parts])
+    if node.op == "neg":
+        return value, parts[0][1]
+    (_, lmask), (_, rmask) = parts
     if node.op == "*":
         mask = lmask & rmask
-        return np.where(mask, left * right, np.zeros((), dtype)).astype(dtype), mask
+        zero = np.zeros((), np.result_type(value))
+        return np.where(mask, value, zero).astype(zero.dtype), mask
     if node.op == "/":
-        value = left / right
-        return value.astype(dtype), np.ones(value.shape, dtype=bool)
-    if node.op in CALLS:
-        return CALLS[node.op](left, right).astype(dtype), lmask | rmask
-    value = left + right if node.op == "+" else left - right
-    return value.astype(dtype), lmask | rmask
+        return value, np.ones(np.shape(value), dtype=bool)
+    return value, lmask | rmask
