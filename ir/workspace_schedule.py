@@ -12,28 +12,16 @@ otherwise; a caller may name the policy.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from ..formats.loader import PROPERTY_NAMES
+from ..policy_registry import DENSE, SORT, checked_policy
 from .cin import Assign
 from .schedule import Nest, ScatteredOutputError, ScheduleError, schedule
 from .statements import TensorVar
 from .types import LevelType, TensorType
 from .workspace import WorkspaceKind, workspace_level
-
-
-class Policy(enum.Enum):
-    """How a workspace stores its entries (workspace_store); callers name one by its
-    lower-case name. Values are enum.auto: a level format may share a name."""
-
-    DENSE = enum.auto()  # a value per coordinate, with a list of the touched ones
-    HASH = enum.auto()  # an open-addressing table of the entries produced
-    SORT = enum.auto()  # the entries appended as produced, then sorted
-    BUCKET = enum.auto()  # counted, then placed in a bucket per row, each row reduced
-
-
-POLICIES = {policy.name.lower(): policy for policy in Policy}
+from .workspace_policy import WorkspacePolicy
 
 
 @dataclass(frozen=True)
@@ -45,20 +33,10 @@ class WorkspacePlan:
     output's level order."""
 
     kind: WorkspaceKind
-    policy: Policy
+    policy: WorkspacePolicy
     hoisted: tuple[str, ...]
     vars: tuple[str, ...]
     temporary: TensorVar
-
-
-def checked_policy(policy: str | None) -> Policy | None:
-    """The policy named ``policy``, or a ValueError naming the ones there are."""
-    if policy is None:
-        return None
-    if not isinstance(policy, str) or policy not in POLICIES:
-        raise ValueError(f"unknown workspace {policy!r}: use one of "
-                         f"{', '.join(repr(p) for p in POLICIES)} (or None to choose)")
-    return POLICIES[policy]
 
 
 def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = False,
@@ -75,7 +53,7 @@ def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = 
                                exact_sums)
 
 
-def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy | None,
+def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: WorkspacePolicy | None,
                     error: ScheduleError, sparse: bool, exact_sums: bool) -> list[Nest]:
     out = types[assign.tensor]
     if assign.derived:
@@ -99,8 +77,8 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy
     if policy is None and kind is WorkspaceKind.SPARSE and not sparse:
         raise error
     if policy is None:
-        policy = Policy.DENSE if kind is WorkspaceKind.DENSE else Policy.SORT
-    kind = WorkspaceKind.DENSE if policy is Policy.DENSE else WorkspaceKind.SPARSE
+        policy = DENSE if kind is WorkspaceKind.DENSE else SORT
+    kind = policy.kind
     level = workspace_level(kind is WorkspaceKind.DENSE)
     if level is None:
         raise error
@@ -110,7 +88,7 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Policy
     while name in types:
         name += "_"
     temp = TensorVar(name, TensorType(levels, len(ws_vars), out.dtype, out.index_dtype),
-                     policy.name.lower())
+                     policy.name)
     plan = WorkspacePlan(kind, policy, tuple(out_vars[:hoisted]), ws_vars, temp)
     return [Nest(n.assign, n.order, n.body, plan) for n in nests]
 
