@@ -249,9 +249,11 @@ class DenseStore(Store):
 
 class PairStore(Store):
     """Coordinates and values in two arrays of ``cap`` entries that grow together
-    (a subclass allocates any arrays of its own, then calls ``checked``)."""
+    (``initial`` of them at first: a count, or a value computed from the extents); a
+    subclass allocates any arrays of its own, then calls ``checked``."""
 
-    def __init__(self, kc: KernelCompiler, initial: int, extents: list[ir.Value]) -> None:
+    def __init__(self, kc: KernelCompiler, initial: int | ir.Value,
+                 extents: list[ir.Value]) -> None:
         super().__init__(kc)
         b = self.b
         size = ONE
@@ -262,10 +264,11 @@ class PairStore(Store):
         # Every coordinate is below 2**bits (the radix sort's passes cover them).
         self.bits = b.sub(ir.Constant(I64, 64), b.call(ctlz, [b.sub(size, ONE),
                                                               ir.Constant(I1, 0)]))
+        first = initial if isinstance(initial, ir.Value) else ir.Constant(I64, initial)
         self.cap = kc.alloca(I64, "ws.cap")
-        self.b.store(ir.Constant(I64, initial), self.cap)
-        self.keys = self.allocate(ir.Constant(I64, initial), I64, "ws.keys")
-        self.vals = self.allocate(ir.Constant(I64, initial), self.value_type, "ws.vals")
+        self.b.store(first, self.cap)
+        self.keys = self.allocate(first, I64, "ws.keys")
+        self.vals = self.allocate(first, self.value_type, "ws.vals")
 
     def emit_sorted_runs(self, n: ir.Value, ordered: bool, write: Write,
                          pairs: tuple[ir.AllocaInstr, ir.AllocaInstr] | None = None) -> None:
