@@ -214,3 +214,23 @@ def test_memory_check_uses_the_policy_byte_estimate(insertion, monkeypatch):
         kernel(A=a, B=b)
     monkeypatch.setattr(ls.workspaces, "physical_memory", lambda: 1600)
     _check(kernel, {"A": a, "B": b}, a @ b)
+
+
+@pytest.mark.parametrize(("statement", "formats", "picked"), [
+    (SPGEMM, {"A": ("csc", 2), "B": ("csr", 2), "C": ("csr", 2)}, "bucket"),  # outer product
+    ("C(j,i) = A(i,j)", {"A": ("csr", 2), "C": ("csr", 2)}, "bucket"),  # transposed copy
+    (SPGEMM, {"A": ("csc", 2), "B": ("csr", 2), "C": ("coo", 2)}, "sort"),  # rows not full
+    (SPGEMM, {"A": ("csc", 2), "B": ("csr", 2), "C": ("dcsr", 2)}, "sort"),
+    ("Y(k,j,i) = X(i,j,k)", {"X": ("csf", 3), "Y": ("csf", 3)}, "sort"),
+    (SPGEMM, {"A": ("csr", 2), "B": ("csr", 2), "C": ("csr", 2)}, "dense"),  # Gustavson
+])
+def test_rule_buckets_rows_the_output_holds_anyway(statement, formats, picked):
+    """Left to the rule, a sparse workspace is a bucket one where the output's levels of
+    its rows (covered indices but the last) are full, so its count per row costs no more
+    than the output; sort elsewhere (a hypersparse COO or DCSR output)."""
+    from llvsparse.ir.frontend import to_concrete
+    from llvsparse.ir.workspace_schedule import schedule_kernel
+    types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
+             for n, (f, order) in formats.items()}
+    nests = schedule_kernel(to_concrete(ls.parse(statement), types), types)
+    assert nests[0].workspace.policy is ls.workspace_policies()[picked]
