@@ -7,7 +7,8 @@ every nest, outermost, stay around a ``where``: per coordinate of them, the nest
 into a temporary over the remaining output indices (the producer), and the consumer
 appends the temporary's entries to the output in its storage order. Which temporary
 follows paper 002's rule (ir/workspace.py): dense for one remaining index, sparse
-otherwise; a caller may name the policy.
+otherwise (``_sparse_policy``: bucket or sort); a caller may name any registered policy
+(llvsparse/policy_registry.py).
 """
 
 from __future__ import annotations
