@@ -1,4 +1,4 @@
-"""What the compiler asks of a sparse workspace's policy: one object per policy.
+"""What the compiler asks of a workspace's policy: one object per policy.
 
 A policy is how a workspace keeps the producer's entries until the consumer appends them
 to the output (a value per coordinate, appended pairs sorted, a hash table, buckets per
