@@ -497,7 +497,8 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
             **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
-    'sort' or 'bucket'; None: paper 002's rule picks). ``precompute``: True copies each operand
+    'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
+    rule picks). ``precompute``: True copies each operand
     whose access is invariant in a loop nested inside its own into a dense temporary
     that the inner loop locates into (triangle counting's L(i,j) under loops i, k, j),
     False never does, None leaves it to the rule of ir/precompute.py."""
