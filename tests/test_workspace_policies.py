@@ -18,6 +18,7 @@ from llvsparse.ir.workspace_policy import WorkspaceBytes, WorkspacePolicy
 from llvsparse.ir.workspace_store import PairStore, SortStore, Write
 
 import llvsparse as ls
+import llvsparse.api
 import llvsparse.workspaces
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
@@ -234,3 +235,13 @@ def test_rule_buckets_rows_the_output_holds_anyway(statement, formats, picked):
              for n, (f, order) in formats.items()}
     nests = schedule_kernel(to_concrete(ls.parse(statement), types), types)
     assert nests[0].workspace.policy is ls.workspace_policies()[picked]
+
+
+def test_registered_policy_on_threads_matches_scipy(insertion, monkeypatch):
+    """Rows split among threads, each with its own store of the registered policy."""
+    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1000)
+    a, b = _random(300, 200, 0.05, 11), _random(200, 250, 0.05, 12)
+    kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace="insertion")
+    assert kernel.bind(threads=2, A=a, B=b).plan is not None
+    _check(kernel, {"A": a, "B": b, "threads": 2}, a @ b)
