@@ -71,7 +71,7 @@ class TensorVar:
 
     name: str
     type: TensorType
-    # How a workspace stores its entries (a workspace_schedule.Policy's name): the levels
+    # How a workspace stores its entries (a WorkspacePolicy's name): the levels
     # say what the producer may do (insert at any coordinate), the policy how it is kept.
     policy: str = ""
 

@@ -28,7 +28,7 @@ from llvmlite import ir
 
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
-from .workspace_store import DenseStore, Write, _Store, _width
+from .workspace_store import DenseStore, Store, Write, _width
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 PREFETCH = ir.Constant(I64, 24)
 
 
-class BucketStore(_Store):
+class BucketStore(Store):
     """Two passes of the producer (``counting`` says which one ``add_at`` serves), then
     ``prepare`` between them and ``drain`` after the second."""
 

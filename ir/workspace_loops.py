@@ -34,35 +34,7 @@ from .result_fill import NestSums
 from .schedule import Nest
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
 from .types import TensorType
-from .workspace_schedule import Policy, WorkspacePlan
-
-# What each policy's store holds (workspace_store), how it orders its entries for an
-# ordered output level, and how it empties itself between hoisted coordinates.
-_LAYOUT = {
-    Policy.DENSE: "dense workspace over {vars}: a value and a mark per coordinate, "
-                  "a list of the touched ones",
-    Policy.SORT: "sparse workspace over {vars}: (coordinate, value) pairs appended "
-                 "as produced",
-    Policy.HASH: "sparse workspace over {vars}: an open-addressing table of "
-                 "(coordinate, value), a list of its occupied slots",
-    Policy.BUCKET: "sparse workspace over {vars}: the producer counts the entries of "
-                   "each row (all but the last index), then places them in its bucket",
-}
-_SORT = {
-    Policy.DENSE: "its touched coordinates, by a bitmap scan or, where they spread, a sort",
-    Policy.SORT: "its pairs by coordinate (by radix when many), the values of one "
-                 "coordinate summed",
-    Policy.HASH: "its entries gathered through its list of occupied slots, then sorted "
-                 "by coordinate (by radix when many)",
-    Policy.BUCKET: "its rows in order, each bucket reduced in a dense accumulator over "
-                   "the last index",
-}
-_CLEAR = {
-    Policy.DENSE: "its touched list (marks of a new run)",
-    Policy.SORT: "its pair count",
-    Policy.HASH: "its list of occupied slots",
-    Policy.BUCKET: "its buckets freed, its row counts zeroed",
-}
+from .workspace_schedule import WorkspacePlan
 
 
 def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
@@ -120,7 +92,7 @@ class _WorkspaceLowering(NestLowering):
                 self.operands[op.uid] = op
         self.enter(0)
         plan = self.plan
-        layout = _LAYOUT[plan.policy].format(vars=", ".join(plan.vars))
+        layout = plan.policy.layout.format(vars=", ".join(plan.vars))
         allocate = Allocate(plan.temporary.name, plan.temporary.dtype, layout)
         return Block((allocate, self.hoisted_loops(0, combined, State())))
 
@@ -171,8 +143,8 @@ class _WorkspaceLowering(NestLowering):
                         lambda e, s: self.produce(depth + 1, e, s))
 
     def into_workspace(self, value: CinExpr) -> Node:
-        """The sort and bucket policies append each product; the others reduce into its entry."""
-        if self.plan.policy in (Policy.SORT, Policy.BUCKET):
+        """A policy that appends takes each product; the others reduce into its entry."""
+        if self.plan.policy.appends:
             return Append(self.target, value)
         return Accumulate(self.target, "+", value)
 
@@ -180,13 +152,13 @@ class _WorkspaceLowering(NestLowering):
         plan, name, value = self.plan, self.plan.temporary.name, self.workspace
         write: Node = Insert(self.out_access, value) if self.output_inserts \
             else Append(self.out_access, value)
-        ordered = self.ordered or plan.policy is Policy.SORT
+        ordered = self.ordered or plan.policy.always_sorts
         nodes: list[Node] = []
         if ordered:
-            nodes.append(Sort(name, _SORT[plan.policy]))
+            nodes.append(Sort(name, plan.policy.order))
         nodes.append(Entries(name, plan.vars, ordered, write))
         if self.hoisted:  # emptied for the next coordinate of the hoisted loops
-            nodes.append(Clear(name, 0.0, _CLEAR[plan.policy]))
+            nodes.append(Clear(name, 0.0, plan.policy.clear))
         return nodes
 
 

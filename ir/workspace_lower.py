@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 from llvmlite import ir
 
 from llvsparse.operators import ADD
@@ -22,9 +21,6 @@ from .cin import Apply, Expr, Operand, operands
 from .emit_base import ZERO, Ctx
 from .lattice import substitute_absent
 from .schedule import Nest, ScheduleError
-from .workspace_bucket import BucketStore
-from .workspace_schedule import Policy
-from .workspace_store import make_store
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -55,11 +51,7 @@ class _Lowering:
         self.sorted = any(kc.output.appends_in_order(v) for v in plan.vars)
 
     def emit(self) -> None:
-        if self.plan.policy is Policy.BUCKET:
-            key = ir.IntType(np.dtype(self.plan.temporary.type.index_dtype).itemsize * 8)
-            self.store = BucketStore(self.kc, self.extents, key)
-        else:
-            self.store = make_store(self.kc, self.plan, self.extents)
+        self.store = self.plan.policy.new_store(self.kc, self.plan, self.extents)
         combined: Expr = self.nests[0].body
         for nest in self.nests[1:]:
             combined = Apply(ADD, (combined, nest.body))

@@ -27,12 +27,10 @@ from . import scalars
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_radix import RADIX_FROM, radix_function
-from .workspace_schedule import Policy
 from .workspace_sort import SMALL, sort_function
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
-    from .workspace_schedule import WorkspacePlan
 
 Write = Callable[[ir.Value, ir.Value], None]
 INITIAL = 1024  # entries a sparse store starts with
@@ -48,13 +46,14 @@ SORT_ROWS_UP_TO = SMALL
 SIX, TWELVE = ir.Constant(I64, 6), ir.Constant(I64, 12)
 
 
-def make_store(kc: KernelCompiler, plan: WorkspacePlan, extents: list[ir.Value]) -> _Store:
-    """The store of ``plan``'s policy, allocated at the builder's position."""
-    kind = {Policy.DENSE: DenseStore, Policy.SORT: SortStore, Policy.HASH: HashStore}[plan.policy]
-    return kind(kc, extents)
+class Store:
+    """The base of every policy's store (a plugin policy's too, workspace_policy): a
+    subclass allocates its arrays with ``allocate`` and then calls ``checked`` in its
+    constructor, and emits ``add(at, value)`` (reduce ``value`` into linear coordinate
+    ``at``) and ``drain(ordered, write)`` (call ``write(at, value)`` once per coordinate,
+    in increasing order when ``ordered``, and leave the store empty for the next run).
+    ``count`` is an int64 slot for its own use; ``value_type`` what it sums in."""
 
-
-class _Store:
     two_pass = False  # whether the producer runs twice (workspace_bucket)
 
     def __init__(self, kc: KernelCompiler) -> None:
@@ -113,7 +112,7 @@ class _Store:
         b.call(fn, [*arrays, ZERO, n])
 
 
-class DenseStore(_Store):
+class DenseStore(Store):
     def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
         super().__init__(kc)
         b = self.b
@@ -248,11 +247,13 @@ class DenseStore(_Store):
         b.position_at_end(done)
 
 
-class _PairStore(_Store):
+class PairStore(Store):
     """Coordinates and values in two arrays of ``cap`` entries that grow together
-    (a subclass allocates any arrays of its own, then calls ``checked``)."""
+    (``initial`` of them at first: a count, or a value computed from the extents); a
+    subclass allocates any arrays of its own, then calls ``checked``."""
 
-    def __init__(self, kc: KernelCompiler, initial: int, extents: list[ir.Value]) -> None:
+    def __init__(self, kc: KernelCompiler, initial: int | ir.Value,
+                 extents: list[ir.Value]) -> None:
         super().__init__(kc)
         b = self.b
         size = ONE
@@ -263,10 +264,11 @@ class _PairStore(_Store):
         # Every coordinate is below 2**bits (the radix sort's passes cover them).
         self.bits = b.sub(ir.Constant(I64, 64), b.call(ctlz, [b.sub(size, ONE),
                                                               ir.Constant(I1, 0)]))
+        first = initial if isinstance(initial, ir.Value) else ir.Constant(I64, initial)
         self.cap = kc.alloca(I64, "ws.cap")
-        self.b.store(ir.Constant(I64, initial), self.cap)
-        self.keys = self.allocate(ir.Constant(I64, initial), I64, "ws.keys")
-        self.vals = self.allocate(ir.Constant(I64, initial), self.value_type, "ws.vals")
+        self.b.store(first, self.cap)
+        self.keys = self.allocate(first, I64, "ws.keys")
+        self.vals = self.allocate(first, self.value_type, "ws.vals")
 
     def emit_sorted_runs(self, n: ir.Value, ordered: bool, write: Write,
                          pairs: tuple[ir.AllocaInstr, ir.AllocaInstr] | None = None) -> None:
@@ -350,7 +352,7 @@ class _PairStore(_Store):
             b.store(new_cap, self.cap)
 
 
-class SortStore(_PairStore):
+class SortStore(PairStore):
     def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
         super().__init__(kc, INITIAL, extents)
         self.checked()
@@ -369,7 +371,7 @@ class SortStore(_PairStore):
         del ordered  # runs of one coordinate must be adjacent: always sorted
 
 
-class HashStore(_PairStore):
+class HashStore(PairStore):
     """The table, the list of its occupied slots in the order they were taken, and the
     arrays the drain gathers entries into: a drain and its clear visit the entries only,
     not the table (one row of 5,000 columns left every later row of a hoisted cage10

@@ -36,16 +36,20 @@ _HOMES = {
     "set_num_threads": "runtime",
     "Tensor": "tensor",
     "LazyTensor": "lazy_tensor", "compute": "lazy_tensor", "lazy": "lazy_tensor",
+    "WorkspacePolicy": "ir.workspace_policy",
+    "register_workspace_policy": "policy_registry",
+    "unregister_workspace_policy": "policy_registry",
+    "workspace_policies": "policy_registry",
 }
 
 __all__ = [  # named_format is public but, as before, not starred
     "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar", "Kernel",
     "KernelRuntimeError", "LazyTensor", "Level", "NotationError", "NotationSyntaxError",
-    "ScheduleError", "ShapeError", "Tensor", "asarray", "compile", "complement", "compute",
-    "einsum", "evaluate", "get_num_threads", "index_vars", "lazy", "level_formats", "parse",
-    "read", "register_level_format", "set_kernel_cache_bytes", "set_num_threads",
-    "set_result_pool_bytes",
-    "unregister_level_format", "write",
+    "ScheduleError", "ShapeError", "Tensor", "WorkspacePolicy", "asarray", "compile",
+    "complement", "compute", "einsum", "evaluate", "get_num_threads", "index_vars", "lazy",
+    "level_formats", "parse", "read", "register_level_format", "register_workspace_policy",
+    "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes",
+    "unregister_level_format", "unregister_workspace_policy", "workspace_policies", "write",
 ]
 
 
@@ -81,10 +85,16 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .interpret import CorruptTensorError
     from .io import read, write
     from .ir.schedule import ScheduleError
+    from .ir.workspace_policy import WorkspacePolicy
     from .kernel_cache import set_kernel_cache_bytes
     from .lazy_tensor import LazyTensor, compute, lazy
     from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars
     from .notation_parse import parse
+    from .policy_registry import (
+        register_workspace_policy,
+        unregister_workspace_policy,
+        workspace_policies,
+    )
     from .results import set_result_pool_bytes
     from .runtime import KernelRuntimeError, get_num_threads, set_num_threads
     from .tensor import Tensor

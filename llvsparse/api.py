@@ -26,13 +26,13 @@ from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
 from .ir.transforms.lowering import Request
 from .ir.types import TensorType, fill_key, type_key
-from .ir.workspace_schedule import checked_policy
 from .kernel_build import build, build_converting, coo_formats, retyped
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
 from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
+from .policy_registry import checked_policy, policy_key
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (
     check_precomputes,
@@ -173,7 +173,7 @@ class Kernel:
         types[out] = self.formats[out].with_fill(fill).tensor_type(dtypes[out],
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
-               self.fastmath, self.convert, self.workspace, self.precompute,
+               self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
                registry_generation())
         return types, dtypes[out], key
 
@@ -184,7 +184,7 @@ class Kernel:
                 if isinstance(n, nt.Call | nt.Reduction)]  # user functions' bodies
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert, self.workspace, self.precompute) + ((
+             self.fastmath, self.convert, policy_key(self.workspace), self.precompute) + ((
                  user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
@@ -497,7 +497,8 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
             **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
-    'sort' or 'bucket'; None: paper 002's rule picks). ``precompute``: True copies each operand
+    'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
+    rule picks). ``precompute``: True copies each operand
     whose access is invariant in a loop nested inside its own into a dense temporary
     that the inner loop locates into (triangle counting's L(i,j) under loops i, k, j),
     False never does, None leaves it to the rule of ir/precompute.py."""

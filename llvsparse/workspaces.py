@@ -1,10 +1,11 @@
 """A workspace's size, checked before a kernel runs.
 
-A dense workspace holds a value, a marker and a list slot per coordinate of the output
-indices it covers, allocated by the kernel on each call (per thread). A bucket workspace
-holds a count per row (a coordinate of the covered indices but the last) and such a
-dense accumulator over the last index; its buckets are sized inside the call, once the
-entries are counted. Memory is committed lazily, so a workspace larger than the machine
+A workspace's policy says which of its arrays the kernel allocates from the output's
+extents on each call (per thread; ``WorkspacePolicy.fixed_bytes``): a dense workspace a
+value, a marker and a list slot per coordinate of the output indices it covers, a bucket
+workspace a count per row (a coordinate of the covered indices but the last) and such a
+dense accumulator over the last index (its buckets are sized inside the call, once the
+entries are counted). Memory is committed lazily, so a workspace larger than the machine
 would get the process killed while the kernel touches it; it is refused here instead,
 with its name and size.
 """
@@ -18,29 +19,23 @@ import numpy as np
 from .ir.precompute import MARK_BYTES
 from .ir.schedule import Nest
 from .ir.types import TensorType
-from .ir.workspace_schedule import Policy
 from .results import physical_memory
-
-LIST_AND_MARKER_BYTES = 16  # an int64 marker and an int64 list slot per coordinate
-COUNT_BYTES = 8  # a bucket workspace's int64 count per row
 
 
 def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
-    """[name, the output modes covered, bytes per coordinate (0: sparse, sized by the
-    entries produced), [bytes per row, bytes per coordinate of the last mode] (a bucket
-    workspace's fixed arrays; zeros for the others)] of a workspace."""
+    """[name, the output modes covered, bytes per coordinate, [bytes per row, bytes per
+    coordinate of the last mode]] of a workspace: the arrays its policy allocates from
+    the extents (zeros for those sized by the entries produced)."""
     plan = nests[0].workspace if nests else None
     if plan is None:
         return None
     assign = nests[0].assign
     levels = types[assign.tensor].levels
     modes = [levels[assign.vars.index(v)].mode for v in plan.vars]
-    dense = plan.policy is Policy.DENSE
     itemsize = max(np.dtype(plan.temporary.dtype).itemsize, 8)  # summed in 64 bits or more
-    accumulator = itemsize + LIST_AND_MARKER_BYTES
-    fixed = [COUNT_BYTES, accumulator] if plan.policy is Policy.BUCKET else [0, 0]
-    return [f"{plan.policy.name.lower()} workspace {plan.temporary.name}({','.join(plan.vars)})",
-            modes, accumulator if dense else 0, fixed]
+    fixed = plan.policy.fixed_bytes(itemsize)
+    return [f"{plan.policy.name} workspace {plan.temporary.name}({','.join(plan.vars)})",
+            modes, fixed.per_coordinate, [fixed.per_row, fixed.per_column]]
 
 
 def checked_workspace_meta(meta: object) -> list | None:
