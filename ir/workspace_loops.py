@@ -127,7 +127,7 @@ class _WorkspaceLowering(NestLowering):
 
         items: list[Node] = []
         for number, body in enumerate(self.bodies):
-            body = substitute_absent(body, absent)
+            body = substitute_absent(body, absent, lambda op: self.types[op.tensor].fill)
             if body is None:
                 continue
             self.enter(number)
