@@ -429,7 +429,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             self.skips_rows = True
         if covers_all and passes.CLEAR_ROWS in nodes[0].notes:
             body = self.clearing_rows(body)
-        states = {it: self.iterator_state(it, var, ctx) for it in lattice.points[0]}
+        thread_rows = passes.THREAD_ROWS in nodes[0].tags
+        states = {it: self.iterator_state(it, var, ctx, thread_rows) for it in lattice.points[0]}
         for node in nodes:
             PointEmitter(self, var, expr, ctx, node, states, find, body, hooks, leaf,
                          appends, jam_body, pair_body).emit()
@@ -468,10 +469,6 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
                                  b.mul(count, ir.Constant(I64, itemsize)), ir.Constant(I1, 0)])
             body(ctx, expr)
         return clear_then_body
-
-    def in_range_loop(self, var: str, ctx: Ctx) -> bool:
-        """Whether a loop over ``var`` only visits coordinates in [lo, hi)."""
-        return var == self.range_var and var not in ctx.bound
 
     def cascade(self, op: Operand, level: int, ok: ir.Value, ctx: Ctx):
         """Locate the following levels whose indices are already bound."""

@@ -22,12 +22,14 @@ class IteratorEmitter:
         end = b.select(b.icmp_signed("<", self.hi, end), self.hi, end)
         return begin, end
 
-    def iterator_state(self, it: Iter, var: str, ctx: Ctx) -> IterState:
+    def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool) -> IterState:
+        """The iterator's cursor and end; ``thread_rows``: the loop runs a thread's range
+        [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped."""
         b = self.b
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
             begin, end = ZERO, self.extent(var)
-            clamped = self.in_range_loop(var, ctx)
+            clamped = thread_rows
             if clamped:
                 begin, end = self.clamp(begin, end)
             b.store(begin, cur)
@@ -42,7 +44,7 @@ class IteratorEmitter:
                 raise ScheduleError(f"{op.tensor}: level {it.level} iterates coordinates under "
                                     "a non-unique parent, which cannot be merged")
             begin, end = tensor.call(it.level, "coord_bounds", **env)
-            clamped = self.in_range_loop(var, ctx)
+            clamped = thread_rows
             if clamped:
                 begin, end = self.clamp(begin, end)
             kind = "coordinate"
@@ -55,7 +57,7 @@ class IteratorEmitter:
             begin, end = tensor.call(it.level, "pos_bounds", **env)
             kind = "position"
         if kind == "position":
-            clamped = self.in_range_loop(var, ctx) and level.ordered
+            clamped = thread_rows and level.ordered
             if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
                 begin, end = (self.lower_bound(tensor, it.level, env, begin, end, bound)
                               for bound in (self.lo, self.hi))

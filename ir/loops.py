@@ -103,6 +103,7 @@ class Loop:
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
+    tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class Merge:
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
+    tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,12 @@ def annotate(node: LoopNode, note: str) -> LoopNode:
     return node if note in node.notes else replace(node, notes=(*node.notes, note))
 
 
+def tag(node: LoopNode, mapping: str) -> LoopNode:
+    """``node`` with the parallel ``mapping`` added (once): the threads that split its
+    range, as the emitter then clamps it."""
+    return node if mapping in node.tags else replace(node, tags=(*node.tags, mapping))
+
+
 def children(node: Node) -> list[Node]:
     if isinstance(node, Block):
         return list(node.items)
@@ -243,8 +251,9 @@ def loops_of(node: Node) -> list[LoopNode]:
 
 # ---------------------------------------------------------------------------- printing
 
-def _notes(notes: tuple[str, ...]) -> str:
-    return f"  [{', '.join(notes)}]" if notes else ""
+def _notes(notes: tuple[str, ...], tags: tuple[str, ...] = ()) -> str:
+    shown = f"  [{', '.join(notes)}]" if notes else ""
+    return shown + (f"  {{{', '.join(tags)}}}" if tags else "")
 
 
 def _refs(refs: tuple[Ref, ...]) -> str:
@@ -257,12 +266,13 @@ def show(node: Node, depth: int = 0) -> str:
     if isinstance(node, Block):
         return "\n".join(show(item, depth) for item in node.items)
     if isinstance(node, Loop):
-        return (f"{pad}for {node.index} in {node.over} of {node.iterator}:{_notes(node.notes)}"
+        return (f"{pad}for {node.index} in {node.over} of {node.iterator}:"
+                f"{_notes(node.notes, node.tags)}"
                 f"\n{show(node.body, depth + 1)}")
     if isinstance(node, Merge):
         located = f" locating {_refs(node.located)}" if node.located else ""
         head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}:"
-        lines = [head + _notes(node.notes)]
+        lines = [head + _notes(node.notes, node.tags)]
         for case in node.cases:
             empty = isinstance(case.body, Block) and not case.body.items
             lines.append(f"{pad}  case {_refs(case.present) or 'anywhere'}:"

@@ -51,7 +51,7 @@ def _notes(program) -> dict[str, tuple[str, ...]]:
 def test_spmv_csr_loops() -> None:
     program = _program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1))
     assert show(program.root).splitlines() == [
-        "for i in coordinates of A.0:  [pairs (other form)]",
+        "for i in coordinates of A.0:  [pairs (other form)]  {thread rows}",
         "  allocate acc: float64",
         "  clear acc = 0.0",
         "  for j in positions of A.1:",
@@ -63,7 +63,7 @@ def test_spmv_csr_loops() -> None:
 def test_spadd_is_a_merge_with_cases() -> None:
     program = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert show(program.root).splitlines() == [
-        "for i in coordinates of A.0:",
+        "for i in coordinates of A.0:  {thread rows}",
         "  locate B.0 at i",
         "  merge j over A.1, B.1:  [select cases (other form)]",
         "    case A.1, B.1:",
@@ -210,7 +210,8 @@ def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:
     a = sp.random(7, 5, density=0.4, format="csr", random_state=3)
     x = np.arange(5.0)
     np.testing.assert_allclose(kernel(A=a, x=x).to_numpy(), a @ x)
-    assert kernel.loops.splitlines()[0] == "for i in coordinates of A.0:  [pairs (other form)]"
+    assert kernel.loops.splitlines()[0] == \
+        "for i in coordinates of A.0:  [pairs (other form)]  {thread rows}"
     assert main(["dump", SPMV, "-f", "A:csr", "--emit", "loops", "--no-color"]) == 0
     assert kernel.loops in capsys.readouterr().out
 
@@ -219,3 +220,53 @@ def test_every_loop_node_is_a_loop_or_merge() -> None:
     program = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert all(isinstance(n, (Loop, Merge)) and n.site is not None
                for n in loops_of(program.root))
+
+
+def test_thread_rows_tag_the_output_first_index_loop_only() -> None:
+    """Threads split the output's first index: its loop is tagged, wherever it runs
+    (inside the loop over i of the transposed product), and no other loop is."""
+    spmv = _program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1))
+    assert {n.index: n.tags for n in loops_of(spmv.root)} == {"i": (opt.THREAD_ROWS,),
+                                                               "j": ()}
+    ttv = _program("y(j) = A(i,j) * x(i)", y=("dense", 1), A=("csr", 2), x=("dense", 1))
+    assert {n.index: n.tags for n in loops_of(ttv.root)} == {"i": (), "j": (opt.THREAD_ROWS,)}
+
+
+def test_the_emitter_clamps_only_tagged_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread range [lo, hi) reaches the code only through the tag: without it the
+    range function never reads its bounds."""
+    from dataclasses import replace
+
+    from llvsparse.ir import codegen
+    from llvsparse.ir.loops import Block, Case
+
+    formats = {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}
+    types = _types(**formats)
+    nests = _nests(SPMV, types)
+
+    def bounds_read() -> int:
+        module = KernelCompiler(nests, types, list(formats), "float64").compile()
+        function = module.get_global("llvsparse_kernel_range")
+        lo, hi = function.args[1], function.args[2]
+        body = "\n".join(str(block) for block in function.blocks)
+        return body.count(lo.get_reference()) + body.count(hi.get_reference())
+
+    def untagged(node):
+        if isinstance(node, Block):
+            return Block(tuple(untagged(item) for item in node.items))
+        if isinstance(node, Loop):
+            return replace(node, tags=(), body=untagged(node.body))
+        if isinstance(node, Merge):
+            return replace(node, tags=(), cases=tuple(Case(c.present, untagged(c.body))
+                                                      for c in node.cases))
+        return node
+
+    assert bounds_read() > 0
+    real = codegen.loop_ir
+
+    def without_tags(*args):
+        program = real(*args)
+        return replace(program, root=untagged(program.root))
+
+    monkeypatch.setattr(codegen, "loop_ir", without_tags)
+    assert bounds_read() == 0

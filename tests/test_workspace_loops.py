@@ -66,7 +66,7 @@ def test_gustavson_dense_workspace_loops():
     lines = kernel.loops.splitlines()
     # Allocated once, before the hoisted loop over rows.
     assert lines[0].startswith("allocate w: float64 (dense workspace over j")
-    assert lines[1] == "for i in coordinates of A.0:"
+    assert lines[1] == "for i in coordinates of A.0:  {thread rows}"
     assert lines[2:8] == [
         "  for k in positions of A.1:  [prefetch next rows (other form)]",
         "    locate B.0 at k",
@@ -91,7 +91,7 @@ def test_outer_product_sparse_workspace_loops(policy):
     assert lines[0].startswith("allocate w: float64 (sparse workspace over i, j")
     produce = "w(i,j) += " if policy == "hash" else "append w(i,j) = "
     assert lines[1:6] == ["for k in coordinates of A.0:", "  locate B.0 at k",
-                          "  for i in positions of A.1:", "    for j in positions of B.1:",
+                          "  for i in positions of A.1:  {thread rows}", "    for j in positions of B.1:",
                           f"      {produce}A(k,i) * B(k,j)"]
     # No hoisted loop: one sort (or compaction) of every entry, then the consumer.
     assert lines[6].startswith("sort w: ")
@@ -102,7 +102,7 @@ def test_hoisted_sparse_workspace_clears_per_row():
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace="hash")
     np.testing.assert_allclose(_result(kernel, A=A, B=B), (A @ B).toarray(), rtol=1e-13)
     lines = kernel.loops.splitlines()
-    assert lines[1] == "for i in coordinates of A.0:"
+    assert lines[1] == "for i in coordinates of A.0:  {thread rows}"
     assert lines[-1] == "  clear w = 0.0 through its list of occupied slots"
     assert lines[-3] == "  for j in entries of w, in order:"
 

@@ -9,19 +9,19 @@ from ..precompute_loops import lower_precomputed
 from ..schedule import Nest
 from ..types import TensorType
 from ..workspace_loops import lower_workspace
-from .passes import Target, optimize, prefetch
+from .passes import Target, optimize, prefetch, thread_rows
 
 
 def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
             target: Target | None = None) -> Program:
     """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
-    with every pass run (a workspace kernel's: only the prefetch, as its emitter uses no
-    other fast form)."""
+    with every pass run (a workspace kernel's: only the thread rows' tag and the
+    prefetch, as its emitter uses no other fast form)."""
     statement = statement_of(nests, types)
     plan = nests[0].workspace if nests else None
     if plan is not None:  # emitted without the other passes' fast forms (workspace_lower)
         return optimize(lower_workspace(statement, types, output, plan, nests),
-                        target or Target(), (prefetch,))
+                        target or Target(), (thread_rows, prefetch))
     if any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
         return optimize(lower_precomputed(statement, types, output, nests), target or Target())
     return optimize(lower(statement, types, output, nests), target or Target())

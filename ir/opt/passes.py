@@ -24,6 +24,7 @@ from ..loops import (
     Ref,
     annotate,
     loops_of,
+    tag,
     walk,
 )
 from ..lower_loops import Program
@@ -40,6 +41,7 @@ SELECT = "select cases"
 SELECT_OTHER = "select cases (other form)"
 CLEAR_ROWS = "clear rows"
 PREFETCH = "prefetch next rows (other form)"
+THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,19 @@ def _site(program: Program):
 
 
 def _range_loop(where: _Where, node: LoopNode) -> bool:
-    """Whether the loop is clamped to a thread's range of the output's first index."""
+    """Whether the loop is clamped to a thread's range of the output's first index (the
+    thread_rows pass tags it, and runs first)."""
+    return THREAD_ROWS in node.tags
+
+
+def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
+    """Threads split the output's first index: its loop, outside any other over it, runs
+    a thread's range [lo, hi) of it (in a kernel of one nest)."""
     site = node.site
-    return (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
-            and node.index in site.order and node.index not in where.bound)
+    if (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
+            and node.index in site.order and node.index not in where.bound):
+        return tag(node, THREAD_ROWS)
+    return node
 
 
 def _all_insert_full(program: Program) -> tuple[bool, bool]:
@@ -285,7 +296,7 @@ def prefetch(where: _Where, node: LoopNode) -> LoopNode:
     return node
 
 
-PASSES = (jam, pairs, gallop, running_sums, select_cases, clear_rows, prefetch)
+PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, clear_rows, prefetch)
 
 
 def optimize(program: Program, target: Target | None = None,
