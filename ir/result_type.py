@@ -94,7 +94,8 @@ def _types(expr: nt.Expr, dtypes: dict[str, str]) -> dict[int, Typed]:
         elif isinstance(node, nt.Literal):
             types[id(node)] = node.value
         elif isinstance(node, nt.Reduction):
-            types[id(node)] = _reduction_type(node.op, types[id(node.body)])
+            body = types[id(node.body)]  # a hidden sum (a diagonal use's) only selects
+            types[id(node)] = body if node.hidden else _reduction_type(node.op, body)
         else:
             assert isinstance(node, nt.Call)
             types[id(node)] = _call_type(node.op, [

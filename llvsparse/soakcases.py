@@ -313,12 +313,15 @@ def _typed(node: Node, samples: dict[str, np.ndarray]):
 
 
 def _apply(op: str, values: list):
-    """numpy's ``op`` on ``values`` (arrays, or Python numbers for literals)."""
+    """numpy's ``op`` on ``values`` (arrays, or Python numbers for literals: a function
+    of literals only stays a weak Python number, as the compiler types it)."""
     if op == "neg":
         return -values[0]
     left, right = values
     if op in CALLS:
-        return CALLS[op](left, right)
+        result = CALLS[op](left, right)
+        weak = not any(isinstance(v, np.ndarray) for v in values)
+        return result.item() if weak else result
     return {"+": operator.add, "-": operator.sub, "*": operator.mul,
             "/": operator.truediv}[op](left, right)
 

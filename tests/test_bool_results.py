@@ -173,3 +173,14 @@ def test_einsum_over_bools_is_numpys_or_of_ands():
         _same(ls.einsum("ij,jk->ik", A, b).to_numpy(), expected)
         _same(np.einsum("ij,jk->ik", ls.lazy(A), b).compute().to_numpy(), expected)
         _same(ls.einsum("ij->i", A).to_numpy(), np.einsum("ij->i", a))
+
+
+def test_a_diagonal_use_of_bools_is_no_sum():
+    """A(i,i) is read through a sum the compiler writes (a hidden one): it selects, so
+    bool subtraction with it is refused as numpy refuses it, not typed as a count."""
+    A = ls.Tensor.from_numpy(np.eye(4, dtype=bool) | (np.arange(16).reshape(4, 4) % 3 == 0),
+                             "csr")
+    with pytest.raises(TypeError, match="subtraction and negation of bool"):
+        ls.compile("Z(j,i) = A(i,j) - A(i,i)", A="csr")(A=A)
+    a = A.to_numpy()
+    _same(ls.evaluate("Z(i,j) = A(i,j) * A(i,i)", A=A).to_numpy(), a & np.diag(a)[:, None])
