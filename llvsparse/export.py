@@ -146,7 +146,7 @@ _FUNCTION = r'(?m)^(?:define|declare)\b[^@]*@"?([\w.$]+)'
 # Names the header declares besides the kernel's, the functions the linked runtime
 # defines and calls, and the C library functions LLVM lowers copies and fills to: a
 # kernel named after one would replace it.
-TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "free", "memcpy", "memmove",
+TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "free", "realloc", "memcpy", "memmove",
                    "memset", "memcmp", "bcmp", *re.findall(_FUNCTION, HOST_RUNTIME_IR)})
 
 
