@@ -68,10 +68,10 @@ def test_first_spgemm_call_peaks_near_inputs_and_output():
     assert result["ratio"] < 1.2, result
 
 
-def test_outputs_grown_past_the_remap_size_keep_their_entries():
+def test_outputs_grown_past_the_stepwise_size_keep_their_entries():
     """An outer product of two 1,000-entry vectors: its output, reserved for the 2,000
-    entries of its inputs, grows past 4 MiB (stepwise, see the runtime) to a million entries and
-    keeps every entry written before."""
+    entries of its inputs, grows past 4 MiB (copied step by step, see llvsparse_realloc)
+    to a million entries and keeps every entry written before."""
     rng = np.random.default_rng(1)
     a = sp.csr_matrix(rng.random((1000, 1)))
     b = sp.csr_matrix(rng.random((1, 1000)))
