@@ -114,8 +114,10 @@ def skip_reason(kernel: str, item: MatrixInput | TensorInput) -> str | None:
         return "not banded: DIA storage would exceed 4x nnz"
     if kernel == "spmv_ell" and not ell_friendly(item.matrix):  # type: ignore[union-attr]
         return "row lengths too skewed: ELL padding would exceed 4x nnz"
-    if kernel == "spgemm_aa" and item.matrix.shape[0] != item.matrix.shape[1]:  # type: ignore[union-attr]
-        return "not square: A*A is undefined"
+    if kernel == "spgemm_aa":
+        rows, cols = item.matrix.shape  # type: ignore[union-attr]
+        if rows != cols:
+            return "not square: A*A is undefined"
     return None
 
 
