@@ -26,7 +26,7 @@ def _initialize() -> llvm.TargetMachine:
             llvm.initialize_native_asmprinter()
             _align_innermost_loops()
             libc = ctypes.CDLL(ctypes.util.find_library("c"))
-            for symbol in ("free", "malloc", "realloc", "posix_memalign", "madvise"):
+            for symbol in ("free", "malloc", "posix_memalign", "madvise"):
                 llvm.add_symbol(symbol, ctypes.cast(getattr(libc, symbol), ctypes.c_void_p).value)
             _STATE["tm"] = _new_target_machine()
         return _STATE["tm"]
@@ -68,7 +68,6 @@ HOST_RUNTIME_IR = """
 declare ptr @malloc(i64)
 declare i32 @posix_memalign(ptr, i64, i64)
 declare i32 @madvise(ptr, i64, i32)
-declare ptr @realloc(ptr, i64)
 declare void @free(ptr)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 define linkonce_odr ptr @llvsparse_alloc(i64 %bytes) {
@@ -91,28 +90,66 @@ failed:
   ret ptr null
 }
 
-; Grows a buffer of llvsparse_alloc from old_bytes to bytes: one of 4 MiB or more by
-; realloc, which remaps its pages rather than copying them, so that the old and the new
-; buffer are never resident together (the first call of a 6.5M-entry SpGEMM peaked at
-; 1.8x its inputs and output while its arrays grew by copy); a smaller one into a fresh
-; buffer (huge pages once large).
+; Grows a buffer of llvsparse_alloc from old_bytes to bytes without holding two resident
+; copies: the old buffer is copied 2 MiB at a time and, from 1 MiB on, each step's whole
+; pages of it are released (MADV_DONTNEED) once copied; free() alone would keep a freed
+; heap block resident, and glibc's realloc copied whole (posix_memalign's blocks, and any
+; below its dynamic mmap threshold, up to 32 MiB): cage10's first A*A^T call peaked at 1.6x
+; its inputs and output. A new buffer of 4 MiB or more is 2 MiB-aligned, and only its
+; copied part, resident anyway, is advised as huge pages: the rest may never be written,
+; and there a huge page would make the first byte written resident in 2 MiB.
 define linkonce_odr ptr @llvsparse_realloc(ptr %old, i64 %old_bytes, i64 %bytes) {
 entry:
-  %big = icmp uge i64 %old_bytes, 4194304
-  br i1 %big, label %remap, label %fresh
-remap:
-  %moved = call ptr @realloc(ptr %old, i64 %bytes)
-  %remapped = icmp ne ptr %moved, null
-  br i1 %remapped, label %advise, label %failed
+  %slot = alloca ptr
+  %big = icmp uge i64 %bytes, 4194304
+  br i1 %big, label %huge, label %small
+small:
+  %plain = call ptr @malloc(i64 %bytes)
+  br label %allocated
+huge:
+  %status = call i32 @posix_memalign(ptr %slot, i64 2097152, i64 %bytes)
+  %aligned_ok = icmp eq i32 %status, 0
+  br i1 %aligned_ok, label %advise, label %failed
 advise:
-  %ignored = call i32 @madvise(ptr %moved, i64 %bytes, i32 14)
-  ret ptr %moved
-fresh:
-  %new = call ptr @llvsparse_alloc(i64 %bytes)
+  %aligned = load ptr, ptr %slot
+  %certain = and i64 %old_bytes, -2097152
+  %ignored = call i32 @madvise(ptr %aligned, i64 %certain, i32 14)
+  br label %allocated
+allocated:
+  %new = phi ptr [ %plain, %small ], [ %aligned, %advise ]
   %null = icmp eq ptr %new, null
-  br i1 %null, label %failed, label %copy
-copy:
-  call void @llvm.memcpy.p0.p0.i64(ptr %new, ptr %old, i64 %old_bytes, i1 false)
+  br i1 %null, label %failed, label %start
+start:
+  %releases = icmp uge i64 %old_bytes, 1048576
+  %base = ptrtoint ptr %old to i64
+  %base_up = add i64 %base, 4095
+  %first_page = and i64 %base_up, -4096
+  br label %step
+step:
+  %done = phi i64 [ 0, %start ], [ %copied, %next ]
+  %kept = phi i64 [ %first_page, %start ], [ %released, %next ]
+  %rest = sub i64 %old_bytes, %done
+  %last = icmp ult i64 %rest, 2097152
+  %size = select i1 %last, i64 %rest, i64 2097152
+  %to = getelementptr i8, ptr %new, i64 %done
+  %from = getelementptr i8, ptr %old, i64 %done
+  call void @llvm.memcpy.p0.p0.i64(ptr %to, ptr %from, i64 %size, i1 false)
+  %copied = add i64 %done, %size
+  %copied_end = add i64 %base, %copied
+  %page_end = and i64 %copied_end, -4096
+  %pages = sub i64 %page_end, %kept
+  %some = icmp sgt i64 %pages, 0
+  %release_now = and i1 %releases, %some
+  br i1 %release_now, label %release, label %next
+release:
+  %start_page = inttoptr i64 %kept to ptr
+  %dropped = call i32 @madvise(ptr %start_page, i64 %pages, i32 4)
+  br label %next
+next:
+  %released = phi i64 [ %kept, %step ], [ %page_end, %release ]
+  %more = icmp ult i64 %copied, %old_bytes
+  br i1 %more, label %step, label %copied_all
+copied_all:
   call void @free(ptr %old)
   ret ptr %new
 failed:
@@ -193,13 +230,17 @@ def host_allocator() -> int:
         return _STATE["alloc"]
 
 
-def host_chunk_runner() -> tuple[int, int]:
-    """Addresses of ``llvsparse_run_chunks`` and ``llvsparse_close_and_wait`` (compiled
-    with the allocator): threads draw a call's chunks natively, never needing the GIL."""
+def host_runtime_function(name: str) -> int:
+    """Address of one function of the host runtime (compiled with the allocator)."""
     host_allocator()
-    engine = _STATE["alloc_engine"]
-    return (engine.get_function_address("llvsparse_run_chunks"),
-            engine.get_function_address("llvsparse_close_and_wait"))
+    return _STATE["alloc_engine"].get_function_address(name)
+
+
+def host_chunk_runner() -> tuple[int, int]:
+    """Addresses of ``llvsparse_run_chunks`` and ``llvsparse_close_and_wait``: threads
+    draw a call's chunks natively, never needing the GIL."""
+    return (host_runtime_function("llvsparse_run_chunks"),
+            host_runtime_function("llvsparse_close_and_wait"))
 
 
 def host_target_machine() -> llvm.TargetMachine:

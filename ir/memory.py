@@ -95,8 +95,8 @@ class MemoryEmitter:
                         b.icmp_signed(">", new_cap, ir.Constant(I64, (2**63 - 1) // width)))
         with b.if_then(too_big):
             b.ret(ir.Constant(result, [ir.Constant(I8P, None), ZERO]))
-        # A buffer grows through the target's llvsparse_realloc (the host remaps a large
-        # one instead of holding two copies); a first one is allocated.
+        # A buffer grows through the target's llvsparse_realloc (the host releases a large
+        # one's pages as it copies them, never holding two copies); a first one is allocated.
         grow = self.module.globals.get("llvsparse_realloc") or ir.Function(
             self.module, ir.FunctionType(I8P, [I8P, I64, I64]), "llvsparse_realloc")
         fresh = b.icmp_unsigned("==", old, ir.Constant(I8P, None))

@@ -144,10 +144,12 @@ _KEYWORDS_TEXT = """
 C_KEYWORDS = frozenset(_KEYWORDS_TEXT.split())
 _FUNCTION = r'(?m)^(?:define|declare)\b[^@]*@"?([\w.$]+)'
 # Names the header declares besides the kernel's, the functions the linked runtime
-# defines and calls, and the C library functions LLVM lowers copies and fills to: a
+# defines and calls, the C library's allocator (the caller frees and may grow the
+# kernel's buffers with it) and the functions LLVM lowers copies and fills to: a
 # kernel named after one would replace it.
-TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "free", "memcpy", "memmove",
-                   "memset", "memcmp", "bcmp", *re.findall(_FUNCTION, HOST_RUNTIME_IR)})
+TAKEN = frozenset({"llvsparse_tensor", "int32_t", "int64_t", "free", "realloc", "memcpy",
+                   "memmove", "memset", "memcmp", "bcmp",
+                   *re.findall(_FUNCTION, HOST_RUNTIME_IR)})
 
 
 def check_name(name: str, ir_text: str, entry: str) -> None:

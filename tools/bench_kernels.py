@@ -88,6 +88,9 @@ KERNELS: dict[str, KernelSpec] = {k.name: k for k in [
                {"A": "csr", "B": "csr"}, "csr", "Hadamard, CSR .* CSR -> CSR (B as in SpAdd)"),
     KernelSpec("spgemm", "matrix", "medium", "C(i,j) = A(i,k) * B(k,j)",
                {"A": "csr", "B": "csr"}, "csr", "SpGEMM, CSR x CSR -> CSR (B = A^T)"),
+    KernelSpec("spgemm_aa", "matrix", "medium", "C(i,j) = A(i,k) * B(k,j)",
+               {"A": "csr", "B": "csr"}, "csr",
+               "SpGEMM, CSR x CSR -> CSR (B = A, square inputs only)"),
     KernelSpec("sddmm", "matrix", "medium", "C(i,j) = S(i,j) * A(i,k) * B(j,k)", {"S": "csr"},
                "csr", f"SDDMM, CSR sampled by dense x dense^T (rank {RANK_SDDMM})"),
     KernelSpec("ttv_csf", "tensor", "", "A(i,j) = B(i,j,k) * c(k)", {"B": "csf"}, "csr",
@@ -111,6 +114,10 @@ def skip_reason(kernel: str, item: MatrixInput | TensorInput) -> str | None:
         return "not banded: DIA storage would exceed 4x nnz"
     if kernel == "spmv_ell" and not ell_friendly(item.matrix):  # type: ignore[union-attr]
         return "row lengths too skewed: ELL padding would exceed 4x nnz"
+    if kernel == "spgemm_aa":
+        rows, cols = item.matrix.shape  # type: ignore[union-attr]
+        if rows != cols:
+            return "not square: A*A is undefined"
     return None
 
 
@@ -136,8 +143,8 @@ def make_case(kernel: str, item: MatrixInput | TensorInput, seed: int = 7) -> Ca
             ops = {"A": A, "B": _second_operand(A)}
             reference = sp.csr_matrix(A + ops["B"] if kernel == "spadd"
                                       else A.multiply(ops["B"]))
-        elif kernel == "spgemm":
-            ops = {"A": A, "B": canonical_csr(A.T)}
+        elif kernel.startswith("spgemm"):  # A*A^T, or A*A (a copy: operands are distinct)
+            ops = {"A": A, "B": canonical_csr(A.T if kernel == "spgemm" else A)}
             reference = sp.csr_matrix(A @ ops["B"])
         elif kernel == "sddmm":
             ops = {"S": A, "U": rng.uniform(-1, 1, (rows, RANK_SDDMM)),

@@ -88,11 +88,12 @@ def scipy_impl() -> Impl:
         return Prepared(lambda: A.multiply(B), lambda r: r)
 
     kernels = {"spmv_csr": spmv("csr"), "spmv_coo": spmv("coo"), "spmv_dia": spmv("dia"),
-               "spmm": spmm, "spgemm": spmm, "spadd": spadd, "hadamard": hadamard,
-               "sddmm": _sddmm_prepared,
+               "spmm": spmm, "spgemm": spmm, "spgemm_aa": spmm, "spadd": spadd,
+               "hadamard": hadamard, "sddmm": _sddmm_prepared,
                "ttv_csf": _ttv_numpy, "ttv_coo": _ttv_numpy, "mttkrp_csf": _mttkrp_numpy,
                "mttkrp_coo": _mttkrp_numpy}
     return Impl("scipy", "scipy", 1, kernels, notes={
+        "spgemm": "A @ B: columns left unsorted", "spgemm_aa": "A @ B: columns left unsorted",
         "sddmm": "numpy: chunked gathers of U, V rows + einsum",
         "ttv_csf": "numpy: np.add.reduceat over (i,j) fibers", "ttv_coo": "as ttv_csf",
         "mttkrp_csf": "numpy: chunked gathers + np.add.reduceat over i",
@@ -201,10 +202,12 @@ def graphblas_impl(gb: Any, threads: int) -> Impl:
         A, B = matrix(case.ops["A"]), matrix(case.ops["B"])
         return Prepared(lambda: A.mxm(B).new(), csr_result)
 
-    kernels = {"spmv_csr": spmv, "spmm": spmm, "spgemm": spgemm, "spadd": elementwise(True),
-               "hadamard": elementwise(False), "sddmm": sddmm}
+    kernels = {"spmv_csr": spmv, "spmm": spmm, "spgemm": spgemm, "spgemm_aa": spgemm,
+               "spadd": elementwise(True), "hadamard": elementwise(False), "sddmm": sddmm}
+    unfinished = "A.mxm(B).new(): its pending work (wait()) is left to the untimed export"
     return Impl(f"graphblas{suffix}", "graphblas", threads, kernels, configure, notes={
-        "sddmm": "U.mxm(V.T) masked by S's structure, then ewise_mult(S)"})
+        "sddmm": "U.mxm(V.T) masked by S's structure, then ewise_mult(S)",
+        "spgemm": unfinished, "spgemm_aa": unfinished})
 
 
 # -- sparse_dot_mkl --------------------------------------------------------------------------------
@@ -223,8 +226,11 @@ def mkl_impl(module: Any) -> Impl:
         A, B = case.ops["A"], case.ops["B"]
         return Prepared(lambda: module.dot_product_mkl(A, B), sp.csr_matrix)
 
+    spgemm_note = ("dot_product_mkl: mkl_sparse_spmm (columns left unsorted), then the "
+                   "result's arrays copied out of MKL's handle")
     return Impl("mkl", "sparse_dot_mkl", 1,
-                {"spmv_csr": product, "spmm": product, "spgemm": spgemm}, configure)
+                {"spmv_csr": product, "spmm": product, "spgemm": spgemm, "spgemm_aa": spgemm},
+                configure, notes={"spgemm": spgemm_note, "spgemm_aa": spgemm_note})
 
 
 # -- discovery -------------------------------------------------------------------------------------
