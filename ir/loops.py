@@ -49,6 +49,7 @@ class Site:
     derived: bool  # an output index is computed from blocked levels' indices
     contains_sum: bool  # the expression holds a sum left as a temporary
     lattice_points: int
+    copies: bool = False  # it copies an operand into a temporary or clears it: no fast form
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ the loop a plan names, the operand's slice inserted into it by the operand's own
 that loop over the expression reading the temporary; then the slice's coordinates
 clearing it again.
 
-The scatter and clear loops are given a site no pass rewrites (a loop of their own,
-outside the nest's order, adding into a temporary), and the emitter takes no pass's
-notes for them.
+The scatter and clear loops are given a site that copies (a loop of their own, outside
+the nest's order, adding into a temporary): no pass notes a fast form on them, and only
+the thread rows' tag applies.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class _Lowering(NestLowering):
                 body: Callable[[Expr, State], Node]) -> Node:
         temp = f"{plan.temporary.name}({plan.var})"
         site = self.site
-        self.site = replace(site, scatter=True, accumulate=True)  # no pass applies
+        self.site = replace(site, scatter=True, accumulate=True, copies=True)
         scatter = super().var(plan.var, plan.operand, state, -1,
                               lambda e, s: Insert(temp, e))
         clear = super().var(plan.var, plan.operand, state, -1,

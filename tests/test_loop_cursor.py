@@ -160,3 +160,24 @@ def test_the_pairs_driver_is_the_inner_loops_level() -> None:
     assert opt.PAIRS in outer.notes
     driver = driver_of(outer)
     assert (driver.level, driver.uid) == (1, outer.iterator.uid)
+
+
+def test_an_operand_workspaces_copy_loops_take_no_fast_form(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loops that copy an operand into its workspace and clear it again take no
+    pass's note: the case-selection pass noted the clear loop's merge, whose emitter has
+    no value to select, and the kernel's other form failed (soak case 1130:104: a
+    TypeError in point.py)."""
+    from llvsparse import probe
+
+    statement = "Z(i,j) = 3 * max(A(j) * B(i,j), 2)"
+    kernel = ls.compile(statement, A="sparse", B="ell")
+    rng = np.random.default_rng(104)
+    for density in (0.5, 0.0, 1.0):
+        a = np.where(rng.random(5) < density, rng.integers(-3, 4, 5), 0).astype(np.int64)
+        b = np.where(rng.random((6, 5)) < 0.5, rng.standard_normal((6, 5)), 0.0)
+        operands = {"A": ls.Tensor.from_numpy(a, "sparse"), "B": ls.Tensor.from_numpy(b, "ell")}
+        for form in probe.FORMS:
+            monkeypatch.setitem(probe.FORCED, "form", form)
+            got = kernel.bind(**operands)().to_numpy()
+            np.testing.assert_allclose(got, 3 * np.maximum(a[None, :] * b, 2))

@@ -301,8 +301,13 @@ PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, clear_row
 
 def optimize(program: Program, target: Target | None = None,
              passes: tuple[Callable[[_Where, LoopNode], LoopNode], ...] = PASSES) -> Program:
-    """``program`` with each pass run over every loop, in order."""
+    """``program`` with each pass run over every loop, in order (over a loop that
+    copies an operand into a temporary, only thread_rows: it has no fast form)."""
     root, target = program.root, target or Target()
     for run in passes:
-        root = _map(root, lambda node, path, run=run: run(_Where(program, target, path), node))
+        def visit(node: LoopNode, path: tuple[LoopNode, ...], run=run) -> LoopNode:
+            if node.site.copies and run is not thread_rows:
+                return node
+            return run(_Where(program, target, path), node)
+        root = _map(root, visit)
     return replace(program, root=root)
