@@ -395,6 +395,9 @@ def _evaluate(case: Case, node: Node, masks, names: str):
         unique = "".join(dict.fromkeys(node.indices))
         spec = f"{node.indices}->{unique}"
         value = np.einsum(spec, op.dense)
+        if value.dtype.kind == "f":  # floats are computed in the widest one, as kernels do
+            value = value.astype(np.result_type(*(o.dtype for o in case.operands.values()
+                                                  if np.dtype(o.dtype).kind == "f")))
         mask = np.einsum(spec, masks[node.tensor].astype(np.uint8)).astype(bool)
         shape = [full[names.index(v)] if v in unique else 1 for v in names]
         axes = [unique.index(v) for v in names if v in unique]
