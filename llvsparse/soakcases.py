@@ -338,8 +338,8 @@ def _literal(text: str):
 
 
 def reference(case: Case, masks: dict[str, np.ndarray]) -> np.ndarray:
-    """The expected result, each node computed in its numpy dtype: ``masks`` are the
-    operands' stored patterns."""
+    """The expected result, each node in its numpy dtype (floats computed in the operands'
+    promoted one): ``masks`` are the operands' stored patterns."""
     dtype = result_dtype(case)
     full = tuple(case.extents.values())
     names = "".join(case.extents)
@@ -395,9 +395,8 @@ def _evaluate(case: Case, node: Node, masks, names: str):
         unique = "".join(dict.fromkeys(node.indices))
         spec = f"{node.indices}->{unique}"
         value = np.einsum(spec, op.dense)
-        if value.dtype.kind == "f":  # floats are computed in the widest one, as kernels do
-            value = value.astype(np.result_type(*(o.dtype for o in case.operands.values()
-                                                  if np.dtype(o.dtype).kind == "f")))
+        if value.dtype.kind == "f":  # in the operands' promoted dtype, as kernels compute
+            value = value.astype(np.result_type(*(o.dtype for o in case.operands.values())))
         mask = np.einsum(spec, masks[node.tensor].astype(np.uint8)).astype(bool)
         shape = [full[names.index(v)] if v in unique else 1 for v in names]
         axes = [unique.index(v) for v in names if v in unique]
