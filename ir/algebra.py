@@ -61,10 +61,12 @@ def annihilated_value(op, fills: tuple[float | None, ...], k: int) -> float | No
     (``absent_annihilates``) is absent where an argument is (its sum skips it; alone it
     has fill 0), and a binary operator's declared annihilator decides when it is the
     fill. Otherwise probed: an absent 0 is an exact zero that annihilates even against
-    inf or NaN (0 * inf is 0 where the 0 is not stored, as in scipy.sparse), so the
-    other arguments are probed with finite values and their own finite fills (0 / 0 is
-    no annihilation); any other fill is a plain value, probed against inf and NaN too
-    (inf - inf is NaN). Stored zeros are probed with either (a NaN from 0 / 0 aside):
+    a stored inf or NaN (0 * inf is 0 where the 0 is not stored, as in scipy.sparse), so
+    stored values are probed finite; any other fill is a plain value, probed against inf
+    and NaN too (inf - inf is NaN). Where the other arguments are absent too, the value
+    is ``op`` on the fills, whatever they are (an undeclared annihilation is IEEE's):
+    0 / 0 is no annihilation, nor 0 / NaN, so A / (A / B) where neither stores an entry
+    is NaN, not 0. Stored zeros are probed with either (a NaN from 0 / 0 aside):
     ``or(0, y)`` is not 1, nor ``and(1, y)`` 1, for every y. A fill of None is one that
     depends on extents (``expr_fill``)."""
     fill = fills[k]
@@ -79,8 +81,7 @@ def annihilated_value(op, fills: tuple[float | None, ...], k: int) -> float | No
     if op.arity > 2:  # a stored 0 may pick another argument: where(0, a, b) is b
         probes = (0.0, *probes)
     others = _rows(probes, fills, (k,))
-    if all(f is not None and (math.isfinite(f) or not exact)
-           for j, f in enumerate(fills) if j != k):
+    if all(f is not None for f in fills):
         others.append(list(fills))
     values = [evaluate(op, args) for args in others]
     # A stored 0 is a value too (and(1, 0) is 0, or(0, 0) is 0), but an absent exact 0
