@@ -119,3 +119,33 @@ def test_soak_case_1128_335_passes_every_call_form():
     assembly, all against its numpy reference."""
     outcome = soakcheck.run_case(soakcases.build_case(1128, 335))
     assert outcome.status == "passed", outcome
+
+
+@pytest.mark.parametrize("fill", [1.0, math.inf, -2.0])
+@pytest.mark.parametrize("out_format", ["dense", "csf", "hash"])
+def test_an_absent_zero_over_a_stored_zero_is_nan(fill, out_format):
+    """A(i) / X(i) where A stores nothing and X (fill 1, inf or -2) stores a 0 is 0 / 0 =
+    NaN, as over a dense X: the absent zero was taken to annihilate the quotient even
+    there, so the kernel iterated A's entries alone and gave 0."""
+    a = np.array([0.0, 1.0, 0.0, 2.0, 0.0])
+    x = np.array([0.0, 2.0, fill, 0.0, 3.0])
+    operands = {"A": ls.Tensor.from_numpy(a, format="csf"),
+                "X": ls.Tensor.from_numpy(x, format="hash", fill=fill)}
+    assert operands["X"].nnz == 4  # its zeros are stored entries
+    kernel = ls.compile("Z(i) = A(i) / X(i)", out_format=out_format, A="csf", X="hash")
+    with np.errstate(all="ignore"):
+        _check(kernel, operands, a / x, f"A / X, X's fill {fill}")
+
+
+@pytest.mark.parametrize("out_format", ["dense", "csf"])
+def test_an_absent_zero_over_a_zero_sum_is_nan(out_format):
+    """A(i) / sum_j(B(i,j) + 1): the sum's value where B stores nothing depends on the
+    extent, so the absent A is divided by each row's sum, 0 in row 0 (0 / 0 = NaN)."""
+    a = np.array([0.0, 1.0, 0.0, 2.0])
+    b = np.array([[-2.0, 0.0], [0.0, 0.0], [-2.0, -2.0], [1.0, 1.0]])
+    operands = {"A": ls.Tensor.from_numpy(a, format="csf"),
+                "B": ls.Tensor.from_numpy(b, format="csr")}
+    kernel = ls.compile("Z(i) = A(i) / sum_j(B(i,j) + 1)", out_format=out_format,
+                        A="csf", B="csr")
+    with np.errstate(all="ignore"):
+        _check(kernel, operands, a / (b + 1).sum(axis=1), "A / sum_j(B + 1)")
