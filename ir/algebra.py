@@ -61,12 +61,14 @@ def annihilated_value(op, fills: tuple[float | None, ...], k: int) -> float | No
     (``absent_annihilates``) is absent where an argument is (its sum skips it; alone it
     has fill 0), and a binary operator's declared annihilator decides when it is the
     fill. Otherwise probed: an absent 0 is an exact zero that annihilates even against
-    inf or NaN (0 * inf is 0 where the 0 is not stored, as in scipy.sparse), so the
-    other arguments are probed with finite values and their own finite fills (0 / 0 is
-    no annihilation); any other fill is a plain value, probed against inf and NaN too
-    (inf - inf is NaN). Stored zeros are probed with either (a NaN from 0 / 0 aside):
-    ``or(0, y)`` is not 1, nor ``and(1, y)`` 1, for every y. A fill of None is one that
-    depends on extents (``expr_fill``)."""
+    a stored inf or NaN (0 * inf is 0 where the 0 is not stored, as in scipy.sparse), so
+    stored values are probed finite; any other fill is a plain value, probed against inf
+    and NaN too (inf - inf is NaN). Stored zeros are probed with either: ``or(0, y)`` is
+    not 1, nor ``and(1, y)`` 1, for every y, and an absent 0 over a stored 0 is 0 / 0 =
+    NaN, no annihilation. Where the other arguments are absent too, the value is ``op``
+    on the fills, whatever they are (an undeclared annihilation is IEEE's): 0 / NaN is
+    no annihilation either, so A / (A / B) where neither stores an entry is NaN, not 0.
+    A fill of None is one that depends on extents (``expr_fill``)."""
     fill = fills[k]
     if fill is None:
         return None
@@ -74,21 +76,13 @@ def annihilated_value(op, fills: tuple[float | None, ...], k: int) -> float | No
         return 0.0
     if op.arity == 2 and op.annihilator is not None and same_value(fill, op.annihilator):
         return float(op.annihilator)  # declared: f(a, y) = f(x, a) = a
-    exact = is_zero(fill)
-    probes = _PROBES if exact else (*_PROBES, *_NON_FINITE)
-    if op.arity > 2:  # a stored 0 may pick another argument: where(0, a, b) is b
-        probes = (0.0, *probes)
+    # A stored 0 is a value too: and(1, 0) is 0, or(0, 0) is 0, where(0, a, b) is b,
+    # and an absent 0 over it is 0 / 0 = NaN, as over a dense operand's 0.
+    probes = (0.0, *_PROBES) if is_zero(fill) else (0.0, *_PROBES, *_NON_FINITE)
     others = _rows(probes, fills, (k,))
-    if all(f is not None and (math.isfinite(f) or not exact)
-           for j, f in enumerate(fills) if j != k):
+    if all(f is not None for f in fills):
         others.append(list(fills))
     values = [evaluate(op, args) for args in others]
-    # A stored 0 is a value too (and(1, 0) is 0, or(0, 0) is 0), but an absent exact 0
-    # over it is no indeterminate 0 / 0.
-    for args in _rows((0.0,), fills, (k,)):
-        value = evaluate(op, args)
-        if not (exact and math.isnan(value)):
-            values.append(value)
     return values[0] if all(same_value(v, values[0]) for v in values) else None
 
 
