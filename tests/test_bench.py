@@ -18,6 +18,10 @@ from llvsparse.tools.bench_mkl import mkl_runtime_path, set_mkl_rt
 from llvsparse.tools.bench_report import LARGE_S, summary_table
 from llvsparse.tools.bench_timing import Record, annotate, run_case
 
+# One worker runs this module (pytest-xdist's loadgroup), so quick_report's minute-long
+# bench run happens once, not once per worker its tests land on.
+pytestmark = pytest.mark.xdist_group("bench")
+
 
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, Path]:

@@ -88,6 +88,42 @@ def test_store_respects_the_size_bound(tmp_path, monkeypatch):
     assert cache.load("entry4") is not None
 
 
+def test_stores_under_the_bound_list_the_folder_once(tmp_path, monkeypatch):
+    """Every store listed the folder and stat'ed each entry to total it: 0.2 s a compile
+    once the folder held 4,500 kernels, as the test suite's own cache did."""
+    from llvsparse import cache
+
+    monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
+    listings = []
+    real = cache.evict
+    monkeypatch.setattr(cache, "evict", lambda folder, bound: listings.append(folder)
+                        or real(folder, bound))
+    for n in range(40):
+        cache.store(f"entry{n}", b"y" * 100, {"name": "k"})
+    assert listings == [tmp_path]
+    assert all(cache.load(f"entry{n}")[0] == b"y" * 100 for n in range(40))
+
+
+def test_what_other_processes_store_counts_towards_the_bound(tmp_path, monkeypatch):
+    """A process lists the folder again after RELIST stores of its own, so entries that
+    others wrote meanwhile are evicted (oldest first) within that many stores."""
+    from llvsparse import cache
+
+    monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LLVSPARSE_CACHE_MAX_MB", str(20_000 / 2**20))
+    cache.store("mine0", b"y" * 100, {"name": "k"})
+    for n in range(5):  # another process's entries, older than any of ours
+        (tmp_path / f"theirs{n}.o").write_bytes(b"x" * 10_000)
+        (tmp_path / f"theirs{n}.json").write_text("{}")
+        os.utime(tmp_path / f"theirs{n}.json", (1e9 + n, 1e9 + n))
+    for n in range(1, cache.RELIST + 1):
+        cache.store(f"mine{n}", b"y" * 100, {"name": "k"})
+    total = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert 0 < total <= 20_000
+    assert not (tmp_path / "theirs0.o").exists()
+    assert all((tmp_path / f"mine{n}.o").exists() for n in range(cache.RELIST + 1))
+
+
 def test_a_kernel_from_disk_still_knows_it_zeroes_its_rows(tmp_path, monkeypatch):
     """Whether a kernel zeroes its dense output itself travels with its object code: the
     caller skips the clear only when the loaded kernel does it."""

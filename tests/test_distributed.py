@@ -26,6 +26,11 @@ M = RNG.random((200, 6))
 WORKER_MEMORY = 400 << 20  # bytes per worker process
 
 
+# One worker runs this module (pytest-xdist's loadgroup): the LocalCluster of the client
+# fixture starts once.
+pytestmark = pytest.mark.xdist_group("dask_cluster")
+
+
 def threaded(value):
     return value.compute(scheduler="threads", num_workers=2)
 
