@@ -23,7 +23,7 @@ from llvmlite import ir
 from . import scalars
 from .bodies import I64, TRUE, is_true
 from .cin import Expr, Operand, operands
-from .schedule import ScheduleError
+from .schedule import InternalCompilerError
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -71,7 +71,7 @@ def locate_bound(kc: KernelCompiler, ctx: Ctx, expr: Expr) -> Ctx:
         resolved = len(ctx.levels.get(op.uid, ()))
         ok, deeper = kc.cascade(op, resolved, TRUE, ctx)
         if not is_true(ok):  # only_locate and others_located_surely rule this out
-            raise ScheduleError(f"internal: {op.tensor}: a jammed locate may miss")
+            raise InternalCompilerError(f"{op.tensor}: a jammed locate may miss")
         for entry in deeper:
             ctx = ctx.resolve(op.uid, entry)
     return ctx

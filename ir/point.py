@@ -24,7 +24,7 @@ from .gallop import GallopEmitter
 from .lattice import Iter
 from .loops import Loop, LoopNode
 from .opt import passes
-from .schedule import ScheduleError
+from .schedule import InternalCompilerError, ScheduleError
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -67,7 +67,7 @@ class PointEmitter(GallopEmitter):
             return
         for it in self.iterated:
             if it not in self.states:
-                raise ScheduleError("internal: iterator without state")
+                raise InternalCompilerError("an iterator without state")
         for it in self.iterated:
             if not it.is_universe and not self.kc.level_type(it).ordered:
                 op = self.kc.operands[it.uid]

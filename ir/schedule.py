@@ -31,6 +31,9 @@ class InternalCompilerError(RuntimeError):
     """A disagreement between the compiler's own stages (a bug to report): never a
     refusal of the user's input, so no caller retries another lowering around it."""
 
+    def __str__(self) -> str:
+        return f"internal compiler error (a bug in llvsparse: please report it): {self.args[0]}"
+
 
 class ScatteredOutputError(ScheduleError):
     """The operands agree on a loop order, but it produces the output's entries out of

@@ -20,7 +20,7 @@ from llvsparse.operators import ADD
 from .cin import Apply, Expr, Operand, operands
 from .emit_base import ZERO, Ctx
 from .lattice import substitute_absent
-from .schedule import Nest, ScheduleError
+from .schedule import InternalCompilerError, Nest
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -33,7 +33,7 @@ def lower_with_workspace(kc: KernelCompiler, nests: list[Nest]) -> None:
     assert plan is not None
     for nest in nests:
         if nest.workspace != plan:
-            raise ScheduleError("internal: nests of one kernel with different workspaces")
+            raise InternalCompilerError("nests of one kernel with different workspaces")
         for op in operands(nest.body):
             kc.operands[op.uid] = op
     # The compiler's per-nest state, as for a scattering nest (see lower_nest).

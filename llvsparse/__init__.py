@@ -24,7 +24,7 @@ _HOMES = {
     "unregister_level_format": "formats.registry",
     "CorruptTensorError": "interpret",
     "read": "io", "write": "io",
-    "ScheduleError": "ir.schedule",
+    "InternalCompilerError": "ir.schedule", "ScheduleError": "ir.schedule",
     "set_kernel_cache_bytes": "kernel_cache",
     "IndexVar": "notation", "NotationError": "notation",
     "NotationSyntaxError": "notation", "index_vars": "notation", "parse": "notation_parse",
@@ -43,7 +43,8 @@ _HOMES = {
 }
 
 __all__ = [  # named_format is public but, as before, not starred
-    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar", "Kernel",
+    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar",
+    "InternalCompilerError", "Kernel",
     "KernelRuntimeError", "LazyTensor", "Level", "NotationError", "NotationSyntaxError",
     "ScheduleError", "ShapeError", "Tensor", "WorkspacePolicy", "asarray", "compile",
     "complement", "compute", "einsum", "evaluate", "get_num_threads", "index_vars", "lazy",
@@ -84,7 +85,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .formats.registry import level_formats, register_level_format, unregister_level_format
     from .interpret import CorruptTensorError
     from .io import read, write
-    from .ir.schedule import ScheduleError
+    from .ir.schedule import InternalCompilerError, ScheduleError
     from .ir.workspace_policy import WorkspacePolicy
     from .kernel_cache import set_kernel_cache_bytes
     from .lazy_tensor import LazyTensor, compute, lazy
