@@ -11,7 +11,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-os.environ["LLVSPARSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="llvsparse-test-cache-")
+_CACHE_DIR = tempfile.mkdtemp(prefix="llvsparse-test-cache-")
+os.environ["LLVSPARSE_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's cache goes with it (each xdist worker has its own): runs left
+    hundreds of folders of compiled kernels in the temporary directory."""
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -6,7 +6,7 @@ in a fresh process and reads the kernel's high-water mark from /proc/self/status
 compiled). The ratio is (inputs + the call's rise above the resident set before it) /
 (inputs + output): 1.0 means the call needed nothing beyond the output it returns.
 
-    python tools/spgemm_memory.py [uniform|powerlaw|cage10|...] [--policy dense|sort|hash]
+    python tools/spgemm_memory.py [uniform|powerlaw|cage10|...] [--policy dense|sort|hash|bucket]
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="*", default=["uniform"])
-    parser.add_argument("--policy", choices=["dense", "sort", "hash"])
+    parser.add_argument("--policy", choices=["dense", "sort", "hash", "bucket"])
     parser.add_argument("--calls", type=int, default=2)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
