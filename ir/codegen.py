@@ -385,9 +385,6 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             k += 1
         return True
 
-    def can_locate(self, it: Iter) -> bool:
-        return not it.is_universe and self.level_type(it).can_locate
-
     def extent(self, var: str) -> ir.Value:
         candidates = [(op.tensor, k) for op in self.operands.values()
                       for k, v in enumerate(op.vars) if v == var]
