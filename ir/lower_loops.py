@@ -371,10 +371,10 @@ def _peel(expr: Sum) -> tuple[list[str], CinExpr, object]:
     """The variables a reduction's loops run over together, its body and its operator:
     a sum's nested sums (values.nested_sum), one index of any other reduction
     (monoid.fold folds one at a time)."""
-    if expr.op.symbol != "+":
+    if expr.op is not ADD:
         return [expr.var], expr.body, expr.op
     vars_: list[str] = []
-    while isinstance(expr, Sum) and expr.op.symbol == "+":
+    while isinstance(expr, Sum) and expr.op is ADD:
         vars_.append(expr.var)
         expr = expr.body
     return vars_, expr, ADD

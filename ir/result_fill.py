@@ -64,8 +64,8 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
 @dataclass(frozen=True)
 class NestSums:
     """What a nest tells about whether its loops add up the fill of coordinates where
-    their expression is absent (see absent_adds): computed from the scheduler's nest, so
-    that the loop IR and the emitter decide alike."""
+    their expression is absent (see absent_adds), from the scheduler's nest: the loop IR
+    builds each loop's lattice and cases with it."""
 
     accumulate: bool  # the statement adds into its output (+=)
     out_vars: tuple[str, ...]

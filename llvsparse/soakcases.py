@@ -307,8 +307,7 @@ def _typed(node: Node, samples: dict[str, np.ndarray]):
         return samples[node.tensor]
     values = [_typed(child, samples) for child in node.children]
     if node.op == "sum":
-        return _summed(np.asarray(values[0]), 0) if isinstance(values[0], np.ndarray) \
-            else values[0]
+        return _summed(values[0], 0) if isinstance(values[0], np.ndarray) else values[0]
     return _apply(node.op, values)
 
 
