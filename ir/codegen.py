@@ -1,9 +1,10 @@
 """Format-agnostic lowering of scheduled statements to an llvmlite module.
 
-The kernel walks each statement's loop order. For every loop it builds the lattice of the
-expression, then co-iterates the iterated levels and locates the rest, calling only the
-level functions declared in the operands' YAML definitions (inlined via ``bodies``).
-Outputs are assembled through their levels' insert or append functions.
+The kernel walks each nest's loop IR (emit_nodes.py): every loop node carries its
+lattice, the levels it iterates and locates, its cases and the fast forms the passes
+chose; co-iteration and locates call only the level functions declared in the operands'
+YAML definitions (inlined via ``bodies``). Outputs are assembled through their levels'
+insert or append functions (assembly.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from . import jam, pairs, precompute_lower, scalars, scatter_reduce
+from . import jam, precompute_lower, scalars
 from .algebra import region_text
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -34,22 +35,23 @@ from .emit_base import (
     emit_counted_loop,
     linear_in,
 )
+from .emit_nodes import NodeEmitter, Temp
 from .iterators import IteratorEmitter
 from .lattice import CaseBudget, Iter
 from .loop_cursor import LoopCursor
-from .loops import Block, Node
+from .loops import Block, LoopNode, Node, loops_of
 from .memory import MemoryEmitter
 from .opt import loop_ir, passes
 from .opt.passes import Target
 from .point import PointEmitter
-from .schedule import Nest, ScheduleError
+from .schedule import InternalCompilerError, Nest, ScheduleError
 from .tensor_ir import TensorIR
 from .types import TensorType
 from .values import ValueEmitter
 from .workspace_lower import lower_with_workspace
 
 
-class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
+class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     """Builds one kernel function for a list of nests writing one output."""
 
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
@@ -117,7 +119,7 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.lattice_log: list[str] = []
         self.cursor = LoopCursor(Block(()))  # where in the loop IR emission is (compile)
         self.budget = CaseBudget()
-        self.folding = False  # inside a reduction by another operator than + (monoid.fold)
+        self.temps: dict[str, Temp] = {}  # the scalar temporaries of the nest (emit_nodes)
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
         """A function of the module (phases share one module), declared once."""
@@ -157,8 +159,9 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             for index, nest in enumerate(self.nests):
                 for op in operands(nest.body):
                     self.operands[op.uid] = op
-                with self.cursor.inside(_nest_root(program.root, len(self.nests), index)):
-                    self.lower_nest(nest)
+                root = _nest_root(program.root, len(self.nests), index)
+                with self.cursor.inside(root):
+                    self.lower_nest(nest, root)
         if self.phase in ("count", "append"):
             self.b.store(self.output.entries(), args[-1])
         if self.phase in ("whole", "finish"):
@@ -210,7 +213,8 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
             return False
         return bool(self.nests[0].order) and self.nests[0].order[0] == self.range_var
 
-    def lower_nest(self, nest: Nest) -> None:
+    def lower_nest(self, nest: Nest, root: Node) -> None:
+        """Emit one nest from its loop IR ``root``."""
         out_vars = nest.assign.vars
         order = list(nest.order)
         self.nest = nest
@@ -226,69 +230,16 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.run_state: RunState | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
-        scatter_reduce.initialize(self)  # a reduction other than + from outside
         free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
-        self.loops(order, 0, nest.body, Ctx())
+        for plan in nest.precomputes:
+            self.operands[plan.replacement.uid] = plan.replacement
+        looped = {node.index for node in loops_of(root)}
+        if missing := [v for v in order if v not in looped]:
+            raise InternalCompilerError(f"the loop IR has no loop over {missing[0]} in the "
+                                        f"nest {' '.join(order)}")
+        self.temps = {}
+        self.emit_node(root, Ctx())
         free()
-
-    def loops(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
-        if depth == self.out_depth and not self.scatter:
-            self.write_point(order, depth, expr, ctx)
-            return
-        if depth == len(order):
-            self.output.write(self.value(expr, ctx), ctx)
-            return
-        leaf, jam_body, pair_body = None, None, None
-        if depth + 1 == len(order):
-            leaf = self.output.write
-        else:  # where the jam pass noted the loop (passes.can_jam)
-            jam_body = lambda lanes: jam.emit(self, order, depth + 1, expr, lanes)
-        if leaf is None and pairs.may_pair(self, order, depth, expr):
-            pair_body = lambda lanes, driver: pairs.emit(self, order[depth + 1], expr, driver,
-                                                         lanes)
-        # Each iteration appends at most one output entry: the leaf writes one, or the
-        # next depth writes one sum (TTV's j loop around its k reduction).
-        appends = self.output.appends and (leaf is not None or (
-            not self.scatter and depth + 1 == self.out_depth))
-        self.emit_var(order[depth], expr, ctx,
-                      lambda c, e: self.loops(order, depth + 1, e, c),
-                      self.output.hooks_for(order[depth]), leaf, jam_body, appends, pair_body)
-
-    def write_point(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
-        if depth == len(order):
-            self.output.write(self.value(expr, ctx), ctx)
-            return
-        b = self.b
-        run = self.run_state
-        if run is not None and run.var == order[depth - 1]:
-            self.continue_run(run, ctx.bound[run.var])
-            self.reduce(order[depth:], expr, ctx, run.total, None)
-            return
-        acc = self.alloca(scalars.compute_type(self.dtype), "acc")
-        if self.output.all_insert and all(lv.full for lv in self.output.levels):
-            # Storing an empty sum into zero-filled, full storage changes nothing, so the
-            # row is written unconditionally (one branch less per row). A stored sum
-            # starts at 0.0, as the sum the output's zero would give (a -0.0 start
-            # would need a + 0 per row to turn an empty sum into 0.0: row-wise SpMV on
-            # the stencil spent 8% on it).
-            stored = self.output.overwrites()
-            b.store(scalars.constant(self.dtype, 0) if stored else scalars.sum_start(self.dtype),
-                    acc)
-            self.stores_every_row |= stored
-            self.reduce(order[depth:], expr, ctx, acc, None)
-            self.output.write(b.load(acc), ctx)
-            return
-        b.store(scalars.sum_start(self.dtype), acc)
-        if jam.only_locate(self, order[depth:], expr):
-            self.reduce(order[depth:], expr, ctx, acc, None)
-            with b.if_then(jam.all_nonempty(self, order[depth:])):
-                self.output.write(b.load(acc), ctx)
-            return
-        touched = self.alloca(I1, "touched")
-        b.store(ir.Constant(I1, 0), touched)
-        self.reduce(order[depth:], expr, ctx, acc, touched)
-        with b.if_then(b.load(touched)):
-            self.output.write(b.load(acc), ctx)
 
     def write_sum(self, total: ir.Value, ctx: Ctx) -> None:
         """Write a finished sum; where it is stored rather than added, + 0 turns an empty
@@ -318,23 +269,10 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         with b.if_then(b.icmp_signed(">=", coord, ZERO)):
             self.write_sum(b.load(run.total), self.bind(run.outer, run.var, coord))
 
-    def reduce(self, order: list[str], expr: Expr, ctx: Ctx, acc: ir.Value,
-               touched: ir.Value | None) -> None:
-        """acc += expr summed over ``order``."""
-        if not order:
-            self.accumulate(self.value(expr, ctx), acc, touched)
-            return
-        leaf = (lambda value, _ctx: self.accumulate(value, acc, touched)) if len(order) == 1 \
-            else None
-        self.emit_var(order[0], expr, ctx,
-                      lambda c, e: self.reduce(order[1:], e, c, acc, touched), None, leaf)
-
-    def accumulate(self, value: ir.Value, acc: ir.Value, touched: ir.Value | None) -> None:
+    def accumulate(self, value: ir.Value, acc: ir.Value) -> None:
         total = scalars.apply(self.b, "add", [self.b.load(acc), value], self.dtype,
                               self.fastmath)
         self.b.store(total, acc)
-        if touched is not None:
-            self.b.store(ir.Constant(I1, 1), touched)
 
     def bind(self, ctx: Ctx, var: str, value: ir.Value) -> Ctx:
         """Bind a loop variable, then every index derived from blocked levels it completes."""
@@ -396,26 +334,32 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
         return self.tensors[tensor].extents[level]
 
     def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
-                 hooks: Hooks | None, leaf: Leaf | None = None,
-                 jam_body: Callable[[list[Ctx]], None] | None = None,
-                 appends: bool = False,
-                 pair_body: Callable[[list[Ctx], Iter], None] | None = None) -> None:
-        """The loops over ``var``: one per lattice point. ``body`` emits what runs at each
-        coordinate; ``leaf``, when given, is the same body as a consumer of an already
-        computed value (the innermost loop), which lets cases merge into selects;
-        ``jam_body``, when given, is the body for several coordinates at once (see jam);
-        ``appends``: each iteration appends at most one entry to the output;
+                 hooks: Hooks | None, leaf: Leaf | None = None) -> None:
+        """The loops over ``var`` computing ``expr`` where code generation walks a
+        kernel's statements itself (a workspace's nests, workspace_lower): their nodes,
+        one per lattice point, found in the loop IR by the cursor."""
+        nodes = self.cursor.loops(var, expr, self.iter_of(ctx, var))
+        self.emit_point_loops(nodes, ctx, body, hooks, leaf)
+
+    def emit_point_loops(self, nodes: list[LoopNode], ctx: Ctx,
+                         body: Callable[[Ctx, Expr], None], hooks: Hooks | None,
+                         leaf: Leaf | None = None,
+                         jam_body: Callable[[list[Ctx]], None] | None = None,
+                         appends: bool = False,
+                         pair_body: Callable[[list[Ctx], Iter], None] | None = None) -> None:
+        """The loops of ``nodes``, one per point of a lattice. ``body`` emits what runs
+        at each coordinate; ``leaf``, when given, is the same body as a consumer of an
+        already computed value (the innermost loop), which lets cases merge into
+        selects; ``jam_body``, when given, is the body for several coordinates at once
+        (see jam); ``appends``: each iteration appends at most one entry to the output;
         ``pair_body``, when given, is the body for two coordinates side by side, used in
         the other form (see pairs)."""
-        if self.nest.precomputes and (plan := precompute_lower.due(self, var, expr, ctx)):
-            return precompute_lower.around(self, plan, expr, ctx, lambda e: self.emit_var(
-                var, e, ctx, body, hooks, leaf, None, appends))
+        var, expr = nodes[0].index, nodes[0].expr
         find = self.iter_of(ctx, var)
 
         def is_full(it: Iter) -> bool:
             return self.is_full(it) and self.cascade_is_full(it, ctx, var)
 
-        nodes = self.cursor.loops(var, expr, find)  # one per point of the loop's lattice
         lattice = nodes[0].chosen.lattice
         self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
                                 f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
@@ -518,8 +462,10 @@ class KernelCompiler(MemoryEmitter, ValueEmitter, IteratorEmitter):
                 and order.index(var) + 1 == self.out_depth)
 
     def fusable(self, op: Operand, expr: Expr) -> bool:
-        """Duplicates may be visited one by one when the output only accumulates (and
-        no reduction by another operator than + is folding them, see monoid.fold)."""
+        """Duplicates may be visited one by one when the output only accumulates what
+        the expression is linear in. (Inside a fold by another operator than +, a
+        level that repeats a whole coordinate would need its run summed first; no
+        shipped format stores such a level.)"""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
             linear_in(expr, op.uid)
 

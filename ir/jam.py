@@ -22,7 +22,20 @@ from llvmlite import ir
 
 from . import scalars
 from .bodies import I64, TRUE, is_true
-from .cin import Expr, Operand, operands
+from .cin import Expr, operands
+from .loops import (
+    Accumulate,
+    Allocate,
+    Append,
+    Block,
+    Clear,
+    If,
+    Insert,
+    Locate,
+    Loop,
+    Node,
+    Nonempty,
+)
 from .schedule import InternalCompilerError
 
 if TYPE_CHECKING:
@@ -33,28 +46,12 @@ LANES = (8, 4)  # positions per step of the jammed loops, in the order they run
 ZERO = ir.Constant(I64, 0)
 
 
-def locates_surely(kc: KernelCompiler, op: Operand, level: int) -> bool:
-    """Whether an operand's level is full and its ``locate`` finds every coordinate."""
-    lv = kc.types[op.tensor].levels[level]
-    return lv.full and lv.definition.always_found("locate")
+def contains_temp(expr: Expr) -> bool:
+    """Whether ``expr`` reads a scalar temporary."""
+    return any(op.uid == -1 for op in operands(expr))
 
 
-def only_locate(kc: KernelCompiler, loop_vars: list[str], expr: Expr) -> bool:
-    """Whether loops over ``loop_vars`` visit every coordinate of their extents and
-    resolve every operand level they reach by a locate that always finds it: each level
-    one of them indexes, and every level below it, which they resolve too even where an
-    outer loop binds its index (B(k,j,l) with l outside a loop over j: l's level is
-    located inside the j loop, after j's)."""
-    for op in operands(expr):
-        inside = False
-        for level, var in enumerate(op.vars):
-            inside = inside or var in loop_vars
-            if inside and not locates_surely(kc, op, level):
-                return False
-    return True
-
-
-def all_nonempty(kc: KernelCompiler, loop_vars: list[str]) -> ir.Value:
+def all_nonempty(kc: KernelCompiler, loop_vars: tuple[str, ...]) -> ir.Value:
     """Whether loops that only locate run at all: every extent is positive. (A flag set
     inside them would keep LLVM from deleting loops whose values are unused, such as
     the dot products of a count phase.)"""
@@ -77,50 +74,41 @@ def locate_bound(kc: KernelCompiler, ctx: Ctx, expr: Expr) -> Ctx:
     return ctx
 
 
-def emit(kc: KernelCompiler, order: list[str], depth: int, expr: Expr,
-         lanes: list[Ctx]) -> None:
-    """``kc.loops(order, depth, ...)`` for every lane, with one loop per index."""
-    if depth == kc.out_depth and not kc.scatter:
-        write_points(kc, order, depth, expr, lanes)
-    elif depth == len(order):
-        for lane in lanes:
-            kc.output.write(kc.value(expr, lane), lane)
-    else:
-        each_coordinate(kc, order[depth], expr, lanes,
-                        lambda inner: emit(kc, order, depth + 1, expr, inner))
-
-
-def write_points(kc: KernelCompiler, order: list[str], depth: int, expr: Expr,
-                 lanes: list[Ctx]) -> None:
-    """Each lane's sum over ``order[depth:]``, then its write, in lane order."""
-    if depth == len(order):
-        for lane in lanes:
-            kc.output.write(kc.value(expr, lane), lane)
-        return
+def emit(kc: KernelCompiler, node: Node, lanes: list[Ctx],
+         temps: dict[str, list[ir.Value]] | None = None) -> None:
+    """The loop IR ``node`` (the body of a jammed loop) for every lane: each loop runs
+    once for all lanes, each temporary is one per lane, and writes happen in lane
+    order."""
+    temps = {} if temps is None else temps
     b = kc.b
-    accs = []
-    for _ in lanes:
-        acc = kc.alloca(scalars.compute_type(kc.dtype), "lane.acc")
-        b.store(scalars.sum_start(kc.dtype), acc)
-        accs.append(acc)
-    reduce(kc, order[depth:], expr, lanes, accs)
-    with b.if_then(all_nonempty(kc, order[depth:])):
-        for lane, acc in zip(lanes, accs):
-            total = b.load(acc)
-            if kc.output.overwrites():  # an empty sum's -0.0 is stored as 0.0
-                total = scalars.apply(b, "add", [total, scalars.constant(kc.dtype, 0)],
-                                      kc.dtype)
-            kc.output.write(total, lane)
-
-
-def reduce(kc: KernelCompiler, order: list[str], expr: Expr, lanes: list[Ctx],
-           accs: list[ir.Value]) -> None:
-    if not order:
-        for lane, acc in zip(lanes, accs):
-            kc.accumulate(kc.value(expr, lane), acc, None)
-        return
-    each_coordinate(kc, order[0], expr, lanes,
-                    lambda inner: reduce(kc, order[1:], expr, inner, accs))
+    if isinstance(node, Block):
+        for item in node.items:
+            emit(kc, item, lanes, temps)
+    elif isinstance(node, Locate):
+        return  # each lane's levels are located as its loops bind them (locate_bound)
+    elif isinstance(node, Loop):  # every coordinate: it only locates (passes.can_jam)
+        each_coordinate(kc, node.index, node.expr, lanes,
+                        lambda inner: emit(kc, node.body, inner, temps))
+    elif isinstance(node, Allocate):
+        temps[node.name] = [kc.alloca(scalars.compute_type(kc.dtype), "lane.acc")
+                            for _ in lanes]
+    elif isinstance(node, Clear) and node.name in temps:
+        for acc in temps[node.name]:
+            b.store(scalars.constant(kc.dtype, node.value), acc)
+    elif isinstance(node, If) and isinstance(node.condition, Nonempty):
+        with b.if_then(all_nonempty(kc, node.condition.indices)):
+            emit(kc, node.then, lanes, temps)
+    elif isinstance(node, Accumulate) and node.target in temps:
+        for lane, acc in zip(lanes, temps[node.target]):
+            kc.accumulate(kc.value(node.value, lane), acc)
+    elif isinstance(node, (Accumulate, Insert, Append)) and not contains_temp(node.value):
+        for lane in lanes:
+            kc.emit_write(node, kc.value(node.value, lane), lane)
+    elif isinstance(node, (Insert, Append)) and node.value.tensor in temps:
+        for lane, acc in zip(lanes, temps[node.value.tensor]):
+            kc.emit_write(node, b.load(acc), lane)
+    else:  # the jam pass notes only loops whose inner loops locate surely
+        raise InternalCompilerError(f"a jammed loop holds what it cannot jam: {node}")
 
 
 def each_coordinate(kc: KernelCompiler, var: str, expr: Expr, lanes: list[Ctx],

@@ -1,11 +1,12 @@
-"""Where code generation stands in the loop IR.
+"""Where code generation stands in the loop IR, where it walks statements itself.
 
-The emitter walks a kernel's statements as the loop IR does; at each loop it takes the
-loop IR's node for it: the lattice, the point each loop runs, the levels it iterates
-and locates, the cases with their expressions, and the fast forms the passes noted.
-Its scope is the body it is emitting (a nest, then the case of the loop around it), and
-a loop is the nearest node in that scope over the same index computing the same
-expression, whose lattice's levels are the ones the emitter has reached.
+A nest is emitted node by node (emit_nodes.py); a workspace's nests, and the sums inside
+their expressions, are still walked by their emitters (workspace_lower, values,
+monoid), which at each loop take the loop IR's node for it: the lattice, the point each
+loop runs, the levels it iterates and locates, the cases with their expressions, and
+the notes. Their scope is the body being emitted (a nest, then the case of the loop
+around it), and a loop is the nearest node in that scope over the same index computing
+the same expression, whose lattice's levels are the ones the emitter has reached.
 """
 
 from __future__ import annotations

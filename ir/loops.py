@@ -142,11 +142,13 @@ class Locate:
 
 @dataclass(frozen=True)
 class Accumulate:
-    """``target op= value``: an output entry or a temporary reduced into."""
+    """``target op= value``: an output entry or a temporary reduced into (``operator``:
+    the reduction's operator, whose declared properties code generation reads)."""
 
     target: str
     op: str
     value: Expr
+    operator: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -204,10 +206,54 @@ class Entries:
 
 
 @dataclass(frozen=True)
+class Found:
+    """The levels ``refs`` located at the loop's coordinate hold it."""
+
+    refs: tuple[Ref, ...]
+
+    def __str__(self) -> str:
+        return " and ".join(f"{r} found" for r in self.refs)
+
+
+@dataclass(frozen=True)
+class Touched:
+    """Something was accumulated into the temporary ``name`` since it was cleared."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.name} touched"
+
+
+@dataclass(frozen=True)
+class Nonempty:
+    """Every index of ``indices`` has a positive extent (loops that only locate run)."""
+
+    indices: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{', '.join(self.indices)} nonempty"
+
+
+@dataclass(frozen=True)
+class Missed:
+    """The loop over ``index`` folded fewer values into ``name`` than the index's extent."""
+
+    name: str
+    index: str
+
+    def __str__(self) -> str:
+        return f"{self.name} missed some {self.index}"
+
+
+Condition = Found | Touched | Nonempty | Missed
+
+
+@dataclass(frozen=True)
 class If:
     """Run ``then`` where ``condition`` holds."""
 
-    condition: str
+    condition: Condition
     then: Node
 
 

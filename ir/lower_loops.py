@@ -2,10 +2,12 @@
 
 Each ``forall`` becomes, per lattice point, a loop over one range or a merge of several,
 with the levels located at each coordinate and one case per sub-point (the expression
-with the absent operands' fill values folded in). This makes the same choices code
-generation makes (``choose_iterated``, the cascade of locates after a level, a
-reduction into a scalar before a write at the output's last index), so that passes over
-the result (``ir/opt/``) see the loops the kernel will run.
+with the absent operands' fill values folded in). A sum inside the output's indices
+becomes a scalar temporary, allocated, cleared, accumulated into and written in the form
+its output needs (``write_point``); a sum inside an expression becomes one too, and a
+fold by another operator than + says where it adds the fill of missed coordinates.
+Passes over the result (``ir/opt/``) note their fast forms on it, and code generation
+walks it node by node (emit_nodes.py).
 """
 
 from __future__ import annotations
@@ -28,14 +30,18 @@ from .loops import (
     Chosen,
     Clear,
     Facts,
+    Found,
     If,
     Insert,
     Locate,
     Loop,
     Merge,
+    Missed,
     Node,
+    Nonempty,
     Ref,
     Site,
+    Touched,
 )
 from .result_fill import NestSums, absent_adds
 from .schedule import Nest, ScheduleError, order_loops
@@ -59,6 +65,7 @@ class State:
     bound: tuple[str, ...] = ()
     resolved: tuple[tuple[int, int], ...] = ()  # (uid, levels resolved)
     segmented: frozenset[int] = frozenset()  # uids whose last level is a duplicate run
+    repeats: bool = False  # a loop over an output index visits duplicates one by one
 
     def levels(self, uid: int) -> int:
         return dict(self.resolved).get(uid, 0)
@@ -167,7 +174,8 @@ class NestLowering:
         self.target = str(assign.access)
         self.sums = NestSums.of(self.nests[number], self.nests, self.out)
         op = assign.reduce_op
-        self.reduce_symbol = "+" if op is None else op.symbol
+        self.reduce_op = ADD if op is None else op
+        self.reduce_symbol = self.reduce_op.symbol
         root = self.loops(order, 0, expr, State())
         if op is None or op.symbol == "+" or not scatter:
             return root
@@ -176,18 +184,52 @@ class NestLowering:
     def loops(self, order: tuple[str, ...], depth: int, expr: CinExpr, state: State) -> Node:
         site = self.site
         if depth == site.out_depth and not site.scatter and depth < len(order):
-            acc = self.fresh("acc")
-            reduce = self.reduce(order[depth:], expr, state, acc)
-            return Block((Allocate(acc, self.out.dtype), Clear(acc, 0.0), reduce,
-                          self.write(Operand(acc, (), -1))))
+            return self.write_point(order[depth:], expr, state)
         if depth == len(order):
-            return self.leaf(expr, state, self.write)
+            return self.leaf(expr, state, lambda value: self.write(value, state))
         return self.var(order[depth], expr, state, depth,
                         lambda e, s: self.loops(order, depth + 1, e, s))
 
+    def write_point(self, order: tuple[str, ...], expr: CinExpr, state: State) -> Node:
+        """The sum over the loops ``order`` inside the output's indices, then its write.
+
+        Into full storage that takes inserts the sum is written unconditionally:
+        storing an empty sum into zero-filled storage changes nothing, and it saves a
+        branch per row. A stored sum then starts at 0.0, as the output's zero would
+        (a -0.0 start would need a + 0 per row to store an empty sum as 0.0: row-wise
+        SpMV on the stencil spent 8% on it). Elsewhere the sum starts at -0.0, the
+        exact identity of +, and is written only where something was added: where
+        the loops only locate, whenever they run at all (a flag set inside them
+        would keep LLVM from deleting loops whose values are unused, such as the
+        dot products of a count phase); otherwise where a flag says so."""
+        acc = self.fresh("acc")
+        reduce = self.reduce(order, expr, state, acc)
+        write = self.write(Operand(acc, (), -1), state)
+        if self.all_insert and all(lv.full for lv in self.out.levels):
+            start = 0.0 if isinstance(write, Insert) else -0.0
+            return Block((Allocate(acc, self.out.dtype), Clear(acc, start), reduce, write))
+        condition = Nonempty(order) if self.only_locate(order, expr) else Touched(acc)
+        return Block((Allocate(acc, self.out.dtype), Clear(acc, -0.0), reduce,
+                      If(condition, write)))
+
+    def only_locate(self, loop_vars: tuple[str, ...], expr: CinExpr) -> bool:
+        """Whether loops over ``loop_vars`` visit every coordinate of their extents and
+        resolve every operand level they reach by a locate that always finds it: each
+        level one of them indexes, and every level below it, which they resolve too
+        even where an outer loop binds its index (B(k,j,l) with l outside a loop over
+        j: l's level is located inside the j loop, after j's)."""
+        for op in _operands(expr):
+            inside = False
+            for k, var in enumerate(op.vars):
+                inside = inside or var in loop_vars
+                lv = self.level(op.uid, k)
+                if inside and not (lv.full and lv.definition.always_found("locate")):
+                    return False
+        return True
+
     def reduce(self, order: tuple[str, ...], expr: CinExpr, state: State, acc: str) -> Node:
         if not order:
-            return self.leaf(expr, state, lambda value: Accumulate(acc, "+", value))
+            return self.leaf(expr, state, lambda value: Accumulate(acc, "+", value, ADD))
         return self.var(order[0], expr, state, -1,
                         lambda e, s: self.reduce(order[1:], e, s, acc))
 
@@ -207,24 +249,31 @@ class NestLowering:
                          if _sum_vars(full) == frozenset(vars_)), None) or self.fresh("t")
             identity = op.identity if op.identity is not None else 0.0
             items += [Allocate(name, self.out.dtype), Clear(name, identity),
-                      self.sum_loops(tuple(vars_), body, state, name, op.symbol)]
+                      self.sum_loops(tuple(vars_), body, state, name, op)]
+            if op is not ADD and not (op.skips_absent or op.identity == 0):
+                # A coordinate outside the body's region holds its fill, 0: folded in
+                # once if any was missed (a monoid keeps 0 from 0 and 0).
+                items.append(If(Missed(name, vars_[0]), Accumulate(name, op.symbol, Const(0),
+                                                                   op)))
             value = _replace(value, sub, Operand(name, (), -1))
         items.append(finish(value))
         return items[0] if len(items) == 1 else Block(tuple(items))
 
     def sum_loops(self, vars_: tuple[str, ...], body: CinExpr, state: State, name: str,
-                  op: str) -> Node:
+                  op) -> Node:
         if not vars_:
-            return self.leaf(body, state, lambda value: Accumulate(name, op, value))
+            return self.leaf(body, state, lambda value: Accumulate(name, op.symbol, value, op))
         return self.var(vars_[0], body, state, -1,
                         lambda e, s: self.sum_loops(vars_[1:], e, s, name, op))
 
-    def write(self, value: CinExpr) -> Node:
+    def write(self, value: CinExpr, state: State) -> Node:
+        """The output's write: appended, added to what is there (a scatter, a ``+=``, a
+        loop that visits an output coordinate once per duplicate), or stored."""
         site = self.site
         if not self.all_insert:
             return Append(self.target, value)
-        if site.scatter or site.accumulate:
-            return Accumulate(self.target, self.reduce_symbol, value)
+        if site.scatter or site.accumulate or state.repeats:
+            return Accumulate(self.target, self.reduce_symbol, value, self.reduce_op)
         return Insert(self.target, value)
 
     def fresh(self, stem: str) -> str:
@@ -294,12 +343,15 @@ class NestLowering:
                         locates.append(Locate(self.ref(it, state), var))
                     segments = it in iterated and self.segments(
                         it, var, expr, len(iterated) == 1, len(lattice.points))
+                    if it in iterated and self.repeats(it, var, expr, len(iterated) == 1,
+                                                       segments):
+                        inner = replace(inner, repeats=True)
                     inner, more = self.cascade(it, inner, segments)
                     locates += more
                 inside = body(case_expr, inner)
-                misses = [str(n.ref) for n in locates if not n.ref.facts.locate_always_found]
+                misses = tuple(n.ref for n in locates if not n.ref.facts.locate_always_found)
                 if misses and len(iterated) == 1:  # a loop of one case tests its locates
-                    inside = If(" and ".join(f"{m} found" for m in misses), inside)
+                    inside = If(Found(misses), inside)
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
             refs = tuple(self.ref(it, state) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
@@ -334,6 +386,20 @@ class NestLowering:
             and order.index(var) + 1 == site.out_depth
         running = points == 1 and not site.accumulate and all(lv.full for lv in self.out.levels)
         return in_register and not running
+
+    def repeats(self, it: Iter, var: str, expr: CinExpr, single: bool, segments: bool) -> bool:
+        """Whether iterating ``it`` visits an output coordinate once per duplicate, so
+        that the output's write adds to what an earlier duplicate wrote: a non-unique
+        level iterated by position, not in segments, its duplicates not summed in a
+        register (running sums need the output's last index, see segments)."""
+        lv = self.level(it.uid, it.level)
+        if lv.unique or lv.definition.iterate == "coordinate" or segments \
+                or var not in self.site.out_vars:
+            return False
+        site = self.site
+        in_register = lv.ordered and not site.scatter and var in site.order \
+            and site.order.index(var) + 1 == site.out_depth
+        return single and self.all_insert and linear_in(expr, it.uid) and not in_register
 
     def cascade(self, it: Iter, state: State, segments: bool) -> tuple[State, list[Node]]:
         """The levels below ``it`` whose indices are bound, located in turn."""

@@ -36,12 +36,7 @@ def fold(kc: KernelCompiler, expr: Sum, ctx: Ctx) -> ir.Value:
         kc.b.store(scalars.apply_op(kc.b, op, [kc.b.load(acc), value], kc.dtype), acc)
         kc.b.store(kc.b.add(kc.b.load(count), ONE), count)
 
-    folding, kc.folding = kc.folding, True  # duplicates must be summed before folding
-    try:
-        kc.emit_var(expr.var, expr.body, ctx, lambda c, e: leaf(kc.value(e, c), c), None,
-                    leaf)
-    finally:
-        kc.folding = folding
+    kc.emit_var(expr.var, expr.body, ctx, lambda c, e: leaf(kc.value(e, c), c), None, leaf)
     total = b.load(acc)
     if op.skips_absent or op.identity == 0:
         return total

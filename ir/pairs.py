@@ -36,27 +36,12 @@ from llvmlite import ir
 
 from . import scalars
 from .bodies import I64
-from .cin import Expr, contains_sum
 from .emit_base import Ctx
 from .lattice import Iter
-from .loops import Loop, LoopNode, Merge, walk
+from .loops import Accumulate, Append, Clear, Insert, Loop, LoopNode, Merge, walk
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
-
-
-def may_pair(kc: KernelCompiler, order: list[str], depth: int, expr: Expr) -> bool:
-    """Whether the loop at ``order[depth]`` may run two iterations side by side around
-    the innermost loop, ``order[depth + 1]``, as far as the emitter's state tells: the
-    pairs pass (ir/opt/passes.py) checks the levels and notes the loop."""
-    # Under fastmath LLVM may reassociate each row's sum (vector partial sums), which
-    # gains more than pairing and would make the two forms' bits differ.
-    if kc.fastmath or depth + 2 != len(order) or depth + 1 != kc.out_depth or kc.scatter \
-            or kc.derived or contains_sum(expr) or kc.run_state is not None:
-        return False
-    output = kc.output
-    return output.all_insert and all(lv.full for lv in output.levels) \
-        and output.hooks_for(order[depth + 1]) is None
 
 
 def driver_of(node: LoopNode) -> Iter:
@@ -67,14 +52,19 @@ def driver_of(node: LoopNode) -> Iter:
     return driver
 
 
-def emit(kc: KernelCompiler, var: str, expr: Expr, driver: Iter, lanes: list[Ctx]) -> None:
-    """Each lane's sum over ``var``: together while every lane has entries left, then
-    each lane alone; then each lane's write, in lane order."""
+def emit(kc: KernelCompiler, node: Loop, driver: Iter, lanes: list[Ctx]) -> None:
+    """Each lane's sum over the index of the loop inside ``node``: together while every
+    lane has entries left, then each lane alone; then each lane's write, in lane order."""
     b = kc.b
+    (inner,) = [n for n in walk(node.body) if isinstance(n, (Loop, Merge))]
+    var, expr = inner.index, node.expr
+    # The sum's start and its write, as the loop IR gives them (lower_loops.write_point).
+    (clear,) = [n for n in walk(node.body) if isinstance(n, Clear)]
+    (write,) = [n for n in walk(node.body) if isinstance(n, (Accumulate, Insert, Append))
+                and n.target != clear.name]
     op = kc.operands[driver.uid]
     tensor = kc.tensors[op.tensor]
-    stored = kc.output.overwrites()  # as write_point: a stored sum starts at 0.0
-    start = scalars.constant(kc.dtype, 0) if stored else scalars.sum_start(kc.dtype)
+    start = scalars.constant(kc.dtype, clear.value)
     accs, bounds = [], []
     for lane in lanes:
         acc = kc.alloca(scalars.compute_type(kc.dtype), "pair.acc")
@@ -90,7 +80,7 @@ def emit(kc: KernelCompiler, var: str, expr: Expr, driver: Iter, lanes: list[Ctx
 
     def add_at(lane: Ctx, p: ir.Value, acc: ir.Value) -> None:
         """acc += expr at position ``p`` of the driving level."""
-        kc.accumulate(kc.value(expr, kc.at_position(lane, var, driver, p, expr)), acc, None)
+        kc.accumulate(kc.value(expr, kc.at_position(lane, var, driver, p, expr)), acc)
 
     def together(k: ir.Value) -> None:
         for lane, acc, (begin, _) in zip(lanes, accs, bounds):
@@ -100,7 +90,6 @@ def emit(kc: KernelCompiler, var: str, expr: Expr, driver: Iter, lanes: list[Ctx
     for lane, acc, (begin, end) in zip(lanes, accs, bounds):
         kc.counted_loop(b.add(begin, common), end,
                         lambda p, lane=lane, acc=acc: add_at(lane, p, acc), name=f"{var}.rest")
-    kc.stores_every_row |= stored
     for lane, acc in zip(lanes, accs):
-        kc.output.write(b.load(acc), lane)
+        kc.emit_write(write, b.load(acc), lane)
 

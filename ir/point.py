@@ -413,11 +413,14 @@ class PointEmitter(GallopEmitter):
                 computed = kc.value(expr, case_ctx)
             value = computed if value is None else b.select(cond, computed, value)
             taken = cond if taken is None else b.or_(cond, taken)
+        # The consumer of the selected value: the caller's, or the write every case of
+        # the node ends in (emit_nodes.leaf_of).
+        leaf = self.leaf if self.leaf is not None else kc.leaf_of(self.node)
         if is_true(taken):
-            self.leaf(value, ctx)
+            leaf(value, ctx)
         else:
             with b.if_then(taken, likely=True):
-                self.leaf(value, ctx)
+                leaf(value, ctx)
 
     def dispatch(self, ctx: Ctx, present: dict[Iter, ir.Value],
                  split: tuple[dict[Iter, ir.Value], ir.Value] | None = None,

@@ -2,10 +2,11 @@
 
 The temporaries are allocated once per kernel call (so each thread running a range of
 the kernel has its own), their marks zeroed, and freed at the end and on every failure
-path. Before the loop a plan names (``Precompute.at``), once per coordinate of the loops
-outside it, the operand's slice is scattered into the temporary by the operand's own
-loop; the loop then runs over the expression reading the temporary (located through
-the temporary level's ``locate``), and the slice's coordinates clear the marks again.
+path. The loop IR (precompute_loops) says the rest: before the loop a plan names
+(``Precompute.at``), once per coordinate of the loops outside it, the operand's slice is
+inserted into the temporary by the operand's own loop (``scatter``); the loop then runs
+over the expression reading the temporary (located through the temporary level's
+``locate``), and the slice's coordinates clear the marks again (``clear_mark``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from llvmlite import ir
 
 from . import scalars
 from .bodies import I1, I64, ArrayRef, emit_body
-from .cin import Expr, operands
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, Ctx
-from .precompute import Precompute, replaced
+from .precompute import Precompute
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -99,39 +99,23 @@ def allocate(kc: KernelCompiler) -> Callable[[], None]:
     return free
 
 
-def due(kc: KernelCompiler, var: str, expr: Expr, ctx: Ctx) -> Precompute | None:
-    """The plan whose slice is scattered before this loop over ``var``: the operand is
-    still read in ``expr`` and its slice's parents are resolved."""
-    for plan in kc.nest.precomputes:
-        op = plan.operand
-        if plan.at == var and len(ctx.levels.get(op.uid, ())) == len(op.vars) - 1 and \
-                any(o.uid == op.uid for o in operands(expr)):
-            return plan
-    return None
+def scatter(kc: KernelCompiler, plan: Precompute, value: ir.Value, ctx: Ctx) -> None:
+    """Store ``value``, an entry of the operand's slice, at its coordinate of the
+    temporary, and mark it."""
+    b, temp = kc.b, kc.tensors[plan.temporary.name]
+    at = ctx.bound[plan.var]
+    mark = temp.marks.address(b, at)
+    place = temp.vals.address(b, at)
+    if not kc.types[plan.operand.tensor].levels[-1].unique:
+        # a duplicate adds to the value its first copy stored
+        old = scalars.load_value(b, b.load(place), temp.type.dtype, kc.dtype)
+        seen = b.icmp_unsigned("!=", b.load(mark), ir.Constant(I8, 0))
+        value = b.select(seen, scalars.apply(b, "add", [old, value], kc.dtype), value)
+    b.store(scalars.store_value(b, value, kc.dtype), place)
+    b.store(ir.Constant(I8, 1), mark)
 
 
-def around(kc: KernelCompiler, plan: Precompute, expr: Expr, ctx: Ctx,
-           loop: Callable[[Expr], None]) -> None:
-    """Scatter the operand's slice, run ``loop`` over ``expr`` reading the temporary,
-    then clear the marks the slice set."""
-    b, op, temp = kc.b, plan.operand, kc.tensors[plan.temporary.name]
-    kc.operands[plan.replacement.uid] = plan.replacement
-    unique = kc.types[op.tensor].levels[-1].unique
-
-    def scatter(c: Ctx, e: Expr) -> None:
-        at, value = c.bound[plan.var], kc.value(e, c)
-        mark = temp.marks.address(b, at)
-        place = temp.vals.address(b, at)
-        if not unique:  # a duplicate adds to the value its first copy stored
-            old = scalars.load_value(b, b.load(place), temp.type.dtype, kc.dtype)
-            seen = b.icmp_unsigned("!=", b.load(mark), ir.Constant(I8, 0))
-            value = b.select(seen, scalars.apply(b, "add", [old, value], kc.dtype), value)
-        b.store(scalars.store_value(b, value, kc.dtype), place)
-        b.store(ir.Constant(I8, 1), mark)
-
-    def clear(c: Ctx, _e: Expr) -> None:
-        b.store(ir.Constant(I8, 0), temp.marks.address(b, c.bound[plan.var]))
-
-    kc.emit_var(plan.var, op, ctx, scatter, None)
-    loop(replaced(expr, plan))
-    kc.emit_var(plan.var, op, ctx, clear, None)
+def clear_mark(kc: KernelCompiler, plan: Precompute, ctx: Ctx) -> None:
+    """Unmark the temporary's entry at the slice's coordinate."""
+    temp = kc.tensors[plan.temporary.name]
+    kc.b.store(ir.Constant(I8, 0), temp.marks.address(kc.b, ctx.bound[plan.var]))

@@ -1,5 +1,7 @@
 """Values in generated kernels: an expression at a coordinate, an operand's stored value
-(a run of duplicates summed), and a sum left inside an expression."""
+(a run of duplicates summed), a scalar temporary of the loop IR, and a sum left inside
+an expression where code generation walks the statement itself (a workspace's nests,
+workspace_lower; elsewhere the loop IR fills a temporary with it, emit_nodes)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ class ValueEmitter:
         return self.operand_value(expr, ctx)
 
     def operand_value(self, op: Operand, ctx: Ctx) -> ir.Value:
+        if op.uid == -1:  # a scalar temporary of the loop IR (emit_nodes)
+            return self.b.load(self.temps[op.tensor].slot)
         if op.complement:  # the lattice resolves every complement to 1 or to absent
             raise ScheduleError(f"{op}: a complement left unresolved at its point of use")
         tensor = self.tensors[op.tensor]
@@ -69,5 +73,14 @@ class ValueEmitter:
         order = order_loops(summed, ops, self.types, set(ctx.bound))
         acc = self.alloca(scalars.compute_type(self.dtype), "sum")
         self.b.store(scalars.constant(self.dtype, 0), acc)
-        self.reduce(order, body, ctx, acc, None)
+        self.sum_over(order, body, ctx, acc)
         return self.b.load(acc)
+
+    def sum_over(self, order: list[str], expr: Expr, ctx: Ctx, acc: ir.Value) -> None:
+        """acc += expr summed over ``order``, each loop's nodes found by the cursor."""
+        if not order:
+            self.accumulate(self.value(expr, ctx), acc)
+            return
+        leaf = (lambda value, _ctx: self.accumulate(value, acc)) if len(order) == 1 else None
+        self.emit_var(order[0], expr, ctx, lambda c, e: self.sum_over(order[1:], e, c, acc),
+                      None, leaf)

@@ -15,6 +15,7 @@ from ..loops import (
     Allocate,
     Block,
     Case,
+    Found,
     If,
     Locate,
     Loop,
@@ -140,7 +141,8 @@ def _only_locates(node: LoopNode) -> bool:
     """Whether the loops inside ``node`` visit every coordinate and reach every level by
     a locate that always finds (jam.only_locate)."""
     for inner in _inside(node):
-        if isinstance(inner, (Merge, If)):
+        if isinstance(inner, Merge) or (isinstance(inner, If)
+                                        and isinstance(inner.condition, Found)):
             return False
         if isinstance(inner, Loop) and not (inner.iterator.universe or
                                             checks.located_surely(inner.iterator.facts)):
