@@ -44,13 +44,14 @@ def cache_dir() -> Path | None:
 
 def _sources_digest() -> str:
     """A hash of the compiler's own sources: any change to code generation or the kernel
-    ABI invalidates every entry, even between releases."""
+    ABI invalidates every entry, even between releases. Sub-packages count too (ir/opt's
+    passes shape the loops the emitter emits)."""
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for module in (ir_package, cpu_backend, runtime, level_registry):
         folder = Path(module.__file__).resolve().parent
-        for path in sorted(folder.glob("*.py")):
-            digest.update(path.name.encode())
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(path.relative_to(folder).as_posix().encode())
             digest.update(path.read_bytes())
     for name in ("api.py", "kernel_build.py"):
         digest.update((package / name).read_bytes())

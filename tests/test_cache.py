@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import llvsparse.backends
+import llvsparse.ir
 import pytest
+
+from llvsparse import cache
 
 SCRIPT = """
 import json, numpy as np, llvsparse as ls
@@ -205,3 +209,22 @@ print(compiler_fingerprint())
                              text=True, check=True).stdout.split()
               for mode in ("as-imported", "edited")]
     assert len(prints[0]) == 1 and prints[1] == prints[0]
+
+
+def test_the_fingerprint_covers_every_compiler_source(monkeypatch):
+    """The fingerprint hashed only the top folder of ir/ and backends/: an edit to
+    ir/opt/passes.py (which shapes the emitted loops) kept the old key, and the disk
+    cache served kernels built by the old passes."""
+    read = set()
+    real = Path.read_bytes
+
+    def recording(path):
+        read.add(path.resolve())
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", recording)
+    cache._sources_digest()
+    for package in (llvsparse.ir, llvsparse.backends):
+        folder = Path(package.__file__).resolve().parent
+        sources = {p.resolve() for p in folder.rglob("*.py")}
+        assert sources and sources - read == set()

@@ -1,5 +1,6 @@
-"""ir/ has no import cycles: the graph of its modules' imports (those that run, not
-the ones only type checkers read) is acyclic, and every module imports on its own."""
+"""ir/ and backends/ have no import cycles: the graph of their modules' imports (those
+that run, not the ones only type checkers read) is acyclic, every module imports on its
+own, and ir/ (the compiler's front and middle) never imports a backend when it runs."""
 
 from __future__ import annotations
 
@@ -8,19 +9,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import llvsparse.backends
 import llvsparse.ir
 
-IR = Path(llvsparse.ir.__file__).parent
-PACKAGE = "llvsparse.ir"
+PACKAGES = (llvsparse.ir, llvsparse.backends)
 
 
-def _modules() -> dict[str, Path]:
+def _modules(packages=PACKAGES) -> dict[str, Path]:
     found = {}
-    for path in sorted(IR.rglob("*.py")):
-        parts = path.relative_to(IR).with_suffix("").parts
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        found[".".join((PACKAGE, *parts))] = path
+    for package in packages:
+        folder = Path(package.__file__).parent
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package.__name__, *parts))] = path
     return found
 
 
@@ -29,8 +32,9 @@ def _type_checking_only(node: ast.AST) -> bool:
         and node.test.id == "TYPE_CHECKING"
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The ir modules ``name`` imports when it runs (at the top or inside functions)."""
+def _imports(name: str, path: Path, modules: dict[str, Path] | None = None) -> set[str]:
+    """The modules ``name`` imports when it runs (at the top or inside functions): those
+    of ``modules``, or every one it names when that is None."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text())
     skipped = {id(n) for top in ast.walk(tree) if _type_checking_only(top)
@@ -49,7 +53,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
         elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
-        found |= {t for t in targets if t in modules and t != name}
+        found |= {t for t in targets if (modules is None or t in modules) and t != name}
     return found
 
 
@@ -82,6 +86,23 @@ def test_ir_import_graph_is_acyclic() -> None:
     for name in graph:
         graph[name] -= {p for p in graph if name.startswith(p + ".")}
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_ir_never_imports_a_backend() -> None:
+    """ir/ lowers to the loop IR; backends/ turn it into code. An ir module importing a
+    backend when it runs would tie the front to one target (a type checker's import is
+    no import)."""
+    offenders = sorted(f"{name} imports {target}"
+                       for name, path in _modules((llvsparse.ir,)).items()
+                       for target in _imports(name, path)
+                       if target.split(".")[:2] == ["llvsparse", "backends"])
+    assert offenders == []
+
+
+def test_the_import_reader_sees_a_backend_import(tmp_path: Path) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text("def f():\n    from ..backends.llvm import codegen\n")
+    assert "llvsparse.backends.llvm" in _imports("llvsparse.ir.probe", source)
 
 
 def test_the_cycle_finder_finds_cycles() -> None:
