@@ -180,3 +180,25 @@ def peel_sums(expr: Expr) -> tuple[list[str], Expr]:
         summed.append(expr.var)
         expr = expr.body
     return summed, expr
+
+
+def linear_in(expr: Expr, uid: int) -> bool:
+    """Whether expr is linear in operand uid (so duplicates may be summed after the fact)."""
+    count = [o.uid for o in uses(expr)].count(uid)
+    if count != 1:
+        return False
+
+    def walk(e: Expr) -> bool:
+        if isinstance(e, Operand):
+            return e.uid == uid
+        if isinstance(e, Sum):
+            return e.op.kind == "add" and walk(e.body)
+        if isinstance(e, Apply):
+            inside = [walk(a) for a in e.args]
+            if not any(inside):
+                return False
+            if e.op.kind in ("add", "sub", "neg", "mul"):
+                return True
+            return e.op.kind == "div" and inside[0] and not inside[1]
+        return False
+    return walk(expr)

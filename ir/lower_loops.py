@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 
 from llvsparse.operators import ADD
 
-from .cin import Apply, Const, Operand, Sum
+from .cin import Apply, Const, Operand, Sum, linear_in
 from .cin import Expr as CinExpr
-from .emit_base import linear_in
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .loops import (
     Accumulate,

@@ -126,7 +126,7 @@ class TensorType:
 
     def param_slots(self) -> list[tuple[int, str]]:
         """(level, param name) pairs in descriptor ``params`` order: the levels' own, then
-        each windowed level's window (start, step, count; see ir/window.py)."""
+        each windowed level's window (start, step, count; see backends/llvm/window.py)."""
         own = [(k, p) for k, level in enumerate(self.levels) for p in level.params]
         return own + [(k, p) for k, level in enumerate(self.levels) if level.window
                       for p in WINDOW_PARAMS]

@@ -19,9 +19,9 @@ from .workspace import WorkspaceKind
 if TYPE_CHECKING:
     from llvmlite import ir
 
-    from .codegen import KernelCompiler
+    from ..backends.llvm.codegen import KernelCompiler
+    from ..backends.llvm.workspace_store import Store
     from .workspace_schedule import WorkspacePlan
-    from .workspace_store import Store
 
 
 @dataclass(frozen=True)

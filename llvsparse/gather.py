@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 
 from . import runtime
-from .ir.emit_base import STATUS_NO_MEMORY
+from .backends.llvm.emit_base import STATUS_NO_MEMORY
 from .runtime import DescriptorHolder, Phase, Split
 
 

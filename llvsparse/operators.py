@@ -2,7 +2,7 @@
 
 Nothing in the compiler special-cases ``+`` or ``*``: the iteration algebra is derived
 from how an operator behaves on fill values (see ``llvsparse.ir.lattice``), and code is
-emitted from ``kind`` (``llvsparse.ir.scalars``). A user-defined function supplies the
+emitted from ``kind`` (``llvsparse.backends.llvm.scalars``). A user-defined function supplies the
 same description, with ``template`` (its body over builtin operators) in place of a kind.
 """
 

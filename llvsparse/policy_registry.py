@@ -3,7 +3,7 @@ Python (``register_workspace_policy``), by name.
 
 A policy is a drain algorithm the YAML level language cannot express (a sort, bucket
 counts, a bitmap scan), so a plugin author adds one as a ``WorkspacePolicy`` object
-(ir/workspace_policy.py) with a store emitter built on ``ir/workspace_store.Store``.
+(ir/workspace_policy.py) with a store emitter built on ``backends/llvm/workspace_store.Store``.
 The compiler asks the object, never its name. Compiled kernels are cached (in memory
 and on disk) under ``policy_key``: a plugin's includes the source of the modules that
 define its classes, so an edited policy is compiled again, not served from the cache.
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
+from .backends.llvm.workspace_bucket import BucketStore
+from .backends.llvm.workspace_store import DenseStore, HashStore, SortStore, Store
 from .ir.workspace import WorkspaceKind
-from .ir.workspace_bucket import BucketStore
 from .ir.workspace_policy import WorkspaceBytes, WorkspacePolicy
-from .ir.workspace_store import DenseStore, HashStore, SortStore, Store
 
 if TYPE_CHECKING:
-    from .ir.codegen import KernelCompiler
+    from .backends.llvm.codegen import KernelCompiler
     from .ir.workspace_schedule import WorkspacePlan
 
 LIST_AND_MARKER_BYTES = 16  # an int64 marker and an int64 list slot per coordinate
@@ -105,7 +105,7 @@ def register_workspace_policy(policy: WorkspacePolicy, replace: bool = False
                          "replace=True to replace it, or choose another name")
     if not (isinstance(policy.store, type) and issubclass(policy.store, Store)):
         raise TypeError(f"workspace policy {name!r}: its store must be a subclass of "
-                        f"llvsparse.ir.workspace_store.Store, not {policy.store!r}")
+                        f"llvsparse.backends.llvm.workspace_store.Store, not {policy.store!r}")
     if not isinstance(policy.kind, WorkspaceKind):
         raise TypeError(f"workspace policy {name!r}: its kind must be a WorkspaceKind")
     for field in ("layout", "order", "clear"):

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir.assembly import STATUS_INSERT_REFUSED
-from .ir.emit_base import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
+from .backends.llvm.assembly import STATUS_INSERT_REFUSED
+from .backends.llvm.emit_base import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
 from .results import BUFFERS, MIN_BYTES, with_spare
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"))

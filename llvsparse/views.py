@@ -5,7 +5,7 @@ with each sliced level marked windowed (or strided); a dimension indexed by an i
 keeps its level, now storage-only over a one-coordinate window, which the compiler sums
 over as a hidden index (the entry there, or nothing). The window numbers (start, step,
 count) travel to the kernel as runtime parameters, so one compiled kernel serves every
-window of the same shape class (see ir/window.py).
+window of the same shape class (see backends/llvm/window.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backends.llvm.window import windowed_definition
 from .format import Format, Level, checked_fill, named_format
 from .ir.types import (
     NOT_WINDOWED,
@@ -25,7 +26,6 @@ from .ir.types import (
     TensorType,
     fill_key,
 )
-from .ir.window import windowed_definition
 from .tensor import Tensor
 
 

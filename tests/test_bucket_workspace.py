@@ -1,4 +1,4 @@
-"""The bucket workspace (ir/workspace_bucket.py): the producer's loops count each row's
+"""The bucket workspace (backends/llvm/workspace_bucket.py): the producer's loops count each row's
 entries, place them in the row's bucket, and each row is reduced in a small dense
 accumulator. Outer-product SpGEMM (CSC x CSR -> CSR, ``forall k, i, j``) and others
 through it match scipy/numpy on random and edge-case inputs; its fixed arrays are

@@ -1,4 +1,4 @@
-"""Code generation follows the loop IR node by node (ir/emit_nodes.py): the write forms
+"""Code generation follows the loop IR node by node (backends/llvm/emit_nodes.py): the write forms
 are the loop IR's, printed and tested here, and changing a node changes the kernel."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir import codegen
-from llvsparse.ir.codegen import KernelCompiler
+from llvsparse.backends.llvm import codegen
+from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, Case, Clear, If, Loop, Merge, Node, Sort, show
 from llvsparse.ir.opt import loop_ir

@@ -1,4 +1,4 @@
-"""Unroll-and-jam (ir/jam.py): several positions of a sparse loop share its dense inner
+"""Unroll-and-jam (backends/llvm/jam.py): several positions of a sparse loop share its dense inner
 loops, and every result stays bit-for-bit what the unjammed order computes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Code generation takes its loops from the loop IR (ir/loop_cursor.py): each loop's
+"""Code generation takes its loops from the loop IR (backends/llvm/loop_cursor.py): each loop's
 lattice, points, iterated and located levels, cases and notes come from the Loop/Merge
 node, found in the body being emitted; the emitter derives none of them again."""
 
@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir import codegen
-from llvsparse.ir.codegen import KernelCompiler
+from llvsparse.backends.llvm import codegen
+from llvsparse.backends.llvm.codegen import KernelCompiler
+from llvsparse.backends.llvm.loop_cursor import LoopCursor
 from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loop_cursor import LoopCursor
 from llvsparse.ir.loops import Block, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
@@ -152,7 +152,7 @@ def _max_nests():
 
 def test_the_pairs_driver_is_the_inner_loops_level() -> None:
     """Paired rows take the level their inner loop iterates from the loop IR."""
-    from llvsparse.ir.pairs import driver_of
+    from llvsparse.backends.llvm.pairs import driver_of
 
     nests, types = _setup("y(i) = A(i,j) * x(j)", y=("dense", 1), A=("csr", 2),
                           x=("dense", 1))

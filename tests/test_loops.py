@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.codegen import KernelCompiler
+from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Loop, Merge, loops_of, show
@@ -177,7 +177,7 @@ def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
 def test_the_emitter_reads_the_notes(monkeypatch: pytest.MonkeyPatch) -> None:
     """With no pass run, the emitter emits no fast form: it reads the loops' notes
     instead of deciding itself."""
-    from llvsparse.ir import codegen
+    from llvsparse.backends.llvm import codegen
 
     formats = {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}
     types = _types(**formats)
@@ -237,7 +237,7 @@ def test_the_emitter_clamps_only_tagged_loops(monkeypatch: pytest.MonkeyPatch) -
     range function never reads its bounds."""
     from dataclasses import replace
 
-    from llvsparse.ir import codegen
+    from llvsparse.backends.llvm import codegen
     from llvsparse.ir.loops import Block, Case
 
     formats = {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}

@@ -1,4 +1,4 @@
-"""Two rows at once (ir/pairs.py), the other form of a row-wise sum: both forms give the
+"""Two rows at once (backends/llvm/pairs.py), the other form of a row-wise sum: both forms give the
 numpy reference, and each other bit for bit, on every row-length pattern; on threads too."""
 
 from __future__ import annotations

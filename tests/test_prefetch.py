@@ -1,4 +1,4 @@
-"""The prefetch pass (ir/opt/passes.py) and its emission (ir/prefetch.py): where it
+"""The prefetch pass (ir/opt/passes.py) and its emission (backends/llvm/prefetch.py): where it
 fires, and that kernels prefetching the next rows compute what scipy computes, also
 where the position ahead runs past the rows (empty rows, the last row, empty arrays)."""
 

@@ -1,4 +1,4 @@
-"""Reductions other than + scattered into a dense output (ir/scatter_reduce.py): the
+"""Reductions other than + scattered into a dense output (backends/llvm/scatter_reduce.py): the
 reduction's loops outside the output's, the output set to the operator's identity
 first. Results against numpy."""
 

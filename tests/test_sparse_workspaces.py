@@ -1,5 +1,5 @@
 """Sparse workspaces at scale. One holding many pairs sorts them by radix
-(ir/workspace_radix.py): products of the outer-product SpGEMM (one workspace for the
+(backends/llvm/workspace_radix.py): products of the outer-product SpGEMM (one workspace for the
 whole kernel, sorted once) match scipy whether the sort takes an even or odd number of
 moves, skips passes whose digit is the same in every key, or has too few pairs for it
 (the quicksort). A hash workspace drains and clears through its list of occupied slots,
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.workspace_radix import RADIX_FROM
+from llvsparse.backends.llvm.workspace_radix import RADIX_FROM
 
 import llvsparse as ls
 
@@ -102,7 +102,7 @@ def test_radix_sort_is_numpys_stable_argsort(n, bits, skewed):
 
     import llvmlite.binding as llvm
     from llvmlite import ir
-    from llvsparse.ir.workspace_radix import radix_function
+    from llvsparse.backends.llvm.workspace_radix import radix_function
 
     module = ir.Module()
     module.triple = llvm.get_process_triple()

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from llvsparse.ir.transforms.aliases import separate_repeated_uses
-from llvsparse.ir.transforms.diagonals import DiagonalUse, separate_diagonals
-from llvsparse.ir.transforms.lowering import (
+from llvsparse.backends.llvm.lowering import (
     Lowered,
     Refused,
     Request,
     lower_converting,
     lower_kernel,
 )
+from llvsparse.ir.transforms.aliases import separate_repeated_uses
+from llvsparse.ir.transforms.diagonals import DiagonalUse, separate_diagonals
 
 import llvsparse as ls
 

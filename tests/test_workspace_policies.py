@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvmlite import ir
-from llvsparse.ir.bodies import I1, I64
-from llvsparse.ir.emit_base import ONE, ZERO, emit_counted_loop
+from llvsparse.backends.llvm.bodies import I1, I64
+from llvsparse.backends.llvm.emit_base import ONE, ZERO, emit_counted_loop
+from llvsparse.backends.llvm.workspace_store import PairStore, SortStore, Write
 from llvsparse.ir.workspace_policy import WorkspaceBytes, WorkspacePolicy
-from llvsparse.ir.workspace_store import PairStore, SortStore, Write
 
 import llvsparse as ls
 import llvsparse.api

@@ -13,8 +13,8 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from llvsparse.backends.llvm.workspace_store import SORT_ROWS_UP_TO
 from llvsparse.ir.schedule import ScatteredOutputError
-from llvsparse.ir.workspace_store import SORT_ROWS_UP_TO
 
 import llvsparse as ls
 import llvsparse.api

@@ -24,7 +24,7 @@ def one_per_position(facts: Facts, universe: bool) -> bool:
 
 def jammable(driver: Facts, positions: bool, points: int, hooks: bool,
              range_test: bool, others: Sequence[Facts]) -> bool:
-    """Unroll-and-jam (ir/jam.py): one level iterated by position, each position one
+    """Unroll-and-jam (backends/llvm/jam.py): one level iterated by position, each position one
     coordinate, every other level at it located surely, one lattice point, no
     per-coordinate output hooks and no thread-range test."""
     return (points == 1 and not hooks and not range_test and positions
@@ -33,7 +33,7 @@ def jammable(driver: Facts, positions: bool, points: int, hooks: bool,
 
 def pairable(driver: Facts | None, points: int, hooks: bool, unclamped_range: bool,
              others: Sequence[Facts]) -> bool:
-    """Two halves side by side (ir/pairs.py), for the outer loop: one iterator (None: a
+    """Two halves side by side (backends/llvm/pairs.py), for the outer loop: one iterator (None: a
     universe) visiting each coordinate once without a test, one lattice point, no hooks,
     every other level located surely."""
     return (points == 1 and not hooks and not unclamped_range
@@ -82,7 +82,7 @@ def clears_rows(covers_all: bool, outermost_range: bool, single_nest: bool, scat
 
 
 def prefetches(driver: Facts, positions: bool, parent: Facts, child_positions: bool) -> bool:
-    """Prefetch of the next rows (ir/prefetch.py): a loop over a level's positions, each
+    """Prefetch of the next rows (backends/llvm/prefetch.py): a loop over a level's positions, each
     a coordinate read without a test, at which another operand's level is located
     surely and the level below it is iterated by position, so that a later position's
     coordinate gives a valid parent position for that level's ``pos_bounds`` (the

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..emit_base import linear_in
+from ..cin import linear_in
 from ..loops import (
     Allocate,
     Block,
@@ -175,12 +175,13 @@ def can_jam(where: _Where, node: LoopNode) -> bool:
 
 def jam(where: _Where, node: LoopNode) -> LoopNode:
     """Unroll-and-jam: a sparse loop whose inner loops only locate runs 8, then 4
-    positions per step (ir/jam.py)."""
+    positions per step (backends/llvm/jam.py)."""
     return annotate(node, JAM) if can_jam(where, node) else node
 
 
 def pairs(where: _Where, node: LoopNode) -> LoopNode:
-    """Paired rows: two halves of a row loop run their sums side by side (ir/pairs.py)."""
+    """Paired rows: two halves of a row loop run their sums side by side
+    (backends/llvm/pairs.py)."""
     site = node.site
     all_insert, full = _all_insert_full(where.program)
     if not isinstance(node, Loop) or site.depth < 0 or where.target.fastmath \
@@ -279,7 +280,7 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
 
 def prefetch(where: _Where, node: LoopNode) -> LoopNode:
     """Prefetch, a few positions ahead, the bounds and first entries of the rows the
-    loop's body iterates at its next coordinates (ir/prefetch.py): B(k,:) under
+    loop's body iterates at its next coordinates (backends/llvm/prefetch.py): B(k,:) under
     A(i,k), whose first reads in a random row order otherwise wait on memory."""
     if not isinstance(node, Loop) or node.iterator.universe:
         return node

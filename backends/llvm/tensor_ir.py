@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
+from ...ir.schedule import ScheduleError
+from ...ir.types import TensorType
 from . import scalars
 from .bodies import I64, ArrayRef, emit_body
 from .emit_base import I8P, I32, ZERO
-from .schedule import ScheduleError
-from .types import TensorType
 from .window import LevelWindow
 
 if TYPE_CHECKING:

@@ -17,11 +17,11 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
+from ...ir.relocatable import appends_relocatably
+from ...ir.schedule import ScheduleError, unordered_append_output
+from ...ir.types import TensorType
 from . import scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
-from .relocatable import appends_relocatably
-from .schedule import ScheduleError, unordered_append_output
-from .types import TensorType
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler

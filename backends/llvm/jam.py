@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from . import scalars
-from .bodies import I64, TRUE, is_true
-from .cin import Expr, operands
-from .loops import (
+from ...ir.cin import Expr, operands
+from ...ir.loops import (
     Accumulate,
     Allocate,
     Append,
@@ -36,7 +34,9 @@ from .loops import (
     Node,
     Nonempty,
 )
-from .schedule import InternalCompilerError
+from ...ir.schedule import InternalCompilerError
+from . import scalars
+from .bodies import I64, TRUE, is_true
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler

@@ -9,11 +9,11 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
+from ...ir.cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
+from ...ir.schedule import ScheduleError, order_loops
 from . import monoid, scalars
 from .bodies import ArrayRef, is_true
-from .cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
 from .emit_base import ZERO, Ctx
-from .schedule import ScheduleError, order_loops
 
 
 class ValueEmitter:

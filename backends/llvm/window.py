@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ..formats.loader import LevelDef
+from ...formats.loader import LevelDef
+from ...ir.schedule import ScheduleError
+from ...ir.types import NOT_WINDOWED, STRIDED, WINDOW_PARAMS
 from .bodies import I64, TRUE, is_true
 from .emit_base import emit_lower_bound
-from .schedule import ScheduleError
-from .types import NOT_WINDOWED, STRIDED, WINDOW_PARAMS
 
 if TYPE_CHECKING:
     from .tensor_ir import TensorIR

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ...ir.lattice import Iter
+from ...ir.opt import passes
 from .bodies import I1, I64, TRUE, is_true
 from .emit_base import GALLOP_SKEW, ONE, ZERO, emit_counted_loop
-from .lattice import Iter
-from .opt import passes
 
 
 class GallopEmitter:

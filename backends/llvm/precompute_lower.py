@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
+from ...ir.precompute import Precompute
 from . import scalars
 from .bodies import I1, I64, ArrayRef, emit_body
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, Ctx
-from .precompute import Precompute
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .cin import Expr, Operand, operands
-from .lattice import Iter
-from .loops import Block, Loop, LoopNode, Merge, Node, children
-from .schedule import InternalCompilerError
+from ...ir.cin import Expr, Operand, operands
+from ...ir.lattice import Iter
+from ...ir.loops import Block, Loop, LoopNode, Merge, Node, children
+from ...ir.schedule import InternalCompilerError
 
 
 class LoopCursor:

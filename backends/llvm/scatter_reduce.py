@@ -20,12 +20,12 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
+from ...ir.algebra import expr_fill, same_value
+from ...ir.cin import Assign, Sum, operands
+from ...ir.schedule import Nest, ScheduleError, order_loops
+from ...ir.types import TensorType
 from . import scalars
-from .algebra import expr_fill, same_value
-from .cin import Assign, Sum, operands
 from .emit_base import ONE, ZERO, emit_counted_loop
-from .schedule import Nest, ScheduleError, order_loops
-from .types import TensorType
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.cin import Sum, operands
 from . import scalars
-from .cin import Sum, operands
 from .emit_base import I64, ONE, ZERO, Ctx
 
 if TYPE_CHECKING:

@@ -17,14 +17,14 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
-from .cin import Apply, Expr, Operand, operands
+from ...ir.cin import Apply, Expr, Operand, operands
+from ...ir.lattice import substitute_absent
+from ...ir.schedule import InternalCompilerError, Nest
 from .emit_base import ZERO, Ctx
-from .lattice import substitute_absent
-from .schedule import InternalCompilerError, Nest
 
 if TYPE_CHECKING:
+    from ...ir.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
-    from .workspace_schedule import WorkspacePlan
 
 
 def lower_with_workspace(kc: KernelCompiler, nests: list[Nest]) -> None:

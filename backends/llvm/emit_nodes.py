@@ -20,11 +20,8 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
-from . import jam, pairs, precompute_lower, scalars, scatter_reduce
-from .bodies import I1, I64
-from .cin import Operand
-from .emit_base import ONE, ZERO, Ctx
-from .loops import (
+from ...ir.cin import Operand
+from ...ir.loops import (
     Accumulate,
     Allocate,
     Append,
@@ -42,8 +39,11 @@ from .loops import (
     Nonempty,
     Touched,
 )
-from .opt import passes
-from .schedule import InternalCompilerError
+from ...ir.opt import passes
+from ...ir.schedule import InternalCompilerError
+from . import jam, pairs, precompute_lower, scalars, scatter_reduce
+from .bodies import I1, I64
+from .emit_base import ONE, ZERO, Ctx
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.cin import operands
+from ...ir.opt import passes
 from .bodies import ArrayRef, emit_body, mark_access
-from .cin import operands
 from .emit_base import I8P, I32, I64, ONE, ZERO, Ctx, LevelPos
-from .opt import passes
 from .tensor_ir import TensorIR
 
 if TYPE_CHECKING:

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.lattice import Iter
 from .bodies import I64
-from .cin import Apply, Expr, Operand, Sum, uses
-from .lattice import Iter
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -115,28 +114,6 @@ class IterState:
 
 Hooks = tuple[Callable[[Ctx], object], Callable[[Ctx, object], None]]
 Leaf = Callable[[ir.Value, Ctx], None]
-
-
-def linear_in(expr: Expr, uid: int) -> bool:
-    """Whether expr is linear in operand uid (so duplicates may be summed after the fact)."""
-    count = [o.uid for o in uses(expr)].count(uid)
-    if count != 1:
-        return False
-
-    def walk(e: Expr) -> bool:
-        if isinstance(e, Operand):
-            return e.uid == uid
-        if isinstance(e, Sum):
-            return e.op.kind == "add" and walk(e.body)
-        if isinstance(e, Apply):
-            inside = [walk(a) for a in e.args]
-            if not any(inside):
-                return False
-            if e.op.kind in ("add", "sub", "neg", "mul"):
-                return True
-            return e.op.kind == "div" and inside[0] and not inside[1]
-        return False
-    return walk(expr)
 
 
 def emit_lower_bound(kc: KernelCompiler, begin: ir.Value, end: ir.Value, target: ir.Value,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ...ir.lattice import Iter
+from ...ir.schedule import ScheduleError
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound
-from .lattice import Iter
-from .schedule import ScheduleError
 from .tensor_ir import TensorIR
 
 

@@ -16,16 +16,16 @@ from llvmlite import ir
 
 from llvsparse import notation as nt
 
-from ..cin import Assign
-from ..codegen import KernelCompiler
-from ..conversions import Modes, conversion_candidates, rescanned
-from ..frontend import to_concrete
-from ..lattice import KernelTooLargeError
-from ..precompute import plan_precomputes
-from ..scatter_reduce import scattered_reduction
-from ..schedule import Nest, ScheduleError
-from ..types import TensorType
-from ..workspace_schedule import schedule_kernel
+from ...ir.cin import Assign
+from ...ir.conversions import Modes, conversion_candidates, rescanned
+from ...ir.frontend import to_concrete
+from ...ir.lattice import KernelTooLargeError
+from ...ir.precompute import plan_precomputes
+from ...ir.schedule import Nest, ScheduleError
+from ...ir.types import TensorType
+from ...ir.workspace_schedule import schedule_kernel
+from .codegen import KernelCompiler
+from .scatter_reduce import scattered_reduction
 
 
 @dataclass

@@ -14,11 +14,17 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
+from ...ir.algebra import region_text
+from ...ir.cin import Expr, Operand, linear_in, operands
+from ...ir.lattice import CaseBudget, Iter
+from ...ir.loops import Block, LoopNode, Node, loops_of
+from ...ir.opt import loop_ir, passes
+from ...ir.opt.passes import Target
+from ...ir.schedule import InternalCompilerError, Nest, ScheduleError
+from ...ir.types import TensorType
 from . import jam, precompute_lower, scalars
-from .algebra import region_text
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
-from .cin import Expr, Operand, operands
 from .emit_base import (
     DESCRIPTOR,
     I8P,
@@ -33,20 +39,13 @@ from .emit_base import (
     LevelPos,
     RunState,
     emit_counted_loop,
-    linear_in,
 )
 from .emit_nodes import NodeEmitter, Temp
 from .iterators import IteratorEmitter
-from .lattice import CaseBudget, Iter
 from .loop_cursor import LoopCursor
-from .loops import Block, LoopNode, Node, loops_of
 from .memory import MemoryEmitter
-from .opt import loop_ir, passes
-from .opt.passes import Target
 from .point import PointEmitter
-from .schedule import InternalCompilerError, Nest, ScheduleError
 from .tensor_ir import TensorIR
-from .types import TensorType
 from .values import ValueEmitter
 from .workspace_lower import lower_with_workspace
 

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.lattice import Iter
+from ...ir.loops import Accumulate, Append, Clear, Insert, Loop, LoopNode, Merge, walk
 from . import scalars
 from .bodies import I64
 from .emit_base import Ctx
-from .lattice import Iter
-from .loops import Accumulate, Append, Clear, Insert, Loop, LoopNode, Merge, walk
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler

@@ -8,23 +8,15 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.cin import operands
+from ...ir.lattice import Iter
+from ...ir.loops import Loop, LoopNode
+from ...ir.opt import passes
+from ...ir.schedule import InternalCompilerError, ScheduleError
 from . import jam, pairs, prefetch, scalars
 from .bodies import I64, TRUE, is_true
-from .cin import operands
-from .emit_base import (
-    ONE,
-    RUN_UNROLL,
-    ZERO,
-    Ctx,
-    LevelPos,
-    RunState,
-    unroll,
-)
+from .emit_base import ONE, RUN_UNROLL, ZERO, Ctx, LevelPos, RunState, unroll
 from .gallop import GallopEmitter
-from .lattice import Iter
-from .loops import Loop, LoopNode
-from .opt import passes
-from .schedule import InternalCompilerError, ScheduleError
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
