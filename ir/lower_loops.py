@@ -244,8 +244,12 @@ class NestLowering:
                     vars_ = order_loops(vars_, _operands(body), self.types, set(state.bound))
                 except ScheduleError:  # it binds more there (blocked parts): as written
                     pass
-            name = next((n for n, full in self.temps.items()
-                         if _sum_vars(full) == frozenset(vars_)), None) or self.fresh("t")
+            # Named as concrete notation's ``where`` names the temporary filled with this
+            # sum; each name once per expression (two sums over j are two temporaries).
+            taken = {n.name for n in items if isinstance(n, Allocate)}
+            name = next((n for n, full in self.temps.items() if n not in taken
+                         and _sum_vars(full) == frozenset(vars_)
+                         and _sum_op(full) is op), None) or self.fresh("t")
             identity = op.identity if op.identity is not None else 0.0
             items += [Allocate(name, self.out.dtype), Clear(name, identity),
                       self.sum_loops(tuple(vars_), body, state, name, op)]
@@ -443,6 +447,10 @@ def _peel(expr: Sum) -> tuple[list[str], CinExpr, object]:
         vars_.append(expr.var)
         expr = expr.body
     return vars_, expr, ADD
+
+
+def _sum_op(expr: CinExpr):
+    return _peel(expr)[2] if isinstance(expr, Sum) else None
 
 
 def _sum_vars(expr: CinExpr) -> frozenset[str]:

@@ -88,6 +88,9 @@ class NodeEmitter:
             for item in items[2:-1]:  # its sum goes on; the run's end writes it
                 self.emit_node(item, ctx)
             return
+        names = [item.name for item in items if isinstance(item, Allocate)]
+        if len(set(names)) < len(names):  # one would overwrite the other's value
+            raise InternalCompilerError(f"temporaries of one name in a block: {names}")
         k = 0
         while k < len(items):
             item = items[k]
