@@ -129,3 +129,17 @@ def test_a_node_code_generation_does_not_know_is_an_internal_error(
     monkeypatch.setattr(codegen, "loop_ir", with_a_sort)
     with pytest.raises(ls.InternalCompilerError, match="Sort"):
         KernelCompiler(nests, types, list(formats), "float64").compile()
+
+
+def test_two_sums_over_one_index_fill_two_temporaries() -> None:
+    """Each sum of an expression has a temporary of its own, named as concrete notation
+    names it (both sums once took the first's name, and the kernel added one sum twice)."""
+    statement = "y(i) = min(j, A(i,j)) + sum_j(A(i,j) * x(j))"
+    kernel = ls.compile(statement, A="csr", x="dense")
+    assert "where(y(i) = t() + t1()" in kernel.concrete
+    assert "  allocate t: float64\n" in kernel.loops
+    assert "  allocate t1: float64\n" in kernel.loops
+    a = sp.random(20, 7, density=0.5, format="csr", random_state=8)
+    x = np.linspace(-1.0, 1.0, 7)
+    expected = a.toarray().min(axis=1) + a @ x
+    np.testing.assert_allclose(kernel(A=a, x=x).to_numpy(), expected, rtol=1e-12)
