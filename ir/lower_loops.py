@@ -438,8 +438,8 @@ def _sums(expr: CinExpr) -> list[Sum]:
 
 def _peel(expr: Sum) -> tuple[list[str], CinExpr, object]:
     """The variables a reduction's loops run over together, its body and its operator:
-    a sum's nested sums (values.nested_sum), one index of any other reduction
-    (monoid.fold folds one at a time)."""
+    a sum's nested sums, one index of any other reduction (folded one at a time, each
+    with its own fill of missed coordinates)."""
     if expr.op is not ADD:
         return [expr.var], expr.body, expr.op
     vars_: list[str] = []

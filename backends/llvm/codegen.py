@@ -35,19 +35,17 @@ from .emit_base import (
     ZERO,
     Ctx,
     Hooks,
-    Leaf,
     LevelPos,
     RunState,
     emit_counted_loop,
 )
 from .emit_nodes import NodeEmitter, Temp
 from .iterators import IteratorEmitter
-from .loop_cursor import LoopCursor
 from .memory import MemoryEmitter
 from .point import PointEmitter
 from .tensor_ir import TensorIR
 from .values import ValueEmitter
-from .workspace_lower import lower_with_workspace
+from .workspace_lower import WorkspaceEmitter, lower_with_workspace
 
 
 class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
@@ -107,7 +105,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.memset = self.module.declare_intrinsic("llvm.memset", [I8P, I64])
         # Whether the caller may skip zeroing a dense output (see initializes_output):
         self.clears_rows = False  # rows zeroed in the kernel (clearing_rows)
-        self.stores_every_row = False  # sums stored unconditionally (write_point)
+        self.stores_every_row = False  # sums stored unconditionally (lower_loops.write_point)
         self.skips_rows = False  # a loop over an output index may miss coordinates
         self.fail_blocks: dict[int, ir.Block] = {}
         self.releases: list[Callable[[], None]] = []  # frees a failing call must do
@@ -116,9 +114,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
-        self.cursor = LoopCursor(Block(()))  # where in the loop IR emission is (compile)
         self.budget = CaseBudget()
         self.temps: dict[str, Temp] = {}  # the scalar temporaries of the nest (emit_nodes)
+        self.workspace: WorkspaceEmitter | None = None  # a workspace kernel's (workspace_lower)
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
         """A function of the module (phases share one module), declared once."""
@@ -143,7 +141,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         # from it as it is emitted (a workspace's nests only prefetch, workspace_lower).
         program = loop_ir(self.nests, self.types, self.out_name,
                           Target(self.phase, self.fastmath))
-        self.cursor = LoopCursor(program.root)
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
@@ -153,14 +150,13 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
         if self.phase in ("whole", "count", "fill", "append") and self.nests[0].workspace:
-            lower_with_workspace(self, self.nests)
+            lower_with_workspace(self, self.nests, program.root)
         elif self.phase in ("whole", "count", "fill", "append"):
             for index, nest in enumerate(self.nests):
                 for op in operands(nest.body):
                     self.operands[op.uid] = op
                 root = _nest_root(program.root, len(self.nests), index)
-                with self.cursor.inside(root):
-                    self.lower_nest(nest, root)
+                self.lower_nest(nest, root)
         if self.phase in ("count", "append"):
             self.b.store(self.output.entries(), args[-1])
         if self.phase in ("whole", "finish"):
@@ -332,24 +328,13 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         tensor, level = candidates[0]
         return self.tensors[tensor].extents[level]
 
-    def emit_var(self, var: str, expr: Expr, ctx: Ctx, body: Callable[[Ctx, Expr], None],
-                 hooks: Hooks | None, leaf: Leaf | None = None) -> None:
-        """The loops over ``var`` computing ``expr`` where code generation walks a
-        kernel's statements itself (a workspace's nests, workspace_lower): their nodes,
-        one per lattice point, found in the loop IR by the cursor."""
-        nodes = self.cursor.loops(var, expr, self.iter_of(ctx, var))
-        self.emit_point_loops(nodes, ctx, body, hooks, leaf)
-
     def emit_point_loops(self, nodes: list[LoopNode], ctx: Ctx,
-                         body: Callable[[Ctx, Expr], None], hooks: Hooks | None,
-                         leaf: Leaf | None = None,
+                         body: Callable[[Node, Ctx], None], hooks: Hooks | None,
                          jam_body: Callable[[list[Ctx]], None] | None = None,
                          appends: bool = False,
                          pair_body: Callable[[list[Ctx], Iter], None] | None = None) -> None:
-        """The loops of ``nodes``, one per point of a lattice. ``body`` emits what runs
-        at each coordinate; ``leaf``, when given, is the same body as a consumer of an
-        already computed value (the innermost loop), which lets cases merge into
-        selects; ``jam_body``, when given, is the body for several coordinates at once
+        """The loops of ``nodes``, one per point of a lattice. ``body`` emits a case's
+        body node at each coordinate; ``jam_body``, when given, is the body for several coordinates at once
         (see jam); ``appends``: each iteration appends at most one entry to the output;
         ``pair_body``, when given, is the body for two coordinates side by side, used in
         the other form (see pairs)."""
@@ -372,7 +357,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         thread_rows = passes.THREAD_ROWS in nodes[0].tags
         states = {it: self.iterator_state(it, var, ctx, thread_rows) for it in lattice.points[0]}
         for node in nodes:
-            PointEmitter(self, var, expr, ctx, node, states, find, body, hooks, leaf,
+            PointEmitter(self, var, expr, ctx, node, states, find, body, hooks,
                          appends, jam_body, pair_body).emit()
 
     @property
@@ -386,12 +371,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         return self.clears_rows or (self.stores_every_row and not self.skips_rows
                                     and not self.scatter)
 
-    def clearing_rows(self, body: Callable[[Ctx, Expr], None]) -> Callable[[Ctx, Expr], None]:
+    def clearing_rows(self, body: Callable[[Node, Ctx], None]) -> Callable[[Node, Ctx], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""
         out, tensor, b = self.output, self.tensors[self.out_name], self.b
         itemsize = np.dtype(tensor.type.dtype).itemsize
 
-        def clear_then_body(ctx: Ctx, expr: Expr) -> None:
+        def clear_then_body(node: Node, ctx: Ctx) -> None:
             # Set here, where the clearing is emitted: an expression that folds to its
             # fill value (A*B*0) emits no body, and then no row is cleared.
             self.clears_rows = True
@@ -407,7 +392,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             b.call(self.memset, [b.bitcast(vals.address(b, start), I8P),
                                  ir.Constant(ir.IntType(8), 0),
                                  b.mul(count, ir.Constant(I64, itemsize)), ir.Constant(I1, 0)])
-            body(ctx, expr)
+            body(node, ctx)
         return clear_then_body
 
     def cascade(self, op: Operand, level: int, ok: ir.Value, ctx: Ctx):

@@ -113,7 +113,6 @@ class IterState:
 
 
 Hooks = tuple[Callable[[Ctx], object], Callable[[Ctx, object], None]]
-Leaf = Callable[[ir.Value, Ctx], None]
 
 
 def emit_lower_bound(kc: KernelCompiler, begin: ir.Value, end: ir.Value, target: ir.Value,

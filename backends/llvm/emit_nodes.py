@@ -27,6 +27,7 @@ from ...ir.loops import (
     Append,
     Block,
     Clear,
+    Entries,
     Found,
     If,
     Insert,
@@ -88,6 +89,9 @@ class NodeEmitter:
             for item in items[2:-1]:  # its sum goes on; the run's end writes it
                 self.emit_node(item, ctx)
             return
+        if any(isinstance(item, Entries) for item in items):  # a workspace's producers
+            self.workspace.produce_consume(items, ctx)           # and its consumer
+            return
         names = [item.name for item in items if isinstance(item, Allocate)]
         if len(set(names)) < len(names):  # one would overwrite the other's value
             raise InternalCompilerError(f"temporaries of one name in a block: {names}")
@@ -120,6 +124,9 @@ class NodeEmitter:
     def allocate(self: KernelCompiler, node: Allocate, block: tuple[Node, ...]) -> None:
         """A scalar temporary (with the flag or count its block's conditions read), or an
         operand workspace, which precompute_lower.allocate made before the nest."""
+        if node.layout and self.workspace is not None and self.workspace.names(node.name):
+            self.workspace.allocate()
+            return
         if node.layout:
             if not any(p.temporary.name == node.name for p in self.nest.precomputes):
                 raise InternalCompilerError(f"no storage for the workspace {node.name}")
@@ -162,6 +169,8 @@ class NodeEmitter:
                 b.store(b.add(b.load(temp.count), ONE), temp.count)
         elif (plan := self.precompute_target(node.target)) is not None:
             precompute_lower.scatter(self, plan, value, ctx)
+        elif self.workspace is not None and self.workspace.names(node.target):
+            self.workspace.add(node, value, ctx)
         else:
             if isinstance(node, Insert) and _is_temp(node.value) \
                     and all(lv.full for lv in self.output.levels):
@@ -199,7 +208,9 @@ class NodeEmitter:
         node = nodes[0]
         site = node.site
         var = node.index
-        in_output = site.depth >= 0  # a loop of the output's nest, not of a sum's
+        self.nest = self.nests[site.nest]
+        # A loop of the output's nest: not a sum's, nor a workspace producer's.
+        in_output = site.depth >= 0 and not (self.workspace and self.workspace.producing)
         hooks = self.output.hooks_for(var) if in_output else None
         order = site.order
         appends = self.output.appends and in_output and (
@@ -209,8 +220,8 @@ class NodeEmitter:
             jam_body = lambda lanes: jam.emit(self, node.body, lanes)
         if passes.PAIRS in node.notes:
             pair_body = lambda lanes, driver: pairs.emit(self, node, driver, lanes)
-        self.emit_point_loops(nodes, ctx, lambda c, _e: self.emit_node(self.cursor.scope, c),
-                              hooks, None, jam_body, appends, pair_body)
+        self.emit_point_loops(nodes, ctx, self.emit_node,
+                              hooks, jam_body, appends, pair_body)
 
     def leaf_of(self: KernelCompiler, node: Merge) -> Callable[[ir.Value, Ctx], None]:
         """The write every case of a merge ends in, as a consumer of the value a selected

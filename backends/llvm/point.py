@@ -26,9 +26,8 @@ class PointEmitter(GallopEmitter):
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
     def __init__(self, kc: KernelCompiler, var, expr, ctx, node: LoopNode, states, find,
-                 body, hooks, leaf=None, appends=False, jam_body=None, pair_body=None):
+                 body, hooks, appends=False, jam_body=None, pair_body=None):
         self.kc, self.b = kc, kc.b
-        self.leaf = leaf
         self.jam_body = jam_body
         self.pair_body = pair_body
         self.appends = appends  # an iteration appends at most one entry to the output
@@ -401,13 +400,10 @@ class PointEmitter(GallopEmitter):
         kc.budget.spend(len(chosen))
         value, taken = None, None
         for cond, expr, case_ctx, body in reversed(chosen):
-            with kc.cursor.inside(body):
-                computed = kc.value(expr, case_ctx)
+            computed = kc.value(expr, case_ctx)
             value = computed if value is None else b.select(cond, computed, value)
             taken = cond if taken is None else b.or_(cond, taken)
-        # The consumer of the selected value: the caller's, or the write every case of
-        # the node ends in (emit_nodes.leaf_of).
-        leaf = self.leaf if self.leaf is not None else kc.leaf_of(self.node)
+        leaf = kc.leaf_of(self.node)  # the write every case ends in, of the selected value
         if is_true(taken):
             leaf(value, ctx)
         else:
@@ -442,8 +438,7 @@ class PointEmitter(GallopEmitter):
                 b.position_at_end(then)
             if expr is not None:
                 self.kc.budget.spend(1 if len(self.lattice.points) > 1 else 0)
-                with self.kc.cursor.inside(body):
-                    self.body(case_ctx, expr)
+                self.body(body, case_ctx)
             if joined is not None:
                 self.advance_case(sub, earlier, present, split, at_i)
                 b.branch(joined)

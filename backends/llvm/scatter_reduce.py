@@ -1,13 +1,13 @@
 """Reductions by operators other than + that scatter into a dense output.
 
 ``y(j) = min(i, W(i,j) + d(i))`` with W stored by rows cannot fold its minimum inside
-the loop over j (monoid.fold): W's rows put i outside j. Where that nest is refused,
+the loop over j (a fold in a temporary, lower_loops): W's rows put i outside j. Where that nest is refused,
 the reduction's loops may instead run outside the output's, each value reduced into
 ``y(j)`` by the operator (``y(j) = min(y(j), value)``), the output first set to the
 operator's identity. This is exact only where every coordinate the loops skip would
 contribute the identity: the operator skips absent coordinates (a semiring's sum), or
 the body's fill value (its value where its operands store nothing) is the identity
-(W's fill inf under min-plus). Otherwise monoid.fold's count of skipped coordinates is
+(W's fill inf under min-plus). Otherwise the fold's count of skipped coordinates is
 needed per output entry, and the nest is left refused (an operand is converted).
 Identity and fill come from the operator's declared properties, never its name.
 """
@@ -56,7 +56,7 @@ def scattered_reduction(assign: Assign, types: dict[str, TensorType]) -> Nest | 
         return None
     last_out = max(order.index(v) for v in out_vars)
     if not any(order.index(v) < last_out for v in summed):
-        return None  # the output's loops outermost: monoid.fold's nest, refused already
+        return None  # the output's loops outermost: the fold's nest, refused already
     return Nest(assign, tuple(order), body, reduce_op=op)
 
 

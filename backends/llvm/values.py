@@ -1,17 +1,14 @@
 """Values in generated kernels: an expression at a coordinate, an operand's stored value
-(a run of duplicates summed), a scalar temporary of the loop IR, and a sum left inside
-an expression where code generation walks the statement itself (a workspace's nests,
-workspace_lower; elsewhere the loop IR fills a temporary with it, emit_nodes)."""
+(a run of duplicates summed), and a scalar temporary of the loop IR (which fills one
+with every sum an expression holds, see emit_nodes)."""
 
 from __future__ import annotations
 
 from llvmlite import ir
 
-from llvsparse.operators import ADD
-
-from ...ir.cin import Apply, Const, Expr, Operand, Sum, operands, peel_sums
-from ...ir.schedule import ScheduleError, order_loops
-from . import monoid, scalars
+from ...ir.cin import Apply, Const, Expr, Operand, Sum
+from ...ir.schedule import InternalCompilerError, ScheduleError
+from . import scalars
 from .bodies import ArrayRef, is_true
 from .emit_base import ZERO, Ctx
 
@@ -26,8 +23,8 @@ class ValueEmitter:
         if isinstance(expr, Apply):
             args = [self.value(a, ctx) for a in expr.args]
             return scalars.apply_op(b, expr.op, args, self.dtype, self.fastmath)
-        if isinstance(expr, Sum):
-            return self.nested_sum(expr, ctx)
+        if isinstance(expr, Sum):  # the loop IR fills a temporary with every sum
+            raise InternalCompilerError(f"a sum left in an expression at code generation: {expr}")
         assert isinstance(expr, Operand)
         return self.operand_value(expr, ctx)
 
@@ -62,25 +59,3 @@ class ValueEmitter:
     def _load_val(self, vals: ArrayRef, index: ir.Value, src: str) -> ir.Value:
         stored = vals.load_raw(self.b, index)
         return scalars.load_value(self.b, stored, src, self.dtype)
-
-    def nested_sum(self, expr: Sum, ctx: Ctx) -> ir.Value:
-        if expr.op is not ADD:
-            return monoid.fold(self, expr, ctx)
-        summed, body = peel_sums(expr)
-        ops = operands(body)
-        for op in ops:
-            self.operands[op.uid] = op
-        order = order_loops(summed, ops, self.types, set(ctx.bound))
-        acc = self.alloca(scalars.compute_type(self.dtype), "sum")
-        self.b.store(scalars.constant(self.dtype, 0), acc)
-        self.sum_over(order, body, ctx, acc)
-        return self.b.load(acc)
-
-    def sum_over(self, order: list[str], expr: Expr, ctx: Ctx, acc: ir.Value) -> None:
-        """acc += expr summed over ``order``, each loop's nodes found by the cursor."""
-        if not order:
-            self.accumulate(self.value(expr, ctx), acc)
-            return
-        leaf = (lambda value, _ctx: self.accumulate(value, acc)) if len(order) == 1 else None
-        self.emit_var(order[0], expr, ctx, lambda c, e: self.sum_over(order[1:], e, c, acc),
-                      None, leaf)

@@ -1,12 +1,15 @@
 """Lowering of a kernel whose output entries pass through a workspace (see
 workspace_schedule): ``forall(hoisted, where(consumer, producer))``.
 
-The hoisted loops and the producer's loops are the kernel compiler's own (lattices,
-locate, co-iteration); only the innermost write differs: it reduces into the temporary.
-The consumer sorts the coordinates the producer touched (where an output level keeps
-them ordered) and writes each entry through the output's insert and append functions.
-The temporary's storage is a policy (workspace_store): one per kernel call, so each
-thread of a split assembly has its own.
+The kernel's loop IR (ir/workspace_loops.py) is walked node by node like any nest's
+(emit_nodes): the workspace's ``allocate`` makes its store (its policy's, one per
+kernel call, so each thread of a split assembly has its own); the hoisted and producer
+loops are the kernel compiler's own (lattices, locate, co-iteration); a producer's write
+goes into the store. The store's drain does what the ``sort``, ``for ... in entries``
+and ``clear`` nodes after the producers say, in one pass (it empties each entry as it
+reads it), writing each entry through the output's insert and append functions. A store
+that counts first (workspace_bucket) runs the producers twice, placing entries on the
+second pass.
 """
 
 from __future__ import annotations
@@ -15,20 +18,19 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from llvsparse.operators import ADD
-
-from ...ir.cin import Apply, Expr, Operand, operands
-from ...ir.lattice import substitute_absent
+from ...ir.cin import operands
+from ...ir.loops import Accumulate, Append, Entries, Insert, Node, Sort
 from ...ir.schedule import InternalCompilerError, Nest
 from .emit_base import ZERO, Ctx
 
 if TYPE_CHECKING:
     from ...ir.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
+    from .workspace_store import Store
 
 
-def lower_with_workspace(kc: KernelCompiler, nests: list[Nest]) -> None:
-    """Emit every nest of a workspace kernel inside one run of its hoisted loops."""
+def lower_with_workspace(kc: KernelCompiler, nests: list[Nest], root: Node) -> None:
+    """Emit a workspace kernel from its loop IR ``root``."""
     plan = nests[0].workspace
     assert plan is not None
     for nest in nests:
@@ -40,64 +42,51 @@ def lower_with_workspace(kc: KernelCompiler, nests: list[Nest]) -> None:
     kc.nest, kc.derived = nests[0], {}
     kc.out_depth, kc.scatter, kc.insert_output = len(nests[0].order), True, False
     kc.repeats, kc.run_state = False, None
-    _Lowering(kc, nests, plan).emit()
+    kc.workspace = WorkspaceEmitter(kc, plan)
+    kc.temps = {}
+    kc.emit_node(root, Ctx())
+    kc.workspace.release()
 
 
-class _Lowering:
-    def __init__(self, kc: KernelCompiler, nests: list[Nest], plan: WorkspacePlan) -> None:
-        self.kc, self.b, self.nests, self.plan = kc, kc.b, nests, plan
-        self.hoisted = list(plan.hoisted)
+class WorkspaceEmitter:
+    """The workspace of a kernel as code generation meets its nodes."""
+
+    def __init__(self, kc: KernelCompiler, plan: WorkspacePlan) -> None:
+        self.kc, self.b, self.plan = kc, kc.b, plan
         self.extents = [kc.extent(v) for v in plan.vars]
-        self.sorted = any(kc.output.appends_in_order(v) for v in plan.vars)
+        self.store: Store | None = None
+        self.producing = False  # inside the producers: their loops write no output
 
-    def emit(self) -> None:
+    def names(self, target: str) -> bool:
+        """Whether the loop IR's access ``target`` (``w(j)``) is this workspace."""
+        return target.partition("(")[0] == self.plan.temporary.name
+
+    def allocate(self) -> None:
         self.store = self.plan.policy.new_store(self.kc, self.plan, self.extents)
-        combined: Expr = self.nests[0].body
-        for nest in self.nests[1:]:
-            combined = Apply(ADD, (combined, nest.body))
-        self.hoisted_loops(0, combined, Ctx())
+
+    def release(self) -> None:
+        if self.store is None:
+            raise InternalCompilerError("a workspace kernel whose loop IR allocates none")
         self.store.release()
 
-    def hoisted_loops(self, depth: int, expr: Expr, ctx: Ctx) -> None:
-        if depth == len(self.hoisted):
-            self.produce_consume(expr, ctx)
-            return
-        var = self.hoisted[depth]
-        self.kc.emit_var(var, expr, ctx, lambda c, e: self.hoisted_loops(depth + 1, e, c),
-                         self.kc.output.hooks_for(var))
-
-    # -- producer ----------------------------------------------------------------------
-    def produce_consume(self, expr: Expr, ctx: Ctx) -> None:
-        """At one coordinate of the hoisted loops (one case of their lattice, ``expr``
-        holding the operands present there): each nest's producer, then the consumer."""
-        present = {op.uid for op in operands(expr)}
-        hoisted = set(self.hoisted)
-
-        def absent(op: Operand) -> bool:
-            return op.uid not in present and bool(hoisted & set(op.vars))
-
-        for counting in (True, False) if self.store.two_pass else (False,):
-            for nest in self.nests:
-                # The nest's body with the operands absent here dropped (a union keeps
-                # its other terms; a product of an absent operand drops out).
-                body = substitute_absent(nest.body, absent, self.kc.fill_of)
-                if body is None:
-                    continue
-                self.kc.nest = nest
-                self.producer(list(nest.order[len(self.hoisted):]), 0, body, ctx)
+    def produce_consume(self, items: tuple[Node, ...], ctx: Ctx) -> None:
+        """A block of producers then the consumer (``sort``, ``for ... in entries``,
+        ``clear``), at one coordinate of the hoisted loops."""
+        first = next(k for k, item in enumerate(items) if isinstance(item, (Sort, Entries)))
+        producers, consumer = items[:first], items[first:]
+        store = self.store
+        self.producing = True
+        for counting in (True, False) if store.two_pass else (False,):
+            self.kc.emit_block(producers, ctx)
             if counting:  # the store's first pass counted: it places entries next
-                self.store.prepare()
-        self.kc.nest = self.nests[0]
-        self.consume(ctx)
-
-    def producer(self, order: list[str], depth: int, expr: Expr, ctx: Ctx) -> None:
-        kc = self.kc
-        if depth == len(order):
-            self.accumulate(kc.value(expr, ctx), ctx)
-            return
-        leaf = self.accumulate if depth + 1 == len(order) else None
-        kc.emit_var(order[depth], expr, ctx,
-                    lambda c, e: self.producer(order, depth + 1, e, c), None, leaf)
+                store.prepare()
+        self.producing = False
+        self.kc.nest = self.kc.nests[0]
+        (entries,) = [item for item in consumer if isinstance(item, Entries)]
+        if not isinstance(entries.body, (Insert, Append)) \
+                or not self.names(str(entries.body.value)):
+            raise InternalCompilerError("a workspace's entries not copied to the output")
+        self.consume(entries, ctx)
 
     def linear(self, ctx: Ctx) -> ir.Value:
         """The workspace coordinate: the covered indices in the output's level order,
@@ -108,13 +97,18 @@ class _Lowering:
             at = b.add(b.mul(at, extent), ctx.bound[var]) if at is not ZERO else ctx.bound[var]
         return at
 
-    def accumulate(self, value: ir.Value, ctx: Ctx) -> None:
+    def add(self, node: Accumulate | Append, value: ir.Value, ctx: Ctx) -> None:
+        """A producer's write: reduced into the entry, or appended (``node`` says which,
+        as the policy does)."""
+        if isinstance(node, Append) != self.plan.policy.appends:
+            raise InternalCompilerError(f"{node.target}: a write its policy does not take")
         self.store.add_at([ctx.bound[v] for v in self.plan.vars], self.linear(ctx), value)
 
     # -- consumer ----------------------------------------------------------------------
-    def consume(self, ctx: Ctx) -> None:
-        """Write the gathered entries to the output in its storage order, calling the
-        output's segment hooks where a covered index other than the last changes."""
+    def consume(self, entries: Entries, ctx: Ctx) -> None:
+        """Write the gathered entries to the output (in its storage order where
+        ``entries`` says so), calling the output's segment hooks where a covered index
+        other than the last changes."""
         kc, b = self.kc, self.b
         hooks = [(k, kc.output.hooks_for(v)) for k, v in enumerate(self.plan.vars[:-1])]
         hooks = [(k, h) for k, h in hooks if h is not None]
@@ -178,9 +172,9 @@ class _Lowering:
                 with b.if_then(b.icmp_signed("!=", key, b.load(run))):
                     b.store(open_(entry), saved)
                     b.store(key, run)
-            kc.output.write(value, entry)
+            kc.emit_write(entries.body, value, entry)
 
-        self.store.drain(self.sorted, write)
+        self.store.drain(entries.ordered, write)
         for (k, (_, close)), (run, saved) in reversed(list(zip(hooks, opened))):
             last = b.load(run)
             with b.if_then(b.icmp_signed(">=", last, ZERO)):

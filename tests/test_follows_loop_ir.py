@@ -1,6 +1,6 @@
-"""Code generation takes its loops from the loop IR (backends/llvm/loop_cursor.py): each loop's
-lattice, points, iterated and located levels, cases and notes come from the Loop/Merge
-node, found in the body being emitted; the emitter derives none of them again."""
+"""Code generation takes its loops from the loop IR (backends/llvm/emit_nodes.py): each
+loop's lattice, points, iterated and located levels, cases and notes come from the
+Loop/Merge node it walks to; the emitter derives none of them again."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm import codegen
 from llvsparse.backends.llvm.codegen import KernelCompiler
-from llvsparse.backends.llvm.loop_cursor import LoopCursor
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
@@ -41,7 +40,7 @@ def test_a_loop_missing_from_the_loop_ir_is_an_internal_error(
     nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     program = loop_ir(nests, types, "C")
     monkeypatch.setattr(codegen, "loop_ir", lambda *args: replace(program, root=Block(())))
-    with pytest.raises(InternalCompilerError, match="the loop IR has no loop over i"):
+    with pytest.raises(InternalCompilerError, match="the loop IR has no loop over i in the nest"):
         _compile(nests, types, ["C", "A", "B"])
 
 
@@ -86,37 +85,6 @@ def test_the_cases_emitted_are_the_loop_irs(monkeypatch: pytest.MonkeyPatch) -> 
         both = (p != 0).multiply(q != 0).toarray()
         got = kernel(Pc=p, Qc=q).to_scipy().toarray()
         np.testing.assert_allclose(got, np.where(both, (p + q).toarray(), 0.0))
-
-
-def test_the_cursor_takes_the_nearest_loop_and_its_lattices_points() -> None:
-    nests, types = _setup("y(i) = A(i,j) + x(j)", y=("dense", 1), A=("csr", 2),
-                          x=("sparse", 1))
-    program = loop_ir(nests, types, "y")
-    outer = [n for n in loops_of(program.root) if n.index == "i"]
-    inner = [n for n in loops_of(program.root) if n.index == "j"]
-    cursor = LoopCursor(program.root)
-    assert cursor.loops("i", outer[0].expr, _reached(outer[0])) == outer
-    outer = outer[0]
-    body = outer.body if isinstance(outer, Loop) else outer.cases[0].body
-    with cursor.inside(body):
-        found = cursor.loops("j", inner[0].expr, _reached(inner[0]))
-        assert found[0] is inner[0]
-        assert len(found) == len(inner[0].chosen.lattice.points)
-    assert cursor.scope is program.root
-
-
-def _reached(node):
-    levels = {it.uid: it for point in node.chosen.lattice.points for it in point
-              if not it.is_universe}
-    return lambda op: levels.get(op.uid)
-
-
-def test_the_cursor_refuses_a_loop_whose_levels_were_not_reached() -> None:
-    nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    program = loop_ir(nests, types, "C")
-    (outer,) = [n for n in loops_of(program.root) if n.index == "i"]
-    with pytest.raises(InternalCompilerError, match="no loop over i"):
-        LoopCursor(program.root).loops("i", outer.expr, lambda op: None)
 
 
 def test_a_sum_of_a_nonzero_fill_visits_every_coordinate() -> None:
