@@ -13,7 +13,7 @@ from . import cache as disk_cache
 from . import notation as nt
 from . import runtime
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
-from .backends.llvm.lowering import Request
+from .backends.llvm.codegen import emit_kernel
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
 from .describe import kernel_repr
@@ -25,6 +25,7 @@ from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
 from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
+from .ir.transforms.lowering import Request
 from .ir.types import TensorType, fill_key, type_key
 from .kernel_build import build, build_converting, coo_formats, retyped
 from .kernel_cache import KERNELS
@@ -238,7 +239,7 @@ class Kernel:
         dtypes = {n: t.dtype for n, t in types.items()}
         return Request(as_computed(self._assignment, dtypes), self._names,
                        compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
-                       self.precompute)
+                       self.precompute, emit_kernel)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:

@@ -11,14 +11,6 @@ from typing import TYPE_CHECKING
 from . import notation as nt
 from .backends.cpu import GATHER_PHASES, OTHER_FORM_SUFFIX, SPLIT_PHASES, jit
 from .backends.llvm.codegen import KernelCompiler
-from .backends.llvm.lowering import (
-    Lowered,
-    Refused,
-    Request,
-    lower_as_stored,
-    lower_converting,
-    lower_kernel,
-)
 from .format import Format, named_format
 from .instance import Instance
 from .ir.from_schedule import statement_of
@@ -29,6 +21,14 @@ from .ir.opt.passes import Target
 from .ir.parallel import parallel_mode
 from .ir.schedule import Nest
 from .ir.statements import concrete_text
+from .ir.transforms.lowering import (
+    Lowered,
+    Refused,
+    Request,
+    lower_as_stored,
+    lower_converting,
+    lower_kernel,
+)
 from .ir.types import TensorType
 from .refusals import advised
 from .workspaces import precompute_meta, workspace_meta

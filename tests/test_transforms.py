@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from llvsparse.backends.llvm.lowering import (
+from llvsparse.backends.llvm.codegen import emit_kernel
+from llvsparse.ir.transforms.aliases import separate_repeated_uses
+from llvsparse.ir.transforms.diagonals import DiagonalUse, separate_diagonals
+from llvsparse.ir.transforms.lowering import (
     Lowered,
     Refused,
     Request,
     lower_converting,
     lower_kernel,
 )
-from llvsparse.ir.transforms.aliases import separate_repeated_uses
-from llvsparse.ir.transforms.diagonals import DiagonalUse, separate_diagonals
 
 import llvsparse as ls
 
@@ -35,7 +36,7 @@ def _coo_types(types, orders):
 
 def test_a_conflict_of_storage_orders_is_refused_by_value() -> None:
     types = _types(y=("dense", 1), A=("csr", 2), B=("csr", 2), x=("dense", 1))
-    request = Request(ls.parse(TRANSPOSED), list(types), "float64", False)
+    request = Request(ls.parse(TRANSPOSED), list(types), "float64", False, emit=emit_kernel)
     refused = lower_kernel(request, types)
     assert isinstance(refused, Refused)
     assert "storage orders of the operands conflict" in str(refused.error)
@@ -43,7 +44,7 @@ def test_a_conflict_of_storage_orders_is_refused_by_value() -> None:
 
 def test_conversion_picks_the_first_candidate_that_lowers() -> None:
     types = _types(y=("dense", 1), A=("csr", 2), B=("csr", 2), x=("dense", 1))
-    request = Request(ls.parse(TRANSPOSED), list(types), "float64", False)
+    request = Request(ls.parse(TRANSPOSED), list(types), "float64", False, emit=emit_kernel)
     lowered = lower_converting(request, types, (), lambda n, modes: False,
                                lambda orders: _coo_types(types, orders))
     assert isinstance(lowered, Lowered)
@@ -59,7 +60,7 @@ def test_conversion_picks_the_first_candidate_that_lowers() -> None:
 
 def test_no_candidate_lowers_leaves_the_first_refusal() -> None:
     types = _types(y=("dense", 1), A=("csr", 2), B=("csr", 2), x=("dense", 1))
-    request = Request(ls.parse(TRANSPOSED), list(types), "float64", False)
+    request = Request(ls.parse(TRANSPOSED), list(types), "float64", False, emit=emit_kernel)
     tried: list[dict] = []
 
     def unusable(orders):

@@ -457,3 +457,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
 def _nest_root(root: Node, nests: int, index: int) -> Node:
     """Nest ``index``'s loops in a kernel's loop IR (several nests: a block of them)."""
     return root.items[index] if nests > 1 and isinstance(root, Block) else root
+
+
+def emit_kernel(nests: list[Nest], types: dict[str, TensorType], request) -> tuple[
+        KernelCompiler, ir.Module]:
+    """The emitter lowering takes (``ir/transforms/lowering.Request.emit``): the kernel
+    compiler for a request's nests, and its module."""
+    builder = KernelCompiler(nests, types, request.order, request.dtype,
+                             fastmath=request.fastmath)
+    return builder, builder.compile()

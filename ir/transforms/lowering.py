@@ -3,39 +3,40 @@ as stored or converted to sorted coordinate lists. Each attempt answers by what 
 returns (``Lowered`` or ``Refused``), so the choice is made here, over values, and the
 API only builds the chosen kernel.
 
-Code generation still refuses a nest it cannot emit by raising ScheduleError from deep
-inside; ``_emit`` is the one place that turns that into a ``Refused``.
+The backend's emitter comes with the request (``Request.emit``; ir/ never imports a
+backend). Code generation still refuses some nests it cannot emit by raising
+ScheduleError from inside (an unordered level co-iterated, a bound index whose level
+cannot locate); ``_emit`` is the one place that turns that into a ``Refused``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-
-from llvmlite import ir
+from typing import Any
 
 from llvsparse import notation as nt
 
-from ...ir.cin import Assign
-from ...ir.conversions import Modes, conversion_candidates, rescanned
-from ...ir.frontend import to_concrete
-from ...ir.lattice import KernelTooLargeError
-from ...ir.precompute import plan_precomputes
-from ...ir.schedule import Nest, ScheduleError
-from ...ir.types import TensorType
-from ...ir.workspace_schedule import schedule_kernel
-from .codegen import KernelCompiler
-from .scatter_reduce import scattered_reduction
+from ..cin import Assign
+from ..conversions import Modes, conversion_candidates, rescanned
+from ..frontend import to_concrete
+from ..lattice import KernelTooLargeError
+from ..precompute import plan_precomputes
+from ..scattered_reduction import scattered_reduction
+from ..schedule import Nest, ScheduleError
+from ..types import TensorType
+from ..workspace_schedule import schedule_kernel
 
 
 @dataclass
 class Lowered:
-    """A statement lowered: its nests, the compiler that emitted them and its module,
-    the operand types it was lowered for and the operands converted (mode orders)."""
+    """A statement lowered: its nests, the backend's compiler that emitted them and its
+    module, the operand types it was lowered for and the operands converted (mode
+    orders)."""
 
     nests: list[Nest]
-    builder: KernelCompiler
-    module: ir.Module
+    builder: Any
+    module: Any
     types: dict[str, TensorType]
     conversions: dict[str, Modes] = field(default_factory=dict)
 
@@ -47,13 +48,19 @@ class Refused:
     error: ScheduleError
 
 
+# The backend's emitter: nests, their operand types and the request, to the compiler
+# that emitted them and its module (backends/llvm/codegen.emit_kernel).
+Emitter = Callable[[list[Nest], dict[str, TensorType], "Request"], tuple[Any, Any]]
+
+
 @dataclass(frozen=True)
 class Request:
     """What to lower: the statement, its operands' names (the output first), the dtype
     the kernel computes in (the output's type has its own: bool for a comparison),
     whether float operations may reassociate, the workspace the caller named (None: the
     rule of paper 002 chooses) and whether operands are precomputed into workspaces
-    (ir/precompute.py; None: its rule chooses)."""
+    (ir/precompute.py; None: its rule chooses). ``emit``: the backend's emitter, which
+    compiles nests to a (compiler, module) pair or raises ScheduleError."""
 
     assignment: nt.Assignment
     order: list[str]
@@ -61,6 +68,7 @@ class Request:
     fastmath: bool
     workspace: str | None = None
     precompute: bool | None = None
+    emit: Emitter | None = None
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -149,10 +157,10 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     if reason is not None:
         return Refused(ScheduleError(reason))
     nests = plan_precomputes(nests, types, request.precompute, request.dtype)
-    builder = KernelCompiler(nests, types, request.order, request.dtype,
-                             fastmath=request.fastmath)
+    if request.emit is None:
+        raise TypeError("Request.emit: lowering needs the backend's emitter")
     try:
-        module = builder.compile()
+        builder, module = request.emit(nests, types, request)
     except ScheduleError as error:
         return Refused(error)
     return Lowered(nests, builder, module, types, dict(converted))
