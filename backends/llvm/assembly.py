@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
+from ...ir.legality import output_refusal
 from ...ir.relocatable import appends_relocatably
 from ...ir.schedule import ScheduleError, unordered_append_output
 from ...ir.types import TensorType
@@ -52,36 +53,9 @@ class OutputAssembler:
         self.prefix = 0
         while self.prefix < len(self.levels) and self.levels[self.prefix].can_insert:
             self.prefix += 1
-        for k, level in enumerate(self.levels):
-            if level.mode is None:
-                raise ScheduleError(f"output level {k} ({level.kind}) stores no tensor mode; "
-                                    "such formats cannot be assembled")
-            if k >= self.prefix and not level.can_append:
-                what = "takes neither inserts nor appends" if not level.can_insert else \
-                    "takes inserts but sits below an appended level"
-                raise ScheduleError(f"output level {k} ({level.kind}) {what}: "
-                                    "this format cannot be an output")
-            if k and level.branchless and self.levels[k - 1].unique:
-                # One child per position of a level that keeps one position per
-                # coordinate: one entry per coordinate there, whatever the result holds.
-                above = self.levels[k - 1].kind
-                raise ScheduleError(
-                    f"output level {k} ({level.kind}) holds one child per position of "
-                    f"level {k - 1} ({above}), which keeps one position per coordinate: "
-                    "this format stores at most one entry per coordinate there and cannot "
-                    "be an output (a non-unique level above it can)")
-        unordered = [k for k in range(self.prefix) if not self.levels[k].ordered]
-        if unordered and self.prefix < len(self.levels):
-            # Appended children land in visit order while their parents' edges are kept by
-            # position: under a parent whose positions do not follow its coordinates
-            # (buckets of a hash), the two orders differ and entries would swap values.
-            k = unordered[0]
-            raise ScheduleError(
-                f"output level {self.prefix} ({self.levels[self.prefix].kind}) appends below "
-                f"level {k} ({self.levels[k].kind}), whose positions do not follow its "
-                "coordinates: appended children would not line up with their parents; "
-                "make the lower levels insert too, or order level "
-                f"{k}")
+        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
+        if (reason := output_refusal(ttype)) is not None:
+            raise ScheduleError(reason)
         self.heads = [k for k in range(self.prefix, len(self.levels))
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)

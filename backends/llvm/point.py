@@ -10,6 +10,7 @@ from llvmlite import ir
 
 from ...ir.cin import operands
 from ...ir.lattice import Iter
+from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
 from ...ir.opt import passes
 from ...ir.schedule import InternalCompilerError, ScheduleError
@@ -59,16 +60,11 @@ class PointEmitter(GallopEmitter):
         for it in self.iterated:
             if it not in self.states:
                 raise InternalCompilerError("an iterator without state")
-        for it in self.iterated:
-            if not it.is_universe and not self.kc.level_type(it).ordered:
-                op = self.kc.operands[it.uid]
-                if not single:
-                    raise ScheduleError(f"{op.tensor}: level {it.level} is unordered and cannot "
-                                        "be co-iterated with another operand")
-                if self.kc.output.appends_in_order(self.var):
-                    # (an unordered level may hold its keys in order by chance)
-                    raise ScheduleError(f"{op.tensor}: level {it.level} is unordered, but the "
-                                        f"output appends index {self.var} in order")
+        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
+        # (An unordered level may hold its keys in order by chance.)
+        reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
+        if reason is not None:
+            raise ScheduleError(reason)
         if self.jam_body is not None and passes.JAM in self.notes:
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)

@@ -4,9 +4,12 @@ returns (``Lowered`` or ``Refused``), so the choice is made here, over values, a
 API only builds the chosen kernel.
 
 The backend's emitter comes with the request (``Request.emit``; ir/ never imports a
-backend). Code generation still refuses some nests it cannot emit by raising
-ScheduleError from inside (an unordered level co-iterated, a bound index whose level
-cannot locate); ``_emit`` is the one place that turns that into a ``Refused``.
+backend). What it cannot emit is asked of the nests' loop IR first (ir/legality.py:
+an output format that cannot be assembled, an unordered level co-iterated or appended
+in order). A few refusals are still raised from inside code generation (a kernel with
+too many cases, a bound index whose level cannot locate, a window as an output), and
+the loop IR's lowering raises where a sum's loops cannot be ordered; ``_emit`` is the
+one place that turns those into a ``Refused``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from ..cin import Assign
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
+from ..legality import loop_refusal, output_refusal
+from ..opt import loop_ir
+from ..opt.passes import Target
 from ..precompute import plan_precomputes
 from ..scattered_reduction import scattered_reduction
 from ..schedule import Nest, ScheduleError
@@ -157,9 +163,16 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     if reason is not None:
         return Refused(ScheduleError(reason))
     nests = plan_precomputes(nests, types, request.precompute, request.dtype)
+    output = request.order[0]
     if request.emit is None:
         raise TypeError("Request.emit: lowering needs the backend's emitter")
     try:
+        # What the backend cannot emit is asked of the loop IR first (ir/legality.py).
+        program = loop_ir(nests, types, output, Target(fastmath=request.fastmath))
+        reason = output_refusal(types[output]) or \
+            loop_refusal(program, types[output], nests[0].assign.vars)
+        if reason is not None:
+            return Refused(ScheduleError(reason))
         builder, module = request.emit(nests, types, request)
     except ScheduleError as error:
         return Refused(error)
