@@ -18,6 +18,7 @@ from ...ir.algebra import region_text
 from ...ir.cin import Expr, Operand, linear_in, operands
 from ...ir.lattice import CaseBudget, Iter
 from ...ir.loops import Block, LoopNode, Node, loops_of
+from ...ir.lower_loops import Program
 from ...ir.opt import loop_ir, passes
 from ...ir.opt.passes import Target
 from ...ir.schedule import InternalCompilerError, Nest, ScheduleError
@@ -54,8 +55,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
                  dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False,
                  phase: str = "whole", module: ir.Module | None = None,
-                 other_form: bool = False):
+                 other_form: bool = False, program: Program | None = None):
         self.nests = nests
+        self.program = program  # the loop IR, where lowering built it already (whole)
         self.types = types
         self.arg_order = arg_order
         self.dtype = dtype
@@ -137,10 +139,10 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     def compile(self) -> ir.Module:
         """Emit this compiler's function: the whole kernel, or one phase of a split
         assembly (see ``can_split_assembly``)."""
-        # The loop IR, with the fast forms its passes chose: each loop takes its node
-        # from it as it is emitted (a workspace's nests only prefetch, workspace_lower).
-        program = loop_ir(self.nests, self.types, self.out_name,
-                          Target(self.phase, self.fastmath))
+        # The loop IR, with the fast forms its passes chose, walked node by node (a
+        # workspace kernel's passes: thread rows and prefetch only).
+        program = self.program or loop_ir(self.nests, self.types, self.out_name,
+                                          Target(self.phase, self.fastmath))
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
@@ -459,10 +461,11 @@ def _nest_root(root: Node, nests: int, index: int) -> Node:
     return root.items[index] if nests > 1 and isinstance(root, Block) else root
 
 
-def emit_kernel(nests: list[Nest], types: dict[str, TensorType], request) -> tuple[
-        KernelCompiler, ir.Module]:
+def emit_kernel(nests: list[Nest], types: dict[str, TensorType], request,
+                program: Program) -> tuple[KernelCompiler, ir.Module]:
     """The emitter lowering takes (``ir/transforms/lowering.Request.emit``): the kernel
-    compiler for a request's nests, and its module."""
+    compiler for a request's nests, emitting their loop IR ``program`` (whole phase),
+    and its module."""
     builder = KernelCompiler(nests, types, request.order, request.dtype,
-                             fastmath=request.fastmath)
+                             fastmath=request.fastmath, program=program)
     return builder, builder.compile()

@@ -25,6 +25,7 @@ from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import loop_refusal, output_refusal
+from ..lower_loops import Program
 from ..opt import loop_ir
 from ..opt.passes import Target
 from ..precompute import plan_precomputes
@@ -54,9 +55,9 @@ class Refused:
     error: ScheduleError
 
 
-# The backend's emitter: nests, their operand types and the request, to the compiler
-# that emitted them and its module (backends/llvm/codegen.emit_kernel).
-Emitter = Callable[[list[Nest], dict[str, TensorType], "Request"], tuple[Any, Any]]
+# The backend's emitter: nests, their operand types, the request and the nests' loop IR,
+# to the compiler that emitted them and its module (backends/llvm/codegen.emit_kernel).
+Emitter = Callable[[list[Nest], dict[str, TensorType], "Request", Program], tuple[Any, Any]]
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
             loop_refusal(program, types[output], nests[0].assign.vars)
         if reason is not None:
             return Refused(ScheduleError(reason))
-        builder, module = request.emit(nests, types, request)
+        builder, module = request.emit(nests, types, request, program)
     except ScheduleError as error:
         return Refused(error)
     return Lowered(nests, builder, module, types, dict(converted))
