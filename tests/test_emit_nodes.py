@@ -14,6 +14,7 @@ from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, Case, Clear, If, Loop, Merge, Node, Sort, show
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.schedule import schedule
+from llvsparse.ir.transforms import lowering
 
 import llvsparse as ls
 
@@ -109,6 +110,7 @@ def test_code_generation_takes_the_start_of_a_sum_from_its_clear_node(
         return replace(program, root=_rewrite(program.root, bump))
 
     monkeypatch.setattr(codegen, "loop_ir", starting_at_one)
+    monkeypatch.setattr(lowering, "loop_ir", starting_at_one)
     kernel = ls.compile("yq(i) = Aq(i,j) * xq(j)", Aq="csr", xq="dense")
     a = sp.random(12, 9, density=0.3, format="csr", random_state=7)
     x = np.arange(9.0)

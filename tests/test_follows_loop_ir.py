@@ -16,6 +16,7 @@ from llvsparse.ir.loops import Block, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.schedule import InternalCompilerError, schedule
+from llvsparse.ir.transforms import lowering
 
 import llvsparse as ls
 
@@ -76,6 +77,7 @@ def test_the_cases_emitted_are_the_loop_irs(monkeypatch: pytest.MonkeyPatch) -> 
     narrowed = replace(narrowed, root=_intersection_only(narrowed.root))
     assert [n.index for n in loops_of(narrowed.root)] == ["i", "j"]
     monkeypatch.setattr(codegen, "loop_ir", lambda *args: narrowed)
+    monkeypatch.setattr(lowering, "loop_ir", lambda *args: narrowed)
     monkeypatch.setenv("LLVSPARSE_CACHE", "0")  # compiled here, not loaded from disk
     kernel = ls.compile(statement, "csr", Pc="csr", Qc="csr")
     rng = np.random.default_rng(7)
