@@ -50,6 +50,7 @@ class Site:
     contains_sum: bool  # the expression holds a sum left as a temporary
     lattice_points: int
     copies: bool = False  # it copies an operand into a temporary or clears it: no fast form
+    additive: bool = True  # what it computes is reduced by + (duplicates may come one by one)
 
 
 @dataclass(frozen=True)

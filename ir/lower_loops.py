@@ -132,6 +132,7 @@ class NestLowering:
         self.all_insert = all(lv.can_insert for lv in self.out.levels)
         self.operands: dict[int, Operand] = {}
         self.taken = 0
+        self.feeding = ADD  # the operator what the loops being built compute is reduced by
 
     def level(self, uid: int, k: int) -> LevelType:
         return self.types[self.operands[uid].tensor].levels[k]
@@ -175,6 +176,7 @@ class NestLowering:
         op = assign.reduce_op
         self.reduce_op = ADD if op is None else op
         self.reduce_symbol = self.reduce_op.symbol
+        self.feeding = self.reduce_op  # the operator what the loops compute is reduced by
         root = self.loops(order, 0, expr, State())
         if op is None or op.symbol == "+" or not scatter:
             return root
@@ -202,7 +204,9 @@ class NestLowering:
         would keep LLVM from deleting loops whose values are unused, such as the
         dot products of a count phase); otherwise where a flag says so."""
         acc = self.fresh("acc")
+        feeding, self.feeding = self.feeding, ADD
         reduce = self.reduce(order, expr, state, acc)
+        self.feeding = feeding
         write = self.write(Operand(acc, (), -1), state)
         if self.all_insert and all(lv.full for lv in self.out.levels):
             start = 0.0 if isinstance(write, Insert) else -0.0
@@ -251,8 +255,10 @@ class NestLowering:
                          and _sum_vars(full) == frozenset(vars_)
                          and _sum_op(full) is op), None) or self.fresh("t")
             identity = op.identity if op.identity is not None else 0.0
-            items += [Allocate(name, self.out.dtype), Clear(name, identity),
-                      self.sum_loops(tuple(vars_), body, state, name, op)]
+            feeding, self.feeding = self.feeding, op
+            loops = self.sum_loops(tuple(vars_), body, state, name, op)
+            self.feeding = feeding
+            items += [Allocate(name, self.out.dtype), Clear(name, identity), loops]
             if op is not ADD and not (op.skips_absent or op.identity == 0):
                 # A coordinate outside the body's region holds its fill, 0: folded in
                 # once if any was missed (a monoid keeps 0 from 0 and 0).
@@ -357,7 +363,8 @@ class NestLowering:
                     inside = If(Found(misses), inside)
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
             refs = tuple(self.ref(it, state) for it in iterated)
-            site = replace(self.site, depth=depth, lattice_points=len(lattice.points))
+            site = replace(self.site, depth=depth, lattice_points=len(lattice.points),
+                           additive=self.feeding is ADD)
             chosen = Chosen(lattice, point, tuple(iterated), tuple(located), tuple(case_exprs))
             if len(iterated) == 1 and len(cases) == 1:
                 ref = refs[0]
@@ -376,13 +383,15 @@ class NestLowering:
         """Whether iterating ``it`` walks runs of duplicate coordinates as segments (the
         levels below then see a run, not a position): a non-unique level iterated by
         position, unless each duplicate may be visited on its own (one iterator, an
-        output that only accumulates what it is linear in) without a sum kept in a
-        register, or the run is summed as it comes (running sums)."""
+        output that only accumulates what it is linear in, by +: a max of each duplicate
+        is not the max of their sum) without a sum kept in a register, or the run is
+        summed as it comes (running sums)."""
         lv = self.level(it.uid, it.level)
         if lv.unique or lv.definition.iterate == "coordinate":
             return False
         site = self.site
-        if not (single and self.all_insert and linear_in(expr, it.uid)):
+        if not (single and self.all_insert and linear_in(expr, it.uid)
+                and self.feeding is ADD):
             return True
         order = site.order
         in_register = lv.ordered and not site.scatter and var in order \
@@ -402,7 +411,8 @@ class NestLowering:
         site = self.site
         in_register = lv.ordered and not site.scatter and var in site.order \
             and site.order.index(var) + 1 == site.out_depth
-        return single and self.all_insert and linear_in(expr, it.uid) and not in_register
+        return single and self.all_insert and linear_in(expr, it.uid) and not in_register \
+            and self.feeding is ADD
 
     def cascade(self, it: Iter, state: State, segments: bool) -> tuple[State, list[Node]]:
         """The levels below ``it`` whose indices are bound, located in turn."""

@@ -449,9 +449,8 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
 
     def fusable(self, op: Operand, expr: Expr) -> bool:
         """Duplicates may be visited one by one when the output only accumulates what
-        the expression is linear in. (Inside a fold by another operator than +, a
-        level that repeats a whole coordinate would need its run summed first; no
-        shipped format stores such a level.)"""
+        the expression is linear in (and, the loop's site says, by +: see
+        lower_loops.segments)."""
         return (self.scatter or self.insert_output) and self.output.all_insert and \
             linear_in(expr, op.uid)
 

@@ -301,7 +301,7 @@ class PointEmitter(GallopEmitter):
             entry = LevelPos(pos, i)
         elif level.unique or self.running or (
                 len(self.iterated) == 1 and kc.fusable(op, self.expr)
-                and not kc.sums_in_register(self.var, level)):
+                and self.node.site.additive and not kc.sums_in_register(self.var, level)):
             ok = eq
             entry = LevelPos(cur, i)
             if not level.unique and not self.running and self.var in kc.nest.assign.vars:
