@@ -71,7 +71,9 @@ class NestSums:
     out_vars: tuple[str, ...]
     derived_parts: frozenset[str]  # loop indices that make up an output index
     order: tuple[str, ...]
-    writes_fill: bool  # the first nest, into a dense output or before others, fill != 0
+    first: bool  # the first nest: it writes what the output holds where its term is absent
+    background: float  # what an unwritten output entry holds (a full output is zeroed)
+    several: bool  # later nests add to what the first wrote
 
     @classmethod
     def of(cls, nest: Nest, nests: list[Nest], out: TensorType,
@@ -80,23 +82,26 @@ class NestSums:
         producers scatter, and their parts do not)."""
         parts = frozenset(part for _, parts in nest.assign.derived for part, _ in parts) \
             if derived else frozenset()
-        writes_fill = nest is nests[0] and out.fill != 0 and (
-            len(nests) > 1 or all(level.full for level in out.levels))
-        return cls(nest.assign.accumulate, nest.assign.vars, parts, nest.order, writes_fill)
+        background = 0.0 if all(level.full for level in out.levels) else out.fill
+        return cls(nest.assign.accumulate, nest.assign.vars, parts, nest.order,
+                   nest is nests[0], background, len(nests) > 1)
 
 
 def absent_adds(sums: NestSums, var: str, expr: Expr, fill_of: FillOf) -> float | None:
     """What a coordinate of ``var``'s loop where ``expr`` is absent contributes, or
     None where that is nothing. Where values are added up (by this loop or another
     of the nest, or into an output an earlier statement wrote), it is ``expr``'s fill
-    unless 0: sum_j(A(i,j) + 2) adds 2 there. Where the result's fill is not 0, the
-    first statement writes its fill everywhere when the output is dense (the caller
-    zeroes it, and duplicates of a coordinate list add into it) or when several
-    statements write it (the later ones add their fills)."""
+    unless 0: sum_j(A(i,j) + 2) adds 2 there. The first statement writes its fill
+    wherever an unwritten entry would read otherwise (a dense output is zeroed by the
+    caller, and duplicates of a coordinate list add into it; a split statement's first
+    term, min(3, 3 + A(i)) before + B(i,j), has fill 3 where the whole has none), and
+    wherever later statements add to it."""
     fill = expr_fill(expr, fill_of)
     if fill is None:
         return None
     if sums.accumulate or any(v not in sums.out_vars and v not in sums.derived_parts
                               for v in (var, *sums.order)):
         return None if fill == 0 else fill
-    return fill if sums.writes_fill else None
+    if not sums.first:
+        return None
+    return fill if fill != sums.background or (sums.several and fill != 0) else None

@@ -336,3 +336,20 @@ def test_plus_a_literal_iterates_only_the_stored_entries():
     plus = ls.asarray(huge) + 1
     assert plus.nnz == 2 and plus.fill_value == 1
     np.testing.assert_array_equal(plus.values[:2], [3.0, 4.0])
+
+
+@pytest.mark.parametrize("a_format", ["coo-unordered", "sparse", "coo", "hash"])
+@pytest.mark.parametrize("out_format", ["dense", "csr"])
+def test_a_split_statements_first_term_writes_its_fill_where_absent(a_format, out_format):
+    """min(3, 3 + A(i)) is 3 where A stores nothing; with B(i,j) dense the whole has no
+    fill, and where the statement is split into one nest per term (an unordered A cannot
+    be merged with B), the first nest must still write that 3 (it wrote only where A
+    stores entries: soak case 1136:263)."""
+    rng = np.random.default_rng(263)
+    for density in (0.0, 0.5, 1.0):
+        a = (rng.integers(-4, 4, 7) * (rng.random(7) < density)).astype(np.int32)
+        b = rng.integers(-3, 4, (7, 3)).astype(np.int32)
+        kernel = ls.compile("Z(i,j) = min(3, 3 + A(i)) + B(i,j)", out_format, A=a_format,
+                            B="dense")
+        got = kernel(A=ls.Tensor.from_numpy(a, format=a_format), B=b).to_numpy()
+        np.testing.assert_array_equal(got, np.minimum(3, 3 + a)[:, None] + b)
