@@ -12,7 +12,7 @@ import numpy as np
 
 from llvsparse import notation as nt
 
-from .algebra import FillOf, expr_fill
+from .algebra import FillOf, expr_fill, same_value
 from .cin import Apply, Const, Expr, Operand, Sum
 from .types import TensorType
 
@@ -104,4 +104,5 @@ def absent_adds(sums: NestSums, var: str, expr: Expr, fill_of: FillOf) -> float 
         return None if fill == 0 else fill
     if not sums.first:
         return None
-    return fill if fill != sums.background or (sums.several and fill != 0) else None
+    differs = not same_value(fill, sums.background)  # NaN is NaN's own fill
+    return fill if differs or (sums.several and fill != 0) else None
