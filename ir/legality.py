@@ -13,12 +13,19 @@ from .lower_loops import Program
 from .types import TensorType
 
 
-def output_refusal(out: TensorType) -> str | None:
-    """Why ``out``'s format cannot be assembled as an output, or None."""
+def inserted_prefix(out: TensorType) -> int:
+    """How many of ``out``'s levels, from the top, take inserts (the rest append)."""
     levels = out.levels
     prefix = 0
     while prefix < len(levels) and levels[prefix].can_insert:
         prefix += 1
+    return prefix
+
+
+def output_refusal(out: TensorType) -> str | None:
+    """Why ``out``'s format cannot be assembled as an output, or None."""
+    levels = out.levels
+    prefix = inserted_prefix(out)
     for k, level in enumerate(levels):
         if level.mode is None:
             return (f"output level {k} ({level.kind}) stores no tensor mode; "
@@ -50,11 +57,8 @@ def output_refusal(out: TensorType) -> str | None:
 def appends_in_order(out: TensorType, out_vars: tuple[str, ...], var: str) -> bool:
     """Whether ``var``'s coordinates are appended to an output level that keeps them
     ordered (``out_vars``: the output's indices in level order)."""
-    levels = out.levels
-    prefix = 0
-    while prefix < len(levels) and levels[prefix].can_insert:
-        prefix += 1
-    return any(v == var and k >= prefix and levels[k].ordered
+    prefix = inserted_prefix(out)
+    return any(v == var and k >= prefix and out.levels[k].ordered
                for k, v in enumerate(out_vars))
 
 

@@ -393,9 +393,7 @@ class NestLowering:
         if not (single and self.all_insert and linear_in(expr, it.uid)
                 and self.feeding is ADD):
             return True
-        order = site.order
-        in_register = lv.ordered and not site.scatter and var in order \
-            and order.index(var) + 1 == site.out_depth
+        in_register = self.in_register(lv, var)
         running = points == 1 and not site.accumulate and all(lv.full for lv in self.out.levels)
         return in_register and not running
 
@@ -408,11 +406,15 @@ class NestLowering:
         if lv.unique or lv.definition.iterate == "coordinate" or segments \
                 or var not in self.site.out_vars:
             return False
+        return single and self.all_insert and linear_in(expr, it.uid) \
+            and not self.in_register(lv, var) and self.feeding is ADD
+
+    def in_register(self, lv: LevelType, var: str) -> bool:
+        """Whether a run of duplicates of ``var`` (sorted, so adjacent) is summed in a
+        register before one write: the loop completes the output's indices."""
         site = self.site
-        in_register = lv.ordered and not site.scatter and var in site.order \
+        return lv.ordered and not site.scatter and var in site.order \
             and site.order.index(var) + 1 == site.out_depth
-        return single and self.all_insert and linear_in(expr, it.uid) and not in_register \
-            and self.feeding is ADD
 
     def cascade(self, it: Iter, state: State, segments: bool) -> tuple[State, list[Node]]:
         """The levels below ``it`` whose indices are bound, located in turn."""

@@ -17,6 +17,7 @@ from llvsparse.operators import ADD
 from .cin import Apply, Operand, operands
 from .cin import Expr as CinExpr
 from .lattice import substitute_absent
+from .legality import appends_in_order
 from .loops import (
     Accumulate,
     Allocate,
@@ -73,13 +74,8 @@ class _WorkspaceLowering(NestLowering):
         """Whether a covered index is appended to an output level that keeps its
         coordinates ordered (the levels below the ones taking inserts), as the emitter
         decides whether to order the workspace's entries."""
-        names = [str(ix) for ix in self.consumer.access.indices]  # in level order
-        levels = self.out.levels
-        prefix = 0
-        while prefix < len(levels) and levels[prefix].can_insert:
-            prefix += 1
-        return any(levels[k].ordered and names[k] in self.plan.vars
-                   for k in range(prefix, len(levels)))
+        names = tuple(str(ix) for ix in self.consumer.access.indices)  # in level order
+        return any(appends_in_order(self.out, names, var) for var in self.plan.vars)
 
     def kernel(self, hoisted: tuple[str, ...], producers: list[Stmt],
                bodies: list[CinExpr]) -> Node:

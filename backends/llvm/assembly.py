@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from llvsparse.operators import ADD
 
-from ...ir.legality import output_refusal
+from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
 from ...ir.relocatable import appends_relocatably
 from ...ir.schedule import ScheduleError, unordered_append_output
 from ...ir.types import TensorType
@@ -50,9 +50,7 @@ class OutputAssembler:
         self.vars = level_vars
         self.unordered = unordered_append_output(ttype)
         self.all_insert = all(lv.can_insert for lv in self.levels)
-        self.prefix = 0
-        while self.prefix < len(self.levels) and self.levels[self.prefix].can_insert:
-            self.prefix += 1
+        self.prefix = inserted_prefix(ttype)
         # Lowering asked the same before (ir/legality.py); a direct compile asks here.
         if (reason := output_refusal(ttype)) is not None:
             raise ScheduleError(reason)
@@ -62,8 +60,7 @@ class OutputAssembler:
 
     def appends_in_order(self, var: str) -> bool:
         """Whether ``var``'s coordinates are appended to a level that keeps them ordered."""
-        return any(v == var and k >= self.prefix and self.levels[k].ordered
-                   for k, v in enumerate(self.vars))
+        return appends_in_order(self.tensor.type, tuple(self.vars), var)
 
     def head_of(self, level: int) -> int:
         return max(h for h in self.heads if h <= level)

@@ -334,7 +334,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
                          body: Callable[[Node, Ctx], None], hooks: Hooks | None,
                          jam_body: Callable[[list[Ctx]], None] | None = None,
                          appends: bool = False,
-                         pair_body: Callable[[list[Ctx], Iter], None] | None = None) -> None:
+                         pair_body: Callable[[list[Ctx]], None] | None = None) -> None:
         """The loops of ``nodes``, one per point of a lattice. ``body`` emits a case's
         body node at each coordinate; ``jam_body``, when given, is the body for several coordinates at once
         (see jam); ``appends``: each iteration appends at most one entry to the output;

@@ -219,7 +219,7 @@ class NodeEmitter:
         if passes.JAM in node.notes:
             jam_body = lambda lanes: jam.emit(self, node.body, lanes)
         if passes.PAIRS in node.notes:
-            pair_body = lambda lanes, driver: pairs.emit(self, node, driver, lanes)
+            pair_body = lambda lanes: pairs.emit(self, node, lanes)
         self.emit_point_loops(nodes, ctx, self.emit_node,
                               hooks, jam_body, appends, pair_body)
 

@@ -52,12 +52,12 @@ def driver_of(node: LoopNode) -> Iter:
     return driver
 
 
-def emit(kc: KernelCompiler, node: Loop, driver: Iter, lanes: list[Ctx]) -> None:
+def emit(kc: KernelCompiler, node: Loop, lanes: list[Ctx]) -> None:
     """Each lane's sum over the index of the loop inside ``node``: together while every
     lane has entries left, then each lane alone; then each lane's write, in lane order."""
     b = kc.b
     (inner,) = [n for n in walk(node.body) if isinstance(n, (Loop, Merge))]
-    var, expr = inner.index, node.expr
+    var, expr, driver = inner.index, node.expr, driver_of(node)
     # The sum's start and its write, as the loop IR gives them (lower_loops.write_point).
     (clear,) = [n for n in walk(node.body) if isinstance(n, Clear)]
     (write,) = [n for n in walk(node.body) if isinstance(n, (Accumulate, Insert, Append))

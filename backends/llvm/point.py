@@ -14,7 +14,7 @@ from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
 from ...ir.opt import passes
 from ...ir.schedule import InternalCompilerError, ScheduleError
-from . import jam, pairs, prefetch, scalars
+from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .emit_base import ONE, RUN_UNROLL, ZERO, Ctx, LevelPos, RunState, unroll
 from .gallop import GallopEmitter
@@ -144,10 +144,9 @@ class PointEmitter(GallopEmitter):
         count = b.sub(state.end, start)
         half = b.sdiv(b.select(b.icmp_signed(">", count, ZERO), count, ZERO),
                       ir.Constant(I64, 2))
-        driver = pairs.driver_of(self.node)
         kc.counted_loop(start, b.add(start, half),
                         lambda cur: self.pair_body([self.lane(cur),
-                                                    self.lane(b.add(cur, half))], driver),
+                                                    self.lane(b.add(cur, half))]),
                         name=f"{self.var}.pairs")
         b.store(b.add(start, b.add(half, half)), state.cur)
 
