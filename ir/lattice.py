@@ -276,6 +276,9 @@ def substitute_absent(expr: Expr, absent: Callable[[Operand], bool],
             return node
         if isinstance(node, Sum):
             body = walk(node.body)
+            if isinstance(body, Const) and node.op.identity is not None \
+                    and same_value(body.value, float(node.op.identity)):
+                return body  # a sum of its identity: no loop to run
             if body is not None:
                 return Sum(node.var, body, node.op, node.hidden)
             if node.hidden:

@@ -132,6 +132,7 @@ class NestLowering:
         self.all_insert = all(lv.can_insert for lv in self.out.levels)
         self.operands: dict[int, Operand] = {}
         self.taken = 0
+        self.temps: dict[str, CinExpr] = {}  # concrete notation's temporaries, by name
         self.feeding = ADD  # the operator what the loops being built compute is reduced by
 
     def level(self, uid: int, k: int) -> LevelType:
@@ -286,8 +287,11 @@ class NestLowering:
         return Insert(self.target, value)
 
     def fresh(self, stem: str) -> str:
-        self.taken += 1
-        return stem if self.taken == 1 and stem == "acc" else f"{stem}{self.taken}"
+        while True:  # never a name concrete notation gave a temporary
+            self.taken += 1
+            name = stem if self.taken == 1 and stem == "acc" else f"{stem}{self.taken}"
+            if name not in self.temps:
+                return name
 
     # -- one index ----------------------------------------------------------------------
     def var(self, var: str, expr: CinExpr, state: State, depth: int,
