@@ -371,8 +371,10 @@ class Kernel:
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
                     and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
+        stored = sum(len(t.values) for t in inputs.values())
         try:
-            check_workspace(inst.workspace, out_shape, threads if parallel else 1)
+            check_workspace(inst.workspace, out_shape, threads if parallel else 1,
+                            None if self.workspace is not None else stored)
         except MemoryError:
             if self.workspace is not None:
                 raise
@@ -381,7 +383,8 @@ class Kernel:
         try:
             if inst.precomputes is not None:  # (no dict of shapes built on every call)
                 check_precomputes(inst.precomputes, {n: t.shape for n, t in inputs.items()},
-                                  threads if parallel else 1)
+                                  threads if parallel else 1,
+                                  None if self.precompute is not None else stored)
         except MemoryError:
             if self.precompute is not None:
                 raise

@@ -50,9 +50,24 @@ def checked_workspace_meta(meta: object) -> list | None:
     return meta
 
 
-def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int) -> None:
+# Where the rule chose a workspace sized by extents, it must also be affordable beside
+# the work: at most this many bytes per value the operands store, or this floor (a
+# 3-entry SpMV at n = 2**31 otherwise allocated a 19 GB operand workspace, issue 37).
+AFFORDABLE_FLOOR = 64 * 2**20
+AFFORDABLE_PER_VALUE = 64
+
+
+def affordable(nbytes: int, stored_values: int | None) -> bool:
+    """Whether ``nbytes`` of workspace is in proportion to ``stored_values`` (None: the
+    caller asked for the workspace, so only the machine's memory bounds it)."""
+    return stored_values is None or nbytes <= max(AFFORDABLE_FLOOR,
+                                                  AFFORDABLE_PER_VALUE * stored_values)
+
+
+def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int,
+                    stored_values: int | None = None) -> None:
     """A MemoryError naming the workspace where ``copies`` of it (one per thread)
-    would not fit in memory."""
+    would not fit in memory, or would not be affordable (``affordable``)."""
     if meta is None:
         return
     name, modes, per_coordinate, (per_row, per_column) = meta
@@ -64,6 +79,9 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int) 
     rows = coordinates // columns if columns else 0
     nbytes = (coordinates * per_coordinate + rows * per_row + columns * per_column) * copies
     total = physical_memory()
+    if not affordable(nbytes, stored_values):
+        raise MemoryError(f"the {name} would need {_size(nbytes)} for {stored_values} "
+                          "stored values")
     if not nbytes or total is None or nbytes <= total:
         return
     each = f" for each of {copies} threads" if copies > 1 else ""
@@ -99,13 +117,16 @@ def checked_precompute_meta(meta: object) -> list | None:
 
 
 def check_precomputes(meta: list | None, shapes: dict[str, tuple[int, ...]],
-                      copies: int) -> None:
+                      copies: int, stored_values: int | None = None) -> None:
     """A MemoryError naming the operand workspaces where ``copies`` of them (one per
-    thread) would not fit in memory; each holds a value and a mark per coordinate of
-    its operand's mode."""
+    thread) would not fit in memory, or would not be affordable (``affordable``); each
+    holds a value and a mark per coordinate of its operand's mode."""
     if meta is None:
         return
     nbytes = sum(shapes[operand][mode] * per for _, operand, mode, per in meta) * copies
+    if not affordable(nbytes, stored_values):
+        raise MemoryError(f"the operand workspaces would need {_size(nbytes)} for "
+                          f"{stored_values} stored values")
     total = physical_memory()
     if total is not None and nbytes > total:
         names = ", ".join(name for name, *_ in meta)
