@@ -44,8 +44,8 @@ _SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["dcsr", "coo"])
 def test_a_few_entries_at_a_huge_dimension_allocate_no_dimension(fmt: str) -> None:
-    done = subprocess.run([sys.executable, "-c", _SCRIPT, fmt], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, fmt], check=False,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     peak_mb = int(done.stdout.split()[-1])
     assert peak_mb < 1024, f"peak {peak_mb} MB for 3 stored entries at n = 2**31 - 2"
