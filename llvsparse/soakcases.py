@@ -24,6 +24,12 @@ VARS = "ijk"
 LITERALS = ("2", "3", "0.5")
 # Binary operators written as calls, and numpy's meaning of each (absent entries are 0).
 CALLS = {"min": np.minimum, "max": np.maximum}
+COMPARISONS = {"<": operator.lt, "==": operator.eq, "!=": operator.ne}
+# Fill values an operand may have besides 0 (an entry not stored reads as it, a plain
+# value: it does not annihilate a product), by the operand's value kind.
+FILLS = {"f": (np.inf, -np.inf, np.nan, -1.0, 2.0), "i": (-1, 2)}
+# Formats that store padding as zeros, so their fill is 0.
+PADDED = ("dia", "ell", "ell-rows", "bcsr2x2")
 DTYPES = ("float64", "float32", "int64", "int32", "bool")
 ANY_ORDER_FORMATS = ("dense", "coo", "csf", "hash", "coo-unordered")
 MATRIX_FORMATS = ("csr", "csc", "dcsr", "dcsc", "dia", "ell", "ell-rows", "bcsr2x2")
@@ -74,6 +80,7 @@ class Operand:
     index_dtype: str
     dense: np.ndarray = None  # type: ignore[assignment]
     as_array: bool = False  # passed as a numpy array (dense operands only)
+    fill: float = 0  # the value of every entry not stored
 
 
 @dataclass
@@ -93,7 +100,9 @@ class Case:
 
     def describe(self) -> str:
         ops = ", ".join(f"{o.name}:{o.format_name}/{o.dtype}/{o.index_dtype}"
-                        + ("/ndarray" if o.as_array else "") for o in self.operands.values())
+                        + ("/ndarray" if o.as_array else "")
+                        + (f"/fill={o.fill}" if o.fill != 0 else "")
+                        for o in self.operands.values())
         extra = f" corrupt {self.target}:{self.corruption}" if self.corruption else ""
         shape = ",".join(f"{v}={n}" for v, n in self.extents.items())
         return (f"[{self.seed}:{self.index}] {self.kind} '{self.statement}' {ops} -> "
@@ -189,9 +198,9 @@ class _Generator:
             if not free or (depth and rng.random() < 0.15):
                 return Node("literal", text="1" if self.bool_only else self.pick(LITERALS))
             return self.operand_access(free)
-        ops = ("+", "-", "*", "/", "neg", "min", "max")  # bools refuse "-": rarely drawn
-        op = self.pick(ops, (4, 0.2, 4, 1, 0.05, 1, 1) if self.bool_only
-                       else (4, 2, 4, 1, 0.4, 1, 1))
+        ops = ("+", "-", "*", "/", "neg", "min", "max", *COMPARISONS)  # bools refuse "-"
+        op = self.pick(ops, (4, 0.2, 4, 1, 0.05, 1, 1, 0.3, 0.3, 0.3) if self.bool_only
+                       else (4, 2, 4, 1, 0.4, 1, 1, 0.3, 0.3, 0.3))
         if op == "neg":
             return Node("neg", [self.tree(free, bound, depth + 1)])
         split = int(rng.integers(0, len(bound) + 1))
@@ -231,6 +240,9 @@ class _Generator:
         dtype = "bool" if self.bool_only else self.pick(DTYPES, (6, 2, 2, 2, 1))
         op = Operand(name, vars_, fmt_name, fmt, dtype, self.pick(("int32", "int64"), (3, 1)))
         op.as_array = fmt_name == "dense" and rng.random() < 0.3
+        kind = np.dtype(op.dtype).kind
+        if fmt_name not in ("dense", *PADDED) and kind in FILLS and rng.random() < 0.2:
+            op.fill = self.pick(FILLS[kind])
         self.operands[name] = op
         return op
 
@@ -268,9 +280,12 @@ class _Generator:
         rng = self.rng
         shape = tuple(self.extents[v] for v in op.vars)
         density = self.pick((0.0, 0.1, 0.3, 0.6, 1.0), (1, 3, 4, 3, 1))
-        data = rng.integers(-3, 4, shape) * (rng.random(shape) < density)
+        stored = rng.random(shape) < density
+        data = rng.integers(-3, 4, shape) * stored
         if op.dtype == "bool":
             return data != 0
+        if op.fill != 0:  # stored values may be 0 then; the rest is the fill
+            data = np.where(stored, data, op.fill)
         if op.dtype.startswith("float"):
             data = data.astype(op.dtype)
             if rng.random() < 0.3:
@@ -321,6 +336,8 @@ def _apply(op: str, values: list):
         result = CALLS[op](left, right)
         weak = not any(isinstance(v, np.ndarray) for v in values)
         return result.item() if weak else result
+    if op in COMPARISONS:
+        return np.asarray(COMPARISONS[op](left, right))
     return {"+": operator.add, "-": operator.sub, "*": operator.mul,
             "/": operator.truediv}[op](left, right)
 
@@ -423,4 +440,6 @@ def _evaluate(case: Case, node: Node, masks, names: str):
         return np.where(mask, value, zero).astype(zero.dtype), mask
     if node.op == "/":
         return value, np.ones(np.shape(value), dtype=bool)
+    if node.op in COMPARISONS:  # where neither is stored, a true comparison is a value
+        return value, lmask | rmask | (np.asarray(value) != 0)
     return value, lmask | rmask

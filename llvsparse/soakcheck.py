@@ -72,12 +72,13 @@ def build(op: Operand):
     if op.as_array:
         return op.dense
     return ls.Tensor.from_numpy(op.dense, format=op.format, dtype=op.dtype,
-                                index_dtype=op.index_dtype)
+                                index_dtype=op.index_dtype, fill=op.fill or None)
 
 
 def stored_mask(tensor, shape: tuple[int, ...]) -> np.ndarray:
-    """Where ``tensor`` stores an entry (padding included): elsewhere it annihilates."""
-    if isinstance(tensor, np.ndarray):
+    """Where ``tensor`` stores an entry (padding included): elsewhere it annihilates,
+    unless its fill is not 0 (then an entry not stored is a plain value)."""
+    if isinstance(tensor, np.ndarray) or tensor.fill_value != 0:
         return np.ones(shape, dtype=bool)
     mask = np.zeros(shape, dtype=bool)
     coords, _ = tensor.to_coo()
