@@ -5,7 +5,7 @@ to the output (a value per coordinate, appended pairs sorted, a hash table, buck
 row): a drain algorithm the YAML level language cannot express, so the extension point
 is Python. The scheduler, the loop IR (workspace_loops), the emitter (workspace_lower)
 and the memory check before a call (llvsparse/workspaces.py) ask the policy object, never
-its name; ``llvsparse.register_workspace_policy`` adds one (llvsparse/policy_registry.py
+its name; ``llvsparse.register_workspace_policy`` adds one (ir/workspace_policies.py
 holds the shipped ones and the registry).
 """
 
@@ -42,8 +42,9 @@ class WorkspacePolicy:
     """A workspace policy (compared by identity: the registry holds one per name).
 
     ``name``: what ``compile(..., workspace=name)`` takes and ``kernel.concrete`` shows.
-    ``store``: the emitter of its storage, a subclass of ``workspace_store.Store`` built as
-    ``store(kc, extents)`` (override ``new_store`` for other arguments). ``layout``,
+    ``store``: the emitter of its storage, a subclass of ``workspace_store.Store`` built by
+    its ``for_plan`` (override ``new_store`` for other arguments); None for the shipped
+    policies, whose stores the backend knows (ir/ never imports one). ``layout``,
     ``order`` and ``clear``: what the loop IR prints for its allocation (``{vars}``: the
     covered indices), for bringing its entries into the output's order, and for emptying
     it between coordinates of hoisted loops. ``kind``: DENSE when it holds a slot per
@@ -53,7 +54,7 @@ class WorkspacePolicy:
     output that keeps no order (it needs equal coordinates adjacent to sum them)."""
 
     name: str
-    store: type[Store]
+    store: type[Store] | None
     layout: str
     order: str
     clear: str
@@ -63,9 +64,11 @@ class WorkspacePolicy:
 
     def new_store(self, kc: KernelCompiler, plan: WorkspacePlan,
                   extents: list[ir.Value]) -> Store:
-        """The store of one kernel call, allocated at the builder's position."""
-        del plan
-        return self.store(kc, extents)
+        """The store of one kernel call, allocated at the builder's position (a plugin's;
+        the backend builds the shipped policies' stores)."""
+        if self.store is None:
+            raise TypeError(f"workspace policy {self.name!r} names no store")
+        return self.store.for_plan(kc, plan, extents)
 
     def fixed_bytes(self, itemsize: int) -> WorkspaceBytes:
         """The arrays it allocates from the extents, for values of ``itemsize`` bytes as

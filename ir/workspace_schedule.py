@@ -8,7 +8,7 @@ into a temporary over the remaining output indices (the producer), and the consu
 appends the temporary's entries to the output in its storage order. Which temporary
 follows paper 002's rule (ir/workspace.py): dense for one remaining index, sparse
 otherwise (``_sparse_policy``: bucket or sort); a caller may name any registered policy
-(llvsparse/policy_registry.py).
+(ir/workspace_policies.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..formats.loader import PROPERTY_NAMES
-from ..policy_registry import BUCKET, DENSE, SORT, checked_policy
 from .cin import Assign
 from .schedule import Nest, ScatteredOutputError, ScheduleError, schedule
 from .statements import TensorVar
 from .types import LevelType, TensorType
 from .workspace import WorkspaceKind, workspace_level
+from .workspace_policies import BUCKET, DENSE, SORT, checked_policy
 from .workspace_policy import WorkspacePolicy
 
 

@@ -27,13 +27,13 @@ from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
 from .ir.transforms.lowering import Request
 from .ir.types import TensorType, fill_key, type_key
+from .ir.workspace_policies import checked_policy, policy_key
 from .kernel_build import build, build_converting, coo_formats, retyped
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
 from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
-from .policy_registry import checked_policy, policy_key
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (
     check_precomputes,

@@ -126,3 +126,23 @@ for name in sys.argv[1:]:
     done = subprocess.run([sys.executable, "-c", script, *_modules()], capture_output=True,
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_importing_ir_loads_no_backend() -> None:
+    """Importing any module of ir/ first, in a fresh interpreter state, loads no module
+    of backends/ by any path (indirect imports count: ir/workspace_schedule once reached
+    the backend's workspace stores through the API package's policy registry)."""
+    script = """
+import importlib, sys
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split('.')[0] == 'llvsparse']:
+        del sys.modules[loaded]
+    importlib.import_module(name)
+    backends = sorted(m for m in sys.modules if m.startswith('llvsparse.backends'))
+    if backends:
+        sys.exit(f'{name} loads {backends}')
+"""
+    ir_modules = [name for name in _modules((llvsparse.ir,))]
+    done = subprocess.run([sys.executable, "-c", script, *ir_modules], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 from llvmlite import ir
 
 from .bodies import I1, I64
@@ -31,6 +32,7 @@ from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_store import DenseStore, Store, Write, _width
 
 if TYPE_CHECKING:
+    from ...ir.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
 
 # Records ahead of the one written that are prefetched for writing: the row's next run
@@ -44,6 +46,13 @@ class BucketStore(Store):
     ``prepare`` between them and ``drain`` after the second."""
 
     two_pass = True
+
+    @classmethod
+    def for_plan(cls, kc: KernelCompiler, plan: WorkspacePlan, extents: list[ir.Value]
+                 ) -> BucketStore:
+        """Records keyed in the output's index type."""
+        key = ir.IntType(np.dtype(plan.temporary.type.index_dtype).itemsize * 8)
+        return cls(kc, extents, key)
 
     def __init__(self, kc: KernelCompiler, extents: list[ir.Value], key: ir.IntType) -> None:
         """``key``: the integer type the last index fits in (the output's index type)."""

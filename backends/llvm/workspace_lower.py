@@ -22,11 +22,16 @@ from ...ir.cin import operands
 from ...ir.loops import Accumulate, Append, Entries, Insert, Node, Sort
 from ...ir.schedule import InternalCompilerError, Nest
 from .emit_base import ZERO, Ctx
+from .workspace_bucket import BucketStore
+from .workspace_store import DenseStore, HashStore, SortStore, Store
+
+# The shipped policies' stores, by policy name (ir/workspace_policies.py names none).
+SHIPPED_STORES = {"dense": DenseStore, "hash": HashStore, "sort": SortStore,
+                  "bucket": BucketStore}
 
 if TYPE_CHECKING:
     from ...ir.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
-    from .workspace_store import Store
 
 
 def lower_with_workspace(kc: KernelCompiler, nests: list[Nest], root: Node) -> None:
@@ -62,7 +67,11 @@ class WorkspaceEmitter:
         return target.partition("(")[0] == self.plan.temporary.name
 
     def allocate(self) -> None:
-        self.store = self.plan.policy.new_store(self.kc, self.plan, self.extents)
+        policy = self.plan.policy
+        if policy.store is None:  # a shipped policy: its store is this backend's
+            self.store = SHIPPED_STORES[policy.name].for_plan(self.kc, self.plan, self.extents)
+        else:
+            self.store = policy.new_store(self.kc, self.plan, self.extents)
 
     def release(self) -> None:
         if self.store is None:

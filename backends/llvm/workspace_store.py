@@ -30,6 +30,7 @@ from .workspace_radix import RADIX_FROM, radix_function
 from .workspace_sort import SMALL, sort_function
 
 if TYPE_CHECKING:
+    from ...ir.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
 
 Write = Callable[[ir.Value, ir.Value], None]
@@ -55,6 +56,13 @@ class Store:
     ``count`` is an int64 slot for its own use; ``value_type`` what it sums in."""
 
     two_pass = False  # whether the producer runs twice (workspace_bucket)
+
+    @classmethod
+    def for_plan(cls, kc: KernelCompiler, plan: WorkspacePlan, extents: list[ir.Value]
+                 ) -> Store:
+        """The store of one call of ``plan``'s kernel, over ``extents``."""
+        del plan
+        return cls(kc, extents)
 
     def __init__(self, kc: KernelCompiler) -> None:
         self.kc, self.b = kc, kc.b
