@@ -61,3 +61,28 @@ def test_sparse_vector_dot_any_skew(short, long):
     kernel = ls.compile("s = x(i) * y(i)", x="csf", y="csf")
     result = kernel(x=ls.Tensor.from_numpy(x, "csf"), y=ls.Tensor.from_numpy(y, "csf"))
     assert float(result.to_numpy()) == float(np.dot(x, y))
+
+
+def _hypersparse(n: int, rows: int, seed: int) -> sp.csr_matrix:
+    """An n x n matrix storing entries in ``rows`` random rows only."""
+    rng = np.random.default_rng(seed)
+    which = rng.choice(n, rows, replace=False)
+    cols = rng.integers(0, n, rows * 3)
+    return sp.coo_matrix((rng.standard_normal(rows * 3), (np.repeat(which, 3), cols)),
+                         shape=(n, n)).tocsr()
+
+
+@pytest.mark.parametrize("workspace", ["dense", "hash", "sort", "bucket", None])
+def test_dcsr_spgemm_gallops_over_the_other_rows(workspace):
+    """DCSR x DCSR merged each row of A's k list against every stored row of B (issue
+    32: O(rows(A) x rows(B)), 821 ms where scipy took 5 ms); a workspace kernel's merge
+    gallops too, so a short list skips through the long one by search."""
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="dcsr", B="dcsr", out_format="dcsr",
+                        workspace=workspace)
+    for n, rows_a, rows_b, seed in [(300, 5, 250, 0), (300, 250, 5, 1), (50, 50, 50, 2),
+                                    (1, 1, 1, 3), (400, 0, 40, 4)]:
+        a, b = _hypersparse(n, rows_a, seed), _hypersparse(n, rows_b, seed + 10)
+        result = kernel(A=ls.Tensor.from_scipy(a, "dcsr"), B=ls.Tensor.from_scipy(b, "dcsr"))
+        np.testing.assert_allclose(result.to_numpy(), (a @ b).toarray(), rtol=1e-12,
+                                   atol=1e-12)
+    assert "gallop when skewed" in kernel.loops

@@ -9,7 +9,7 @@ from ..precompute_loops import lower_precomputed
 from ..schedule import Nest
 from ..types import TensorType
 from ..workspace_loops import lower_workspace
-from .passes import Target, optimize, prefetch, thread_rows
+from .passes import Target, gallop, optimize, prefetch, thread_rows
 
 
 def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
@@ -21,7 +21,7 @@ def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
     plan = nests[0].workspace if nests else None
     if plan is not None:  # emitted without the other passes' fast forms (workspace_lower)
         return optimize(lower_workspace(statement, types, output, plan, nests),
-                        target or Target(), (thread_rows, prefetch))
+                        target or Target(), (thread_rows, gallop, prefetch))
     if any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
         return optimize(lower_precomputed(statement, types, output, nests), target or Target())
     return optimize(lower(statement, types, output, nests), target or Target())
