@@ -18,6 +18,7 @@ from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
 from .describe import kernel_repr
 from .diagonals import PATTERN_FORMAT, diagonal_pattern
+from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
@@ -54,13 +55,15 @@ class Kernel:
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
-                 workspace: str | None = None, precompute: bool | None = None):
+                 workspace: str | None = None, precompute: bool | None = None,
+                 finite: bool = False):
         checked_policy(workspace)
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
         self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
         self.precompute = precompute  # operand workspaces (ir/precompute.py); None: its rule
+        self.finite = finite  # operands' values finite: factors move into sums (finite_sums)
         self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
@@ -99,6 +102,8 @@ class Kernel:
         self._last_bound: BoundCall | None = None
         self._sparse: Kernel | None = None  # see _sparse_workspace
         self._merged: Kernel | None = None  # see _merging
+        self._finite: Kernel | None = None  # see _finite_sums
+        self._sums_move: bool | None = None
         self.last: Instance | None = None
 
     __repr__ = kernel_repr
@@ -175,7 +180,7 @@ class Kernel:
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-               registry_generation())
+               self.finite, registry_generation())
         return types, dtypes[out], key
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
@@ -185,7 +190,8 @@ class Kernel:
                 if isinstance(n, nt.Call | nt.Reduction)]  # user functions' bodies
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
-             self.fastmath, self.convert, policy_key(self.workspace), self.precompute) + ((
+             self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
+             self.finite) + ((
                  user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
@@ -239,7 +245,7 @@ class Kernel:
         dtypes = {n: t.dtype for n, t in types.items()}
         return Request(as_computed(self._assignment, dtypes), self._names,
                        compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
-                       self.precompute, emit_kernel)
+                       self.precompute, emit_kernel, self.finite)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -324,6 +330,20 @@ class Kernel:
              **tensors) -> BoundCall:
         """Validate, specialize and prepare descriptors once; the returned callable runs
         the kernel on these operands with almost no Python work (for calls in a loop)."""
+        bound = self._bind(check, threads, tensors)
+        if self.finite or not all_finite(bound.operands):
+            return bound
+        if self._sums_move is None:
+            self._sums_move = sums_move(self._request(bound.inst.types).assignment,
+                                        bound.inst.types)
+        if not self._sums_move:
+            return bound
+        fast = self._finite_sums().bind(check=False, threads=threads, **tensors)
+        fast.guard = (functools.partial(all_finite, bound.operands), bound)
+        return fast
+
+    def _bind(self, check: bool, threads: int | None, tensors: dict) -> BoundCall:
+        """``bind``, for this kernel's own plan."""
         names, out = self._user_names, self._assignment.lhs.tensor
         missing = [n for n in names if n != out and n not in tensors]
         if missing:
@@ -421,12 +441,21 @@ class Kernel:
             self._merged = self._variant(self.workspace, False)
         return self._merged
 
-    def _variant(self, workspace: str | None, precompute: bool | None) -> Kernel:
+    def _finite_sums(self) -> Kernel:
+        """This kernel with factors moved into the sums the user placed (made once), for
+        finite operands (finite_sums.py)."""
+        if self._finite is None:
+            self._finite = self._variant(self.workspace, self.precompute, finite=True)
+        return self._finite
+
+    def _variant(self, workspace: str | None, precompute: bool | None,
+                 finite: bool | None = None) -> Kernel:
         """This kernel's statement and formats with another workspace choice."""
         out = self.assignment.lhs.tensor
         formats = {n: self.formats[n] for n in self._user_names if n != out}
         return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
-                      self.out_index_dtype, self.convert, workspace, precompute=precompute)
+                      self.out_index_dtype, self.convert, workspace, precompute=precompute,
+                      finite=self.finite if finite is None else finite)
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on

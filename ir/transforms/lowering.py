@@ -15,12 +15,12 @@ one place that turns those into a ``Refused``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llvsparse import notation as nt
 
-from ..cin import Assign
+from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
@@ -76,6 +76,7 @@ class Request:
     workspace: str | None = None
     precompute: bool | None = None
     emit: Emitter | None = None
+    finite: bool = False  # operands' values finite: factors move into sums the user placed
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -92,6 +93,8 @@ def lower_kernel(request: Request, types: dict[str, TensorType],
         concrete = to_concrete(request.assignment, types)
     except ScheduleError as error:
         return Refused(error)
+    if request.finite:  # 0 * x is 0 for finite x: an empty sum annihilates as stored 0s do
+        concrete = replace(concrete, rhs=hoist_sums(concrete.rhs))
     nests = _scheduled(concrete, types, split=False, policy=request.workspace,
                        sparse=sparse_workspace, exact_sums=exact_sums)
     first = nests if isinstance(nests, Refused) else _emit(request, nests, types, converted)
