@@ -74,8 +74,7 @@ def annihilated_value(op, fills: tuple[float | None, ...], k: int) -> float | No
         return None
     if op.absent_annihilates:
         return 0.0
-    if (op.arity == 2 and op.annihilator is not None and same_value(fill, op.annihilator)
-            and (is_zero(fill) or _keeps_over_nan(op, fill))):
+    if op.arity == 2 and op.annihilator is not None and same_value(fill, op.annihilator):
         return float(op.annihilator)  # declared: f(a, y) = f(x, a) = a
     # A stored 0 is a value too: and(1, 0) is 0, or(0, 0) is 0, where(0, a, b) is b,
     # and an absent 0 over it is 0 / 0 = NaN, as over a dense operand's 0.
@@ -92,14 +91,6 @@ def _fill_probes(fills: tuple[float | None, ...]) -> tuple[float, ...]:
     generic probe of B, but not for a stored -1 (comparisons turn on equal values)."""
     return tuple(dict.fromkeys(f for f in fills if f is not None and not math.isnan(f)
                                and f not in _PROBES and f != 0.0))
-
-
-def _keeps_over_nan(op, fill: float) -> bool:
-    """Whether ``op`` keeps a nonzero declared annihilator against a stored NaN: min(-inf,
-    NaN) is NaN in numpy, so an absent -inf does not decide ``min`` (an absent exact zero
-    does decide a product, by the scipy convention above)."""
-    return all(same_value(evaluate(op, args), fill) for args in ([fill, math.nan],
-                                                                 [math.nan, fill]))
 
 
 def _rows(probes: tuple[float, ...], fills: tuple[float | None, ...],

@@ -113,10 +113,12 @@ MUL = Operator("mul", "*", 2, "mul", _op.mul, identity=1, annihilator=0,
 DIV = Operator("div", "/", 2, "div", _true_divide, float_result=True)
 NEG = Operator("neg", "-", 1, "neg", _op.neg)
 
+# No annihilator: min(-inf, NaN) is NaN in numpy, so an absent -inf decides nothing
+# where a stored value may be NaN (the probes of ir/algebra.py find that out).
 MIN = Operator("min", "min", 2, "min", _numpy(np.minimum), identity=math.inf,
-               annihilator=-math.inf, commutative=True, associative=True, idempotent=True)
+               commutative=True, associative=True, idempotent=True)
 MAX = Operator("max", "max", 2, "max", _numpy(np.maximum), identity=-math.inf,
-               annihilator=math.inf, commutative=True, associative=True, idempotent=True)
+               commutative=True, associative=True, idempotent=True)
 LT = Operator("lt", "<", 2, "lt", _numpy(np.less), bool_result=True)
 LE = Operator("le", "<=", 2, "le", _numpy(np.less_equal), bool_result=True)
 EQ = Operator("eq", "==", 2, "eq", _numpy(np.equal), bool_result=True, commutative=True)
