@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from .llvm.counting import COUNTER
+
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
 STATS: Counter = Counter()  # llvm_compiles, disk_loads: what tests and benchmarks read
@@ -273,6 +275,7 @@ class JitKernel:
     module: object = field(repr=False)
     object_code: bytes = field(default=b"", repr=False)
     range_address: int = 0  # the kernel body over a range of the outermost loop
+    counter: int = 0  # a counting build's loop-head counter (backends/llvm/counting.py)
     # Phases of a split assembly (setup, count, fill, finish), where the kernel has them.
     assembly: dict[str, int] = field(default_factory=dict)
     phases: dict = field(default_factory=dict)  # seconds spent per compile phase
@@ -379,6 +382,7 @@ def _entries(kernel: JitKernel) -> JitKernel:
     engine, name = kernel.engine, kernel.name
     kernel.address = engine.get_function_address(name)
     kernel.range_address = engine.get_function_address(f"{name}_range")
+    kernel.counter = engine.get_global_value_address(COUNTER)
     kernel.assembly = _assembly_addresses(engine, name)
     other = f"{name}{OTHER_FORM_SUFFIX}"
     if not name.endswith(OTHER_FORM_SUFFIX) and engine.get_function_address(other):

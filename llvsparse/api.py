@@ -56,7 +56,7 @@ class Kernel:
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
-                 finite: bool = False):
+                 finite: bool = False, counting: bool = False):
         checked_policy(workspace)
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
@@ -64,6 +64,8 @@ class Kernel:
         self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
         self.precompute = precompute  # operand workspaces (ir/precompute.py); None: its rule
         self.finite = finite  # operands' values finite: factors move into sums (finite_sums)
+        self.counting = counting  # a counting build: each call sets loop_count
+        self.loop_count: int | None = None  # loop heads the last call ran (counting)
         self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
@@ -180,7 +182,7 @@ class Kernel:
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-               self.finite, registry_generation())
+               self.finite, self.counting, registry_generation())
         return types, dtypes[out], key
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
@@ -191,7 +193,7 @@ class Kernel:
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
              self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-             self.finite) + ((
+             self.finite, self.counting) + ((
                  user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
@@ -245,7 +247,7 @@ class Kernel:
         dtypes = {n: t.dtype for n, t in types.items()}
         return Request(as_computed(self._assignment, dtypes), self._names,
                        compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
-                       self.precompute, emit_kernel, self.finite)
+                       self.precompute, emit_kernel, self.finite, self.counting)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -318,13 +320,13 @@ class Kernel:
         ``out=array`` writes a dense-like result into ``array`` (see ``BoundCall``),
         unless the expression has an operand named ``out``."""
         out = tensors.pop("out", None) if "out" not in self._user_names else None
-        if self._last_bound is not None:
-            bound = self._last_bound.reuse(tensors, threads, check)
-            if bound is not None:
-                return bound(out)
-        bound = self.bind(check=check, threads=threads, **tensors)
-        self._last_bound = bound
-        return bound(out)
+        bound = None if self._last_bound is None else \
+            self._last_bound.reuse(tensors, threads, check)
+        if bound is None:
+            bound = self._last_bound = self.bind(check=check, threads=threads, **tensors)
+        result = bound(out)
+        self.loop_count = bound.loop_count
+        return result
 
     def bind(self, *, check: bool = True, threads: int | None = None,
              **tensors) -> BoundCall:
@@ -455,7 +457,8 @@ class Kernel:
         formats = {n: self.formats[n] for n in self._user_names if n != out}
         return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
                       self.out_index_dtype, self.convert, workspace, precompute=precompute,
-                      finite=self.finite if finite is None else finite)
+                      finite=self.finite if finite is None else finite,
+                      counting=self.counting)
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
@@ -527,16 +530,18 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
-            **formats: object) -> Kernel:
+            counting: bool = False, **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
     rule picks). ``precompute``: True copies each operand
     whose access is invariant in a loop nested inside its own into a dense temporary
     that the inner loop locates into (triangle counting's L(i,j) under loops i, k, j),
-    False never does, None leaves it to the rule of ir/precompute.py."""
+    False never does, None leaves it to the rule of ir/precompute.py. ``counting``: a
+    counting build, whose calls set ``kernel.loop_count`` (loop heads run: iterations
+    and loop entries; backends/llvm/counting.py), for complexity checks."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
-                  precompute=precompute)
+                  precompute=precompute, counting=counting)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 import mmap
 import threading
@@ -52,6 +53,7 @@ class BoundCall:
         # (still valid?, the binding to run instead): a plan that holds only while the
         # operands' values are finite (finite_sums.py), checked before every call.
         self.guard: tuple[Callable[[], bool], BoundCall] | None = None
+        self.loop_count: int | None = None  # loop heads the last call ran (counting)
         self.out_type = inst.types[inst.arg_order[0]]
         self.inputs, self.plan = inputs, plan  # plan: chunks for threads, None for one
         # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
@@ -189,7 +191,18 @@ class BoundCall:
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
         if self.guard is not None and not self.guard[0]():
-            return self.guard[1](out)
+            result = self.guard[1](out)
+            self.loop_count = self.guard[1].loop_count
+            return result
+        counter = self.inst.jit.counter  # a counting build's (backends/llvm/counting.py)
+        if counter:
+            ctypes.c_int64.from_address(counter).value = 0
+        result = self._counted(out)
+        if counter:
+            self.loop_count = ctypes.c_int64.from_address(counter).value
+        return result
+
+    def _counted(self, out: np.ndarray | None):
         for refresh in self.refreshes:
             refresh()
         try:

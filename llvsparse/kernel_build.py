@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from . import notation as nt
 from .backends.cpu import GATHER_PHASES, OTHER_FORM_SUFFIX, SPLIT_PHASES, jit
 from .backends.llvm.codegen import KernelCompiler
+from .backends.llvm.counting import count_loop_heads
 from .format import Format, named_format
 from .instance import Instance
 from .ir.from_schedule import statement_of
@@ -82,6 +83,7 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
         GATHER_PHASES if builder.can_gather_assembly() else ()
     phases, other_form = variants_within_budget(builder.budget.spent, phases,
                                                 bool(builder.form_choices))
+    other_form = other_form and not request.counting  # a count is of one form
     for phase in phases:
         KernelCompiler(nests, types, order, dtype, fastmath=fastmath, phase=phase,
                        module=module).compile()
@@ -93,6 +95,8 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
         mode = types[order[0]].levels[0].mode
     text = concrete_text(statement_of(nests, types))
     seconds = time.perf_counter() - start
+    if request.counting:
+        count_loop_heads(module)
     compiled = jit(module, builder.entry_name)
     compiled.phases = {"lower to IR": seconds, **compiled.phases}
     if other_form and lazy:

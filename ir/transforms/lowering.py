@@ -77,6 +77,7 @@ class Request:
     precompute: bool | None = None
     emit: Emitter | None = None
     finite: bool = False  # operands' values finite: factors move into sums the user placed
+    counting: bool = False  # a counting build: every loop head counts (one form only)
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],

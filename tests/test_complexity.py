@@ -1,0 +1,150 @@
+"""Work bounded by what is stored (issue 32), checked by counting, not timing: a
+counting build (``ls.compile(..., counting=True)``, backends/llvm/counting.py) counts
+every loop head a call runs, so growing every dimension 4x at a fixed number of stored
+entries must leave the count of a kernel over sparse levels almost unchanged. Each case
+is checked against numpy too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import llvsparse as ls
+
+ENTRIES = 400
+SIZES = (4096, 16384)  # hypersparse at both: rows and fibres hold about one entry each
+GROWTH = 1.5  # the most a count may grow for 4x dimensions (collisions, hashing)
+
+
+def _matrix(n: int, seed: int) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.integers(0, n, (2, ENTRIES))
+    return sp.coo_matrix((rng.random(ENTRIES), (rows, cols)), shape=(n, n)).tocsr()
+
+
+def _tensor3(n: int, seed: int, fmt: str = "csf") -> ls.Tensor:
+    rng = np.random.default_rng(seed)
+    return ls.Tensor.from_coo(rng.integers(0, n, (3, ENTRIES)), rng.random(ENTRIES),
+                              (n, n, n), format=fmt)
+
+
+def _counts(kernel, operands_at) -> list[int]:
+    counts = []
+    for n in SIZES:
+        operands, check = operands_at(n)
+        check(kernel(**operands))
+        counts.append(kernel.loop_count)
+    return counts
+
+
+def _same_entries(result: ls.Tensor, expected: dict) -> None:
+    """``result`` stores ``expected`` ({coordinates: value}) up to rounding, and no
+    other nonzero value."""
+    coords, values = result.to_coo()
+    got = {}
+    for key, value in zip(zip(*coords.tolist()), values.tolist()):
+        got[key] = got.get(key, 0.0) + value
+    got = {k: v for k, v in got.items() if v != 0}
+    assert got.keys() == expected.keys()
+    np.testing.assert_allclose([got[k] for k in expected], list(expected.values()),
+                               rtol=1e-12)
+
+
+def _entries(matrix) -> dict:
+    coo = sp.coo_matrix(matrix)
+    coo.sum_duplicates()
+    return {(int(i), int(j)): float(v) for i, j, v in zip(coo.row, coo.col, coo.data)
+            if v != 0}
+
+
+def _bounded(counts: list[int], what: str) -> None:
+    small, large = counts
+    assert large <= GROWTH * small, f"{what}: {small} loop heads at n, {large} at 4n"
+
+
+@pytest.mark.parametrize("out", ["dcsr", "coo", "dense"])
+def test_dcsr_spgemm(out: str) -> None:
+    """Merging each row's k list against all of B's rows was O(rows(A) x rows(B))."""
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="dcsr", B="dcsr",
+                        out_format=out if out != "dense" else None, counting=True)
+
+    def at(n):
+        a, b = _matrix(n, 1), _matrix(n, 2)
+        operands = {"A": ls.Tensor.from_scipy(a, "dcsr"), "B": ls.Tensor.from_scipy(b, "dcsr")}
+
+        def check(result):
+            _same_entries(result, _entries(a @ b))
+        return operands, check
+    counts = _counts(kernel, at)
+    if out != "dense":  # a dense output is as large as its dimensions
+        _bounded(counts, f"DCSR x DCSR -> {out}")
+
+
+def test_mttkrp_with_finite_factors() -> None:
+    """The exact plan visits every (i, k) B does not store; finite factors need not."""
+    kernel = ls.compile("A(i,j) = B(i,k,l) * D(l,j) * C(k,j)", B="csf", C="dense",
+                        D="dense", out_format="dcsr", counting=True)
+    rng = np.random.default_rng(3)
+
+    def at(n):
+        b = _tensor3(n, 4)
+        c, d = rng.random((n, 8)), rng.random((n, 8))
+
+        def check(result):
+            coords, values = b.to_coo()
+            expected: dict = {}
+            for (i, k, l), v in zip(coords.T.tolist(), values.tolist()):
+                row = expected.setdefault(i, np.zeros(8))
+                row += v * d[l] * c[k]
+            _same_entries(result, {(i, j): float(row[j]) for i, row in expected.items()
+                                   for j in range(8) if row[j] != 0})
+        return {"B": b, "C": c, "D": d}, check
+    _bounded(_counts(kernel, at), "MTTKRP, B in CSF")
+
+
+@pytest.mark.parametrize("fmt", ["csf", "coo"])
+def test_ttm_into_csf(fmt: str) -> None:
+    kernel = ls.compile("A(i,j,r) = B(i,j,k) * U(k,r)", B=fmt, U="dense", out_format="csf",
+                        counting=True)
+    rng = np.random.default_rng(5)
+
+    def at(n):
+        b, u = _tensor3(n, 6, fmt), rng.random((n, 4))
+
+        def check(result):
+            coords, values = b.to_coo()
+            expected: dict = {}
+            for (i, j, k), v in zip(coords.T.tolist(), values.tolist()):
+                for r in range(4):
+                    expected[i, j, r] = expected.get((i, j, r), 0.0) + v * u[k, r]
+            _same_entries(result, expected)
+        return {"B": b, "U": u}, check
+    _bounded(_counts(kernel, at), f"TTM, B in {fmt}")
+
+
+@pytest.mark.parametrize("fmt", ["dcsr", "coo", "hash"])
+def test_sparse_matrix_sums(fmt: str) -> None:
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", A=fmt, B=fmt, out_format="dcsr",
+                        counting=True)
+
+    def at(n):
+        a, b = _matrix(n, 7), _matrix(n, 8)
+
+        def check(result):
+            _same_entries(result, _entries(a + b))
+        return {"A": ls.Tensor.from_scipy(a, fmt), "B": ls.Tensor.from_scipy(b, fmt)}, check
+    _bounded(_counts(kernel, at), f"A + B in {fmt}")
+
+
+def test_a_counting_build_counts_every_iteration() -> None:
+    """SpMV over CSR: a loop head per row and per entry, and one more per loop entered."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", counting=True)
+    a = _matrix(50, 9)
+    y = kernel(A=ls.Tensor.from_scipy(a, "csr"), x=np.ones(50))
+    np.testing.assert_allclose(y.to_numpy(), a @ np.ones(50), rtol=1e-12)
+    assert a.nnz + 50 <= kernel.loop_count <= a.nnz + 3 * 50 + 10
+    plain = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
+    plain(A=ls.Tensor.from_scipy(a, "csr"), x=np.ones(50))
+    assert plain.loop_count is None
