@@ -89,9 +89,9 @@ def _scattered_with_zero_fill(shape: tuple[int, ...], flat: np.ndarray, values: 
 def _scipy_ready(tensor, layout: Layout, check: bool = True) -> bool:
     """Whether the arrays are where the layout says: extents match the shape and the
     entries start at position 0 (anything else takes the generic path). scipy trusts
-    index arrays (an index out of range writes out of bounds), so a tensor whose arrays
-    llvsparse did not make and seal is validated first, unless ``check`` is False."""
-    if check and tensor._sealed_state() is None:
+    index arrays (an index out of range writes out of bounds), so a tensor not trusted
+    as it is (``Tensor._trusted``) is validated first, unless ``check`` is False."""
+    if check and not tensor._trusted():
         tensor.validate()
     extents = tensor.level_extents
     if any(extents[k] != tensor.shape[m] for k, m in enumerate(layout.modes)):

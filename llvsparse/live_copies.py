@@ -10,10 +10,15 @@ entries summed, no padding), the copy keeps those source positions and gathers t
 values again per call, in place, so that the binding's descriptor stays valid (2M
 entries: about 15 ms, against 250 for a conversion). Otherwise the call converts the
 tensor again and copies the values over.
+
+Calls of one binding from several threads share the copy, so its refreshes take turns
+(``_one_at_a_time``); a kernel still reading it meanwhile sees the same values written
+again, unless the tensor's values were changed in between.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -31,7 +36,7 @@ def live_copy(tensor: Tensor, fmt: Format, name: str) -> tuple[Tensor, Refresh]:
         tensor._remembered_plan(fmt) or tensor._gather_plan(fmt)
     if template is None:
         copy = tensor.asformat(fmt)
-        return copy, lambda: _convert_again(tensor, fmt, copy, name)
+        return copy, _one_at_a_time(lambda: _convert_again(tensor, fmt, copy, name))
     copy = tensor._gathered(template, sources)
 
     def gather() -> None:
@@ -40,7 +45,19 @@ def live_copy(tensor: Tensor, fmt: Format, name: str) -> tuple[Tensor, Refresh]:
         np.take(tensor.values, sources, out=copy.values)
 
     sources_end = int(sources.max()) if len(sources) else -1
-    return copy, gather
+    return copy, _one_at_a_time(gather)
+
+
+def _one_at_a_time(refresh: Refresh) -> Refresh:
+    """``refresh`` behind a lock of its own. np.take buffers its ``out`` and marks it
+    read-only until it writes the buffer back, so eight threads calling one binding
+    failed in seven ('WRITEBACKIFCOPY base is read-only')."""
+    lock = threading.Lock()
+
+    def locked() -> None:
+        with lock:
+            refresh()
+    return locked
 
 
 def _convert_again(tensor: Tensor, fmt: Format, copy: Tensor, name: str) -> None:

@@ -2,10 +2,12 @@
 
 A Kernel pickles as its specification (expression, formats, options) plus, for each
 dtype signature it was specialized to, the object code and metadata the disk cache
-keeps. Unpickling reloads that object code without running LLVM when the receiving
-process computes the same cache key (same host CPU, versions and compiler sources), and
-otherwise leaves the signature to be compiled again on first use. Bindings hold pointers
-into their operands' memory and are not picklable (they say so).
+keeps, under one SHA-256 as there. Unpickling reloads that object code without running
+LLVM when the receiving process computes the same cache key (same host CPU, versions and
+compiler sources) and the digest matches (a damaged pickle raises UnpicklingError: a
+flipped byte of object code killed the process that ran it), and otherwise leaves the
+signature to be compiled again on first use. Bindings hold pointers into their
+operands' memory and are not picklable (they say so).
 
 A Tensor pickles as its arrays and format, without the descriptors and memos that
 belong to this process; a tensor llvsparse packed is sealed (read-only index arrays)
@@ -18,11 +20,14 @@ Dask worker 1-2 s per 6M-entry block it fetched, more than the SpMV it was fetch
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import pickle
 import weakref
 
 import numpy as np
 
 from .backends.cpu import OTHER_FORM_SUFFIX, load_object
+from .cache import digest
 from .runtime import make_read_only
 
 # Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
@@ -93,9 +98,21 @@ def reduce_kernel(kernel) -> tuple:
     for inst in instances.values():
         dtypes, index_dtypes, fills = _dtypes(kernel, inst)
         key = kernel.disk_key(kernel.instance_keys(dtypes, index_dtypes, fills)[0])
-        compiled.append((dtypes, index_dtypes, key, inst.jit.object_code, instance_meta(inst),
-                         fills, _other_object(inst.jit)))
+        obj, meta, other = inst.jit.object_code, instance_meta(inst), _other_object(inst.jit)
+        compiled.append((dtypes, index_dtypes, key, obj, meta, fills, other,
+                         _checksum(obj, meta, other)))
     return rebuild_kernel, (spec, compiled)
+
+
+def _checksum(obj: bytes, meta: dict, other: bytes | None) -> str | None:
+    """SHA-256 of what a signature loads: its object code and metadata (digested as the
+    disk cache's are) and its other form's object code; None for metadata that is not
+    JSON (only a damaged pickle holds such)."""
+    try:
+        entry = digest(obj, meta)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return hashlib.sha256(entry.encode() + b"\0" + (other or b"")).hexdigest()
 
 
 def _other_object(jit) -> bytes | None:
@@ -144,10 +161,14 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
                     precompute=rest[1] if len(rest) > 1 else None)
     received = []
     for dtypes, index_dtypes, key, obj, meta, *rest in compiled:
-        fills, other = (rest + [None, None])[:2]  # older pickles have neither
+        fills, other, checksum = (rest + [None] * 3)[:3]  # older pickles have none
         types, dtype, memory_key = kernel.instance_keys(dtypes, index_dtypes, fills)
-        if kernel.disk_key(types) != key:
-            continue  # another host or version: compiled again on first use
+        if kernel.disk_key(types) != key or checksum is None:
+            continue  # another host or version, or no digest: compiled again on first use
+        if _checksum(obj, meta, other) != checksum:
+            raise pickle.UnpicklingError(
+                f"pickled kernel {assignment!r}: the object code of its signature "
+                f"{dtypes} does not match its SHA-256 (the pickle is damaged)")
         instance = _CACHE.get(memory_key)
         if instance is None:
             instance = kernel.from_object(obj, meta, key, types, dtype)

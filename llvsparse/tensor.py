@@ -24,7 +24,7 @@ from .runtime import DescriptorHolder, make_read_only
 from .scipy_input import scipy_entries
 from .tensor_convert import FormatConversions, SameObjects
 from .validate import check_descriptor
-from .walk import entries_per_coordinate, walk_levels
+from .walk import Walk, entries_per_coordinate, walk_levels
 
 VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
 INDEX_LIMIT = 2**31 - 1
@@ -320,16 +320,40 @@ class Tensor(FormatConversions, ArrayOps):
         the format claims holds. Remembered for sealed tensors (see ``_seal``) while their
         index arrays, values array, parameters, extents, shape and format stay the same
         and read-only: the O(1) checks passed for them too, and are not run again."""
+        self._validated_walk()
+
+    def _validated_walk(self) -> Walk | None:
+        """``validate``, giving the checked walk's entries where it walked. A sealed
+        tensor with plugin levels was assembled by their code, so its refusal says so."""
         state = self._sealed_state()
         if state is not None and self.__dict__.get("_validated") == state:
-            return
+            return None
         self.validate_shallow()
         if not any(self.level_arrays):
             self._validate_array_free()
-            return
-        check_lengths(self)
-        walk_levels(self, check=True)
+            return None
+        try:
+            check_lengths(self)
+            walk = walk_levels(self, check=True)
+        except CorruptTensorError as error:
+            plugins = sorted({lv.kind for lv in self.format.levels if not is_shipped(lv.kind)})
+            if state is None or not plugins:
+                raise
+            raise CorruptTensorError(
+                f"{error} (a tensor made through plugin level format(s) "
+                f"{', '.join(map(repr, plugins))}, whose functions do not keep the claims "
+                "of their format)") from None
         self._validated = state
+        return walk
+
+    def _trusted(self) -> bool:
+        """Whether scipy and the unchecked walk may read the arrays as they are: sealed,
+        and validated or assembled by shipped level formats only. A plugin's assembly
+        code is not known to keep its claims: a compressed copy whose append_finalize
+        lacked its prefix sum handed scipy a pos that read out of bounds (SIGSEGV)."""
+        state = self._sealed_state()
+        return state is not None and (self.__dict__.get("_validated") == state or all(
+            is_shipped(level.kind) for level in self.format.levels))
 
     def _validate_array_free(self) -> None:
         """Without index arrays the walk depends only on the format, extents and
@@ -399,8 +423,11 @@ class Tensor(FormatConversions, ArrayOps):
 
     def _stored_entries(self) -> tuple[np.ndarray, np.ndarray]:
         """Every stored entry's coordinates ((order, n), in storage order, repeats kept)
-        and the position of its value."""
-        walk = walk_levels(self, check=False)
+        and the position of its value; the walk is checked unless the arrays are trusted
+        (a coordinate of -1 reached numpy's raw 'invalid entry in coordinates array')."""
+        walk = None if self._trusted() else self._validated_walk()
+        if walk is None:
+            walk = walk_levels(self, check=False)
         coords = np.zeros((self.order, len(walk.positions)), dtype=np.int64)
         for k, level in enumerate(self.format.levels):
             if level.mode is not None:

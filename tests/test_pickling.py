@@ -156,3 +156,62 @@ def test_a_kernel_pickled_after_its_probe_keeps_its_other_loop_form():
                           timeout=300, env=dict(os.environ, LLVSPARSE_CACHE="0"), check=False)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().split() == ["['other']", "0"]
+
+
+# Each damaged pickle is loaded and run in a child forked for it: the process cache would
+# serve every later load the first one's kernel, and a crash ends only that child.
+FLIPPED_LOADS = textwrap.dedent("""
+    import os, pickle, signal, sys
+    import numpy as np
+    import llvsparse
+    blobs, A, x, expected = pickle.loads(sys.stdin.buffer.read())
+    for k, blob in enumerate(blobs):
+        sys.stdout.flush()
+        child = os.fork()
+        if child == 0:
+            try:
+                kernel = pickle.loads(blob)
+            except Exception as error:
+                outcome = f"refused {type(error).__name__} {error}"
+            else:
+                try:
+                    ok = np.allclose(kernel(A=A, x=x).to_numpy(), expected)
+                    outcome = "correct" if ok else "WRONG"
+                except Exception as error:
+                    outcome = f"raised {type(error).__name__} {error}"
+            print(k, outcome.replace(chr(10), " "), flush=True)
+            os._exit(0)
+        status = os.waitpid(child, 0)[1]
+        if os.WIFSIGNALED(status):
+            print(k, "KILLED", signal.Signals(os.WTERMSIG(status)).name, flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_a_pickled_kernel_with_damaged_object_code_is_refused_not_run():
+    """Random byte flips in the object code a pickled kernel carries killed the process
+    that loaded it (SIGSEGV, SIGABRT, SIGILL in 23 of 60): nothing checked the bytes, as
+    the disk cache's digest does. Each is loaded and run in a process of its own, so
+    that a crash fails the test rather than ending pytest."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
+    A = ls.asarray(S, format="csr")
+    np.testing.assert_allclose(kernel(A=A, x=X).to_numpy(), S @ X)
+    blob = pickle.dumps(kernel)
+    obj = kernel.last.jit.object_code
+    start = blob.find(obj)
+    assert start > 0 and blob.count(obj) == 1
+    rng = np.random.default_rng(37)
+    blobs = []
+    for at in rng.integers(start, start + len(obj), 60):
+        damaged = bytearray(blob)
+        damaged[at] ^= int(rng.integers(1, 256))
+        blobs.append(bytes(damaged))
+    done = subprocess.run([sys.executable, "-c", FLIPPED_LOADS],
+                          input=pickle.dumps((blobs, A, X, S @ X)), capture_output=True,
+                          timeout=600, env=dict(os.environ, LLVSPARSE_CACHE="0"), check=False)
+    lines = done.stdout.decode().splitlines()
+    assert done.returncode == 0, (done.returncode, lines[-3:], done.stderr.decode()[-2000:])
+    assert len(lines) == 60
+    refused = [line for line in lines if "refused UnpicklingError" in line
+               and "does not match its SHA-256" in line]
+    assert len(refused) == 60, [line for line in lines if line not in refused][:5]

@@ -167,3 +167,77 @@ def test_registration_refuses_a_level_whose_packed_sample_is_out_of_range(tmp_pa
                                               "sample .* gives coordinate 10[0-9], outside"):
         ls.register_level_format(path)
     assert "farhash" not in ls.level_formats()
+
+
+# -- outputs a kernel assembles through a plugin are validated before they are trusted ---
+NO_PREFIX_SUM = ("""    append_finalize: |
+      total = pos[0]
+      for q in range(1, parent_size + 1):
+          total = total + pos[q]
+          pos[q] = total
+""", """    append_finalize: |
+      pos[0] = 0
+""")
+ASSEMBLE_INTO_PLUGIN = """
+import sys
+import numpy as np, scipy.sparse as sp, llvsparse as ls
+ls.register_level_format(sys.argv[1])
+M = sp.random(300, 300, density=0.05, format="csr", random_state=0)
+A = ls.Tensor.from_scipy(M, format="csr")
+fmt = ls.Format([ls.Level("dense", 0), ls.Level(sys.argv[2], 1)])
+C = ls.evaluate("C(i,j) = A(i,j) * 2", out_format=fmt, A=A)
+for unpack in (C.to_numpy, C.to_scipy, C.to_coo, lambda: C.asformat("csc")):
+    try:
+        unpack()
+    except ls.CorruptTensorError as error:
+        print("refused:", error)
+    else:
+        print("accepted")
+"""
+
+
+def _assemble_into_plugin(tmp_path: Path, plugin: Path, name: str) -> list[str]:
+    """The result of a kernel assembling into ``plugin``, unpacked four ways in a
+    subprocess (scipy reading a corrupt pos segfaulted the process)."""
+    done = subprocess.run([sys.executable, "-c", ASSEMBLE_INTO_PLUGIN, str(plugin), name],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          cwd=tmp_path)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr[-2000:])
+    return done.stdout.splitlines()
+
+
+def test_output_of_a_plugin_without_its_prefix_sum_is_refused_not_handed_to_scipy(tmp_path):
+    """A compressed copy whose append_finalize lacks its prefix sum registers fine; the
+    pos it assembles (per-row counts) went to scipy unchecked: SIGSEGV or SIGABRT."""
+    path = _plugin(tmp_path, "compressed", "noprefix", NO_PREFIX_SUM)
+    lines = _assemble_into_plugin(tmp_path, path, "noprefix")
+    assert len(lines) == 4 and all(line.startswith("refused:") for line in lines), lines
+    assert all("level 1 (noprefix)" in line and "plugin level format(s) 'noprefix'" in line
+               for line in lines), lines
+
+
+def test_output_of_a_plugin_yielding_a_negative_coordinate_is_refused(tmp_path):
+    """A plugin iterating coordinate -1 reached numpy's raw 'invalid entry in coordinates
+    array' from to_numpy."""
+    ls.register_level_format(_plugin(tmp_path, "compressed", "minusone",
+                                     ("pos_access: return crd[p], True",
+                                      "pos_access: return crd[p] - 1, True")))
+    A = ls.Tensor.from_numpy(B, format="csr")
+    C = ls.evaluate("C(i,j) = A(i,j) * 2", A=A,
+                    out_format=ls.Format([ls.Level("dense", 0), ls.Level("minusone", 1)]))
+    for unpack in (C.to_numpy, C.to_scipy, C.to_coo):
+        with pytest.raises(ls.CorruptTensorError,
+                           match=r"level 1 \(minusone\): coordinate -1 is outside .*plugin"):
+            unpack()
+
+
+def test_output_of_an_honest_plugin_unpacks(tmp_path):
+    path = _plugin(tmp_path, "compressed", "honest")
+    lines = _assemble_into_plugin(tmp_path, path, "honest")
+    assert lines == ["accepted"] * 4, lines
+    ls.register_level_format(path)
+    A = ls.Tensor.from_numpy(B, format="csr")
+    C = ls.evaluate("C(i,j) = A(i,j) * 3", A=A,
+                    out_format=ls.Format([ls.Level("dense", 0), ls.Level("honest", 1)]))
+    np.testing.assert_array_equal(C.to_numpy(), B * 3)
+    np.testing.assert_array_equal(C.to_scipy().toarray(), B * 3)

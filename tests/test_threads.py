@@ -390,3 +390,33 @@ def test_small_sparse_outputs_assembled_on_one_thread(monkeypatch):
     assert a.nnz < 64_000 and kernel.bind(threads=2, **operands).plan is None
     monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", a.nnz)
     assert kernel.bind(threads=2, **operands).plan is not None
+
+
+def test_one_binding_with_a_converted_operand_called_from_eight_threads():
+    """A binding keeps A's transposed copy and gathers A's values into it per call;
+    np.take buffers its ``out`` and marks it read-only until it writes back, so seven of
+    eight threads calling the binding at once failed ('WRITEBACKIFCOPY base is
+    read-only')."""
+    a = _matrix(1500, 1500, 40, 9)
+    A = ls.Tensor.from_scipy(a, "csr")
+    kernel = ls.compile("C(i,j) = A(i,j) * 2 + A(j,i)", A="csr", out_format="csr")
+    call = kernel.bind(A=A)
+    assert call.refreshes  # the transposed copy is gathered again on every call
+    dense = a.toarray()
+    expected = dense * 2 + dense.T
+    barrier, outcomes = threading.Barrier(8), []
+
+    def run() -> None:
+        barrier.wait()
+        try:
+            for _ in range(6):
+                outcomes.append(np.array_equal(call().to_numpy(), expected))
+        except Exception as error:  # noqa: BLE001 - reported below, with the others
+            outcomes.append(error)
+
+    workers = [threading.Thread(target=run) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert outcomes == [True] * 48, [o for o in outcomes if o is not True][:3]
