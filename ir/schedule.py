@@ -151,7 +151,7 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
         return [_schedule_one(assign, types, exact_sums)]
     except ScheduleError:
         out = types[assign.tensor]
-        terms = _additive_terms(assign.rhs)
+        terms = additive_terms(assign.rhs)
         if len(terms) < 2 or not all(level.can_insert for level in out.levels):
             raise
         nests = []
@@ -165,12 +165,13 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
         return nests
 
 
-def _additive_terms(expr: Expr) -> list[Expr]:
+def additive_terms(expr: Expr) -> list[Expr]:
+    """The terms of a sum or difference, a subtrahend's negated."""
     if isinstance(expr, Apply) and expr.op is ADD:
-        return _additive_terms(expr.args[0]) + _additive_terms(expr.args[1])
+        return additive_terms(expr.args[0]) + additive_terms(expr.args[1])
     if isinstance(expr, Apply) and expr.op is SUB:
-        negated = [hoist_sums(Apply(NEG, (t,)), exact=True) for t in _additive_terms(expr.args[1])]
-        return _additive_terms(expr.args[0]) + negated
+        negated = [hoist_sums(Apply(NEG, (t,)), exact=True) for t in additive_terms(expr.args[1])]
+        return additive_terms(expr.args[0]) + negated
     return [expr]
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..formats.loader import PROPERTY_NAMES
 from .cin import Assign
-from .schedule import Nest, ScatteredOutputError, ScheduleError, schedule
+from .schedule import Nest, ScatteredOutputError, ScheduleError, additive_terms, schedule
 from .statements import TensorVar
 from .types import LevelType, TensorType
 from .workspace import WorkspaceKind, workspace_level
@@ -49,6 +49,16 @@ def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = 
         return schedule(assign, types, split, exact_sums)
     except ScatteredOutputError as error:
         if split:
+            raise
+        return _with_workspace(assign, types, checked_policy(policy), error, sparse,
+                               exact_sums)
+    except ScheduleError as error:
+        # A sum of terms whose loop orders differ (A @ B + D into CSR): each term
+        # scattered into one workspace row, then appended (paper 002), instead of an
+        # inner product over every coordinate of a converted operand.
+        out = types[assign.tensor]
+        if split or all(level.can_insert for level in out.levels) \
+                or len(additive_terms(assign.rhs)) < 2:
             raise
         return _with_workspace(assign, types, checked_policy(policy), error, sparse,
                                exact_sums)

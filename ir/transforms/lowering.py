@@ -153,8 +153,14 @@ def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
     reduction other than + scattered into its output where folding it is refused), or
     its refusal."""
     try:
-        return schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse,
-                               exact_sums=exact_sums)
+        nests = schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse,
+                                exact_sums=exact_sums)
+        if policy is not None and all(nest.workspace is None for nest in nests):
+            raise ScheduleError(f"workspace={policy!r} does not apply: the loops produce "
+                                f"{concrete.tensor}'s entries in the order its levels "
+                                "keep, so nothing is scattered into a workspace; leave "
+                                "workspace out")
+        return nests
     except ScheduleError as error:
         scattered = None if split else scattered_reduction(concrete, types)
         return Refused(error) if scattered is None else [scattered]
