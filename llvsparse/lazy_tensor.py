@@ -26,7 +26,7 @@ from . import elementwise as ew
 from . import notation as nt
 from .format import Format, FormatError, Level, named_format
 from .numpy_protocols import ArrayOps
-from .operators import ADD, MAX, MIN, MUL, OR
+from .operators import ADD, MAX, MIN, MUL
 from .tensor import Tensor, checked_value_dtype
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
@@ -36,7 +36,7 @@ Operand = Tensor | np.ndarray
 _COUNTER = itertools.count()
 
 
-def _fresh() -> nt.IndexVar:
+def fresh() -> nt.IndexVar:
     return nt.IndexVar(f"v{next(_COUNTER)}")
 
 
@@ -55,7 +55,7 @@ class Node:
     def at(self, new_vars: Sequence[nt.IndexVar]) -> nt.Expr:
         """The expression with its axes read at ``new_vars`` and fresh summed variables."""
         mapping = dict(zip(self.vars, new_vars))
-        mapping.update({r.var: _fresh() for r in nt.iter_reductions(self.expr)})
+        mapping.update({r.var: fresh() for r in nt.iter_reductions(self.expr)})
         return substitute(self.expr, mapping)
 
     @property
@@ -92,7 +92,7 @@ def _tensor_fill(tensor: Operand) -> object:
 
 
 def leaf(tensor: Operand) -> Node:
-    axes = tuple(_fresh() for _ in tensor.shape)
+    axes = tuple(fresh() for _ in tensor.shape)
     name = f"L{id(tensor)}"
     return Node(nt.Access(name, axes), axes, tensor.shape, {name: tensor},
                 _tensor_fill(tensor))
@@ -138,7 +138,7 @@ def _broadcast_args(nodes: Sequence[Node]
     extent 1 against a longer one is dropped first: notation has no broadcasting) and
     the tensors they read."""
     shape = broadcast_shape(*(n.shape for n in nodes))
-    axes = tuple(_fresh() for _ in shape)
+    axes = tuple(fresh() for _ in shape)
     args = []
     leaves: dict[str, Operand] = {}
     for node in nodes:
@@ -152,20 +152,20 @@ def _broadcast_args(nodes: Sequence[Node]
     return shape, axes, args, leaves
 
 
-def _merged(nodes: Sequence[Node]) -> dict[str, Operand]:
+def merged(nodes: Sequence[Node]) -> dict[str, Operand]:
     """Every tensor the nodes read, by name."""
     return {name: t for n in nodes for name, t in n.leaves.items()}
 
 
 def apply(name: str, *operands: object) -> Node:
     """numpy function ``name`` (a ufunc's name) on ``operands``, broadcast as numpy does."""
-    nodes = [_node_of(x, name) for x in operands]
+    nodes = [node_of(x, name) for x in operands]
     shape, axes, args, leaves = _broadcast_args(nodes)
     expr = ew.build(name, tuple(args))
     return Node(expr, axes, shape, leaves, _fill_after(name, [n.fill for n in nodes]))
 
 
-def _node_of(value: object, what: str) -> Node:
+def node_of(value: object, what: str) -> Node:
     node = as_node(value)
     if node is None:
         raise TypeError(f"{what}: cannot use a {type(value).__name__} as a tensor operand")
@@ -247,7 +247,7 @@ def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
                          "has no identity (numpy raises it too)")
     if op is not ADD:
         node = _unblocked(node)
-    inner = [_fresh() for _ in node.shape]
+    inner = [fresh() for _ in node.shape]
     expr = node.at(inner)
     if node_dtype(node) == np.bool_ and not op.idempotent:
         expr = nt.Call(MUL, (expr, nt.Literal(1)))  # bool times a weak int: int64
@@ -279,108 +279,6 @@ def _reduced_fill(node: Node, op, count: int) -> object:
     if fill is None or node.reads_dense:
         return None
     return fill if op.idempotent or fill in (op.identity, op.annihilator) else None
-
-
-def contract(a: Node, b: Node, a_axes: Sequence[int], b_axes: Sequence[int],
-             batch: int = 0) -> Node:
-    """Sum of products over paired axes; the first ``batch`` axes of both are shared
-    and lead the result (matmul's stacks); the rest follow, ``a``'s first (tensordot)."""
-    for p, q in zip(a_axes, b_axes):
-        if a.shape[p] != b.shape[q]:
-            raise ValueError(f"shapes {a.shape} and {b.shape} not aligned: axis {p} (dim "
-                             f"{a.shape[p]}) != axis {q} (dim {b.shape[q]})")
-    if a.shape[:batch] != b.shape[:batch]:
-        raise ValueError(f"stacked shapes {a.shape[:batch]} and {b.shape[:batch]} differ "
-                         "(broadcast stacks are not supported)")
-    a_vars = [_fresh() for _ in a.shape]
-    b_vars = [_fresh() for _ in b.shape]
-    b_vars[:batch] = a_vars[:batch]
-    for p, q in zip(a_axes, b_axes):
-        b_vars[q] = a_vars[p]
-    expr: nt.Expr = nt.Call(MUL, (a.at(a_vars), b.at(b_vars)))
-    for p in a_axes:
-        expr = nt.Reduction(ADD, a_vars[p], expr)
-    free_a = [k for k in range(batch, len(a.shape)) if k not in a_axes]
-    free_b = [k for k in range(batch, len(b.shape)) if k not in b_axes]
-    out_vars = [*a_vars[:batch], *(a_vars[k] for k in free_a), *(b_vars[k] for k in free_b)]
-    shape = (*a.shape[:batch], *(a.shape[k] for k in free_a), *(b.shape[k] for k in free_b))
-    dense = a.reads_dense or b.reads_dense
-    fill = 0 if 0 in (a.fill, b.fill) and not (dense and a_axes) else None
-    return Node(expr, tuple(out_vars), shape, _merged([a, b]), fill)
-
-
-def matmul(a: Node, b: Node) -> Node:
-    """numpy's ``@``: vectors are promoted and demoted, stacks are shared."""
-    if not a.shape or not b.shape:
-        raise ValueError("matmul: an operand is a scalar (0-d); use * instead")
-    if len(a.shape) == 1 or len(b.shape) == 1:
-        return contract(a, b, [len(a.shape) - 1], [max(len(b.shape) - 2, 0)])
-    if len(a.shape) != len(b.shape):
-        raise ValueError(f"matmul of shapes {a.shape} and {b.shape}: stacks of different "
-                         "depth are not supported")
-    last = len(a.shape) - 1
-    return contract(a, b, [last], [last - 1], batch=last - 1)
-
-
-def dot(a: Node, b: Node) -> Node:
-    """``np.dot``: a product with a scalar, else a sum over a's last axis and b's
-    second-to-last (its only one for a vector)."""
-    if not a.shape or not b.shape:
-        return apply("multiply", LazyTensor(a), LazyTensor(b))
-    return contract(a, b, [len(a.shape) - 1], [max(len(b.shape) - 2, 0)])
-
-
-def tensordot(a: Node, b: Node, axes: object = 2) -> Node:
-    if isinstance(axes, (int, np.integer)):
-        n = int(axes)
-        a_axes, b_axes = list(range(len(a.shape) - n, len(a.shape))), list(range(n))
-    else:
-        a_axes, b_axes = ([x] if isinstance(x, (int, np.integer)) else list(x) for x in axes)
-    a_axes = [normalize_axis(k, len(a.shape)) for k in a_axes]
-    b_axes = [normalize_axis(k, len(b.shape)) for k in b_axes]
-    if len(a_axes) != len(b_axes):
-        raise ValueError("tensordot: the two lists of axes have different lengths")
-    return contract(a, b, a_axes, b_axes)
-
-
-def einsum(subscripts: str, *operands: object) -> Node:
-    """numpy's einsum (explicit ``->`` or implicit output, no ``...``) as one node."""
-    text = subscripts.replace(" ", "")
-    inputs, arrow, output = text.partition("->")
-    terms = inputs.split(",")
-    if "." in text or len(terms) != len(operands) or \
-            not all(t.isalpha() or not t for t in (*terms, output)):
-        raise ValueError(f"einsum subscripts {subscripts!r} do not fit {len(operands)} "
-                         "operands (letters per mode, no '...')")
-    if not arrow:
-        counts = {c: "".join(terms).count(c) for c in "".join(terms)}
-        output = "".join(sorted(c for c, n in counts.items() if n == 1))
-    nodes = [_node_of(x, "einsum") for x in operands]
-    letters = {c: _fresh() for c in "".join(terms)}
-    extents: dict[str, int] = {}
-    factors = []
-    for term, node in zip(terms, nodes):
-        if len(term) != len(node.shape):
-            raise ValueError(f"einsum: subscripts {term!r} for an operand of shape "
-                             f"{node.shape}")
-        for c, extent in zip(term, node.shape):
-            if extents.setdefault(c, extent) != extent:
-                raise ValueError(f"einsum: index {c!r} has extents {extents[c]} and {extent}")
-        factors.append(node.at([letters[c] for c in term]))
-    if set(output) - set(letters) or len(set(output)) != len(output):
-        raise ValueError(f"einsum output {output!r} must name distinct input indices")
-    expr = factors[0]
-    for factor in factors[1:]:
-        expr = nt.Call(MUL, (expr, factor))
-    # np.einsum over bools reduces by or (a sum in notation counts them, as np.sum).
-    reduce_by = OR if all(node_dtype(n) == np.bool_ for n in nodes) else ADD
-    for c, var in letters.items():
-        if c not in output:
-            expr = nt.Reduction(reduce_by, var, expr)
-    fill = 0 if any(n.fill == 0 for n in nodes) and not any(n.reads_dense for n in nodes) \
-        else None
-    return Node(expr, tuple(letters[c] for c in output), tuple(extents[c] for c in output),
-                _merged(nodes), fill)
 
 
 # ----------------------------------------------------------------------------- compute

@@ -20,6 +20,12 @@ def _lazy_module():
     return lazy
 
 
+def _products():
+    from . import lazy_products
+
+    return lazy_products
+
+
 def finish(node, operands: tuple) -> object:
     """A lazy result where an operand is lazy; else computed (a numpy scalar for 0-d,
     as numpy's own reductions give)."""
@@ -151,7 +157,7 @@ class ArrayOps:
         left, right = lazy.as_node(a), lazy.as_node(b)
         if left is None or right is None:
             return NotImplemented
-        return finish(lazy.matmul(left, right), (a, b))
+        return finish(_products().matmul(left, right), (a, b))
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -265,16 +271,16 @@ def _nodes(*values):
 
 def _dot(a, b, out=None):
     _no_options("np.dot", out=out)
-    return finish(_lazy_module().dot(*_nodes(a, b)), (a, b))
+    return finish(_products().dot(*_nodes(a, b)), (a, b))
 
 
 def _tensordot(a, b, axes=2):
-    return finish(_lazy_module().tensordot(*_nodes(a, b), axes), (a, b))
+    return finish(_products().tensordot(*_nodes(a, b), axes), (a, b))
 
 
 def _einsum(subscripts, *operands, out=None, **options):
     _no_options("np.einsum", out=out, **options)
-    return finish(_lazy_module().einsum(subscripts, *operands), operands)
+    return finish(_products().einsum(subscripts, *operands), operands)
 
 
 def _where(condition, x=None, y=None):
