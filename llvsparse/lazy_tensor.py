@@ -18,7 +18,7 @@ import numbers
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -239,7 +239,8 @@ REDUCTIONS = {"sum": (ADD, np.add), "prod": (MUL, np.multiply), "max": (MAX, np.
 def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
     """numpy's reduction ``name`` over ``axes``: one notation reduction per axis (which
     folds every coordinate, an entry not stored counting as the fill, as numpy's dense
-    reduction does). A sum or product of bools is an int64 one, as numpy's."""
+    reduction does), in numpy's dtype for it: a sum or product of bools or int32 values
+    accumulates in int64."""
     op, ufunc = REDUCTIONS[name]
     count = math.prod(node.shape[k] for k in axes)
     if count == 0 and ufunc.identity is None:
@@ -247,15 +248,30 @@ def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
                          "has no identity (numpy raises it too)")
     if op is not ADD:
         node = _unblocked(node)
+    node = widened(node, ufunc.reduce(np.zeros(1, node_dtype(node))).dtype)
     inner = [fresh() for _ in node.shape]
     expr = node.at(inner)
-    if node_dtype(node) == np.bool_ and not op.idempotent:
-        expr = nt.Call(MUL, (expr, nt.Literal(1)))  # bool times a weak int: int64
     for k in axes:
         expr = nt.Reduction(op, inner[k], expr)
     kept = [k for k in range(len(node.shape)) if k not in axes]
     return Node(expr, tuple(inner[k] for k in kept), tuple(node.shape[k] for k in kept),
                 node.leaves, _reduced_fill(node, op, count))
+
+
+@cache
+def _one(dtype: np.dtype) -> np.ndarray:
+    one = np.ones((), dtype)
+    one.setflags(write=False)
+    return one
+
+
+def widened(node: Node, dtype: np.dtype) -> Node:
+    """``node`` in ``dtype``, a wider one numpy promotes it to: times a 0-d one of that
+    dtype, since notation has no cast (a factor that changes no value, and where a
+    sparse operand stores nothing, 0 still annihilates it)."""
+    if node_dtype(node) == dtype:
+        return node
+    return apply("multiply", LazyTensor(node), LazyTensor(leaf(_one(np.dtype(dtype)))))
 
 
 def _unblocked(node: Node) -> Node:
