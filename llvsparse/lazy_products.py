@@ -8,8 +8,35 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import notation as nt
-from .lazy_tensor import LazyTensor, Node, apply, fresh, merged, node_dtype, node_of, normalize_axis
+from .lazy_tensor import (
+    LazyTensor,
+    Node,
+    apply,
+    compute_node,
+    fresh,
+    merged,
+    node_dtype,
+    node_of,
+    normalize_axis,
+)
 from .operators import ADD, MUL, OR
+
+
+def _summed(product: nt.Expr, summed: Sequence[nt.IndexVar], nodes: Sequence[Node],
+            out_vars: Sequence[nt.IndexVar], shape: Sequence[int], fill: object) -> Node:
+    """``product`` (of ``nodes``) summed over ``summed`` as numpy sums products: an or
+    where all are bools (``@``, dot, tensordot and einsum of bools are an or of ands;
+    a sum in notation counts bools, as np.sum does). A sparse result's reduction may be
+    scattered (CSR @ CSR), which the compiler assembles through a workspace that sums
+    only: such a bool result is counted first (a kernel of its own), then compared
+    with 0."""
+    logical = bool(summed) and all(node_dtype(n) == np.bool_ for n in nodes)
+    counted = logical and fill is not None and len(shape) >= 2  # stored sparse
+    expr = product
+    for var in summed:
+        expr = nt.Reduction(OR if logical and not counted else ADD, var, expr)
+    node = Node(expr, tuple(out_vars), tuple(shape), merged(nodes), fill)
+    return apply("not_equal", compute_node(node), 0) if counted else node
 
 
 def contract(a: Node, b: Node, a_axes: Sequence[int], b_axes: Sequence[int],
@@ -28,16 +55,14 @@ def contract(a: Node, b: Node, a_axes: Sequence[int], b_axes: Sequence[int],
     b_vars[:batch] = a_vars[:batch]
     for p, q in zip(a_axes, b_axes):
         b_vars[q] = a_vars[p]
-    expr: nt.Expr = nt.Call(MUL, (a.at(a_vars), b.at(b_vars)))
-    for p in a_axes:
-        expr = nt.Reduction(ADD, a_vars[p], expr)
+    product = nt.Call(MUL, (a.at(a_vars), b.at(b_vars)))
     free_a = [k for k in range(batch, len(a.shape)) if k not in a_axes]
     free_b = [k for k in range(batch, len(b.shape)) if k not in b_axes]
     out_vars = [*a_vars[:batch], *(a_vars[k] for k in free_a), *(b_vars[k] for k in free_b)]
     shape = (*a.shape[:batch], *(a.shape[k] for k in free_a), *(b.shape[k] for k in free_b))
     dense = a.reads_dense or b.reads_dense
     fill = 0 if 0 in (a.fill, b.fill) and not (dense and a_axes) else None
-    return Node(expr, tuple(out_vars), shape, merged([a, b]), fill)
+    return _summed(product, [a_vars[p] for p in a_axes], (a, b), out_vars, shape, fill)
 
 
 def matmul(a: Node, b: Node) -> Node:
@@ -103,12 +128,7 @@ def einsum(subscripts: str, *operands: object) -> Node:
     expr = factors[0]
     for factor in factors[1:]:
         expr = nt.Call(MUL, (expr, factor))
-    # np.einsum over bools reduces by or (a sum in notation counts them, as np.sum).
-    reduce_by = OR if all(node_dtype(n) == np.bool_ for n in nodes) else ADD
-    for c, var in letters.items():
-        if c not in output:
-            expr = nt.Reduction(reduce_by, var, expr)
     fill = 0 if any(n.fill == 0 for n in nodes) and not any(n.reads_dense for n in nodes) \
         else None
-    return Node(expr, tuple(letters[c] for c in output), tuple(extents[c] for c in output),
-                merged(nodes), fill)
+    return _summed(expr, [var for c, var in letters.items() if c not in output], nodes,
+                   [letters[c] for c in output], [extents[c] for c in output], fill)
