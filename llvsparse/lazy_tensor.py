@@ -102,15 +102,16 @@ def as_node(value: object) -> Node | None:
     """``value`` as a node: a lazy expression, a tensor, anything ``ls.asarray`` reads,
     a number; None for other objects. A Python number is a literal of the kernel (a weak
     dtype, as numpy's NEP 50 has it; each value its own kernel); a numpy scalar, which
-    keeps its dtype, a 0-d operand (one kernel for every value), and so are numbers a
-    literal cannot print (inf, NaN, bools)."""
+    keeps its dtype, a 0-d operand (one kernel for every value; ``apply`` makes it a
+    literal where its value matters), and so are numbers a literal cannot print (inf,
+    NaN, bools)."""
     if isinstance(value, LazyTensor):
         return value.node
     if isinstance(value, Tensor):
         return leaf(value)
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)) \
             and math.isfinite(value):
-        return Node(nt.Literal(value), (), (), {}, value)
+        return _literal(value)
     from .coerce import asarray, is_foreign_sparse
 
     if is_foreign_sparse(value):
@@ -122,6 +123,20 @@ def as_node(value: object) -> Node | None:
         checked_value_dtype(array.dtype)
         return leaf(array)
     return None
+
+
+def _literal(value: float) -> Node:
+    return Node(nt.Literal(value), (), (), {}, value)
+
+
+def _numpy_scalar(value: object) -> bool:
+    """A numpy scalar or 0-d array a literal can hold (a finite integer or float)."""
+    return isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0 and \
+        value.dtype.kind in "iuf" and math.isfinite(value.item())
+
+
+def _reads_sparse(node: Node) -> bool:
+    return not all(_is_dense(t) for t in node.leaves.values())
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -159,10 +174,32 @@ def merged(nodes: Sequence[Node]) -> dict[str, Operand]:
 
 def apply(name: str, *operands: object) -> Node:
     """numpy function ``name`` (a ufunc's name) on ``operands``, broadcast as numpy does."""
-    nodes = [node_of(x, name) for x in operands]
+    nodes = _with_scalars(name, operands)
     shape, axes, args, leaves = _broadcast_args(nodes)
     expr = ew.build(name, tuple(args))
     return Node(expr, axes, shape, leaves, _fill_after(name, [n.fill for n in nodes]))
+
+
+def _with_scalars(name: str, operands: Sequence[object]) -> list[Node]:
+    """The operands' nodes, numpy scalars (and 0-d arrays) taken as literals where a
+    sparse operand is read: which entries the result stores then depends on their value
+    (A / np.float32(2) keeps A's pattern), which the compiler cannot see in a 0-d
+    operand. numpy types them strongly (float32 A * np.float64(2) is float64), so the
+    other operands are widened to the dtype all promote to. Without a sparse operand
+    (dense vectors in an iteration) they stay 0-d operands: one kernel for every value."""
+    nodes = [node_of(x, name) for x in operands]
+    scalars = [k for k, x in enumerate(operands) if _numpy_scalar(x)]
+    # The operands whose dtypes promote (where's condition is read for its truth only).
+    typed = [k for k in range(len(nodes)) if (name, k) != ("where", 0)]
+    tensors = [k for k in typed if k not in scalars]
+    if not scalars or not tensors or not any(_reads_sparse(n) for n in nodes):
+        return nodes
+    target = np.result_type(*(node_dtype(nodes[k]) for k in typed))
+    for k in scalars:
+        nodes[k] = _literal(operands[k].item())
+    for k in tensors:
+        nodes[k] = widened(nodes[k], target)
+    return nodes
 
 
 def node_of(value: object, what: str) -> Node:

@@ -87,11 +87,13 @@ def test_other_formats(fmt):
     _close(A.max(axis=1), a.max(axis=1))
 
 
-def test_numpy_scalars_keep_their_dtype_and_their_kernel(monkeypatch):
-    """A numpy scalar is a 0-d operand: numpy's dtype (float32 * np.float64 is float64),
-    and one kernel for every value; a Python number is a weak literal."""
+def test_numpy_scalars_keep_their_dtype_and_over_dense_operands_their_kernel(monkeypatch):
+    """A numpy scalar keeps numpy's dtype (float32 * np.float64 is float64); against
+    dense operands only it is a 0-d operand, one kernel for every value (an iteration's
+    x + alpha * p); a Python number is a weak literal."""
     a = np.array([[0, 1.5], [2, 0]], np.float32)
     A = ls.Tensor.from_numpy(a, format="csr")
+    x = ls.Tensor.from_numpy(np.arange(3.0))
     calls = []
     evaluate = api.evaluate
     monkeypatch.setattr(api, "evaluate", lambda *args, **kw: calls.append(str(args[0])) or
@@ -99,10 +101,41 @@ def test_numpy_scalars_keep_their_dtype_and_their_kernel(monkeypatch):
     for scale in (np.float64(2), np.float64(3)):
         result = A * scale
         assert result.dtype == (a * scale).dtype and result.format.name == "csr"
+        assert result.nnz == A.nnz
         _close(result, a * scale)
-    assert calls[0] == calls[1]
+        _close(x + scale * x, np.arange(3.0) * (1 + scale))
+    dense = [text for text in calls if "i1" not in text]  # scale * x, then x + that
+    assert len(dense) == 4 and dense[:2] == dense[2:] and "2" not in dense[0]
     assert (A * 2.0).dtype == (a * 2.0).dtype == np.float32
     _close(A * np.float64(np.nan), np.where(a != 0, np.nan, 0))  # not stored: annihilates
+
+
+@pytest.mark.parametrize("scalar", [np.float32(2), np.float64(2), np.int64(2), np.int32(2),
+                                    np.asarray(2.0), np.asarray(2)])
+def test_numpy_scalars_are_values_as_python_numbers_are(scalar):
+    """A / np.float32(2) stored every entry (12 -> 24), where A / 2.0 keeps A's pattern:
+    a numpy scalar or 0-d array was a 0-d operand, whose value the compiler cannot see
+    (0 / x is 0 only where x is not 0). Against a sparse operand it is a literal now,
+    with numpy's dtype for it."""
+    rng = np.random.default_rng(24)
+    a = np.where(rng.permutation(24).reshape(4, 6) < 12, rng.uniform(1, 3, (4, 6)), 0.0)
+    A = ls.Tensor.from_numpy(a, format="csr")
+    value = scalar.item()
+    for got, expected, python in [
+            (A / scalar, a / scalar, A / value), (A + scalar, a + scalar, A + value),
+            (scalar - A, scalar - a, value - A), (A < scalar, a < scalar, A < value),
+            (np.maximum(A, scalar), np.maximum(a, scalar), np.maximum(A, value)),
+            (A ** scalar, a ** scalar, A ** value),
+            (np.where(A > 1, A, scalar), np.where(a > 1, a, scalar),
+             np.where(A > 1, A, value))]:
+        assert got.dtype == expected.dtype
+        assert got.nnz == python.nnz == 12 and got.fill_value == python.fill_value
+        _close(got, expected)
+    single = ls.Tensor.from_numpy(a.astype(np.float32), format="csr")
+    _close(single / scalar, a.astype(np.float32) / scalar)  # float32 / np.float64: float64
+    assert (single / scalar).dtype == (a.astype(np.float32) / scalar).dtype
+    counts = ls.Tensor.from_numpy((a > 2).astype(np.int32), format="csr")
+    assert (counts * scalar).dtype == ((a > 2).astype(np.int32) * scalar).dtype
 
 
 def test_result_formats_follow_the_pattern():
