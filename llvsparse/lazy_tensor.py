@@ -202,6 +202,34 @@ def _with_scalars(name: str, operands: Sequence[object]) -> list[Node]:
     return nodes
 
 
+def power(base: object, exponent: object) -> Node:
+    """numpy's ``**``: a whole power from 1 to 4 is a product (numpy's x**2 is x*x), the
+    power 0 of integers or bools is 1 (in numpy's dtype: ints stay ints); any other is
+    pow (float64 for integers, README)."""
+    whole = _whole(exponent)
+    if whole is None or not 0 <= whole <= 4:
+        return apply("power", base, exponent)
+    node = node_of(base, "power")
+    dtype = np.result_type(node_dtype(node), exponent.dtype if _numpy_scalar(exponent)
+                           else whole)
+    if whole == 0 and dtype.kind == "f":
+        return apply("power", base, exponent)  # nan ** 0 is 1, and nan * 0 + 1 is not
+    first = LazyTensor(widened(node, dtype))
+    if whole == 0:
+        return apply("add", LazyTensor(apply("multiply", first, 0)), 1)
+    result = first.node
+    for _ in range(whole - 1):
+        result = apply("multiply", LazyTensor(result), LazyTensor(node))
+    return result
+
+
+def _whole(value: object) -> int | None:
+    """A Python int or numpy integer scalar (or 0-d array) as an int, else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value.item()) if _numpy_scalar(value) and value.dtype.kind in "iu" else None
+
+
 def node_of(value: object, what: str) -> Node:
     node = as_node(value)
     if node is None:

@@ -128,13 +128,10 @@ class ArrayOps:
 
     def __pow__(self, other):
         """Small whole powers are products (numpy's x**2 is x*x); others need pow."""
-        if isinstance(other, int) and not isinstance(other, bool) and 1 <= other <= 4:
-            lazy = _lazy_module()
-            node = base = lazy.as_node(self)
-            for _ in range(other - 1):
-                node = lazy.apply("multiply", lazy.LazyTensor(node), lazy.LazyTensor(base))
-            return finish(node, (self,))
-        return _binary("power")(self, other)
+        lazy = _lazy_module()
+        if lazy.as_node(other) is None:
+            return NotImplemented
+        return finish(lazy.power(self, other), (self, other))
 
     def __neg__(self):
         return finish(_lazy_module().apply("negative", self), (self,))
@@ -229,6 +226,8 @@ class ArrayOps:
             return NotImplemented
         if ufunc is np.matmul:
             return self._product(*inputs)
+        if ufunc is np.power:
+            return finish(lazy.power(*inputs), inputs)
         name = _logical(ufunc.__name__, inputs) if ufunc.__name__ in _BITWISE \
             else ufunc.__name__
         if not ew.is_known(name):

@@ -138,6 +138,19 @@ def test_numpy_scalars_are_values_as_python_numbers_are(scalar):
     assert (counts * scalar).dtype == ((a > 2).astype(np.int32) * scalar).dtype
 
 
+def test_whole_powers_of_integers_keep_their_dtype():
+    """int A ** 0 was pow's float64; numpy's whole powers of integers and bools are
+    integers (A ** 0 is ones, bool's int64). Powers above 4 are pow, float64 (README).
+    np.exp of bools is float64 where numpy's is float16, a dtype llvsparse has not."""
+    c = np.array([[0, 3], [-2, 0]], np.int32)
+    for array in (c, c.astype(np.int64), c > 0):
+        C = ls.Tensor.from_numpy(array, format="csr")
+        for n in (0, 1, 2, 4, np.int64(0), np.int32(3)):
+            # np.power's dtype: numpy's bool ** 2 alone is np.square's int8
+            assert (C ** n).dtype == np.power(array, n).dtype, (array.dtype, n)
+            _close(C ** n, array ** n)
+    assert np.exp(ls.Tensor.from_numpy(c > 0, format="csr")).dtype == np.float64
+
 def test_result_formats_follow_the_pattern():
     """Sparse where the result has one value (its fill) wherever the sparse operands
     store nothing."""
