@@ -303,6 +303,25 @@ def test_attributes_and_repr():
     assert float(A.sum()) == pytest.approx(S.sum())
 
 
+
+def test_a_format_compares_equal_to_the_name_of_its_levels():
+    """Code branches on ``A.format == "coo"``, as on scipy's ``format``: it was False
+    for every name. A Format still equals another only with the same levels and fill."""
+    a = np.array([[0, 1.5, 0], [2, 0, 3]])
+    names = ("csr", "csc", "coo", "dense", "dcsr", "hash")
+    for name in names:
+        fmt = ls.Tensor.from_numpy(a, name).format
+        assert fmt == name and fmt == name.upper() and (fmt != name) is False
+        assert all(fmt != other for other in (*names, "bcsr", "nonsense") if other != name)
+        assert (fmt == "csf") is (name == "dcsr")  # a 2-d CSF has DCSR's levels
+    A = ls.Tensor.from_numpy(a, "csr", fill=5.0)
+    assert A.format == "csr" and A.T.format == "csc" and ls.asarray(np.float64(2)).format == "dense"
+    assert A.format != ls.Tensor.from_numpy(a, "csr").format  # another fill
+    assert ls.Format([ls.Level("dense", 0), ls.Level("compressed", 1)]) == "csr"
+    vector = ls.Tensor.from_numpy(np.ones(3), "coo").format
+    assert vector == "coo" and vector != 3 and vector != "csr"
+
+
 def test_a_lazy_chain_compiles_one_kernel(monkeypatch):
     S, A = _matrix((8, 6), 0.4, 15)
     R, B = _matrix((8, 6), 0.4, 16)
