@@ -26,7 +26,7 @@ from . import elementwise as ew
 from . import notation as nt
 from .format import Format, FormatError, Level, named_format
 from .numpy_protocols import ArrayOps
-from .operators import ADD, MAX, MIN, MUL
+from .operators import ADD, AND, MAX, MIN, MUL, OR
 from .tensor import Tensor, checked_value_dtype
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
@@ -298,7 +298,8 @@ def reduce_axes(axis: object, ndim: int) -> tuple[int, ...]:
 # numpy's reductions by name: the notation's monoid, and numpy's ufunc (whose empty
 # reduction raises where it has no identity, as max and min).
 REDUCTIONS = {"sum": (ADD, np.add), "prod": (MUL, np.multiply), "max": (MAX, np.maximum),
-              "min": (MIN, np.minimum)}
+              "min": (MIN, np.minimum), "any": (OR, np.logical_or),
+              "all": (AND, np.logical_and)}
 
 
 def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
@@ -313,7 +314,10 @@ def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
                          "has no identity (numpy raises it too)")
     if op is not ADD:
         node = _unblocked(node)
-    node = widened(node, ufunc.reduce(np.zeros(1, node_dtype(node))).dtype)
+    dtype = node_dtype(node)
+    accumulated = ufunc.reduce(np.zeros(1, dtype)).dtype  # any's bool reads, not casts
+    if np.promote_types(dtype, accumulated) == accumulated:
+        node = widened(node, accumulated)
     inner = [fresh() for _ in node.shape]
     expr = node.at(inner)
     for k in axes:

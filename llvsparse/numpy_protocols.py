@@ -185,6 +185,24 @@ class ArrayOps:
         _no_options("prod", dtype=dtype)
         return self._reduce("prod", axis, out, keepdims)
 
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The sum over ``axis`` divided by the count of entries it adds (float64 for
+        integers and bools, as numpy's), one kernel."""
+        _no_options("mean", dtype=dtype, out=out)
+        lazy = _lazy_module()
+        axes = lazy.reduce_axes(axis, self.ndim)
+        total = lazy.LazyTensor(lazy.reduce(lazy.as_node(self), axes, "sum"))
+        count = int(np.prod([self.shape[k] for k in axes], dtype=np.int64))
+        result = finish(lazy.apply("divide", total, count), (self,))
+        return _kept(result, axes, self.ndim) if keepdims else result
+
+    def any(self, axis=None, out=None, keepdims=False):
+        """Whether an entry over ``axis`` is true (nonzero; NaN is), an or-reduction."""
+        return self._reduce("any", axis, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return self._reduce("all", axis, out, keepdims)
+
     def _reduce(self, name: str, axis, out, keepdims: bool):
         """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
         entry counting, a stored one or the fill, as in numpy's dense reduction."""
@@ -246,7 +264,8 @@ _BITWISE = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
             "bitwise_xor": "logical_xor", "invert": "logical_not"}
 
 # ufuncs whose ``reduce`` is one of the reductions.
-_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}
+_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod",
+               "logical_or": "any", "logical_and": "all"}
 
 
 def _kept(result, axes: tuple[int, ...], ndim: int):
@@ -308,6 +327,7 @@ def _handlers() -> dict[Callable, Callable]:
     return {
         np.sum: _method("sum"), np.max: _method("max"), np.amax: _method("max"),
         np.min: _method("min"), np.amin: _method("min"), np.prod: _method("prod"),
+        np.mean: _method("mean"), np.any: _method("any"), np.all: _method("all"),
         np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: _dot, np.tensordot: _tensordot,
         np.einsum: _einsum, np.where: _where,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
