@@ -203,6 +203,12 @@ class ArrayOps:
     def all(self, axis=None, out=None, keepdims=False):
         return self._reduce("all", axis, out, keepdims)
 
+    def astype(self, dtype, copy: bool = True):
+        """The values cast to ``dtype`` (Tensor.astype); a lazy chain is computed first,
+        notation having no cast."""
+        lazy = _lazy_module()
+        return lazy.compute_node(lazy.as_node(self)).astype(dtype, copy=copy)
+
     def _reduce(self, name: str, axis, out, keepdims: bool):
         """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
         entry counting, a stored one or the fill, as in numpy's dense reduction."""

@@ -322,6 +322,28 @@ def test_a_format_compares_equal_to_the_name_of_its_levels():
     assert vector == "coo" and vector != 3 and vector != "csr"
 
 
+
+def test_astype_converts_values_and_fill_as_numpy():
+    """Tensor.astype was missing (AttributeError)."""
+    a = np.array([[0, 1.7, 0], [-2.5, 0, 3]])
+    for fmt in ("csr", "coo", "dense"):
+        A = ls.Tensor.from_numpy(a, fmt)
+        for dtype in (np.int32, np.int64, np.float32, np.bool_):
+            B = A.astype(dtype)
+            assert B.dtype == dtype and B.format == fmt and B.shape == A.shape
+            np.testing.assert_array_equal(B.to_numpy(), a.astype(dtype))
+        assert A.astype(np.float64, copy=False) is A
+        copied = A.astype(np.float64)
+        assert copied is not A and not np.shares_memory(copied.values, A.values)
+    filled = np.where(a == 0, 2.5, a)
+    cast = ls.Tensor.from_numpy(filled, "csr", fill=2.5).astype(np.int32)
+    assert cast.fill_value == 2
+    np.testing.assert_array_equal(cast.to_numpy(), filled.astype(np.int32))
+    chain = (ls.lazy(ls.Tensor.from_numpy(a, "csr")) * 2).astype(np.int64)
+    np.testing.assert_array_equal(chain.to_numpy(), (a * 2).astype(np.int64))
+    with pytest.raises(TypeError, match="value dtype"):
+        ls.Tensor.from_numpy(a, "csr").astype(np.float16)
+
 def test_a_lazy_chain_compiles_one_kernel(monkeypatch):
     S, A = _matrix((8, 6), 0.4, 15)
     R, B = _matrix((8, 6), 0.4, 16)
