@@ -21,8 +21,15 @@ def result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
     """The output's dtype, numpy's for the expression: comparisons and logic give bool,
     ``/``, exp, log, sqrt and pow a float for integer operands, ``where`` its branches'
     dtype; bool subtraction and negation are refused, as numpy refuses them."""
-    result = np.result_type(_typed(assignment.rhs, dtypes))
+    result = _dtype_of(_typed(assignment.rhs, dtypes))
     return str(np.dtype("int64") if result.kind == "u" else result)
+
+
+def _dtype_of(typed: Typed) -> np.dtype:
+    """``typed`` as a dtype: a Python number (an expression of literals only) is int64 or
+    float64 by its kind, as numpy types Python numbers, whatever its value (a literal
+    too large for int64 is refused as one, not typed uint64 or object)."""
+    return np.result_type(type(typed)(0) if isinstance(typed, int | float) else typed)
 
 
 def compute_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
@@ -32,7 +39,10 @@ def compute_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
     literals outside its range are refused, as numpy refuses them."""
     inputs = [np.dtype(dtypes[t]) for t in assignment.tensors() if t != assignment.lhs.tensor]
     literals = [lit.value for lit in _literals(assignment.rhs)]
-    result = np.result_type(*inputs, *literals) if inputs or literals else np.dtype("float64")
+    if inputs:
+        result = np.result_type(*inputs, *literals)
+    else:  # literals alone: int64 or float64, as numpy types Python numbers
+        result = np.result_type(*map(_dtype_of, literals)) if literals else np.dtype("float64")
     if result.kind in "biu" and any(isinstance(e, nt.Call | nt.Reduction) and e.op.float_result
                                     for e in nt.subexpressions(assignment.rhs)):
         result = np.dtype("float64")

@@ -162,6 +162,11 @@ class Format:
         return Format(self.levels, name=self.name, fill=value)
 
     def __eq__(self, other: object) -> bool:
+        """Another Format: the same levels and fill value. A name (``A.format == "csr"``,
+        as code compares scipy's ``format``): its own, or one naming these levels, any
+        fill. (Hashes stay the Format's: a dict keyed by Formats is looked up by one.)"""
+        if isinstance(other, str):
+            return other.lower() == self.name or _names_levels(other, self)
         return self is other or (isinstance(other, Format) and self.key() == other.key())
 
     def __hash__(self) -> int:
@@ -257,6 +262,14 @@ def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> F
     else:
         raise FormatError(f"unknown format {name!r}; known: {', '.join(sorted(NAMED_FORMATS))}")
     return Format(levels, name=key if natural == list(range(order)) else f"{key}{tuple(natural)}")
+
+
+def _names_levels(name: str, fmt: Format) -> bool:
+    """Whether format name ``name`` gives ``fmt``'s levels (for its order)."""
+    try:
+        return named_format(name, fmt.order).layout_key() == fmt.layout_key()
+    except FormatError:
+        return False
 
 
 _MATRIX_FORMATS = {

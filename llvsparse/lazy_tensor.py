@@ -18,7 +18,7 @@ import numbers
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from . import elementwise as ew
 from . import notation as nt
 from .format import Format, FormatError, Level, named_format
 from .numpy_protocols import ArrayOps
-from .operators import ADD, MAX, MIN, MUL, OR
+from .operators import ADD, AND, MAX, MIN, MUL, OR
 from .tensor import Tensor, checked_value_dtype
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
@@ -36,7 +36,7 @@ Operand = Tensor | np.ndarray
 _COUNTER = itertools.count()
 
 
-def _fresh() -> nt.IndexVar:
+def fresh() -> nt.IndexVar:
     return nt.IndexVar(f"v{next(_COUNTER)}")
 
 
@@ -55,7 +55,7 @@ class Node:
     def at(self, new_vars: Sequence[nt.IndexVar]) -> nt.Expr:
         """The expression with its axes read at ``new_vars`` and fresh summed variables."""
         mapping = dict(zip(self.vars, new_vars))
-        mapping.update({r.var: _fresh() for r in nt.iter_reductions(self.expr)})
+        mapping.update({r.var: fresh() for r in nt.iter_reductions(self.expr)})
         return substitute(self.expr, mapping)
 
     @property
@@ -92,7 +92,7 @@ def _tensor_fill(tensor: Operand) -> object:
 
 
 def leaf(tensor: Operand) -> Node:
-    axes = tuple(_fresh() for _ in tensor.shape)
+    axes = tuple(fresh() for _ in tensor.shape)
     name = f"L{id(tensor)}"
     return Node(nt.Access(name, axes), axes, tensor.shape, {name: tensor},
                 _tensor_fill(tensor))
@@ -102,15 +102,16 @@ def as_node(value: object) -> Node | None:
     """``value`` as a node: a lazy expression, a tensor, anything ``ls.asarray`` reads,
     a number; None for other objects. A Python number is a literal of the kernel (a weak
     dtype, as numpy's NEP 50 has it; each value its own kernel); a numpy scalar, which
-    keeps its dtype, a 0-d operand (one kernel for every value), and so are numbers a
-    literal cannot print (inf, NaN, bools)."""
+    keeps its dtype, a 0-d operand (one kernel for every value; ``apply`` makes it a
+    literal where its value matters), and so are numbers a literal cannot print (inf,
+    NaN, bools)."""
     if isinstance(value, LazyTensor):
         return value.node
     if isinstance(value, Tensor):
         return leaf(value)
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)) \
             and math.isfinite(value):
-        return Node(nt.Literal(value), (), (), {}, value)
+        return _literal(value)
     from .coerce import asarray, is_foreign_sparse
 
     if is_foreign_sparse(value):
@@ -122,6 +123,20 @@ def as_node(value: object) -> Node | None:
         checked_value_dtype(array.dtype)
         return leaf(array)
     return None
+
+
+def _literal(value: float) -> Node:
+    return Node(nt.Literal(value), (), (), {}, value)
+
+
+def _numpy_scalar(value: object) -> bool:
+    """A numpy scalar or 0-d array a literal can hold (a finite integer or float)."""
+    return isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0 and \
+        value.dtype.kind in "iuf" and math.isfinite(value.item())
+
+
+def _reads_sparse(node: Node) -> bool:
+    return not all(_is_dense(t) for t in node.leaves.values())
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -138,7 +153,7 @@ def _broadcast_args(nodes: Sequence[Node]
     extent 1 against a longer one is dropped first: notation has no broadcasting) and
     the tensors they read."""
     shape = broadcast_shape(*(n.shape for n in nodes))
-    axes = tuple(_fresh() for _ in shape)
+    axes = tuple(fresh() for _ in shape)
     args = []
     leaves: dict[str, Operand] = {}
     for node in nodes:
@@ -152,20 +167,70 @@ def _broadcast_args(nodes: Sequence[Node]
     return shape, axes, args, leaves
 
 
-def _merged(nodes: Sequence[Node]) -> dict[str, Operand]:
+def merged(nodes: Sequence[Node]) -> dict[str, Operand]:
     """Every tensor the nodes read, by name."""
     return {name: t for n in nodes for name, t in n.leaves.items()}
 
 
 def apply(name: str, *operands: object) -> Node:
     """numpy function ``name`` (a ufunc's name) on ``operands``, broadcast as numpy does."""
-    nodes = [_node_of(x, name) for x in operands]
+    nodes = _with_scalars(name, operands)
     shape, axes, args, leaves = _broadcast_args(nodes)
     expr = ew.build(name, tuple(args))
     return Node(expr, axes, shape, leaves, _fill_after(name, [n.fill for n in nodes]))
 
 
-def _node_of(value: object, what: str) -> Node:
+def _with_scalars(name: str, operands: Sequence[object]) -> list[Node]:
+    """The operands' nodes, numpy scalars (and 0-d arrays) taken as literals where a
+    sparse operand is read: which entries the result stores then depends on their value
+    (A / np.float32(2) keeps A's pattern), which the compiler cannot see in a 0-d
+    operand. numpy types them strongly (float32 A * np.float64(2) is float64), so the
+    other operands are widened to the dtype all promote to. Without a sparse operand
+    (dense vectors in an iteration) they stay 0-d operands: one kernel for every value."""
+    nodes = [node_of(x, name) for x in operands]
+    scalars = [k for k, x in enumerate(operands) if _numpy_scalar(x)]
+    # The operands whose dtypes promote (where's condition is read for its truth only).
+    typed = [k for k in range(len(nodes)) if (name, k) != ("where", 0)]
+    tensors = [k for k in typed if k not in scalars]
+    if not scalars or not tensors or not any(_reads_sparse(n) for n in nodes):
+        return nodes
+    target = np.result_type(*(node_dtype(nodes[k]) for k in typed))
+    for k in scalars:
+        nodes[k] = _literal(operands[k].item())
+    for k in tensors:
+        nodes[k] = widened(nodes[k], target)
+    return nodes
+
+
+def power(base: object, exponent: object) -> Node:
+    """numpy's ``**``: a whole power from 1 to 4 is a product (numpy's x**2 is x*x), the
+    power 0 of integers or bools is 1 (in numpy's dtype: ints stay ints); any other is
+    pow (float64 for integers, README)."""
+    whole = _whole(exponent)
+    if whole is None or not 0 <= whole <= 4:
+        return apply("power", base, exponent)
+    node = node_of(base, "power")
+    dtype = np.result_type(node_dtype(node), exponent.dtype if _numpy_scalar(exponent)
+                           else whole)
+    if whole == 0 and dtype.kind == "f":
+        return apply("power", base, exponent)  # nan ** 0 is 1, and nan * 0 + 1 is not
+    first = LazyTensor(widened(node, dtype))
+    if whole == 0:
+        return apply("add", LazyTensor(apply("multiply", first, 0)), 1)
+    result = first.node
+    for _ in range(whole - 1):
+        result = apply("multiply", LazyTensor(result), LazyTensor(node))
+    return result
+
+
+def _whole(value: object) -> int | None:
+    """A Python int or numpy integer scalar (or 0-d array) as an int, else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value.item()) if _numpy_scalar(value) and value.dtype.kind in "iu" else None
+
+
+def node_of(value: object, what: str) -> Node:
     node = as_node(value)
     if node is None:
         raise TypeError(f"{what}: cannot use a {type(value).__name__} as a tensor operand")
@@ -233,13 +298,15 @@ def reduce_axes(axis: object, ndim: int) -> tuple[int, ...]:
 # numpy's reductions by name: the notation's monoid, and numpy's ufunc (whose empty
 # reduction raises where it has no identity, as max and min).
 REDUCTIONS = {"sum": (ADD, np.add), "prod": (MUL, np.multiply), "max": (MAX, np.maximum),
-              "min": (MIN, np.minimum)}
+              "min": (MIN, np.minimum), "any": (OR, np.logical_or),
+              "all": (AND, np.logical_and)}
 
 
 def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
     """numpy's reduction ``name`` over ``axes``: one notation reduction per axis (which
     folds every coordinate, an entry not stored counting as the fill, as numpy's dense
-    reduction does). A sum or product of bools is an int64 one, as numpy's."""
+    reduction does), in numpy's dtype for it: a sum or product of bools or int32 values
+    accumulates in int64."""
     op, ufunc = REDUCTIONS[name]
     count = math.prod(node.shape[k] for k in axes)
     if count == 0 and ufunc.identity is None:
@@ -247,15 +314,33 @@ def reduce(node: Node, axes: Sequence[int], name: str = "sum") -> Node:
                          "has no identity (numpy raises it too)")
     if op is not ADD:
         node = _unblocked(node)
-    inner = [_fresh() for _ in node.shape]
+    dtype = node_dtype(node)
+    accumulated = ufunc.reduce(np.zeros(1, dtype)).dtype  # any's bool reads, not casts
+    if np.promote_types(dtype, accumulated) == accumulated:
+        node = widened(node, accumulated)
+    inner = [fresh() for _ in node.shape]
     expr = node.at(inner)
-    if node_dtype(node) == np.bool_ and not op.idempotent:
-        expr = nt.Call(MUL, (expr, nt.Literal(1)))  # bool times a weak int: int64
     for k in axes:
         expr = nt.Reduction(op, inner[k], expr)
     kept = [k for k in range(len(node.shape)) if k not in axes]
     return Node(expr, tuple(inner[k] for k in kept), tuple(node.shape[k] for k in kept),
                 node.leaves, _reduced_fill(node, op, count))
+
+
+@cache
+def _one(dtype: np.dtype) -> np.ndarray:
+    one = np.ones((), dtype)
+    one.setflags(write=False)
+    return one
+
+
+def widened(node: Node, dtype: np.dtype) -> Node:
+    """``node`` in ``dtype``, a wider one numpy promotes it to: times a 0-d one of that
+    dtype, since notation has no cast (a factor that changes no value, and where a
+    sparse operand stores nothing, 0 still annihilates it)."""
+    if node_dtype(node) == dtype:
+        return node
+    return apply("multiply", LazyTensor(node), LazyTensor(leaf(_one(np.dtype(dtype)))))
 
 
 def _unblocked(node: Node) -> Node:
@@ -279,108 +364,6 @@ def _reduced_fill(node: Node, op, count: int) -> object:
     if fill is None or node.reads_dense:
         return None
     return fill if op.idempotent or fill in (op.identity, op.annihilator) else None
-
-
-def contract(a: Node, b: Node, a_axes: Sequence[int], b_axes: Sequence[int],
-             batch: int = 0) -> Node:
-    """Sum of products over paired axes; the first ``batch`` axes of both are shared
-    and lead the result (matmul's stacks); the rest follow, ``a``'s first (tensordot)."""
-    for p, q in zip(a_axes, b_axes):
-        if a.shape[p] != b.shape[q]:
-            raise ValueError(f"shapes {a.shape} and {b.shape} not aligned: axis {p} (dim "
-                             f"{a.shape[p]}) != axis {q} (dim {b.shape[q]})")
-    if a.shape[:batch] != b.shape[:batch]:
-        raise ValueError(f"stacked shapes {a.shape[:batch]} and {b.shape[:batch]} differ "
-                         "(broadcast stacks are not supported)")
-    a_vars = [_fresh() for _ in a.shape]
-    b_vars = [_fresh() for _ in b.shape]
-    b_vars[:batch] = a_vars[:batch]
-    for p, q in zip(a_axes, b_axes):
-        b_vars[q] = a_vars[p]
-    expr: nt.Expr = nt.Call(MUL, (a.at(a_vars), b.at(b_vars)))
-    for p in a_axes:
-        expr = nt.Reduction(ADD, a_vars[p], expr)
-    free_a = [k for k in range(batch, len(a.shape)) if k not in a_axes]
-    free_b = [k for k in range(batch, len(b.shape)) if k not in b_axes]
-    out_vars = [*a_vars[:batch], *(a_vars[k] for k in free_a), *(b_vars[k] for k in free_b)]
-    shape = (*a.shape[:batch], *(a.shape[k] for k in free_a), *(b.shape[k] for k in free_b))
-    dense = a.reads_dense or b.reads_dense
-    fill = 0 if 0 in (a.fill, b.fill) and not (dense and a_axes) else None
-    return Node(expr, tuple(out_vars), shape, _merged([a, b]), fill)
-
-
-def matmul(a: Node, b: Node) -> Node:
-    """numpy's ``@``: vectors are promoted and demoted, stacks are shared."""
-    if not a.shape or not b.shape:
-        raise ValueError("matmul: an operand is a scalar (0-d); use * instead")
-    if len(a.shape) == 1 or len(b.shape) == 1:
-        return contract(a, b, [len(a.shape) - 1], [max(len(b.shape) - 2, 0)])
-    if len(a.shape) != len(b.shape):
-        raise ValueError(f"matmul of shapes {a.shape} and {b.shape}: stacks of different "
-                         "depth are not supported")
-    last = len(a.shape) - 1
-    return contract(a, b, [last], [last - 1], batch=last - 1)
-
-
-def dot(a: Node, b: Node) -> Node:
-    """``np.dot``: a product with a scalar, else a sum over a's last axis and b's
-    second-to-last (its only one for a vector)."""
-    if not a.shape or not b.shape:
-        return apply("multiply", LazyTensor(a), LazyTensor(b))
-    return contract(a, b, [len(a.shape) - 1], [max(len(b.shape) - 2, 0)])
-
-
-def tensordot(a: Node, b: Node, axes: object = 2) -> Node:
-    if isinstance(axes, (int, np.integer)):
-        n = int(axes)
-        a_axes, b_axes = list(range(len(a.shape) - n, len(a.shape))), list(range(n))
-    else:
-        a_axes, b_axes = ([x] if isinstance(x, (int, np.integer)) else list(x) for x in axes)
-    a_axes = [normalize_axis(k, len(a.shape)) for k in a_axes]
-    b_axes = [normalize_axis(k, len(b.shape)) for k in b_axes]
-    if len(a_axes) != len(b_axes):
-        raise ValueError("tensordot: the two lists of axes have different lengths")
-    return contract(a, b, a_axes, b_axes)
-
-
-def einsum(subscripts: str, *operands: object) -> Node:
-    """numpy's einsum (explicit ``->`` or implicit output, no ``...``) as one node."""
-    text = subscripts.replace(" ", "")
-    inputs, arrow, output = text.partition("->")
-    terms = inputs.split(",")
-    if "." in text or len(terms) != len(operands) or \
-            not all(t.isalpha() or not t for t in (*terms, output)):
-        raise ValueError(f"einsum subscripts {subscripts!r} do not fit {len(operands)} "
-                         "operands (letters per mode, no '...')")
-    if not arrow:
-        counts = {c: "".join(terms).count(c) for c in "".join(terms)}
-        output = "".join(sorted(c for c, n in counts.items() if n == 1))
-    nodes = [_node_of(x, "einsum") for x in operands]
-    letters = {c: _fresh() for c in "".join(terms)}
-    extents: dict[str, int] = {}
-    factors = []
-    for term, node in zip(terms, nodes):
-        if len(term) != len(node.shape):
-            raise ValueError(f"einsum: subscripts {term!r} for an operand of shape "
-                             f"{node.shape}")
-        for c, extent in zip(term, node.shape):
-            if extents.setdefault(c, extent) != extent:
-                raise ValueError(f"einsum: index {c!r} has extents {extents[c]} and {extent}")
-        factors.append(node.at([letters[c] for c in term]))
-    if set(output) - set(letters) or len(set(output)) != len(output):
-        raise ValueError(f"einsum output {output!r} must name distinct input indices")
-    expr = factors[0]
-    for factor in factors[1:]:
-        expr = nt.Call(MUL, (expr, factor))
-    # np.einsum over bools reduces by or (a sum in notation counts them, as np.sum).
-    reduce_by = OR if all(node_dtype(n) == np.bool_ for n in nodes) else ADD
-    for c, var in letters.items():
-        if c not in output:
-            expr = nt.Reduction(reduce_by, var, expr)
-    fill = 0 if any(n.fill == 0 for n in nodes) and not any(n.reads_dense for n in nodes) \
-        else None
-    return Node(expr, tuple(letters[c] for c in output), tuple(extents[c] for c in output),
-                _merged(nodes), fill)
 
 
 # ----------------------------------------------------------------------------- compute

@@ -20,6 +20,12 @@ def _lazy_module():
     return lazy
 
 
+def _products():
+    from . import lazy_products
+
+    return lazy_products
+
+
 def finish(node, operands: tuple) -> object:
     """A lazy result where an operand is lazy; else computed (a numpy scalar for 0-d,
     as numpy's own reductions give)."""
@@ -122,13 +128,10 @@ class ArrayOps:
 
     def __pow__(self, other):
         """Small whole powers are products (numpy's x**2 is x*x); others need pow."""
-        if isinstance(other, int) and not isinstance(other, bool) and 1 <= other <= 4:
-            lazy = _lazy_module()
-            node = base = lazy.as_node(self)
-            for _ in range(other - 1):
-                node = lazy.apply("multiply", lazy.LazyTensor(node), lazy.LazyTensor(base))
-            return finish(node, (self,))
-        return _binary("power")(self, other)
+        lazy = _lazy_module()
+        if lazy.as_node(other) is None:
+            return NotImplemented
+        return finish(lazy.power(self, other), (self, other))
 
     def __neg__(self):
         return finish(_lazy_module().apply("negative", self), (self,))
@@ -151,7 +154,7 @@ class ArrayOps:
         left, right = lazy.as_node(a), lazy.as_node(b)
         if left is None or right is None:
             return NotImplemented
-        return finish(lazy.matmul(left, right), (a, b))
+        return finish(_products().matmul(left, right), (a, b))
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -181,6 +184,30 @@ class ArrayOps:
     def prod(self, axis=None, dtype=None, out=None, keepdims=False):
         _no_options("prod", dtype=dtype)
         return self._reduce("prod", axis, out, keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        """The sum over ``axis`` divided by the count of entries it adds (float64 for
+        integers and bools, as numpy's), one kernel."""
+        _no_options("mean", dtype=dtype, out=out)
+        lazy = _lazy_module()
+        axes = lazy.reduce_axes(axis, self.ndim)
+        total = lazy.LazyTensor(lazy.reduce(lazy.as_node(self), axes, "sum"))
+        count = int(np.prod([self.shape[k] for k in axes], dtype=np.int64))
+        result = finish(lazy.apply("divide", total, count), (self,))
+        return _kept(result, axes, self.ndim) if keepdims else result
+
+    def any(self, axis=None, out=None, keepdims=False):
+        """Whether an entry over ``axis`` is true (nonzero; NaN is), an or-reduction."""
+        return self._reduce("any", axis, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return self._reduce("all", axis, out, keepdims)
+
+    def astype(self, dtype, copy: bool = True):
+        """The values cast to ``dtype`` (Tensor.astype); a lazy chain is computed first,
+        notation having no cast."""
+        lazy = _lazy_module()
+        return lazy.compute_node(lazy.as_node(self)).astype(dtype, copy=copy)
 
     def _reduce(self, name: str, axis, out, keepdims: bool):
         """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
@@ -223,6 +250,8 @@ class ArrayOps:
             return NotImplemented
         if ufunc is np.matmul:
             return self._product(*inputs)
+        if ufunc is np.power:
+            return finish(lazy.power(*inputs), inputs)
         name = _logical(ufunc.__name__, inputs) if ufunc.__name__ in _BITWISE \
             else ufunc.__name__
         if not ew.is_known(name):
@@ -241,7 +270,8 @@ _BITWISE = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
             "bitwise_xor": "logical_xor", "invert": "logical_not"}
 
 # ufuncs whose ``reduce`` is one of the reductions.
-_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod"}
+_REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod",
+               "logical_or": "any", "logical_and": "all"}
 
 
 def _kept(result, axes: tuple[int, ...], ndim: int):
@@ -265,16 +295,16 @@ def _nodes(*values):
 
 def _dot(a, b, out=None):
     _no_options("np.dot", out=out)
-    return finish(_lazy_module().dot(*_nodes(a, b)), (a, b))
+    return finish(_products().dot(*_nodes(a, b)), (a, b))
 
 
 def _tensordot(a, b, axes=2):
-    return finish(_lazy_module().tensordot(*_nodes(a, b), axes), (a, b))
+    return finish(_products().tensordot(*_nodes(a, b), axes), (a, b))
 
 
 def _einsum(subscripts, *operands, out=None, **options):
     _no_options("np.einsum", out=out, **options)
-    return finish(_lazy_module().einsum(subscripts, *operands), operands)
+    return finish(_products().einsum(subscripts, *operands), operands)
 
 
 def _where(condition, x=None, y=None):
@@ -303,6 +333,7 @@ def _handlers() -> dict[Callable, Callable]:
     return {
         np.sum: _method("sum"), np.max: _method("max"), np.amax: _method("max"),
         np.min: _method("min"), np.amin: _method("min"), np.prod: _method("prod"),
+        np.mean: _method("mean"), np.any: _method("any"), np.all: _method("all"),
         np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: _dot, np.tensordot: _tensordot,
         np.einsum: _einsum, np.where: _where,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,

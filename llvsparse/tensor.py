@@ -232,20 +232,22 @@ class Tensor(FormatConversions, ArrayOps):
     def from_pydata(cls, array, format="coo", dtype=None, index_dtype=None,
                     name: str | None = None) -> Tensor:
         """From a pydata/sparse array (anything with ``coords``, ``data`` and ``shape``;
-        GCXS converts through ``tocoo``, DOK through ``to_coo``)."""
+        GCXS converts through ``tocoo``, DOK through ``to_coo``), keeping its
+        ``fill_value``: the entries it does not store hold it."""
         if not hasattr(array, "coords"):
             to_coo = getattr(array, "tocoo", None) or getattr(array, "to_coo", None)
             array = to_coo() if to_coo is not None else array
         return cls.from_coo(array.coords, array.data, array.shape, format, dtype, index_dtype,
-                            name)
+                            name, getattr(array, "fill_value", None))
 
     def to_pydata(self):
-        """A pydata/sparse COO array (needs the ``sparse`` package)."""
+        """A pydata/sparse COO array with this tensor's fill value (needs the ``sparse``
+        package)."""
         import sparse
 
         coords, values = self.to_coo()
         return sparse.COO(coords, values, shape=self.shape, has_duplicates=False,
-                          sorted=True)
+                          sorted=True, fill_value=self.dtype.type(self.fill_value))
 
     # -- kernel ABI ---------------------------------------------------------------------
     def _flat_params(self) -> list[int]:

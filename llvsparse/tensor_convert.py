@@ -1,6 +1,7 @@
 """Tensor's conversions between formats (``asformat``): scipy's sorts for CSR, CSC and
 COO, a compiled copy kernel for other layouts, a host sort where storage orders differ,
-and the gather plans that let a sealed tensor convert again by gathering its values."""
+and the gather plans that let a sealed tensor convert again by gathering its values;
+and between value dtypes (``astype``)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,23 @@ class FormatConversions:
     def asformat(self, format) -> Tensor:
         """Convert through a compiled copy kernel (or a named packer)."""
         return self._convert(as_format(format, self.order), check=True)
+
+    def astype(self, dtype, copy: bool = True) -> Tensor:
+        """The values cast to ``dtype`` as numpy casts them, the fill value too, in the
+        same format (the index arrays shared); this tensor where ``copy=False`` and the
+        dtype is its own."""
+        from .tensor import checked_value_dtype
+
+        dtype = checked_value_dtype(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        if dtype.kind != "f" and not np.isfinite(self.fill_value):
+            raise ValueError(f"the fill value {self.fill_value} cannot be cast to {dtype}")
+        fill = np.asarray(self.fill_value, self.dtype).astype(dtype).item()
+        cast = tensor_class()(self.shape, self.format.with_fill(fill), dtype,
+                              self.index_dtype, self.level_extents, self.level_arrays,
+                              self.params, self.values.astype(dtype), name=self.name)
+        return cast._seal()._mark_valid() if self.__dict__.get("_sealed") else cast
 
     def _convert(self, fmt: Format, check: bool, resort: bool = True) -> Tensor:
         """``asformat``; ``check=False`` skips validating this tensor's arrays (for

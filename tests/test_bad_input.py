@@ -379,6 +379,32 @@ def test_integer_literal_outside_the_result_dtype(expression, dtype):
         ls.evaluate(expression, x=x)
 
 
+
+@pytest.mark.parametrize("literal", ["9223372036854775808", "-9223372036854775809",
+                                     "18446744073709551616", "9223372036854775808 + 1"])
+def test_integer_literal_outside_int64_without_operands(literal):
+    """With no operand, A = 9223372036854775808 gave 0 (computed in float64, stored as
+    int64) and A = -9223372036854775809 a TypeError about dtype object, where the same
+    literal beside an int64 operand is refused: integer literals alone are int64, as
+    numpy types a Python int, and refused alike."""
+    with pytest.raises(OverflowError, match="does not fit the result dtype int64"):
+        ls.evaluate(f"A = {literal}")
+    with pytest.raises(OverflowError, match="does not fit the result dtype int64"):
+        ls.evaluate(f"y(i) = x(i) * 0 + {literal}", x=np.arange(2))
+
+
+@pytest.mark.parametrize(("literal", "value"), [
+    ("9223372036854775807", np.int64(2**63 - 1)), ("-9223372036854775808", np.int64(-2**63)),
+    ("1.7976931348623157e308", np.float64(1.7976931348623157e308)),
+    ("9223372036854775808 * 1.0", np.float64(2.0**63)), ("5e-324", np.float64(5e-324))])
+def test_literals_at_the_edges_of_their_dtype_alone_and_beside_an_operand(literal, value):
+    alone = ls.evaluate(f"A = {literal}").to_numpy()
+    beside = ls.evaluate(f"y(i) = x(i) * 0 + {literal}", x=np.zeros(2, value.dtype))
+    assert alone.dtype == beside.dtype == value.dtype
+    assert alone == value and (beside.to_numpy() == value).all()
+    with pytest.raises(ls.NotationError, match="too large for a float"):
+        ls.evaluate("A = -1e309")  # not read as -inf, with or without operands
+
 def test_operator_assignment_keeps_the_tensor_assigned_to():
     """out[i] = ... replaced out's shape (5 became 2) and dtype (int32 became float64)."""
     i, j = ls.index_vars("i j")

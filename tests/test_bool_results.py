@@ -184,3 +184,27 @@ def test_a_diagonal_use_of_bools_is_no_sum():
         ls.compile("Z(j,i) = A(i,j) - A(i,i)", A="csr")(A=A)
     a = A.to_numpy()
     _same(ls.evaluate("Z(i,j) = A(i,j) * A(i,i)", A=A).to_numpy(), a & np.diag(a)[:, None])
+
+
+def test_products_of_bools_are_numpys_or_of_ands():
+    """np.dot of two bool vectors gave np.int64(3), and A @ B and np.tensordot of bool
+    tensors counted in int64: numpy's products of bools are logical, an or of ands.
+    (np.einsum of two bool CSRs, an or already, raised ScheduleError.)"""
+    rng = np.random.default_rng(13)
+    a, b = rng.random((5, 6)) < 0.4, rng.random((6, 4)) < 0.4
+    v = np.ones(3, bool)
+    V = ls.asarray(v)
+    assert np.dot(V, V) is np.True_ and V @ V is np.True_
+    for fmt in ("csr", "dense"):
+        A, B = ls.Tensor.from_numpy(a, fmt), ls.Tensor.from_numpy(b, fmt)
+        _same(A @ B, a @ b)
+        _same(np.matmul(A, b), a @ b)
+        _same(np.dot(A, B), np.dot(a, b))
+        _same(A @ b[:, 0], a @ b[:, 0])
+        _same(np.tensordot(A, B, axes=1), np.tensordot(a, b, axes=1))
+        _same(np.tensordot(A, A, axes=2), np.tensordot(a, a, axes=2))
+        _same(np.tensordot(A, v, axes=0), np.tensordot(a, v, axes=0))
+        _same(ls.compute(ls.lazy(A) @ B), a @ b)
+        _same(np.einsum("ij,jk->ik", A, B), np.einsum("ij,jk->ik", a, b))  # CSR: counted
+        counts = b.astype(np.int64)  # a bool by an int counts, as in numpy
+        _same(A @ counts, a @ counts)

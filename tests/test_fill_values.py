@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.types import type_key
+from llvsparse.ir.types import fill_key, type_key
 
 import llvsparse as ls
 from llvsparse.format import Format, FormatError
@@ -353,3 +353,25 @@ def test_a_split_statements_first_term_writes_its_fill_where_absent(a_format, ou
                             B="dense")
         got = kernel(A=ls.Tensor.from_numpy(a, format=a_format), B=b).to_numpy()
         np.testing.assert_array_equal(got, np.minimum(3, 3 + a)[:, None] + b)
+
+
+@pytest.mark.parametrize("fill", [5.0, -1.0, math.inf, math.nan])
+def test_pydata_arrays_keep_their_fill_value_both_ways(fill):
+    """ls.asarray and Tensor.from_pydata read a pydata COO with fill 5 as fill 0 (its sum
+    gave 3.0, not 13.0), and to_pydata gave a fill-5 tensor back with fill 0."""
+    sparse = pytest.importorskip("sparse")
+    dense = np.array([[1.0, fill, fill], [fill, fill, 2.0]])
+    X = sparse.COO.from_numpy(dense, fill_value=fill)
+    for T in (ls.asarray(X), ls.Tensor.from_pydata(X, format="csr")):
+        assert fill_key(T.fill_value) == fill_key(fill)
+        _same(T.to_numpy(), dense, "to_numpy")
+        _same(T.sum(), dense.sum(), "sum")
+    _same((ls.asarray(X) * 2).to_numpy(), dense * 2, "an operand")
+    _same(ls.evaluate("y(i) = X(i,j)", X=X).to_numpy(), dense.sum(axis=1), "a kernel's")
+    back = ls.Tensor.from_numpy(dense, "csr", fill=fill).to_pydata()
+    assert fill_key(back.fill_value) == fill_key(fill) and back.nnz == 2
+    _same(back.todense(), dense, "to_pydata")
+    whole = sparse.COO.from_numpy(np.array([[7, 1], [7, 7]]), fill_value=7)
+    T = ls.asarray(whole)
+    assert T.dtype == np.int64 and T.fill_value == 7 and T.sum() == 22
+    assert T.to_pydata().fill_value == 7 and T.to_pydata().dtype == np.int64

@@ -102,3 +102,50 @@ def test_monoid_reductions_over_blocked_levels_are_not_sums():
         ls.Kernel("y(i) = max(j, A(i,j))", {"A": "bcsr2x2"}, convert=False)(A=A)
     _same(A.max(axis=1), a.max(axis=1))
     _same(np.prod(A, axis=0), a.prod(axis=0))
+
+
+def test_sums_and_products_of_small_integers_accumulate_in_int64():
+    """numpy sums and multiplies bools and integers narrower than its default integer in
+    int64; an int32 tensor's sum stayed int32 and wrapped (three entries of 2**30 summed
+    to -1073741824)."""
+    a = np.array([[2**30, 0, 2**30], [2**30, 3, 0], [2**30, 1, 2]], np.int32)
+    for fmt in ("csr", "coo", "dense"):
+        A = ls.Tensor.from_numpy(a, fmt)
+        for axis in (None, 0, 1, (0, 1)):
+            for name in ("sum", "prod"):
+                _same(getattr(A, name)(axis=axis), getattr(a, name)(axis=axis))
+                _same(getattr(np, name)(A, axis=axis), getattr(np, name)(a, axis=axis))
+            _same(np.add.reduce(A, axis=axis), np.add.reduce(a, axis=axis))
+            _same(A.max(axis=axis), a.max(axis=axis))  # max and min keep int32
+        _same(ls.compute(ls.lazy(A).sum(axis=0) * 2), a.sum(axis=0) * 2)
+        _same(A.sum(axis=1, keepdims=True), a.sum(axis=1, keepdims=True))
+    b = a > 1
+    B = ls.Tensor.from_numpy(b, "csr")
+    for name in ("sum", "prod"):
+        _same(getattr(B, name)(axis=0), getattr(b, name)(axis=0))
+
+
+@pytest.mark.parametrize("fill", [0.0, 1.5, math.nan])
+def test_mean_any_and_all_match_numpy(fill):
+    """They raised AttributeError (methods) and numpy's TypeError (np.mean, np.any,
+    np.all); any and all read NaN as true, as numpy does."""
+    for shape in ((6, 5), (7,)):
+        a = _array(shape, fill, seed=13)
+        for fmt in FORMATS[len(shape)]:
+            A = ls.Tensor.from_numpy(a, fmt, fill=fill)
+            for axis in AXES[len(shape)]:
+                _same(A.mean(axis=axis), a.mean(axis=axis))
+                _same(np.mean(A, axis=axis), np.mean(a, axis=axis))
+                _same(A.mean(axis=axis, keepdims=True), a.mean(axis=axis, keepdims=True))
+                for name in ("any", "all"):
+                    _same(getattr(A, name)(axis=axis), getattr(a, name)(axis=axis))
+                    _same(getattr(np, name)(A, axis=axis), getattr(np, name)(a, axis=axis))
+            _same(np.logical_or.reduce(A, axis=0), a.any(axis=0))
+    c = _array((6, 5), 0, seed=14, dtype=np.int32)
+    C = ls.Tensor.from_numpy(c, "csr")
+    for matrix, array in ((C, c), (C > 0, c > 0)):
+        for axis in (None, 0, 1):
+            _same(matrix.mean(axis=axis), array.mean(axis=axis))  # float64, as numpy's
+            _same(matrix.all(axis=axis), array.all(axis=axis))
+    _same(ls.compute(ls.lazy(C).mean(axis=0) * 2), c.mean(axis=0) * 2)
+    _same(ls.compute(ls.lazy(C).any(axis=1)), c.any(axis=1))

@@ -87,11 +87,13 @@ def test_other_formats(fmt):
     _close(A.max(axis=1), a.max(axis=1))
 
 
-def test_numpy_scalars_keep_their_dtype_and_their_kernel(monkeypatch):
-    """A numpy scalar is a 0-d operand: numpy's dtype (float32 * np.float64 is float64),
-    and one kernel for every value; a Python number is a weak literal."""
+def test_numpy_scalars_keep_their_dtype_and_over_dense_operands_their_kernel(monkeypatch):
+    """A numpy scalar keeps numpy's dtype (float32 * np.float64 is float64); against
+    dense operands only it is a 0-d operand, one kernel for every value (an iteration's
+    x + alpha * p); a Python number is a weak literal."""
     a = np.array([[0, 1.5], [2, 0]], np.float32)
     A = ls.Tensor.from_numpy(a, format="csr")
+    x = ls.Tensor.from_numpy(np.arange(3.0))
     calls = []
     evaluate = api.evaluate
     monkeypatch.setattr(api, "evaluate", lambda *args, **kw: calls.append(str(args[0])) or
@@ -99,11 +101,55 @@ def test_numpy_scalars_keep_their_dtype_and_their_kernel(monkeypatch):
     for scale in (np.float64(2), np.float64(3)):
         result = A * scale
         assert result.dtype == (a * scale).dtype and result.format.name == "csr"
+        assert result.nnz == A.nnz
         _close(result, a * scale)
-    assert calls[0] == calls[1]
+        _close(x + scale * x, np.arange(3.0) * (1 + scale))
+    dense = [text for text in calls if "i1" not in text]  # scale * x, then x + that
+    assert len(dense) == 4 and dense[:2] == dense[2:] and "2" not in dense[0]
     assert (A * 2.0).dtype == (a * 2.0).dtype == np.float32
     _close(A * np.float64(np.nan), np.where(a != 0, np.nan, 0))  # not stored: annihilates
 
+
+@pytest.mark.parametrize("scalar", [np.float32(2), np.float64(2), np.int64(2), np.int32(2),
+                                    np.asarray(2.0), np.asarray(2)])
+def test_numpy_scalars_are_values_as_python_numbers_are(scalar):
+    """A / np.float32(2) stored every entry (12 -> 24), where A / 2.0 keeps A's pattern:
+    a numpy scalar or 0-d array was a 0-d operand, whose value the compiler cannot see
+    (0 / x is 0 only where x is not 0). Against a sparse operand it is a literal now,
+    with numpy's dtype for it."""
+    rng = np.random.default_rng(24)
+    a = np.where(rng.permutation(24).reshape(4, 6) < 12, rng.uniform(1, 3, (4, 6)), 0.0)
+    A = ls.Tensor.from_numpy(a, format="csr")
+    value = scalar.item()
+    for got, expected, python in [
+            (A / scalar, a / scalar, A / value), (A + scalar, a + scalar, A + value),
+            (scalar - A, scalar - a, value - A), (A < scalar, a < scalar, A < value),
+            (np.maximum(A, scalar), np.maximum(a, scalar), np.maximum(A, value)),
+            (A ** scalar, a ** scalar, A ** value),
+            (np.where(A > 1, A, scalar), np.where(a > 1, a, scalar),
+             np.where(A > 1, A, value))]:
+        assert got.dtype == expected.dtype
+        assert got.nnz == python.nnz == 12 and got.fill_value == python.fill_value
+        _close(got, expected)
+    single = ls.Tensor.from_numpy(a.astype(np.float32), format="csr")
+    _close(single / scalar, a.astype(np.float32) / scalar)  # float32 / np.float64: float64
+    assert (single / scalar).dtype == (a.astype(np.float32) / scalar).dtype
+    counts = ls.Tensor.from_numpy((a > 2).astype(np.int32), format="csr")
+    assert (counts * scalar).dtype == ((a > 2).astype(np.int32) * scalar).dtype
+
+
+def test_whole_powers_of_integers_keep_their_dtype():
+    """int A ** 0 was pow's float64; numpy's whole powers of integers and bools are
+    integers (A ** 0 is ones, bool's int64). Powers above 4 are pow, float64 (README).
+    np.exp of bools is float64 where numpy's is float16, a dtype llvsparse has not."""
+    c = np.array([[0, 3], [-2, 0]], np.int32)
+    for array in (c, c.astype(np.int64), c > 0):
+        C = ls.Tensor.from_numpy(array, format="csr")
+        for n in (0, 1, 2, 4, np.int64(0), np.int32(3)):
+            # np.power's dtype: numpy's bool ** 2 alone is np.square's int8
+            assert (C ** n).dtype == np.power(array, n).dtype, (array.dtype, n)
+            _close(C ** n, array ** n)
+    assert np.exp(ls.Tensor.from_numpy(c > 0, format="csr")).dtype == np.float64
 
 def test_result_formats_follow_the_pattern():
     """Sparse where the result has one value (its fill) wherever the sparse operands
@@ -256,6 +302,47 @@ def test_attributes_and_repr():
         bool(A)
     assert float(A.sum()) == pytest.approx(S.sum())
 
+
+
+def test_a_format_compares_equal_to_the_name_of_its_levels():
+    """Code branches on ``A.format == "coo"``, as on scipy's ``format``: it was False
+    for every name. A Format still equals another only with the same levels and fill."""
+    a = np.array([[0, 1.5, 0], [2, 0, 3]])
+    names = ("csr", "csc", "coo", "dense", "dcsr", "hash")
+    for name in names:
+        fmt = ls.Tensor.from_numpy(a, name).format
+        assert fmt == name and fmt == name.upper() and (fmt != name) is False
+        assert all(fmt != other for other in (*names, "bcsr", "nonsense") if other != name)
+        assert (fmt == "csf") is (name == "dcsr")  # a 2-d CSF has DCSR's levels
+    A = ls.Tensor.from_numpy(a, "csr", fill=5.0)
+    assert A.format == "csr" and A.T.format == "csc" and ls.asarray(np.float64(2)).format == "dense"
+    assert A.format != ls.Tensor.from_numpy(a, "csr").format  # another fill
+    assert ls.Format([ls.Level("dense", 0), ls.Level("compressed", 1)]) == "csr"
+    vector = ls.Tensor.from_numpy(np.ones(3), "coo").format
+    assert vector == "coo" and vector != 3 and vector != "csr"
+
+
+
+def test_astype_converts_values_and_fill_as_numpy():
+    """Tensor.astype was missing (AttributeError)."""
+    a = np.array([[0, 1.7, 0], [-2.5, 0, 3]])
+    for fmt in ("csr", "coo", "dense"):
+        A = ls.Tensor.from_numpy(a, fmt)
+        for dtype in (np.int32, np.int64, np.float32, np.bool_):
+            B = A.astype(dtype)
+            assert B.dtype == dtype and B.format == fmt and B.shape == A.shape
+            np.testing.assert_array_equal(B.to_numpy(), a.astype(dtype))
+        assert A.astype(np.float64, copy=False) is A
+        copied = A.astype(np.float64)
+        assert copied is not A and not np.shares_memory(copied.values, A.values)
+    filled = np.where(a == 0, 2.5, a)
+    cast = ls.Tensor.from_numpy(filled, "csr", fill=2.5).astype(np.int32)
+    assert cast.fill_value == 2
+    np.testing.assert_array_equal(cast.to_numpy(), filled.astype(np.int32))
+    chain = (ls.lazy(ls.Tensor.from_numpy(a, "csr")) * 2).astype(np.int64)
+    np.testing.assert_array_equal(chain.to_numpy(), (a * 2).astype(np.int64))
+    with pytest.raises(TypeError, match="value dtype"):
+        ls.Tensor.from_numpy(a, "csr").astype(np.float16)
 
 def test_a_lazy_chain_compiles_one_kernel(monkeypatch):
     S, A = _matrix((8, 6), 0.4, 15)
