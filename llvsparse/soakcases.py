@@ -110,7 +110,7 @@ class Case:
 
 
 # -- generation ------------------------------------------------------------------------------
-class _Generator:
+class CaseGenerator:
     """Draws one case; every draw comes from one generator seeded by (seed, index)."""
 
     def __init__(self, seed: int, index: int, small: bool = False):
@@ -300,7 +300,7 @@ class _Generator:
 
 def build_case(seed: int, index: int, small: bool = False) -> Case:
     """The case numbered ``index`` of the soak seeded ``seed``."""
-    return _Generator(seed, index, small).case()
+    return CaseGenerator(seed, index, small).case()
 
 
 # -- the numpy reference ---------------------------------------------------------------------
@@ -310,7 +310,7 @@ def result_dtype(case: Case) -> np.dtype:
     an unsigned one."""
     dtypes = {name: np.zeros(1, op.dtype) for name, op in case.operands.items()}
     with np.errstate(all="ignore"):
-        result = np.result_type(_typed(_placed(case), dtypes))
+        result = np.result_type(_typed(placed(case), dtypes))
     return np.dtype("int64") if result.kind == "u" else result
 
 
@@ -360,7 +360,7 @@ def reference(case: Case, masks: dict[str, np.ndarray]) -> np.ndarray:
     full = tuple(case.extents.values())
     names = "".join(case.extents)
     with np.errstate(all="ignore"):
-        value, _ = _evaluate(case, _placed(case), masks, names)
+        value, _ = _evaluate(case, placed(case), masks, names)
         value = np.broadcast_to(np.asarray(value, dtype=dtype),
                                 tuple(n if v in case.out_vars else 1
                                       for v, n in zip(names, full)))
@@ -370,7 +370,7 @@ def reference(case: Case, masks: dict[str, np.ndarray]) -> np.ndarray:
         return np.asarray(np.transpose(value, order), dtype=dtype)
 
 
-def _placed(case: Case) -> Node:
+def placed(case: Case) -> Node:
     """The case's expression with the variables the output lacks summed where README
     places them: over the smallest subexpression using them (notation.place_reductions),
     so a factor outside that multiplies the finished sum."""

@@ -7,11 +7,14 @@ is checked against numpy too.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
+from llvsparse.complexity_soak import Growth, complexity_soak
 
 ENTRIES = 400
 SIZES = (4096, 16384)  # hypersparse at both: rows and fibres hold about one entry each
@@ -148,3 +151,38 @@ def test_a_counting_build_counts_every_iteration() -> None:
     plain = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
     plain(A=ls.Tensor.from_scipy(a, "csr"), x=np.ones(50))
     assert plain.loop_count is None
+
+
+COMPLEXITY_SEED = 2026  # fixed: CI measures the same cases every time
+
+
+def _report(results) -> str:
+    return "\n" + "\n".join(str(g) for g in results)
+
+
+def test_a_growth_beyond_the_result_is_a_violation() -> None:
+    assert Growth("c", (100, 140), (10, 10)).violation is False
+    assert Growth("c", (100, 400), (10, 10)).violation is True
+    assert Growth("c", (100, 400), (10, 40)).violation is False  # the result grew too
+    assert Growth("c", (100, 100), (10, 10), zeros=(0, 400)).violation is True
+    assert Growth("c", skipped="refused").violation is False
+    assert Growth("c", failure="ran past 60 s").violation is True
+
+
+@pytest.mark.slow
+def test_complexity_soak_short() -> None:
+    """Random expressions over sparse formats at n and 4n (llvsparse/complexity_soak.py),
+    each in a process of its own."""
+    results = complexity_soak(24, seed=COMPLEXITY_SEED, timeout=120)
+    assert not [g for g in results if g.violation], _report(results)
+    assert sum(not g.skipped for g in results) >= 12, _report(results)
+
+
+@pytest.mark.soak
+def test_complexity_soak_long() -> None:
+    """``LLVSPARSE_COMPLEXITY_CASES`` (default 2000) and ``LLVSPARSE_COMPLEXITY_SEED``
+    (default 1) choose the run: python -m pytest -m soak -k complexity."""
+    results = complexity_soak(int(os.environ.get("LLVSPARSE_COMPLEXITY_CASES", "2000")),
+                              seed=int(os.environ.get("LLVSPARSE_COMPLEXITY_SEED", "1")))
+    assert not [g for g in results if g.violation], _report(
+        [g for g in results if g.violation])
