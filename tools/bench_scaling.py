@@ -1,0 +1,106 @@
+"""Scaling: each kernel at dimensions n and 4n with the same number of stored entries
+(issue 32), timed as the median of interleaved rounds, beside scipy where scipy
+computes the same thing. A kernel whose work follows what is stored grows by its dense
+operands' growth at most; one that walks a product of dimensions grows by 4x or more.
+
+    python -m llvsparse.tools.bench_scaling [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+import llvsparse as ls
+
+ENTRIES = 10**5
+
+
+def _median(run: Callable[[], object], rounds: int) -> float:
+    run()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _matrix(n: int, seed: int) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    rows, cols = rng.integers(0, n, (2, ENTRIES))
+    return sp.coo_matrix((rng.random(ENTRIES), (rows, cols)), shape=(n, n)).tocsr()
+
+
+def _tensor(n: int, seed: int) -> ls.Tensor:
+    rng = np.random.default_rng(seed)
+    return ls.Tensor.from_coo(rng.integers(0, n, (3, ENTRIES)), rng.random(ENTRIES),
+                              (n, n, n), format="csf")
+
+
+def _mttkrp(n: int):
+    kernel = ls.compile("A(i,j) = B(i,k,l) * D(l,j) * C(k,j)", B="csf", C="dense",
+                        D="dense")
+    rng = np.random.default_rng(n)
+    operands = {"B": _tensor(n, 1), "C": rng.random((n, 32)), "D": rng.random((n, 32))}
+    return lambda: kernel(**operands), None
+
+
+def _spgemm_dcsr(n: int):
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="dcsr", B="dcsr", out_format="dcsr")
+    a, b = _matrix(n, 2), _matrix(n, 3)
+    operands = {"A": ls.Tensor.from_scipy(a, "dcsr"), "B": ls.Tensor.from_scipy(b, "dcsr")}
+    return lambda: kernel(**operands), lambda: a @ b
+
+
+def _ttm(n: int):
+    kernel = ls.compile("A(i,j,r) = B(i,j,k) * U(k,r)", B="csf", U="dense", out_format="csf")
+    operands = {"B": _tensor(n, 4), "U": np.random.default_rng(n).random((n, 16))}
+    return lambda: kernel(**operands), None
+
+
+def _product_plus(n: int):
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j) + D(i,j)", A="csr", B="csr", D="csr",
+                        out_format="csr")
+    a, b, d = _matrix(n, 5), _matrix(n, 6), _matrix(n, 7)
+    operands = {name: ls.Tensor.from_scipy(m, "csr") for name, m in zip("ABD", (a, b, d))}
+    return lambda: kernel(**operands), lambda: a @ b + d
+
+
+CASES = {
+    "MTTKRP, B CSF, rank 32": (_mttkrp, 1500),
+    "SpGEMM DCSR x DCSR -> DCSR": (_spgemm_dcsr, 20000),
+    "TTM, B CSF -> CSF, rank 16": (_ttm, 2000),
+    "A @ B + D, CSR -> CSR": (_product_plus, 20000),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    print("| kernel | n | t(n) ms | t(4n) ms | growth | scipy t(n) ms |")
+    print("|---|---|---|---|---|---|")
+    for name, (make, n) in CASES.items():
+        small, reference = make(n)
+        large, _ = make(4 * n)
+        small(), large()  # compiled and warm
+        rounds: list[list[float]] = [[], []]
+        for _ in range(args.rounds):  # interleaved: one run of each per step
+            for k, run in enumerate((small, large)):
+                start = time.perf_counter()
+                run()
+                rounds[k].append(time.perf_counter() - start)
+        times = [float(np.median(r)) for r in rounds]
+        peer = f"{_median(reference, args.rounds) * 1e3:.1f}" if reference else "-"
+        print(f"| {name} | {n:,} | {times[0] * 1e3:.1f} | {times[1] * 1e3:.1f} | "
+              f"{times[1] / times[0]:.1f}x | {peer} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
