@@ -18,7 +18,8 @@ PATTERN_FORMAT = named_format("coo", 2)
 
 def diagonal_pattern(tensor, use: DiagonalUse, size: int, index_dtype: str):
     """The ``size`` x ``size`` diagonal pattern at the coordinates where ``tensor``
-    stores an entry whose two modes of ``use`` agree, as a packed tensor; remembered
+    stores an entry whose two modes of ``use`` agree (every one where its fill is not
+    0: an entry it does not store is a value then), as a packed tensor; remembered
     while the tensor's index arrays are sealed and the same."""
     from .tensor import Tensor
 
@@ -27,9 +28,13 @@ def diagonal_pattern(tensor, use: DiagonalUse, size: int, index_dtype: str):
     memo = tensor.__dict__.get("_diagonal_memo")
     if state is not None and memo is not None and memo[0] == state and memo[1] == key:
         return memo[2]
-    coords, _ = tensor._stored_entries()
-    first, second = coords[use.modes[0]], coords[use.modes[1]]
-    diagonal = np.unique(first[first == second])
+    fill = tensor.fill_value
+    if fill != 0 or fill != fill:  # an entry not stored reads as a nonzero fill (or NaN)
+        diagonal = np.arange(size)  # so every diagonal coordinate takes part
+    else:
+        coords, _ = tensor._stored_entries()
+        first, second = coords[use.modes[0]], coords[use.modes[1]]
+        diagonal = np.unique(first[first == second])
     pattern = Tensor.from_coo(np.stack([diagonal, diagonal]),
                               np.ones(len(diagonal), dtype=bool), (size, size), PATTERN_FORMAT,
                               dtype="bool", index_dtype=index_dtype)

@@ -16,12 +16,15 @@ operands and literals (float64 under a division of integers).
 from __future__ import annotations
 
 import operator
+import os
+import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 VARS = "ijk"
-LITERALS = ("2", "3", "0.5")
+LITERALS = ("2", "3", "0.5", "1e300", "2147483647")  # the last two rarely: dtype edges
+LITERAL_WEIGHTS = (10, 10, 10, 1, 1)
 # Binary operators written as calls, and numpy's meaning of each (absent entries are 0).
 CALLS = {"min": np.minimum, "max": np.maximum}
 COMPARISONS = {"<": operator.lt, "==": operator.eq, "!=": operator.ne}
@@ -33,7 +36,11 @@ PADDED = ("dia", "ell", "ell-rows", "bcsr2x2")
 DTYPES = ("float64", "float32", "int64", "int32", "bool")
 ANY_ORDER_FORMATS = ("dense", "coo", "csf", "hash", "coo-unordered")
 MATRIX_FORMATS = ("csr", "csc", "dcsr", "dcsc", "dia", "ell", "ell-rows", "bcsr2x2")
-OUT_FORMATS = ("dense", "csr", "dcsr", "coo", "hash", "csf", "coo-unordered", "csc")
+OUT_FORMATS = ("dense", "csr", "dcsr", "coo", "hash", "csf", "coo-unordered", "csc",
+               "plugin-csr", "plugin-dcsr")
+# Outputs through plugin levels: copies of the shipped compressed and hashed levels
+# under other names (plugin_format), which the compiler knows only by their YAML.
+PLUGIN_LEVELS = {"compressed": "soak_compressed", "hashed": "soak_hashed"}
 CORRUPTIONS = ("crd-range", "pos-order", "short-array", "short-values", "extents",
                "values-dtype", "index-dtype")
 SCIPY_CORRUPTIONS = ("indices-range", "indptr-order", "short-indices")
@@ -168,8 +175,8 @@ class CaseGenerator:
             statement = f"{lhs} = {tree}"
         out_format = "dense"
         if out_vars and rng.random() < 0.35:
-            choices = [f for f in OUT_FORMATS if len(out_vars) == 2 or f not in ("csr", "csc",
-                                                                                 "dcsr")]
+            choices = [f for f in OUT_FORMATS if len(out_vars) == 2 or f not in (
+                "csr", "csc", "dcsr", "plugin-csr")]
             out_format = self.pick(choices)
         for op in self.operands.values():
             op.dense = self.values(op)
@@ -196,7 +203,8 @@ class CaseGenerator:
             return Node("sum", [body], text=var)
         if not bound and (depth >= self.depth or rng.random() < 0.3 + 0.2 * depth):
             if not free or (depth and rng.random() < 0.15):
-                return Node("literal", text="1" if self.bool_only else self.pick(LITERALS))
+                return Node("literal", text="1" if self.bool_only
+                            else self.pick(LITERALS, LITERAL_WEIGHTS))
             return self.operand_access(free)
         ops = ("+", "-", "*", "/", "neg", "min", "max", *COMPARISONS)  # bools refuse "-"
         op = self.pick(ops, (4, 0.2, 4, 1, 0.05, 1, 1, 0.3, 0.3, 0.3) if self.bool_only
@@ -298,6 +306,29 @@ class CaseGenerator:
         return data.astype(op.dtype)
 
 
+def plugin_format(name: str, order: int):
+    """The Format an out_format of "plugin-csr" or "plugin-dcsr" stands for (a dense
+    level, or a plugin compressed one, over plugin compressed levels), registering the
+    plugin copies in this process first."""
+    from pathlib import Path
+
+    from .format import Format
+    from .formats.registry import get_level, register_level_format
+
+    folder = Path(tempfile.gettempdir()) / f"llvsparse-soak-levels-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    for shipped, copy in PLUGIN_LEVELS.items():
+        path = folder / f"{copy}.yaml"
+        if not path.exists():
+            text = Path(get_level(shipped).path).read_text(encoding="utf-8")
+            path.write_text(text.replace(f"name: {shipped}", f"name: {copy}", 1))
+        register_level_format(path)
+    levels = [PLUGIN_LEVELS["compressed"]] * order
+    if name == "plugin-csr":
+        levels[0] = "dense"
+    return Format(levels)
+
+
 def build_case(seed: int, index: int, small: bool = False) -> Case:
     """The case numbered ``index`` of the soak seeded ``seed``."""
     return CaseGenerator(seed, index, small).case()
@@ -350,7 +381,7 @@ def _summed(value: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _literal(text: str):
-    return float(text) if "." in text else int(text)
+    return float(text) if any(c in text for c in ".eE") else int(text)
 
 
 def reference(case: Case, masks: dict[str, np.ndarray]) -> np.ndarray:

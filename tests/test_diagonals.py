@@ -108,3 +108,17 @@ def test_a_diagonal_the_operand_does_not_store_annihilates_a_nan_factor(fmt):
                             dense / dense.T * np.diag(dense)[None, :], 0.0)
     for _ in range(3):
         np.testing.assert_array_equal(kernel(A=A).to_numpy(), expected)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dcsr", "csc"])
+@pytest.mark.parametrize("fill", [2.0, np.nan, np.inf])
+def test_a_diagonal_use_reads_the_fill_where_nothing_is_stored(fmt, fill):
+    """A(i,i) of a tensor with fill 2 read the unstored diagonal entries as 0 (the
+    hidden pattern held only the stored diagonal coordinates; soak 3100:12)."""
+    dense = np.array([[fill, 1.0, 5.0], [fill, 3.0, fill], [4.0, fill, fill]])
+    tensor = ls.Tensor.from_numpy(dense, fmt, fill=fill)
+    for text, expected in [("y(i) = A(i,i)", np.diag(dense)),
+                           ("C(i,j) = A(i,j) * A(j,j)", dense * np.diag(dense)[None, :]),
+                           ("s = A(i,i)", np.trace(dense))]:
+        got = ls.evaluate(text, A=tensor).to_numpy()
+        np.testing.assert_allclose(got, expected, equal_nan=True, err_msg=f"{text} {fmt}")
