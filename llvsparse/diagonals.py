@@ -29,7 +29,7 @@ def diagonal_pattern(tensor, use: DiagonalUse, size: int, index_dtype: str):
     if state is not None and memo is not None and memo[0] == state and memo[1] == key:
         return memo[2]
     fill = tensor.fill_value
-    if fill != 0 or fill != fill:  # an entry not stored reads as a nonzero fill (or NaN)
+    if fill != 0:  # an entry not stored reads as a nonzero fill (NaN != 0 too)
         diagonal = np.arange(size)  # so every diagonal coordinate takes part
     else:
         coords, _ = tensor._stored_entries()
