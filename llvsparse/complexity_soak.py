@@ -17,7 +17,10 @@ multiplying it by the extent.
 
 from __future__ import annotations
 
-import multiprocessing
+import dataclasses
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,27 +181,23 @@ def complexity_soak(cases: int, seed: int = 0, timeout: float = 120) -> list[Gro
 
 
 def _isolated(seed: int, index: int, timeout: float) -> Growth:
-    context = multiprocessing.get_context("spawn")  # no fork of a threaded process
-    receive, send = context.Pipe(duplex=False)
-    worker = context.Process(target=_measure_into, args=(seed, index, send))
-    worker.start()
-    send.close()
-    ready = receive.poll(timeout)
+    """``measure`` of case ``index`` in a subprocess of its own (a plain one, with no
+    inherited stdin: a multiprocessing child took down the pytest-xdist worker whose
+    channel it shared), its Growth read back as JSON."""
+    command = [sys.executable, "-m", "llvsparse.complexity_soak", str(seed), str(index)]
     try:
-        growth = receive.recv() if ready else None
-    except EOFError:  # it died before it could say
-        growth = None
-    worker.join(5 if ready else 0)
-    if worker.is_alive():
-        worker.kill()
-        worker.join()
-    if growth is None:
-        what = f"ran past {timeout:.0f} s" if not ready else f"exit {worker.exitcode}"
-        case = build(seed, index)
-        return Growth(f"[{seed}:{index}] '{case.statement}'", failure=what)
-    return growth
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        what = f"ran past {timeout:.0f} s"
+    else:
+        lines = done.stdout.strip().splitlines()
+        if done.returncode == 0 and lines:
+            return Growth(**json.loads(lines[-1]))
+        what = f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
+    case = build(seed, index)
+    return Growth(f"[{seed}:{index}] '{case.statement}'", failure=what)
 
 
-def _measure_into(seed: int, index: int, send) -> None:
-    send.send(measure(build(seed, index)))
-    send.close()
+if __name__ == "__main__":  # one case, for _isolated: python -m ... SEED INDEX
+    print(json.dumps(dataclasses.asdict(measure(build(int(sys.argv[1]), int(sys.argv[2]))))))
