@@ -21,13 +21,13 @@ from llvmlite import ir
 from ...ir.cin import operands
 from ...ir.loops import Accumulate, Append, Entries, Insert, Node, Sort
 from ...ir.schedule import InternalCompilerError, Nest
+from ...ir.workspace_policies import BUCKET, DENSE, HASH, SORT
 from .emit_base import ZERO, Ctx
 from .workspace_bucket import BucketStore
 from .workspace_store import DenseStore, HashStore, SortStore, Store
 
-# The shipped policies' stores, by policy name (ir/workspace_policies.py names none).
-SHIPPED_STORES = {"dense": DenseStore, "hash": HashStore, "sort": SortStore,
-                  "bucket": BucketStore}
+# The shipped policies' stores (ir/workspace_policies.py names none).
+SHIPPED_STORES = {DENSE: DenseStore, HASH: HashStore, SORT: SortStore, BUCKET: BucketStore}
 
 if TYPE_CHECKING:
     from ...ir.workspace_schedule import WorkspacePlan
@@ -69,7 +69,7 @@ class WorkspaceEmitter:
     def allocate(self) -> None:
         policy = self.plan.policy
         if policy.store is None:  # a shipped policy: its store is this backend's
-            self.store = SHIPPED_STORES[policy.name].for_plan(self.kc, self.plan, self.extents)
+            self.store = SHIPPED_STORES[policy].for_plan(self.kc, self.plan, self.extents)
         else:
             self.store = policy.new_store(self.kc, self.plan, self.extents)
 
