@@ -22,6 +22,7 @@ from .ir.cin import Apply, Sum, expr_vars
 from .ir.frontend import to_concrete
 from .ir.types import TensorType
 from .operators import ADD, MUL
+from .tensor import Tensor
 
 
 def sums_move(assignment: nt.Assignment, types: dict[str, TensorType]) -> bool:
@@ -48,8 +49,6 @@ def sums_move(assignment: nt.Assignment, types: dict[str, TensorType]) -> bool:
 def all_finite(operands: dict[str, object]) -> bool:
     """Whether every value the operands store and every fill value is finite (integer
     and bool operands always are)."""
-    from .tensor import Tensor
-
     for operand in operands.values():
         fill = 0.0
         if isinstance(operand, Tensor):

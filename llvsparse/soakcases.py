@@ -313,11 +313,13 @@ def plugin_format(name: str, order: int):
     from pathlib import Path
 
     from .format import Format
-    from .formats.registry import get_level, register_level_format
+    from .formats.registry import get_level, level_formats, register_level_format
 
     folder = Path(tempfile.gettempdir()) / f"llvsparse-soak-levels-{os.getpid()}"
     folder.mkdir(exist_ok=True)
     for shipped, copy in PLUGIN_LEVELS.items():
+        if copy in level_formats():  # registered by an earlier case of this process
+            continue
         path = folder / f"{copy}.yaml"
         if not path.exists():
             text = Path(get_level(shipped).path).read_text(encoding="utf-8")
