@@ -22,7 +22,7 @@ _HOMES = {
     "FormatFileError": "formats.loader",
     "level_formats": "formats.registry", "register_level_format": "formats.registry",
     "unregister_level_format": "formats.registry",
-    "CorruptTensorError": "interpret",
+    "CorruptTensorError": "formats.interpret",
     "read": "io", "write": "io",
     "InternalCompilerError": "ir.schedule", "ScheduleError": "ir.schedule",
     "set_kernel_cache_bytes": "kernel_cache",
@@ -83,7 +83,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .format import named_format as named_format
     from .formats.loader import FormatFileError
     from .formats.registry import level_formats, register_level_format, unregister_level_format
-    from .interpret import CorruptTensorError
+    from .formats.interpret import CorruptTensorError
     from .io import read, write
     from .ir.schedule import InternalCompilerError, ScheduleError
     from .ir.workspace_policy import WorkspacePolicy

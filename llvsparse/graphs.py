@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from . import notation as nt
 from .format import named_format
-from .interpret import CorruptTensorError
+from .formats.interpret import CorruptTensorError
 from .notation_parse import parse
 from .semirings import semiring_assignment
 from .tensor import Tensor

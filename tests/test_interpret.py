@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
-from llvsparse.interpret import CorruptTensorError, run_function
+from llvsparse.formats.interpret import CorruptTensorError, run_function
 
 
 def _locate():
@@ -47,7 +47,7 @@ def test_masked_while_checks_bounds_of_running_lanes():
 def _vectorized(text: str, env: dict, arrays: dict):
     import ast
 
-    from llvsparse.interpret import Interpreter
+    from llvsparse.formats.interpret import Interpreter
 
     return Interpreter(env, arrays, "test").expr(ast.parse(text, mode="eval").body)
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import llvsparse as ls
-from llvsparse.interpret import evaluate_expr, length_function
+from llvsparse.formats.interpret import evaluate_expr, length_function
 
 
 def _buffer_elements(array: np.ndarray) -> int:

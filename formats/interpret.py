@@ -1,4 +1,5 @@
-"""Evaluate level-function bodies in Python, vectorized over numpy arrays where possible.
+"""Evaluate level-function bodies in Python, vectorized over numpy arrays where possible:
+the host's one meaning of the YAML level language.
 
 The compiler turns bodies into IR; this interpreter serves the host side: walking a
 tensor's levels to unpack or validate it, and sizing output arrays. Array subscripts are
