@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .lattice import Iter, Lattice
-from .statements import Expr, show_expr
+from .statements import Access, Expr, show_expr
 
 
 @dataclass(frozen=True)
@@ -141,12 +141,22 @@ class Locate:
     index: str
 
 
+# What a write names: a scalar temporary, or an entry of the output, a workspace or an
+# operand's precomputed copy (an access, whose indices say which entry).
+Target = str | Access
+
+
+def target_name(target: Target) -> str:
+    """The temporary or tensor ``target`` writes."""
+    return target if isinstance(target, str) else target.name
+
+
 @dataclass(frozen=True)
 class Accumulate:
     """``target op= value``: an output entry or a temporary reduced into (``operator``:
     the reduction's operator, whose declared properties code generation reads)."""
 
-    target: str
+    target: Target
     op: str
     value: Expr
     operator: object = field(default=None, compare=False, repr=False)
@@ -156,7 +166,7 @@ class Accumulate:
 class Insert:
     """Store ``value`` at ``target`` in an output whose levels all take inserts."""
 
-    target: str
+    target: Target
     value: Expr
 
 
@@ -164,7 +174,7 @@ class Insert:
 class Append:
     """Append the entry ``target = value`` to an output's appended levels."""
 
-    target: str
+    target: Target
     value: Expr
 
 
@@ -180,9 +190,10 @@ class Allocate:
 
 @dataclass(frozen=True)
 class Clear:
-    """Set a temporary to its reduction's identity (a workspace: ``through`` what)."""
+    """Set a temporary to its reduction's identity (a workspace: ``through`` what; an
+    access: that entry of an operand's precomputed copy)."""
 
-    name: str
+    name: Target
     value: float
     through: str = ""
 

@@ -172,7 +172,7 @@ class NestLowering:
                          assign.reduce_op is not None and not _peeled(order, idx),
                          derived, bool(temps), 0)
         self.temps = {name: full for name, (full, _) in temps.items()}
-        self.target = str(assign.access)
+        self.target = assign.access
         self.sums = NestSums.of(self.nests[number], self.nests, self.out)
         op = assign.reduce_op
         self.reduce_op = ADD if op is None else op

@@ -19,7 +19,7 @@ from .loops import Allocate, Block, Clear, Insert, Node
 from .lower_loops import NestLowering, Program, State
 from .precompute import Precompute, replaced
 from .schedule import Nest
-from .statements import Forall, Stmt, Where, sequence_parts
+from .statements import Access, Forall, IndexVar, Stmt, Where, sequence_parts
 from .types import TensorType
 
 
@@ -72,7 +72,7 @@ class _Lowering(NestLowering):
 
     def _around(self, plan: Precompute, var: str, expr: Expr, state: State, depth: int,
                 body: Callable[[Expr, State], Node]) -> Node:
-        temp = f"{plan.temporary.name}({plan.var})"
+        temp = Access(plan.temporary, (IndexVar(plan.var),))
         site = self.site
         self.site = replace(site, scatter=True, accumulate=True, copies=True)
         scatter = super().var(plan.var, plan.operand, state, -1,

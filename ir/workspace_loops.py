@@ -65,7 +65,7 @@ class _WorkspaceLowering(NestLowering):
             raise TypeError("a workspace's consumer copies it: forall(..., out = w(...))")
         self.consumer = consumer
         self.workspace = consumer.expr
-        self.out_access = str(consumer.access)
+        self.out_access = consumer.access
         self.output_inserts = self.all_insert
         self.all_insert = True  # the producers' target, the workspace, takes inserts
         self.ordered = self.appends_in_order()
@@ -99,7 +99,7 @@ class _WorkspaceLowering(NestLowering):
         loops, inner = loop_nest(producer)
         order = (*self.hoisted, *(f.index.name for f in loops))
         _, temps = full_expr(inner)
-        self.target = str(self.workspace)
+        self.target = self.workspace
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.site = _site(number, order, self.consumer, bool(temps))
         # The emitter counts no derived index of a producer's (it scatters).

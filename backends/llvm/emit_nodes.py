@@ -177,10 +177,10 @@ class NodeEmitter:
                 self.stores_every_row = True  # a sum stored at every output coordinate
             self.output.write(value, ctx)
 
-    def precompute_target(self: KernelCompiler, target: str):
+    def precompute_target(self: KernelCompiler, target: object):
         """The operand-workspace plan whose temporary ``target`` names, or None."""
         return next((p for p in self.nest.precomputes
-                     if target == f"{p.temporary.name}({p.var})"), None)
+                     if str(target) == f"{p.temporary.name}({p.var})"), None)
 
     def emit_if(self: KernelCompiler, node: If, ctx: Ctx) -> None:
         b, cond = self.b, node.condition

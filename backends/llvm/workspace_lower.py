@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import operands
-from ...ir.loops import Accumulate, Append, Entries, Insert, Node, Sort
+from ...ir.loops import Accumulate, Append, Entries, Insert, Node, Sort, Target, target_name
 from ...ir.schedule import InternalCompilerError, Nest
+from ...ir.statements import Access
 from ...ir.workspace_policies import BUCKET, DENSE, HASH, SORT
 from .emit_base import ZERO, Ctx
 from .workspace_bucket import BucketStore
@@ -62,9 +63,9 @@ class WorkspaceEmitter:
         self.store: Store | None = None
         self.producing = False  # inside the producers: their loops write no output
 
-    def names(self, target: str) -> bool:
+    def names(self, target: Target) -> bool:
         """Whether the loop IR's access ``target`` (``w(j)``) is this workspace."""
-        return target.partition("(")[0] == self.plan.temporary.name
+        return target_name(target) == self.plan.temporary.name
 
     def allocate(self) -> None:
         policy = self.plan.policy
@@ -93,7 +94,7 @@ class WorkspaceEmitter:
         self.kc.nest = self.kc.nests[0]
         (entries,) = [item for item in consumer if isinstance(item, Entries)]
         if not isinstance(entries.body, (Insert, Append)) \
-                or not self.names(str(entries.body.value)):
+                or not isinstance(entries.body.value, Access) or not self.names(entries.body.value):
             raise InternalCompilerError("a workspace's entries not copied to the output")
         self.consume(entries, ctx)
 
