@@ -81,9 +81,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .expr_api import complement
     from .format import Format, FormatError, Level
     from .format import named_format as named_format
+    from .formats.interpret import CorruptTensorError
     from .formats.loader import FormatFileError
     from .formats.registry import level_formats, register_level_format, unregister_level_format
-    from .formats.interpret import CorruptTensorError
     from .io import read, write
     from .ir.schedule import InternalCompilerError, ScheduleError
     from .ir.workspace_policy import WorkspacePolicy

@@ -14,9 +14,9 @@ import os
 
 import numpy as np
 
+from .formats.interpret import CorruptTensorError, run_function
 from .formats.loader import FormatFileError, LevelDef, load_level_file
 from .formats.registry import registered_for_check
-from .formats.interpret import CorruptTensorError, run_function
 from .runtime import KernelRuntimeError
 
 # Rows with nothing, one entry, a full row and scattered entries (coordinate 0 and the

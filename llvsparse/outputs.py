@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .format import Format
-from .formats.registry import generation as registry_generation
 from .formats.interpret import evaluate_expr, length_function, run_function
+from .formats.registry import generation as registry_generation
 from .results import check_fits_memory, with_spare
 from .runtime import DescriptorHolder
 from .tensor import Tensor

@@ -12,9 +12,9 @@ from . import convert
 from .describe import tensor_repr
 from .expr_api import access, make_assignment
 from .format import Format, as_format, checked_fill, named_format
+from .formats.interpret import CorruptTensorError
 from .formats.registry import generation as registry_generation
 from .formats.registry import is_shipped
-from .formats.interpret import CorruptTensorError
 from .lengths import check_lengths, declared_positions
 from .numpy_protocols import ArrayOps
 from .ordering import sorted_unique

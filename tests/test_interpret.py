@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llvsparse.formats.interpret import CorruptTensorError, run_function
 
 import llvsparse as ls
-from llvsparse.formats.interpret import CorruptTensorError, run_function
 
 
 def _locate():

@@ -10,9 +10,9 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from llvsparse.formats.interpret import evaluate_expr, length_function
 
 import llvsparse as ls
-from llvsparse.formats.interpret import evaluate_expr, length_function
 
 
 def _buffer_elements(array: np.ndarray) -> int:
