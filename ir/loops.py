@@ -21,7 +21,9 @@ from .statements import Access, Expr, show_expr
 class Facts:
     """What a pass may ask of an iterated or located level, without naming its format:
     its declared properties, whether its accesses always find, and how the loop reaches
-    it (``segmented``: a duplicate-run of its parent level is open around it)."""
+    it (``segmented``: a duplicate-run of its parent level is open around it; ``runs``:
+    the loop that iterates it steps over runs of equal coordinates, whose children see
+    the whole run)."""
 
     full: bool = True
     ordered: bool = True
@@ -33,6 +35,7 @@ class Facts:
     segmented: bool = False
     above_unique: bool = True  # every level above it keeps one position per coordinate
     by_position: bool = False  # iterated over its positions (not its coordinates)
+    runs: bool = False  # iterated a run of duplicate coordinates at a time (a segment)
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class Loop:
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
     tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
+    resumes: bool = False  # a merge's tail: it goes on from where the merge before stopped
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,7 @@ class Merge:
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
     tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
+    resumes: bool = False  # a tail of the merge before it, going on where that stopped
 
 
 @dataclass(frozen=True)
@@ -316,7 +321,11 @@ def _notes(notes: tuple[str, ...], tags: tuple[str, ...] = ()) -> str:
 
 
 def _refs(refs: tuple[Ref, ...]) -> str:
-    return ", ".join(str(r) for r in refs)
+    return ", ".join(f"{r} runs" if r.facts.runs else str(r) for r in refs)
+
+
+def _resuming(node: LoopNode) -> str:
+    return ", resuming" if node.resumes else ""
 
 
 def show(node: Node, depth: int = 0) -> str:
@@ -325,12 +334,13 @@ def show(node: Node, depth: int = 0) -> str:
     if isinstance(node, Block):
         return "\n".join(show(item, depth) for item in node.items)
     if isinstance(node, Loop):
-        return (f"{pad}for {node.index} in {node.over} of {node.iterator}:"
+        over = f"runs of {node.over}" if node.iterator.facts.runs else node.over
+        return (f"{pad}for {node.index} in {over} of {node.iterator}{_resuming(node)}:"
                 f"{_notes(node.notes, node.tags)}"
                 f"\n{show(node.body, depth + 1)}")
     if isinstance(node, Merge):
         located = f" locating {_refs(node.located)}" if node.located else ""
-        head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}:"
+        head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}{_resuming(node)}:"
         lines = [head + _notes(node.notes, node.tags)]
         for case in node.cases:
             empty = isinstance(case.body, Block) and not case.body.items

@@ -138,7 +138,9 @@ class NestLowering:
     def level(self, uid: int, k: int) -> LevelType:
         return self.types[self.operands[uid].tensor].levels[k]
 
-    def ref(self, it: Iter, state: State) -> Ref:
+    def ref(self, it: Iter, state: State, runs: bool = False) -> Ref:
+        """``it`` as the loop IR names it, with the facts passes ask of it (``runs``: its
+        loop steps over runs of duplicate coordinates)."""
         if it.is_universe:
             return Ref("", 0, it.uid, Facts(can_locate=False))
         lv = self.level(it.uid, it.level)
@@ -148,7 +150,7 @@ class NestLowering:
                       lv.definition.always_found(access),
                       lv.can_locate and lv.definition.always_found("locate"), segmented,
                       all(self.level(it.uid, k).unique for k in range(it.level)),
-                      lv.definition.iterate != "coordinate")
+                      lv.definition.iterate != "coordinate", runs)
         return Ref(self.operands[it.uid].tensor, it.level, it.uid, facts)
 
     # -- statements ---------------------------------------------------------------------
@@ -326,8 +328,12 @@ class NestLowering:
         lattice = build_lattice(expr, find, is_full, fill_of, adds)
         bound = (*state.bound, var)
         nodes: list[Node] = []
-        for point in lattice.points:
+        for number, point in enumerate(lattice.points):
             iterated, located = choose_iterated(lattice, point, can_locate, is_full)
+            single, points = len(iterated) == 1, len(lattice.points)
+            stored = [it for it in iterated if not it.is_universe]
+            segmented = {it for it in stored if self.segments(it, var, expr, single, points)}
+            runs = segmented | {it for it in stored if self.sums_runs(it, var)}
             point_uids = {it.uid for it in point}
             cases: list[Case] = []
             case_exprs: list[CinExpr | None] = []
@@ -354,8 +360,7 @@ class NestLowering:
                         continue
                     if it in located:
                         locates.append(Locate(self.ref(it, state), var))
-                    segments = it in iterated and self.segments(
-                        it, var, expr, len(iterated) == 1, len(lattice.points))
+                    segments = it in segmented
                     if it in iterated and self.repeats(it, var, expr, len(iterated) == 1,
                                                        segments):
                         inner = replace(inner, repeats=True)
@@ -366,7 +371,7 @@ class NestLowering:
                 if misses and len(iterated) == 1:  # a loop of one case tests its locates
                     inside = If(Found(misses), inside)
                 cases.append(Case(present, Block((*locates, inside)) if locates else inside))
-            refs = tuple(self.ref(it, state) for it in iterated)
+            refs = tuple(self.ref(it, state, it in runs) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points),
                            additive=self.feeding is ADD)
             chosen = Chosen(lattice, point, tuple(iterated), tuple(located), tuple(case_exprs))
@@ -376,10 +381,11 @@ class NestLowering:
                     self.level(ref.uid, ref.level).definition.iterate == "coordinate" \
                     else "positions"
                 node: Node = Loop(var, over, ref, cases[0].body, site=site, expr=expr,
-                                  chosen=chosen)
+                                  chosen=chosen, resumes=number > 0)
             else:
                 node = Merge(var, refs, tuple(self.ref(it, state) for it in located),
-                             tuple(cases), site=site, expr=expr, chosen=chosen)
+                             tuple(cases), site=site, expr=expr, chosen=chosen,
+                             resumes=number > 0)
             nodes.append(node)
         return nodes[0] if len(nodes) == 1 else Block(tuple(nodes))
 
@@ -400,6 +406,14 @@ class NestLowering:
         in_register = self.in_register(lv, var)
         running = points == 1 and not site.accumulate and all(lv.full for lv in self.out.levels)
         return in_register and not running
+
+    def sums_runs(self, it: Iter, var: str) -> bool:
+        """Whether a run of duplicates of a non-unique level is summed in a register
+        before one write (running sums): the write sees each coordinate once, as in
+        segments, though the levels below see one position at a time."""
+        lv = self.level(it.uid, it.level)
+        return not lv.unique and lv.definition.iterate != "coordinate" \
+            and self.in_register(lv, var)
 
     def repeats(self, it: Iter, var: str, expr: CinExpr, single: bool, segments: bool) -> bool:
         """Whether iterating ``it`` visits an output coordinate once per duplicate, so

@@ -72,9 +72,9 @@ def test_spadd_is_a_merge_with_cases() -> None:
         "      append C(i,j) = A(i,j)",
         "    case B.1:",
         "      append C(i,j) = B(i,j)",
-        "  for j in positions of A.1:",
+        "  for j in positions of A.1, resuming:",
         "    append C(i,j) = A(i,j)",
-        "  for j in positions of B.1:",
+        "  for j in positions of B.1, resuming:",
         "    append C(i,j) = B(i,j)"]
     merge = next(n for n in loops_of(program.root) if isinstance(n, Merge))
     assert [str(r) for r in merge.iterators] == ["A.1", "B.1"]
@@ -270,3 +270,16 @@ def test_the_emitter_clamps_only_tagged_loops(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(codegen, "loop_ir", without_tags)
     assert bounds_read() == 0
+
+
+def test_duplicate_runs_and_merge_tails_are_written_out() -> None:
+    """A non-unique level's loop says it steps over runs of duplicates, and a merge's
+    tails say they resume where the merge stopped: an interpreter of the program needs
+    both, and neither was in the program before."""
+    program = _program("C(i,j) = A(i,j) + B(i,j)", C=("coo", 2), A=("coo", 2), B=("coo", 2))
+    text = show(program.root).splitlines()
+    assert text[0] == "merge i over A.0 runs, B.0 runs:  {thread rows}"
+    assert "for i in runs of positions of A.0, resuming:  {thread rows}" in text
+    assert "    for j in positions of A.1, resuming:" in text
+    spmv = _program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1))
+    assert show(spmv.root).splitlines()[0].startswith("for i in runs of positions of A.0:")
