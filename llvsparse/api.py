@@ -22,6 +22,9 @@ from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
+from .interpreted import TARGETS, interpret_call
+from .ir.loops import show as show_loops
+from .ir.lower_loops import Program
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
 from .ir.transforms.aliases import separate_repeated_uses
@@ -56,8 +59,11 @@ class Kernel:
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
-                 finite: bool = False, counting: bool = False):
+                 finite: bool = False, counting: bool = False, target: str = "cpu"):
         checked_policy(workspace)
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+        self.target = target  # "interpret": calls walk the loop IR in Python (tests)
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
@@ -307,11 +313,15 @@ class Kernel:
     def loops(self) -> str:
         """The loop IR: each loop, what it iterates and locates, and the fast forms the
         optimization passes chose for it (in brackets)."""
-        inst = self._default()
-        if inst.loops is None:  # loaded from the disk cache: lower again
-            inst.loops = build(self._request(inst.types), inst.types,
-                               inst.conversions).loops
-        return inst.loops()
+        return show_loops(self.program(self._default()).root)
+
+    def program(self, inst: Instance) -> Program:
+        """The loop IR of ``inst``, one of this kernel's instances (lowered again where
+        it was loaded from the disk cache)."""
+        if inst.program is None:
+            inst.program = build(self._request(inst.types), inst.types,
+                                 inst.conversions).program
+        return inst.program()
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *, check: bool = True, threads: int | None = None, **tensors):
@@ -319,6 +329,8 @@ class Kernel:
         trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call;
         ``out=array`` writes a dense-like result into ``array`` (see ``BoundCall``),
         unless the expression has an operand named ``out``."""
+        if self.target == "interpret":
+            return interpret_call(self, check, tensors)
         out = tensors.pop("out", None) if "out" not in self._user_names else None
         bound = None if self._last_bound is None else \
             self._last_bound.reuse(tensors, threads, check)
@@ -428,6 +440,7 @@ class Kernel:
         bound.requested_threads = threads
         bound.patterned = bool(self._patterns)
         bound.converted = converted
+        bound.inputs_by_name = inputs  # what the kernel reads, by its names (interpreter)
         return bound
 
     def _sparse_workspace(self) -> Kernel:
@@ -530,7 +543,7 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
-            counting: bool = False, **formats: object) -> Kernel:
+            counting: bool = False, target: str = "cpu", **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -539,9 +552,11 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     that the inner loop locates into (triangle counting's L(i,j) under loops i, k, j),
     False never does, None leaves it to the rule of ir/precompute.py. ``counting``: a
     counting build, whose calls set ``kernel.loop_count`` (loop heads run: iterations
-    and loop entries; backends/llvm/counting.py), for complexity checks."""
+    and loop entries; backends/llvm/counting.py), for complexity checks. ``target``:
+    "cpu" (native code), or "interpret": each call walks the kernel's loop IR in Python
+    over the operands' arrays (slow; a check that the loop IR says all a kernel does)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
-                  precompute=precompute, counting=counting)
+                  precompute=precompute, counting=counting, target=target)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

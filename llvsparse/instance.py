@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .backends.cpu import JitKernel
 from .describe import instance_repr
 from .format import Format
+from .ir.lower_loops import Program
 from .ir.types import TensorType
 
 
@@ -27,7 +28,7 @@ class Instance:
     # A dense workspace: [its name, the output modes it covers, bytes per coordinate],
     # checked against memory before each call (see workspaces.check_workspace).
     workspace: list | None = None
-    loops: Callable[[], str] | None = None  # prints the loop IR (None: loaded from disk)
+    program: Callable[[], Program] | None = None  # its loop IR (None: loaded from disk)
     # Operand workspaces: [name, operand, its mode, bytes per coordinate] each, checked
     # against memory before each call (see workspaces.check_precomputes).
     precomputes: list | None = None

@@ -16,11 +16,9 @@ from .format import Format, named_format
 from .instance import Instance
 from .ir.from_schedule import statement_of
 from .ir.lattice import variants_within_budget
-from .ir.loops import show as show_loops
 from .ir.opt import loop_ir
 from .ir.opt.passes import Target
 from .ir.parallel import parallel_mode
-from .ir.schedule import Nest
 from .ir.statements import concrete_text
 from .ir.transforms.lowering import (
     Lowered,
@@ -102,10 +100,10 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     if other_form and lazy:
         compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                              OTHER_FORM_SUFFIX)
-    loops = functools.partial(_loops_text, nests, types, order[0], fastmath)
+    program = functools.partial(loop_ir, nests, types, order[0], Target(fastmath=fastmath))
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     "\n".join(builder.lattice_log), order, mode,
-                    builder.initializes_output, workspace_meta(nests, types), loops,
+                    builder.initializes_output, workspace_meta(nests, types), program,
                     precompute_meta(nests, types))
 
 
@@ -118,12 +116,6 @@ def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: st
                                 module=module, other_form=True,
                                 name=entry + OTHER_FORM_SUFFIX).compile()
     return module
-
-
-def _loops_text(nests: list[Nest], types: dict[str, TensorType], output: str,
-                fastmath: bool) -> str:
-    """The printed loop IR of a kernel's nests, every pass run."""
-    return show_loops(loop_ir(nests, types, output, Target(fastmath=fastmath)).root)
 
 
 def coo_formats(types: dict[str, TensorType], orders: dict[str, tuple[int, ...]]

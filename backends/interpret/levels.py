@@ -1,0 +1,77 @@
+"""One operand level as the interpreter reads it: its YAML functions run on scalars.
+
+The loop IR names levels (``A.1``) and what is done with them (iterate its positions
+or coordinates, locate a coordinate); what that means for a given level is its YAML
+definition's bodies, run here by the same host interpreter that unpacks and validates
+tensors (formats/interpret.py), so a plugin level works with no code here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...formats.interpret import run_function
+from ...ir.schedule import InternalCompilerError
+
+
+@dataclass(frozen=True)
+class Parent:
+    """Where a level is read from: its parent's position (and, for a run of duplicates,
+    the run's last position) and the coordinates of the two levels above it."""
+
+    first: int = 0
+    last: int = 0
+    coordinate: int = 0
+    grand_coordinate: int = 0
+
+
+class LevelReader:
+    """Level ``k`` of a tensor: bounds, accesses and locates at one parent."""
+
+    def __init__(self, tensor: Any, k: int) -> None:
+        self.definition = tensor.tensor_type.levels[k].definition
+        self.arrays = tensor.level_arrays[k]
+        extents = tensor.level_extents
+        self.fixed = {"N": extents[k], "N_child": extents[k + 1] if k + 1 < len(extents) else 0,
+                      **tensor.params[k]}
+        self.where = f"{tensor.name or 'operand'} level {k} ({tensor.tensor_type.levels[k].kind})"
+        self.extent = extents[k]
+
+    @property
+    def by_coordinate(self) -> bool:
+        return self.definition.iterate == "coordinate"
+
+    def _run(self, function: str, parent: Parent, at: int, **names: int) -> tuple[int, ...]:
+        fn = self.definition.functions.get(function)
+        if fn is None:
+            raise InternalCompilerError(f"the loop IR asks {self.where} for {function}, "
+                                        "which its definition does not declare")
+        env = {**self.fixed, "p_parent": at, "i_parent": parent.coordinate,
+               "i_grandparent": parent.grand_coordinate, **names}
+        return tuple(int(np.asarray(v).item()) if np.ndim(v) == 0 else v
+                     for v in run_function(fn, env, self.arrays, f"{self.where} {function}"))
+
+    def entries(self, parent: Parent) -> list[tuple[int, int]]:
+        """(coordinate, position) of every entry under ``parent``, in storage order; a run
+        of duplicates spans its positions' children."""
+        if self.by_coordinate:
+            begin, end = self._run("coord_bounds", parent, parent.first)
+            found = ((i, self._run("coord_access", parent, parent.first, i=i)) for i in
+                     range(begin, end))
+            return [(i, p) for i, (p, ok) in found if ok]
+        begin = self._run("pos_bounds", parent, parent.first)[0]
+        end = self._run("pos_bounds", parent, parent.last)[1]
+        result = []
+        for p in range(begin, end):
+            i, ok = self._run("pos_access", parent, parent.first, p=p)
+            if ok:
+                result.append((i, p))
+        return result
+
+    def locate(self, parent: Parent, i: int) -> tuple[int, bool]:
+        """The position of coordinate ``i`` under ``parent``, and whether it is stored."""
+        p, found = self._run("locate", parent, parent.first, i=i)
+        return p, bool(found)
