@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .lattice import Iter, Lattice
-from .statements import Access, Expr, show_expr
+from .statements import Access, Affine, Expr, show_expr
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,15 @@ class Merge:
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
     tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
     resumes: bool = False  # a tail of the merge before it, going on where that stopped
+
+
+@dataclass(frozen=True)
+class Bind:
+    """``index`` takes the value of an expression of bound indices (a blocked level's
+    coordinate: ``j = 2*A1_1 + A1_3``), so that operands indexed by it can be located."""
+
+    index: str
+    value: Affine
 
 
 @dataclass(frozen=True)
@@ -274,7 +283,7 @@ class If:
     then: Node
 
 
-Node = (Block | Loop | Merge | Locate | Accumulate | Insert | Append | Allocate | Clear | Sort
+Node = (Block | Loop | Merge | Bind | Locate | Accumulate | Insert | Append | Allocate | Clear | Sort
         | Entries | If)
 LoopNode = Loop | Merge
 
@@ -349,6 +358,8 @@ def show(node: Node, depth: int = 0) -> str:
             if not empty:
                 lines.append(show(case.body, depth + 2))
         return "\n".join(lines)
+    if isinstance(node, Bind):
+        return f"{pad}let {node.index} = {node.value}"
     if isinstance(node, Locate):
         return f"{pad}locate {node.ref} at {node.index}"
     if isinstance(node, Accumulate):

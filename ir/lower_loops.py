@@ -24,6 +24,7 @@ from .loops import (
     Accumulate,
     Allocate,
     Append,
+    Bind,
     Block,
     Case,
     Chosen,
@@ -44,7 +45,7 @@ from .loops import (
 )
 from .result_fill import NestSums, absent_adds
 from .schedule import Nest, ScheduleError, order_loops
-from .statements import Access, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
+from .statements import Access, Affine, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
 from .types import LevelType, TensorType
 
 
@@ -57,6 +58,7 @@ class Program:
     output_levels: tuple[LevelType, ...]
     nests: int
     output_fill: float = 0.0  # row clearing writes zeros
+    dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,29 @@ class NestLowering:
         if depth == site.out_depth and not site.scatter and depth < len(order):
             return self.write_point(order[depth:], expr, state)
         if depth == len(order):
-            return self.leaf(expr, state, lambda value: self.write(value, state))
+            binds, state = self.bind_derived(expr, state)
+            leaf = self.leaf(expr, state, lambda value: self.write(value, state))
+            return Block((*binds, leaf)) if binds else leaf
         return self.var(order[depth], expr, state, depth,
                         lambda e, s: self.loops(order, depth + 1, e, s))
+
+    def bind_derived(self, expr: CinExpr, state: State) -> tuple[list[Node], State]:
+        """Indices derived from blocked levels' indices that operands of ``expr`` read
+        (``x(j)`` under BCSR's loops), bound, and the levels they index located."""
+        nodes: list[Node] = []
+        for index, parts in self.nests[self.site.nest].assign.derived:
+            readers = [op for op in _operands(expr) if index in op.vars]
+            if not readers:
+                continue
+            nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts))))
+            bound = {*state.bound, *(p for p, _ in parts), index}
+            for op in readers:
+                k = state.levels(op.uid)
+                while k < len(op.vars) and op.vars[k] in bound:
+                    nodes.append(Locate(self.ref(Iter(op.uid, k), state), op.vars[k]))
+                    state = state.resolve(op.uid, k + 1)
+                    k += 1
+        return nodes, state
 
     def write_point(self, order: tuple[str, ...], expr: CinExpr, state: State) -> Node:
         """The sum over the loops ``order`` inside the output's indices, then its write.

@@ -20,9 +20,9 @@ def interpret_call(kernel: Kernel, check: bool, tensors: dict[str, Any]) -> Tens
     """What ``kernel(**tensors)`` returns, computed by walking its loop IR."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
-    coords, values = run_program(kernel.program(inst), bound.inputs_by_name, bound.shape,
-                                 inst.dtype)
+    program = kernel.program(inst)
+    coords, values = run_program(program, bound.inputs_by_name, bound.shape)
     out_type = bound.out_type
-    stored = np.asarray(values, dtype=inst.dtype).astype(out_type.dtype)
+    stored = np.asarray(values, dtype=program.dtype).astype(out_type.dtype)
     return Tensor.from_coo(coords, stored, bound.shape, bound.format, dtype=out_type.dtype,
                            index_dtype=out_type.index_dtype, fill=bound.format.fill)

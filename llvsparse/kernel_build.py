@@ -100,7 +100,8 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     if other_form and lazy:
         compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                              OTHER_FORM_SUFFIX)
-    program = functools.partial(loop_ir, nests, types, order[0], Target(fastmath=fastmath))
+    program = functools.partial(loop_ir, nests, types, order[0],
+                                Target(fastmath=fastmath, dtype=dtype))
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     "\n".join(builder.lattice_log), order, mode,
                     builder.initializes_output, workspace_meta(nests, types), program,

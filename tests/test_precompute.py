@@ -172,7 +172,7 @@ def test_forced_and_forbidden():
 def test_loop_ir_shows_the_scatter_and_the_clear():
     kernel = ls.compile(TRIANGLES, L="csr")
     kernel(L=ls.Tensor.from_scipy(_lower(10, 0.3, 0), format="csr"))
-    loops = kernel.last.loops()
+    loops = kernel.loops
     assert "allocate L_ws: float64" in loops
     assert "insert L_ws(j) = L(i,j)" in loops and "clear L_ws(j) = 0.0" in loops
     assert "locate L_ws.0 at j" in loops

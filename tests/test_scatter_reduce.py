@@ -29,7 +29,7 @@ def test_min_plus_push_matches_numpy(shape, density):
     np.testing.assert_array_equal(y, np.min(W + d[:, None], axis=0))
     assert kernel.concrete == "forall(i, forall(j, y(j) min= W(i,j) + d(i)))"
     assert not kernel.last.conversions
-    loops = kernel.last.loops()
+    loops = kernel.loops
     assert "clear y(j) = inf" in loops and "for j in positions of W.1:" in loops
 
 

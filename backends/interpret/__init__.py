@@ -10,12 +10,12 @@ from ...ir.lower_loops import Program
 from .walker import Walker
 
 
-def run_program(program: Program, operands: dict[str, Any], out_shape: tuple[int, ...],
-                dtype: str) -> tuple[np.ndarray, list]:
+def run_program(program: Program, operands: dict[str, Any], out_shape: tuple[int, ...]
+                ) -> tuple[np.ndarray, list]:
     """The output entries ``program`` writes on ``operands`` (tensors by the kernel's
-    names), computing in ``dtype``: their coordinates ((order, entries), mode order)
-    and values, in the order written."""
-    walker = Walker(program, operands, out_shape, dtype)
+    names), computed in the program's dtype: their coordinates ((order, entries), mode
+    order) and values, in the order written."""
+    walker = Walker(program, operands, out_shape)
     walker.run(program.root)
     entries = walker.output.entries
     coords = np.array(list(entries), dtype=np.int64).reshape(len(entries), len(out_shape)).T

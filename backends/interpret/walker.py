@@ -21,6 +21,7 @@ from ...ir.loops import (
     Accumulate,
     Allocate,
     Append,
+    Bind,
     Block,
     Clear,
     Entries,
@@ -75,10 +76,10 @@ class Outputs:
 class Walker:
     """Runs one program on operands given by name (the kernel's internal names)."""
 
-    def __init__(self, program: Program, operands: dict[str, Any], out_shape: tuple[int, ...],
-                 dtype: str) -> None:
+    def __init__(self, program: Program, operands: dict[str, Any], out_shape: tuple[int, ...]
+                 ) -> None:
         self.program, self.operands, self.out_shape = program, operands, out_shape
-        self.cast: Callable[[Any], Any] = np.dtype(dtype).type
+        self.cast: Callable[[Any], Any] = np.dtype(program.dtype).type
         self.env: dict[str, int] = {}
         self.position: dict[Key, tuple[int, int]] = {}  # first and last of a run
         self.coordinate: dict[Key, int] = {}
@@ -188,6 +189,8 @@ class Walker:
             self.loop(node, tails if tails is not None else {})
         elif isinstance(node, Merge):
             self.merge(node, tails if tails is not None else {})
+        elif isinstance(node, Bind):
+            self.env[node.index] = self.index_value(node.value)
         elif isinstance(node, Locate):
             self.locate(node.ref, node.index)
         elif isinstance(node, If):

@@ -142,7 +142,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         # The loop IR, with the fast forms its passes chose, walked node by node (a
         # workspace kernel's passes: thread rows and prefetch only).
         program = self.program or loop_ir(self.nests, self.types, self.out_name,
-                                          Target(self.phase, self.fastmath))
+                                          Target(self.phase, self.fastmath, self.dtype))
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None

@@ -25,6 +25,7 @@ from ...ir.loops import (
     Accumulate,
     Allocate,
     Append,
+    Bind,
     Block,
     Clear,
     Entries,
@@ -71,8 +72,8 @@ class NodeEmitter:
             self.emit_block(node.items, ctx)
         elif isinstance(node, (Loop, Merge)):
             self.emit_loops([node], ctx)
-        elif isinstance(node, Locate):
-            return  # resolved by the loop that reached its index
+        elif isinstance(node, (Locate, Bind)):
+            return  # resolved by the loop that reached its index (point.py: derived ones)
         elif isinstance(node, If):
             self.emit_if(node, ctx)
         elif isinstance(node, Clear):

@@ -48,10 +48,12 @@ THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
 @dataclass(frozen=True)
 class Target:
     """What the passes need beyond the loops: which phase of a split assembly is built
-    (a count phase has no output hooks) and whether float operations may reassociate."""
+    (a count phase has no output hooks), whether float operations may reassociate, and
+    the dtype the kernel computes in (which the program then records)."""
 
     phase: str = "whole"
     fastmath: bool = False
+    dtype: str = "float64"
 
 
 @dataclass(frozen=True)
@@ -313,4 +315,4 @@ def optimize(program: Program, target: Target | None = None,
                 return node
             return run(_Where(program, target, path), node)
         root = _map(root, visit)
-    return replace(program, root=root)
+    return replace(program, root=root, dtype=target.dtype)

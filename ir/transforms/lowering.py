@@ -179,7 +179,8 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
         raise TypeError("Request.emit: lowering needs the backend's emitter")
     try:
         # What the backend cannot emit is asked of the loop IR first (ir/legality.py).
-        program = loop_ir(nests, types, output, Target(fastmath=request.fastmath))
+        program = loop_ir(nests, types, output,
+                          Target(fastmath=request.fastmath, dtype=request.dtype))
         reason = output_refusal(types[output]) or \
             loop_refusal(program, types[output], nests[0].assign.vars)
         if reason is not None:
