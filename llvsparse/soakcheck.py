@@ -19,6 +19,8 @@ import scipy.sparse as sp
 
 from .soakcases import Case, Operand, plugin_format, reference
 
+INTERPRETED_EVERY = 5  # every fifth valid case also runs under target="interpret"
+
 
 @dataclass
 class Outcome:
@@ -89,7 +91,6 @@ def stored_mask(tensor, shape: tuple[int, ...]) -> np.ndarray:
 
 def run_case(case: Case) -> Outcome:
     """Build, compile, call and compare ``case``; never raises."""
-    import llvsparse as ls
 
     try:
         operands = {name: build(op) for name, op in case.operands.items()}
@@ -99,17 +100,13 @@ def run_case(case: Case) -> Outcome:
                     tensor.to_numpy(), op.dense, equal_nan=op.dense.dtype.kind == "f"):
                 return Outcome("wrong", "packing", f"{name} as {op.format_name} reads back "
                                                    f"{tensor.to_numpy()!r}")
-        formats = {n: ("dense" if op.as_array else op.format)
-                   for n, op in case.operands.items()}
     except Exception as error:  # noqa: BLE001 - packing valid arrays must work, or be refused
         if isinstance(error, _refusals()):
             return Outcome("refused", type(error).__name__, f"packing: {str(error)[:300]}")
         return _unexpected(error)
     try:
         report_phase("compile")
-        out_format = plugin_format(case.out_format, len(case.out_vars)) \
-            if case.out_format.startswith("plugin") else case.out_format
-        kernel = ls.compile(case.statement, out_format=out_format, **formats)
+        kernel = compiled(case)
         if case.kind == "valid":
             return _check_valid(case, kernel, operands)
         return _check_corrupt(case, kernel, operands)
@@ -117,6 +114,16 @@ def run_case(case: Case) -> Outcome:
         if isinstance(error, _refusals()) or _documented_refusal(case, error):
             return Outcome("refused", type(error).__name__, str(error)[:300])
         return _unexpected(error)
+
+
+def compiled(case: Case, target: str = "cpu"):
+    """``case``'s kernel, for ``target``."""
+    import llvsparse as ls
+
+    formats = {n: ("dense" if op.as_array else op.format) for n, op in case.operands.items()}
+    out_format = plugin_format(case.out_format, len(case.out_vars)) \
+        if case.out_format.startswith("plugin") else case.out_format
+    return ls.compile(case.statement, out_format=out_format, target=target, **formats)
 
 
 def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
@@ -135,6 +142,11 @@ def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
         (f"call {k + 1}", lambda: kernel(**operands)) for k in range(1, 3)]
     for outcome in _compare_all(calls, expected, case):
         return outcome
+    if case.index % INTERPRETED_EVERY == 0:  # the loop IR alone gives the same result
+        interpreted = compiled(case, target="interpret")
+        for outcome in _compare_all([("interpreted", lambda: interpreted(**operands))],
+                                    expected, case):
+            return outcome
     for form in probe.FORMS:
         probe.FORCED["form"] = form
         try:

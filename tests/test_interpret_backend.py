@@ -1,0 +1,119 @@
+"""The interpreter backend (target="interpret") against numpy and the LLVM backend.
+
+It walks a kernel's loop IR in Python and reads nothing else, so a kernel it computes
+right is one whose program says all the kernel does: every merge tail, duplicate run,
+derived index, workspace and precomputed copy written out as nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvsparse.backends.interpret.walker import Walker
+from llvsparse.ir.cin import Const
+from llvsparse.ir.loops import Accumulate, Loop, Ref
+from llvsparse.ir.lower_loops import Program
+from llvsparse.ir.schedule import InternalCompilerError
+
+import llvsparse as ls
+from llvsparse.operators import ADD
+
+
+def _array(shape, density, seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(1, 10, size=shape) * (rng.random(shape) < density)
+    if shape[0] > 2:
+        values[1] = 0  # an empty row
+    return values.astype(float)
+
+
+A, B = _array((7, 9), 0.3, 1), _array((7, 9), 0.3, 2)
+M, x, z = _array((9, 6), 0.3, 3), _array((9,), 0.8, 4), _array((7,), 0.8, 5)
+S, T = _array((7, 7), 0.4, 6), _array((4, 5, 6), 0.3, 7)
+U, V = _array((3, 6), 0.9, 8), _array((5, 3), 0.9, 9)
+Q, q = _array((8, 6), 0.4, 11), _array((6,), 0.9, 12)
+
+MATRICES = ["dense", "csr", "csc", "coo", "dcsr", "dia", "ell", "hash"]
+CATALOG = [
+    *[("y(i) = A(i,j) * x(j)", {"A": f}, None, None, lambda: A @ x) for f in MATRICES],
+    ("y(i) = Q(i,j) * q(j)", {"Q": "bcsr2x2"}, None, None, lambda: Q @ q),
+    *[(e, {"A": f, "B": g}, o, None, ref)
+      for f in ["csr", "coo", "dcsr", "hash", "csc"] for o in ["dense", "csr", "coo", "hash"]
+      for e, g, ref in [("C(i,j) = A(i,j) + B(i,j)", "csr", lambda: A + B),
+                        ("C(i,j) = A(i,j) * B(i,j)", f, lambda: A * B)]],
+    *[("C(i,j) = A(i,k) * M(k,j)", {"A": f, "M": f}, "csr", w, lambda: A @ M)
+      for f in ["csr", "dcsr"] for w in [None, "dense", "hash", "sort", "bucket"]],
+    ("y(j) = A(i,j) * z(i)", {"A": "csr"}, None, None, lambda: z @ A),
+    ("y(i) = A(i,j) + x(j)", {"A": "csr"}, None, None, lambda: (A + x).sum(1)),
+    ("a = A(i,j) * B(i,j)", {"A": "csr", "B": "coo"}, None, None, lambda: (A * B).sum()),
+    ("y(i) = max(j, A(i,j))", {"A": "csr"}, None, None, lambda: A.max(1)),
+    ("y(i) = min(j, A(i,j))", {"A": "coo"}, None, None, lambda: A.min(1)),
+    ("C(i,j) = A(i,j) * !B(i,j)", {"A": "csr", "B": "csr"}, "csr", None,
+     lambda: A * (B == 0)),
+    ("C(i,j) = A(i,j) < B(i,j)", {"A": "csr", "B": "csr"}, "dense", None, lambda: A < B),
+    ("Y(i,j,r) = T(i,j,k) * U(r,k)", {"T": "csf"}, "dense", None,
+     lambda: np.einsum("ijk,rk->ijr", T, U)),
+    *[("Y(i,r) = T(i,j,k) * V(j,r) * U(r,k)", {"T": f}, "dense", None,
+       lambda: np.einsum("ijk,jr,rk->ir", T, V, U)) for f in ["csf", "coo"]],
+    ("t = S(i,j) * S(j,k) * S(i,k)", {"S": "csr"}, None, None,
+     lambda: np.einsum("ij,jk,ik->", S, S, S)),
+    ("y(i) = S(i,i)", {"S": "csr"}, None, None, lambda: np.diag(S)),
+    ("C(i,j) = A(i,j) * sum_k(M(j,k))", {"A": "csr", "M": "csr"}, "csr", None,
+     lambda: A * M.sum(1)),
+]
+ARRAYS = {"A": A, "B": B, "M": M, "x": x, "z": z, "S": S, "T": T, "U": U, "V": V, "Q": Q,
+          "q": q}
+
+
+def _label(case) -> str:
+    statement, formats, out, workspace, _ = case
+    shown = ",".join(f"{n}:{f}" for n, f in formats.items())
+    return f"{statement} [{shown}] -> {out or 'dense'}" + (f" ws={workspace}" if workspace else "")
+
+
+@pytest.mark.parametrize("case", CATALOG, ids=_label)
+def test_interpreted_kernel_matches_numpy_and_native_code(case) -> None:
+    statement, formats, out, workspace, reference = case
+    operands = {n: ls.Tensor.from_numpy(ARRAYS[n], formats[n]) if n in formats else ARRAYS[n]
+                for n in ls.parse(statement).tensors()[1:]}
+    interpreted = ls.compile(statement, out_format=out, workspace=workspace,
+                             target="interpret", **formats)(**operands)
+    native = ls.compile(statement, out_format=out, workspace=workspace, **formats)(**operands)
+    expected = np.asarray(reference())
+    assert np.allclose(interpreted.to_numpy(), expected)
+    assert np.array_equal(interpreted.to_numpy(), native.to_numpy())
+
+
+def test_random_inputs_and_empty_edges() -> None:
+    """Random patterns with fills other than 0 and operands that store nothing."""
+    rng = np.random.default_rng(3)
+    for trial in range(6):
+        a = _array((6, 5), 0.1 + 0.15 * trial, 20 + trial)
+        b = np.zeros((6, 5)) if trial == 0 else _array((6, 5), 0.4, 30 + trial)
+        fill = float(rng.choice([0.0, -1.0, 2.0]))
+        fa = ls.Tensor.from_numpy(np.where(a == 0, fill, a), "csr", fill=fill)
+        fb = ls.Tensor.from_numpy(b, "coo")
+        for statement, reference in [
+                ("C(i,j) = A(i,j) + B(i,j)", np.where(a == 0, fill, a) + b),
+                ("C(i,j) = A(i,j) * B(i,j)", np.where(a == 0, fill, a) * b),
+                ("y(i) = A(i,j) * B(i,j)", (np.where(a == 0, fill, a) * b).sum(1))]:
+            for out in ["dense", "csr"] if "C" in statement else [None]:
+                kernel = ls.compile(statement, out_format=out, target="interpret",
+                                    A="csr", B="coo")
+                assert np.allclose(kernel(A=fa, B=fb).to_numpy(), reference), (statement, out)
+
+
+def test_a_program_that_leaves_something_out_is_refused_by_name() -> None:
+    """A loop over an index's universe whose extent nothing in the program gives."""
+    universe = Ref("", 0, 0)
+    body = Accumulate("acc", "+", Const(1.0), ADD)
+    program = Program(Loop("k", "coordinates", universe, body), "y", (), 1)
+    walker = Walker(program, {}, ())
+    walker.scalars["acc"] = 0.0
+    with pytest.raises(InternalCompilerError, match="k's universe"):
+        walker.run(program.root)
+
+
+def test_unknown_target_is_refused() -> None:
+    with pytest.raises(ValueError, match="target must be one of"):
+        ls.compile("y(i) = A(i,j) * x(j)", A="csr", target="gpu-please")
