@@ -59,6 +59,7 @@ class Program:
     nests: int
     output_fill: float = 0.0  # row clearing writes zeros
     dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
+    producer_runs: int = 1  # a workspace whose producers run twice (count, then place)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,8 @@ def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
     if len(producers) != len(bodies):
         raise ValueError(f"{len(producers)} producers for {len(bodies)} expressions")
     root = lowering.kernel(tuple(f.index.name for f in hoisted), producers, bodies)
-    return Program(root, output, types[output].levels, len(bodies))
+    return Program(root, output, types[output].levels, len(bodies),
+                   producer_runs=2 if plan.policy.counts else 1)
 
 
 class _WorkspaceLowering(NestLowering):

@@ -13,7 +13,7 @@ from ...ir.lattice import Iter
 from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
 from ...ir.opt import passes
-from ...ir.schedule import InternalCompilerError, ScheduleError
+from ...ir.schedule import InternalCompilerError
 from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .emit_base import ONE, RUN_UNROLL, ZERO, Ctx, LevelPos, RunState, unroll
@@ -64,7 +64,7 @@ class PointEmitter(GallopEmitter):
         # (An unordered level may hold its keys in order by chance.)
         reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
         if reason is not None:
-            raise ScheduleError(reason)
+            raise InternalCompilerError(reason)
         if self.jam_body is not None and passes.JAM in self.notes:
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
@@ -392,7 +392,6 @@ class PointEmitter(GallopEmitter):
 
     def emit_selected(self, chosen, ctx: Ctx) -> None:
         b, kc = self.b, self.kc
-        kc.budget.spend(len(chosen))
         value, taken = None, None
         for cond, expr, case_ctx, body in reversed(chosen):
             computed = kc.value(expr, case_ctx)
@@ -432,7 +431,6 @@ class PointEmitter(GallopEmitter):
                 b.cbranch(cond, then, other)
                 b.position_at_end(then)
             if expr is not None:
-                self.kc.budget.spend(1 if len(self.lattice.points) > 1 else 0)
                 self.body(body, case_ctx)
             if joined is not None:
                 self.advance_case(sub, earlier, present, split, at_i)
