@@ -117,3 +117,26 @@ def test_a_program_that_leaves_something_out_is_refused_by_name() -> None:
 def test_unknown_target_is_refused() -> None:
     with pytest.raises(ValueError, match="target must be one of"):
         ls.compile("y(i) = A(i,j) * x(j)", A="csr", target="gpu-please")
+
+
+@pytest.mark.parametrize("key", [(slice(2, 6), slice(None)), (slice(1, 7, 3), slice(2, 9, 2)),
+                                 (slice(None), slice(None, None, 2)), (3, slice(None))])
+def test_views_are_read_through_their_windows(key) -> None:
+    """A view's levels are windows of its base's (start, step, count as runtime
+    parameters): the interpreter maps view coordinates as the native kernel does."""
+    base_a, base_b = ls.Tensor.from_numpy(A, "csr"), ls.Tensor.from_numpy(B, "coo")
+    view_a, view_b = base_a[key], base_b[key]
+    dense_a, dense_b = A[key], B[key]
+    vector = np.arange(dense_a.shape[-1], dtype=float)
+    two = dense_a.ndim == 2
+    cases = [("y(i) = V(i,j) * x(j)" if two else "y = V(j) * x(j)", {"x": vector},
+              dense_a @ vector, None),
+             ("C(i,j) = V(i,j) + W(i,j)" if two else "C(j) = V(j) + W(j)", {"W": view_b},
+              dense_a + dense_b, "csr" if two else "coo")]
+    for statement, more, reference, out in cases:
+        formats = {"V": view_a.format, **({"W": view_b.format} if "W" in more else {})}
+        interpreted = ls.compile(statement, out_format=out, target="interpret", **formats)
+        native = ls.compile(statement, out_format=out, **formats)
+        result = interpreted(V=view_a, **more).to_numpy()
+        assert np.allclose(result, reference), statement
+        assert np.array_equal(result, np.asarray(native(V=view_a, **more).to_numpy()))

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...formats.interpret import run_function
 from ...ir.schedule import InternalCompilerError
+from ...ir.types import NOT_WINDOWED, WINDOW_PARAMS
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,14 @@ class LevelReader:
         extents = tensor.level_extents
         self.fixed = {"N": extents[k], "N_child": extents[k + 1] if k + 1 < len(extents) else 0,
                       **tensor.params[k]}
-        self.where = f"{tensor.name or 'operand'} level {k} ({tensor.tensor_type.levels[k].kind})"
-        self.extent = extents[k]
+        level = tensor.tensor_type.levels[k]
+        self.where = f"{tensor.name or 'operand'} level {k} ({level.kind})"
+        # A view's level is read through a window: view coordinate j is base coordinate
+        # start + j * step, for j in [0, count) (backends/llvm/window.py).
+        self.window = None if level.window == NOT_WINDOWED else \
+            tuple(int(tensor.params[k][name]) for name in WINDOW_PARAMS)
+        self.extent = extents[k] if self.window is None else self.window[2]
+        self.fixed = {n: v for n, v in self.fixed.items() if n not in WINDOW_PARAMS}
 
     @property
     def by_coordinate(self) -> bool:
@@ -56,7 +63,19 @@ class LevelReader:
 
     def entries(self, parent: Parent) -> list[tuple[int, int]]:
         """(coordinate, position) of every entry under ``parent``, in storage order; a run
-        of duplicates spans its positions' children."""
+        of duplicates spans its positions' children; a window's view coordinates."""
+        if self.window is None:
+            return self._base_entries(parent)
+        start, step, count = self.window
+        if self.by_coordinate:
+            begin, end = self._run("coord_bounds", parent, parent.first)
+            found = ((j, self._run("coord_access", parent, parent.first, i=start + j * step))
+                     for j in range(count) if begin <= start + j * step < end)
+            return [(j, p) for j, (p, ok) in found if ok]
+        return [((c - start) // step, p) for c, p in self._base_entries(parent)
+                if 0 <= c - start < count * step and (c - start) % step == 0]
+
+    def _base_entries(self, parent: Parent) -> list[tuple[int, int]]:
         if self.by_coordinate:
             begin, end = self._run("coord_bounds", parent, parent.first)
             found = ((i, self._run("coord_access", parent, parent.first, i=i)) for i in
@@ -73,5 +92,10 @@ class LevelReader:
 
     def locate(self, parent: Parent, i: int) -> tuple[int, bool]:
         """The position of coordinate ``i`` under ``parent``, and whether it is stored."""
+        if self.window is not None:
+            start, step, count = self.window
+            if not 0 <= i < count:
+                return 0, False
+            i = start + i * step
         p, found = self._run("locate", parent, parent.first, i=i)
         return p, bool(found)

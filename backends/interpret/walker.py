@@ -114,7 +114,7 @@ class Walker:
                 [(node.index, node.ref)] if isinstance(node, Locate) else []
             for index, ref in refs:
                 if not ref.universe and ref.tensor in self.operands:
-                    extents.setdefault(index, self.operands[ref.tensor].level_extents[ref.level])
+                    extents.setdefault(index, self.reader(ref).extent)
             target = getattr(node, "target", None)
             if isinstance(target, Access) and target.name == self.program.output:
                 for ix, extent in zip(target.indices, self.out_shape):
