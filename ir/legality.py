@@ -24,11 +24,11 @@ from .loops import (
     Missed,
     Node,
     Nonempty,
+    Program,
     Ref,
     loops_of,
     walk,
 )
-from .lower_loops import Program
 from .schedule import unordered_append_output
 from .statements import Access, IndexVar
 from .types import TensorType

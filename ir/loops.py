@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from .lattice import Iter, Lattice
 from .statements import Access, Affine, Expr, show_expr
+from .types import LevelType
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,19 @@ class If:
 Node = (Block | Loop | Merge | Bind | Locate | Accumulate | Insert | Append | Allocate | Clear | Sort
         | Entries | If)
 LoopNode = Loop | Merge
+
+
+@dataclass
+class Program:
+    """A kernel's loop IR, with what passes need to know about its output."""
+
+    root: Node
+    output: str
+    output_levels: tuple[LevelType, ...]
+    nests: int
+    output_fill: float = 0.0  # row clearing writes zeros
+    dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
+    producer_runs: int = 1  # a workspace whose producers run twice (count, then place)
 
 
 def annotate(node: LoopNode, note: str) -> LoopNode:

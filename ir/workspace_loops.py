@@ -27,10 +27,11 @@ from .loops import (
     Entries,
     Insert,
     Node,
+    Program,
     Site,
     Sort,
 )
-from .lower_loops import NestLowering, Program, State, full_expr
+from .lower_loops import NestLowering, State, full_expr
 from .result_fill import NestSums
 from .schedule import Nest
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts

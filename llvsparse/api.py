@@ -23,8 +23,8 @@ from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
+from .ir.loops import Program
 from .ir.loops import show as show_loops
-from .ir.lower_loops import Program
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
 from .ir.transforms.aliases import separate_repeated_uses

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from llvsparse.backends.interpret.walker import Walker
 from llvsparse.ir.cin import Const
-from llvsparse.ir.loops import Accumulate, Loop, Ref
-from llvsparse.ir.lower_loops import Program
+from llvsparse.ir.loops import Accumulate, Loop, Program, Ref
 from llvsparse.ir.schedule import InternalCompilerError
 
 import llvsparse as ls

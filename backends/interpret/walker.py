@@ -34,13 +34,13 @@ from ...ir.loops import (
     Missed,
     Node,
     Nonempty,
+    Program,
     Ref,
     Sort,
     Target,
     Touched,
     walk,
 )
-from ...ir.lower_loops import Program
 from ...ir.schedule import InternalCompilerError
 from ...ir.statements import Access, Affine, IndexVar
 from .levels import LevelReader, Parent

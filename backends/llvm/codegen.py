@@ -17,8 +17,7 @@ from llvmlite import ir
 from ...ir.algebra import region_text
 from ...ir.cin import Expr, Operand, linear_in, operands
 from ...ir.lattice import Iter
-from ...ir.loops import Block, LoopNode, Node, loops_of
-from ...ir.lower_loops import Program
+from ...ir.loops import Block, LoopNode, Node, Program, loops_of
 from ...ir.opt import loop_ir, passes
 from ...ir.opt.passes import Target
 from ...ir.schedule import InternalCompilerError, Nest

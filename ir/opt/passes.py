@@ -22,13 +22,13 @@ from ..loops import (
     LoopNode,
     Merge,
     Node,
+    Program,
     Ref,
     annotate,
     loops_of,
     tag,
     walk,
 )
-from ..lower_loops import Program
 from ..schedule import unordered_append_output
 from ..types import TensorType
 from . import checks

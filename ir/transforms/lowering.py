@@ -25,7 +25,7 @@ from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import output_refusal, program_refusal, too_large
-from ..lower_loops import Program
+from ..loops import Program
 from ..opt import loop_ir
 from ..opt.passes import Target
 from ..precompute import plan_precomputes
