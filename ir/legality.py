@@ -204,12 +204,14 @@ def _unresolved(node: Node, resolved: frozenset[tuple[int, int]]) -> str | None:
 def _scattered(program: Program, out: TensorType) -> str | None:
     """A nest writing its output out of order (a reduction loop outside an output
     index) into levels that take neither inserts nor unordered appends; a workspace
-    kernel's producers scatter into the workspace instead."""
+    kernel's producers scatter into the workspace instead, and an operand's copy into
+    its temporary."""
     if any(isinstance(n, Entries) for n in walk(program.root)):
         return None
     if all(lv.can_insert for lv in out.levels) or unordered_append_output(out):
         return None
-    if any(node.site is not None and node.site.scatter for node in loops_of(program.root)):
+    if any(node.site is not None and node.site.scatter and not node.site.copies
+           for node in loops_of(program.root)):
         return f"output {program.output} cannot be scattered into"
     return None
 
