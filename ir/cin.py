@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from llvsparse.operators import ADD, MUL, NEG, Operator
+from .operators import ADD, MUL, NEG, Operator
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llvsparse.operators import ADD, Operator
-
 from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
+from .operators import ADD, Operator
 from .precompute import replaced
 from .schedule import Nest, ScheduleError, order_loops
 from .statements import (

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from itertools import count
 
-from llvsparse import notation as nt
-from llvsparse.operators import ADD
-
+from . import notation as nt
 from .cin import Apply, Assign, Const, Expr, Operand, Sum
+from .operators import ADD
 from .schedule import ScheduleError
 from .types import TensorType
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from llvsparse.operators import ADD
-
 from .cin import (
     Apply,
     Const,
@@ -56,6 +54,7 @@ from .loops import (
     Site,
     Touched,
 )
+from .operators import ADD
 from .result_fill import NestSums, absent_adds
 from .schedule import Nest, ScheduleError, order_loops
 from .statements import Access, Affine, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts

@@ -13,9 +13,8 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llvsparse.operators import ADD, MUL, NEG, SUB, Operator
-
 from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
+from .operators import ADD, MUL, NEG, SUB, Operator
 from .types import TensorType
 
 if TYPE_CHECKING:

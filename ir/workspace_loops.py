@@ -12,8 +12,6 @@ The emitter takes no pass's notes for these nests, so none are run on them here.
 
 from __future__ import annotations
 
-from llvsparse.operators import ADD
-
 from .cin import Apply, Operand, operands
 from .cin import Expr as CinExpr
 from .lattice import substitute_absent
@@ -32,6 +30,7 @@ from .loops import (
     Sort,
 )
 from .lower_loops import NestLowering, State, full_expr
+from .operators import ADD
 from .result_fill import NestSums
 from .schedule import Nest
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts

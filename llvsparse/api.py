@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from . import cache as disk_cache
-from . import notation as nt
 from . import runtime
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
 from .backends.llvm.codegen import emit_kernel
@@ -23,8 +22,10 @@ from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
+from .ir import notation as nt
 from .ir.loops import Program
 from .ir.loops import show as show_loops
+from .ir.operators import user_operators
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
 from .ir.transforms.aliases import separate_repeated_uses
@@ -36,7 +37,6 @@ from .kernel_build import build, build_converting, coo_formats, retyped
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
-from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (

@@ -8,12 +8,12 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from . import notation as nt
 from .backends.cpu import GATHER_PHASES, OTHER_FORM_SUFFIX, SPLIT_PHASES, jit
 from .backends.llvm.codegen import KernelCompiler
 from .backends.llvm.counting import count_loop_heads
 from .format import Format, named_format
 from .instance import Instance
+from .ir import notation as nt
 from .ir.from_schedule import statement_of
 from .ir.lattice import variants_within_budget
 from .ir.legality import case_count

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import notation as nt
+from .ir import notation as nt
+from .ir.operators import ADD, MUL, OR
 from .lazy_tensor import (
     LazyTensor,
     Node,
@@ -19,7 +20,6 @@ from .lazy_tensor import (
     node_of,
     normalize_axis,
 )
-from .operators import ADD, MUL, OR
 
 
 def _summed(product: nt.Expr, summed: Sequence[nt.IndexVar], nodes: Sequence[Node],

@@ -12,10 +12,10 @@ import pytest
 from llvsparse.backends.interpret.walker import Walker
 from llvsparse.ir.cin import Const
 from llvsparse.ir.loops import Accumulate, Loop, Program, Ref
+from llvsparse.ir.operators import ADD
 from llvsparse.ir.schedule import InternalCompilerError
 
 import llvsparse as ls
-from llvsparse.operators import ADD
 
 
 def _array(shape, density, seed):

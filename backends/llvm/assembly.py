@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from llvsparse.operators import ADD
-
 from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
+from ...ir.operators import ADD
 from ...ir.relocatable import appends_relocatably
 from ...ir.schedule import InternalCompilerError, unordered_append_output
 from ...ir.types import TensorType

@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from llvsparse.operators import ADD
-
 from ...ir.cin import Operand
 from ...ir.loops import (
     Accumulate,
@@ -41,6 +39,7 @@ from ...ir.loops import (
     Nonempty,
     Touched,
 )
+from ...ir.operators import ADD
 from ...ir.opt import passes
 from ...ir.schedule import InternalCompilerError
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce

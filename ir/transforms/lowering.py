@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from llvsparse import notation as nt
-
+from .. import notation as nt
 from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..frontend import to_concrete
