@@ -1,0 +1,81 @@
+"""PTX of planned kernels through LLVM's NVPTX target, and ptxas to check it.
+
+The device kernel (device_ir) is the shared translator's range function entered by a
+grid of threads; this module needs no GPU. Launching is driver.py's.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from ..cpu import link_runtime
+from ..targets import check_cpu
+from .device_ir import NvvmHooks, device_kernel, linked
+
+TRIPLE = "nvptx64-nvidia-cuda"
+# No device heap: outputs and workspaces are sized on the host before the launch. A
+# kernel that would grow an array anyway gets no memory and fails with its out-of-memory
+# status (an exception on the host), never a write past its buffer.
+DEVICE_RUNTIME_IR = """
+define linkonce_odr ptr @llvsparse_alloc(i64 %bytes) {
+  ret ptr null
+}
+define linkonce_odr ptr @llvsparse_realloc(ptr %old, i64 %old_bytes, i64 %bytes) {
+  ret ptr null
+}
+define linkonce_odr void @free(ptr %p) {
+  ret void
+}
+"""
+DATA_LAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+_LOCK = threading.Lock()
+_READY: list[bool] = []
+
+
+class PtxError(RuntimeError):
+    """ptxas rejected generated PTX."""
+
+
+def _initialize() -> None:
+    with _LOCK:
+        if not _READY:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _READY.append(True)
+
+
+def check_ptx(ptx: str, sm: str = "sm_80") -> None:
+    """Assemble PTX with ptxas (on PATH); raise PtxError with its diagnostics on failure."""
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        raise FileNotFoundError("ptxas is not on PATH")
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "kernel.ptx"
+        source.write_text(ptx)
+        done = subprocess.run([ptxas, f"-arch={sm}", str(source), "-o",
+                               str(Path(folder) / "kernel.cubin")],
+                              capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise PtxError(done.stderr.strip() or done.stdout.strip())
+
+
+def emit_ptx(host_ir: str, name: str, sm: str = "sm_80") -> str:
+    """PTX of the planned kernel ``{name}_device`` (see device_ir): the translator's
+    range function entered by a grid of threads, special registers read by NVVM."""
+    if not isinstance(sm, str) or not re.fullmatch(r"sm_\d+[a-z]?", sm):
+        raise ValueError(f"GPU architecture {sm!r} is not of the form sm_NN (e.g. sm_80)")
+    check_cpu(TRIPLE, sm)
+    _initialize()
+    device = device_kernel(name, NvvmHooks(), TRIPLE, DATA_LAYOUT, nvvm_kernel=True)
+    module = linked(host_ir, device)
+    link_runtime(module, DEVICE_RUNTIME_IR)
+    module.verify()
+    target = llvm.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=sm, opt=3).emit_assembly(module)
