@@ -14,12 +14,14 @@ from . import notation as nt
 from . import runtime
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
 from .backends.llvm.codegen import emit_kernel
+from .backends.cuda import emit_ptx
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
 from .describe import kernel_repr
 from .diagonals import PATTERN_FORMAT, diagonal_pattern
 from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
+from .gpu_call import emulated_call, gpu_plan
 from .formats.registry import generation as registry_generation
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
@@ -64,6 +66,8 @@ class Kernel:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
+        # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py)
+        self._emulated: dict = {}
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
@@ -261,7 +265,10 @@ class Kernel:
 
     def _with_code(self) -> Instance:
         """The current instance, recompiled if it came from the disk cache (no IR kept)."""
-        inst = self._default()
+        return self.code_of(self._default())
+
+    def code_of(self, inst: Instance) -> Instance:
+        """``inst``, recompiled if it came from the disk cache (no IR kept)."""
         jit_code = inst.jit
         together = jit_code.compiled is not None and jit_code.compiled.module is jit_code.module
         if jit_code.llvm_ir is None or (jit_code.has_other and not together):
@@ -292,10 +299,10 @@ class Kernel:
         return self._default().lattices
 
     def ptx(self, sm: str = "sm_80") -> str:
-        """PTX for an NVIDIA GPU of compute capability ``sm`` (needs no GPU)."""
-        from .backends.cuda import emit_ptx
-
+        """PTX of the planned device kernel for an NVIDIA GPU of compute capability
+        ``sm`` (needs no GPU); GpuMappingError where the kernel has no GPU mapping yet."""
         inst = self._with_code()
+        gpu_plan(self, inst)
         return emit_ptx(inst.jit.llvm_ir, inst.jit.name, sm)
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
@@ -331,6 +338,8 @@ class Kernel:
         unless the expression has an operand named ``out``."""
         if self.target == "interpret":
             return interpret_call(self, check, tensors)
+        if self.target == "cuda-emulated":
+            return emulated_call(self, check, tensors, self._emulated)
         out = tensors.pop("out", None) if "out" not in self._user_names else None
         bound = None if self._last_bound is None else \
             self._last_bound.reuse(tensors, threads, check)
