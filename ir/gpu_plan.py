@@ -60,9 +60,11 @@ def _retag(node: Node, target: LoopNode) -> Node:
     return node
 
 
-def plan_gpu(program: Program, block: int = BLOCK_SIZE) -> GpuPlan:
+def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE) -> GpuPlan:
     """The GPU mapping of ``program``: a thread per coordinate of the loop over the
-    output's first index (the loop threads split on the CPU too)."""
+    output's first index, where CPU threads may split it too (``splittable``: the
+    kernel's parallel mode, ir/parallel.py, so no loop outside it walks an operand's
+    modes, which every thread would then walk whole)."""
     if not isinstance(block, int) or not 1 <= block <= 1024 or block % 32:
         raise ValueError(f"a GPU block holds a multiple of 32 threads, at most 1024, "
                          f"not {block!r}")
@@ -73,9 +75,10 @@ def plan_gpu(program: Program, block: int = BLOCK_SIZE) -> GpuPlan:
         raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet: it needs "
                               "a count pass sizing it on the host before the launch")
     split = [loop for loop in loops_of(program.root) if THREAD_ROWS in loop.tags]
-    if not split:
-        raise GpuMappingError("no loop of this kernel runs over the output's first index "
-                              "with each coordinate writing only its own rows, so no loop "
-                              "has a GPU thread mapping yet")
+    if not split or not splittable:
+        raise GpuMappingError("no loop of this kernel has a GPU thread mapping yet: none "
+                              "runs over the output's first index with each coordinate "
+                              "writing only its own rows and no loop outside it walking "
+                              "an operand's modes")
     first = split[0]
     return GpuPlan(replace(program, root=_retag(program.root, first)), first.index, block)

@@ -13,18 +13,19 @@ from . import cache as disk_cache
 from . import notation as nt
 from . import runtime
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
-from .backends.llvm.codegen import emit_kernel
 from .backends.cuda import emit_ptx
+from .backends.llvm.codegen import emit_kernel
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
 from .describe import kernel_repr
 from .diagonals import PATTERN_FORMAT, diagonal_pattern
 from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
-from .gpu_call import emulated_call, gpu_plan
 from .formats.registry import generation as registry_generation
+from .gpu_call import emulated_call, gpu_plan
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
+from .ir.gpu_plan import GpuPlan
 from .ir.loops import show as show_loops
 from .ir.lower_loops import Program
 from .ir.result_fill import result_fill
@@ -297,6 +298,11 @@ class Kernel:
     def lattices(self) -> str:
         """Every loop's iteration lattice, one line per loop as lowered."""
         return self._default().lattices
+
+    def gpu_plan(self) -> GpuPlan:
+        """How the kernel maps onto a GPU grid (ir/gpu_plan.py); GpuMappingError where
+        it has no GPU mapping yet."""
+        return gpu_plan(self, self._with_code())
 
     def ptx(self, sm: str = "sm_80") -> str:
         """PTX of the planned device kernel for an NVIDIA GPU of compute capability

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.io
 
 from . import Tensor, evaluate
+from .backends.cuda import emit_ptx
 from .cli_common import (
     CliError,
     build_kernel,
@@ -29,6 +30,7 @@ from .cli_common import (
 from .cli_formats import formats
 from .cli_run import run
 from .cli_selftest import add_parser as add_selftest_parser
+from .ir.gpu_plan import GpuMappingError
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -219,11 +221,12 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
     if stage == "loops":
         return kernel.loops
     if stage == "ptx":
-        from .backends.cuda import emit_ptx
-
+        try:
+            kernel.gpu_plan()  # the kernel's GPU mapping, or GpuMappingError
+        except GpuMappingError as error:
+            raise CliError(f"--emit ptx: {error}") from None
         try:
             if not args.name:
-                _ = kernel.llvm_ir  # Kernel.ptx needs the IR a disk-cached kernel lacks
                 return kernel.ptx(args.sm)
             return emit_ptx(machine().llvm_ir, machine().name, args.sm)
         except ValueError as error:

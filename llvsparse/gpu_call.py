@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def gpu_plan(kernel: Kernel, inst: Instance) -> GpuPlan:
     """The GPU mapping of ``inst`` (GpuMappingError where it has none)."""
-    return plan_gpu(kernel.program(inst))
+    return plan_gpu(kernel.program(inst), inst.parallel_mode is not None)
 
 
 def _extent(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:

@@ -16,8 +16,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..cpu import link_runtime
-from .device_ir import I32, PTR, EmulatedHooks, device_kernel, device_name, linked, \
-    register_global
+from .device_ir import I32, PTR, EmulatedHooks, device_kernel, device_name, linked, register_global
 
 
 @dataclass
