@@ -23,6 +23,7 @@ from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
 from .gpu_call import emulated_call, gpu_plan
+from .gpu_device import device_call
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
 from .ir.gpu_plan import GpuPlan
@@ -67,8 +68,9 @@ class Kernel:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
-        # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py)
-        self._emulated: dict = {}
+        # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py);
+        # "cuda": on a GPU through cuda-python (gpu_device.py). Code per instance:
+        self._device_code: dict = {}
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
@@ -345,7 +347,9 @@ class Kernel:
         if self.target == "interpret":
             return interpret_call(self, check, tensors)
         if self.target == "cuda-emulated":
-            return emulated_call(self, check, tensors, self._emulated)
+            return emulated_call(self, check, tensors, self._device_code)
+        if self.target == "cuda":
+            return device_call(self, check, tensors, self._device_code)
         out = tensors.pop("out", None) if "out" not in self._user_names else None
         bound = None if self._last_bound is None else \
             self._last_bound.reuse(tensors, threads, check)
@@ -569,7 +573,9 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     counting build, whose calls set ``kernel.loop_count`` (loop heads run: iterations
     and loop entries; backends/llvm/counting.py), for complexity checks. ``target``:
     "cpu" (native code), or "interpret": each call walks the kernel's loop IR in Python
-    over the operands' arrays (slow; a check that the loop IR says all a kernel does)."""
+    over the operands' arrays (slow; a check that the loop IR says all a kernel does),
+    "cuda" (the planned device kernel on a GPU, through cuda-python: the ``cuda`` extra)
+    or "cuda-emulated" (the same device kernel run over its grid on the CPU)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target)
 

@@ -23,7 +23,7 @@ def gpu_plan(kernel: Kernel, inst: Instance) -> GpuPlan:
     return plan_gpu(kernel.program(inst), inst.parallel_mode is not None)
 
 
-def _extent(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
+def extent_of(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
     """The extent of the loop the grid splits: the output's index it runs over."""
     names = [v.name for v in kernel.assignment.lhs.indices]
     if plan.index not in names:
@@ -47,7 +47,7 @@ def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
         raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet")
     values = np.zeros(bound.size, bound.dtype)
     output = runtime.DescriptorHolder(bound.extents, [values], bound.flat_params)
-    extent = _extent(kernel, plan, bound.shape)
+    extent = extent_of(kernel, plan, bound.shape)
     with emulated.lock:
         emulated.grid.value, emulated.block.value = plan.grid(extent), plan.block
         runtime.call(emulated.address, [output, *bound.inputs])

@@ -68,6 +68,7 @@ class Device:
     ordinal: int
     context: Any
     stream: Any
+    sm: str  # the GPU's architecture, sm_NN from its compute capability
     modules: dict[str, Any] = field(default_factory=dict)
 
     def function(self, ptx: str, name: str) -> Any:
@@ -139,5 +140,10 @@ def device(ordinal: int = 0, driver: ModuleType | None = None) -> Device:
         context = call(driver, "cuDevicePrimaryCtxRetain", handle)
         call(driver, "cuCtxSetCurrent", context)
         stream = call(driver, "cuStreamCreate", 0)
-        found = _CONTEXTS[ordinal] = Device(driver, ordinal, context, stream)
+        attribute = driver.CUdevice_attribute
+        major, minor = (int(call(driver, "cuDeviceGetAttribute", getattr(
+            attribute, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{part}"), handle))
+            for part in ("MAJOR", "MINOR"))
+        found = _CONTEXTS[ordinal] = Device(driver, ordinal, context, stream,
+                                            f"sm_{major}{minor}")
         return found
