@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import subprocess
+import sys
 import types
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-import llvsparse as ls
 from llvsparse.backends.cuda import driver
 from llvsparse.backends.cuda.emulator import emulate
+
+import llvsparse as ls
 from llvsparse.gpu_device import device_call
 
 ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 100: "CUDA_ERROR_NO_DEVICE",
@@ -211,3 +213,13 @@ def test_spmm_on_a_gpu() -> None:
     A = sp.random(500, 200, density=0.05, format="csr", random_state=rng)
     B = rng.random((200, 8))
     assert np.allclose(kernel(A=A, B=B).to_numpy(), A @ B)
+
+
+def test_import_needs_no_cuda_python() -> None:
+    """``import llvsparse`` (and compiling for the GPU targets) loads no cuda module."""
+    code = ("import sys, llvsparse as ls\n"
+            "ls.compile('y(i) = A(i,j) * x(j)', A='csr', x='dense', target='cuda')\n"
+            "print(sorted(m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, check=True)
+    assert done.stdout.strip() == "[]"
