@@ -107,6 +107,16 @@ def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path, tool: Callable[[str], s
     check_ptx(texts[0], "sm_80")
 
 
+def test_dump_cubin_through_ptxas(cli: Cli, tmp_path: Path, tool: Callable[[str], str]) -> None:
+    tool("ptxas")
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "cubin", "--sm", "sm_90", "-o", "k.cubin")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"  # cubins are ELF files
+    assert "bytes of sm_90 cubin" in done.stdout
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "cubin")
+    assert done.returncode == 2 and "-o FILE" in done.stderr
+
+
 def test_dump_ptx_refuses_a_kernel_without_gpu_mapping(cli: Cli) -> None:
     done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
                "--out-format", "csr", "--emit", "ptx")

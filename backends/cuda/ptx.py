@@ -51,19 +51,26 @@ def _initialize() -> None:
             _READY.append(True)
 
 
-def check_ptx(ptx: str, sm: str = "sm_80") -> None:
-    """Assemble PTX with ptxas (on PATH); raise PtxError with its diagnostics on failure."""
+def assemble(ptx: str, sm: str = "sm_80") -> bytes:
+    """The cubin of PTX, assembled by ptxas (on PATH) for ``sm``; PtxError with its
+    diagnostics where it rejects the PTX."""
     ptxas = shutil.which("ptxas")
     if ptxas is None:
-        raise FileNotFoundError("ptxas is not on PATH")
+        raise FileNotFoundError("ptxas is not on PATH (it comes with the CUDA toolkit)")
     with tempfile.TemporaryDirectory() as folder:
-        source = Path(folder) / "kernel.ptx"
+        source, cubin = Path(folder) / "kernel.ptx", Path(folder) / "kernel.cubin"
         source.write_text(ptx)
-        done = subprocess.run([ptxas, f"-arch={sm}", str(source), "-o",
-                               str(Path(folder) / "kernel.cubin")],
-                              capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise PtxError(done.stderr.strip() or done.stdout.strip())
+        done = subprocess.run([ptxas, f"-arch={sm}", str(source), "-o", str(cubin)],
+                              capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise PtxError(done.stderr.strip() or done.stdout.strip())
+        return cubin.read_bytes()
+
+
+def check_ptx(ptx: str, sm: str = "sm_80") -> None:
+    """Assemble PTX with ptxas; raise PtxError with its diagnostics on failure."""
+    assemble(ptx, sm)
 
 
 def emit_ptx(host_ir: str, name: str, sm: str = "sm_80") -> str:
