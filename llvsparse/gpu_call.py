@@ -33,7 +33,7 @@ def extent_of(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
 
 
 def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
-                  cache: dict[int, tuple[GpuPlan, EmulatedKernel]]) -> Tensor:
+                  cache: dict[int, tuple[Instance, GpuPlan, EmulatedKernel]]) -> Tensor:
     """What ``kernel(**tensors)`` returns, computed by the emulated device kernel."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
@@ -41,8 +41,8 @@ def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
     if found is None:
         plan = gpu_plan(kernel, inst)
         code = kernel.code_of(inst).jit
-        found = cache[id(inst)] = (plan, emulate(code.llvm_ir, code.name))
-    plan, emulated = found
+        found = cache[id(inst)] = (inst, plan, emulate(code.llvm_ir, code.name))
+    _, plan, emulated = found  # (the instance kept alive: its id is the key)
     if not bound.dense:
         raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet")
     values = np.zeros(bound.size, bound.dtype)

@@ -64,19 +64,20 @@ class DeviceTable:
 
 
 def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
-                cache: dict[int, tuple[Any, str]], ordinal: int = 0,
+                cache: dict[tuple[int, int], tuple[Any, Any, Any]], ordinal: int = 0,
                 gpu: Device | None = None) -> Tensor:
     """What ``kernel(**tensors)`` returns, computed on GPU ``ordinal`` (or ``gpu``)."""
     gpu = gpu or device(ordinal)
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
-    found = cache.get(id(inst))
+    key = (id(inst), id(gpu))  # a function handle belongs to one device's context
+    found = cache.get(key)
     if found is None:
         plan = gpu_plan(kernel, inst)
         code = kernel.code_of(inst).jit
-        found = cache[id(inst)] = (plan, gpu.function(emit_ptx(code.llvm_ir, code.name,
-                                                               gpu.sm), device_name(code.name)))
-    plan, function = found
+        ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm)
+        found = cache[key] = ((inst, gpu), plan, gpu.function(ptx, device_name(code.name)))
+    _, plan, function = found  # (the instance and device kept alive: their ids are the key)
     if not bound.dense:
         raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet")
     values = np.zeros(bound.size, bound.dtype)

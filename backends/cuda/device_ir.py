@@ -16,10 +16,6 @@ from typing import Protocol
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ...ir.gpu_plan import GPU_THREAD, GpuMappingError
-from ...ir.loops import loops_of
-from ...ir.lower_loops import Program
-
 I32, I64 = ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType(ir.IntType(8))
 REGISTERS = ("tid.x", "ntid.x", "ctaid.x", "nctaid.x")
@@ -64,13 +60,6 @@ def register_global(module: ir.Module, register: str) -> ir.GlobalVariable:
 
 def device_name(name: str) -> str:
     return f"{name}_device"
-
-
-def check_program(program: Program) -> None:
-    """The planned program has a loop mapped onto threads (``plan_gpu`` tags it)."""
-    if not any(GPU_THREAD in loop.tags for loop in loops_of(program.root)):
-        raise GpuMappingError("the program has no loop tagged for GPU threads (plan it "
-                              "with ir.gpu_plan.plan_gpu)")
 
 
 def device_kernel(name: str, hooks: TargetHooks, triple: str, data_layout: str,
