@@ -31,6 +31,7 @@ from .cli_formats import formats
 from .cli_run import run
 from .cli_selftest import add_parser as add_selftest_parser
 from .ir.gpu_plan import GpuMappingError
+from .ir.loops import show as show_loops
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -116,8 +117,8 @@ def _graph_rows(matrix) -> list[tuple[str, str, float, bool]]:
 
 
 # -- dump ------------------------------------------------------------------------------------
-STAGES = ("notation", "concrete", "lattice", "loops", "llvm", "llvm-opt", "asm", "obj", "ptx",
-          "cubin")
+STAGES = ("notation", "concrete", "lattice", "loops", "gpu-loops", "llvm", "llvm-opt", "asm",
+          "obj", "ptx", "cubin")
 _CODE_STAGES = ("llvm", "llvm-opt", "asm", "ptx")
 _HEADER = "\033[1;36m"
 _COMMENT = "\033[32m"
@@ -221,6 +222,11 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
         return kernel.lattices
     if stage == "loops":
         return kernel.loops
+    if stage == "gpu-loops":  # the loop IR as the GPU plan tagged it (ir/gpu_plan.py)
+        try:
+            return show_loops(kernel.gpu_plan().program.root)
+        except GpuMappingError as error:
+            raise CliError(f"--emit gpu-loops: {error}") from None
     if stage == "cubin":  # the ptx stage's kernel, assembled by ptxas
         try:
             return assemble(str(_emit(kernel, "ptx", args, machine)), args.sm)

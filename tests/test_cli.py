@@ -117,6 +117,13 @@ def test_dump_cubin_through_ptxas(cli: Cli, tmp_path: Path, tool: Callable[[str]
     assert done.returncode == 2 and "-o FILE" in done.stderr
 
 
+def test_dump_gpu_loops_shows_the_plan(cli: Cli) -> None:
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "gpu-loops")
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[1]  # under the stage's header
+    assert head.startswith("for i ") and "gpu_block, gpu_thread" in head
+
+
 def test_dump_ptx_refuses_a_kernel_without_gpu_mapping(cli: Cli) -> None:
     done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
                "--out-format", "csr", "--emit", "ptx")
