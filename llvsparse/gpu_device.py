@@ -19,6 +19,7 @@ from .backends.cuda import emit_ptx
 from .backends.cuda.device_ir import device_name
 from .backends.cuda.driver import Device, device
 from .gpu_call import extent_of, gpu_plan
+from .gpu_resident import DeviceTensor
 from .ir.gpu_plan import GpuMappingError
 from .tensor import Tensor
 
@@ -34,14 +35,16 @@ def _int64s(holder_array: ctypes.Array, count: int) -> np.ndarray:
 class DeviceTable:
     """The descriptor table of one call, mirrored on ``gpu``; frees what it allocated."""
 
-    def __init__(self, gpu: Device, holders: list[runtime.DescriptorHolder]):
+    def __init__(self, gpu: Device, holders: list[runtime.DescriptorHolder],
+                 resident: dict[int, int]):
+        """``resident``: device copies made already (DeviceTensor), by host array id."""
         self.gpu, self.owned, self.arrays = gpu, [], []
         structs = []
         for holder in holders:
             n = int(holder.struct.nlevels)
             fields = [self._copy(_int64s(a, max(n, 1)))
                       for a in (holder.extents, holder.sizes)]
-            arrays = [self._copy(a) if a is not None and a.size else 0
+            arrays = [0 if a is None or not a.size else resident.get(id(a)) or self._copy(a)
                       for a in holder.arrays]
             self.arrays.append(arrays)
             pointers = self._copy(np.array(arrays or [0], np.uint64))
@@ -68,6 +71,14 @@ def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
                 gpu: Device | None = None) -> Tensor:
     """What ``kernel(**tensors)`` returns, computed on GPU ``ordinal`` (or ``gpu``)."""
     gpu = gpu or device(ordinal)
+    resident: dict[int, int] = {}
+    for name, value in list(tensors.items()):
+        if isinstance(value, DeviceTensor):
+            if value.gpu is not gpu:
+                raise ValueError(f"{name} is on GPU {value.gpu.ordinal}, not on the GPU "
+                                 f"{gpu.ordinal} this call runs on")
+            resident.update(value.pointers)
+            tensors[name] = value.host
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
     key = (id(inst), id(gpu))  # a function handle belongs to one device's context
@@ -82,7 +93,7 @@ def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
         raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet")
     values = np.zeros(bound.size, bound.dtype)
     output = runtime.DescriptorHolder(bound.extents, [values], bound.flat_params)
-    table = DeviceTable(gpu, [output, *bound.inputs])
+    table = DeviceTable(gpu, [output, *bound.inputs], resident)
     try:
         gpu.launch(function, plan.grid(extent_of(kernel, plan, bound.shape)), plan.block,
                    (table.table, table.status))

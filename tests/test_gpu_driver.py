@@ -185,6 +185,44 @@ def test_failing_launch_is_an_exception() -> None:
     assert not fake.memory
 
 
+def test_device_tensors_stay_on_the_device(monkeypatch) -> None:
+    """A tensor moved with to_device is copied once, not on each call; results match."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    fake = FakeDriver(emulated_launch(kernel))
+    monkeypatch.setattr(driver, "load_driver", lambda: fake)
+    rng = np.random.default_rng(3)
+    A = sp.random(50, 40, density=0.2, format="csr", random_state=rng)
+    tensor = ls.Tensor.from_scipy(A, format="csr")
+    on_gpu = tensor.to_device()
+    assert on_gpu.to_host() is tensor and on_gpu.shape == (50, 40)
+    resident = len(fake.memory)
+    assert resident == len(on_gpu.pointers) >= 3  # positions, coordinates, values
+    cache: dict = {}
+    for _ in range(2):
+        x = rng.random(40)
+        copies = fake.calls.count("cuMemcpyHtoD")
+        got = device_call(kernel, True, {"A": on_gpu, "x": x}, cache)
+        assert np.allclose(got.to_numpy(), A @ x)
+        per_call = fake.calls.count("cuMemcpyHtoD") - copies
+        assert len(fake.memory) == resident  # the call freed its own copies only
+    copies = fake.calls.count("cuMemcpyHtoD")
+    host = device_call(kernel, True, {"A": tensor, "x": x}, cache)  # A copied this time
+    assert np.allclose(host.to_numpy(), A @ x)
+    assert fake.calls.count("cuMemcpyHtoD") - copies - per_call == len(on_gpu.pointers)
+    on_gpu.free()
+    assert not fake.memory
+
+
+def test_device_tensor_on_another_gpu_is_refused(monkeypatch) -> None:
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    fake = FakeDriver(emulated_launch(kernel))
+    monkeypatch.setattr(driver, "load_driver", lambda: fake)
+    on_gpu = ls.Tensor.from_scipy(sp.eye(3, format="csr"), format="csr").to_device()
+    other = driver.device(0, FakeDriver(emulated_launch(kernel)))
+    with pytest.raises(ValueError, match="A is on GPU 0, not on the GPU 0 this call"):
+        device_call(kernel, True, {"A": on_gpu, "x": np.ones(3)}, {}, gpu=other)
+
+
 def _real_device() -> driver.Device:
     try:
         return driver.device(0)
