@@ -15,7 +15,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from ..cpu import link_runtime
+from ..cpu import link_runtime, optimize
 from ..targets import check_cpu
 from .device_ir import NvvmHooks, device_kernel, linked
 
@@ -84,5 +84,6 @@ def emit_ptx(host_ir: str, name: str, sm: str = "sm_80") -> str:
     module = linked(host_ir, device)
     link_runtime(module, DEVICE_RUNTIME_IR)
     module.verify()
-    target = llvm.Target.from_triple(TRIPLE)
-    return target.create_target_machine(cpu=sm, opt=3).emit_assembly(module)
+    machine = llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=sm, opt=3)
+    optimize(module, machine)  # the host's O3 pipeline, tuned by NVPTX's cost model
+    return machine.emit_assembly(module)
