@@ -20,7 +20,6 @@ from .types import TensorType
 
 GPU_BLOCK = "gpu_block"  # the loop's range is split over the grid's blocks
 GPU_THREAD = "gpu_thread"  # ... and over each block's threads: one coordinate a thread
-GPU_WARP = "gpu_warp"  # a warp per coordinate (shuffles): no mapping emitted yet
 BLOCK_SIZE = 128  # threads per block: four warps, a full occupancy unit on sm_70..sm_90
 
 
