@@ -69,7 +69,7 @@ class FakeDriver(types.SimpleNamespace):
         return self._ok("cuDeviceGetAttribute", 8 if attribute == 75 else 0)
 
     def cuModuleLoadData(self, image):
-        self.loaded.append(image)
+        self.loaded.append(ctypes.string_at(image))
         return self._ok("cuModuleLoadData", "module")
 
     def cuModuleGetFunction(self, module, name):

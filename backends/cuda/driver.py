@@ -76,8 +76,9 @@ class Device:
         module = self.modules.get(ptx)
         if module is None:
             self.current()
+            image = np.frombuffer(ptx.encode() + b"\0", np.uint8)  # a C string, by address
             module = self.modules[ptx] = call(self.driver, "cuModuleLoadData",
-                                              ptx.encode() + b"\0")
+                                              image.ctypes.data)
         return call(self.driver, "cuModuleGetFunction", module, name.encode())
 
     def current(self) -> None:
