@@ -18,7 +18,21 @@ from llvmlite import ir
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType(ir.IntType(8))
-REGISTERS = ("tid.x", "ntid.x", "ctaid.x", "nctaid.x")
+# No device heap: outputs and workspaces are sized on the host before the launch. A
+# kernel that would grow an array anyway gets no memory and fails with its out-of-memory
+# status (an exception on the host), never a write past its buffer. The emulator links
+# the same, so it fails where the device would.
+DEVICE_RUNTIME_IR = """
+define linkonce_odr ptr @llvsparse_alloc(i64 %bytes) {
+  ret ptr null
+}
+define linkonce_odr ptr @llvsparse_realloc(ptr %old, i64 %old_bytes, i64 %bytes) {
+  ret ptr null
+}
+define linkonce_odr void @free(ptr %p) {
+  ret void
+}
+"""
 
 
 class TargetHooks(Protocol):

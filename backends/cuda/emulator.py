@@ -16,7 +16,16 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..cpu import link_runtime
-from .device_ir import I32, PTR, EmulatedHooks, device_kernel, device_name, linked, register_global
+from .device_ir import (
+    DEVICE_RUNTIME_IR,
+    I32,
+    PTR,
+    EmulatedHooks,
+    device_kernel,
+    device_name,
+    linked,
+    register_global,
+)
 
 
 @dataclass
@@ -72,7 +81,7 @@ def emulate(host_ir: str, name: str) -> EmulatedKernel:
                            nvvm_kernel=False)
     _launcher(device, name)
     module = linked(host_ir, device)
-    link_runtime(module)
+    link_runtime(module, DEVICE_RUNTIME_IR)
     module.verify()
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()

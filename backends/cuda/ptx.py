@@ -17,23 +17,9 @@ import llvmlite.binding as llvm
 
 from ..cpu import link_runtime, optimize
 from ..targets import check_cpu
-from .device_ir import NvvmHooks, device_kernel, linked
+from .device_ir import DEVICE_RUNTIME_IR, NvvmHooks, device_kernel, linked
 
 TRIPLE = "nvptx64-nvidia-cuda"
-# No device heap: outputs and workspaces are sized on the host before the launch. A
-# kernel that would grow an array anyway gets no memory and fails with its out-of-memory
-# status (an exception on the host), never a write past its buffer.
-DEVICE_RUNTIME_IR = """
-define linkonce_odr ptr @llvsparse_alloc(i64 %bytes) {
-  ret ptr null
-}
-define linkonce_odr ptr @llvsparse_realloc(ptr %old, i64 %old_bytes, i64 %bytes) {
-  ret ptr null
-}
-define linkonce_odr void @free(ptr %p) {
-  ret void
-}
-"""
 DATA_LAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 _LOCK = threading.Lock()
 _READY: list[bool] = []
