@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.backends.cuda import check_ptx
+from llvsparse.backends.cuda import check_ptx, driver
 from llvsparse.ir.gpu_plan import BLOCK_SIZE, GpuMappingError, plan_gpu
 
 import llvsparse as ls
@@ -59,9 +59,9 @@ def _operands(expression: str, formats: dict[str, str], rows: int, cols: int,
     return made
 
 
-@pytest.mark.parametrize(("name", "expression", "formats", "reference"), CATALOG, ids=IDS)
-def test_emulator_matches_numpy(name, expression, formats, reference) -> None:
-    kernel = ls.compile(expression, target="cuda-emulated", **formats)
+def _matches_numpy(target: str, name: str, expression: str, formats: dict[str, str],
+                   reference: Callable[..., np.ndarray]) -> None:
+    kernel = ls.compile(expression, target=target, **formats)
     rng = np.random.default_rng(len(name))
     for rows, cols in SHAPES:
         for empty_rows in (False, True):
@@ -70,6 +70,22 @@ def test_emulator_matches_numpy(name, expression, formats, reference) -> None:
             expected = np.asarray(reference(**operands))
             assert got.shape == expected.shape, (rows, cols)
             assert np.allclose(got, expected), (name, rows, cols, empty_rows)
+
+
+@pytest.mark.parametrize(("name", "expression", "formats", "reference"), CATALOG, ids=IDS)
+def test_emulator_matches_numpy(name, expression, formats, reference) -> None:
+    _matches_numpy("cuda-emulated", name, expression, formats, reference)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "expression", "formats", "reference"), CATALOG, ids=IDS)
+def test_catalog_on_a_gpu(name, expression, formats, reference) -> None:
+    """The emulator's checks, on a real GPU (skipped, saying why, without one)."""
+    try:
+        driver.device(0)
+    except driver.NoDevice as error:
+        pytest.skip(f"no GPU here: {error}")
+    _matches_numpy("cuda", name, expression, formats, reference)
 
 
 def test_emulator_runs_every_thread_of_the_grid() -> None:
