@@ -25,6 +25,7 @@ _HOMES = {
     "CorruptTensorError": "formats.interpret",
     "read": "io", "write": "io",
     "InternalCompilerError": "ir.schedule", "ScheduleError": "ir.schedule",
+    "GpuMappingError": "ir.gpu_plan",
     "set_kernel_cache_bytes": "kernel_cache",
     "IndexVar": "ir.notation", "NotationError": "ir.notation",
     "NotationSyntaxError": "ir.notation", "index_vars": "ir.notation", "parse": "notation_parse",
@@ -43,7 +44,8 @@ _HOMES = {
 }
 
 __all__ = [  # named_format is public but, as before, not starred
-    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar",
+    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "GpuMappingError",
+    "IndexVar",
     "InternalCompilerError", "Kernel",
     "KernelRuntimeError", "LazyTensor", "Level", "NotationError", "NotationSyntaxError",
     "ScheduleError", "ShapeError", "Tensor", "WorkspacePolicy", "asarray", "compile",
@@ -85,6 +87,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .formats.loader import FormatFileError
     from .formats.registry import level_formats, register_level_format, unregister_level_format
     from .io import read, write
+    from .ir.gpu_plan import GpuMappingError
     from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
     from .ir.schedule import InternalCompilerError, ScheduleError
     from .ir.workspace_policy import WorkspacePolicy

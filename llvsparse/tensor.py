@@ -9,12 +9,14 @@ from functools import partial
 import numpy as np
 
 from . import convert
+from .backends.cuda.driver import device
 from .describe import tensor_repr
 from .expr_api import access, make_assignment
 from .format import Format, as_format, checked_fill, named_format
 from .formats.interpret import CorruptTensorError
 from .formats.registry import generation as registry_generation
 from .formats.registry import is_shipped
+from .gpu_resident import DeviceTensor
 from .lengths import check_lengths, declared_positions
 from .numpy_protocols import ArrayOps
 from .ordering import sorted_unique
@@ -271,6 +273,11 @@ class Tensor(FormatConversions, ArrayOps):
         holder = DescriptorHolder(self.level_extents, arrays, self._flat_params())
         self._holder = (key, holder)
         return holder
+
+    def to_device(self, ordinal: int = 0) -> DeviceTensor:
+        """A copy of this tensor's arrays on GPU ``ordinal``, which ``target="cuda"``
+        kernels read without copying per call (cuda-python: the ``cuda`` extra)."""
+        return DeviceTensor(self, self.holder().arrays, device(ordinal))
 
     def entries_per_first_coordinate(self) -> np.ndarray:
         """Stored entries under each coordinate of the first level (what evens out threads'
