@@ -6,8 +6,8 @@ from itertools import count
 
 from . import notation as nt
 from .cin import Apply, Assign, Const, Expr, Operand, Sum
+from .errors import ScheduleError
 from .operators import ADD
-from .schedule import ScheduleError
 from .types import TensorType
 
 

@@ -27,7 +27,7 @@ from .algebra import (
     zero_fill,
 )
 from .cin import Apply, Const, Expr, Operand, Sum
-from .schedule import ScheduleError
+from .errors import ScheduleError
 
 UNIVERSE_UID = -1
 # A union of n sparse operands has 2**n points, each a loop case of its own: past this

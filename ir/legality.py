@@ -29,9 +29,8 @@ from .loops import (
     loops_of,
     walk,
 )
-from .schedule import unordered_append_output
 from .statements import Access, IndexVar
-from .types import TensorType
+from .types import TensorType, unordered_append_output
 
 
 def inserted_prefix(out: TensorType) -> int:

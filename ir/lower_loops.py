@@ -29,6 +29,7 @@ from .cin import (
     sums_in,
 )
 from .cin import Expr as CinExpr
+from .errors import ScheduleError
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .loops import (
     Accumulate,
@@ -56,7 +57,7 @@ from .loops import (
 )
 from .operators import ADD
 from .result_fill import NestSums, absent_adds
-from .schedule import Nest, ScheduleError, order_loops
+from .schedule import Nest, order_loops
 from .statements import Access, Affine, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
 from .types import LevelType, TensorType
 

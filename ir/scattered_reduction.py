@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from .algebra import expr_fill, same_value
 from .cin import Assign, Sum, operands
+from .errors import ScheduleError
 from .operators import ADD
-from .schedule import Nest, ScheduleError, order_loops
+from .schedule import Nest, order_loops
 from .types import TensorType
 
 

@@ -24,7 +24,7 @@ _HOMES = {
     "unregister_level_format": "formats.registry",
     "CorruptTensorError": "formats.interpret",
     "read": "io", "write": "io",
-    "InternalCompilerError": "ir.schedule", "ScheduleError": "ir.schedule",
+    "InternalCompilerError": "ir.errors", "ScheduleError": "ir.errors",
     "GpuMappingError": "ir.gpu_plan",
     "set_kernel_cache_bytes": "kernel_cache",
     "IndexVar": "ir.notation", "NotationError": "ir.notation",
@@ -87,9 +87,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .formats.loader import FormatFileError
     from .formats.registry import level_formats, register_level_format, unregister_level_format
     from .io import read, write
+    from .ir.errors import InternalCompilerError, ScheduleError
     from .ir.gpu_plan import GpuMappingError
     from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
-    from .ir.schedule import InternalCompilerError, ScheduleError
     from .ir.workspace_policy import WorkspacePolicy
     from .kernel_cache import set_kernel_cache_bytes
     from .lazy_tensor import LazyTensor, compute, lazy

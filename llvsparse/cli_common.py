@@ -63,7 +63,7 @@ def lowering_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "this expression cannot be compiled for these formats"."""
     from .api import ShapeError
     from .format import FormatError
-    from .ir.schedule import ScheduleError
+    from .ir.errors import ScheduleError
 
     return (ScheduleError, ShapeError, FormatError)
 

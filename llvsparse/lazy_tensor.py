@@ -471,7 +471,7 @@ def compute_node(node: Node, format: object = None) -> Tensor:
 def _run(node: Node, format: object) -> Tensor:
     """One kernel for the node's assignment, into ``format`` or the one chosen."""
     from . import api
-    from .ir.schedule import ScheduleError
+    from .ir.errors import ScheduleError
 
     assignment, operands = canonical(node)
     chosen = format if format is not None else \

@@ -15,7 +15,7 @@ from .formats.interpret import evaluate_expr
 from .formats.registry import generation as registry_generation
 from .formats.registry import get_level
 from .ir import notation as nt
-from .ir.schedule import ScheduleError
+from .ir.errors import ScheduleError
 from .ir.types import fill_key
 from .ordering import most_children
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from llvsparse.backends.interpret.walker import Walker
 from llvsparse.ir.cin import Const
+from llvsparse.ir.errors import InternalCompilerError
 from llvsparse.ir.loops import Accumulate, Loop, Program, Ref
 from llvsparse.ir.operators import ADD
-from llvsparse.ir.schedule import InternalCompilerError
 
 import llvsparse as ls
 

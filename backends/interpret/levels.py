@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...formats.interpret import run_function
-from ...ir.schedule import InternalCompilerError
+from ...ir.errors import InternalCompilerError
 from ...ir.types import NOT_WINDOWED, WINDOW_PARAMS
 
 

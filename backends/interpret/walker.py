@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.cin import Apply, Const, Operand
+from ...ir.errors import InternalCompilerError
 from ...ir.loops import (
     Accumulate,
     Allocate,
@@ -41,7 +42,6 @@ from ...ir.loops import (
     Touched,
     walk,
 )
-from ...ir.schedule import InternalCompilerError
 from ...ir.statements import Access, Affine, IndexVar
 from .levels import LevelReader, Parent
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.errors import InternalCompilerError
 from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
 from ...ir.operators import ADD
 from ...ir.relocatable import appends_relocatably
-from ...ir.schedule import InternalCompilerError, unordered_append_output
-from ...ir.types import TensorType
+from ...ir.types import TensorType, unordered_append_output
 from . import scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
 

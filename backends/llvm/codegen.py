@@ -16,11 +16,12 @@ from llvmlite import ir
 
 from ...ir.algebra import region_text
 from ...ir.cin import Expr, Operand, linear_in, operands
+from ...ir.errors import InternalCompilerError
 from ...ir.lattice import Iter
 from ...ir.loops import Block, LoopNode, Node, Program, loops_of
 from ...ir.opt import loop_ir, passes
 from ...ir.opt.passes import Target
-from ...ir.schedule import InternalCompilerError, Nest
+from ...ir.schedule import Nest
 from ...ir.types import TensorType
 from . import jam, precompute_lower, scalars
 from .assembly import OutputAssembler

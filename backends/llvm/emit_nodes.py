@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import Operand
+from ...ir.errors import InternalCompilerError
 from ...ir.loops import (
     Accumulate,
     Allocate,
@@ -41,7 +42,6 @@ from ...ir.loops import (
 )
 from ...ir.operators import ADD
 from ...ir.opt import passes
-from ...ir.schedule import InternalCompilerError
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64
 from .emit_base import ONE, ZERO, Ctx

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ...ir.errors import InternalCompilerError
 from ...ir.lattice import Iter
-from ...ir.schedule import InternalCompilerError
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound
 from .tensor_ir import TensorIR

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import operands
+from ...ir.errors import InternalCompilerError
 from ...ir.lattice import Iter
 from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
 from ...ir.opt import passes
-from ...ir.schedule import InternalCompilerError
 from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .emit_base import ONE, RUN_UNROLL, ZERO, Ctx, LevelPos, RunState, unroll

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
-from ...ir.schedule import InternalCompilerError
+from ...ir.errors import InternalCompilerError
 from ...ir.types import TensorType
 from . import scalars
 from .bodies import I64, ArrayRef, emit_body

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.cin import Apply, Const, Expr, Operand, Sum
-from ...ir.schedule import InternalCompilerError
+from ...ir.errors import InternalCompilerError
 from . import scalars
 from .bodies import ArrayRef, is_true
 from .emit_base import ZERO, Ctx

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...formats.loader import LevelDef
-from ...ir.schedule import InternalCompilerError
+from ...ir.errors import InternalCompilerError
 from ...ir.types import NOT_WINDOWED, STRIDED, WINDOW_PARAMS
 from .bodies import I64, TRUE, is_true
 from .emit_base import emit_lower_bound

@@ -29,8 +29,7 @@ from ..loops import (
     tag,
     walk,
 )
-from ..schedule import unordered_append_output
-from ..types import TensorType
+from ..types import TensorType, unordered_append_output
 from . import checks
 
 JAM = "jam 8, 4"

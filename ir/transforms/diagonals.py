@@ -16,8 +16,8 @@ from typing import NamedTuple, Protocol
 
 from ...formats.registry import get_level
 from .. import notation as nt
+from ..errors import ScheduleError
 from ..operators import ADD, MUL
-from ..schedule import ScheduleError
 
 
 class StoredLevel(Protocol):

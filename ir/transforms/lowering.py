@@ -21,6 +21,7 @@ from typing import Any
 from .. import notation as nt
 from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
+from ..errors import ScheduleError
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import output_refusal, program_refusal, too_large
@@ -29,7 +30,7 @@ from ..opt import loop_ir
 from ..opt.passes import Target
 from ..precompute import plan_precomputes
 from ..scattered_reduction import scattered_reduction
-from ..schedule import Nest, ScheduleError
+from ..schedule import Nest
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
 

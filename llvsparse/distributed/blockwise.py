@@ -32,7 +32,7 @@ from ..coerce import is_foreign_sparse
 from ..format import Format, as_format
 from ..ir import notation as nt
 from ..ir import operators as ops
-from ..ir.schedule import ScheduleError
+from ..ir.errors import ScheduleError
 from ..notation_parse import parse
 from ..tensor import Tensor
 from .partitioned import Block, Partitioned, merged, same
