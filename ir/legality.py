@@ -159,12 +159,17 @@ def _extents(program: Program, out_vars: tuple[str, ...]) -> str | None:
     known = set(out_vars)
     needed: list[str] = []
     for node in walk(program.root):
+        if isinstance(node, (Loop, Merge)) and node.expr is not None:
+            known.update(v for op in operands(node.expr) for v in op.vars)
+        if isinstance(node, Locate):
+            known.add(node.index)
         if isinstance(node, (Accumulate, Insert, Append)):
             known.update(v for op in operands(node.value) for v in op.vars)
             if isinstance(node.target, Access):
                 known.update(ix.name for ix in node.target.indices if isinstance(ix, IndexVar))
-        elif isinstance(node, (Loop, Merge)):
+        if isinstance(node, (Loop, Merge)):
             refs = _refs(node) + (node.located if isinstance(node, Merge) else ())
+            known.update(node.index for r in refs if not r.universe)
             if any(r.universe for r in refs):
                 needed.append(node.index)
         elif isinstance(node, If) and isinstance(node.condition, (Nonempty, Missed)):
