@@ -52,8 +52,10 @@ class PointEmitter(GallopEmitter):
         b = self.b
         single = len(self.iterated) == 1
         state = self.states[self.iterated[0]]
+        # Straight-line code reads the one position of a branchless level without a
+        # bound test: not where a thread's range clamped it, which may leave it empty.
         if (single and len(self.lattice.points) == 1 and state.kind == "position"
-                and self.kc.level_type(state.it).branchless
+                and self.kc.level_type(state.it).branchless and not state.clamped
                 and (state.parent is None or state.parent.seg_end is None)):
             self.iteration(straight=True)
             return
