@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .cin import Apply, Operand, operands
 from .cin import Expr as CinExpr
-from .lattice import substitute_absent
+from .lattice import Iter, substitute_absent
 from .legality import appends_in_order
 from .loops import (
     Accumulate,
@@ -61,6 +61,7 @@ class _WorkspaceLowering(NestLowering):
                  where: Where, nests: list[Nest]) -> None:
         super().__init__(types, output, nests)
         self.plan = plan
+        self.hoisted: tuple[str, ...] = ()  # the loops outside the workspace (kernel)
         consumer = loop_nest(where.consumer)[1]
         if not isinstance(consumer, Assign) or not isinstance(consumer.expr, Access):
             raise TypeError("a workspace's consumer copies it: forall(..., out = w(...))")
@@ -70,6 +71,14 @@ class _WorkspaceLowering(NestLowering):
         self.output_inserts = self.all_insert
         self.all_insert = True  # the producers' target, the workspace, takes inserts
         self.ordered = self.appends_in_order()
+
+    def sums_runs(self, it: Iter, var: str) -> bool:
+        """A hoisted loop over a non-unique level drains the workspace once per run of
+        equal coordinates (its clear marks a new run), so its producers see the run."""
+        if var in self.hoisted:
+            lv = self.level(it.uid, it.level)
+            return not lv.unique and lv.definition.iterate != "coordinate"
+        return super().sums_runs(it, var)
 
     def appends_in_order(self) -> bool:
         """Whether a covered index is appended to an output level that keeps its

@@ -122,9 +122,9 @@ class Walker:
                             extents.setdefault(var, self.reader(Ref(op.tensor, k, op.uid)).extent)
             target = getattr(node, "target", None)
             if isinstance(target, Access) and target.name == self.program.output:
-                for ix, extent in zip(target.indices, self.out_shape):
-                    if isinstance(ix, IndexVar):
-                        extents.setdefault(ix.name, extent)
+                for ix, level in zip(target.indices, self.program.output_levels):
+                    if isinstance(ix, IndexVar) and level.mode is not None:
+                        extents.setdefault(ix.name, self.out_shape[level.mode])
         return extents
 
     def extent(self, index: str) -> int:
@@ -317,8 +317,10 @@ class Walker:
         raise InternalCompilerError(f"the interpreter has no meaning for {expr!r}")
 
     def operand(self, op: Operand) -> Any:
-        if not op.vars:
+        if not op.vars and op.tensor in self.scalars:  # a scalar temporary
             return self.scalars[op.tensor]
+        if not op.vars:  # an order-0 operand: its one value
+            return self.cast(self.operands[op.tensor].values[0])
         if op.tensor in self.workspaces:
             at = tuple(self.env[v] for v in op.vars)
             return self.workspaces[op.tensor].get(at, self.cast(0))
