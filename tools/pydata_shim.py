@@ -40,14 +40,41 @@ class WrongResult(AssertionError):
     """A value computed by llvsparse differs from the test's reference."""
 
 
+class Refused:
+    """A pydata array llvsparse refused to convert (a dtype it lacks): every use raises
+    the refusal, so a test fails when it uses the array, not when it is collected."""
+
+    def __init__(self, error: Exception):
+        self._error = error
+
+    def _raise(self, *args, **kwargs):
+        raise self._error
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._raise()
+
+    __array__ = __array_ufunc__ = __array_function__ = __getitem__ = __len__ = _raise
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _raise
+    __truediv__ = __rtruediv__ = __matmul__ = __rmatmul__ = __pow__ = __neg__ = _raise
+    __eq__ = __ne__ = __lt__ = __gt__ = __le__ = __ge__ = __abs__ = __bool__ = _raise
+    __and__ = __or__ = __xor__ = __invert__ = __lshift__ = __rshift__ = _raise
+    __hash__ = object.__hash__
+
+
 def to_llvsparse(value: object) -> object:
     """A pydata array as an llvsparse Tensor in the nearest format; anything else as is."""
     if not isinstance(value, _SPARSE_TYPES):
         return value
     axes = getattr(value, "compressed_axes", None)
-    if axes is not None and value.ndim == 2:
-        return ls.Tensor.from_pydata(value, format="csr" if tuple(axes) == (0,) else "csc")
-    return ls.Tensor.from_pydata(value)
+    try:
+        if axes is not None and value.ndim == 2:
+            return ls.Tensor.from_pydata(value,
+                                         format="csr" if tuple(axes) == (0,) else "csc")
+        return ls.Tensor.from_pydata(value)
+    except (TypeError, ValueError) as error:
+        return Refused(error)
 
 
 def _mapped(original):
