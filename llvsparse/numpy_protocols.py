@@ -20,6 +20,18 @@ def _lazy_module():
     return lazy
 
 
+def _entry_reductions():
+    from . import entry_reductions
+
+    return entry_reductions
+
+
+def _shape_ops():
+    from . import shape_ops
+
+    return shape_ops
+
+
 def _products():
     from . import lazy_products
 
@@ -109,6 +121,19 @@ class ArrayOps:
                                                not isinstance(axes[0], int)) else axes
         return finish(lazy.transpose(lazy.as_node(self), order or None), (self,))
 
+    def reshape(self, *shape, order="C"):
+        """numpy's reshape (C order): stored entries re-raveled, the fill kept."""
+        return _shape_ops().reshape(self, shape[0] if len(shape) == 1 else shape, order)
+
+    def squeeze(self, axis=None):
+        return _shape_ops().squeeze(self, axis)
+
+    def swapaxes(self, axis1, axis2):
+        return _shape_ops().swapaxes(self, axis1, axis2)
+
+    def broadcast_to(self, shape):
+        return _shape_ops().broadcast_to(self, shape)
+
     # -- operators ----------------------------------------------------------------------
     __add__, __radd__ = _binary("add"), _binary("add", True)
     __sub__, __rsub__ = _binary("subtract"), _binary("subtract", True)
@@ -172,7 +197,8 @@ class ArrayOps:
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         """Sum over ``axis`` (None: all; an int or a tuple; negatives count from the
         end), fused into the kernel of a lazy chain."""
-        _no_options("sum", dtype=dtype)
+        if dtype is not None:
+            return _cast(self.astype(dtype).sum(axis, out=out, keepdims=keepdims), dtype)
         return self._reduce("sum", axis, out, keepdims)
 
     def max(self, axis=None, out=None, keepdims=False):
@@ -182,19 +208,35 @@ class ArrayOps:
         return self._reduce("min", axis, out, keepdims)
 
     def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        _no_options("prod", dtype=dtype)
+        if dtype is not None:
+            return _cast(self.astype(dtype).prod(axis, out=out, keepdims=keepdims), dtype)
         return self._reduce("prod", axis, out, keepdims)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False):
         """The sum over ``axis`` divided by the count of entries it adds (float64 for
         integers and bools, as numpy's), one kernel."""
-        _no_options("mean", dtype=dtype, out=out)
+        _no_options("mean", out=out)
+        if dtype is not None:
+            return _cast(self.astype(dtype).mean(axis, keepdims=keepdims), dtype)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
         total = lazy.LazyTensor(lazy.reduce(lazy.as_node(self), axes, "sum"))
         count = int(np.prod([self.shape[k] for k in axes], dtype=np.int64))
         result = finish(lazy.apply("divide", total, count), (self,))
         return _kept(result, axes, self.ndim) if keepdims else result
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """numpy's var, from the stored entries and the fill (entry_reductions)."""
+        _no_options("var", out=out)
+        return _entry_reductions().var(self, axis, dtype, ddof, keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        _no_options("std", out=out)
+        return _entry_reductions().var(self, axis, dtype, ddof, keepdims, std=True)
+
+    def todense(self) -> np.ndarray:
+        """The dense values as a numpy array (pydata/sparse's name for it)."""
+        return np.asarray(self)
 
     def any(self, axis=None, out=None, keepdims=False):
         """Whether an entry over ``axis`` is true (nonzero; NaN is), an or-reduction."""
@@ -274,6 +316,19 @@ _REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "pr
                "logical_or": "any", "logical_and": "all"}
 
 
+def _cast(result, dtype):
+    """A reduction's result in ``dtype`` (sums of int32 accumulate wider; asked for int32,
+    numpy gives int32)."""
+    return result.astype(dtype) if isinstance(result, ArrayOps) else np.dtype(dtype).type(result)
+
+
+def _nan_reduction(name: str) -> Callable:
+    def call(a, axis=None, dtype=None, out=None, keepdims=False, **options):
+        _no_options(f"np.{name}", out=out, **options)
+        return getattr(_entry_reductions(), name)(a, axis, dtype, keepdims)
+    return call
+
+
 def _kept(result, axes: tuple[int, ...], ndim: int):
     """``keepdims=True``: the reduced axes back with extent 1 (computed, then reshaped)."""
     from .tensor import Tensor
@@ -307,6 +362,22 @@ def _einsum(subscripts, *operands, out=None, **options):
     return finish(_products().einsum(subscripts, *operands), operands)
 
 
+def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    return _shape_ops().reshape(a, newshape if shape is None else shape, order)
+
+
+def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    _no_options("np.concatenate", out=out)
+    result = _shape_ops().concatenate(arrays, axis)
+    return result if dtype is None else result.astype(dtype)
+
+
+def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    _no_options("np.stack", out=out)
+    result = _shape_ops().stack(arrays, axis)
+    return result if dtype is None else result.astype(dtype)
+
+
 def _where(condition, x=None, y=None):
     if x is None and y is None:  # np.where(c): the coordinates of nonzeros
         return tuple(np.nonzero(np.asarray(condition)))
@@ -333,9 +404,18 @@ def _handlers() -> dict[Callable, Callable]:
     return {
         np.sum: _method("sum"), np.max: _method("max"), np.amax: _method("max"),
         np.min: _method("min"), np.amin: _method("min"), np.prod: _method("prod"),
-        np.mean: _method("mean"), np.any: _method("any"), np.all: _method("all"),
+        np.mean: _method("mean"), np.var: _method("var"), np.std: _method("std"),
+        **{getattr(np, n): _nan_reduction(n)
+           for n in ("nansum", "nanprod", "nanmax", "nanmin", "nanmean")},
+        np.any: _method("any"), np.all: _method("all"),
         np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: _dot, np.tensordot: _tensordot,
         np.einsum: _einsum, np.where: _where,
+        np.reshape: _reshape, np.squeeze: _method("squeeze"),
+        np.swapaxes: _method("swapaxes"), np.broadcast_to: _method("broadcast_to"),
+        np.expand_dims: lambda a, axis: _shape_ops().expand_dims(a, axis),
+        np.moveaxis: lambda a, source, destination: _shape_ops().moveaxis(a, source,
+                                                                          destination),
+        np.concatenate: _concatenate, np.stack: _stack,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
         **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},
     }
