@@ -32,6 +32,12 @@ def _shape_ops():
     return shape_ops
 
 
+def _ufuncs():
+    from . import ufuncs
+
+    return ufuncs
+
+
 def _products():
     from . import lazy_products
 
@@ -79,8 +85,28 @@ def _logical(ufunc: str, inputs: tuple) -> str:
 
 
 def _bitwise(ufunc: str, reflected: bool = False) -> Callable:
-    """``__and__`` and the like: numpy's ``ufunc`` as the logical function on bools."""
-    return _binary(ufunc.split("_")[1], reflected, lambda operands: _logical(ufunc, operands))
+    """``__and__`` and the like: numpy's ``ufunc``, the logical function on bools (a
+    kernel), bitwise on integers (computed on the entries, ufuncs.py)."""
+    logical = _binary(ufunc.split("_")[1], reflected,
+                      lambda operands: _logical(ufunc, operands))
+    on_entries = _via_ufunc(getattr(np, ufunc), reflected)
+
+    def method(self, other):
+        return logical(self, other) if _is_bool(self) and _is_bool(other) \
+            else on_entries(self, other)
+    method.__name__ = logical.__name__
+    return method
+
+
+def _via_ufunc(ufunc: np.ufunc, reflected: bool = False) -> Callable:
+    """The operator method of numpy's ``ufunc`` (``//``, ``%``, ``<<``, ...), through
+    ``__array_ufunc__``."""
+    def method(self, other):
+        if _lazy_module().as_node(other) is None:
+            return NotImplemented
+        return ufunc(other, self) if reflected else ufunc(self, other)
+    method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
+    return method
 
 
 def _no_options(what: str, **options: object) -> None:
@@ -146,9 +172,16 @@ class ArrayOps:
     __and__, __rand__ = _bitwise("bitwise_and"), _bitwise("bitwise_and", True)
     __or__, __ror__ = _bitwise("bitwise_or"), _bitwise("bitwise_or", True)
     __xor__, __rxor__ = _bitwise("bitwise_xor"), _bitwise("bitwise_xor", True)
+    __floordiv__ = _via_ufunc(np.floor_divide)
+    __rfloordiv__ = _via_ufunc(np.floor_divide, True)
+    __mod__, __rmod__ = _via_ufunc(np.remainder), _via_ufunc(np.remainder, True)
+    __lshift__, __rlshift__ = _via_ufunc(np.left_shift), _via_ufunc(np.left_shift, True)
+    __rshift__, __rrshift__ = _via_ufunc(np.right_shift), _via_ufunc(np.right_shift, True)
     __hash__ = object.__hash__
 
     def __invert__(self):
+        if not _is_bool(self):
+            return np.invert(self)
         return finish(_lazy_module().apply(_logical("invert", (self,)), self), (self,))
 
     def __pow__(self, other):
@@ -287,17 +320,18 @@ class ArrayOps:
         if method != "__call__" or kwargs.get("out") is not None:
             return NotImplemented
         _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
-                                               if k != "out"})
+                                               if k not in ("out", "dtype")})
         if any(lazy.as_node(x) is None for x in inputs):
             return NotImplemented
         if ufunc is np.matmul:
             return self._product(*inputs)
         if ufunc is np.power:
             return finish(lazy.power(*inputs), inputs)
-        name = _logical(ufunc.__name__, inputs) if ufunc.__name__ in _BITWISE \
-            else ufunc.__name__
-        if not ew.is_known(name):
-            return NotImplemented  # numpy raises a TypeError naming the ufunc
+        name = ufunc.__name__
+        if name in _BITWISE and all(_is_bool(x) for x in inputs):
+            name = _BITWISE[name]
+        if not ew.is_known(name) or kwargs.get("dtype") is not None:
+            return _ufuncs().on_entries(ufunc, inputs, kwargs)
         return finish(lazy.apply(name, *inputs), inputs)
 
     def __array_function__(self, func, types, args, kwargs):

@@ -77,11 +77,23 @@ def to_llvsparse(value: object) -> object:
         return Refused(error)
 
 
+def _unmapped(value: object) -> object:
+    """A mapped class given as an argument (``format=sparse.COO``) as pydata's own."""
+    return getattr(value, "_original", value) if isinstance(value, _MappedType) else value
+
+
 def _mapped(original):
     """``original`` (a constructor) returning llvsparse tensors."""
     def build(*args, **kwargs):
+        args = tuple(_unmapped(a) for a in args)
+        kwargs = {k: _unmapped(v) for k, v in kwargs.items()}
         return to_llvsparse(original(*args, **kwargs))
     return build
+
+
+def elemwise(function, *args, **kwargs):
+    """pydata's ``sparse.elemwise(f, x, y)``: ``f(x, y)`` as a numpy user writes it."""
+    return function(*args, **kwargs)
 
 
 class _MappedType(type):
@@ -92,7 +104,7 @@ class _MappedType(type):
         return isinstance(value, (ls.Tensor, cls._original))
 
     def __call__(cls, *args, **kwargs):
-        return to_llvsparse(cls._original(*args, **kwargs))
+        return _mapped(cls._original)(*args, **kwargs)
 
     def __getattr__(cls, name: str):
         attribute = getattr(cls._original, name)
@@ -146,6 +158,7 @@ def _patch() -> None:
     for name in _NUMPY_FUNCTIONS:
         if hasattr(np, name) and hasattr(sparse, name):
             setattr(sparse, name, getattr(np, name))
+    sparse.elemwise = elemwise
     utils.assert_eq = assert_eq
 
 

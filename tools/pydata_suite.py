@@ -52,9 +52,9 @@ def run(files=FILES, keyword: str | None = None, extra: tuple[str, ...] = ()) ->
 
 def summary(records: list[dict]) -> str:
     counted = [r for r in records if r["kind"] != "skip"]
-    lines = [f"{sum(r['kind'] == 'pass' for r in counted)} of {len(counted)} pass "
-             f"({100 * sum(r['kind'] == 'pass' for r in counted) / max(len(counted), 1):.1f}%)"
-             f", {len(records) - len(counted)} skipped or xfailed"]
+    passed = sum(r["kind"] == "pass" for r in counted)
+    lines = [(f"{passed} of {len(counted)} pass ({100 * passed / max(len(counted), 1):.1f}%), "
+             f"{len(records) - len(counted)} skipped or xfailed")]
     kinds = collections.Counter(r["kind"] for r in counted)
     lines.append("by kind: " + ", ".join(f"{k} {kinds[k]}" for k in KINDS))
     by_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
