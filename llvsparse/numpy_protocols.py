@@ -13,6 +13,8 @@ from functools import cache
 
 import numpy as np
 
+from .einsum_forms import expanded, pairwise, sublists_to_string
+
 
 def _lazy_module():
     from . import lazy_tensor as lazy
@@ -150,6 +152,10 @@ class ArrayOps:
     def reshape(self, *shape, order="C"):
         """numpy's reshape (C order): stored entries re-raveled, the fill kept."""
         return _shape_ops().reshape(self, shape[0] if len(shape) == 1 else shape, order)
+
+    def flatten(self, order="C"):
+        """The entries in one axis (C order), a new tensor."""
+        return _shape_ops().reshape(self, -1, order)
 
     def squeeze(self, axis=None):
         return _shape_ops().squeeze(self, axis)
@@ -391,9 +397,27 @@ def _tensordot(a, b, axes=2):
     return finish(_products().tensordot(*_nodes(a, b), axes), (a, b))
 
 
-def _einsum(subscripts, *operands, out=None, **options):
+def _einsum(*args, out=None, dtype=None, optimize=False, **options):
+    """numpy's einsum, string or sublist form; more than two operands whose storage
+    orders conflict in one kernel are contracted pairwise (einsum_forms.pairwise)."""
     _no_options("np.einsum", out=out, **options)
-    return finish(_products().einsum(subscripts, *operands), operands)
+    from .ir.schedule import ScheduleError  # loads the compiler, on first use as above
+
+    subscripts, operands = (args[0], list(args[1:])) if isinstance(args[0], str) \
+        else sublists_to_string(args)
+    lazy = _lazy_module()
+    try:
+        result = finish(_products().einsum(subscripts, *operands), tuple(operands))
+    except ScheduleError:
+        if len(operands) <= 2 or any(isinstance(x, lazy.LazyTensor) for x in operands):
+            raise
+        terms, output = expanded(subscripts, [np.shape(x) for x in operands])
+        result, term = operands[0], terms[0]
+        for _, k, letters in pairwise(terms, output):
+            result = finish(_products().einsum(f"{term},{terms[k]}->{letters}", result,
+                                               operands[k]), (result, operands[k]))
+            term = letters
+    return result if dtype is None else _cast(result, dtype)
 
 
 def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
@@ -450,6 +474,9 @@ def _handlers() -> dict[Callable, Callable]:
         np.moveaxis: lambda a, source, destination: _shape_ops().moveaxis(a, source,
                                                                           destination),
         np.concatenate: _concatenate, np.stack: _stack,
+        np.result_type: lambda *args: np.result_type(
+            *[a.dtype if isinstance(a, ArrayOps) else a for a in args]),
+        np.ravel: lambda a, order="C": _shape_ops().reshape(a, -1, order),
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
         **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},
     }
