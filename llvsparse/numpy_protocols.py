@@ -209,6 +209,10 @@ class ArrayOps:
     def __matmul__(self, other):
         return self._product(self, other)
 
+    def dot(self, other):
+        """``np.dot(self, other)``, as pydata/sparse's method."""
+        return _dot(self, other)
+
     def __rmatmul__(self, other):
         return self._product(other, self)
 

@@ -10,8 +10,10 @@ values (and dtypes, where the test asks) against the test's numpy reference.
 
 Each test's outcome is appended, one JSON line, to ``$LLVSPARSE_PYDATA_LOG``:
 ``{"id", "outcome", "kind", "error"}`` where kind is one of ``pass``, ``wrong`` (a value
-differs), ``missing`` (an exception that names what is unsupported), ``unclear`` (any other
-exception) or ``no_raise`` (an error the test expected did not come).
+differs), ``type`` (the values agree but the kind of result differs from pydata's: a numpy
+scalar for its 0-d array, a tensor for its ndarray), ``missing`` (an exception that names what is unsupported), ``unclear`` (any other
+exception) ``no_raise`` (an error the test expected did not come) or ``message`` (it came, in
+other words than pydata's).
 Load it with ``pytest -p tools.pydata_shim``; tools/pydata_suite.py does.
 """
 
@@ -162,6 +164,16 @@ def _patch() -> None:
     utils.assert_eq = assert_eq
 
 
+def _checks_type(excinfo, text: str) -> bool:
+    """Whether a failed assertion of the test's own checks the kind of result (a 0-d
+    array, not a scalar; COO, not GCXS; ndarray, not a tensor), not a value."""
+    frames = [f for f in traceback.extract_tb(excinfo.tb) if "/tests/" in f.filename]
+    line = frames[-1].line if frames else ""
+    return "SparseArray" in text or any(word in (line or "") for word in
+                                        ("isinstance", "type(", "__class__", ".format",
+                                         "isscalar", ".coords"))
+
+
 def classify(excinfo) -> tuple[str, str]:
     """The failure kind of an exception, and a one-line description of it."""
     error = excinfo.value
@@ -170,8 +182,10 @@ def classify(excinfo) -> tuple[str, str]:
         return "wrong", text
     if isinstance(error, pytest.fail.Exception) and "DID NOT RAISE" in str(error):
         return "no_raise", text
+    if isinstance(error, AssertionError) and "Regex pattern did not match" in str(error):
+        return "message", text  # the expected exception, in other words than pydata's
     if isinstance(error, AssertionError):
-        return "wrong", text  # the test's own check of a value
+        return ("type" if _checks_type(excinfo, text) else "wrong"), text
     frames = traceback.extract_tb(excinfo.tb)
     where = frames[-1].filename if frames else ""
     clear_type = isinstance(error, (TypeError, ValueError, NotImplementedError, IndexError,

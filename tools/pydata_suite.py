@@ -3,7 +3,7 @@
     python -m tools.pydata_suite [--files test_coo test_dot ...] [-k EXPR] [--json OUT]
 
 The constructor shim is tools/pydata_shim.py. Prints pass / fail counts by test file, by
-failure kind (wrong result, missing API with a clear error, unclear error, no error where
+failure kind (wrong result, another kind of result than pydata's, missing API with a clear error, unclear error, no error where
 one was expected) and the commonest errors. Skipped and xfailed tests are left out of the
 rate.
 """
@@ -21,7 +21,7 @@ import tempfile
 
 FILES = ("test_coo", "test_elemwise", "test_dot", "test_einsum", "test_array_function",
          "test_compressed")
-KINDS = ("pass", "wrong", "missing", "unclear", "no_raise")
+KINDS = ("pass", "wrong", "type", "missing", "unclear", "no_raise", "message")
 
 
 def tests_folder() -> pathlib.Path:
