@@ -222,6 +222,12 @@ class ArrayOps:
         left, right = lazy.as_node(a), lazy.as_node(b)
         if left is None or right is None:
             return NotImplemented
+        if min(len(left.shape), len(right.shape)) >= 2 and \
+                left.shape[:-2] != right.shape[:-2]:  # numpy broadcasts the stacks
+            stacks = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+            a = _shape_ops().broadcast_to(a, stacks + left.shape[-2:])
+            b = _shape_ops().broadcast_to(b, stacks + right.shape[-2:])
+            left, right = lazy.as_node(a), lazy.as_node(b)
         return finish(_products().matmul(left, right), (a, b))
 
     def __bool__(self) -> bool:

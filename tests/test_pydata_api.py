@@ -17,8 +17,9 @@ LAYOUTS = [("coo", None), ("csr", None), ("csc", None), ("dense", None), ("coo",
 
 def operand(shape, layout, seed=0, density=0.4, dtype=np.float64):
     """A random array with about ``density`` of its entries off the fill, and the
-    tensor holding it in ``layout``."""
+    tensor holding it in ``layout`` (COO for CSR and CSC beyond matrices)."""
     fmt, fill = layout
+    fmt = "coo" if fmt in ("csr", "csc") and len(shape) != 2 else fmt
     rng = np.random.default_rng(seed)
     values = (rng.random(shape) * 10 - 3).astype(dtype)
     values[rng.random(shape) > density] = fill or 0
@@ -236,3 +237,50 @@ def test_todense():
     dense = tensor.todense()
     assert isinstance(dense, np.ndarray)
     close(dense, values)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_stacked_matmul_broadcasts_stacks(layout):
+    """numpy's matmul broadcasts stacks of different depths and extent-1 stacks."""
+    a, A = operand((2, 3, 4, 5), layout, seed=4)
+    b, B = operand((5, 3), layout, seed=5)
+    c, C = operand((3, 5, 2), layout, seed=6)
+    d, D = operand((2, 1, 4, 5), layout, seed=7)
+    close(A @ B, a @ b)
+    close(A @ C, a @ c)
+    close(D @ C, d @ c)
+    close(np.matmul(A, c), a @ c)
+    with pytest.raises(ValueError):
+        A @ operand((4, 5, 2), layout)[1]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_einsum_forms(layout):
+    """'...', the sublist form, an implicit output and three operands whose storage
+    orders conflict in one kernel."""
+    a, A = operand((3, 4), layout, seed=1)
+    b, B = operand((4, 3), layout, seed=2)
+    c, C = operand((5, 2, 3), layout, seed=3)
+    close(np.einsum("bd,db,eac->ace", A, B, C), np.einsum("bd,db,eac->ace", a, b, c))
+    close(np.einsum("...j,j...->...", A, B), np.einsum("...j,j...->...", a, b))
+    close(np.einsum("...ij->...ji", C), np.einsum("...ij->...ji", c))
+    close(np.einsum("i...->...", C), np.einsum("i...->...", c))
+    close(np.einsum("...j", C), np.einsum("...j", c))
+    close(np.einsum(A, [0, 1], B, [1, 2]), np.einsum(a, [0, 1], b, [1, 2]))
+    close(np.einsum(A, [0, 1], B, [1, 0], [0]), np.einsum(a, [0, 1], b, [1, 0], [0]))
+    close(np.einsum(C, [Ellipsis, 1], [1, Ellipsis]), np.einsum(c, [Ellipsis, 1], [1, Ellipsis]))
+    close(np.einsum("ij,jk,kl->il", A, B, A), np.einsum("ij,jk,kl->il", a, b, a))
+    close(np.einsum("ij,jk->ik", A, B, dtype=np.float32),
+          np.einsum("ij,jk->ik", a, b, dtype=np.float32, casting="unsafe"))
+
+
+def test_einsum_errors_name_the_part():
+    _, A = operand((3, 4), ("coo", None))
+    with pytest.raises(ValueError, match="name 2 operands, given 1"):
+        np.einsum("ij,jk", A)
+    with pytest.raises(ValueError, match="at most one '...'"):
+        np.einsum("i.j", A)
+    with pytest.raises(ValueError, match="more letters than the 2 axes"):
+        np.einsum("ijk...", A)
+    with pytest.raises(ValueError, match="sublist item 'x'"):
+        np.einsum(A, ["x", 1])
