@@ -24,9 +24,21 @@ class PydataNames:
         """The stored entries' values, in the order of ``coords``."""
         return self.to_coo()[1]
 
-    def to_scipy_sparse(self):
-        """A scipy.sparse COO matrix (2-d tensors whose fill is 0, as scipy has it)."""
-        return self.to_scipy("coo")
+    def to_scipy_sparse(self, accept_fv=None):
+        """A scipy.sparse COO matrix of a 2-d tensor. scipy's fill is 0: another fill
+        is refused unless ``accept_fv`` names it, and then only the stored entries go."""
+        accepted = [0, *np.atleast_1d(accept_fv if accept_fv is not None else [])]
+        if not any(self.fill_value == v or (np.isnan(self.fill_value) and np.isnan(v))
+                   for v in accepted):
+            raise ValueError(f"this tensor's fill value is {self.fill_value}, not 0; pass "
+                             "accept_fv= to convert its stored entries anyway")
+        if self.fill_value == 0:
+            return self.to_scipy("coo")
+        import scipy.sparse  # loaded on first use, as convert.to_scipy does
+
+        if len(self.shape) != 2:
+            raise ValueError(f"scipy.sparse holds matrices, not order {len(self.shape)}")
+        return scipy.sparse.coo_matrix((self.data, tuple(self.coords)), shape=self.shape)
 
     def tocsr(self):
         return self.to_scipy("csr")

@@ -284,3 +284,20 @@ def test_einsum_errors_name_the_part():
         np.einsum("ijk...", A)
     with pytest.raises(ValueError, match="sublist item 'x'"):
         np.einsum(A, ["x", 1])
+
+
+def test_pydata_names():
+    values, tensor = operand((4, 5), ("csr", None))
+    coords, data = tensor.coords, tensor.data
+    rebuilt = np.zeros((4, 5))
+    rebuilt[tuple(coords)] = data
+    close(rebuilt, values)
+    close(tensor.to_scipy_sparse().toarray(), values)
+    close(tensor.tocsc().toarray(), values)
+    close(tensor.dot(values.T), values @ values.T)
+    close(tensor.flatten(), values.ravel())
+    filled_values, filled = operand((4, 5), ("coo", 2.0))
+    with pytest.raises(ValueError, match="fill value is 2.0, not 0"):
+        filled.to_scipy_sparse()
+    stored = filled.to_scipy_sparse(accept_fv=2.0).toarray()
+    close(stored, np.where(filled_values == 2.0, 0.0, filled_values))
