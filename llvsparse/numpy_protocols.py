@@ -484,6 +484,7 @@ def _handlers() -> dict[Callable, Callable]:
         np.moveaxis: lambda a, source, destination: _shape_ops().moveaxis(a, source,
                                                                           destination),
         np.concatenate: _concatenate, np.stack: _stack,
+        np.roll: lambda a, shift, axis=None: _shape_ops().roll(a, shift, axis),
         np.result_type: lambda *args: np.result_type(
             *[a.dtype if isinstance(a, ArrayOps) else a for a in args]),
         np.ravel: lambda a, order="C": _shape_ops().reshape(a, -1, order),

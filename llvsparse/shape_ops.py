@@ -67,9 +67,9 @@ def new_shape(shape: object, size: int) -> tuple[int, ...]:
     return wanted
 
 
-def reshape(value: object, shape: object, order: str = "C") -> Tensor:
+def reshape(value: object, shape: object, order: str | None = "C") -> Tensor:
     """The entries in ``shape``, read in C order (``order="F"`` is refused)."""
-    if order != "C":
+    if order not in ("C", None):
         raise NotImplementedError(f"reshape with order={order!r}: only 'C' is supported")
     tensor = tensor_of(value, "reshape")
     target = new_shape(shape, tensor.size)
@@ -169,6 +169,27 @@ def swapaxes(value: object, axis1: int, axis2: int):
     a, b = normalize_axis(axis1, len(order)), normalize_axis(axis2, len(order))
     order[a], order[b] = order[b], order[a]
     return compute_node(transposed(node, order))
+
+
+def roll(value: object, shift: object, axis: object = None) -> Tensor:
+    """numpy's roll: entries shifted along ``axis`` (None: the flattened entries),
+    wrapping around; each stored entry's coordinate moves, the fill stays."""
+    tensor = tensor_of(value, "roll")
+    if axis is None:
+        return reshape(roll(reshape(tensor, -1), shift, 0), tensor.shape)
+    axes = [normalize_axis(a, tensor.order) for a in np.atleast_1d(axis)]
+    shifts = np.broadcast_to(np.atleast_1d(shift), (len(axes),))
+    moves = dict.fromkeys(range(tensor.order), 0)
+    for k, n in zip(axes, shifts):
+        moves[k] += int(n)
+
+    def coords_op(coords, values):
+        moved = coords.copy()
+        for k, n in moves.items():
+            if tensor.shape[k]:
+                moved[k] = (moved[k] + n) % tensor.shape[k]
+        return moved, values
+    return _moved(tensor, tensor.shape, lambda a: np.roll(a, shift, axis), coords_op)
 
 
 def concatenate(values: Sequence[object], axis: object = 0) -> Tensor:

@@ -109,6 +109,7 @@ def test_reshape_and_axes(layout):
     close(tensor.reshape(3, 8), values.reshape(3, 8))
     close(np.reshape(tensor, (-1, 2, 3)), values.reshape(-1, 2, 3))
     close(tensor.reshape(24), values.reshape(24))
+    close(tensor.reshape((6, 4), order=None), values.reshape((6, 4), order=None))
     close(np.expand_dims(tensor, 1), np.expand_dims(values, 1))
     close(np.expand_dims(tensor, (0, 3)), np.expand_dims(values, (0, 3)))
     close(np.squeeze(np.expand_dims(tensor, (0, 2))), values)
@@ -122,6 +123,16 @@ def test_reshape_and_axes(layout):
     column = tensor.reshape(4, 1, 6)
     close(np.broadcast_to(column, (2, 4, 5, 6)),
           np.broadcast_to(values.reshape(4, 1, 6), (2, 4, 5, 6)))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_roll(layout):
+    values, tensor = operand((4, 6), layout)
+    for shift, axis in ((1, None), (-7, None), (2, 0), (-1, 1), ((1, 2), (0, 1)),
+                        (3, (1, 1)), (0, 0)):
+        close(np.roll(tensor, shift, axis), np.roll(values, shift, axis))
+    empty_values, empty = operand((0, 3), layout)
+    close(np.roll(empty, 2, 1), np.roll(empty_values, 2, 1))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
