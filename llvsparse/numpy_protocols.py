@@ -333,7 +333,10 @@ class ArrayOps:
             _no_options(f"np.{ufunc.__name__}.reduce", **options)
             return getattr(inputs[0], _REDUCTIONS[ufunc.__name__])(axis=axis,
                                                                  keepdims=keepdims)
-        if method != "__call__" or kwargs.get("out") is not None:
+        if method == "__call__" and kwargs.get("out") is not None:
+            raise TypeError(f"np.{ufunc.__name__}(..., out=): tensors are not written in "
+                            "place; use the result")
+        if method != "__call__":
             return NotImplemented
         _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
                                                if k not in ("out", "dtype")})

@@ -239,6 +239,8 @@ def test_ufunc_refusals_name_the_problem():
         tensor * 1j
     with pytest.raises(TypeError, match="2 results"):
         np.modf(tensor)
+    with pytest.raises(TypeError, match=r"np.sin\(..., out=\): tensors are not written"):
+        np.sin(tensor, out=tensor)
     with pytest.raises(TypeError, match="where= is not supported"):
         np.sin(tensor, where=np.ones((3, 3), bool))
 
