@@ -22,6 +22,7 @@ from .numpy_protocols import ArrayOps
 from .ordering import sorted_unique
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
+from .pydata_names import PydataNames
 from .runtime import DescriptorHolder, make_read_only
 from .scipy_input import scipy_entries
 from .tensor_convert import FormatConversions, SameObjects
@@ -79,7 +80,7 @@ def checked_value_dtype(dtype) -> np.dtype:
     return dtype
 
 
-class Tensor(FormatConversions, ArrayOps):
+class Tensor(FormatConversions, PydataNames, ArrayOps):
     """A tensor stored level by level.
 
     ``level_arrays[k]`` maps the array names declared by level k's YAML definition to
