@@ -27,6 +27,7 @@ from .loops import (
     Program,
     Ref,
     loops_of,
+    named_levels,
     walk,
 )
 from .statements import Access, IndexVar
@@ -168,7 +169,7 @@ def _extents(program: Program, out_vars: tuple[str, ...]) -> str | None:
             if isinstance(node.target, Access):
                 known.update(ix.name for ix in node.target.indices if isinstance(ix, IndexVar))
         if isinstance(node, (Loop, Merge)):
-            refs = _refs(node) + (node.located if isinstance(node, Merge) else ())
+            refs = named_levels(node)
             known.update(node.index for r in refs if not r.universe)
             if any(r.universe for r in refs):
                 needed.append(node.index)
@@ -190,8 +191,7 @@ def _unresolved(node: Node, resolved: frozenset[tuple[int, int]]) -> str | None:
                 resolved |= {(item.ref.uid, item.ref.level)}
         return None
     if isinstance(node, (Loop, Merge)):
-        refs = _refs(node) + (node.located if isinstance(node, Merge) else ())
-        inner = resolved | {(r.uid, r.level) for r in refs if not r.universe}
+        inner = resolved | {(r.uid, r.level) for r in named_levels(node) if not r.universe}
         bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
         return next((r for b in bodies if (r := _unresolved(b, inner)) is not None), None)
     if isinstance(node, (If, Entries)):

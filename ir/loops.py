@@ -313,6 +313,14 @@ def tag(node: LoopNode, mapping: str) -> LoopNode:
     return node if mapping in node.tags else replace(node, tags=(*node.tags, mapping))
 
 
+def named_levels(node: LoopNode) -> tuple[Ref, ...]:
+    """Every level (or universe) a loop names: the ones it iterates, then the ones a
+    merge locates at each coordinate."""
+    if isinstance(node, Loop):
+        return (node.iterator,)
+    return (*node.iterators, *node.located)
+
+
 def children(node: Node) -> list[Node]:
     if isinstance(node, Block):
         return list(node.items)

@@ -97,15 +97,15 @@ def full_expr(stmt: Stmt) -> tuple[CinExpr, dict[str, tuple[CinExpr, Stmt]]]:
         temps[assign.access.name] = (body, producer)
     consumer, nested = full_expr(stmt.consumer)
     temps.update(nested)
-    return _withsums_in(consumer, {n: s for n, (s, _) in temps.items()}), temps
+    return _with_sums(consumer, {n: s for n, (s, _) in temps.items()}), temps
 
 
-def _withsums_in(expr: CinExpr, sums: dict[str, CinExpr]) -> CinExpr:
+def _with_sums(expr: CinExpr, sums: dict[str, CinExpr]) -> CinExpr:
     """``expr`` with each temporary's placeholder replaced by the sum filling it."""
     if isinstance(expr, Operand) and not expr.vars and expr.tensor in sums:
         return sums[expr.tensor]
     if isinstance(expr, Apply):
-        return Apply(expr.op, tuple(_withsums_in(a, sums) for a in expr.args))
+        return Apply(expr.op, tuple(_with_sums(a, sums) for a in expr.args))
     return expr
 
 

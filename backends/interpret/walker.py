@@ -40,6 +40,7 @@ from ...ir.loops import (
     Sort,
     Target,
     Touched,
+    named_levels,
     walk,
 )
 from ...ir.statements import Access, Affine, IndexVar
@@ -108,13 +109,11 @@ class Walker:
         modes (a loop over an index's universe needs it)."""
         extents: dict[str, int] = {}
         for node in walk(self.program.root):
-            refs = [(node.index, node.iterator)] if isinstance(node, Loop) else \
-                [(node.index, r) for r in (*node.iterators, *node.located)] \
-                if isinstance(node, Merge) else \
-                [(node.index, node.ref)] if isinstance(node, Locate) else []
-            for index, ref in refs:
+            refs = named_levels(node) if isinstance(node, (Loop, Merge)) else \
+                (node.ref,) if isinstance(node, Locate) else ()
+            for ref in refs:
                 if not ref.universe and ref.tensor in self.operands:
-                    extents.setdefault(index, self.reader(ref).extent)
+                    extents.setdefault(node.index, self.reader(ref).extent)
             if isinstance(node, (Loop, Merge)) and node.expr is not None:
                 for op in operands(node.expr):  # one the lattice left out of every case
                     for k, var in enumerate(op.vars):
@@ -191,19 +190,21 @@ class Walker:
         """The coordinate a level's functions see below ``ref``: a window's base one."""
         if ref.tensor in self.workspaces:
             return coordinate
-        window = self.reader(ref).window
-        return coordinate if window is None else window[0] + coordinate * window[1]
+        return self.reader(ref).base(coordinate)
 
     # -- nodes --------------------------------------------------------------------------
     def run(self, node: Node, tails: dict[Key | str, Stream] | None = None) -> None:
+        """Run ``node``; ``tails``: the streams the merges before it in its block left
+        (a loop or merge outside a block has none to resume)."""
+        tails = {} if tails is None else tails
         if isinstance(node, Block):
             block_tails: dict[Key | str, Stream] = {}
             for item in node.items:
                 self.run(item, block_tails)
         elif isinstance(node, Loop):
-            self.loop(node, tails if tails is not None else {})
+            self.loop(node, tails)
         elif isinstance(node, Merge):
-            self.merge(node, tails if tails is not None else {})
+            self.merge(node, tails)
         elif isinstance(node, Bind):
             self.env[node.index] = self.index_value(node.value)
         elif isinstance(node, Locate):
