@@ -16,10 +16,12 @@ from .instance import Instance
 from .ir import notation as nt
 from .ir.from_schedule import statement_of
 from .ir.lattice import variants_within_budget
+from .ir.lattice_text import lattice_text
 from .ir.legality import case_count
 from .ir.loops import Program
 from .ir.opt import loop_ir
 from .ir.opt.passes import Target, has_other_form
+from .ir.output_init import initializes_output
 from .ir.parallel import parallel_mode
 from .ir.statements import concrete_text
 from .ir.transforms.lowering import (
@@ -105,8 +107,8 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     program = functools.partial(loop_ir, nests, types, order[0],
                                 Target(fastmath=fastmath, dtype=dtype))
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
-                    "\n".join(builder.lattice_log), order, mode,
-                    builder.initializes_output, workspace_meta(nests, types), program,
+                    lattice_text(lowered.program, types), order, mode,
+                    initializes_output(lowered.program), workspace_meta(nests, types), program,
                     precompute_meta(nests, types))
 
 

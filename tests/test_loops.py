@@ -164,17 +164,17 @@ KERNELS = [
 
 @pytest.mark.parametrize("statement,formats", KERNELS)
 def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
-    """Where the emitter logs a jammed or paired loop, the passes noted it, and no more."""
+    """Where the emitted code has a jammed or paired loop, the passes noted it, and no
+    more (the emitter names those loops' blocks after their form)."""
     types = _types(**formats)
     nests = _nests(statement, types)
     order = list(formats)
     program = loop_ir(nests, types, order[0])
     noted = {note for n in loops_of(program.root) for note in n.notes}
     other = KernelCompiler(nests, types, order, "float64", program, other_form=True)
-    other.compile()
-    log = "\n".join(other.lattice_log)
-    assert ("(jammed)" in log) == (opt.JAM in noted)
-    assert ("(paired)" in log) == (opt.PAIRS in noted)
+    code = str(other.compile())
+    assert (".jam8.head" in code) == (opt.JAM in noted)
+    assert (".pairs" in code) == (opt.PAIRS in noted)
 
 
 def test_the_emitter_reads_the_notes() -> None:
@@ -185,14 +185,13 @@ def test_the_emitter_reads_the_notes() -> None:
     nests = _nests(SPMM, types)
     bare = lower(statement_of(nests, types), types, "C", nests)
 
-    def log(program) -> str:
-        compiler = KernelCompiler(nests, types, list(formats), "float64", program)
-        compiler.compile()
-        return "\n".join(compiler.lattice_log) + f"\nclears rows: {compiler.clears_rows}"
+    def forms(program) -> tuple[bool, bool]:  # (jammed, rows cleared)
+        module = KernelCompiler(nests, types, list(formats), "float64", program).compile()
+        code = str(module.get_global("llvsparse_kernel_range"))
+        return ".jam8.head" in code, 'call void @"llvm.memset' in code
 
-    passed = log(loop_ir(nests, types, "C"))
-    assert "(jammed)" in passed and "clears rows: True" in passed
-    assert "(jammed)" not in log(bare) and "clears rows: False" in log(bare)
+    assert forms(loop_ir(nests, types, "C")) == (True, True)
+    assert forms(bare) == (False, False)
 
 
 def test_a_second_form_is_read_off_the_program() -> None:
@@ -303,3 +302,54 @@ def test_assembly_phases_are_decided_on_the_program(statement, formats, out, pha
                 for n, f in formats.items()}
     kernel(**operands)
     assert tuple(kernel.last.jit.assembly) == phases
+
+
+INITIALIZING_CASES = [  # statement, operands' formats, whether the kernel sets every entry
+    (SPMM, {"A": "csr", "B": "dense"}, True),  # each row cleared before it is scattered
+    (SPMV, {"A": "csr", "x": "dense"}, True),  # a sum stored at every row
+    (SPMV, {"A": "coo", "x": "dense"}, False),  # rows without entries are skipped
+    (SPMV, {"A": "dcsr", "x": "dense"}, False),
+    ("y(j) = max(i, A(i,j))", {"A": "csc"}, True),  # a max stored at every column
+    ("y(j) = min(i, A(i,j) + x(i))", {"A": "csr", "x": "dense"}, False),  # a merge per j
+    ("C(i,k) = A(i,j) * B(j,k) * 0", {"A": "csr", "B": "dense"}, False),  # computes nothing
+]
+
+
+@pytest.mark.parametrize(("statement", "formats", "sets_all"), INITIALIZING_CASES)
+def test_whether_a_kernel_sets_its_whole_output_is_read_off_its_program(
+        statement, formats, sets_all):
+    """ir/output_init.py decides on the program whether the caller must zero ``out=``;
+    either way a buffer full of NaN comes back holding exactly numpy's result."""
+    from llvsparse.ir.output_init import initializes_output
+
+    kernel = ls.compile(statement, **formats)
+    assert initializes_output(kernel.program(kernel._default())) is sets_all
+    rng = np.random.default_rng(11)
+    a = sp.random(30, 20, 0.15, "csr", random_state=rng).toarray()
+    a[4] = 0  # an empty row
+    dense = {"B": rng.random((20, 6)), "x": rng.random(20 if "B" in formats or "max" in statement
+                                                    or statement == SPMV else 30)}
+    operands = {n: ls.Tensor.from_numpy(a, f) if n == "A" else dense[n] for n, f in formats.items()}
+    expected = {SPMM: lambda: a @ dense["B"], SPMV: lambda: a @ dense["x"],
+                "y(j) = max(i, A(i,j))": lambda: a.max(axis=0),
+                "y(j) = min(i, A(i,j) + x(i))":
+                    lambda: (a + dense["x"][:, None]).min(axis=0),
+                "C(i,k) = A(i,j) * B(j,k) * 0": lambda: 0 * (a @ dense["B"])}[statement]()
+    out = np.full(expected.shape, np.nan)
+    kernel(**operands, out=out)
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def test_the_lattice_stage_is_printed_from_the_program() -> None:
+    """``--emit lattice``: one line per lattice of the program's loop nodes (a merge and
+    its tails share one), then the forms that change a step's width; no code emitted."""
+    from llvsparse.ir.lattice_text import lattice_text
+
+    union = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert lattice_text(loop_ir(_nests(SPADD, union), union, "C"), union).splitlines() == [
+        "i: {A.0, B.0}    over (A(i,j) + B(i,j))    region A ∪ B",
+        "j: {A.1, B.1} > {A.1} > {B.1}    over (A(i,j) + B(i,j))    region A ∪ B"]
+    spmm = _types(C=("dense", 2), A=("csr", 2), B=("dense", 2))
+    assert lattice_text(loop_ir(_nests(SPMM, spmm), spmm, "C"), spmm).splitlines()[1:3] == [
+        "j: {A.1, B.0}    over (A(i,j) * B(j,k))    region A ∩ B",
+        "j: 8, then 4 positions per step (jammed)"]

@@ -14,7 +14,6 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from ...ir.algebra import region_text
 from ...ir.cin import Expr, Operand, linear_in, operands
 from ...ir.errors import InternalCompilerError
 from ...ir.lattice import Iter
@@ -103,17 +102,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.malloc = self.declare("llvsparse_alloc", ir.FunctionType(I8P, [I64]))
         self.free = self.declare("free", ir.FunctionType(ir.VoidType(), [I8P]))
         self.memset = self.module.declare_intrinsic("llvm.memset", [I8P, I64])
-        # Whether the caller may skip zeroing a dense output (see initializes_output):
-        self.clears_rows = False  # rows zeroed in the kernel (clearing_rows)
-        self.stores_every_row = False  # sums stored unconditionally (lower_loops.write_point)
-        self.skips_rows = False  # a loop over an output index may miss coordinates
         self.fail_blocks: dict[int, ir.Block] = {}
         self.releases: list[Callable[[], None]] = []  # frees a failing call must do
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
                         for k, name in enumerate(arg_order)}
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
-        self.lattice_log: list[str] = []
         self.temps: dict[str, Temp] = {}  # the scalar temporaries of the nest (emit_nodes)
         self.workspace: WorkspaceEmitter | None = None  # a workspace kernel's (workspace_lower)
 
@@ -250,29 +244,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     def level_type(self, it: Iter):
         return self.types[self.operands[it.uid].tensor].levels[it.level]
 
-    def is_full(self, it: Iter) -> bool:
-        return it.is_universe or self.level_type(it).full
-
-    def describe(self, lattice) -> str:
-        def name(it: Iter) -> str:
-            return "U" if it.is_universe else f"{self.operands[it.uid].tensor}.{it.level}"
-        return " > ".join("{" + ", ".join(sorted(name(i) for i in p)) + "}"
-                          for p in lattice.points)
-
-    def cascade_is_full(self, it: Iter, ctx: Ctx, var: str) -> bool:
-        """An iterator covers every coordinate only if the levels located right after it
-        (their indices already bound) are full too."""
-        if it.is_universe:
-            return True
-        op = self.operands[it.uid]
-        levels = self.types[op.tensor].levels
-        k = it.level + 1
-        while k < len(op.vars) and (op.vars[k] in ctx.bound or op.vars[k] == var):
-            if not levels[k].full:
-                return False
-            k += 1
-        return True
-
     def extent(self, var: str) -> ir.Value:
         candidates = [(op.tensor, k) for op in self.operands.values()
                       for k, v in enumerate(op.vars) if v == var]
@@ -295,19 +266,8 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         the other form (see pairs)."""
         var, expr = nodes[0].index, nodes[0].expr
         find = self.iter_of(ctx, var)
-
-        def is_full(it: Iter) -> bool:
-            return self.is_full(it) and self.cascade_is_full(it, ctx, var)
-
         lattice = nodes[0].chosen.lattice
-        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
-                                f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
-        # Every coordinate is visited with every operand present (none located that can
-        # miss, as a looked-up S(i,j) against a full B(j,k) can).
-        covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
-        if var in self.nest.assign.vars and not covers_all:
-            self.skips_rows = True
-        if covers_all and passes.CLEAR_ROWS in nodes[0].notes:
+        if passes.CLEAR_ROWS in nodes[0].notes:  # the pass checked every row is visited
             body = self.clearing_rows(body)
         thread_rows = passes.THREAD_ROWS in nodes[0].tags
         states = {it: self.iterator_state(it, var, ctx, thread_rows) for it in lattice.points[0]}
@@ -315,26 +275,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             PointEmitter(self, var, expr, ctx, node, states, find, body, hooks,
                          appends, jam_body, pair_body).emit()
 
-    @property
-    def initializes_output(self) -> bool:
-        """Whether the kernel sets every entry of its dense output, so the caller need not
-        zero it first (out=, a recycled result): it zeroes each row itself before
-        scattering into it, or stores a sum at every coordinate of loops that visit
-        them all (row-wise SpMV)."""
-        if self.phase != "whole" or len(self.nests) != 1:
-            return False
-        return self.clears_rows or (self.stores_every_row and not self.skips_rows
-                                    and not self.scatter)
-
     def clearing_rows(self, body: Callable[[Node, Ctx], None]) -> Callable[[Node, Ctx], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""
         out, tensor, b = self.output, self.tensors[self.out_name], self.b
         itemsize = np.dtype(tensor.type.dtype).itemsize
 
         def clear_then_body(node: Node, ctx: Ctx) -> None:
-            # Set here, where the clearing is emitted: an expression that folds to its
-            # fill value (A*B*0) emits no body, and then no row is cleared.
-            self.clears_rows = True
             row = ctx
             for v in out.vars:
                 if v not in row.bound:

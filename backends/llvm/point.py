@@ -138,8 +138,6 @@ class PointEmitter(GallopEmitter):
         per step (see pairs); the loop below then runs the odd last one."""
         b, kc = self.b, self.kc
         state = self.states[self.iterated[0]]
-        kc.lattice_log.append(f"{self.var}: the two halves side by side, their sums "
-                              "in step (paired)")
         start = b.load(state.cur)
         count = b.sub(state.end, start)
         half = b.sdiv(b.select(b.icmp_signed(">", count, ZERO), count, ZERO),
@@ -171,7 +169,6 @@ class PointEmitter(GallopEmitter):
         it = self.iterated[0]
         state = self.states[it]
         step = ir.Constant(I64, width)
-        kc.lattice_log.append(f"{self.var}: {width} positions per step (jammed)")
         head = b.append_basic_block(f"{self.var}.jam{width}.head")
         loop = b.append_basic_block(f"{self.var}.jam{width}.body")
         done = b.append_basic_block(f"{self.var}.jam{width}.done")

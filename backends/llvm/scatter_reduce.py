@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def initialize(kc: KernelCompiler) -> None:
     """Set every entry of the dense output to the reduction's identity (the kernel then
-    sets every entry itself, so the caller need not zero it)."""
+    sets every entry itself, so the caller need not zero it: ir/output_init.py)."""
     op = kc.nest.reduce_op
     if op is None or kc.phase != "whole":
         return
@@ -31,4 +31,3 @@ def initialize(kc: KernelCompiler) -> None:
     stored = scalars.store_value(b, identity, tensor.type.dtype)
     emit_counted_loop(b, kc.alloca(ir.IntType(64), "identity.q"), ZERO, count,
                       lambda q: b.store(stored, vals.address(b, q)))
-    kc.clears_rows = True  # every entry set here (see KernelCompiler.initializes_output)
