@@ -12,7 +12,7 @@ from __future__ import annotations
 from .algebra import region_text
 from .cin import Operand, operands
 from .lattice import Iter, Lattice
-from .loops import LoopNode, Program, loops_of, named_levels
+from .loops import Clear, LoopNode, Program, loops_of, named_levels, target_name, walk
 from .opt.passes import JAM, PAIRS
 from .types import TensorType
 
@@ -27,11 +27,15 @@ def lattice_text(program: Program, types: dict[str, TensorType]) -> str:
     names = _operand_names(loops)
     lines: list[str] = []
     previous: Lattice | None = None
+    cleared = {target_name(n.name): n.value for n in walk(program.root) if isinstance(n, Clear)}
+
+    def fill_of(op: Operand) -> float:  # an operand's, or a temporary's (as it is cleared)
+        return types[op.tensor].fill if op.tensor in types else cleared[op.tensor]
+
     for node in loops:
         lattice = node.chosen.lattice
         if lattice is not previous:
-            region = region_text(node.expr, lambda op: types[op.tensor].fill,
-                                 lambda op: op.tensor)
+            region = region_text(node.expr, fill_of, lambda op: op.tensor)
             lines.append(f"{node.index}: {_points(lattice, names)}    over {node.expr}    "
                          f"region {region}")
         lines += [f"{node.index}: {_FORMS[note]}" for note in node.notes if note in _FORMS]
