@@ -159,16 +159,13 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
 
     def lower_nest(self, nest: Nest, root: Node) -> None:
         """Emit one nest from its loop IR ``root``."""
-        out_vars = nest.assign.vars
         order = list(nest.order)
         self.nest = nest
         self.derived = dict(nest.assign.derived)
-        if any(v in self.derived for v in out_vars):
-            self.out_depth, self.scatter = len(order), True
-        else:
-            self.out_depth = max((order.index(v) + 1 for v in out_vars), default=0)
-            self.scatter = any(order.index(v) < self.out_depth
-                               for v in order if v not in out_vars)
+        # Where the output's indices are bound, and whether a reduction loop runs outside
+        # one of them (scattering into it), as lowering decided (ir/lower_loops.py).
+        site = next((node.site for node in loops_of(root) if not node.site.copies), None)
+        self.out_depth, self.scatter = (site.out_depth, site.scatter) if site else (0, False)
         self.insert_output = self.output.all_insert
         self.repeats = False  # set when a fused non-unique loop revisits output coordinates
         self.run_state: RunState | None = None  # see running_sums
