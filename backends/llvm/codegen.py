@@ -90,10 +90,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             self.lo = self.function.args[1] if ranged else ZERO
             self.hi = self.function.args[2] if ranged else everything
         self.function.args[0].add_attribute("noalias")
-        # Threads split the output's first index: every loop over it is clamped to [lo, hi)
-        # (loops outside it, e.g. DIA's diagonals, run whole in every thread).
-        first = nests[0].assign.vars[0] if nests[0].assign.vars else None
-        self.range_var = first if len(nests) == 1 and first in nests[0].order else None
         entry = self.function.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         # malloc/free (not realloc) so the same IR also runs as a CUDA kernel.
