@@ -151,7 +151,7 @@ class NodeEmitter:
         elif (plan := self.precompute_target(node.name)) is not None:
             precompute_lower.clear_mark(self, plan, ctx)
         else:  # the output, before a reduction other than + scatters into it
-            scatter_reduce.initialize(self)
+            scatter_reduce.initialize(self, node.value)
 
     def emit_write(self: KernelCompiler, node: Write, value: ir.Value, ctx: Ctx) -> None:
         """``value`` into a temporary, an operand workspace, or the output."""
