@@ -29,7 +29,8 @@ from .tensor_convert import FormatConversions, SameObjects
 from .validate import check_descriptor
 from .walk import Walk, entries_per_coordinate, walk_levels
 
-VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
+VALUE_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64",
+                "uint32", "uint16", "uint8", "bool", "complex128", "complex64")
 INDEX_LIMIT = 2**31 - 1
 
 
