@@ -465,10 +465,12 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
     def __getitem__(self, indices):
         """Index notation (``A[i, j]`` with index variables), or a slice of the tensor
         without a copy (``A[2:10:2, :]``, ``A[:, 5]``, ``A[1, 2]``; see views.py)."""
-        from . import views
+        from . import fancy_index, views
 
         if views.is_window_key(indices):
             return views.view(self, indices)
+        if fancy_index.is_index_key(indices):
+            return fancy_index.getitem(self, indices)
         return access(self, indices)
 
     def __setitem__(self, indices, value) -> None:
