@@ -17,7 +17,7 @@ import numpy as np
 from . import entry_reductions
 from .lazy_tensor import LazyTensor, as_node, compute_node
 from .tensor import Tensor
-from .ufuncs import aligned, named_format, on_entries
+from .ufuncs import aligned, named_format
 
 
 def is_complex(value: object) -> bool:
@@ -104,15 +104,6 @@ def multilinear(product: Callable[..., object], operands: list) -> object:
     if not is_complex(real) and not is_complex(imag):
         return combined(real, imag, dtype)
     return real + imag * 1j
-
-
-def pointwise(ufunc: np.ufunc, inputs: tuple, kwargs: dict,
-              matmul: Callable[[object, object], object]) -> object:
-    """A ufunc with a complex operand: ``matmul`` bilinearly, any other on the stored
-    entries and the fill."""
-    if ufunc is np.matmul:
-        return bilinear(matmul, *inputs)
-    return on_entries(ufunc, inputs, kwargs)
 
 
 def reduction(value: object, name: str, axis, keepdims: bool) -> object:

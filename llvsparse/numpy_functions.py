@@ -11,6 +11,7 @@ from functools import cache
 
 import numpy as np
 
+from . import array_extras, sorting
 from .complex_values import any_complex, bilinear, multilinear
 from .einsum_forms import expanded, pairwise, sublists_to_string
 from .numpy_protocols import (
@@ -115,6 +116,16 @@ def _method(name: str) -> Callable:
     return call
 
 
+def gufunc(ufunc: np.ufunc, kwargs: dict, inputs: tuple) -> object:
+    """A generalized ufunc other than matmul: vecdot (``axis=``); others are refused."""
+    options = {k: v for k, v in kwargs.items() if v is not None}
+    if ufunc is not getattr(np, "vecdot", None) or set(options) - {"axis"}:
+        given = ", ".join(f"{k}=" for k in options)
+        raise TypeError(f"np.{ufunc.__name__}{' with ' + given if given else ''} is not "
+                        "supported on tensors")
+    return array_extras.vecdot(*inputs, **options)
+
+
 @cache
 def handlers() -> dict[Callable, Callable]:
     """numpy functions dispatched to this front end; any other raises numpy's TypeError."""
@@ -137,6 +148,8 @@ def handlers() -> dict[Callable, Callable]:
         np.result_type: lambda *args: np.result_type(
             *[a.dtype if isinstance(a, ArrayOps) else a for a in args]),
         np.ravel: lambda a, order="C": _shape_ops().reshape(a, -1, order),
+        np.sort: sorting.sort, np.argmax: sorting.argmax, np.argmin: sorting.argmin,
+        np.take: array_extras.take, np.pad: array_extras.pad,
         np.real: lambda a: a.real, np.imag: lambda a: a.imag,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
         **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},

@@ -373,10 +373,13 @@ class ArrayOps:
                             "place; use the result")
         if method != "__call__":
             return NotImplemented
+        if ufunc.signature is not None and ufunc is not np.matmul:  # vecdot, matvec
+            return _functions().gufunc(ufunc, {k: v for k, v in kwargs.items()
+                                               if k != "out" or v is not None}, inputs)
         _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
                                                if k not in ("out", "dtype")})
-        if _complex().any_complex(inputs):
-            return _complex().pointwise(ufunc, inputs, kwargs, self._product)
+        if ufunc is not np.matmul and _complex().any_complex(inputs):
+            return _ufuncs().on_entries(ufunc, inputs, kwargs)  # numpy's complex arithmetic
         if any(lazy.as_node(x) is None for x in inputs):
             return NotImplemented
         if ufunc is np.matmul:

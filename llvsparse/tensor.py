@@ -498,8 +498,14 @@ def _filled(fmt: Format, fill, dtype) -> Format:
     if fill is not None:
         fmt = fmt.with_fill(checked_fill(fill))
     value = fmt.fill
-    if np.dtype(dtype).kind in "iub" and not (np.isfinite(value) and value == int(value)):
+    kind = np.dtype(dtype).kind
+    if isinstance(value, complex) and kind != "c":
         raise ValueError(f"a {np.dtype(dtype)} tensor cannot have fill value {value}")
+    if kind in "iub" and not (np.isfinite(value) and value == int(value)):
+        raise ValueError(f"a {np.dtype(dtype)} tensor cannot have fill value {value}")
+    if kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        raise ValueError(f"a {np.dtype(dtype)} tensor cannot have fill value {value} "
+                         "(out of its range)")
     if np.dtype(dtype).kind == "b" and value not in (0, 1):
         raise ValueError(f"a bool tensor's fill value is 0 or 1, not {value}")
     return fmt
