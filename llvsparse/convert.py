@@ -32,7 +32,7 @@ def to_numpy(tensor) -> np.ndarray:
         view = _dense_view(tensor, layout)
         if view is not None:
             return view
-    zero_fill = tensor.fill_value == 0
+    zero_fill = tensor.fill_value == 0 and tensor.dtype != np.float16  # scipy lacks it
     if zero_fill and layout is not None and layout.kind in SCIPY_FORMATS and \
             _scipy_ready(tensor, layout):
         return _scipy_of(tensor, layout).toarray()
