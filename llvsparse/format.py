@@ -241,6 +241,8 @@ def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> F
     if not isinstance(name, str):
         raise FormatError(f"a format is a name, a Format or a list of levels, not {name!r}")
     key = name.lower()
+    if key in ("gcxs", "dok"):  # pydata/sparse's names, as its arrays convert here
+        key = "coo" if key == "dok" else "csr" if order == 2 else "csf"
     blocked = re.fullmatch(r"bcsr(?:(\d+)x(\d+))?", key)
     if blocked and order == 2:
         return bcsr((int(blocked[1] or 2), int(blocked[2] or 2)))

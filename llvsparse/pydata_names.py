@@ -16,13 +16,14 @@ class PydataNames:
 
     @property
     def coords(self) -> np.ndarray:
-        """The stored entries' coordinates, (order, nnz), sorted in C order."""
-        return self.to_coo()[0]
+        """The stored entries' coordinates, (order, nnz), sorted in C order; read-only,
+        as writing them would not change the tensor."""
+        return _read_only(self.to_coo()[0])
 
     @property
     def data(self) -> np.ndarray:
-        """The stored entries' values, in the order of ``coords``."""
-        return self.to_coo()[1]
+        """The stored entries' values, in the order of ``coords``; read-only."""
+        return _read_only(self.to_coo()[1])
 
     def to_scipy_sparse(self, accept_fv=None):
         """A scipy.sparse COO matrix of a 2-d tensor. scipy's fill is 0: another fill
@@ -45,3 +46,9 @@ class PydataNames:
 
     def tocsc(self):
         return self.to_scipy("csc")
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view

@@ -206,7 +206,7 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
         if array.ndim == 0:
             return cls.from_coo(np.zeros((0, 1), np.int64), array.reshape(1), (), fmt,
                                 dtype, index_dtype, name)
-        stored = ~np.isnan(array) if np.isnan(fmt.fill) else array != fmt.fill
+        stored = _differs(array, fmt.fill)
         coords = np.array(np.nonzero(stored), dtype=np.int64).reshape(array.ndim, -1)
         return cls.from_coo(coords, array[tuple(coords)], array.shape, fmt, dtype,
                             index_dtype, name)
@@ -490,6 +490,14 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
             result.values = result.values.astype(self.dtype)
             result.dtype = self.dtype
         self.__dict__.update({k: v for k, v in result.__dict__.items() if k != "name"})
+
+
+def _differs(array: np.ndarray, fill) -> np.ndarray:
+    """Where ``array`` is not ``fill``, NaN equal to NaN (part by part for complex)."""
+    if array.dtype.kind == "c":
+        fill = complex(fill)
+        return _differs(array.real, fill.real) | _differs(array.imag, fill.imag)
+    return ~np.isnan(array) if np.isnan(fill) else array != fill
 
 
 def _filled(fmt: Format, fill, dtype) -> Format:
