@@ -79,3 +79,73 @@ def vecdot(x1: object, x2: object, axis: int = -1) -> object:
     if a.dtype.kind == "c":
         a = np.conjugate(a)
     return (a * b).sum(axis=-1)
+
+
+def flip(m: object, axis=None) -> object:
+    """numpy's flip: reversed along ``axis`` (every axis where None), a COO copy."""
+    tensor = tensor_of(m, "flip")
+    axes = range(tensor.order) if axis is None else \
+        [normalize_axis(a, tensor.order) for a in np.atleast_1d(axis)]
+    key = [slice(None)] * tensor.order
+    for a in axes:
+        key[a] = slice(None, None, -1)
+    return tensor[tuple(key)]
+
+
+def _triangle(m: object, k: int, upper: bool) -> Tensor:
+    """The entries on and above (``upper``) or below diagonal ``k`` of the last two axes;
+    the others become 0, so the fill must be 0 (pydata/sparse's rule)."""
+    tensor = tensor_of(m, "triu" if upper else "tril")
+    if tensor.order < 2:
+        raise ValueError("triu/tril need at least two dimensions")
+    if tensor.fill_value != 0:
+        raise ValueError(f"triu/tril zero the other entries; this tensor's fill value is "
+                         f"{tensor.fill_value}, not 0")
+    coords, values = tensor.to_coo()
+    offset = coords[-1] - coords[-2]
+    keep = offset >= k if upper else offset <= k
+    return Tensor.from_coo(coords[:, keep], values[keep], tensor.shape, "coo",
+                           dtype=tensor.dtype)
+
+
+def triu(m: object, k: int = 0) -> Tensor:
+    return _triangle(m, operator.index(k), True)
+
+
+def tril(m: object, k: int = 0) -> Tensor:
+    return _triangle(m, operator.index(k), False)
+
+
+def kron(a: object, b: object) -> Tensor:
+    """numpy's kron: every pair of stored entries, at ``coords_a * shape_b + coords_b``
+    (the fewer dimensions padded with leading ones). Both fills must be 0: a product
+    with an entry not stored is then 0 too."""
+    left, right = tensor_of(a, "kron"), tensor_of(b, "kron")
+    if left.fill_value != 0 or right.fill_value != 0:
+        raise ValueError("kron needs fill value 0 on both operands (each product with an "
+                         "entry not stored must be the fill)")
+    order = max(left.order, right.order)
+    (ca, va), (cb, vb) = left.to_coo(), right.to_coo()
+    ca = np.concatenate([np.zeros((order - left.order, len(va)), np.int64), ca])
+    cb = np.concatenate([np.zeros((order - right.order, len(vb)), np.int64), cb])
+    shape_a = (1,) * (order - left.order) + left.shape
+    shape_b = np.array((1,) * (order - right.order) + right.shape, np.int64)
+    coords = (ca[:, :, None] * shape_b[:, None, None] + cb[:, None, :]).reshape(order, -1)
+    values = np.multiply.outer(va, vb).ravel()
+    shape = tuple(int(x) for x in np.array(shape_a) * shape_b)
+    return Tensor.from_coo(coords, values, shape, "coo", dtype=values.dtype)
+
+
+def outer(ufunc: np.ufunc, a: object, b: object) -> object:
+    """``ufunc.outer(a, b)``: ``a`` given ``b``'s dimensions as trailing ones, broadcast."""
+    left, right = tensor_of(a, "outer"), tensor_of(b, "outer")
+    return ufunc(reshape(left, left.shape + (1,) * right.order), right)
+
+
+def rounded(a: object, decimals: int = 0) -> Tensor:
+    """numpy's round on the stored values and the fill (same entries, same format)."""
+    tensor = tensor_of(a, "round")
+    fill = np.round(np.asarray(tensor.fill_value, tensor.dtype), decimals).item()
+    return Tensor(tensor.shape, tensor.format.with_fill(fill), tensor.dtype,
+                  tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
+                  tensor.params, np.round(tensor.values, decimals))

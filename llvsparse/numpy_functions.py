@@ -116,6 +116,36 @@ def _method(name: str) -> Callable:
     return call
 
 
+def written_into(out: object, result: object, what: str) -> object:
+    """``result`` written into ``out=`` (one Tensor, not a view), which then holds it in
+    its own dtype (numpy's same_kind casting), as numpy's in-place ufuncs do."""
+    from .tensor import Tensor
+
+    target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if type(target) is not Tensor:
+        raise TypeError(f"{what}(..., out=): out must be one Tensor (not a view or a "
+                        f"{type(target).__name__})")
+    value = result if isinstance(result, Tensor) else Tensor.from_numpy(np.asarray(result))
+    if value.shape != target.shape:
+        raise ValueError(f"{what}(..., out=): the result has shape {value.shape}, out "
+                         f"has {target.shape}")
+    if value.dtype != target.dtype:
+        if not np.can_cast(value.dtype, target.dtype, "same_kind"):
+            raise TypeError(f"{what}(..., out=): cannot cast the {value.dtype} result to "
+                            f"out's {target.dtype} (numpy's same_kind rule)")
+        value = value.astype(target.dtype)
+    name = target.name
+    target.__dict__.clear()  # no memo of the old entries survives
+    target.__dict__.update(value.__dict__)
+    target.name = name
+    return target
+
+
+def _round(a, decimals=0, out=None):
+    result = array_extras.rounded(a, decimals)
+    return result if out is None else written_into(out, result, "np.round")
+
+
 def gufunc(ufunc: np.ufunc, kwargs: dict, inputs: tuple) -> object:
     """A generalized ufunc other than matmul: vecdot (``axis=``); others are refused."""
     options = {k: v for k, v in kwargs.items() if v is not None}
@@ -149,7 +179,11 @@ def handlers() -> dict[Callable, Callable]:
             *[a.dtype if isinstance(a, ArrayOps) else a for a in args]),
         np.ravel: lambda a, order="C": _shape_ops().reshape(a, -1, order),
         np.sort: sorting.sort, np.argmax: sorting.argmax, np.argmin: sorting.argmin,
-        np.take: array_extras.take, np.pad: array_extras.pad,
+        np.take: array_extras.take, np.pad: array_extras.pad, np.flip: array_extras.flip,
+        np.round: _round, np.around: _round,
+        np.triu: array_extras.triu, np.tril: array_extras.tril, np.kron: array_extras.kron,
+        np.outer: lambda a, b, out=None: array_extras.outer(
+            np.multiply, _shape_ops().reshape(a, -1), _shape_ops().reshape(b, -1)),
         np.real: lambda a: a.real, np.imag: lambda a: a.imag,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
         **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},

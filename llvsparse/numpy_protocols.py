@@ -313,6 +313,9 @@ class ArrayOps:
     def imag(self):
         return _complex().parts(self)[1]
 
+    def round(self, decimals: int = 0, out=None):
+        return np.round(self, decimals, out=out)
+
     def conj(self):
         return np.conjugate(self)
 
@@ -369,8 +372,11 @@ class ArrayOps:
             return getattr(inputs[0], _REDUCTIONS[ufunc.__name__])(axis=axis,
                                                                  keepdims=keepdims)
         if method == "__call__" and kwargs.get("out") is not None:
-            raise TypeError(f"np.{ufunc.__name__}(..., out=): tensors are not written in "
-                            "place; use the result")
+            options = {k: v for k, v in kwargs.items() if k != "out"}
+            return _functions().written_into(kwargs["out"], ufunc(*inputs, **options),
+                                             f"np.{ufunc.__name__}")
+        if method == "outer" and len(inputs) == 2 and not kwargs:
+            return _functions().array_extras.outer(ufunc, *inputs)
         if method != "__call__":
             return NotImplemented
         if ufunc.signature is not None and ufunc is not np.matmul:  # vecdot, matvec
