@@ -78,3 +78,51 @@ def test_vecdot_matches_numpy(shape1, shape2, axis, complex_values):
     got = np.vecdot(ls.Tensor.from_numpy(a, format="coo"), ls.Tensor.from_numpy(b, format="coo"),
                     axis=axis)
     np.testing.assert_allclose(np.asarray(got), np.vecdot(a, b, axis=axis))
+
+
+def _sparse(shape, seed):
+    x = np.random.default_rng(seed).random(shape)
+    x[x < 0.5] = 0
+    return x
+
+
+@pytest.mark.parametrize("a_ndim, b_ndim", [(1, 1), (1, 3), (2, 2), (3, 1), (2, 3)])
+def test_kron_outer_match_numpy(a_ndim, b_ndim):
+    a, b = _sparse((2, 3, 4)[:a_ndim], 1), _sparse((5, 6, 7)[:b_ndim], 2)
+    A, B = ls.Tensor.from_numpy(a, format="coo"), ls.Tensor.from_numpy(b, format="coo")
+    for got in [np.kron(A, B), np.kron(A, b), np.kron(a, B)]:
+        np.testing.assert_allclose(np.asarray(got), np.kron(a, b))
+    np.testing.assert_allclose(np.asarray(np.outer(A, B)), np.outer(a, b))
+    np.testing.assert_allclose(np.asarray(np.multiply.outer(A, B)), np.multiply.outer(a, b))
+    np.testing.assert_array_equal(np.asarray(np.less.outer(A, B)), np.less.outer(a, b))
+    with pytest.raises(ValueError, match="fill value 0"):
+        np.kron(ls.Tensor.from_numpy(a, format="coo", fill=1.0), B)
+
+
+@pytest.mark.parametrize("shape, k, fmt", [
+    ((3, 4), 0, "coo"), ((3, 4), 0, "csr"), ((3, 4, 5), 1, "coo"), ((4, 2), -1, "csc"),
+    ((4, 4), 1000, "coo"), ((2, 4), -2, "csr")])
+def test_triangles_and_flip_match_numpy(shape, k, fmt):
+    x = _sparse(shape, 3)
+    X = ls.Tensor.from_numpy(x, format=fmt)
+    np.testing.assert_array_equal(np.asarray(np.triu(X, k)), np.triu(x, k))
+    np.testing.assert_array_equal(np.asarray(np.tril(X, k)), np.tril(x, k))
+    for axis in [None, 0, -1, (0, 1)]:
+        np.testing.assert_array_equal(np.asarray(np.flip(X, axis=axis)), np.flip(x, axis=axis))
+
+
+@pytest.mark.parametrize("fill", [0.0, 2.25])
+def test_round_and_in_place_ufuncs(fill):
+    x = _sparse((3, 4), 4) * 10
+    x[x == 0] = fill
+    X = ls.Tensor.from_numpy(x, format="coo", fill=fill)
+    np.testing.assert_allclose(np.asarray(X.round(1)), x.round(1))
+    assert np.round(X).fill_value == np.round(fill)
+    result = np.sin(X, out=X)  # written into X, as numpy's in-place ufunc
+    assert result is X
+    np.testing.assert_allclose(np.asarray(X), np.sin(x))
+    X.round(decimals=2, out=X)
+    np.testing.assert_allclose(np.asarray(X), np.sin(x).round(2))
+    integers = ls.Tensor.from_numpy(np.arange(4), format="coo")
+    with pytest.raises(TypeError, match="same_kind"):
+        np.sqrt(integers, out=integers)
