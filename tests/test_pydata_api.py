@@ -175,8 +175,18 @@ def test_shape_errors_name_the_problem():
         np.concatenate([tensor, tensor.reshape(6, 4)])
     with pytest.raises(ValueError, match="different fill values"):
         np.concatenate([tensor, operand((4, 6), ("coo", 2.0))[1]])
-    with pytest.raises(NotImplementedError, match="order='F'"):
-        tensor.reshape(6, 4, order="F")
+    with pytest.raises(ValueError, match="order must be 'C' or 'F'"):
+        tensor.reshape(6, 4, order="K")
+
+
+@pytest.mark.parametrize("fmt, fill", [("coo", None), ("csr", None), ("coo", 2.0), ("dense", None)])
+def test_reshape_in_fortran_order(fmt, fill):
+    dense, tensor = operand((4, 6), (fmt, fill))
+    for shape in [(6, 4), (2, 3, 4), (24,), (-1, 2)]:
+        got = np.reshape(tensor, shape, order="F")
+        np.testing.assert_array_equal(np.asarray(got), dense.reshape(shape, order="F"))
+    np.testing.assert_array_equal(np.asarray(tensor.flatten(order="F")),
+                                  dense.flatten(order="F"))
 
 
 UNARY = [np.sin, np.tanh, np.expm1, np.log1p, np.conjugate, np.cos, np.floor, np.isnan,
