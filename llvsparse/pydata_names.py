@@ -26,13 +26,15 @@ class PydataNames:
         return _read_only(self.to_coo()[1])
 
     def to_scipy_sparse(self, accept_fv=None):
-        """A scipy.sparse COO matrix of a 2-d tensor. scipy's fill is 0: another fill
-        is refused unless ``accept_fv`` names it, and then only the stored entries go."""
-        accepted = [0, *np.atleast_1d(accept_fv if accept_fv is not None else [])]
-        if not any(self.fill_value == v or (np.isnan(self.fill_value) and np.isnan(v))
-                   for v in accepted):
-            raise ValueError(f"this tensor's fill value is {self.fill_value}, not 0; pass "
-                             "accept_fv= to convert its stored entries anyway")
+        """A scipy.sparse COO matrix of a 2-d tensor. scipy's fill is 0: the tensor's
+        fill must be one ``accept_fv`` names (a value or a list; 0 where None, as
+        pydata/sparse's), and where it is not 0 only the stored entries go."""
+        accepted = [0] if accept_fv is None else np.atleast_1d(accept_fv).tolist()
+        fill = self.fill_value
+        if not any(fill == v or (np.isnan(fill) and np.isnan(v)) for v in accepted):
+            raise ValueError(f"fill_value={fill} but should be in {accepted}. (scipy.sparse "
+                             "reads entries not stored as 0; name the fill in accept_fv= "
+                             "to convert the stored entries anyway)")
         if self.fill_value == 0:
             return self.to_scipy("coo")
         import scipy.sparse  # loaded on first use, as convert.to_scipy does

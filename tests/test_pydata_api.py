@@ -320,7 +320,9 @@ def test_pydata_names():
     close(tensor.dot(values.T), values @ values.T)
     close(tensor.flatten(), values.ravel())
     filled_values, filled = operand((4, 5), ("coo", 2.0))
-    with pytest.raises(ValueError, match="fill value is 2.0, not 0"):
+    with pytest.raises(ValueError, match=r"fill_value=2.0 but should be in \[0\]"):
         filled.to_scipy_sparse()
-    stored = filled.to_scipy_sparse(accept_fv=2.0).toarray()
+    with pytest.raises(ValueError, match=r"should be in \[5\]"):  # pydata's: not 0 too
+        tensor.to_scipy_sparse(accept_fv=5)
+    stored = filled.to_scipy_sparse(accept_fv=[0, 2.0]).toarray()
     close(stored, np.where(filled_values == 2.0, 0.0, filled_values))
