@@ -60,9 +60,11 @@ def combined(real: object, imag: object, dtype: np.dtype) -> object:
     if not isinstance(real, Tensor) and not isinstance(imag, Tensor):
         out = np.empty(np.shape(real), dtype)
         out.real, out.imag = real, imag
-        return out[()] if out.ndim == 0 else out
+        return out
     real, imag = (x if isinstance(x, Tensor) else Tensor.from_numpy(np.asarray(x))
                   for x in (real, imag))
+    if real.order == 0:  # a full reduction's: a 0-d tensor
+        return Tensor.from_numpy(combined(np.asarray(real), np.asarray(imag), dtype))
     coords, columns = aligned([real, imag])
     values = np.empty(coords.shape[1], dtype)
     values.real, values.imag = columns[id(real)], columns[id(imag)]

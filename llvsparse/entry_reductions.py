@@ -4,8 +4,7 @@ nansum / nanprod / nanmax / nanmin / nanmean.
 They are computed on the stored entries, grouped by the coordinates the reduction keeps,
 plus the fill counted once per entry not stored (paper 004: an entry not stored holds the
 fill). That is O(stored entries + result size), with no dense copy of the operand. The
-result is a dense Tensor, or a numpy scalar for a full reduction, as the kernel
-reductions give. Integer and bool operands have no NaN: their nan-reductions are the
+result is a dense Tensor (0-d for a full reduction), as the kernel reductions give. Integer and bool operands have no NaN: their nan-reductions are the
 plain ones, as in numpy.
 """
 
@@ -86,13 +85,13 @@ def _float_dtype(dtype: np.dtype) -> np.dtype:
 
 def _result(groups: Groups, cells: np.ndarray, dtype: np.dtype, keepdims: bool) -> object:
     """Per-cell values as a dense Tensor of the kept shape (reduced axes kept with extent
-    1 under ``keepdims``), or a numpy scalar for a full reduction."""
+    1 under ``keepdims``), 0-d for a full reduction."""
     array = cells.astype(dtype).reshape(groups.kept_shape)
     if keepdims:
         kept = iter(groups.kept_shape)
         shape = [1 if k in groups.axes else next(kept) for k in range(groups.ndim)]
         return Tensor.from_numpy(array.reshape(shape))
-    return array[()] if array.ndim == 0 else Tensor.from_numpy(array)
+    return Tensor.from_numpy(array)  # 0-d for a full reduction, as the kernels give
 
 
 def var(value: object, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False,

@@ -56,13 +56,12 @@ def _products():
 
 
 def finish(node, operands: tuple) -> object:
-    """A lazy result where an operand is lazy; else computed (a numpy scalar for 0-d,
-    as numpy's own reductions give)."""
+    """A lazy result where an operand is lazy; else computed (a 0-d tensor for a full
+    reduction, as pydata/sparse gives, following the array API standard)."""
     lazy = _lazy_module()
     if any(isinstance(x, lazy.LazyTensor) for x in operands):
         return lazy.LazyTensor(node)
-    tensor = lazy.compute_node(node)
-    return tensor.to_numpy()[()] if tensor.order == 0 else tensor
+    return lazy.compute_node(node)
 
 
 def _binary(name: str, reflected: bool = False,
@@ -260,6 +259,18 @@ class ArrayOps:
 
     def __int__(self) -> int:
         return int(np.asarray(self).reshape(()))
+
+    def __complex__(self) -> complex:
+        return complex(np.asarray(self).reshape(()))
+
+    def item(self, *args):
+        """The one value (numpy's ``item``), a Python number."""
+        return np.asarray(self).item(*args)
+
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its value (``f"{A.sum():.3f}"``)."""
+        return format(self.item(), spec) if self.size == 1 and spec else \
+            object.__format__(self, spec)
 
     # -- reductions ---------------------------------------------------------------------
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
