@@ -99,8 +99,9 @@ def test_reductions_with_dtype(layout):
     ints = ls.Tensor.from_numpy(integers, format=layout[0])
     close(ints.prod(axis=1, dtype=np.float64), integers.prod(axis=1, dtype=np.float64))
     close(ints.sum(dtype=np.int32), integers.sum(dtype=np.int32))
-    with pytest.raises(TypeError, match="float16"):
-        tensor.sum(dtype=np.float16)
+    close(tensor.sum(axis=0, dtype=np.float16), values.sum(axis=0, dtype=np.float16))
+    with pytest.raises(TypeError, match="object"):
+        tensor.sum(dtype=object)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -242,15 +243,13 @@ def test_ufunc_with_fill_and_different_patterns():
 
 
 def test_ufunc_refusals_name_the_problem():
-    _, tensor = operand((3, 3), ("coo", None))
-    with pytest.raises(TypeError, match="complex128"):
-        np.log1p(tensor, dtype=np.complex128)
-    with pytest.raises(TypeError, match="complex"):
-        tensor * 1j
+    values, tensor = operand((3, 3), ("coo", None))
+    close(np.log1p(tensor, dtype=np.complex128), np.log1p(values, dtype=np.complex128))
+    close(tensor * 1j, values * 1j)
     with pytest.raises(TypeError, match="2 results"):
         np.modf(tensor)
-    with pytest.raises(TypeError, match=r"np.sin\(..., out=\): tensors are not written"):
-        np.sin(tensor, out=tensor)
+    with pytest.raises(TypeError, match=r"np.sin\(..., out=\): out must be one Tensor"):
+        np.sin(tensor, out=np.zeros((3, 3)))
     with pytest.raises(TypeError, match="where= is not supported"):
         np.sin(tensor, where=np.ones((3, 3), bool))
 
