@@ -174,8 +174,8 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
                 arrays.append({"pos": np.array([0, len(values)], dtype=idx), "crd": crd})
             else:
                 arrays.append({"crd": crd})
-        if not shape:
-            values = values if len(values) else np.zeros(1, values.dtype)
+        if not shape:  # a 0-d tensor holds its one value: the fill where none is given
+            values = values if len(values) else np.full(1, fill, values.dtype)
         return cls(shape, fmt, values.dtype, idx, [shape[m] for m in modes], arrays,
                    [{} for _ in modes], values, fill, name=name)._seal()._mark_valid()
 

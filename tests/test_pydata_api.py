@@ -325,3 +325,16 @@ def test_pydata_names():
         tensor.to_scipy_sparse(accept_fv=5)
     stored = filled.to_scipy_sparse(accept_fv=[0, 2.0]).toarray()
     close(stored, np.where(filled_values == 2.0, 0.0, filled_values))
+
+
+@pytest.mark.parametrize("fill", [4.0, np.nan, 0.0])
+def test_a_0d_array_storing_nothing_holds_its_fill(fill):
+    """A 0-d pydata array with no stored entry converted to 0.0 whatever its fill."""
+    import sparse  # a test dependency (pyproject's test extra)
+
+    array = sparse.COO.from_numpy(np.array(fill), fill_value=fill)
+    assert array.nnz == 0
+    got = ls.Tensor.from_pydata(array)
+    np.testing.assert_array_equal(got.todense(), np.array(fill))
+    np.testing.assert_array_equal(ls.Tensor.from_coo(np.zeros((0, 0), int), [], (), fill=fill)
+                                  .todense(), np.array(fill))
