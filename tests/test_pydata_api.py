@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import sparse
 
 import llvsparse as ls
 
@@ -330,8 +331,6 @@ def test_pydata_names():
 @pytest.mark.parametrize("fill", [4.0, np.nan, 0.0])
 def test_a_0d_array_storing_nothing_holds_its_fill(fill):
     """A 0-d pydata array with no stored entry converted to 0.0 whatever its fill."""
-    import sparse  # a test dependency (pyproject's test extra)
-
     array = sparse.COO.from_numpy(np.array(fill), fill_value=fill)
     assert array.nnz == 0
     got = ls.Tensor.from_pydata(array)
