@@ -21,8 +21,7 @@ def result_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
     """The output's dtype, numpy's for the expression: comparisons and logic give bool,
     ``/``, exp, log, sqrt and pow a float for integer operands, ``where`` its branches'
     dtype; bool subtraction and negation are refused, as numpy refuses them."""
-    result = _dtype_of(_typed(assignment.rhs, dtypes))
-    return str(np.dtype("int64") if result.kind == "u" else result)
+    return str(_dtype_of(_typed(assignment.rhs, dtypes)))
 
 
 def _dtype_of(typed: Typed) -> np.dtype:
@@ -47,9 +46,13 @@ def compute_dtype(assignment: nt.Assignment, dtypes: dict[str, str]) -> str:
                                     for e in nt.subexpressions(assignment.rhs)):
         result = np.dtype("float64")
     result = np.promote_types(result, result_dtype(assignment, dtypes))
-    if result.kind == "u":
-        result = np.dtype("int64")
-    if result.kind == "i":
+    if result.kind == "c":
+        raise TypeError(f"kernels on {result} values are not supported (complex values "
+                        "are stored and converted, and computed by numpy's functions on "
+                        "stored entries, but the compiler has no complex arithmetic)")
+    if result == np.dtype("float16"):
+        result = np.dtype("float32")  # as numpy computes float16: rounded per result
+    if result.kind in "iu":
         limits = np.iinfo(result)
         for value in literals:
             if not isinstance(value, bool) and isinstance(value, int) \

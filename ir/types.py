@@ -94,7 +94,9 @@ class TensorType:
     fill_key: str = "0.0"
 
     @property
-    def fill(self) -> float:
+    def fill(self) -> float | complex:
+        if self.fill_key.startswith("complex"):
+            return complex(*map(float, self.fill_key[8:-1].split(",")))
         return float(self.fill_key)
 
     @property
@@ -156,9 +158,11 @@ def type_key(ttype: TensorType) -> tuple:
     return (tuple(levels), ttype.order, ttype.dtype, ttype.index_dtype, ttype.fill_key)
 
 
-def fill_key(value: float) -> str:
+def fill_key(value: complex) -> str:
     """A fill value as the text ``TensorType.fill_key`` holds (one text per value, NaN
-    included)."""
+    included; a complex tensor's complex fill as ``complex(re,im)``)."""
+    if isinstance(value, complex):
+        return f"complex({value.real!r},{value.imag!r})"
     return repr(float(value))
 
 

@@ -35,7 +35,7 @@ _HOMES = {
     "set_result_pool_bytes": "results",
     "KernelRuntimeError": "runtime", "get_num_threads": "runtime",
     "set_num_threads": "runtime",
-    "Tensor": "tensor",
+    "Tensor": "tensor", "sort": "sorting",
     "LazyTensor": "lazy_tensor", "compute": "lazy_tensor", "lazy": "lazy_tensor",
     "WorkspacePolicy": "ir.workspace_policy",
     "register_workspace_policy": "policy_registry",
@@ -51,7 +51,7 @@ __all__ = [  # named_format is public but, as before, not starred
     "ScheduleError", "ShapeError", "Tensor", "WorkspacePolicy", "asarray", "compile",
     "complement", "compute", "einsum", "evaluate", "get_num_threads", "index_vars", "lazy",
     "level_formats", "parse", "read", "register_level_format", "register_workspace_policy",
-    "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes",
+    "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes", "sort",
     "unregister_level_format", "unregister_workspace_policy", "workspace_policies", "write",
 ]
 
@@ -101,4 +101,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     )
     from .results import set_result_pool_bytes
     from .runtime import KernelRuntimeError, get_num_threads, set_num_threads
+    from .sorting import sort
     from .tensor import Tensor

@@ -32,7 +32,7 @@ def to_numpy(tensor) -> np.ndarray:
         view = _dense_view(tensor, layout)
         if view is not None:
             return view
-    zero_fill = tensor.fill_value == 0
+    zero_fill = tensor.fill_value == 0 and tensor.dtype != np.float16  # scipy lacks it
     if zero_fill and layout is not None and layout.kind in SCIPY_FORMATS and \
             _scipy_ready(tensor, layout):
         return _scipy_of(tensor, layout).toarray()
@@ -158,7 +158,7 @@ def scipy_pair(tensor, fmt) -> tuple[Layout, Layout] | None:
     """The layouts of ``tensor`` and of ``fmt`` where both are CSR, CSC or COO matrices
     (by their levels) and the tensor's arrays are where its layout says; None otherwise.
     The caller validates the tensor first where it must."""
-    if tensor.order != 2:
+    if tensor.order != 2 or tensor.dtype == np.float16:  # a dtype scipy.sparse refuses
         return None
     source = layout_of(tensor.tensor_type)
     target = layout_of(fmt.tensor_type(tensor.dtype.name, tensor.index_dtype.name))

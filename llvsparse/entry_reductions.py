@@ -4,8 +4,7 @@ nansum / nanprod / nanmax / nanmin / nanmean.
 They are computed on the stored entries, grouped by the coordinates the reduction keeps,
 plus the fill counted once per entry not stored (paper 004: an entry not stored holds the
 fill). That is O(stored entries + result size), with no dense copy of the operand. The
-result is a dense Tensor, or a numpy scalar for a full reduction, as the kernel
-reductions give. Integer and bool operands have no NaN: their nan-reductions are the
+result is a dense Tensor (0-d for a full reduction), as the kernel reductions give. Integer and bool operands have no NaN: their nan-reductions are the
 plain ones, as in numpy.
 """
 
@@ -58,9 +57,25 @@ def _sum_in(groups: Groups, values: np.ndarray, fill: float) -> np.ndarray:
     """Per cell, the sum of ``values`` (one per stored entry) and of ``fill`` once per
     entry not stored (none counted where every entry is stored, so an infinite or NaN
     fill does not leak in)."""
+    if values.dtype.kind == "c":  # bincount adds real weights: each part apart
+        fill = complex(fill)
+        return _complex(_sum_in(groups, values.real, fill.real),
+                        _sum_in(groups, values.imag, fill.imag))
     size = len(groups.missing)
     total = np.bincount(groups.cell, values.astype(np.float64), minlength=size)[:size]
     return total + np.where(groups.missing > 0, groups.missing * np.float64(fill), 0.0)
+
+
+def _complex(real: np.ndarray, imag: np.ndarray) -> np.ndarray:
+    """``real + i imag`` exactly (``1j * inf`` would give a NaN real part)."""
+    out = np.empty(real.shape, np.complex128)
+    out.real, out.imag = real, imag
+    return out
+
+
+def _wide(dtype: np.dtype) -> np.dtype:
+    """The dtype a NaN-skipping reduction accumulates in."""
+    return np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
 
 
 def _float_dtype(dtype: np.dtype) -> np.dtype:
@@ -70,13 +85,13 @@ def _float_dtype(dtype: np.dtype) -> np.dtype:
 
 def _result(groups: Groups, cells: np.ndarray, dtype: np.dtype, keepdims: bool) -> object:
     """Per-cell values as a dense Tensor of the kept shape (reduced axes kept with extent
-    1 under ``keepdims``), or a numpy scalar for a full reduction."""
+    1 under ``keepdims``), 0-d for a full reduction."""
     array = cells.astype(dtype).reshape(groups.kept_shape)
     if keepdims:
         kept = iter(groups.kept_shape)
         shape = [1 if k in groups.axes else next(kept) for k in range(groups.ndim)]
         return Tensor.from_numpy(array.reshape(shape))
-    return array[()] if array.ndim == 0 else Tensor.from_numpy(array)
+    return Tensor.from_numpy(array)  # 0-d for a full reduction, as the kernels give
 
 
 def var(value: object, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False,
@@ -105,7 +120,7 @@ def nansum(value: object, axis=None, dtype=None, keepdims: bool = False) -> obje
         return value.sum(axis=axis, dtype=dtype, keepdims=keepdims)
     groups = grouped(value, axis)
     fill = 0.0 if np.isnan(groups.fill) else groups.fill
-    cells = _sum_in(groups, np.nan_to_num(groups.values, nan=0.0), fill)
+    cells = _sum_in(groups, np.where(np.isnan(groups.values), 0, groups.values), fill)
     return _result(groups, cells, np.dtype(dtype) if dtype else groups.dtype, keepdims)
 
 
@@ -133,11 +148,12 @@ def _folded(ufunc: np.ufunc, start: float, skip_nan: Callable[[np.ndarray], np.n
             options = {"dtype": dtype} if plain == "prod" else {}
             return getattr(value, plain)(axis=axis, keepdims=keepdims, **options)
         groups = grouped(value, axis)
-        cells = np.full(len(groups.missing), start, np.float64)
-        ufunc.at(cells, groups.cell, skip_nan(groups.values.astype(np.float64)))
-        fill = skip_nan(np.array([groups.fill], np.float64))[0]
+        wide = _wide(groups.dtype)
+        cells = np.full(len(groups.missing), start, wide)
+        ufunc.at(cells, groups.cell, skip_nan(groups.values.astype(wide)))
+        fill = skip_nan(np.array([groups.fill], wide))[0]
         if ufunc is np.multiply:
-            fold = np.where(groups.missing > 0, np.float64(fill) ** groups.missing, 1.0)
+            fold = np.where(groups.missing > 0, fill ** groups.missing, 1.0)
         else:
             fold = np.where(groups.missing > 0, fill, start)
         cells = ufunc(cells, fold)
@@ -146,5 +162,6 @@ def _folded(ufunc: np.ufunc, start: float, skip_nan: Callable[[np.ndarray], np.n
 
 
 nanprod = _folded(np.multiply, 1.0, lambda v: np.where(np.isnan(v), 1.0, v))
+prod = _folded(np.multiply, 1.0, lambda v: v)  # for complex values, which kernels lack
 nanmax = _folded(np.fmax, np.nan, lambda v: v)
 nanmin = _folded(np.fmin, np.nan, lambda v: v)

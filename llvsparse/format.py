@@ -84,15 +84,18 @@ def _level(spec: Level | str, mode: int | None) -> Level:
     raise FormatError(f"a level must be a Level or a level format name, not {spec!r}")
 
 
-def checked_fill(value) -> float:
-    """A fill value as a float: any real number, inf, -inf and NaN included; a string, a
-    complex number or an array is refused rather than coerced (a 0-d real array, as
-    pydata/sparse keeps its fill values, is a number)."""
-    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
-        return float(value)
+def checked_fill(value) -> float | complex:
+    """A fill value as a float: any real number, inf, -inf and NaN included; a complex
+    one as a complex where its imaginary part is not 0 (a complex tensor's); a string
+    or an array is refused rather than coerced (a 0-d array, as pydata/sparse keeps its
+    fill values, is a number)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biufc":
+        value = value.item()
+    if isinstance(value, (complex, np.complexfloating)):
+        return float(value.real) if value.imag == 0 else complex(value)
     if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
         return float(value)
-    raise FormatError(f"a fill value is a real number (inf and NaN included), not {value!r}")
+    raise FormatError(f"a fill value is a number (inf and NaN included), not {value!r}")
 
 
 class Format:
@@ -238,6 +241,8 @@ def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> F
     if not isinstance(name, str):
         raise FormatError(f"a format is a name, a Format or a list of levels, not {name!r}")
     key = name.lower()
+    if key in ("gcxs", "dok"):  # pydata/sparse's names, as its arrays convert here
+        key = "coo" if key == "dok" else "csr" if order == 2 else "csf"
     blocked = re.fullmatch(r"bcsr(?:(\d+)x(\d+))?", key)
     if blocked and order == 2:
         return bcsr((int(blocked[1] or 2), int(blocked[2] or 2)))

@@ -9,11 +9,8 @@ operand is, else it is computed at once as one kernel. Nothing here is imported 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 
 import numpy as np
-
-from .einsum_forms import expanded, pairwise, sublists_to_string
 
 
 def _lazy_module():
@@ -40,6 +37,18 @@ def _ufuncs():
     return ufuncs
 
 
+def _complex():
+    from . import complex_values
+
+    return complex_values
+
+
+def _functions():
+    from . import numpy_functions
+
+    return numpy_functions
+
+
 def _products():
     from . import lazy_products
 
@@ -47,13 +56,12 @@ def _products():
 
 
 def finish(node, operands: tuple) -> object:
-    """A lazy result where an operand is lazy; else computed (a numpy scalar for 0-d,
-    as numpy's own reductions give)."""
+    """A lazy result where an operand is lazy; else computed (a 0-d tensor for a full
+    reduction, as pydata/sparse gives, following the array API standard)."""
     lazy = _lazy_module()
     if any(isinstance(x, lazy.LazyTensor) for x in operands):
         return lazy.LazyTensor(node)
-    tensor = lazy.compute_node(node)
-    return tensor.to_numpy()[()] if tensor.order == 0 else tensor
+    return lazy.compute_node(node)
 
 
 def _binary(name: str, reflected: bool = False,
@@ -62,11 +70,13 @@ def _binary(name: str, reflected: bool = False,
     the notation's ``name``, or what ``function`` picks for the operands."""
     def method(self, other):
         lazy = _lazy_module()
+        operands = (other, self) if reflected else (self, other)
+        if _complex().any_complex(operands):
+            return getattr(np, function(operands) if function else name)(*operands)
         if lazy.as_node(other) is None:
             return NotImplemented
-        operands = (other, self) if reflected else (self, other)
-        return finish(lazy.apply(function(operands) if function else name, *operands),
-                      operands)
+        chosen = function(operands) if function else name
+        return finish(lazy.apply(chosen, *operands), operands)
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
 
@@ -193,17 +203,23 @@ class ArrayOps:
     def __pow__(self, other):
         """Small whole powers are products (numpy's x**2 is x*x); others need pow."""
         lazy = _lazy_module()
+        if _complex().any_complex((self, other)):
+            return np.power(self, other)
         if lazy.as_node(other) is None:
             return NotImplemented
         return finish(lazy.power(self, other), (self, other))
 
     def __neg__(self):
+        if _complex().is_complex(self):
+            return np.negative(self)
         return finish(_lazy_module().apply("negative", self), (self,))
 
     def __pos__(self):
         return self
 
     def __abs__(self):
+        if _complex().is_complex(self):
+            return np.absolute(self)
         return finish(_lazy_module().apply("absolute", self), (self,))
 
     def __matmul__(self, other):
@@ -211,7 +227,7 @@ class ArrayOps:
 
     def dot(self, other):
         """``np.dot(self, other)``, as pydata/sparse's method."""
-        return _dot(self, other)
+        return _functions().dot(self, other)
 
     def __rmatmul__(self, other):
         return self._product(other, self)
@@ -222,6 +238,8 @@ class ArrayOps:
         left, right = lazy.as_node(a), lazy.as_node(b)
         if left is None or right is None:
             return NotImplemented
+        if _complex().any_complex((a, b)):
+            return _complex().bilinear(ArrayOps._product, a, b)
         if min(len(left.shape), len(right.shape)) >= 2 and \
                 left.shape[:-2] != right.shape[:-2]:  # numpy broadcasts the stacks
             stacks = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
@@ -241,6 +259,18 @@ class ArrayOps:
 
     def __int__(self) -> int:
         return int(np.asarray(self).reshape(()))
+
+    def __complex__(self) -> complex:
+        return complex(np.asarray(self).reshape(()))
+
+    def item(self, *args):
+        """The one value (numpy's ``item``), a Python number."""
+        return np.asarray(self).item(*args)
+
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its value (``f"{A.sum():.3f}"``)."""
+        return format(self.item(), spec) if self.size == 1 and spec else \
+            object.__format__(self, spec)
 
     # -- reductions ---------------------------------------------------------------------
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
@@ -269,8 +299,10 @@ class ArrayOps:
             return _cast(self.astype(dtype).mean(axis, keepdims=keepdims), dtype)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
-        total = lazy.LazyTensor(lazy.reduce(lazy.as_node(self), axes, "sum"))
         count = int(np.prod([self.shape[k] for k in axes], dtype=np.int64))
+        if _complex().is_complex(self):
+            return self.sum(axis, keepdims=keepdims) / count
+        total = lazy.LazyTensor(lazy.reduce(lazy.as_node(self), axes, "sum"))
         result = finish(lazy.apply("divide", total, count), (self,))
         return _kept(result, axes, self.ndim) if keepdims else result
 
@@ -282,6 +314,21 @@ class ArrayOps:
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         _no_options("std", out=out)
         return _entry_reductions().var(self, axis, dtype, ddof, keepdims, std=True)
+
+    @property
+    def real(self):
+        """The real parts (this tensor's index arrays, new values)."""
+        return _complex().parts(self)[0]
+
+    @property
+    def imag(self):
+        return _complex().parts(self)[1]
+
+    def round(self, decimals: int = 0, out=None):
+        return np.round(self, decimals, out=out)
+
+    def conj(self):
+        return np.conjugate(self)
 
     def todense(self) -> np.ndarray:
         """The dense values as a numpy array (pydata/sparse's name for it)."""
@@ -304,6 +351,8 @@ class ArrayOps:
         """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
         entry counting, a stored one or the fill, as in numpy's dense reduction."""
         _no_options(name, out=out)
+        if _complex().is_complex(self):
+            return _complex().reduction(self, name, axis, keepdims)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
         result = finish(lazy.reduce(lazy.as_node(self), axes, name), (self,))
@@ -334,12 +383,20 @@ class ArrayOps:
             return getattr(inputs[0], _REDUCTIONS[ufunc.__name__])(axis=axis,
                                                                  keepdims=keepdims)
         if method == "__call__" and kwargs.get("out") is not None:
-            raise TypeError(f"np.{ufunc.__name__}(..., out=): tensors are not written in "
-                            "place; use the result")
+            options = {k: v for k, v in kwargs.items() if k != "out"}
+            return _functions().written_into(kwargs["out"], ufunc(*inputs, **options),
+                                             f"np.{ufunc.__name__}")
+        if method == "outer" and len(inputs) == 2 and not kwargs:
+            return _functions().array_extras.outer(ufunc, *inputs)
         if method != "__call__":
             return NotImplemented
+        if ufunc.signature is not None and ufunc is not np.matmul:  # vecdot, matvec
+            return _functions().gufunc(ufunc, {k: v for k, v in kwargs.items()
+                                               if k != "out" or v is not None}, inputs)
         _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
                                                if k not in ("out", "dtype")})
+        if ufunc is not np.matmul and _complex().any_complex(inputs):
+            return _ufuncs().on_entries(ufunc, inputs, kwargs)  # numpy's complex arithmetic
         if any(lazy.as_node(x) is None for x in inputs):
             return NotImplemented
         if ufunc is np.matmul:
@@ -354,7 +411,7 @@ class ArrayOps:
         return finish(lazy.apply(name, *inputs), inputs)
 
     def __array_function__(self, func, types, args, kwargs):
-        handler = _handlers().get(func)
+        handler = _functions().handlers().get(func)
         if handler is None or not all(issubclass(t, (ArrayOps, np.ndarray)) for t in types):
             return NotImplemented  # numpy raises a TypeError naming the function
         return handler(*args, **kwargs)
@@ -375,13 +432,6 @@ def _cast(result, dtype):
     return result.astype(dtype) if isinstance(result, ArrayOps) else np.dtype(dtype).type(result)
 
 
-def _nan_reduction(name: str) -> Callable:
-    def call(a, axis=None, dtype=None, out=None, keepdims=False, **options):
-        _no_options(f"np.{name}", out=out, **options)
-        return getattr(_entry_reductions(), name)(a, axis, dtype, keepdims)
-    return call
-
-
 def _kept(result, axes: tuple[int, ...], ndim: int):
     """``keepdims=True``: the reduced axes back with extent 1 (computed, then reshaped)."""
     from .tensor import Tensor
@@ -390,107 +440,3 @@ def _kept(result, axes: tuple[int, ...], ndim: int):
     shape = [1 if k in axes else None for k in range(ndim)]
     rest = iter(values.shape)
     return Tensor.from_numpy(values.reshape([next(rest) if e is None else 1 for e in shape]))
-
-
-def _nodes(*values):
-    lazy = _lazy_module()
-    nodes = [lazy.as_node(v) for v in values]
-    if any(n is None for n in nodes):
-        bad = next(v for v, n in zip(values, nodes) if n is None)
-        raise TypeError(f"cannot use a {type(bad).__name__} as a tensor operand")
-    return nodes
-
-
-def _dot(a, b, out=None):
-    _no_options("np.dot", out=out)
-    return finish(_products().dot(*_nodes(a, b)), (a, b))
-
-
-def _tensordot(a, b, axes=2):
-    return finish(_products().tensordot(*_nodes(a, b), axes), (a, b))
-
-
-def _einsum(*args, out=None, dtype=None, optimize=False, **options):
-    """numpy's einsum, string or sublist form; more than two operands whose storage
-    orders conflict in one kernel are contracted pairwise (einsum_forms.pairwise)."""
-    _no_options("np.einsum", out=out, **options)
-    from .ir.errors import ScheduleError  # loads the compiler, on first use as above
-
-    subscripts, operands = (args[0], list(args[1:])) if isinstance(args[0], str) \
-        else sublists_to_string(args)
-    lazy = _lazy_module()
-    try:
-        result = finish(_products().einsum(subscripts, *operands), tuple(operands))
-    except ScheduleError:
-        if len(operands) <= 2 or any(isinstance(x, lazy.LazyTensor) for x in operands):
-            raise
-        terms, output = expanded(subscripts, [np.shape(x) for x in operands])
-        result, term = operands[0], terms[0]
-        for _, k, letters in pairwise(terms, output):
-            result = finish(_products().einsum(f"{term},{terms[k]}->{letters}", result,
-                                               operands[k]), (result, operands[k]))
-            term = letters
-    return result if dtype is None else _cast(result, dtype)
-
-
-def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    return _shape_ops().reshape(a, newshape if shape is None else shape, order)
-
-
-def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    _no_options("np.concatenate", out=out)
-    result = _shape_ops().concatenate(arrays, axis)
-    return result if dtype is None else result.astype(dtype)
-
-
-def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    _no_options("np.stack", out=out)
-    result = _shape_ops().stack(arrays, axis)
-    return result if dtype is None else result.astype(dtype)
-
-
-def _where(condition, x=None, y=None):
-    if x is None and y is None:  # np.where(c): the coordinates of nonzeros
-        return tuple(np.nonzero(np.asarray(condition)))
-    return finish(_lazy_module().apply("where", condition, x, y), (condition, x, y))
-
-
-def _on_dense(function: Callable) -> Callable:
-    """``function`` on the operands' dense values (comparisons of results)."""
-    def call(*args, **kwargs):
-        dense = [np.asarray(a) if isinstance(a, ArrayOps) else a for a in args]
-        return function._implementation(*dense, **kwargs)
-    return call
-
-
-def _method(name: str) -> Callable:
-    def call(a, *args, **kwargs):
-        return getattr(a, name)(*args, **kwargs)
-    return call
-
-
-@cache
-def _handlers() -> dict[Callable, Callable]:
-    """numpy functions dispatched to this front end; any other raises numpy's TypeError."""
-    return {
-        np.sum: _method("sum"), np.max: _method("max"), np.amax: _method("max"),
-        np.min: _method("min"), np.amin: _method("min"), np.prod: _method("prod"),
-        np.mean: _method("mean"), np.var: _method("var"), np.std: _method("std"),
-        **{getattr(np, n): _nan_reduction(n)
-           for n in ("nansum", "nanprod", "nanmax", "nanmin", "nanmean")},
-        np.any: _method("any"), np.all: _method("all"),
-        np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: _dot, np.tensordot: _tensordot,
-        np.einsum: _einsum, np.where: _where,
-        np.reshape: _reshape, np.squeeze: _method("squeeze"),
-        np.swapaxes: _method("swapaxes"), np.broadcast_to: _method("broadcast_to"),
-        np.expand_dims: lambda a, axis: _shape_ops().expand_dims(a, axis),
-        np.moveaxis: lambda a, source, destination: _shape_ops().moveaxis(a, source,
-                                                                          destination),
-        np.concatenate: _concatenate, np.stack: _stack,
-        np.roll: lambda a, shift, axis=None: _shape_ops().roll(a, shift, axis),
-        np.result_type: lambda *args: np.result_type(
-            *[a.dtype if isinstance(a, ArrayOps) else a for a in args]),
-        np.ravel: lambda a, order="C": _shape_ops().reshape(a, -1, order),
-        np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
-        **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},
-    }

@@ -16,22 +16,25 @@ class PydataNames:
 
     @property
     def coords(self) -> np.ndarray:
-        """The stored entries' coordinates, (order, nnz), sorted in C order."""
-        return self.to_coo()[0]
+        """The stored entries' coordinates, (order, nnz), sorted in C order; read-only,
+        as writing them would not change the tensor."""
+        return _read_only(self.to_coo()[0])
 
     @property
     def data(self) -> np.ndarray:
-        """The stored entries' values, in the order of ``coords``."""
-        return self.to_coo()[1]
+        """The stored entries' values, in the order of ``coords``; read-only."""
+        return _read_only(self.to_coo()[1])
 
     def to_scipy_sparse(self, accept_fv=None):
-        """A scipy.sparse COO matrix of a 2-d tensor. scipy's fill is 0: another fill
-        is refused unless ``accept_fv`` names it, and then only the stored entries go."""
-        accepted = [0, *np.atleast_1d(accept_fv if accept_fv is not None else [])]
-        if not any(self.fill_value == v or (np.isnan(self.fill_value) and np.isnan(v))
-                   for v in accepted):
-            raise ValueError(f"this tensor's fill value is {self.fill_value}, not 0; pass "
-                             "accept_fv= to convert its stored entries anyway")
+        """A scipy.sparse COO matrix of a 2-d tensor. scipy's fill is 0: the tensor's
+        fill must be one ``accept_fv`` names (a value or a list; 0 where None, as
+        pydata/sparse's), and where it is not 0 only the stored entries go."""
+        accepted = [0] if accept_fv is None else np.atleast_1d(accept_fv).tolist()
+        fill = self.fill_value
+        if not any(fill == v or (np.isnan(fill) and np.isnan(v)) for v in accepted):
+            raise ValueError(f"fill_value={fill} but should be in {accepted}. (scipy.sparse "
+                             "reads entries not stored as 0; name the fill in accept_fv= "
+                             "to convert the stored entries anyway)")
         if self.fill_value == 0:
             return self.to_scipy("coo")
         import scipy.sparse  # loaded on first use, as convert.to_scipy does
@@ -45,3 +48,9 @@ class PydataNames:
 
     def tocsc(self):
         return self.to_scipy("csc")
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view

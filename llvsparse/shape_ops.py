@@ -42,7 +42,8 @@ def _moved(tensor: Tensor, shape: tuple[int, ...], numpy_op, coords_op) -> Tenso
     """``tensor`` moved into ``shape``: by ``numpy_op`` on its dense values if it is
     dense, else by ``coords_op`` on its stored entries' coordinates."""
     if is_dense(tensor):
-        return Tensor.from_numpy(np.ascontiguousarray(numpy_op(tensor.to_numpy())))
+        return Tensor.from_numpy(np.ascontiguousarray(numpy_op(tensor.to_numpy())),
+                                 fill=tensor.fill_value)
     coords, values = tensor.to_coo()
     new_coords, values = coords_op(coords, values)
     return _sparse(new_coords, values, shape, tensor.fill_value)
@@ -68,20 +69,21 @@ def new_shape(shape: object, size: int) -> tuple[int, ...]:
 
 
 def reshape(value: object, shape: object, order: str | None = "C") -> Tensor:
-    """The entries in ``shape``, read in C order (``order="F"`` is refused)."""
-    if order not in ("C", None):
-        raise NotImplementedError(f"reshape with order={order!r}: only 'C' is supported")
+    """The entries in ``shape``, read in C order (or F: the first index fastest)."""
+    if order not in ("C", "F", None):
+        raise ValueError(f"reshape order must be 'C' or 'F', not {order!r}")
+    order = order or "C"
     tensor = tensor_of(value, "reshape")
     target = new_shape(shape, tensor.size)
     if target == tensor.shape:
         return tensor
 
     def coords_op(coords, values):
-        flat = np.ravel_multi_index(tuple(coords), tensor.shape) if tensor.order else \
-            np.zeros(len(values), np.int64)
-        return np.array(np.unravel_index(flat, target), np.int64).reshape(
+        flat = np.ravel_multi_index(tuple(coords), tensor.shape, order=order) \
+            if tensor.order else np.zeros(len(values), np.int64)
+        return np.array(np.unravel_index(flat, target, order=order), np.int64).reshape(
             len(target), -1), values
-    return _moved(tensor, target, lambda a: a.reshape(target), coords_op)
+    return _moved(tensor, target, lambda a: a.reshape(target, order=order), coords_op)
 
 
 def _new_axes(axis: object, ndim: int) -> list[int]:

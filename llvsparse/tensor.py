@@ -29,7 +29,8 @@ from .tensor_convert import FormatConversions, SameObjects
 from .validate import check_descriptor
 from .walk import Walk, entries_per_coordinate, walk_levels
 
-VALUE_DTYPES = ("float64", "float32", "int64", "int32", "bool")
+VALUE_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64",
+                "uint32", "uint16", "uint8", "bool", "complex128", "complex64")
 INDEX_LIMIT = 2**31 - 1
 
 
@@ -173,8 +174,8 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
                 arrays.append({"pos": np.array([0, len(values)], dtype=idx), "crd": crd})
             else:
                 arrays.append({"crd": crd})
-        if not shape:
-            values = values if len(values) else np.zeros(1, values.dtype)
+        if not shape:  # a 0-d tensor holds its one value: the fill where none is given
+            values = values if len(values) else np.full(1, fill, values.dtype)
         return cls(shape, fmt, values.dtype, idx, [shape[m] for m in modes], arrays,
                    [{} for _ in modes], values, fill, name=name)._seal()._mark_valid()
 
@@ -205,7 +206,7 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
         if array.ndim == 0:
             return cls.from_coo(np.zeros((0, 1), np.int64), array.reshape(1), (), fmt,
                                 dtype, index_dtype, name)
-        stored = ~np.isnan(array) if np.isnan(fmt.fill) else array != fmt.fill
+        stored = _differs(array, fmt.fill)
         coords = np.array(np.nonzero(stored), dtype=np.int64).reshape(array.ndim, -1)
         return cls.from_coo(coords, array[tuple(coords)], array.shape, fmt, dtype,
                             index_dtype, name)
@@ -464,10 +465,12 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
     def __getitem__(self, indices):
         """Index notation (``A[i, j]`` with index variables), or a slice of the tensor
         without a copy (``A[2:10:2, :]``, ``A[:, 5]``, ``A[1, 2]``; see views.py)."""
-        from . import views
+        from . import fancy_index, views
 
         if views.is_window_key(indices):
             return views.view(self, indices)
+        if fancy_index.is_index_key(indices):
+            return fancy_index.getitem(self, indices)
         return access(self, indices)
 
     def __setitem__(self, indices, value) -> None:
@@ -489,14 +492,28 @@ class Tensor(FormatConversions, PydataNames, ArrayOps):
         self.__dict__.update({k: v for k, v in result.__dict__.items() if k != "name"})
 
 
+def _differs(array: np.ndarray, fill) -> np.ndarray:
+    """Where ``array`` is not ``fill``, NaN equal to NaN (part by part for complex)."""
+    if array.dtype.kind == "c":
+        fill = complex(fill)
+        return _differs(array.real, fill.real) | _differs(array.imag, fill.imag)
+    return ~np.isnan(array) if np.isnan(fill) else array != fill
+
+
 def _filled(fmt: Format, fill, dtype) -> Format:
     """``fmt`` with the fill value ``fill`` (None: the format's own), which values of
     ``dtype`` must be able to hold: an int32 tensor cannot have fill NaN."""
     if fill is not None:
         fmt = fmt.with_fill(checked_fill(fill))
     value = fmt.fill
-    if np.dtype(dtype).kind in "iub" and not (np.isfinite(value) and value == int(value)):
+    kind = np.dtype(dtype).kind
+    if isinstance(value, complex) and kind != "c":
         raise ValueError(f"a {np.dtype(dtype)} tensor cannot have fill value {value}")
+    if kind in "iub" and not (np.isfinite(value) and value == int(value)):
+        raise ValueError(f"a {np.dtype(dtype)} tensor cannot have fill value {value}")
+    if kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        raise ValueError(f"a {np.dtype(dtype)} tensor cannot have fill value {value} "
+                         "(out of its range)")
     if np.dtype(dtype).kind == "b" and value not in (0, 1):
         raise ValueError(f"a bool tensor's fill value is 0 or 1, not {value}")
     return fmt

@@ -20,7 +20,7 @@ from .tensor import Tensor
 _NAMED = ("csr", "csc", "coo")
 
 
-def _format_of(tensor: Tensor) -> str:
+def named_format(tensor: Tensor) -> str:
     """The named format the result keeps (pydata's COO for anything else)."""
     name = getattr(tensor.format, "name", None)
     return name if name in _NAMED and tensor.format.levels and \
@@ -54,7 +54,7 @@ def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tensor:
     if not sparse or any(t.shape != shape for t in tensors) or any(np.ndim(x) for x in others):
         dense = [np.asarray(x) if isinstance(x, Tensor) else x for x in operands]
         return Tensor.from_numpy(np.asarray(ufunc(*dense, **options)))
-    coords, columns = _aligned(tensors)
+    coords, columns = aligned(tensors)
     values = ufunc(*[columns[id(x)] if isinstance(x, Tensor) else x for x in operands],
                    **options)
     fill = ufunc(*[np.asarray(_fill(x), x.dtype) if isinstance(x, Tensor) else x
@@ -62,7 +62,7 @@ def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tensor:
     values = np.asarray(values)
     if values.dtype != np.asarray(fill).dtype:
         values = values.astype(np.result_type(values, fill))
-    return Tensor.from_coo(coords, values, shape, _format_of(sparse[0]), dtype=values.dtype,
+    return Tensor.from_coo(coords, values, shape, named_format(sparse[0]), dtype=values.dtype,
                            fill=np.asarray(fill).item())
 
 
@@ -70,7 +70,7 @@ def _fill(tensor: Tensor) -> object:
     return tensor.fill_value if not _is_dense(tensor) else 0
 
 
-def _aligned(tensors: list[Tensor]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+def aligned(tensors: list[Tensor]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """The union of the tensors' stored coordinates, and each tensor's values there (its
     fill where it stores nothing), keyed by ``id``."""
     shape = tensors[0].shape

@@ -72,7 +72,9 @@ def is_window_key(indices) -> bool:
     variables for index notation."""
     keys = indices if isinstance(indices, tuple) else (indices,)
     return all(k is Ellipsis or isinstance(k, (slice, int, np.integer))
-               and not isinstance(k, (bool, np.bool_)) for k in keys)
+               and not isinstance(k, (bool, np.bool_))
+               and not (isinstance(k, slice) and k.step is not None and k.step < 0)
+               for k in keys)
 
 
 def view(tensor: Tensor, indices):

@@ -150,6 +150,11 @@ _NUMPY_FUNCTIONS = ("sum", "prod", "max", "min", "mean", "std", "var", "nansum",
                     "count_nonzero", "unique_values", "vecdot", "permute_dims")
 
 
+# pydata functions whose numpy namesake lacks their options: llvsparse's own, as a user
+# switching writes ``ls.sort(x, descending=True)``.
+_OWN_FUNCTIONS = ("sort",)
+
+
 def _patch() -> None:
     for name in ("COO", "GCXS", "DOK"):
         setattr(sparse, name, _mapped_class(_ORIGINAL[name]))
@@ -160,6 +165,8 @@ def _patch() -> None:
     for name in _NUMPY_FUNCTIONS:
         if hasattr(np, name) and hasattr(sparse, name):
             setattr(sparse, name, getattr(np, name))
+    for name in _OWN_FUNCTIONS:  # numpy's lacks pydata's options (sort's descending=)
+        setattr(sparse, name, getattr(ls, name))
     sparse.elemwise = elemwise
     utils.assert_eq = assert_eq
 

@@ -13,7 +13,8 @@ from ...ir.operators import Node, Operator, Param, Template
 _ELEMENT = {
     "float64": ir.DoubleType(), "float32": ir.FloatType(), "int64": ir.IntType(64),
     "int32": ir.IntType(32), "int16": ir.IntType(16), "int8": ir.IntType(8),
-    "bool": ir.IntType(8),
+    "uint64": ir.IntType(64), "uint32": ir.IntType(32), "uint16": ir.IntType(16),
+    "uint8": ir.IntType(8), "float16": ir.HalfType(), "bool": ir.IntType(8),
 }
 
 
@@ -54,11 +55,11 @@ def convert(builder: ir.IRBuilder, value: ir.Value, src: str, dst: str) -> ir.Va
         if sk == "f":
             wider = np.dtype(dst).itemsize > np.dtype(src).itemsize
             return builder.fpext(value, target) if wider else builder.fptrunc(value, target)
-        return builder.uitofp(value, target) if sk == "b" else builder.sitofp(value, target)
+        return builder.uitofp(value, target) if sk in "bu" else builder.sitofp(value, target)
     if sk == "f":
-        return builder.fptosi(value, target)
+        return builder.fptoui(value, target) if dk == "u" else builder.fptosi(value, target)
     if value.type.width < target.width:
-        return builder.zext(value, target) if sk == "b" else builder.sext(value, target)
+        return builder.zext(value, target) if sk in "bu" else builder.sext(value, target)
     return builder.trunc(value, target) if value.type.width > target.width else value
 
 
@@ -157,7 +158,7 @@ def _compare(symbol: str) -> Callable[[ir.IRBuilder, list[ir.Value], str], ir.Va
         if k == "f":
             test = builder.fcmp_unordered if symbol == "!=" else builder.fcmp_ordered
             truth = test(symbol, a, b)
-        elif k == "b":
+        elif k in "bu":
             truth = builder.icmp_unsigned(symbol, a, b)
         else:
             truth = builder.icmp_signed(symbol, a, b)
@@ -181,7 +182,7 @@ def _extreme(symbol: str) -> Callable[[ir.IRBuilder, list[ir.Value], str], ir.Va
         if k == "f":
             first = builder.or_(builder.fcmp_ordered(symbol, a, b),
                                 builder.fcmp_unordered("uno", a, a))
-        elif k == "b":
+        elif k in "bu":
             first = builder.icmp_unsigned(symbol, a, b)
         else:
             first = builder.icmp_signed(symbol, a, b)
@@ -203,7 +204,7 @@ def _abs(builder: ir.IRBuilder, args: list[ir.Value], dtype: str) -> ir.Value:
     k = _kind(dtype)
     if k == "f":
         return _intrinsic(builder, "llvm.fabs", [x])
-    if k == "b":
+    if k in "bu":
         return x
     return builder.select(builder.icmp_signed("<", x, ir.Constant(x.type, 0)),
                           builder.neg(x), x)
