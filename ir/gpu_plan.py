@@ -1,11 +1,23 @@
-"""The GPU mapping of a kernel: which loop the grid splits, and the block size.
+"""The GPU mapping of a kernel: which loop the grid splits, how, and the block size.
 
 A planning rule over the loop IR, so the backend only translates what it is told: the
 loop the ``thread rows`` pass marked (the output's first index, where each coordinate
-writes only its own rows of a dense-like output) is tagged ``gpu_block`` and
-``gpu_thread``: a global thread index (blockIdx * blockDim + threadIdx) takes one
-coordinate of it. Anything else is refused with a ``GpuMappingError`` naming the
-construct, never compiled into a kernel that races.
+writes only its own rows) is tagged for the grid. Its schedule says how threads share it:
+
+- ``thread_per_row``: tags ``gpu_block``, ``gpu_thread``; the global thread index
+  (blockIdx * blockDim + threadIdx) takes one coordinate of the loop.
+- ``nonzero_split``: adds ``nonzero split``: each thread takes a range of coordinates
+  holding about ``entries`` stored entries of the operands under the loop, split points
+  found on the host by a search over the running count of entries per coordinate (heavy
+  rows get a thread to themselves), so skewed rows do not leave most threads idle.
+- ``count_fill``: adds ``count``, ``fill``: an assembled (sparse) output, sized on the
+  host before the launch: a grid of threads counts each row's entries, the host scans
+  the counts into offsets and allocates the output exactly, a second grid fills it. The
+  device never allocates.
+
+``default_schedule`` is the autoscheduler's rule per kernel class. Anything without a
+mapping is refused with a ``GpuMappingError`` naming the construct, never compiled into
+a kernel that races.
 """
 
 from __future__ import annotations
@@ -18,8 +30,17 @@ from .parallel import dense_like
 from .types import TensorType
 
 GPU_BLOCK = "gpu_block"  # the loop's range is split over the grid's blocks
-GPU_THREAD = "gpu_thread"  # ... and over each block's threads: one coordinate a thread
+GPU_THREAD = "gpu_thread"  # ... and over each block's threads
+NONZERO_SPLIT_TAG = "nonzero split"  # ... a range of coordinates a thread, by entries
+COUNT_TAG, FILL_TAG = "count", "fill"  # ... run twice: count a row's entries, then fill
 BLOCK_SIZE = 128  # threads per block: four warps, a full occupancy unit on sm_70..sm_90
+ENTRIES_PER_THREAD = 32  # nonzero split: a thread's share of stored entries
+
+THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL = "thread_per_row", "nonzero_split", "count_fill"
+SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL)
+_TAGS = {THREAD_PER_ROW: (GPU_BLOCK, GPU_THREAD),
+         NONZERO_SPLIT: (GPU_BLOCK, GPU_THREAD, NONZERO_SPLIT_TAG),
+         COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG)}
 
 
 class GpuMappingError(ValueError):
@@ -29,49 +50,89 @@ class GpuMappingError(ValueError):
 @dataclass(frozen=True)
 class GpuPlan:
     """How a kernel maps onto the grid: ``program`` with the split loop tagged, its
-    ``index``, and the threads per block."""
+    ``index``, the ``schedule`` (one of SCHEDULES), the threads per block, and (nonzero
+    split) the stored entries a thread takes."""
 
     program: Program
     index: str
     block: int = BLOCK_SIZE
+    schedule: str = THREAD_PER_ROW
+    entries: int = ENTRIES_PER_THREAD
 
-    def grid(self, extent: int) -> int:
-        """Blocks that cover ``extent`` coordinates of the split loop, one per thread."""
-        if extent < 0:
-            raise ValueError(f"a loop extent cannot be negative, not {extent}")
-        return max(1, -(-extent // self.block))
+    def grid(self, threads: int) -> int:
+        """Blocks that hold ``threads`` threads (at least one block)."""
+        if threads < 0:
+            raise ValueError(f"a thread count cannot be negative, not {threads}")
+        return max(1, -(-threads // self.block))
+
+    @property
+    def assembles(self) -> bool:
+        """Whether the output is assembled by a count grid and a fill grid."""
+        return self.schedule == COUNT_FILL
 
 
-def _retag(node: Node, target: LoopNode) -> Node:
-    """``node`` with the loop ``target`` (by identity) tagged for the grid."""
+def _retag(node: Node, target: LoopNode, tags: tuple[str, ...]) -> Node:
+    """``node`` with the loop ``target`` (by identity) tagged with ``tags``."""
     if node is target:
-        return tag(tag(node, GPU_BLOCK), GPU_THREAD)
+        for mapping in tags:
+            node = tag(node, mapping)
+        return node
     if isinstance(node, Block):
-        return Block(tuple(_retag(item, target) for item in node.items))
+        return Block(tuple(_retag(item, target, tags) for item in node.items))
     if isinstance(node, If):
-        return If(node.condition, _retag(node.then, target))
+        return If(node.condition, _retag(node.then, target, tags))
     if isinstance(node, Loop):
-        return replace(node, body=_retag(node.body, target))
+        return replace(node, body=_retag(node.body, target, tags))
     if isinstance(node, Merge):
-        return replace(node, cases=tuple(Case(c.present, _retag(c.body, target))
+        return replace(node, cases=tuple(Case(c.present, _retag(c.body, target, tags))
                                          for c in node.cases))
     return node
 
 
-def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE) -> GpuPlan:
-    """The GPU mapping of ``program``: a thread per coordinate of the loop over the
-    output's first index, where CPU threads may split it too (``splittable``: the
-    kernel's parallel mode, ir/parallel.py, so no loop outside it walks an operand's
-    modes, which every thread would then walk whole)."""
+def _assembled(program: Program) -> bool:
+    return not dense_like(TensorType(program.output_levels, 0, program.dtype, "int32"))
+
+
+def _walks_positions_below(split: LoopNode) -> bool:
+    """Whether a loop under ``split`` steps over a level's stored entries (rows of
+    varying length: the work per coordinate of the split loop varies)."""
+    return any(isinstance(loop, Loop) and loop.over == "positions" or isinstance(loop, Merge)
+               for loop in loops_of(split)[1:])
+
+
+def default_schedule(program: Program, split: LoopNode) -> str:
+    """The autoscheduler's GPU schedule per kernel class: an assembled output is counted
+    then filled (the only way to size it on the host); where the split loop's
+    coordinates lead to runs of stored entries (CSR SpMV, SpMM, SDDMM, adds), threads
+    share entries, not rows (nonzero split); a split loop whose coordinates are stored
+    entries themselves (a coordinate list's rows) or lead to fixed work runs a thread per
+    coordinate."""
+    if _assembled(program):
+        return COUNT_FILL
+    if split.over == "coordinates" and _walks_positions_below(split):
+        return NONZERO_SPLIT
+    return THREAD_PER_ROW
+
+
+def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
+             schedule: str | None = None, entries: int = ENTRIES_PER_THREAD) -> GpuPlan:
+    """The GPU mapping of ``program``: threads over the loop over the output's first
+    index, where CPU threads may split it too (``splittable``: the kernel's parallel
+    mode, ir/parallel.py, so no loop outside it walks an operand's modes, which every
+    thread would then walk whole). ``schedule``: one of SCHEDULES, None for the
+    default rule's."""
     if not isinstance(block, int) or not 1 <= block <= 1024 or block % 32:
         raise ValueError(f"a GPU block holds a multiple of 32 threads, at most 1024, "
                          f"not {block!r}")
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(f"unknown GPU schedule {schedule!r}; choose one of "
+                         f"{', '.join(SCHEDULES)}")
+    if not isinstance(entries, int) or entries < 1:
+        raise ValueError(f"a nonzero split gives each thread at least one entry, not "
+                         f"{entries!r}")
     if program.nests != 1:
         raise GpuMappingError(f"a kernel of {program.nests} loop nests (an additive "
                               "statement split) has no GPU mapping yet")
-    if not dense_like(TensorType(program.output_levels, 0, program.dtype, "int32")):
-        raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet: it needs "
-                              "a count pass sizing it on the host before the launch")
     split = [loop for loop in loops_of(program.root) if THREAD_ROWS in loop.tags]
     if not split or not splittable:
         raise GpuMappingError("no loop of this kernel has a GPU thread mapping yet: none "
@@ -79,4 +140,12 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE) -> Gpu
                               "writing only its own rows and no loop outside it walking "
                               "an operand's modes")
     first = split[0]
-    return GpuPlan(replace(program, root=_retag(program.root, first)), first.index, block)
+    chosen = schedule or default_schedule(program, first)
+    if _assembled(program) != (chosen == COUNT_FILL):
+        raise GpuMappingError(
+            f"GPU schedule {chosen} is for a dense-like output; an assembled (sparse) "
+            "output needs count_fill" if chosen != COUNT_FILL else
+            "GPU schedule count_fill assembles a sparse output; this kernel's output is "
+            "dense-like (use thread_per_row or nonzero_split)")
+    root = _retag(program.root, first, _TAGS[chosen])
+    return GpuPlan(replace(program, root=root), first.index, block, chosen, entries)

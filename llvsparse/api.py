@@ -21,11 +21,12 @@ from .diagonals import PATTERN_FORMAT, diagonal_pattern
 from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
-from .gpu_call import emulated_call, gpu_plan
+from .gpu_call import device_code, device_phases, emulated_call, gpu_plan
 from .gpu_device import device_call
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
+from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.gpu_plan import GpuPlan
 from .ir.loops import Program
 from .ir.loops import show as show_loops
@@ -63,10 +64,15 @@ class Kernel:
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
-                 finite: bool = False, counting: bool = False, target: str = "cpu"):
+                 finite: bool = False, counting: bool = False, target: str = "cpu",
+                 gpu_schedule: str | None = None):
         checked_policy(workspace)
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+        if gpu_schedule is not None and gpu_schedule not in GPU_SCHEDULES:
+            raise ValueError(f"gpu_schedule must be one of {', '.join(GPU_SCHEDULES)} or "
+                             f"None (the rule of ir/gpu_plan.py), not {gpu_schedule!r}")
+        self.gpu_schedule = gpu_schedule  # how the GPU grid splits the kernel's work
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
         # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py);
         # "cuda": on a GPU through cuda-python (gpu_device.py). Code per instance:
@@ -279,6 +285,16 @@ class Kernel:
                              lazy=False).jit
         return inst
 
+    def count_fill_code(self, inst: Instance) -> JitKernel:
+        """``inst``'s code with its sparse output assembled in count and fill phases
+        wherever its levels allow (a GPU's way: gpu_call.py), built again where the CPU
+        code gathers instead."""
+        code = self.code_of(inst).jit
+        if "count" in code.assembly:
+            return code
+        return build(self._request(inst.types), inst.types, inst.conversions, lazy=False,
+                     count_fill=True).jit
+
     @property
     def llvm_ir(self) -> str:
         return self._with_code().jit.llvm_ir
@@ -310,8 +326,9 @@ class Kernel:
         """PTX of the planned device kernel for an NVIDIA GPU of compute capability
         ``sm`` (needs no GPU); GpuMappingError where the kernel has no GPU mapping yet."""
         inst = self._with_code()
-        gpu_plan(self, inst)
-        return emit_ptx(inst.jit.llvm_ir, inst.jit.name, sm)
+        plan = gpu_plan(self, inst)
+        code = device_code(self, inst, plan)
+        return emit_ptx(code.llvm_ir, code.name, sm, device_phases(plan))
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
         """Write an object file (``.o``) or shared library (``.so``) plus a C header."""
@@ -447,7 +464,7 @@ class Kernel:
         if parallel:
             var = self._assignment.lhs.indices[inst.parallel_mode].name
             plan = self._plan(out_shape[inst.parallel_mode], threads,
-                              self._entries_per_row(inputs, var))
+                              self.entries_per_row(inputs, var))
         out_format = self.formats[out].with_fill(inst.types[out].fill)
         bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
         bound.refreshes = refreshes
@@ -504,7 +521,7 @@ class Kernel:
         self._last_plan = ((extent, threads), weights, plan)
         return plan
 
-    def _entries_per_row(self, inputs: dict[str, Tensor], var: str) -> list[np.ndarray]:
+    def entries_per_row(self, inputs: dict[str, Tensor], var: str) -> list[np.ndarray]:
         """Stored entries under each coordinate of ``var`` (the split loop's index) in
         each sparse input whose first level stores it: their sum evens out threads' work."""
         parts = []
@@ -562,7 +579,8 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
-            counting: bool = False, target: str = "cpu", **formats: object) -> Kernel:
+            counting: bool = False, target: str = "cpu", gpu_schedule: str | None = None,
+            **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -575,9 +593,12 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     "cpu" (native code), or "interpret": each call walks the kernel's loop IR in Python
     over the operands' arrays (slow; a check that the loop IR says all a kernel does),
     "cuda" (the planned device kernel on a GPU, through cuda-python: the ``cuda`` extra)
-    or "cuda-emulated" (the same device kernel run over its grid on the CPU)."""
+    or "cuda-emulated" (the same device kernel run over its grid on the CPU).
+    ``gpu_schedule``: how a GPU grid splits the work ("thread_per_row", "nonzero_split",
+    "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
-                  precompute=precompute, counting=counting, target=target)
+                  precompute=precompute, counting=counting, target=target,
+                  gpu_schedule=gpu_schedule)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

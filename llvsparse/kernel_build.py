@@ -57,20 +57,22 @@ def build_converting(request: Request, types: dict[str, TensorType],
 
 
 def build(request: Request, types: dict[str, TensorType], conversions: dict[str, Format],
-          lazy: bool = True) -> Instance:
+          lazy: bool = True, count_fill: bool = False) -> Instance:
     """Lower and compile. ``lazy``: a kernel with two forms compiles its other form
     when first asked for (``JitKernel.other``), in a module of its own; otherwise
-    both go in one module (what inspection and export show)."""
+    both go in one module (what inspection and export show). ``count_fill``: a sparse
+    output is assembled in count and fill phases wherever its levels allow, even where
+    CPU threads would rather gather (a GPU has no buffers to gather into)."""
     start = time.perf_counter()
     converted = {n: tuple(lv.mode for lv in fmt.levels) for n, fmt in conversions.items()}
     lowered = lower_kernel(request, types, converted)
     if isinstance(lowered, Refused):
         raise lowered.error
-    return _finish(lowered, request, conversions, start, lazy)
+    return _finish(lowered, request, conversions, start, lazy, count_fill)
 
 
 def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
-            start: float, lazy: bool = True) -> Instance:
+            start: float, lazy: bool = True, count_fill: bool = False) -> Instance:
     """The lowered kernel's other phases and form, compiled into an instance computing
     in ``request.dtype`` (its result is of the output's dtype: bool for ``A(i) < 0.5``)."""
     dtype, fastmath = request.dtype, request.fastmath
@@ -78,7 +80,9 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
         lowered.module
     order = request.order  # the output first, then the inputs
     mode = parallel_mode(nests, types, order[0])
-    phases = SPLIT_PHASES if builder.can_split_assembly() else \
+    splits = builder.can_split_assembly() or (
+        count_fill and builder.rows_outermost() and builder.output.splittable())
+    phases = SPLIT_PHASES if splits else \
         GATHER_PHASES if builder.can_gather_assembly() else ()
     phases, other_form = variants_within_budget(case_count(lowered.program), phases,
                                                 bool(builder.form_choices))
