@@ -24,7 +24,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .loops import Block, Case, If, Loop, LoopNode, Merge, Node, Program, loops_of, tag
+from .loops import (
+    Allocate,
+    Block,
+    Case,
+    If,
+    Loop,
+    LoopNode,
+    Merge,
+    Node,
+    Program,
+    loops_of,
+    tag,
+    walk,
+)
 from .opt.passes import THREAD_ROWS
 from .parallel import dense_like
 from .types import TensorType
@@ -133,6 +146,12 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
     if program.nests != 1:
         raise GpuMappingError(f"a kernel of {program.nests} loop nests (an additive "
                               "statement split) has no GPU mapping yet")
+    workspace = next((n for n in walk(program.root) if isinstance(n, Allocate) and n.layout),
+                     None)
+    if workspace is not None:
+        raise GpuMappingError(f"a workspace ({workspace.name}: {workspace.layout}) has no GPU "
+                              "mapping yet: it needs device memory for each thread, sized "
+                              "on the host")
     split = [loop for loop in loops_of(program.root) if THREAD_ROWS in loop.tags]
     if not split or not splittable:
         raise GpuMappingError("no loop of this kernel has a GPU thread mapping yet: none "

@@ -93,9 +93,9 @@ class FakeDriver(types.SimpleNamespace):
         return self._ok("cuMemcpyDtoH")
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        pointers = (ctypes.c_uint64 * 2).from_address(params)
-        table, status = (ctypes.c_uint64.from_address(p).value for p in pointers)
-        self.run(gx, bx, table, status)
+        """The device entry's five arguments (table, status, bounds, threads, extra)."""
+        pointers = (ctypes.c_uint64 * 5).from_address(params)
+        self.run(gx, bx, *(ctypes.c_uint64.from_address(p).value for p in pointers))
         return self._ok("cuLaunchKernel")
 
     def cuStreamSynchronize(self, stream):
@@ -106,13 +106,15 @@ def emulated_launch(kernel: ls.Kernel):
     """A launch that runs ``kernel``'s emulated device kernel over the grid asked for."""
     code = kernel.code_of(kernel._default()).jit
     emulated = emulate(code.llvm_ir, code.name)
-    entry = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(emulated.address)
+    launches: list[tuple[int, int]] = []  # (grid, threads) of each launch
 
-    def run(grid: int, block: int, table: int, status: int) -> None:
-        emulated.grid.value, emulated.block.value = grid, block
-        failed = entry(table)
+    def run(grid: int, block: int, table: int, status: int, bounds: int, threads: int,
+            extra: int) -> None:
+        launches.append((grid, threads))
+        failed = emulated.launch("range", grid, block, table, bounds, threads, extra)
         if failed:
             ctypes.c_int32.from_address(status).value = failed
+    run.launches = launches
     return run
 
 
@@ -158,11 +160,14 @@ def test_launch_checks_its_grid() -> None:
      lambda A, B: A @ B),
 ])
 @pytest.mark.parametrize("rows", [0, 1, 200])
-def test_device_call_mirrors_descriptors(expression, formats, reference, rows) -> None:
-    """The device path's host side (descriptors copied to device memory, the PTX loaded,
-    the launch's arguments and grid, the output copied back, memory freed) against
-    numpy, with the fake driver's launch running the emulated kernel."""
-    kernel = ls.compile(expression, target="cuda", **formats)
+@pytest.mark.parametrize("schedule", ["thread_per_row", "nonzero_split"])
+def test_device_call_mirrors_descriptors(expression, formats, reference, rows,
+                                         schedule) -> None:
+    """The device path's host side (descriptors and a nonzero split's bounds copied to
+    device memory, the PTX loaded, the launch's arguments and grid, the output copied
+    back, memory freed) against numpy, with the fake driver's launch running the
+    emulated kernel."""
+    kernel = ls.compile(expression, target="cuda", gpu_schedule=schedule, **formats)
     rng = np.random.default_rng(rows)
     A = sp.random(rows, 30, density=0.2, format="csr", random_state=rng)
     operands = {"A": A, "x": rng.random(30), "B": rng.random((30, 4))}
@@ -174,6 +179,19 @@ def test_device_call_mirrors_descriptors(expression, formats, reference, rows) -
     assert b".target sm_80" in fake.loaded[0]
     assert not fake.memory  # every device allocation freed
     assert fake.calls.count("cuLaunchKernel") == 1
+    (grid, threads), = fake.run.launches
+    assert grid == max(1, -(-threads // 128))
+    assert threads == rows if schedule == "thread_per_row" else threads <= max(rows, 1)
+
+
+def test_assembled_output_on_a_device_is_refused_clearly() -> None:
+    kernel = ls.compile("C(i,j) = A(i,j) + F(i,j)", A="csr", F="csr", C="csr",
+                        target="cuda")
+    fake = FakeDriver(emulated_launch(ls.compile("y(i) = A(i,j) * x(j)", A="csr",
+                                                 x="dense")))
+    A = sp.eye(3, format="csr")
+    with pytest.raises(ls.GpuMappingError, match="cuda-emulated"):
+        device_call(kernel, True, {"A": A, "F": A}, {}, gpu=driver.device(0, fake))
 
 
 def test_failing_launch_is_an_exception() -> None:
