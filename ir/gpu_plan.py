@@ -10,6 +10,11 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   holding about ``entries`` stored entries of the operands under the loop, split points
   found on the host by a search over the running count of entries per coordinate (heavy
   rows get a thread to themselves), so skewed rows do not leave most threads idle.
+- ``thread_per_nonzero``: adds ``position split``, ``atomic adds``: where the split loop
+  steps over a level's stored positions (a coordinate list's rows), each thread takes a
+  range of ``entries`` positions, so a row's entries may fall to several threads, which
+  add their partial sums into the output with atomic adds (``atomicrmw``; the host
+  zeroes the output first).
 - ``count_fill``: adds ``count``, ``fill``: an assembled (sparse) output, sized on the
   host before the launch: a grid of threads counts each row's entries, the host scans
   the counts into offsets and allocates the output exactly, a second grid fills it. The
@@ -38,7 +43,7 @@ from .loops import (
     tag,
     walk,
 )
-from .opt.passes import THREAD_ROWS
+from .opt.passes import CLEAR_ROWS, THREAD_ROWS
 from .parallel import dense_like
 from .types import TensorType
 
@@ -46,13 +51,17 @@ GPU_BLOCK = "gpu_block"  # the loop's range is split over the grid's blocks
 GPU_THREAD = "gpu_thread"  # ... and over each block's threads
 NONZERO_SPLIT_TAG = "nonzero split"  # ... a range of coordinates a thread, by entries
 COUNT_TAG, FILL_TAG = "count", "fill"  # ... run twice: count a row's entries, then fill
+POSITION_SPLIT_TAG = "position split"  # ... a range of the loop's positions a thread
+ATOMIC_TAG = "atomic adds"  # threads share output entries: writes add atomically
 BLOCK_SIZE = 128  # threads per block: four warps, a full occupancy unit on sm_70..sm_90
 ENTRIES_PER_THREAD = 32  # nonzero split: a thread's share of stored entries
 
 THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL = "thread_per_row", "nonzero_split", "count_fill"
-SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL)
+THREAD_PER_NONZERO = "thread_per_nonzero"
+SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, THREAD_PER_NONZERO, COUNT_FILL)
 _TAGS = {THREAD_PER_ROW: (GPU_BLOCK, GPU_THREAD),
          NONZERO_SPLIT: (GPU_BLOCK, GPU_THREAD, NONZERO_SPLIT_TAG),
+         THREAD_PER_NONZERO: (GPU_BLOCK, GPU_THREAD, POSITION_SPLIT_TAG, ATOMIC_TAG),
          COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG)}
 
 
@@ -77,6 +86,11 @@ class GpuPlan:
         if threads < 0:
             raise ValueError(f"a thread count cannot be negative, not {threads}")
         return max(1, -(-threads // self.block))
+
+    @property
+    def splits_positions(self) -> bool:
+        """Whether threads take ranges of the split loop's positions (atomic writes)."""
+        return self.schedule == THREAD_PER_NONZERO
 
     @property
     def assembles(self) -> bool:
@@ -113,17 +127,43 @@ def _walks_positions_below(split: LoopNode) -> bool:
                for loop in loops_of(split)[1:])
 
 
+ATOMIC_DTYPES = ("float32", "float64", "int32", "int64")  # what atomicrmw adds
+
+
+def position_split_refusal(program: Program, split: LoopNode) -> str | None:
+    """Why threads cannot take ranges of the split loop's positions, adding into the
+    output atomically (None: they can)."""
+    if not (isinstance(split, Loop) and split.over == "positions"
+            and not split.iterator.universe and split.iterator.level == 0):
+        return ("its split loop does not step over the stored positions of an operand's "
+                "first level")
+    if split.chosen is not None and len(split.chosen.point) > 1:
+        return ("another operand's level is iterated beside it, over coordinates a "
+                "position range does not bound")
+    if CLEAR_ROWS in split.notes:
+        return "it zeroes each row of the output itself, which another thread adds into"
+    if split.site is None or not split.site.additive:
+        return "its output is not reduced by +, the one reduction atomic adds do"
+    if program.dtype not in ATOMIC_DTYPES:
+        return f"its values are {program.dtype}, which atomic adds do not take"
+    return None
+
+
 def default_schedule(program: Program, split: LoopNode) -> str:
     """The autoscheduler's GPU schedule per kernel class: an assembled output is counted
     then filled (the only way to size it on the host); where the split loop's
     coordinates lead to runs of stored entries (CSR SpMV, SpMM, SDDMM, adds), threads
-    share entries, not rows (nonzero split); a split loop whose coordinates are stored
-    entries themselves (a coordinate list's rows) or lead to fixed work runs a thread per
-    coordinate."""
+    share entries, not rows (nonzero split); where it steps over positions whose
+    coordinates repeat (a coordinate list's rows), a thread per range of entries adds into the
+    output atomically; a split loop over unique stored coordinates, or one leading to
+    fixed work, runs a thread per coordinate."""
     if _assembled(program):
         return COUNT_FILL
     if split.over == "coordinates" and _walks_positions_below(split):
         return NONZERO_SPLIT
+    if isinstance(split, Loop) and not split.iterator.facts.unique \
+            and position_split_refusal(program, split) is None:
+        return THREAD_PER_NONZERO
     return THREAD_PER_ROW
 
 
@@ -166,5 +206,7 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
             "output needs count_fill" if chosen != COUNT_FILL else
             "GPU schedule count_fill assembles a sparse output; this kernel's output is "
             "dense-like (use thread_per_row or nonzero_split)")
+    if chosen == THREAD_PER_NONZERO and (why := position_split_refusal(program, first)):
+        raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
     root = _retag(program.root, first, _TAGS[chosen])
     return GpuPlan(replace(program, root=root), first.index, block, chosen, entries)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,7 @@ class Kernel:
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
         # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py);
         # "cuda": on a GPU through cuda-python (gpu_device.py). Code per instance:
-        self._device_code: dict = {}
+        self.device_cache: dict = {}
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
@@ -285,15 +286,14 @@ class Kernel:
                              lazy=False).jit
         return inst
 
-    def count_fill_code(self, inst: Instance) -> JitKernel:
-        """``inst``'s code with its sparse output assembled in count and fill phases
-        wherever its levels allow (a GPU's way: gpu_call.py), built again where the CPU
-        code gathers instead."""
-        code = self.code_of(inst).jit
-        if "count" in code.assembly:
-            return code
-        return build(self._request(inst.types), inst.types, inst.conversions, lazy=False,
-                     count_fill=True).jit
+    def rebuilt(self, inst: Instance, count_fill: bool,
+                retag: Callable[[Program], Program] | None) -> JitKernel:
+        """``inst``'s code built again for a GPU plan (gpu_call.py): ``count_fill``
+        assembles a sparse output in count and fill phases wherever its levels allow;
+        ``retag`` runs on its loop IR before translation (the plan's tags)."""
+        request = replace(self._request(inst.types), retag=retag)
+        return build(request, inst.types, inst.conversions, lazy=False,
+                     count_fill=count_fill).jit
 
     @property
     def llvm_ir(self) -> str:
@@ -364,9 +364,9 @@ class Kernel:
         if self.target == "interpret":
             return interpret_call(self, check, tensors)
         if self.target == "cuda-emulated":
-            return emulated_call(self, check, tensors, self._device_code)
+            return emulated_call(self, check, tensors, self.device_cache)
         if self.target == "cuda":
-            return device_call(self, check, tensors, self._device_code)
+            return device_call(self, check, tensors, self.device_cache)
         out = tensors.pop("out", None) if "out" not in self._user_names else None
         bound = None if self._last_bound is None else \
             self._last_bound.reuse(tensors, threads, check)

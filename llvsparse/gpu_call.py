@@ -22,6 +22,7 @@ from .binding import BoundCall
 from .gpu_launch import Launch, launch_of
 from .instance import Instance
 from .ir.gpu_plan import GpuMappingError, GpuPlan, plan_gpu
+from .ir.loops import Program
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -40,12 +41,24 @@ def gpu_plan(kernel: Kernel, inst: Instance) -> GpuPlan:
 
 
 def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
-    """The translated code ``plan``'s device entries call (GpuMappingError where an
-    assembled output cannot be built in count and fill phases)."""
-    if not plan.assembles:
+    """The translated code ``plan``'s device entries call: the CPU's, or (an assembled
+    output the CPU gathers, a position split's atomic writes) built again from the
+    loop IR with the plan's tags. GpuMappingError where an assembled output cannot be
+    built in count and fill phases."""
+    if not plan.assembles and not plan.splits_positions:
         return kernel.code_of(inst).jit
-    code = kernel.count_fill_code(inst)
-    if not all(p in code.assembly for p in ("setup", *ASSEMBLY_PHASES, "finish")):
+    if plan.assembles and "count" in kernel.code_of(inst).jit.assembly:
+        return inst.jit
+    key = ("code", id(inst), plan.schedule, plan.block, plan.entries)
+    found = kernel.device_cache.get(key)
+    if found is None:
+        def retag(program: Program) -> Program:
+            return plan_gpu(program, True, plan.block, plan.schedule, plan.entries).program
+        code = kernel.rebuilt(inst, plan.assembles, retag)
+        found = kernel.device_cache[key] = (inst, code)  # (the instance kept alive)
+    code = found[1]
+    if plan.assembles and not all(p in code.assembly
+                                  for p in ("setup", *ASSEMBLY_PHASES, "finish")):
         raise GpuMappingError("this kernel's assembled output cannot be built in count "
                               "and fill phases (its rows are not outermost, or its levels "
                               "are not a row-owned append group), which sizing it on the "

@@ -2,6 +2,8 @@
 on a device: how many threads run, and each thread's range of the split loop.
 
 A thread per row runs ``extent`` threads, thread t on coordinate t (no bounds array). A
+thread per nonzero runs a thread per ``plan.entries`` positions of the split loop's
+level, read from the operand's first level without walking it. A
 nonzero split runs a thread per range of coordinates holding about ``plan.entries``
 stored entries (the operands' entries per coordinate, the weights CPU threads split
 by): the split points are found by a search over their running sum, and a coordinate
@@ -16,7 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .binding import BoundCall
-from .ir.gpu_plan import NONZERO_SPLIT, GpuMappingError, GpuPlan
+from .ir.gpu_plan import NONZERO_SPLIT, POSITION_SPLIT_TAG, GpuMappingError, GpuPlan
+from .ir.loops import loops_of
+from .walk import first_level_positions
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -60,8 +64,24 @@ def split_points(weights: np.ndarray, entries: int) -> np.ndarray:
                                      [extent]])).astype(np.int64)
 
 
+def position_bounds(begin: int, end: int, entries: int) -> np.ndarray:
+    """Split points of positions [begin, end) into ranges of ``entries`` (the last may
+    be shorter)."""
+    return np.append(np.arange(begin, end, entries, dtype=np.int64), np.int64(end)) \
+        if end > begin else np.array([begin], np.int64)
+
+
 def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
     """The launch of ``plan`` for the binding ``bound``."""
+    if plan.splits_positions:
+        split = next(loop for loop in loops_of(plan.program.root)
+                     if POSITION_SPLIT_TAG in loop.tags)
+        tensor = bound.inputs_by_name[split.iterator.tensor]
+        if not hasattr(tensor, "level_arrays"):
+            raise GpuMappingError(f"{split.iterator.tensor} is a view: a thread per nonzero "
+                                  "needs its stored positions (copy it first)")
+        bounds = position_bounds(*first_level_positions(tensor), plan.entries)
+        return Launch(len(bounds) - 1, plan.grid(len(bounds) - 1), plan.block, bounds)
     extent = extent_of(kernel, plan, bound.shape)
     if plan.schedule != NONZERO_SPLIT:
         return Launch(extent, plan.grid(extent), plan.block, None)

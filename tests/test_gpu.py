@@ -15,6 +15,7 @@ from llvsparse.ir.gpu_plan import (
     COUNT_FILL,
     ENTRIES_PER_THREAD,
     NONZERO_SPLIT,
+    THREAD_PER_NONZERO,
     THREAD_PER_ROW,
     GpuMappingError,
     plan_gpu,
@@ -35,6 +36,10 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      THREAD_PER_ROW, lambda A, x: A @ x),
     ("coo_spmv_nonzero_split", "y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"},
      NONZERO_SPLIT, lambda A, x: A @ x),
+    ("coo_spmv_thread_per_nonzero", "y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"},
+     THREAD_PER_NONZERO, lambda A, x: A @ x),
+    ("coo_spmm_thread_per_nonzero", "C(i,k) = A(i,j) * B(j,k)",
+     {"A": "coo", "B": "dense", "C": "dense"}, THREAD_PER_NONZERO, lambda A, B: A @ B),
     ("csr_spmm_thread_per_row", "C(i,k) = A(i,j) * B(j,k)",
      {"A": "csr", "B": "dense", "C": "dense"}, THREAD_PER_ROW, lambda A, B: A @ B),
     ("csr_spmm_nonzero_split", "C(i,k) = A(i,j) * B(j,k)",
@@ -147,20 +152,27 @@ def test_plan_tags_the_split_loop(name, expression, formats, schedule, reference
     assert "gpu_block" in head and head.lstrip().startswith(f"for {plan.index}")
     assert ("nonzero split" in head) == (schedule == NONZERO_SPLIT)
     assert ("count, fill" in head) == (schedule == COUNT_FILL)
+    assert ("position split, atomic adds" in head) == (schedule == THREAD_PER_NONZERO)
     assert plan.grid(0) == 1 and plan.grid(BLOCK_SIZE) == 1 and plan.grid(BLOCK_SIZE + 1) == 2
 
 
 @pytest.mark.parametrize(("expression", "formats", "expected"), [
     ("y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"}, NONZERO_SPLIT),
     ("C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "dense", "C": "dense"}, NONZERO_SPLIT),
-    ("y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"}, THREAD_PER_ROW),
+    ("y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"}, THREAD_PER_NONZERO),
+    ("C(i,k) = A(i,j) * B(j,k)", {"A": "coo", "B": "dense", "C": "dense"},
+     THREAD_PER_NONZERO),
     ("y(i) = A(i,j) * x(j)", {"A": "dcsr", "x": "dense"}, THREAD_PER_ROW),
+    ("C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "A": "coo", "C": "dense"},
+     THREAD_PER_ROW),
     ("C(i,j) = A(i,j) + F(i,j)", {**CSR_ADD, "C": "csr"}, COUNT_FILL),
     ("C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "csr"}, COUNT_FILL),
 ])
 def test_default_schedule_per_kernel_class(expression, formats, expected) -> None:
     """The autoscheduler's rule: rows that lead to runs of entries share entries; a loop
-    over stored rows runs a thread per row; a sparse output is counted, then filled."""
+    over a coordinate list's entries splits them, adding atomically; a loop over unique
+    stored rows, or one beside another operand's rows, runs a thread per row; a sparse
+    output is counted, then filled."""
     assert ls.compile(expression, **formats).gpu_plan().schedule == expected
 
 
@@ -212,6 +224,8 @@ def test_catalog_ptx_passes_ptxas(name, expression, formats, schedule, reference
     assert all(f".entry {entry}(" in ptx for entry in entries)
     assert "%ctaid.x" in ptx and "%tid.x" in ptx and "%ntid.x" in ptx
     assert "malloc" not in ptx  # no device heap: outputs are sized on the host
+    assert ("atom.add.f64" in ptx or "atom.global.add.f64" in ptx) == \
+        (schedule == THREAD_PER_NONZERO)  # threads sharing rows add atomically
     check_ptx(ptx, arch)
 
 
@@ -233,20 +247,27 @@ def test_no_gpu_mapping_is_refused(expression, formats, match) -> None:
         emulated(**{n: operands[n] for n in formats if n in operands})
 
 
-@pytest.mark.parametrize(("formats", "schedule", "match"), [
-    ({**CSR_ADD, "C": "dense"}, COUNT_FILL, "dense-like"),
-    ({**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
-    ({**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),
+ADD = "C(i,j) = A(i,j) + F(i,j)"
+SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
+
+
+@pytest.mark.parametrize(("expression", "formats", "schedule", "match"), [
+    (ADD, {**CSR_ADD, "C": "dense"}, THREAD_PER_NONZERO, "does not step over the stored"),
+    (SDDMM_EXPR, {**SDDMM, "A": "coo", "C": "dense"}, THREAD_PER_NONZERO,
+     "another operand's level"),
+    (ADD, {**CSR_ADD, "C": "dense"}, COUNT_FILL, "dense-like"),
+    (ADD, {**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
+    (ADD, {**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),
 ])
-def test_schedule_that_does_not_fit_is_refused(formats, schedule, match) -> None:
-    kernel = ls.compile("C(i,j) = A(i,j) + F(i,j)", gpu_schedule=schedule, **formats)
+def test_schedule_that_does_not_fit_is_refused(expression, formats, schedule, match) -> None:
+    kernel = ls.compile(expression, gpu_schedule=schedule, **formats)
     with pytest.raises(GpuMappingError, match=match):
         kernel.gpu_plan()
 
 
 def test_unknown_schedule_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="gpu_schedule must be one of thread_per_row, "
-                                         "nonzero_split, count_fill"):
+                                         "nonzero_split, thread_per_nonzero, count_fill"):
         ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", gpu_schedule="warp")
 
 
@@ -256,3 +277,18 @@ def test_block_size_is_checked(block) -> None:
     program = kernel.program(kernel._with_code())
     with pytest.raises(ValueError, match="multiple of 32"):
         plan_gpu(program, True, block)
+
+
+def test_thread_per_nonzero_splits_rows_and_adds_atomically() -> None:
+    """One row of 1000 entries falls to many threads of ENTRIES_PER_THREAD positions
+    each; their partial sums meet in the output through atomic adds (emulated on the
+    host's atomics), and the launch's bounds are position ranges, not rows."""
+    rng = np.random.default_rng(11)
+    A = sp.coo_matrix(np.vstack([np.zeros((2, 1000)), rng.standard_normal((1, 1000)),
+                                 np.eye(5, 1000)]))
+    x = rng.standard_normal(1000)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="coo", x="dense", target="cuda-emulated")
+    launch = launch_of(kernel, kernel.gpu_plan(), kernel.bind(A=A, x=x))
+    assert launch.bounds is not None and launch.bounds[-1] == A.nnz
+    assert launch.threads == -(-A.nnz // ENTRIES_PER_THREAD)
+    assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)

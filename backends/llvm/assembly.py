@@ -37,8 +37,10 @@ ZERO = ir.Constant(I64, 0)
 class OutputAssembler:
     def __init__(self, kc: KernelCompiler, tensor: TensorIR, ttype: TensorType,
                  level_vars: tuple[str, ...], phase: str = "whole",
-                 start: ir.Value | None = None):
+                 start: ir.Value | None = None, atomic: bool = False):
         self.kc, self.b = kc, kc.b
+        # Threads share output entries (the loop IR's atomic tag): writes add atomically.
+        self.atomic = atomic
         # A split assembly's phases (see KernelCompiler.can_split_assembly): only setup
         # and whole touch the arrays up front; count only counts; fill and finish start
         # the last group's count at ``start`` (the thread's offset, or the total);
@@ -235,6 +237,13 @@ class OutputAssembler:
         address = vals.address(b, pos)
         dtype = self.tensor.type.dtype
         kc = self.kc
+        if self.atomic:
+            if self.prefix <= last:
+                raise InternalCompilerError("atomic adds into an assembled output")
+            value = scalars.store_value(b, scalars.convert(b, value, kc.dtype, dtype), dtype)
+            b.atomic_rmw("fadd" if isinstance(value.type, (ir.FloatType, ir.DoubleType)) else "add",
+                         address, value, "monotonic")
+            return
         if self.prefix > last and not self.overwrites():
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)

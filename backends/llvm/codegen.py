@@ -17,6 +17,7 @@ from llvmlite import ir
 from ...ir.algebra import region_text
 from ...ir.cin import Expr, Operand, linear_in, operands
 from ...ir.errors import InternalCompilerError
+from ...ir.gpu_plan import ATOMIC_TAG, POSITION_SPLIT_TAG
 from ...ir.lattice import Iter
 from ...ir.loops import Block, LoopNode, Node, Program, loops_of
 from ...ir.opt import loop_ir, passes
@@ -145,8 +146,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
+        atomic = any(ATOMIC_TAG in loop.tags for loop in loops_of(program.root))
         self.output = OutputAssembler(self, self.tensors[self.out_name], out_type,
-                                      self.nests[0].assign.vars, self.phase, start)
+                                      self.nests[0].assign.vars, self.phase, start, atomic)
         self.output.prologue()
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
@@ -356,7 +358,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         if covers_all and passes.CLEAR_ROWS in nodes[0].notes:
             body = self.clearing_rows(body)
         thread_rows = passes.THREAD_ROWS in nodes[0].tags
-        states = {it: self.iterator_state(it, var, ctx, thread_rows) for it in lattice.points[0]}
+        positions = POSITION_SPLIT_TAG in nodes[0].tags
+        states = {it: self.iterator_state(it, var, ctx, thread_rows, positions)
+                  for it in lattice.points[0]}
         for node in nodes:
             PointEmitter(self, var, expr, ctx, node, states, find, body, hooks,
                          appends, jam_body, pair_body).emit()

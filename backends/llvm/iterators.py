@@ -22,9 +22,12 @@ class IteratorEmitter:
         end = b.select(b.icmp_signed("<", self.hi, end), self.hi, end)
         return begin, end
 
-    def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool) -> IterState:
+    def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool,
+                       positions: bool = False) -> IterState:
         """The iterator's cursor and end; ``thread_rows``: the loop runs a thread's range
-        [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped."""
+        [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped;
+        ``positions``: the range is of the level's positions instead (a position split
+        tag: threads share coordinates, and the output's writes add atomically)."""
         b = self.b
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
@@ -56,7 +59,13 @@ class IteratorEmitter:
         else:
             begin, end = tensor.call(it.level, "pos_bounds", **env)
             kind = "position"
-        if kind == "position":
+        if positions and (kind != "position" or not thread_rows):
+            raise InternalCompilerError(f"{op.tensor}: a position split of level {it.level}, "
+                                        "which the loop does not step over by position")
+        if kind == "position" and positions:
+            begin, end = self.clamp(begin, end)
+            clamped = True
+        elif kind == "position":
             clamped = thread_rows and level.ordered
             if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
                 begin, end = (self.lower_bound(tensor, it.level, env, begin, end, bound)
