@@ -18,7 +18,9 @@ from llvsparse.backends.cuda import driver
 from llvsparse.backends.cuda.emulator import emulate
 
 import llvsparse as ls
+from llvsparse import dlpack
 from llvsparse.gpu_device import device_call
+from llvsparse.gpu_resident import DeviceTensor
 
 ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 100: "CUDA_ERROR_NO_DEVICE",
           218: "CUDA_ERROR_INVALID_PTX", 719: "CUDA_ERROR_LAUNCH_FAILED"}
@@ -239,6 +241,75 @@ def test_device_tensor_on_another_gpu_is_refused(monkeypatch) -> None:
     other = driver.device(0, FakeDriver(emulated_launch(kernel)))
     with pytest.raises(ValueError, match="A is on GPU 0, not on the GPU 0 this call"):
         device_call(kernel, True, {"A": on_gpu, "x": np.ones(3)}, {}, gpu=other)
+
+
+class DLPackArray:
+    """What a DLPack producer (cupy, torch) hands over: a capsule and its device."""
+
+    def __init__(self, capsule: object, device: tuple[int, int]):
+        self.capsule, self.device = capsule, device
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def test_dlpack_host_arrays_in_and_out_without_copies() -> None:
+    """numpy arrays come in through DLPack as dense tensors sharing their memory (or
+    packed into the format asked for); dense tensors go out the same way; a sparse
+    tensor says it has no strided view."""
+    a = np.arange(12.0).reshape(3, 4)
+    dense = ls.Tensor.from_dlpack(a)
+    assert np.shares_memory(dense.values, a) and dense.shape == (3, 4)
+    back = np.from_dlpack(dense)
+    assert np.shares_memory(back, a) and np.array_equal(back, a)
+    packed = ls.Tensor.from_dlpack(a * (a > 5), format="csr")
+    assert packed.format.name == "csr" and np.array_equal(packed.to_numpy(), a * (a > 5))
+    with pytest.raises(TypeError, match="a csr tensor has none"):
+        np.from_dlpack(packed)
+    with pytest.raises(ValueError, match="not row-major contiguous"):
+        dlpack.consume(np.arange(10.0)[::2].__dlpack__())
+    with pytest.raises(ValueError, match="device type 7"):
+        ls.Tensor.from_dlpack(DLPackArray(None, (7, 0)))
+
+
+def test_dlpack_device_arrays_in_and_out(monkeypatch) -> None:
+    """A device tensor goes out as a CUDA capsule of its device pointer and comes back in
+    as a device tensor borrowing that memory (no allocation, no copy), which a kernel
+    reads in place; releasing the borrower calls the producer's deleter."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    fake = FakeDriver(emulated_launch(kernel))
+    monkeypatch.setattr(driver, "load_driver", lambda: fake)
+    rng = np.random.default_rng(5)
+    x = rng.random(40)
+    owner = ls.Tensor.from_numpy(x).to_device()
+    (pointer,) = owner.pointers.values()
+    allocations = fake.calls.count("cuMemAlloc")
+    capsule = owner.__dlpack__()
+    assert owner.__dlpack_device__() == (dlpack.CUDA, 0)
+    borrowed = ls.Tensor.from_dlpack(DLPackArray(capsule, owner.__dlpack_device__()))
+    assert isinstance(borrowed, DeviceTensor) and borrowed.shape == (40,)
+    assert list(borrowed.pointers.values()) == [pointer]
+    assert fake.calls.count("cuMemAlloc") == allocations
+    A = sp.random(30, 40, density=0.2, format="csr", random_state=rng)
+    got = device_call(kernel, True, {"A": A, "x": borrowed}, {})
+    assert np.allclose(got.to_numpy(), A @ x)
+    assert np.array_equal(borrowed.to_host().to_numpy(), x)  # copied from the device
+    exported = len(dlpack._EXPORTED)
+    borrowed.free()
+    assert len(dlpack._EXPORTED) == exported - 1 and pointer in fake.memory
+    with pytest.raises(TypeError, match="unconsumed DLPack capsule"):
+        dlpack.consume(capsule)  # a capsule is consumed once
+    with pytest.raises(ValueError, match="dense device tensor, not csr"):
+        ls.Tensor.from_dlpack(DLPackArray(owner.__dlpack__(), (dlpack.CUDA, 0)), "csr")
+    owner.free()
+    assert not fake.memory
+    sparse = ls.Tensor.from_scipy(A, format="csr").to_device()
+    with pytest.raises(TypeError, match="csr tensor has none"):
+        sparse.__dlpack__()
+    sparse.free()
 
 
 def _real_device() -> driver.Device:
