@@ -1,8 +1,8 @@
 """``llvsparse bench --gpu``: llvsparse's GPU kernels (target="cuda") against cuSPARSE
 through cupy, on the bench's generated matrices: SpMV (each GPU schedule) and SpMM; each
 result verified against scipy first, then timed in interleaved rounds (medians reported,
-ratios against cuSPARSE). SDDMM is not compared yet (cupy exposes no cuSPARSE SDDMM
-through cupyx.scipy.sparse).
+ratios against cuSPARSE). SDDMM is not compared yet: no cuSPARSE SDDMM call
+(cusparseSDDMM) is wired up here.
 
 Both sides keep the matrix and the dense operands on the device. A llvsparse call still
 copies its descriptors over and its dense result back each call (gpu_device.py), which
