@@ -15,6 +15,11 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   range of ``entries`` positions, so a row's entries may fall to several threads, which
   add their partial sums into the output with atomic adds (``atomicrmw``; the host
   zeroes the output first).
+- ``warp_per_row``: tags ``gpu_block``, ``gpu_warp``, ``warp sums``: a warp of 32 lanes
+  per coordinate; the loop under it (tagged ``warp lanes``, its fast forms dropped)
+  gives lane k the positions k, k+32, ... of the row; the lanes' partial sums meet by
+  shuffles (``shfl.sync.bfly``) before lane 0 writes the output entry. For kernels whose
+  row is one loop of scalar sums (SpMV-like, SDDMM-like rows), written after it.
 - ``count_fill``: adds ``count``, ``fill``: an assembled (sparse) output, sized on the
   host before the launch: a grid of threads counts each row's entries, the host scans
   the counts into offsets and allocates the output exactly, a second grid fills it. The
@@ -27,13 +32,17 @@ a kernel that races.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .loops import (
+    Accumulate,
     Allocate,
+    Append,
     Block,
     Case,
     If,
+    Insert,
     Loop,
     LoopNode,
     Merge,
@@ -41,8 +50,10 @@ from .loops import (
     Program,
     loops_of,
     tag,
+    target_name,
     walk,
 )
+from .operators import ADD
 from .opt.passes import CLEAR_ROWS, THREAD_ROWS
 from .parallel import dense_like
 from .types import TensorType
@@ -53,15 +64,20 @@ NONZERO_SPLIT_TAG = "nonzero split"  # ... a range of coordinates a thread, by e
 COUNT_TAG, FILL_TAG = "count", "fill"  # ... run twice: count a row's entries, then fill
 POSITION_SPLIT_TAG = "position split"  # ... a range of the loop's positions a thread
 ATOMIC_TAG = "atomic adds"  # threads share output entries: writes add atomically
+GPU_WARP = "gpu_warp"  # a warp per coordinate of the loop
+WARP_SUMS_TAG = "warp sums"  # its writes of lanes' partial sums are summed by shuffles
+WARP_LANES_TAG = "warp lanes"  # the warp's lanes share this loop's positions, strided
+WARP_SIZE = 32
 BLOCK_SIZE = 128  # threads per block: four warps, a full occupancy unit on sm_70..sm_90
 ENTRIES_PER_THREAD = 32  # nonzero split: a thread's share of stored entries
 
 THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL = "thread_per_row", "nonzero_split", "count_fill"
-THREAD_PER_NONZERO = "thread_per_nonzero"
-SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, THREAD_PER_NONZERO, COUNT_FILL)
+THREAD_PER_NONZERO, WARP_PER_ROW = "thread_per_nonzero", "warp_per_row"
+SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, THREAD_PER_NONZERO, WARP_PER_ROW, COUNT_FILL)
 _TAGS = {THREAD_PER_ROW: (GPU_BLOCK, GPU_THREAD),
          NONZERO_SPLIT: (GPU_BLOCK, GPU_THREAD, NONZERO_SPLIT_TAG),
          THREAD_PER_NONZERO: (GPU_BLOCK, GPU_THREAD, POSITION_SPLIT_TAG, ATOMIC_TAG),
+         WARP_PER_ROW: (GPU_BLOCK, GPU_WARP, WARP_SUMS_TAG),
          COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG)}
 
 
@@ -93,27 +109,44 @@ class GpuPlan:
         return self.schedule == THREAD_PER_NONZERO
 
     @property
+    def lanes(self) -> int:
+        """Threads per coordinate of the split loop (a warp, or one)."""
+        return WARP_SIZE if self.schedule == WARP_PER_ROW else 1
+
+    @property
     def assembles(self) -> bool:
         """Whether the output is assembled by a count grid and a fill grid."""
         return self.schedule == COUNT_FILL
 
 
-def _retag(node: Node, target: LoopNode, tags: tuple[str, ...]) -> Node:
-    """``node`` with the loop ``target`` (by identity) tagged with ``tags``."""
-    if node is target:
+def _retag(node: Node, changes: dict[int, Callable[[LoopNode], LoopNode]]) -> Node:
+    """``node`` with each loop whose id ``changes`` names rewritten by its function."""
+    if id(node) in changes:
+        node = changes[id(node)](node)
+    if isinstance(node, Block):
+        return Block(tuple(_retag(item, changes) for item in node.items))
+    if isinstance(node, If):
+        return If(node.condition, _retag(node.then, changes))
+    if isinstance(node, Loop):
+        return replace(node, body=_retag(node.body, changes))
+    if isinstance(node, Merge):
+        return replace(node, cases=tuple(Case(c.present, _retag(c.body, changes))
+                                         for c in node.cases))
+    return node
+
+
+def _tagged(tags: tuple[str, ...]) -> Callable[[LoopNode], LoopNode]:
+    def add(node: LoopNode) -> LoopNode:
         for mapping in tags:
             node = tag(node, mapping)
         return node
-    if isinstance(node, Block):
-        return Block(tuple(_retag(item, target, tags) for item in node.items))
-    if isinstance(node, If):
-        return If(node.condition, _retag(node.then, target, tags))
-    if isinstance(node, Loop):
-        return replace(node, body=_retag(node.body, target, tags))
-    if isinstance(node, Merge):
-        return replace(node, cases=tuple(Case(c.present, _retag(c.body, target, tags))
-                                         for c in node.cases))
-    return node
+    return add
+
+
+def _lane_loop(node: LoopNode) -> LoopNode:
+    """The loop the warp's lanes share: strided, so its fast forms (jam, pairs,
+    gallop, running sums...) do not apply."""
+    return replace(tag(node, WARP_LANES_TAG), notes=())
 
 
 def _assembled(program: Program) -> bool:
@@ -146,6 +179,22 @@ def position_split_refusal(program: Program, split: LoopNode) -> str | None:
         return "its output is not reduced by +, the one reduction atomic adds do"
     if program.dtype not in ATOMIC_DTYPES:
         return f"its values are {program.dtype}, which atomic adds do not take"
+    return None
+
+
+def warp_refusal(program: Program, split: LoopNode) -> str | None:
+    """Why a warp cannot run each coordinate of ``split`` (None: it can): its row must
+    be one loop over a level's positions that only sums into scalar temporaries by +,
+    with the output written after it, in floats (what the shuffles add)."""
+    inner = loops_of(split)[1:]
+    if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].over != "positions":
+        return "its row is not one loop over a level's stored positions"
+    writes = [n for n in walk(inner[0]) if isinstance(n, (Accumulate, Insert, Append))]
+    if any(target_name(w.target) == program.output or not isinstance(w, Accumulate)
+           or w.operator is not ADD for w in writes):
+        return "its row's loop writes the output, or reduces by something other than +"
+    if program.dtype not in ("float32", "float64"):
+        return f"its values are {program.dtype}; warp shuffles here sum floats"
     return None
 
 
@@ -208,5 +257,10 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
             "dense-like (use thread_per_row or nonzero_split)")
     if chosen == THREAD_PER_NONZERO and (why := position_split_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
-    root = _retag(program.root, first, _TAGS[chosen])
+    if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):
+        raise GpuMappingError(f"GPU schedule warp_per_row does not fit: {why}")
+    changes = {id(first): _tagged(_TAGS[chosen])}
+    if chosen == WARP_PER_ROW:
+        changes[id(loops_of(first)[1])] = _lane_loop
+    root = _retag(program.root, changes)
     return GpuPlan(replace(program, root=root), first.index, block, chosen, entries)

@@ -30,9 +30,8 @@ from .cli_common import (
 from .cli_formats import formats
 from .cli_run import run
 from .cli_selftest import add_parser as add_selftest_parser
-from .gpu_call import device_phases
+from .ir.gpu_plan import NONZERO_SPLIT, THREAD_PER_ROW, GpuMappingError
 from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
-from .ir.gpu_plan import GpuMappingError
 from .ir.loops import show as show_loops
 
 if TYPE_CHECKING:
@@ -242,7 +241,11 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
         try:
             if not args.name:
                 return kernel.ptx(args.sm)
-            return emit_ptx(machine().llvm_ir, machine().name, args.sm, device_phases(plan))
+            if plan.schedule not in (THREAD_PER_ROW, NONZERO_SPLIT):
+                raise CliError(f"--name: the {plan.schedule} schedule's kernel is built "
+                               "again for the GPU; --name renames thread_per_row and "
+                               "nonzero_split kernels only")
+            return emit_ptx(machine().llvm_ir, machine().name, args.sm)
         except ValueError as error:
             raise CliError(f"--sm {args.sm}: {error}") from None
     if stage == "obj":

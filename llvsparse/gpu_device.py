@@ -18,7 +18,7 @@ from . import runtime
 from .backends.cuda import emit_ptx
 from .backends.cuda.device_ir import device_name
 from .backends.cuda.driver import Device, device
-from .gpu_call import gpu_plan
+from .gpu_call import device_code, gpu_plan
 from .gpu_launch import launch_of
 from .gpu_resident import DeviceTensor
 from .ir.gpu_plan import GpuMappingError
@@ -91,8 +91,8 @@ def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
     found = cache.get(key)
     if found is None:
         plan = gpu_plan(kernel, inst)
-        code = kernel.code_of(inst).jit
-        ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm)
+        code = device_code(kernel, inst, plan)
+        ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm, lanes=plan.lanes)
         found = cache[key] = ((inst, gpu), plan, gpu.function(ptx, device_name(code.name)))
     _, plan, function = found  # (the instance and device kept alive: their ids are the key)
     launch = launch_of(kernel, plan, bound)

@@ -83,8 +83,9 @@ def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
         bounds = position_bounds(*first_level_positions(tensor), plan.entries)
         return Launch(len(bounds) - 1, plan.grid(len(bounds) - 1), plan.block, bounds)
     extent = extent_of(kernel, plan, bound.shape)
-    if plan.schedule != NONZERO_SPLIT:
-        return Launch(extent, plan.grid(extent), plan.block, None)
+    if plan.schedule != NONZERO_SPLIT:  # a thread (or a warp's lanes) per coordinate
+        threads = extent * plan.lanes
+        return Launch(threads, plan.grid(threads), plan.block, None)
     weights = kernel.entries_per_row(bound.inputs_by_name, plan.index)
     total = np.sum(weights, axis=0) if weights else np.zeros(extent)
     bounds = split_points(total, plan.entries)

@@ -17,6 +17,7 @@ from llvsparse.ir.gpu_plan import (
     NONZERO_SPLIT,
     THREAD_PER_NONZERO,
     THREAD_PER_ROW,
+    WARP_PER_ROW,
     GpuMappingError,
     plan_gpu,
 )
@@ -32,6 +33,10 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      THREAD_PER_ROW, lambda A, x: A @ x),
     ("csr_spmv_nonzero_split", "y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"},
      NONZERO_SPLIT, lambda A, x: A @ x),
+    ("csr_spmv_warp_per_row", "y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"},
+     WARP_PER_ROW, lambda A, x: A @ x),
+    ("csr_row_dot_warp_per_row", "y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"},
+     WARP_PER_ROW, lambda A, F: np.asarray(A.multiply(F).sum(axis=1)).ravel()),
     ("coo_spmv_thread_per_row", "y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"},
      THREAD_PER_ROW, lambda A, x: A @ x),
     ("coo_spmv_nonzero_split", "y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"},
@@ -113,7 +118,13 @@ def _matches_numpy(target: str, name: str, expression: str, formats: dict[str, s
                 assert got.format.name == formats["C"]
 
 
-@pytest.mark.parametrize(ENTRIES, CATALOG, ids=IDS)
+# A warp schedule's emulation runs each warp's lanes as host threads meeting at every
+# shuffle: seconds per kernel over SHAPES (test_warp_lanes_meet is the quick check).
+EMULATED = [pytest.param(*entry, id=entry[0], marks=[pytest.mark.slow] * (
+    entry[3] == WARP_PER_ROW)) for entry in CATALOG]
+
+
+@pytest.mark.parametrize(ENTRIES, EMULATED)
 def test_emulator_matches_numpy(name, expression, formats, schedule, reference) -> None:
     _matches_numpy("cuda-emulated", name, expression, formats, schedule, reference)
 
@@ -148,8 +159,11 @@ def test_plan_tags_the_split_loop(name, expression, formats, schedule, reference
     plan = kernel.gpu_plan()
     assert plan.block == BLOCK_SIZE and plan.schedule == schedule
     shown = ls.ir.loops.show(plan.program.root)
-    head = next(line for line in shown.splitlines() if "gpu_thread" in line)
-    assert "gpu_block" in head and head.lstrip().startswith(f"for {plan.index}")
+    head = next(line for line in shown.splitlines() if "gpu_block" in line)
+    assert head.lstrip().startswith(f"for {plan.index}")
+    assert ("gpu_warp, warp sums" in head) == (schedule == WARP_PER_ROW)
+    assert ("{warp lanes}" in shown) == (schedule == WARP_PER_ROW)
+    assert ("gpu_thread" in head) == (schedule != WARP_PER_ROW)
     assert ("nonzero split" in head) == (schedule == NONZERO_SPLIT)
     assert ("count, fill" in head) == (schedule == COUNT_FILL)
     assert ("position split, atomic adds" in head) == (schedule == THREAD_PER_NONZERO)
@@ -226,6 +240,7 @@ def test_catalog_ptx_passes_ptxas(name, expression, formats, schedule, reference
     assert "malloc" not in ptx  # no device heap: outputs are sized on the host
     assert ("atom.add.f64" in ptx or "atom.global.add.f64" in ptx) == \
         (schedule == THREAD_PER_NONZERO)  # threads sharing rows add atomically
+    assert ("shfl.sync.bfly" in ptx) == (schedule == WARP_PER_ROW)  # lanes' sums meet
     check_ptx(ptx, arch)
 
 
@@ -256,6 +271,8 @@ SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
     (SDDMM_EXPR, {**SDDMM, "A": "coo", "C": "dense"}, THREAD_PER_NONZERO,
      "another operand's level"),
     (ADD, {**CSR_ADD, "C": "dense"}, COUNT_FILL, "dense-like"),
+    (SDDMM_EXPR, {**SDDMM, "C": "dense"}, WARP_PER_ROW, "not one loop"),
+    (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "not one loop"),
     (ADD, {**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
     (ADD, {**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),
 ])
@@ -267,7 +284,8 @@ def test_schedule_that_does_not_fit_is_refused(expression, formats, schedule, ma
 
 def test_unknown_schedule_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="gpu_schedule must be one of thread_per_row, "
-                                         "nonzero_split, thread_per_nonzero, count_fill"):
+                                         "nonzero_split, thread_per_nonzero, warp_per_row, "
+                                         "count_fill"):
         ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", gpu_schedule="warp")
 
 
@@ -291,4 +309,20 @@ def test_thread_per_nonzero_splits_rows_and_adds_atomically() -> None:
     launch = launch_of(kernel, kernel.gpu_plan(), kernel.bind(A=A, x=x))
     assert launch.bounds is not None and launch.bounds[-1] == A.nnz
     assert launch.threads == -(-A.nnz // ENTRIES_PER_THREAD)
+    assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+
+
+def test_warp_lanes_meet() -> None:
+    """A warp per row: rows shorter than a warp (some lanes idle), empty rows and a row
+    of 100 entries (lanes take several strided steps) sum right; the grid holds 32
+    threads a row."""
+    rng = np.random.default_rng(3)
+    dense = rng.standard_normal((9, 120)) * (rng.random((9, 120)) < 0.1)
+    dense[[0, 4]] = 0.0
+    dense[6, :100] = rng.standard_normal(100)
+    A, x = sp.csr_matrix(dense), rng.standard_normal(120)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda-emulated",
+                        gpu_schedule=WARP_PER_ROW)
+    launch = launch_of(kernel, kernel.gpu_plan(), kernel.bind(A=A, x=x))
+    assert launch.threads == 9 * 32 and launch.grid == 3 and launch.bounds is None
     assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)

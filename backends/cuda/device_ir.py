@@ -18,6 +18,8 @@ from typing import Protocol
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from . import warp_ir
+
 I32, I64 = ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType(ir.IntType(8))
 # No device heap: outputs and workspaces are sized on the host before the launch. A
@@ -44,6 +46,10 @@ class TargetHooks(Protocol):
         """The i32 value of the special register ``register`` (e.g. ``tid.x``)."""
         ...
 
+    def define_warp(self, module: ir.Module) -> None:
+        """Define a warp schedule's lane and warp sums in ``module`` (warp_ir)."""
+        ...
+
 
 class NvvmHooks:
     """Special registers read through ``llvm.nvvm.read.ptx.sreg.*``."""
@@ -55,13 +61,34 @@ class NvvmHooks:
                                                            name)
         return builder.call(function, [])
 
+    def define_warp(self, module: ir.Module) -> None:
+        warp_ir.define_nvvm(module, self.special)
+
+
+SPECIALS = ("ctaid.x", "ntid.x", "tid.x", "nctaid.x")  # codes of the emulator's callback
+
 
 class EmulatedHooks:
     """Special registers read from host globals ``llvsparse_emu_<register>``, which the
-    emulator's grid loop sets before entering each thread."""
+    emulator's grid loop sets before entering each thread; ``concurrent`` (a warp
+    schedule's lanes run as host threads): from a host callback of the register's code
+    in SPECIALS, which answers per thread."""
+
+    def __init__(self, concurrent: bool = False):
+        self.concurrent = concurrent
 
     def special(self, builder: ir.IRBuilder, register: str) -> ir.Value:
-        return builder.load(register_global(builder.module, register))
+        if not self.concurrent:
+            return builder.load(register_global(builder.module, register))
+        signature = ir.FunctionType(I32, [I32])
+        pointer = warp_ir.pointer_global(builder.module, SPECIAL_POINTER, signature)
+        return builder.call(builder.load(pointer), [ir.Constant(I32, SPECIALS.index(register))])
+
+    def define_warp(self, module: ir.Module) -> None:
+        warp_ir.define_emulated(module)
+
+
+SPECIAL_POINTER = "llvsparse_emu_special_fn"
 
 
 def register_global(module: ir.Module, register: str) -> ir.GlobalVariable:
@@ -87,8 +114,8 @@ def device_name(name: str, phase: str = "range") -> str:
 
 def device_signature() -> ir.FunctionType:
     """``(table, status, bounds, threads, extra)``: ``bounds`` null gives thread t the
-    coordinate t, else the range [bounds[t], bounds[t+1]); threads from ``threads`` on
-    do nothing; ``extra``: the per-thread counts or offsets of an assembly's phases."""
+    coordinate t, else the range [bounds[t], bounds[t+1]) (t counts warps where a warp
+    shares a range); threads from ``threads`` on do nothing; ``extra``: the per-thread counts or offsets of an assembly's phases."""
     i64p = I64.as_pointer()
     return ir.FunctionType(ir.VoidType(), [PTR, I32.as_pointer(), i64p, I64, i64p])
 
@@ -117,14 +144,17 @@ def _phase_call(module: ir.Module, b: ir.IRBuilder, name: str, phase: str, args,
 
 
 def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
-               nvvm_kernel: bool) -> None:
+               nvvm_kernel: bool, lanes: int) -> None:
     kernel = ir.Function(module, device_signature(), device_name(name, phase))
     for argument in (kernel.args[2], kernel.args[4]):
         argument.add_attribute("noalias")
     b = ir.IRBuilder(kernel.append_basic_block("entry"))
     block, size, lane = (hooks.special(b, r) for r in ("ctaid.x", "ntid.x", "tid.x"))
     thread = b.add(b.mul(b.zext(block, I64), b.zext(size, I64)), b.zext(lane, I64))
-    with b.if_then(b.icmp_signed("<", thread, kernel.args[3])):
+    within = b.icmp_signed("<", thread, kernel.args[3])
+    if lanes > 1:  # a warp per range: its lanes share it (threads counts lanes)
+        thread = b.udiv(thread, ir.Constant(I64, lanes))
+    with b.if_then(within):
         bounds, next_ = kernel.args[2], b.add(thread, ir.Constant(I64, 1))
         ranged = b.icmp_unsigned("!=", bounds, ir.Constant(bounds.type, None))
         origin = b.block
@@ -151,13 +181,18 @@ def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
 
 
 def device_kernel(name: str, hooks: TargetHooks, triple: str, data_layout: str,
-                  nvvm_kernel: bool, phases: tuple[str, ...] = ("range",)) -> ir.Module:
+                  nvvm_kernel: bool, phases: tuple[str, ...] = ("range",),
+                  lanes: int = 1) -> ir.Module:
     """A module holding one device entry per phase of ``phases`` (see device_signature),
-    each running its threads' ranges through the translator's declared functions."""
+    each running its threads' ranges through the translator's declared functions;
+    ``lanes`` threads share each range (32: a warp schedule, whose lane and warp sums
+    the module defines)."""
     module = ir.Module(name=f"{name}_device")
     module.triple, module.data_layout = triple, data_layout
     for phase in phases:
-        _add_entry(module, name, phase, hooks, nvvm_kernel)
+        _add_entry(module, name, phase, hooks, nvvm_kernel, lanes)
+    if lanes > 1:
+        hooks.define_warp(module)
     return module
 
 

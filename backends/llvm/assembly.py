@@ -20,7 +20,7 @@ from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
 from ...ir.operators import ADD
 from ...ir.relocatable import appends_relocatably
 from ...ir.types import TensorType, unordered_append_output
-from . import scalars
+from . import gpu_hooks, scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
 
 if TYPE_CHECKING:
@@ -37,10 +37,12 @@ ZERO = ir.Constant(I64, 0)
 class OutputAssembler:
     def __init__(self, kc: KernelCompiler, tensor: TensorIR, ttype: TensorType,
                  level_vars: tuple[str, ...], phase: str = "whole",
-                 start: ir.Value | None = None, atomic: bool = False):
+                 start: ir.Value | None = None, atomic: bool = False, warp: bool = False):
         self.kc, self.b = kc, kc.b
         # Threads share output entries (the loop IR's atomic tag): writes add atomically.
-        self.atomic = atomic
+        # A warp's lanes hold partial sums of each entry (warp sums): summed by the warp,
+        # written by lane 0.
+        self.atomic, self.warp = atomic, warp
         # A split assembly's phases (see KernelCompiler.can_split_assembly): only setup
         # and whole touch the arrays up front; count only counts; fill and finish start
         # the last group's count at ``start`` (the thread's offset, or the total);
@@ -237,6 +239,13 @@ class OutputAssembler:
         address = vals.address(b, pos)
         dtype = self.tensor.type.dtype
         kc = self.kc
+        if self.warp:
+            if self.prefix <= last:
+                raise InternalCompilerError("warp sums into an assembled output")
+            value = gpu_hooks.warp_sum(b, value)
+            with b.if_then(b.icmp_signed("==", gpu_hooks.lane(b), ZERO)):
+                self.store(value, address, dtype)
+            return
         if self.atomic:
             if self.prefix <= last:
                 raise InternalCompilerError("atomic adds into an assembled output")
@@ -250,6 +259,11 @@ class OutputAssembler:
             old = scalars.load_value(b, stored, dtype, kc.dtype)
             value = scalars.apply_op(b, kc.nest.reduce_op or ADD, [old, value], kc.dtype,
                                      kc.fastmath)
+        self.store(value, address, dtype)
+
+    def store(self, value: ir.Value, address: ir.Value, dtype: str) -> None:
+        """Store a computed value into the output's values at ``address``."""
+        b = self.b
         value = scalars.convert(b, value, self.kc.dtype, dtype)
         mark_access(b.store(scalars.store_value(b, value, dtype), address), b.module,
                     is_input=False)

@@ -7,7 +7,9 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.errors import InternalCompilerError
+from ...ir.gpu_plan import WARP_SIZE
 from ...ir.lattice import Iter
+from . import gpu_hooks
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound
 from .tensor_ir import TensorIR
@@ -23,11 +25,13 @@ class IteratorEmitter:
         return begin, end
 
     def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool,
-                       positions: bool = False) -> IterState:
+                       positions: bool = False, lanes: bool = False) -> IterState:
         """The iterator's cursor and end; ``thread_rows``: the loop runs a thread's range
         [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped;
         ``positions``: the range is of the level's positions instead (a position split
-        tag: threads share coordinates, and the output's writes add atomically)."""
+        tag: threads share coordinates, and the output's writes add atomically);
+        ``lanes``: a warp's lanes share the positions, lane k taking k, k+32, ... (the
+        warp lanes tag)."""
         b = self.b
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
@@ -62,9 +66,16 @@ class IteratorEmitter:
         if positions and (kind != "position" or not thread_rows):
             raise InternalCompilerError(f"{op.tensor}: a position split of level {it.level}, "
                                         "which the loop does not step over by position")
+        step = None
+        if lanes and kind != "position":
+            raise InternalCompilerError(f"{op.tensor}: warp lanes over level {it.level}, "
+                                        "which the loop does not step over by position")
         if kind == "position" and positions:
             begin, end = self.clamp(begin, end)
             clamped = True
+        elif lanes:
+            begin = b.add(begin, gpu_hooks.lane(b))
+            step, clamped = ir.Constant(I64, WARP_SIZE), True
         elif kind == "position":
             clamped = thread_rows and level.ordered
             if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
@@ -72,7 +83,7 @@ class IteratorEmitter:
                               for bound in (self.lo, self.hi))
         cur = self.alloca(I64, f"{op.tensor}{it.level}.cur")
         b.store(begin, cur)
-        return IterState(it, kind, cur, end, parent, clamped)
+        return IterState(it, kind, cur, end, parent, clamped, step)
 
     def lower_bound(self, tensor: TensorIR, level: int, env: dict[str, ir.Value],
                     begin: ir.Value, end: ir.Value, target: ir.Value) -> ir.Value:
