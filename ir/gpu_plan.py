@@ -20,6 +20,11 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   gives lane k the positions k, k+32, ... of the row; the lanes' partial sums meet by
   shuffles (``shfl.sync.bfly``) before lane 0 writes the output entry. For kernels whose
   row is one loop of scalar sums (SpMV-like, SDDMM-like rows), written after it.
+- ``warp_per_row_columns``: tags ``gpu_block``, ``gpu_warp``: a warp per coordinate
+  whose lanes share the innermost loop over a dense range of coordinates (SpMM's
+  columns: lane k takes columns k, k+32, ...; ``warp lanes``), each lane writing its own
+  output entries: no sums across lanes, coalesced reads of the dense operand's rows.
+  The row's fast forms (row clearing, jam) are dropped: lanes share the row.
 - ``count_fill``: adds ``count``, ``fill``: an assembled (sparse) output, sized on the
   host before the launch: a grid of threads counts each row's entries, the host scans
   the counts into offsets and allocates the output exactly, a second grid fills it. The
@@ -73,11 +78,14 @@ ENTRIES_PER_THREAD = 32  # nonzero split: a thread's share of stored entries
 
 THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL = "thread_per_row", "nonzero_split", "count_fill"
 THREAD_PER_NONZERO, WARP_PER_ROW = "thread_per_nonzero", "warp_per_row"
-SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, THREAD_PER_NONZERO, WARP_PER_ROW, COUNT_FILL)
+WARP_COLUMNS = "warp_per_row_columns"
+SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, THREAD_PER_NONZERO, WARP_PER_ROW, WARP_COLUMNS,
+             COUNT_FILL)
 _TAGS = {THREAD_PER_ROW: (GPU_BLOCK, GPU_THREAD),
          NONZERO_SPLIT: (GPU_BLOCK, GPU_THREAD, NONZERO_SPLIT_TAG),
          THREAD_PER_NONZERO: (GPU_BLOCK, GPU_THREAD, POSITION_SPLIT_TAG, ATOMIC_TAG),
          WARP_PER_ROW: (GPU_BLOCK, GPU_WARP, WARP_SUMS_TAG),
+         WARP_COLUMNS: (GPU_BLOCK, GPU_WARP),
          COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG)}
 
 
@@ -111,7 +119,7 @@ class GpuPlan:
     @property
     def lanes(self) -> int:
         """Threads per coordinate of the split loop (a warp, or one)."""
-        return WARP_SIZE if self.schedule == WARP_PER_ROW else 1
+        return WARP_SIZE if self.schedule in (WARP_PER_ROW, WARP_COLUMNS) else 1
 
     @property
     def assembles(self) -> bool:
@@ -147,6 +155,12 @@ def _lane_loop(node: LoopNode) -> LoopNode:
     """The loop the warp's lanes share: strided, so its fast forms (jam, pairs,
     gallop, running sums...) do not apply."""
     return replace(tag(node, WARP_LANES_TAG), notes=())
+
+
+def _plain(node: LoopNode) -> LoopNode:
+    """A loop every lane of a warp runs whole: its fast forms dropped (a row cleared by
+    each lane, or jammed over the lanes' loop, would undo another lane's writes)."""
+    return replace(node, notes=())
 
 
 def _assembled(program: Program) -> bool:
@@ -198,18 +212,51 @@ def warp_refusal(program: Program, split: LoopNode) -> str | None:
     return None
 
 
+def _columns(split: LoopNode) -> LoopNode | None:
+    """The innermost loop under ``split`` when it runs over coordinates of a full range
+    (a dense operand's columns)."""
+    inner = loops_of(split)[1:]
+    last = inner[-1] if inner else None
+    full = isinstance(last, Loop) and last.over == "coordinates" and last.iterator.facts.full
+    return last if full and not loops_of(last)[1:] else None
+
+
+def columns_refusal(program: Program, split: LoopNode) -> str | None:
+    """Why a warp's lanes cannot share the columns of ``split``'s innermost loop (None:
+    they can): each lane must write only output entries indexed by its columns."""
+    columns = _columns(split)
+    if columns is None:
+        return "its innermost loop does not run over a dense range of coordinates"
+    inside = {id(n) for n in walk(columns)}
+    for node in walk(split):
+        if not isinstance(node, (Accumulate, Insert, Append)):
+            continue
+        mine = id(node) in inside
+        indexed = any(getattr(ix, "name", None) == columns.index
+                      for ix in getattr(node.target, "indices", ()))
+        if (mine and not isinstance(node.target, str) and not indexed) or (
+                not mine and target_name(node.target) == program.output):
+            return ("its output entries are not each written by one column's lane "
+                    "inside that loop")
+        if mine and isinstance(node.target, str):
+            return "it sums across the columns into a temporary, which lanes would split"
+    return None
+
+
 def default_schedule(program: Program, split: LoopNode) -> str:
     """The autoscheduler's GPU schedule per kernel class: an assembled output is counted
     then filled (the only way to size it on the host); where the split loop's
-    coordinates lead to runs of stored entries (CSR SpMV, SpMM, SDDMM, adds), threads
-    share entries, not rows (nonzero split); where it steps over positions whose
+    coordinates lead to runs of stored entries and then to a dense range of output
+    columns (CSR SpMM), a warp's lanes share the columns (coalesced; a dense operand
+    narrower than a warp idles lanes); where they lead to runs of entries otherwise
+    (CSR SpMV, SDDMM, adds), threads share entries, not rows (nonzero split); where it steps over positions whose
     coordinates repeat (a coordinate list's rows), a thread per range of entries adds into the
     output atomically; a split loop over unique stored coordinates, or one leading to
     fixed work, runs a thread per coordinate."""
     if _assembled(program):
         return COUNT_FILL
     if split.over == "coordinates" and _walks_positions_below(split):
-        return NONZERO_SPLIT
+        return WARP_COLUMNS if columns_refusal(program, split) is None else NONZERO_SPLIT
     if isinstance(split, Loop) and not split.iterator.facts.unique \
             and position_split_refusal(program, split) is None:
         return THREAD_PER_NONZERO
@@ -259,8 +306,14 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
     if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule warp_per_row does not fit: {why}")
+    if chosen == WARP_COLUMNS and (why := columns_refusal(program, first)):
+        raise GpuMappingError(f"GPU schedule {WARP_COLUMNS} does not fit: {why}")
     changes = {id(first): _tagged(_TAGS[chosen])}
     if chosen == WARP_PER_ROW:
         changes[id(loops_of(first)[1])] = _lane_loop
+    if chosen == WARP_COLUMNS:
+        changes = {id(loop): _plain for loop in loops_of(first)}
+        changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
+        changes[id(_columns(first))] = _lane_loop
     root = _retag(program.root, changes)
     return GpuPlan(replace(program, root=root), first.index, block, chosen, entries)

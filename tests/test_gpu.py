@@ -17,6 +17,7 @@ from llvsparse.ir.gpu_plan import (
     NONZERO_SPLIT,
     THREAD_PER_NONZERO,
     THREAD_PER_ROW,
+    WARP_COLUMNS,
     WARP_PER_ROW,
     GpuMappingError,
     plan_gpu,
@@ -49,6 +50,8 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      {"A": "csr", "B": "dense", "C": "dense"}, THREAD_PER_ROW, lambda A, B: A @ B),
     ("csr_spmm_nonzero_split", "C(i,k) = A(i,j) * B(j,k)",
      {"A": "csr", "B": "dense", "C": "dense"}, NONZERO_SPLIT, lambda A, B: A @ B),
+    ("csr_spmm_warp_columns", "C(i,k) = A(i,j) * B(j,k)",
+     {"A": "csr", "B": "dense", "C": "dense"}, WARP_COLUMNS, lambda A, B: A @ B),
     ("sddmm_into_dense", "C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "dense"},
      NONZERO_SPLIT, lambda A, D, E: A.multiply(D @ E.T).toarray()),
     ("sddmm_into_csr", "C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "csr"},
@@ -162,8 +165,8 @@ def test_plan_tags_the_split_loop(name, expression, formats, schedule, reference
     head = next(line for line in shown.splitlines() if "gpu_block" in line)
     assert head.lstrip().startswith(f"for {plan.index}")
     assert ("gpu_warp, warp sums" in head) == (schedule == WARP_PER_ROW)
-    assert ("{warp lanes}" in shown) == (schedule == WARP_PER_ROW)
-    assert ("gpu_thread" in head) == (schedule != WARP_PER_ROW)
+    assert ("{warp lanes}" in shown) == (schedule in (WARP_PER_ROW, WARP_COLUMNS))
+    assert ("gpu_thread" in head) == (schedule not in (WARP_PER_ROW, WARP_COLUMNS))
     assert ("nonzero split" in head) == (schedule == NONZERO_SPLIT)
     assert ("count, fill" in head) == (schedule == COUNT_FILL)
     assert ("position split, atomic adds" in head) == (schedule == THREAD_PER_NONZERO)
@@ -172,7 +175,8 @@ def test_plan_tags_the_split_loop(name, expression, formats, schedule, reference
 
 @pytest.mark.parametrize(("expression", "formats", "expected"), [
     ("y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"}, NONZERO_SPLIT),
-    ("C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "dense", "C": "dense"}, NONZERO_SPLIT),
+    ("C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "dense", "C": "dense"}, WARP_COLUMNS),
+    ("C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "dense"}, NONZERO_SPLIT),
     ("y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"}, THREAD_PER_NONZERO),
     ("C(i,k) = A(i,j) * B(j,k)", {"A": "coo", "B": "dense", "C": "dense"},
      THREAD_PER_NONZERO),
@@ -240,7 +244,8 @@ def test_catalog_ptx_passes_ptxas(name, expression, formats, schedule, reference
     assert "malloc" not in ptx  # no device heap: outputs are sized on the host
     assert ("atom.add.f64" in ptx or "atom.global.add.f64" in ptx) == \
         (schedule == THREAD_PER_NONZERO)  # threads sharing rows add atomically
-    assert ("shfl.sync.bfly" in ptx) == (schedule == WARP_PER_ROW)  # lanes' sums meet
+    if schedule != WARP_COLUMNS:  # (which defines the warp sums without calling them)
+        assert ("shfl.sync.bfly" in ptx) == (schedule == WARP_PER_ROW)  # lanes' sums meet
     check_ptx(ptx, arch)
 
 
@@ -272,6 +277,9 @@ SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
      "another operand's level"),
     (ADD, {**CSR_ADD, "C": "dense"}, COUNT_FILL, "dense-like"),
     (SDDMM_EXPR, {**SDDMM, "C": "dense"}, WARP_PER_ROW, "not one loop"),
+    (SDDMM_EXPR, {**SDDMM, "C": "dense"}, WARP_COLUMNS, "sums across the columns"),
+    ("y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"}, WARP_COLUMNS,
+     "does not run over a dense range"),
     (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "not one loop"),
     (ADD, {**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
     (ADD, {**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),
@@ -285,7 +293,7 @@ def test_schedule_that_does_not_fit_is_refused(expression, formats, schedule, ma
 def test_unknown_schedule_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="gpu_schedule must be one of thread_per_row, "
                                          "nonzero_split, thread_per_nonzero, warp_per_row, "
-                                         "count_fill"):
+                                         "warp_per_row_columns, count_fill"):
         ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", gpu_schedule="warp")
 
 
@@ -326,3 +334,16 @@ def test_warp_lanes_meet() -> None:
     launch = launch_of(kernel, kernel.gpu_plan(), kernel.bind(A=A, x=x))
     assert launch.threads == 9 * 32 and launch.grid == 3 and launch.bounds is None
     assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+
+
+@pytest.mark.parametrize("columns", [1, 31, 32, 70])
+def test_warp_lanes_share_dense_columns(columns) -> None:
+    """SpMM with a warp per row and its lanes over the dense columns: fewer columns than
+    lanes (idle lanes), exactly a warp, and more (each lane takes several)."""
+    rng = np.random.default_rng(columns)
+    A = sp.random(40, 30, density=0.2, format="csr", random_state=rng)
+    B = rng.standard_normal((30, columns))
+    kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr", B="dense", C="dense",
+                        target="cuda-emulated")
+    assert kernel.gpu_plan().schedule == WARP_COLUMNS
+    assert np.allclose(kernel(A=A, B=B).to_numpy(), A @ B)

@@ -30,17 +30,20 @@ class IteratorEmitter:
         [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped;
         ``positions``: the range is of the level's positions instead (a position split
         tag: threads share coordinates, and the output's writes add atomically);
-        ``lanes``: a warp's lanes share the positions, lane k taking k, k+32, ... (the
-        warp lanes tag)."""
+        ``lanes``: a warp's lanes share the loop, lane k taking its k-th, k+32-th, ...
+        position or coordinate (the warp lanes tag)."""
         b = self.b
+        step = ir.Constant(I64, WARP_SIZE) if lanes else None
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
             begin, end = ZERO, self.extent(var)
             clamped = thread_rows
             if clamped:
                 begin, end = self.clamp(begin, end)
+            if lanes:
+                begin, clamped = b.add(begin, gpu_hooks.lane(b)), True
             b.store(begin, cur)
-            return IterState(it, "coordinate", cur, end, None, clamped)
+            return IterState(it, "coordinate", cur, end, None, clamped, step)
         op = self.operands[it.uid]
         tensor = self.tensors[op.tensor]
         level = tensor.type.levels[it.level]
@@ -66,16 +69,11 @@ class IteratorEmitter:
         if positions and (kind != "position" or not thread_rows):
             raise InternalCompilerError(f"{op.tensor}: a position split of level {it.level}, "
                                         "which the loop does not step over by position")
-        step = None
-        if lanes and kind != "position":
-            raise InternalCompilerError(f"{op.tensor}: warp lanes over level {it.level}, "
-                                        "which the loop does not step over by position")
-        if kind == "position" and positions:
+        if positions:
             begin, end = self.clamp(begin, end)
             clamped = True
         elif lanes:
-            begin = b.add(begin, gpu_hooks.lane(b))
-            step, clamped = ir.Constant(I64, WARP_SIZE), True
+            begin, clamped = b.add(begin, gpu_hooks.lane(b)), True
         elif kind == "position":
             clamped = thread_rows and level.ordered
             if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
