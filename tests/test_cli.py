@@ -136,6 +136,7 @@ def test_dump_ptx_refuses_a_kernel_without_gpu_mapping(cli: Cli) -> None:
     (["-f", "A:csr"], "nonzero_split", "nonzero split}", ["llvsparse_kernel_device"]),
     (["-f", "A:coo"], "thread_per_nonzero", "position split, atomic adds}",
      ["llvsparse_kernel_device"]),
+    (["-f", "A:csr"], "warp_per_row", "gpu_warp, warp sums}", ["llvsparse_kernel_device"]),
 ])
 def test_dump_gpu_schedule_shows_and_assembles(cli: Cli, tmp_path: Path, formats, schedule,
                                                tags, entries,
@@ -163,6 +164,9 @@ def test_dump_count_fill_emits_both_grids(cli: Cli) -> None:
     assert ".entry llvsparse_kernel_fill_device(" in done.stdout
     done = cli("dump", SPMV, "-f", "A:csr", "--gpu-schedule", "warp", "--emit", "ptx")
     assert done.returncode == 2 and "invalid choice: 'warp'" in done.stderr
+    done = cli("dump", SPMV, "-f", "A:coo", "--gpu-schedule", "thread_per_nonzero",
+               "--emit", "ptx", "--name", "k")
+    assert done.returncode != 0 and "--name renames thread_per_row and" in done.stderr
 
 
 @pytest.mark.parametrize("sm", ["sm_90a", "sm_120"])
