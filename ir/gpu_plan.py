@@ -16,10 +16,10 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   add their partial sums into the output with atomic adds (``atomicrmw``; the host
   zeroes the output first).
 - ``warp_per_row``: tags ``gpu_block``, ``gpu_warp``, ``warp sums``: a warp of 32 lanes
-  per coordinate; the loop under it (tagged ``warp lanes``, its fast forms dropped)
-  gives lane k the positions k, k+32, ... of the row; the lanes' partial sums meet by
-  shuffles (``shfl.sync.bfly``) before lane 0 writes the output entry. For kernels whose
-  row is one loop of scalar sums (SpMV-like, SDDMM-like rows), written after it.
+  per coordinate; the innermost loop under it (tagged ``warp lanes``; the row's fast
+  forms dropped) gives lane k its k-th, k+32-th, ... step: a row's positions (SpMV) or a
+  dot product's dense range (SDDMM, a warp per row, its lanes over k); the lanes'
+  partial sums meet by shuffles (``shfl.sync.bfly``) before lane 0 writes each entry.
 - ``warp_per_row_columns``: tags ``gpu_block``, ``gpu_warp``: a warp per coordinate
   whose lanes share the innermost loop over a dense range of coordinates (SpMM's
   columns: lane k takes columns k, k+32, ...; ``warp lanes``), each lane writing its own
@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from .cin import Operand
 from .loops import (
     Accumulate,
     Allocate,
@@ -196,17 +197,35 @@ def position_split_refusal(program: Program, split: LoopNode) -> str | None:
     return None
 
 
+def _sum_read(expr: object) -> bool:
+    """Whether ``expr`` reads a scalar temporary (a sum the lanes each hold part of)."""
+    return isinstance(expr, Operand) and expr.uid == -1
+
+
 def warp_refusal(program: Program, split: LoopNode) -> str | None:
-    """Why a warp cannot run each coordinate of ``split`` (None: it can): its row must
-    be one loop over a level's positions that only sums into scalar temporaries by +,
-    with the output written after it, in floats (what the shuffles add)."""
+    """Why a warp cannot run each coordinate of ``split`` (None: it can): the lanes
+    share its innermost loop (over a level's positions or a dense range), which may
+    only sum into scalar temporaries by +; the output is written outside that loop,
+    unconditionally (every lane reaches each shuffle), with such a sum; in floats."""
     inner = loops_of(split)[1:]
-    if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].over != "positions":
-        return "its row is not one loop over a level's stored positions"
-    writes = [n for n in walk(inner[0]) if isinstance(n, (Accumulate, Insert, Append))]
-    if any(target_name(w.target) == program.output or not isinstance(w, Accumulate)
-           or w.operator is not ADD for w in writes):
-        return "its row's loop writes the output, or reduces by something other than +"
+    lanes = inner[-1] if inner else None
+    if not isinstance(lanes, Loop) or loops_of(lanes)[1:] or not (
+            lanes.over == "positions" or lanes.iterator.facts.full):
+        return "its innermost loop is not one loop over a level's positions or a dense range"
+    inside = {id(n) for n in walk(lanes)}
+    for node in walk(split):
+        if isinstance(node, If) and any(isinstance(w, (Accumulate, Insert, Append))
+                                        and target_name(w.target) == program.output
+                                        for w in walk(node.then)):
+            return "it writes the output under a condition, which lanes may not all reach"
+        if not isinstance(node, (Accumulate, Insert, Append)):
+            continue
+        output = target_name(node.target) == program.output
+        if id(node) in inside and (output or not isinstance(node, Accumulate)
+                                   or node.operator is not ADD):
+            return "its innermost loop writes the output, or reduces by something other than +"
+        if not (id(node) in inside) and output and not _sum_read(node.value):
+            return "it writes the output with something other than a sum the lanes hold"
     if program.dtype not in ("float32", "float64"):
         return f"its values are {program.dtype}; warp shuffles here sum floats"
     return None
@@ -310,7 +329,9 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         raise GpuMappingError(f"GPU schedule {WARP_COLUMNS} does not fit: {why}")
     changes = {id(first): _tagged(_TAGS[chosen])}
     if chosen == WARP_PER_ROW:
-        changes[id(loops_of(first)[1])] = _lane_loop
+        changes = {id(loop): _plain for loop in loops_of(first)}
+        changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
+        changes[id(loops_of(first)[-1])] = _lane_loop
     if chosen == WARP_COLUMNS:
         changes = {id(loop): _plain for loop in loops_of(first)}
         changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))

@@ -54,6 +54,8 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      {"A": "csr", "B": "dense", "C": "dense"}, WARP_COLUMNS, lambda A, B: A @ B),
     ("sddmm_into_dense", "C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "dense"},
      NONZERO_SPLIT, lambda A, D, E: A.multiply(D @ E.T).toarray()),
+    ("sddmm_warp_per_row", "C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "dense"},
+     WARP_PER_ROW, lambda A, D, E: A.multiply(D @ E.T).toarray()),
     ("sddmm_into_csr", "C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "csr"},
      COUNT_FILL, lambda A, D, E: A.multiply(D @ E.T).toarray()),
     ("csr_add_into_dense", "C(i,j) = A(i,j) + F(i,j)", {**CSR_ADD, "C": "dense"},
@@ -276,11 +278,10 @@ SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
     (SDDMM_EXPR, {**SDDMM, "A": "coo", "C": "dense"}, THREAD_PER_NONZERO,
      "another operand's level"),
     (ADD, {**CSR_ADD, "C": "dense"}, COUNT_FILL, "dense-like"),
-    (SDDMM_EXPR, {**SDDMM, "C": "dense"}, WARP_PER_ROW, "not one loop"),
     (SDDMM_EXPR, {**SDDMM, "C": "dense"}, WARP_COLUMNS, "sums across the columns"),
     ("y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"}, WARP_COLUMNS,
      "does not run over a dense range"),
-    (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "not one loop"),
+    (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "other than a sum the lanes hold"),
     (ADD, {**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
     (ADD, {**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),
 ])
@@ -334,6 +335,19 @@ def test_warp_lanes_meet() -> None:
     launch = launch_of(kernel, kernel.gpu_plan(), kernel.bind(A=A, x=x))
     assert launch.threads == 9 * 32 and launch.grid == 3 and launch.bounds is None
     assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+
+
+def test_warp_lanes_share_a_dot_product() -> None:
+    """SDDMM with a warp per row, its lanes over the dense k of each entry's dot product:
+    k shorter and longer than a warp."""
+    rng = np.random.default_rng(4)
+    kernel = ls.compile("C(i,j) = A(i,j) * D(i,k) * E(j,k)", A="csr", D="dense",
+                        E="dense", C="dense", target="cuda-emulated",
+                        gpu_schedule=WARP_PER_ROW)
+    for inner in (3, 45):
+        A = sp.random(12, 10, density=0.3, format="csr", random_state=rng)
+        D, E = rng.standard_normal((12, inner)), rng.standard_normal((10, inner))
+        assert np.allclose(kernel(A=A, D=D, E=E).to_numpy(), A.multiply(D @ E.T).toarray())
 
 
 @pytest.mark.parametrize("columns", [1, 31, 32, 70])

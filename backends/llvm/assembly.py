@@ -239,20 +239,23 @@ class OutputAssembler:
         address = vals.address(b, pos)
         dtype = self.tensor.type.dtype
         kc = self.kc
-        if self.warp:
-            if self.prefix <= last:
-                raise InternalCompilerError("warp sums into an assembled output")
+        if (self.warp or self.atomic) and self.prefix <= last:
+            raise InternalCompilerError("warp sums or atomic adds into an assembled output")
+        if self.warp:  # the warp's total, written (or added) by lane 0
             value = gpu_hooks.warp_sum(b, value)
             with b.if_then(b.icmp_signed("==", gpu_hooks.lane(b), ZERO)):
-                self.store(value, address, dtype)
+                self.write_at(value, address, dtype, last)
             return
         if self.atomic:
-            if self.prefix <= last:
-                raise InternalCompilerError("atomic adds into an assembled output")
             value = scalars.store_value(b, scalars.convert(b, value, kc.dtype, dtype), dtype)
             b.atomic_rmw("fadd" if isinstance(value.type, (ir.FloatType, ir.DoubleType)) else "add",
                          address, value, "monotonic")
             return
+        self.write_at(value, address, dtype, last)
+
+    def write_at(self, value: ir.Value, address: ir.Value, dtype: str, last: int) -> None:
+        """Store ``value`` at ``address``, or reduce it into what is there."""
+        b, kc = self.b, self.kc
         if self.prefix > last and not self.overwrites():
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)
