@@ -11,19 +11,19 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   found on the host by a search over the running count of entries per coordinate (heavy
   rows get a thread to themselves), so skewed rows do not leave most threads idle.
 - ``thread_per_nonzero``: adds ``position split``, ``atomic adds``: where the split loop
-  steps over a level's stored positions (a coordinate list's rows), each thread takes a
+  steps over a level's stored positions whose coordinates repeat, each thread takes a
   range of ``entries`` positions, so a row's entries may fall to several threads, which
   add their partial sums into the output with atomic adds (``atomicrmw``; the host
   zeroes the output first).
 - ``warp_per_row``: tags ``gpu_block``, ``gpu_warp``, ``warp sums``: a warp of 32 lanes
   per coordinate; the innermost loop under it (tagged ``warp lanes``; the row's fast
   forms dropped) gives lane k its k-th, k+32-th, ... step: a row's positions (SpMV) or a
-  dot product's dense range (SDDMM, a warp per row, its lanes over k); the lanes'
+  dot product's full range (SDDMM, a warp per row, its lanes over k); the lanes'
   partial sums meet by shuffles (``shfl.sync.bfly``) before lane 0 writes each entry.
 - ``warp_per_row_columns``: tags ``gpu_block``, ``gpu_warp``: a warp per coordinate
-  whose lanes share the innermost loop over a dense range of coordinates (SpMM's
+  whose lanes share the innermost loop over a full range of coordinates (SpMM's
   columns: lane k takes columns k, k+32, ...; ``warp lanes``), each lane writing its own
-  output entries: no sums across lanes, coalesced reads of the dense operand's rows.
+  output entries: no sums across lanes, coalesced reads of the operand's rows.
   The row's fast forms (row clearing, jam) are dropped: lanes share the row.
 - ``count_fill``: adds ``count``, ``fill``: an assembled (sparse) output, sized on the
   host before the launch: a grid of threads counts each row's entries, the host scans
@@ -204,14 +204,15 @@ def _sum_read(expr: object) -> bool:
 
 def warp_refusal(program: Program, split: LoopNode) -> str | None:
     """Why a warp cannot run each coordinate of ``split`` (None: it can): the lanes
-    share its innermost loop (over a level's positions or a dense range), which may
+    share its innermost loop (over a level's positions or a full range), which may
     only sum into scalar temporaries by +; the output is written outside that loop,
     unconditionally (every lane reaches each shuffle), with such a sum; in floats."""
     inner = loops_of(split)[1:]
     lanes = inner[-1] if inner else None
     if not isinstance(lanes, Loop) or loops_of(lanes)[1:] or not (
             lanes.over == "positions" or lanes.iterator.facts.full):
-        return "its innermost loop is not one loop over a level's positions or a dense range"
+        return ("its innermost loop is not one loop over a level's positions or a full "
+                "range of coordinates")
     inside = {id(n) for n in walk(lanes)}
     for node in walk(split):
         if isinstance(node, If) and any(isinstance(w, (Accumulate, Insert, Append))
@@ -232,8 +233,8 @@ def warp_refusal(program: Program, split: LoopNode) -> str | None:
 
 
 def _columns(split: LoopNode) -> LoopNode | None:
-    """The innermost loop under ``split`` when it runs over coordinates of a full range
-    (a dense operand's columns)."""
+    """The innermost loop under ``split`` when it runs over a full range of coordinates
+    (every coordinate stored: an operand's columns)."""
     inner = loops_of(split)[1:]
     last = inner[-1] if inner else None
     full = isinstance(last, Loop) and last.over == "coordinates" and last.iterator.facts.full
@@ -245,7 +246,7 @@ def columns_refusal(program: Program, split: LoopNode) -> str | None:
     they can): each lane must write only output entries indexed by its columns."""
     columns = _columns(split)
     if columns is None:
-        return "its innermost loop does not run over a dense range of coordinates"
+        return "its innermost loop does not run over a full range of coordinates"
     inside = {id(n) for n in walk(columns)}
     for node in walk(split):
         if not isinstance(node, (Accumulate, Insert, Append)):
@@ -265,12 +266,12 @@ def columns_refusal(program: Program, split: LoopNode) -> str | None:
 def default_schedule(program: Program, split: LoopNode) -> str:
     """The autoscheduler's GPU schedule per kernel class: an assembled output is counted
     then filled (the only way to size it on the host); where the split loop's
-    coordinates lead to runs of stored entries and then to a dense range of output
-    columns (CSR SpMM), a warp's lanes share the columns (coalesced; a dense operand
-    narrower than a warp idles lanes); where they lead to runs of entries otherwise
-    (CSR SpMV, SDDMM, adds), threads share entries, not rows (nonzero split); where it steps over positions whose
-    coordinates repeat (a coordinate list's rows), a thread per range of entries adds into the
-    output atomically; a split loop over unique stored coordinates, or one leading to
+    coordinates lead to runs of stored entries and then to a full range of output
+    columns (SpMM), a warp's lanes share the columns (coalesced; an operand narrower
+    than a warp idles lanes); where they lead to runs of entries otherwise (SpMV, SDDMM,
+    adds), threads share entries, not rows (nonzero split); where the split loop steps
+    over positions whose coordinates repeat, a thread per range of entries adds into
+    the output atomically; a loop over unique stored coordinates, or one leading to
     fixed work, runs a thread per coordinate."""
     if _assembled(program):
         return COUNT_FILL

@@ -280,7 +280,7 @@ SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
     (ADD, {**CSR_ADD, "C": "dense"}, COUNT_FILL, "dense-like"),
     (SDDMM_EXPR, {**SDDMM, "C": "dense"}, WARP_COLUMNS, "sums across the columns"),
     ("y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"}, WARP_COLUMNS,
-     "does not run over a dense range"),
+     "does not run over a full range"),
     (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "other than a sum the lanes hold"),
     (ADD, {**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
     (ADD, {**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),

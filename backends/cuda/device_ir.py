@@ -115,7 +115,8 @@ def device_name(name: str, phase: str = "range") -> str:
 def device_signature() -> ir.FunctionType:
     """``(table, status, bounds, threads, extra)``: ``bounds`` null gives thread t the
     coordinate t, else the range [bounds[t], bounds[t+1]) (t counts warps where a warp
-    shares a range); threads from ``threads`` on do nothing; ``extra``: the per-thread counts or offsets of an assembly's phases."""
+    shares a range); threads from ``threads`` on do nothing; ``extra``: the per-thread
+    counts or offsets of an assembly's phases."""
     i64p = I64.as_pointer()
     return ir.FunctionType(ir.VoidType(), [PTR, I32.as_pointer(), i64p, I64, i64p])
 
