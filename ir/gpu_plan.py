@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from .assembly_phases import SPLIT_PHASES, can_count_and_fill
 from .cin import Operand
 from .loops import (
     Accumulate,
@@ -326,6 +327,14 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
     if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule warp_per_row does not fit: {why}")
+    phases = program.phases
+    if chosen == COUNT_FILL:
+        if not can_count_and_fill(program):
+            raise GpuMappingError("this kernel's assembled output cannot be built in count "
+                                  "and fill phases (its rows are not outermost, or its "
+                                  "levels are not a row-owned append group), which sizing "
+                                  "it on the host before the launch needs")
+        phases = SPLIT_PHASES  # the count and fill grids' functions, with setup and finish
     if chosen == WARP_COLUMNS and (why := columns_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule {WARP_COLUMNS} does not fit: {why}")
     changes = {id(first): _tagged(_TAGS[chosen])}
@@ -338,4 +347,5 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
         changes[id(_columns(first))] = _lane_loop
     root = _retag(program.root, changes)
-    return GpuPlan(replace(program, root=root), first.index, block, chosen, entries)
+    return GpuPlan(replace(program, root=root, phases=phases), first.index, block, chosen,
+                   entries)

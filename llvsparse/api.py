@@ -29,8 +29,7 @@ from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
 from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.gpu_plan import GpuPlan
-from .ir.loops import Program
-from .ir.loops import show as show_loops
+from .ir.loops import Program, show_program
 from .ir.operators import user_operators
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
@@ -286,14 +285,12 @@ class Kernel:
                              lazy=False).jit
         return inst
 
-    def rebuilt(self, inst: Instance, count_fill: bool,
-                retag: Callable[[Program], Program] | None) -> JitKernel:
-        """``inst``'s code built again for a GPU plan (gpu_call.py): ``count_fill``
-        assembles a sparse output in count and fill phases wherever its levels allow;
-        ``retag`` runs on its loop IR before translation (the plan's tags)."""
+    def rebuilt(self, inst: Instance, retag: Callable[[Program], Program]) -> JitKernel:
+        """``inst``'s code built again for a GPU plan (gpu_call.py): ``retag`` runs on
+        its loop IR before translation (the plan's tags, and the assembly phases a
+        sparse output is counted and filled in)."""
         request = replace(self._request(inst.types), retag=retag)
-        return build(request, inst.types, inst.conversions, lazy=False,
-                     count_fill=count_fill).jit
+        return build(request, inst.types, inst.conversions, lazy=False).jit
 
     @property
     def llvm_ir(self) -> str:
@@ -345,7 +342,7 @@ class Kernel:
     def loops(self) -> str:
         """The loop IR: each loop, what it iterates and locates, and the fast forms the
         optimization passes chose for it (in brackets)."""
-        return show_loops(self.program(self._default()).root)
+        return show_program(self.program(self._default()))
 
     def program(self, inst: Instance) -> Program:
         """The loop IR of ``inst``, one of this kernel's instances (lowered again where

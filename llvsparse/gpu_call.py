@@ -54,7 +54,7 @@ def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
     if found is None:
         def retag(program: Program) -> Program:
             return plan_gpu(program, True, plan.block, plan.schedule, plan.entries).program
-        code = kernel.rebuilt(inst, plan.assembles, retag)
+        code = kernel.rebuilt(inst, retag)
         found = kernel.device_cache[key] = (inst, code)  # (the instance kept alive)
     code = found[1]
     if plan.assembles and not all(p in code.assembly

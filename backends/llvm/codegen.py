@@ -20,8 +20,7 @@ from ...ir.errors import InternalCompilerError
 from ...ir.gpu_plan import ATOMIC_TAG, POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
 from ...ir.lattice import Iter
 from ...ir.loops import Block, LoopNode, Node, Program, loops_of
-from ...ir.opt import loop_ir, passes
-from ...ir.opt.passes import Target
+from ...ir.opt import passes
 from ...ir.schedule import Nest
 from ...ir.types import TensorType
 from . import jam, precompute_lower, scalars
@@ -54,11 +53,11 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     """Builds one kernel function for a list of nests writing one output."""
 
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
-                 dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False,
-                 phase: str = "whole", module: ir.Module | None = None,
-                 other_form: bool = False, program: Program | None = None):
+                 dtype: str, program: Program, name: str = "llvsparse_kernel",
+                 fastmath: bool = False, phase: str = "whole", module: ir.Module | None = None,
+                 other_form: bool = False):
         self.nests = nests
-        self.program = program  # the loop IR, where lowering built it already (whole)
+        self.program = program  # the loop IR of this phase (ir/opt.loop_ir), with its forms
         self.types = types
         self.arg_order = arg_order
         self.dtype = dtype
@@ -72,7 +71,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         # every case and selects, an intersection searches past every mismatch, and two
         # rows' sums run side by side (see pairs.py).
         self.other_form = other_form
-        self.form_choices = 0  # loops lowered where the other form differs
         self.phase = phase
         self.module = module or ir.Module(name="llvsparse")
         self.entry_name, self.range_name = name, f"{name}_range"
@@ -137,12 +135,10 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
 
     # -- driver ------------------------------------------------------------------------
     def compile(self) -> ir.Module:
-        """Emit this compiler's function: the whole kernel, or one phase of a split
-        assembly (see ``can_split_assembly``)."""
-        # The loop IR, with the fast forms its passes chose, walked node by node (a
-        # workspace kernel's passes: thread rows and prefetch only).
-        program = self.program or loop_ir(self.nests, self.types, self.out_name,
-                                          Target(self.phase, self.fastmath, self.dtype))
+        """Emit this compiler's function: the whole kernel, or one phase of a threaded
+        assembly (ir/assembly_phases.py)."""
+        # The loop IR, with the fast forms its passes chose, walked node by node.
+        program = self.program
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
@@ -169,48 +165,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             self.tensors[self.out_name].write_back(self.b)
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
-
-    def can_split_assembly(self) -> bool:
-        """Whether threads may assemble this kernel's sparse output together, in phases:
-        ``setup`` sizes the output's fixed arrays, ``count(lo, hi)`` counts the entries
-        rows [lo, hi) append, ``fill(lo, hi, offset)`` appends them from ``offset`` into
-        arrays sized exactly, and ``finish(total)`` runs the levels' finalize functions.
-
-        It needs one loop nest whose outermost loop is the output's first index, with
-        dense loops inside the output's indices (see below), over output levels that
-        are full and array-free (rows that threads own) followed by one append group
-        whose parent is those rows, with no array there that must be initialized and
-        grows with the entries. Call it after ``compile``.
-        """
-        if not self.rows_outermost():
-            return False
-        nest = self.nests[0]
-        # Counting walks the same sparse loops as filling; it is cheaper only by the
-        # dense loops inside the output's indices (a dot product per entry, as in
-        # SDDMM), which it drops. Without them two passes on two threads measured no
-        # faster than one pass (SpAdd 0.82-1.35x, Hadamard 0.66-1.22x, TTV into CSR
-        # 0.83-1.17x over four runs): such kernels gather instead (can_gather_assembly).
-        inner = [v for v in nest.order if v not in nest.assign.vars]
-        if not inner or any(not self.types[op.tensor].levels[k].full
-                            for op in operands(nest.body)
-                            for k, v in enumerate(op.vars) if v in inner):
-            return False
-        return self.output.splittable()
-
-    def can_gather_assembly(self) -> bool:
-        """Whether threads may assemble this kernel's sparse output by gathering:
-        ``setup`` as above, ``append(lo, hi, *entries)`` appends rows [lo, hi) into the
-        thread's own buffers from position 0 (the row cells it owns stay shared), the
-        caller concatenates the buffers in row order, and ``finish(total)`` as above.
-        One pass over the inputs, plus a copy of the entries. Call it after ``compile``.
-        """
-        return self.rows_outermost() and self.output.gatherable()
-
-    def rows_outermost(self) -> bool:
-        """One loop nest whose outermost loop is the output's first index."""
-        if len(self.nests) != 1 or self.range_var is None or self.nests[0].assign.derived:
-            return False
-        return bool(self.nests[0].order) and self.nests[0].order[0] == self.range_var
 
     def lower_nest(self, nest: Nest, root: Node) -> None:
         """Emit one nest from its loop IR ``root``."""
@@ -471,6 +425,6 @@ def emit_kernel(nests: list[Nest], types: dict[str, TensorType], request,
     """The emitter lowering takes (``ir/transforms/lowering.Request.emit``): the kernel
     compiler for a request's nests, emitting their loop IR ``program`` (whole phase),
     and its module."""
-    builder = KernelCompiler(nests, types, request.order, request.dtype,
-                             fastmath=request.fastmath, program=program)
+    builder = KernelCompiler(nests, types, request.order, request.dtype, program,
+                             fastmath=request.fastmath)
     return builder, builder.compile()
