@@ -38,6 +38,12 @@ def assembly_phases(program: Program, types: dict[str, TensorType]) -> tuple[str
     return GATHER_PHASES if _gatherable(program.output_levels) else ()
 
 
+def can_count_and_fill(program: Program) -> bool:
+    """Whether threads may count, then fill, the output's rows whether or not counting
+    pays on a CPU (a GPU's assembly: it has no private buffers to gather into)."""
+    return _rows_outermost(program) and _splittable(program)
+
+
 def _rows_outermost(program: Program) -> bool:
     """One loop nest whose outermost loop is the output's first index (no index of
     it derived from blocked levels)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +22,12 @@ from .diagonals import PATTERN_FORMAT, diagonal_pattern
 from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
-from .gpu_call import emulated_call, gpu_plan
+from .gpu_call import device_code, device_phases, emulated_call, gpu_plan
 from .gpu_device import device_call
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
+from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.gpu_plan import GpuPlan
 from .ir.loops import Program, show_program
 from .ir.operators import user_operators
@@ -62,14 +64,19 @@ class Kernel:
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
-                 finite: bool = False, counting: bool = False, target: str = "cpu"):
+                 finite: bool = False, counting: bool = False, target: str = "cpu",
+                 gpu_schedule: str | None = None):
         checked_policy(workspace)
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+        if gpu_schedule is not None and gpu_schedule not in GPU_SCHEDULES:
+            raise ValueError(f"gpu_schedule must be one of {', '.join(GPU_SCHEDULES)} or "
+                             f"None (the rule of ir/gpu_plan.py), not {gpu_schedule!r}")
+        self.gpu_schedule = gpu_schedule  # how the GPU grid splits the kernel's work
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
         # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py);
         # "cuda": on a GPU through cuda-python (gpu_device.py). Code per instance:
-        self._device_code: dict = {}
+        self.device_cache: dict = {}
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
@@ -278,6 +285,13 @@ class Kernel:
                              lazy=False).jit
         return inst
 
+    def rebuilt(self, inst: Instance, retag: Callable[[Program], Program]) -> JitKernel:
+        """``inst``'s code built again for a GPU plan (gpu_call.py): ``retag`` runs on
+        its loop IR before translation (the plan's tags, and the assembly phases a
+        sparse output is counted and filled in)."""
+        request = replace(self._request(inst.types), retag=retag)
+        return build(request, inst.types, inst.conversions, lazy=False).jit
+
     @property
     def llvm_ir(self) -> str:
         return self._with_code().jit.llvm_ir
@@ -309,8 +323,9 @@ class Kernel:
         """PTX of the planned device kernel for an NVIDIA GPU of compute capability
         ``sm`` (needs no GPU); GpuMappingError where the kernel has no GPU mapping yet."""
         inst = self._with_code()
-        gpu_plan(self, inst)
-        return emit_ptx(inst.jit.llvm_ir, inst.jit.name, sm)
+        plan = gpu_plan(self, inst)
+        code = device_code(self, inst, plan)
+        return emit_ptx(code.llvm_ir, code.name, sm, device_phases(plan), plan.lanes)
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
         """Write an object file (``.o``) or shared library (``.so``) plus a C header."""
@@ -346,9 +361,9 @@ class Kernel:
         if self.target == "interpret":
             return interpret_call(self, check, tensors)
         if self.target == "cuda-emulated":
-            return emulated_call(self, check, tensors, self._device_code)
+            return emulated_call(self, check, tensors, self.device_cache)
         if self.target == "cuda":
-            return device_call(self, check, tensors, self._device_code)
+            return device_call(self, check, tensors, self.device_cache)
         out = tensors.pop("out", None) if "out" not in self._user_names else None
         bound = None if self._last_bound is None else \
             self._last_bound.reuse(tensors, threads, check)
@@ -446,7 +461,7 @@ class Kernel:
         if parallel:
             var = self._assignment.lhs.indices[inst.parallel_mode].name
             plan = self._plan(out_shape[inst.parallel_mode], threads,
-                              self._entries_per_row(inputs, var))
+                              self.entries_per_row(inputs, var))
         out_format = self.formats[out].with_fill(inst.types[out].fill)
         bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
         bound.refreshes = refreshes
@@ -503,7 +518,7 @@ class Kernel:
         self._last_plan = ((extent, threads), weights, plan)
         return plan
 
-    def _entries_per_row(self, inputs: dict[str, Tensor], var: str) -> list[np.ndarray]:
+    def entries_per_row(self, inputs: dict[str, Tensor], var: str) -> list[np.ndarray]:
         """Stored entries under each coordinate of ``var`` (the split loop's index) in
         each sparse input whose first level stores it: their sum evens out threads' work."""
         parts = []
@@ -561,7 +576,8 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
-            counting: bool = False, target: str = "cpu", **formats: object) -> Kernel:
+            counting: bool = False, target: str = "cpu", gpu_schedule: str | None = None,
+            **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -574,9 +590,12 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     "cpu" (native code), or "interpret": each call walks the kernel's loop IR in Python
     over the operands' arrays (slow; a check that the loop IR says all a kernel does),
     "cuda" (the planned device kernel on a GPU, through cuda-python: the ``cuda`` extra)
-    or "cuda-emulated" (the same device kernel run over its grid on the CPU)."""
+    or "cuda-emulated" (the same device kernel run over its grid on the CPU).
+    ``gpu_schedule``: how a GPU grid splits the work ("thread_per_row", "nonzero_split",
+    "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
-                  precompute=precompute, counting=counting, target=target)
+                  precompute=precompute, counting=counting, target=target,
+                  gpu_schedule=gpu_schedule)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

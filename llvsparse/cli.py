@@ -30,7 +30,8 @@ from .cli_common import (
 from .cli_formats import formats
 from .cli_run import run
 from .cli_selftest import add_parser as add_selftest_parser
-from .ir.gpu_plan import GpuMappingError
+from .ir.gpu_plan import NONZERO_SPLIT, THREAD_PER_ROW, GpuMappingError
+from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.loops import show as show_loops
 
 if TYPE_CHECKING:
@@ -234,12 +235,16 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
             raise CliError(f"--emit cubin: {error}") from None
     if stage == "ptx":
         try:
-            kernel.gpu_plan()  # the kernel's GPU mapping, or GpuMappingError
+            plan = kernel.gpu_plan()  # the kernel's GPU mapping, or GpuMappingError
         except GpuMappingError as error:
             raise CliError(f"--emit ptx: {error}") from None
         try:
             if not args.name:
                 return kernel.ptx(args.sm)
+            if plan.schedule not in (THREAD_PER_ROW, NONZERO_SPLIT):
+                raise CliError(f"--name: the {plan.schedule} schedule's kernel is built "
+                               "again for the GPU; --name renames thread_per_row and "
+                               "nonzero_split kernels only")
             return emit_ptx(machine().llvm_ir, machine().name, args.sm)
         except ValueError as error:
             raise CliError(f"--sm {args.sm}: {error}") from None
@@ -263,7 +268,8 @@ def dump(args: argparse.Namespace) -> int:
     if binary and not args.output:
         raise CliError(f"--emit {binary[0]} writes binary code: give the file with -o FILE")
     assignment = parse_notation(args.expr)
-    kernel = build_kernel(assignment, pairs(args.format, "-f"), args.out_format)
+    kernel = build_kernel(assignment, pairs(args.format, "-f"), args.out_format,
+                          args.gpu_schedule)
     try:
         inst = kernel.instance(pairs(args.dtype, "--dtype"),
                                pairs(args.index_dtype, "--index-dtype"))
@@ -363,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dtype", action="append", metavar="NAME:DTYPE",
                    help="index type of a tensor (default int32)")
     p.add_argument("--sm", default="sm_80", help="GPU architecture for ptx (default sm_80)")
+    p.add_argument("--gpu-schedule", choices=GPU_SCHEDULES,
+                   help="how the GPU grid splits the kernel (gpu-loops, ptx, cubin; "
+                        "default: the rule of ir/gpu_plan.py)")
     p.add_argument("--target", metavar="TRIPLE",
                    help="LLVM target triple for llvm/llvm-opt/asm/obj (default: this host)")
     p.add_argument("--cpu", help="CPU for --target (default: generic; the host CPU on the "

@@ -49,12 +49,14 @@ def parse_notation(text: str) -> Assignment:
 
 
 def build_kernel(assignment: Assignment, formats: dict[str, object],
-                 out_format: str | None) -> Kernel:
-    """Build a Kernel; unknown or mismatched formats become usage errors."""
+                 out_format: str | None, gpu_schedule: str | None = None) -> Kernel:
+    """Build a Kernel; unknown or mismatched formats (or GPU schedule) become usage
+    errors."""
     from .api import compile as compile_api
 
     try:
-        return compile_api(assignment, out_format=out_format, **formats)
+        return compile_api(assignment, out_format=out_format, gpu_schedule=gpu_schedule,
+                           **formats)
     except ValueError as error:  # FormatError and tensors not in the expression
         raise CliError(str(error)) from None
 

@@ -1,54 +1,127 @@
 """Kernel calls on the GPU emulator (``target="cuda-emulated"``): the operands are bound
-as for native code, the output is sized on the host, and the planned device kernel runs
-over its whole grid on the CPU (backends/cuda/emulator.py)."""
+as for native code, the output is sized on the host, and the planned device kernels run
+over their whole grids on the CPU (backends/cuda/emulator.py).
+
+An assembled output (schedule ``count_fill``) is sized as on a device: the host runs the
+setup phase, a grid counts each range's entries, the host scans the counts into
+offsets and allocates the output exactly, a second grid fills it, and the host's
+finish phase seals it.
+"""
 
 from __future__ import annotations
 
+import ctypes
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import runtime
+from .backends.cpu import JitKernel
 from .backends.cuda.emulator import EmulatedKernel, emulate
+from .binding import BoundCall
+from .gpu_launch import Launch, launch_of
 from .instance import Instance
 from .ir.gpu_plan import GpuMappingError, GpuPlan, plan_gpu
+from .ir.loops import Program
 from .tensor import Tensor
 
 if TYPE_CHECKING:
     from .api import Kernel
 
+ASSEMBLY_PHASES = ("count", "fill")  # the device's phases of an assembled output
+
 
 def gpu_plan(kernel: Kernel, inst: Instance) -> GpuPlan:
-    """The GPU mapping of ``inst`` (GpuMappingError where it has none)."""
-    return plan_gpu(kernel.program(inst), inst.parallel_mode is not None)
+    """The GPU mapping of ``inst`` under the kernel's ``gpu_schedule`` (GpuMappingError
+    where it has none)."""
+    plan = plan_gpu(kernel.program(inst), inst.parallel_mode is not None,
+                    schedule=kernel.gpu_schedule)
+    device_code(kernel, inst, plan)
+    return plan
 
 
-def extent_of(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
-    """The extent of the loop the grid splits: the output's index it runs over."""
-    names = [v.name for v in kernel.assignment.lhs.indices]
-    if plan.index not in names:
-        raise GpuMappingError(f"the grid splits the loop over {plan.index}, which indexes "
-                              "no mode of the output")
-    return shape[names.index(plan.index)]
+def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
+    """The translated code ``plan``'s device entries call: the CPU's, or (an assembled
+    output the CPU gathers, a position split's atomic writes) built again from the
+    loop IR with the plan's tags. GpuMappingError where an assembled output cannot be
+    built in count and fill phases."""
+    if not plan.assembles and not plan.splits_positions and plan.lanes == 1:
+        return kernel.code_of(inst).jit
+    if plan.assembles and "count" in kernel.code_of(inst).jit.assembly:
+        return inst.jit
+    key = ("code", id(inst), plan.schedule, plan.block, plan.entries)
+    found = kernel.device_cache.get(key)
+    if found is None:
+        def retag(program: Program) -> Program:
+            return plan_gpu(program, True, plan.block, plan.schedule, plan.entries).program
+        code = kernel.rebuilt(inst, retag)
+        found = kernel.device_cache[key] = (inst, code)  # (the instance kept alive)
+    code = found[1]
+    if plan.assembles and not all(p in code.assembly
+                                  for p in ("setup", *ASSEMBLY_PHASES, "finish")):
+        raise GpuMappingError("this kernel's assembled output cannot be built in count "
+                              "and fill phases (its rows are not outermost, or its levels "
+                              "are not a row-owned append group), which sizing it on the "
+                              "host before the launch needs")
+    return code
+
+
+def device_phases(plan: GpuPlan) -> tuple[str, ...]:
+    """The device entries a plan launches."""
+    return ASSEMBLY_PHASES if plan.assembles else ("range",)
+
+
+def check_output(plan: GpuPlan, bound: BoundCall) -> None:
+    if plan.assembles == bound.dense:
+        raise GpuMappingError("the GPU plan and the bound output disagree on whether the "
+                              "output is assembled")
+
+
+def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Tensor:
+    """The assembled output of ``bound`` (``code``: its phases on the host): setup and
+    finish on the host, ``run(phase,
+    holders, extra)`` launching the count and fill grids (``extra``: the per-thread
+    counts, then offsets, as int64 arrays)."""
+    addresses = code.assembly
+    holders = [bound.assembled.holder(reserve=False), *bound.inputs]
+    table = runtime.descriptor_table(holders)
+    runtime.check_status(runtime.SETUP_TYPE(addresses["setup"])(table), holders)
+    counts = np.zeros(max(launch.threads, 1), np.int64)
+    run("count", holders, counts)
+    offsets = np.concatenate([[0], np.cumsum(counts[:launch.threads])]).astype(np.int64)
+    total = int(offsets[-1])
+    bound.assembled.reserve_for(holders[0], total)
+    run("fill", holders, offsets)
+    runtime.check_status(runtime.FINISH_TYPE(addresses["finish"])(table, total), holders)
+    return bound.assembled.adopt(holders[0])
 
 
 def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
-                  cache: dict[int, tuple[Instance, GpuPlan, EmulatedKernel]]) -> Tensor:
-    """What ``kernel(**tensors)`` returns, computed by the emulated device kernel."""
+                  cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]) -> Tensor:
+    """What ``kernel(**tensors)`` returns, computed by the emulated device kernels."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
     found = cache.get(id(inst))
     if found is None:
         plan = gpu_plan(kernel, inst)
-        code = kernel.code_of(inst).jit
-        found = cache[id(inst)] = (inst, plan, emulate(code.llvm_ir, code.name))
-    _, plan, emulated = found  # (the instance kept alive: its id is the key)
-    if not bound.dense:
-        raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet")
+        code = device_code(kernel, inst, plan)
+        found = cache[id(inst)] = (inst, plan, code, emulate(code.llvm_ir, code.name,
+                                                             device_phases(plan), plan.lanes))
+    _, plan, code, emulated = found  # (the instance kept alive: its id is the key)
+    check_output(plan, bound)
+    launch = launch_of(kernel, plan, bound)
+
+    def run(phase: str, holders: list[runtime.DescriptorHolder],
+            extra: np.ndarray | None) -> None:
+        table = runtime.descriptor_table(holders)
+        status = emulated.launch(phase, launch.grid, launch.block, ctypes.addressof(table),
+                                 launch.bounds_address, launch.threads,
+                                 0 if extra is None else extra.ctypes.data)
+        runtime.check_status(status, holders)
+
+    if plan.assembles:
+        return assemble(code, bound, launch, run)
     values = np.zeros(bound.size, bound.dtype)
-    output = runtime.DescriptorHolder(bound.extents, [values], bound.flat_params)
-    extent = extent_of(kernel, plan, bound.shape)
-    with emulated.lock:
-        emulated.grid.value, emulated.block.value = plan.grid(extent), plan.block
-        runtime.call(emulated.address, [output, *bound.inputs])
+    run("range", [runtime.DescriptorHolder(bound.extents, [values], bound.flat_params),
+                  *bound.inputs], None)
     return bound.result(values)

@@ -18,7 +18,8 @@ from . import runtime
 from .backends.cuda import emit_ptx
 from .backends.cuda.device_ir import device_name
 from .backends.cuda.driver import Device, device
-from .gpu_call import extent_of, gpu_plan
+from .gpu_call import device_code, gpu_plan
+from .gpu_launch import launch_of
 from .gpu_resident import DeviceTensor
 from .ir.gpu_plan import GpuMappingError
 from .tensor import Tensor
@@ -42,20 +43,21 @@ class DeviceTable:
         structs = []
         for holder in holders:
             n = int(holder.struct.nlevels)
-            fields = [self._copy(_int64s(a, max(n, 1)))
+            fields = [self.copy(_int64s(a, max(n, 1)))
                       for a in (holder.extents, holder.sizes)]
-            arrays = [0 if a is None or not a.size else resident.get(id(a)) or self._copy(a)
+            arrays = [0 if a is None or not a.size else resident.get(id(a)) or self.copy(a)
                       for a in holder.arrays]
             self.arrays.append(arrays)
-            pointers = self._copy(np.array(arrays or [0], np.uint64))
-            caps = self._copy(_int64s(holder.caps, max(len(holder.arrays), 1)))
-            params = self._copy(_int64s(holder.params, len(holder.params)))
-            structs.append(self._copy(np.array([n, *fields, pointers, caps, params],
+            pointers = self.copy(np.array(arrays or [0], np.uint64))
+            caps = self.copy(_int64s(holder.caps, max(len(holder.arrays), 1)))
+            params = self.copy(_int64s(holder.params, len(holder.params)))
+            structs.append(self.copy(np.array([n, *fields, pointers, caps, params],
                                                np.uint64)))
-        self.table = self._copy(np.array(structs, np.uint64))
-        self.status = self._copy(np.zeros(1, np.int32))
+        self.table = self.copy(np.array(structs, np.uint64))
+        self.status = self.copy(np.zeros(1, np.int32))
 
-    def _copy(self, array: np.ndarray) -> int:
+    def copy(self, array: np.ndarray) -> int:
+        """A device copy of ``array``, freed with the table."""
         pointer = self.gpu.to_device(array)
         self.owned.append(pointer)
         return pointer
@@ -80,23 +82,27 @@ def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
             resident.update(value.pointers)
             tensors[name] = value.host
     bound = kernel.bind(check=check, threads=1, **tensors)
+    if not bound.dense:
+        raise GpuMappingError("an assembled (sparse) output runs on target='cuda-emulated' "
+                              "only so far: the device path does not yet mirror the "
+                              "count and fill phases' output arrays")
     inst = bound.inst
     key = (id(inst), id(gpu))  # a function handle belongs to one device's context
     found = cache.get(key)
     if found is None:
         plan = gpu_plan(kernel, inst)
-        code = kernel.code_of(inst).jit
-        ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm)
+        code = device_code(kernel, inst, plan)
+        ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm, lanes=plan.lanes)
         found = cache[key] = ((inst, gpu), plan, gpu.function(ptx, device_name(code.name)))
     _, plan, function = found  # (the instance and device kept alive: their ids are the key)
-    if not bound.dense:
-        raise GpuMappingError("an assembled (sparse) output has no GPU mapping yet")
+    launch = launch_of(kernel, plan, bound)
     values = np.zeros(bound.size, bound.dtype)
     output = runtime.DescriptorHolder(bound.extents, [values], bound.flat_params)
     table = DeviceTable(gpu, [output, *bound.inputs], resident)
     try:
-        gpu.launch(function, plan.grid(extent_of(kernel, plan, bound.shape)), plan.block,
-                   (table.table, table.status))
+        bounds = 0 if launch.bounds is None else table.copy(launch.bounds)
+        gpu.launch(function, launch.grid, launch.block,
+                   (table.table, table.status, bounds, launch.threads, 0))
         status = gpu.to_host(table.status, np.zeros(1, np.int32))[0]
         if status:
             runtime.check_status(int(status), [output])

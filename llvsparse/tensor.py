@@ -11,6 +11,7 @@ import numpy as np
 from . import convert
 from .backends.cuda.driver import device
 from .describe import tensor_repr
+from .dlpack_tensor import DLPackOps
 from .expr_api import access, make_assignment
 from .format import Format, as_format, checked_fill, named_format
 from .formats.interpret import CorruptTensorError
@@ -81,7 +82,7 @@ def checked_value_dtype(dtype) -> np.dtype:
     return dtype
 
 
-class Tensor(FormatConversions, PydataNames, ArrayOps):
+class Tensor(FormatConversions, PydataNames, ArrayOps, DLPackOps):
     """A tensor stored level by level.
 
     ``level_arrays[k]`` maps the array names declared by level k's YAML definition to

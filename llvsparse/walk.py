@@ -267,3 +267,16 @@ def _check_level(level, where, owner, coords, extent, nparents) -> None:
         counts = np.bincount(owner, minlength=nparents)
         if np.any(counts != extent):
             raise CorruptTensorError(f"{where} claims full but a parent lacks coordinates")
+
+
+def first_level_positions(tensor) -> tuple[int, int]:
+    """The positions [begin, end) of the first level's entries (a level iterated by
+    position), without walking them: where threads that split them by position start
+    and stop (a GPU's thread per nonzero)."""
+    level = tensor.tensor_type.levels[0]
+    if level.definition.iterate == "coordinate":
+        raise ValueError(f"level 0 ({level.kind}) is iterated by coordinate, not position")
+    begin, end = _bounds(level.definition.functions["pos_bounds"],
+                         _env(tensor, 0, np.zeros(1, dtype=np.int64), []),
+                         tensor.level_arrays[0], f"level 0 ({level.kind})", 1)
+    return int(begin[0]), int(end[0])

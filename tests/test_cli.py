@@ -125,10 +125,48 @@ def test_dump_gpu_loops_shows_the_plan(cli: Cli) -> None:
 
 
 def test_dump_ptx_refuses_a_kernel_without_gpu_mapping(cli: Cli) -> None:
-    done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
+    done = cli("dump", "C(i,j) = A(i,k) * B(k,j)", "-f", "A:csr", "-f", "B:csr",
                "--out-format", "csr", "--emit", "ptx")
     assert done.returncode != 0
-    assert "--emit ptx: an assembled (sparse) output has no GPU mapping yet" in done.stderr
+    assert "--emit ptx: a workspace (w: dense workspace" in done.stderr
+
+
+@pytest.mark.parametrize(("formats", "schedule", "tags", "entries"), [
+    (["-f", "A:csr"], "thread_per_row", "gpu_block, gpu_thread}", ["llvsparse_kernel_device"]),
+    (["-f", "A:csr"], "nonzero_split", "nonzero split}", ["llvsparse_kernel_device"]),
+    (["-f", "A:coo"], "thread_per_nonzero", "position split, atomic adds}",
+     ["llvsparse_kernel_device"]),
+    (["-f", "A:csr"], "warp_per_row", "gpu_warp, warp sums}", ["llvsparse_kernel_device"]),
+])
+def test_dump_gpu_schedule_shows_and_assembles(cli: Cli, tmp_path: Path, formats, schedule,
+                                               tags, entries,
+                                               tool: Callable[[str], str]) -> None:
+    """--gpu-schedule picks the mapping that gpu-loops shows and ptx/cubin emit."""
+    tool("ptxas")
+    done = cli("dump", SPMV, *formats, "--gpu-schedule", schedule, "--emit", "gpu-loops")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].endswith(tags)
+    done = cli("dump", SPMV, *formats, "--gpu-schedule", schedule, "--emit", "ptx",
+               "-o", "k.ptx")
+    assert done.returncode == 0, done.stderr
+    assert all(f".entry {e}(" in (tmp_path / "k.ptx").read_text() for e in entries)
+    done = cli("dump", SPMV, *formats, "--gpu-schedule", schedule, "--emit", "cubin",
+               "-o", "k.cubin")
+    assert done.returncode == 0 and (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_dump_count_fill_emits_both_grids(cli: Cli) -> None:
+    done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
+               "--out-format", "csr", "--emit", "gpu-loops,ptx")
+    assert done.returncode == 0, done.stderr
+    assert "count, fill}" in done.stdout
+    assert ".entry llvsparse_kernel_count_device(" in done.stdout
+    assert ".entry llvsparse_kernel_fill_device(" in done.stdout
+    done = cli("dump", SPMV, "-f", "A:csr", "--gpu-schedule", "warp", "--emit", "ptx")
+    assert done.returncode == 2 and "invalid choice: 'warp'" in done.stderr
+    done = cli("dump", SPMV, "-f", "A:coo", "--gpu-schedule", "thread_per_nonzero",
+               "--emit", "ptx", "--name", "k")
+    assert done.returncode != 0 and "--name renames thread_per_row and" in done.stderr
 
 
 @pytest.mark.parametrize("sm", ["sm_90a", "sm_120"])

@@ -18,7 +18,9 @@ from llvsparse.backends.cuda import driver
 from llvsparse.backends.cuda.emulator import emulate
 
 import llvsparse as ls
+from llvsparse import dlpack
 from llvsparse.gpu_device import device_call
+from llvsparse.gpu_resident import DeviceTensor
 
 ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 100: "CUDA_ERROR_NO_DEVICE",
           218: "CUDA_ERROR_INVALID_PTX", 719: "CUDA_ERROR_LAUNCH_FAILED"}
@@ -93,9 +95,9 @@ class FakeDriver(types.SimpleNamespace):
         return self._ok("cuMemcpyDtoH")
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        pointers = (ctypes.c_uint64 * 2).from_address(params)
-        table, status = (ctypes.c_uint64.from_address(p).value for p in pointers)
-        self.run(gx, bx, table, status)
+        """The device entry's five arguments (table, status, bounds, threads, extra)."""
+        pointers = (ctypes.c_uint64 * 5).from_address(params)
+        self.run(gx, bx, *(ctypes.c_uint64.from_address(p).value for p in pointers))
         return self._ok("cuLaunchKernel")
 
     def cuStreamSynchronize(self, stream):
@@ -106,13 +108,15 @@ def emulated_launch(kernel: ls.Kernel):
     """A launch that runs ``kernel``'s emulated device kernel over the grid asked for."""
     code = kernel.code_of(kernel._default()).jit
     emulated = emulate(code.llvm_ir, code.name)
-    entry = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(emulated.address)
+    launches: list[tuple[int, int]] = []  # (grid, threads) of each launch
 
-    def run(grid: int, block: int, table: int, status: int) -> None:
-        emulated.grid.value, emulated.block.value = grid, block
-        failed = entry(table)
+    def run(grid: int, block: int, table: int, status: int, bounds: int, threads: int,
+            extra: int) -> None:
+        launches.append((grid, threads))
+        failed = emulated.launch("range", grid, block, table, bounds, threads, extra)
         if failed:
             ctypes.c_int32.from_address(status).value = failed
+    run.launches = launches
     return run
 
 
@@ -158,11 +162,14 @@ def test_launch_checks_its_grid() -> None:
      lambda A, B: A @ B),
 ])
 @pytest.mark.parametrize("rows", [0, 1, 200])
-def test_device_call_mirrors_descriptors(expression, formats, reference, rows) -> None:
-    """The device path's host side (descriptors copied to device memory, the PTX loaded,
-    the launch's arguments and grid, the output copied back, memory freed) against
-    numpy, with the fake driver's launch running the emulated kernel."""
-    kernel = ls.compile(expression, target="cuda", **formats)
+@pytest.mark.parametrize("schedule", ["thread_per_row", "nonzero_split"])
+def test_device_call_mirrors_descriptors(expression, formats, reference, rows,
+                                         schedule) -> None:
+    """The device path's host side (descriptors and a nonzero split's bounds copied to
+    device memory, the PTX loaded, the launch's arguments and grid, the output copied
+    back, memory freed) against numpy, with the fake driver's launch running the
+    emulated kernel."""
+    kernel = ls.compile(expression, target="cuda", gpu_schedule=schedule, **formats)
     rng = np.random.default_rng(rows)
     A = sp.random(rows, 30, density=0.2, format="csr", random_state=rng)
     operands = {"A": A, "x": rng.random(30), "B": rng.random((30, 4))}
@@ -174,6 +181,19 @@ def test_device_call_mirrors_descriptors(expression, formats, reference, rows) -
     assert b".target sm_80" in fake.loaded[0]
     assert not fake.memory  # every device allocation freed
     assert fake.calls.count("cuLaunchKernel") == 1
+    (grid, threads), = fake.run.launches
+    assert grid == max(1, -(-threads // 128))
+    assert threads == rows if schedule == "thread_per_row" else threads <= max(rows, 1)
+
+
+def test_assembled_output_on_a_device_is_refused_clearly() -> None:
+    kernel = ls.compile("C(i,j) = A(i,j) + F(i,j)", A="csr", F="csr", C="csr",
+                        target="cuda")
+    fake = FakeDriver(emulated_launch(ls.compile("y(i) = A(i,j) * x(j)", A="csr",
+                                                 x="dense")))
+    A = sp.eye(3, format="csr")
+    with pytest.raises(ls.GpuMappingError, match="cuda-emulated"):
+        device_call(kernel, True, {"A": A, "F": A}, {}, gpu=driver.device(0, fake))
 
 
 def test_failing_launch_is_an_exception() -> None:
@@ -221,6 +241,75 @@ def test_device_tensor_on_another_gpu_is_refused(monkeypatch) -> None:
     other = driver.device(0, FakeDriver(emulated_launch(kernel)))
     with pytest.raises(ValueError, match="A is on GPU 0, not on the GPU 0 this call"):
         device_call(kernel, True, {"A": on_gpu, "x": np.ones(3)}, {}, gpu=other)
+
+
+class DLPackArray:
+    """What a DLPack producer (cupy, torch) hands over: a capsule and its device."""
+
+    def __init__(self, capsule: object, device: tuple[int, int]):
+        self.capsule, self.device = capsule, device
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def test_dlpack_host_arrays_in_and_out_without_copies() -> None:
+    """numpy arrays come in through DLPack as dense tensors sharing their memory (or
+    packed into the format asked for); dense tensors go out the same way; a sparse
+    tensor says it has no strided view."""
+    a = np.arange(12.0).reshape(3, 4)
+    dense = ls.Tensor.from_dlpack(a)
+    assert np.shares_memory(dense.values, a) and dense.shape == (3, 4)
+    back = np.from_dlpack(dense)
+    assert np.shares_memory(back, a) and np.array_equal(back, a)
+    packed = ls.Tensor.from_dlpack(a * (a > 5), format="csr")
+    assert packed.format.name == "csr" and np.array_equal(packed.to_numpy(), a * (a > 5))
+    with pytest.raises(TypeError, match="a csr tensor has none"):
+        np.from_dlpack(packed)
+    with pytest.raises(ValueError, match="not row-major contiguous"):
+        dlpack.consume(np.arange(10.0)[::2].__dlpack__())
+    with pytest.raises(ValueError, match="device type 7"):
+        ls.Tensor.from_dlpack(DLPackArray(None, (7, 0)))
+
+
+def test_dlpack_device_arrays_in_and_out(monkeypatch) -> None:
+    """A device tensor goes out as a CUDA capsule of its device pointer and comes back in
+    as a device tensor borrowing that memory (no allocation, no copy), which a kernel
+    reads in place; releasing the borrower calls the producer's deleter."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    fake = FakeDriver(emulated_launch(kernel))
+    monkeypatch.setattr(driver, "load_driver", lambda: fake)
+    rng = np.random.default_rng(5)
+    x = rng.random(40)
+    owner = ls.Tensor.from_numpy(x).to_device()
+    (pointer,) = owner.pointers.values()
+    allocations = fake.calls.count("cuMemAlloc")
+    capsule = owner.__dlpack__()
+    assert owner.__dlpack_device__() == (dlpack.CUDA, 0)
+    borrowed = ls.Tensor.from_dlpack(DLPackArray(capsule, owner.__dlpack_device__()))
+    assert isinstance(borrowed, DeviceTensor) and borrowed.shape == (40,)
+    assert list(borrowed.pointers.values()) == [pointer]
+    assert fake.calls.count("cuMemAlloc") == allocations
+    A = sp.random(30, 40, density=0.2, format="csr", random_state=rng)
+    got = device_call(kernel, True, {"A": A, "x": borrowed}, {})
+    assert np.allclose(got.to_numpy(), A @ x)
+    assert np.array_equal(borrowed.to_host().to_numpy(), x)  # copied from the device
+    exported = len(dlpack._EXPORTED)
+    borrowed.free()
+    assert len(dlpack._EXPORTED) == exported - 1 and pointer in fake.memory
+    with pytest.raises(TypeError, match="unconsumed DLPack capsule"):
+        dlpack.consume(capsule)  # a capsule is consumed once
+    with pytest.raises(ValueError, match="dense device tensor, not csr"):
+        ls.Tensor.from_dlpack(DLPackArray(owner.__dlpack__(), (dlpack.CUDA, 0)), "csr")
+    owner.free()
+    assert not fake.memory
+    sparse = ls.Tensor.from_scipy(A, format="csr").to_device()
+    with pytest.raises(TypeError, match="csr tensor has none"):
+        sparse.__dlpack__()
+    sparse.free()
 
 
 def _real_device() -> driver.Device:

@@ -21,6 +21,7 @@ from typing import Any
 
 from .bench_compile import compile_costs
 from .bench_edges import edge_costs, edges_table
+from .bench_gpu import run as run_gpu
 from .bench_kernels import KERNELS
 from .bench_llvsparse import LS_NOTES, llvsparse_supports_threads
 from .bench_machine import llvsparse_revision, machine_info, stream
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-edges", action="store_true",
                         help="skip the edges section (to_numpy, to_scipy, asformat, import)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--gpu", action="store_true",
+                        help="compare llvsparse's GPU kernels with cuSPARSE through cupy "
+                             "instead (needs a GPU, cuda-python and cupy; bench_gpu.py)")
     return parser
 
 
@@ -100,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         # said only at the end, after the whole run, it cost a rerun to get the chart
         parser.error("--png needs matplotlib, which is not installed "
                      "(pip install -e '.[bench]', or leave out --png)")
+    if args.gpu:
+        return run_gpu(args.quick, args.rounds)
     kernels = args.kernels
     only = [s.strip() for s in args.inputs.split(",")] if args.inputs else None
     threads = args.llvsparse_threads

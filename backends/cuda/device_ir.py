@@ -1,12 +1,14 @@
-"""Device code for a planned kernel: the shared translator's range function, entered by
-a grid of threads.
+"""Device code for a planned kernel: the shared translator's functions, entered by a
+grid of threads.
 
 The CPU translator (backends/llvm) emits ``{name}_range(table, lo, hi)``: the kernel
-over the coordinates [lo, hi) of the loop the plan tagged (``gpu_block``/``gpu_thread``).
-The device kernel ``{name}_device(table, status)`` gives each thread one coordinate,
-blockIdx * blockDim + threadIdx, and records a failing status. Only what the special
-registers are differs per target: ``TargetHooks`` says how to read one (NVVM intrinsics
-on the GPU, host globals in the emulator).
+over the coordinates [lo, hi) of the loop the plan tagged (``gpu_block``/``gpu_thread``),
+and, for an assembled output, ``{name}_count`` and ``{name}_fill`` over such a range.
+Each device entry (``{name}_device``, ``{name}_count_device``, ``{name}_fill_device``)
+gives each thread its range, one coordinate or a host-computed range of a nonzero
+split, and records a failing status. Only what the special registers are differs per
+target: ``TargetHooks`` says how to read one (NVVM intrinsics on the GPU, host globals in
+the emulator).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Protocol
 
 import llvmlite.binding as llvm
 from llvmlite import ir
+
+from . import warp_ir
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType(ir.IntType(8))
@@ -42,6 +46,10 @@ class TargetHooks(Protocol):
         """The i32 value of the special register ``register`` (e.g. ``tid.x``)."""
         ...
 
+    def define_warp(self, module: ir.Module) -> None:
+        """Define a warp schedule's lane and warp sums in ``module`` (warp_ir)."""
+        ...
+
 
 class NvvmHooks:
     """Special registers read through ``llvm.nvvm.read.ptx.sreg.*``."""
@@ -53,13 +61,34 @@ class NvvmHooks:
                                                            name)
         return builder.call(function, [])
 
+    def define_warp(self, module: ir.Module) -> None:
+        warp_ir.define_nvvm(module, self.special)
+
+
+SPECIALS = ("ctaid.x", "ntid.x", "tid.x", "nctaid.x")  # codes of the emulator's callback
+
 
 class EmulatedHooks:
     """Special registers read from host globals ``llvsparse_emu_<register>``, which the
-    emulator's grid loop sets before entering each thread."""
+    emulator's grid loop sets before entering each thread; ``concurrent`` (a warp
+    schedule's lanes run as host threads): from a host callback of the register's code
+    in SPECIALS, which answers per thread."""
+
+    def __init__(self, concurrent: bool = False):
+        self.concurrent = concurrent
 
     def special(self, builder: ir.IRBuilder, register: str) -> ir.Value:
-        return builder.load(register_global(builder.module, register))
+        if not self.concurrent:
+            return builder.load(register_global(builder.module, register))
+        signature = ir.FunctionType(I32, [I32])
+        pointer = warp_ir.pointer_global(builder.module, SPECIAL_POINTER, signature)
+        return builder.call(builder.load(pointer), [ir.Constant(I32, SPECIALS.index(register))])
+
+    def define_warp(self, module: ir.Module) -> None:
+        warp_ir.define_emulated(module)
+
+
+SPECIAL_POINTER = "llvsparse_emu_special_fn"
 
 
 def register_global(module: ir.Module, register: str) -> ir.GlobalVariable:
@@ -72,31 +101,99 @@ def register_global(module: ir.Module, register: str) -> ir.GlobalVariable:
     return found
 
 
-def device_name(name: str) -> str:
-    return f"{name}_device"
+# What each device entry calls per thread, after its range [lo, hi) of the split loop:
+# the kernel over the range; the count of a range's output entries (stored at
+# ``extra[thread]``); the fill of a range's entries from offset ``extra[thread]``.
+PHASES = ("range", "count", "fill")
 
 
-def device_kernel(name: str, hooks: TargetHooks, triple: str, data_layout: str,
-                  nvvm_kernel: bool) -> ir.Module:
-    """A module holding ``{name}_device(table, status)``, which runs the coordinate of
-    its global thread index through the declared ``{name}_range``."""
-    module = ir.Module(name=f"{name}_device")
-    module.triple, module.data_layout = triple, data_layout
-    ranged = ir.Function(module, ir.FunctionType(I32, [PTR, I64, I64]), f"{name}_range")
-    kernel = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I32.as_pointer()]),
-                         device_name(name))
+def device_name(name: str, phase: str = "range") -> str:
+    """The device entry of ``phase`` of kernel ``name``."""
+    return f"{name}_device" if phase == "range" else f"{name}_{phase}_device"
+
+
+def device_signature() -> ir.FunctionType:
+    """``(table, status, bounds, threads, extra)``: ``bounds`` null gives thread t the
+    coordinate t, else the range [bounds[t], bounds[t+1]) (t counts warps where a warp
+    shares a range); threads from ``threads`` on do nothing; ``extra``: the per-thread
+    counts or offsets of an assembly's phases."""
+    i64p = I64.as_pointer()
+    return ir.FunctionType(ir.VoidType(), [PTR, I32.as_pointer(), i64p, I64, i64p])
+
+
+def _declare(module: ir.Module, signature: ir.FunctionType, name: str) -> ir.Function:
+    return module.globals.get(name) or ir.Function(module, signature, name)
+
+
+def _phase_call(module: ir.Module, b: ir.IRBuilder, name: str, phase: str, args,
+                lo: ir.Value, hi: ir.Value, thread: ir.Value) -> ir.Value:
+    """The status of the translator's ``phase`` function over [lo, hi) for ``thread``."""
+    i64p = I64.as_pointer()
+    table, extra = args[0], args[4]
+    if phase == "range":
+        callee = _declare(module, ir.FunctionType(I32, [PTR, I64, I64]), f"{name}_range")
+        return b.call(callee, [table, lo, hi])
+    if phase == "count":
+        callee = _declare(module, ir.FunctionType(I32, [PTR, I64, I64, i64p]),
+                          f"{name}_count")
+        return b.call(callee, [table, lo, hi, b.gep(extra, [thread])])
+    if phase == "fill":
+        callee = _declare(module, ir.FunctionType(I32, [PTR, I64, I64, I64]),
+                          f"{name}_fill")
+        return b.call(callee, [table, lo, hi, b.load(b.gep(extra, [thread]))])
+    raise ValueError(f"unknown device phase {phase!r}; one of {', '.join(PHASES)}")
+
+
+def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
+               nvvm_kernel: bool, lanes: int) -> None:
+    kernel = ir.Function(module, device_signature(), device_name(name, phase))
+    for argument in (kernel.args[2], kernel.args[4]):
+        argument.add_attribute("noalias")
     b = ir.IRBuilder(kernel.append_basic_block("entry"))
-    block, size, thread = (hooks.special(b, r) for r in ("ctaid.x", "ntid.x", "tid.x"))
-    index = b.add(b.mul(b.zext(block, I64), b.zext(size, I64)), b.zext(thread, I64))
-    status = b.call(ranged, [kernel.args[0], index, b.add(index, ir.Constant(I64, 1))])
-    failed = b.icmp_signed("!=", status, ir.Constant(I32, 0))
-    with b.if_then(failed, likely=False):
-        b.store(status, kernel.args[1])
+    block, size, lane = (hooks.special(b, r) for r in ("ctaid.x", "ntid.x", "tid.x"))
+    thread = b.add(b.mul(b.zext(block, I64), b.zext(size, I64)), b.zext(lane, I64))
+    within = b.icmp_signed("<", thread, kernel.args[3])
+    if lanes > 1:  # a warp per range: its lanes share it (threads counts lanes)
+        thread = b.udiv(thread, ir.Constant(I64, lanes))
+    with b.if_then(within):
+        bounds, next_ = kernel.args[2], b.add(thread, ir.Constant(I64, 1))
+        ranged = b.icmp_unsigned("!=", bounds, ir.Constant(bounds.type, None))
+        origin = b.block
+        read, joined = b.append_basic_block("ranged"), b.append_basic_block("range")
+        b.cbranch(ranged, read, joined)
+        b.position_at_end(read)  # only a ranged launch has a bounds array to read
+        lo_read = b.load(b.gep(bounds, [thread]), align=8)
+        hi_read = b.load(b.gep(bounds, [next_]), align=8)
+        b.branch(joined)
+        b.position_at_end(joined)
+        lo, hi = b.phi(I64), b.phi(I64)
+        lo.add_incoming(lo_read, read)
+        lo.add_incoming(thread, origin)
+        hi.add_incoming(hi_read, read)
+        hi.add_incoming(next_, origin)
+        status = _phase_call(module, b, name, phase, kernel.args, lo, hi, thread)
+        with b.if_then(b.icmp_signed("!=", status, ir.Constant(I32, 0)), likely=False):
+            b.store(status, kernel.args[1])
     b.ret_void()
     if nvvm_kernel:
         mark = module.add_metadata([kernel, ir.MetaDataString(module, "kernel"),
                                     ir.Constant(I32, 1)])
         module.add_named_metadata("nvvm.annotations", mark)
+
+
+def device_kernel(name: str, hooks: TargetHooks, triple: str, data_layout: str,
+                  nvvm_kernel: bool, phases: tuple[str, ...] = ("range",),
+                  lanes: int = 1) -> ir.Module:
+    """A module holding one device entry per phase of ``phases`` (see device_signature),
+    each running its threads' ranges through the translator's declared functions;
+    ``lanes`` threads share each range (32: a warp schedule, whose lane and warp sums
+    the module defines)."""
+    module = ir.Module(name=f"{name}_device")
+    module.triple, module.data_layout = triple, data_layout
+    for phase in phases:
+        _add_entry(module, name, phase, hooks, nvvm_kernel, lanes)
+    if lanes > 1:
+        hooks.define_warp(module)
     return module
 
 

@@ -20,7 +20,7 @@ from ...ir.errors import InternalCompilerError
 from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
 from ...ir.operators import ADD
 from ...ir.types import TensorType, unordered_append_output
-from . import scalars
+from . import gpu_hooks, scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
 
 if TYPE_CHECKING:
@@ -37,8 +37,12 @@ ZERO = ir.Constant(I64, 0)
 class OutputAssembler:
     def __init__(self, kc: KernelCompiler, tensor: TensorIR, ttype: TensorType,
                  level_vars: tuple[str, ...], phase: str = "whole",
-                 start: ir.Value | None = None):
+                 start: ir.Value | None = None, atomic: bool = False, warp: bool = False):
         self.kc, self.b = kc, kc.b
+        # Threads share output entries (the loop IR's atomic tag): writes add atomically.
+        # A warp's lanes hold partial sums of each entry (warp sums): summed by the warp,
+        # written by lane 0.
+        self.atomic, self.warp = atomic, warp
         # A threaded assembly's phases (ir/assembly_phases.py): only setup
         # and whole touch the arrays up front; count only counts; fill and finish start
         # the last group's count at ``start`` (the thread's offset, or the total);
@@ -211,12 +215,34 @@ class OutputAssembler:
         address = vals.address(b, pos)
         dtype = self.tensor.type.dtype
         kc = self.kc
+        if (self.warp or self.atomic) and self.prefix <= last:
+            raise InternalCompilerError("warp sums or atomic adds into an assembled output")
+        if self.warp:  # the warp's total, written (or added) by lane 0
+            value = gpu_hooks.warp_sum(b, value)
+            with b.if_then(b.icmp_signed("==", gpu_hooks.lane(b), ZERO)):
+                self.write_at(value, address, dtype, last)
+            return
+        if self.atomic:
+            value = scalars.store_value(b, scalars.convert(b, value, kc.dtype, dtype), dtype)
+            b.atomic_rmw("fadd" if isinstance(value.type, (ir.FloatType, ir.DoubleType)) else "add",
+                         address, value, "monotonic")
+            return
+        self.write_at(value, address, dtype, last)
+
+    def write_at(self, value: ir.Value, address: ir.Value, dtype: str, last: int) -> None:
+        """Store ``value`` at ``address``, or reduce it into what is there."""
+        b, kc = self.b, self.kc
         if self.prefix > last and not self.overwrites():
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)
             old = scalars.load_value(b, stored, dtype, kc.dtype)
             value = scalars.apply_op(b, kc.nest.reduce_op or ADD, [old, value], kc.dtype,
                                      kc.fastmath)
+        self.store(value, address, dtype)
+
+    def store(self, value: ir.Value, address: ir.Value, dtype: str) -> None:
+        """Store a computed value into the output's values at ``address``."""
+        b = self.b
         value = scalars.convert(b, value, self.kc.dtype, dtype)
         mark_access(b.store(scalars.store_value(b, value, dtype), address), b.module,
                     is_input=False)

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ...ir.cin import Expr, Operand, linear_in, operands
 from ...ir.errors import InternalCompilerError
+from ...ir.gpu_plan import ATOMIC_TAG, POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
 from ...ir.lattice import Iter
 from ...ir.loops import Block, LoopNode, Node, Program, loops_of
 from ...ir.opt import passes
@@ -131,8 +132,10 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
+        tags = {t for loop in loops_of(program.root) for t in loop.tags}
         self.output = OutputAssembler(self, self.tensors[self.out_name], out_type,
-                                      self.nests[0].assign.vars, self.phase, start)
+                                      self.nests[0].assign.vars, self.phase, start,
+                                      ATOMIC_TAG in tags, WARP_SUMS_TAG in tags)
         self.output.prologue()
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
@@ -263,7 +266,11 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         if passes.CLEAR_ROWS in nodes[0].notes:  # the pass checked every row is visited
             body = self.clearing_rows(body)
         thread_rows = passes.THREAD_ROWS in nodes[0].tags
-        states = {it: self.iterator_state(it, var, ctx, thread_rows) for it in lattice.points[0]}
+        positions = POSITION_SPLIT_TAG in nodes[0].tags
+        lanes = WARP_LANES_TAG in nodes[0].tags  # (the loop's own iterator: lanes share it)
+        shared = getattr(nodes[0], "iterator", None)
+        states = {it: self.iterator_state(it, var, ctx, thread_rows, positions, lanes and (
+            it.uid, it.level) == (shared.uid, shared.level)) for it in lattice.points[0]}
         for node in nodes:
             PointEmitter(self, var, expr, ctx, node, states, find, body, hooks,
                          appends, jam_body, pair_body).emit()

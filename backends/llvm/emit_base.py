@@ -110,6 +110,7 @@ class IterState:
     end: ir.Value
     parent: LevelPos | None
     clamped: bool = False  # already limited to the thread's coordinates [lo, hi)
+    step: ir.Value | None = None  # positions a step moves (None: one; a warp's lanes: 32)
 
 
 Hooks = tuple[Callable[[Ctx], object], Callable[[Ctx, object], None]]

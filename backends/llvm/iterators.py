@@ -7,7 +7,9 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.errors import InternalCompilerError
+from ...ir.gpu_plan import WARP_SIZE
 from ...ir.lattice import Iter
+from . import gpu_hooks
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound
 from .tensor_ir import TensorIR
@@ -22,18 +24,26 @@ class IteratorEmitter:
         end = b.select(b.icmp_signed("<", self.hi, end), self.hi, end)
         return begin, end
 
-    def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool) -> IterState:
+    def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool,
+                       positions: bool = False, lanes: bool = False) -> IterState:
         """The iterator's cursor and end; ``thread_rows``: the loop runs a thread's range
-        [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped."""
+        [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped;
+        ``positions``: the range is of the level's positions instead (a position split
+        tag: threads share coordinates, and the output's writes add atomically);
+        ``lanes``: a warp's lanes share the loop, lane k taking its k-th, k+32-th, ...
+        position or coordinate (the warp lanes tag)."""
         b = self.b
+        step = ir.Constant(I64, WARP_SIZE) if lanes else None
         if it.is_universe:
             cur = self.alloca(I64, f"{var}.u")
             begin, end = ZERO, self.extent(var)
             clamped = thread_rows
             if clamped:
                 begin, end = self.clamp(begin, end)
+            if lanes:
+                begin, clamped = b.add(begin, gpu_hooks.lane(b)), True
             b.store(begin, cur)
-            return IterState(it, "coordinate", cur, end, None, clamped)
+            return IterState(it, "coordinate", cur, end, None, clamped, step)
         op = self.operands[it.uid]
         tensor = self.tensors[op.tensor]
         level = tensor.type.levels[it.level]
@@ -56,14 +66,22 @@ class IteratorEmitter:
         else:
             begin, end = tensor.call(it.level, "pos_bounds", **env)
             kind = "position"
-        if kind == "position":
+        if positions and (kind != "position" or not thread_rows):
+            raise InternalCompilerError(f"{op.tensor}: a position split of level {it.level}, "
+                                        "which the loop does not step over by position")
+        if positions:
+            begin, end = self.clamp(begin, end)
+            clamped = True
+        elif lanes:
+            begin, clamped = b.add(begin, gpu_hooks.lane(b)), True
+        elif kind == "position":
             clamped = thread_rows and level.ordered
             if clamped:  # a thread's coordinates [lo, hi) are a run of sorted positions
                 begin, end = (self.lower_bound(tensor, it.level, env, begin, end, bound)
                               for bound in (self.lo, self.hi))
         cur = self.alloca(I64, f"{op.tensor}{it.level}.cur")
         b.store(begin, cur)
-        return IterState(it, kind, cur, end, parent, clamped)
+        return IterState(it, kind, cur, end, parent, clamped, step)
 
     def lower_bound(self, tensor: TensorIR, level: int, env: dict[str, ir.Value],
                     begin: ir.Value, end: ir.Value, target: ir.Value) -> ir.Value:

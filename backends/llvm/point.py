@@ -222,7 +222,7 @@ class PointEmitter(GallopEmitter):
                     self.absent = self.absent or b.append_basic_block("absent")
                     b.branch(self.absent)
                 else:
-                    b.store(b.add(cur, ONE), st.cur)
+                    b.store(b.add(cur, st.step or ONE), st.cur)
                     b.branch(self.latch)
                 b.position_at_end(go)
         values = [coords[it] for it in self.iterated]
@@ -475,7 +475,7 @@ class PointEmitter(GallopEmitter):
         b = self.b
         st = self.states[it]
         cur = b.load(st.cur)
-        nxt = self.seg_ends[it] if it in self.seg_ends else b.add(cur, ONE)
+        nxt = self.seg_ends[it] if it in self.seg_ends else b.add(cur, st.step or ONE)
         if len(self.iterated) == 1 or i is None:
             b.store(nxt, st.cur)
         else:

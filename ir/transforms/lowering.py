@@ -79,6 +79,9 @@ class Request:
     emit: Emitter | None = None
     finite: bool = False  # operands' values finite: factors move into sums the user placed
     counting: bool = False  # a counting build: every loop head counts (one form only)
+    # A planning rule run on the loop IR before the backend translates it (a GPU plan's
+    # tags: ir/gpu_plan.py); None: the program as lowered and optimized.
+    retag: Callable[[Program], Program] | None = None
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -191,5 +194,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
         program_refusal(program, types[output], nests[0].assign.vars)
     if reason is not None:
         return Refused(ScheduleError(reason))
+    if request.retag is not None:
+        program = request.retag(program)
     builder, module = request.emit(nests, types, request, program)
     return Lowered(nests, builder, module, types, program, dict(converted))

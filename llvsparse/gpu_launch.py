@@ -1,0 +1,93 @@
+"""What a planned GPU kernel's launch needs from one binding, the same on the emulator and
+on a device: how many threads run, and each thread's range of the split loop.
+
+A thread per row runs ``extent`` threads, thread t on coordinate t (no bounds array). A
+thread per nonzero runs a thread per ``plan.entries`` positions of the split loop's
+level, read from the operand's first level without walking it. A
+nonzero split runs a thread per range of coordinates holding about ``plan.entries``
+stored entries (the operands' entries per coordinate, the weights CPU threads split
+by): the split points are found by a search over their running sum, and a coordinate
+heavier than a share gets a range of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .binding import BoundCall
+from .ir.gpu_plan import NONZERO_SPLIT, POSITION_SPLIT_TAG, GpuMappingError, GpuPlan
+from .ir.loops import loops_of
+from .walk import first_level_positions
+
+if TYPE_CHECKING:
+    from .api import Kernel
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch's threads, grid and (nonzero split) per-thread range bounds."""
+
+    threads: int
+    grid: int
+    block: int
+    bounds: np.ndarray | None  # int64, threads + 1 split points; None: one row a thread
+
+    @property
+    def bounds_address(self) -> int:
+        return 0 if self.bounds is None else self.bounds.ctypes.data
+
+
+def extent_of(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
+    """The extent of the loop the grid splits: the output's index it runs over."""
+    names = [v.name for v in kernel.assignment.lhs.indices]
+    if plan.index not in names:
+        raise GpuMappingError(f"the grid splits the loop over {plan.index}, which indexes "
+                              "no mode of the output")
+    return shape[names.index(plan.index)]
+
+
+def split_points(weights: np.ndarray, entries: int) -> np.ndarray:
+    """Bounds of ranges of coordinates [0, len(weights)) holding about ``entries`` units
+    of work each, a coordinate costing its stored entries plus one."""
+    extent = len(weights)
+    if extent == 0:
+        return np.zeros(1, np.int64)
+    cost = np.cumsum(np.asarray(weights, np.float64) + 1.0)
+    count = int(min(extent, max(1, -(-cost[-1] // entries))))
+    targets = cost[-1] * np.arange(1, count) / count
+    inner = np.searchsorted(cost, targets, side="left") + 1
+    heavy = np.flatnonzero(np.asarray(weights) + 1.0 >= cost[-1] / count)
+    return np.unique(np.concatenate([[0], np.clip(inner, 1, extent), heavy, heavy + 1,
+                                     [extent]])).astype(np.int64)
+
+
+def position_bounds(begin: int, end: int, entries: int) -> np.ndarray:
+    """Split points of positions [begin, end) into ranges of ``entries`` (the last may
+    be shorter)."""
+    return np.append(np.arange(begin, end, entries, dtype=np.int64), np.int64(end)) \
+        if end > begin else np.array([begin], np.int64)
+
+
+def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
+    """The launch of ``plan`` for the binding ``bound``."""
+    if plan.splits_positions:
+        split = next(loop for loop in loops_of(plan.program.root)
+                     if POSITION_SPLIT_TAG in loop.tags)
+        tensor = bound.inputs_by_name[split.iterator.tensor]
+        if not hasattr(tensor, "level_arrays"):
+            raise GpuMappingError(f"{split.iterator.tensor} is a view: a thread per nonzero "
+                                  "needs its stored positions (copy it first)")
+        bounds = position_bounds(*first_level_positions(tensor), plan.entries)
+        return Launch(len(bounds) - 1, plan.grid(len(bounds) - 1), plan.block, bounds)
+    extent = extent_of(kernel, plan, bound.shape)
+    if plan.schedule != NONZERO_SPLIT:  # a thread (or a warp's lanes) per coordinate
+        threads = extent * plan.lanes
+        return Launch(threads, plan.grid(threads), plan.block, None)
+    weights = kernel.entries_per_row(bound.inputs_by_name, plan.index)
+    total = np.sum(weights, axis=0) if weights else np.zeros(extent)
+    bounds = split_points(total, plan.entries)
+    threads = len(bounds) - 1
+    return Launch(threads, plan.grid(threads), plan.block, bounds)
