@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
@@ -70,7 +71,9 @@ _PEAK = textwrap.dedent("""
     a = sp.random(n, n, density=10 / n, format="csr", random_state=0)
     kernel = ls.compile("C(i,j) = A(i,k) * A(k,j)", sys.argv[1], A="csr")
     operand = ls.Tensor.from_scipy(a, "csr")
-    kernel(A=ls.Tensor.from_scipy(a[:50, :50].tocsr(), "csr"))
+    tiny = ls.Tensor.from_scipy(a[:50, :50].tocsr(), "csr")
+    for _ in range(2):  # both loop forms compiled first: a binding's second call builds
+        kernel(A=tiny)  # the other (llvsparse/probe.py)
     def status(field):
         for line in open("/proc/self/status"):
             if line.startswith(field + ":"):
@@ -95,3 +98,20 @@ def test_peak_memory_of_a_hash_spgemm_is_within_3x_of_csr() -> None:
     """The issue's target, measured as the kernel call's rise in resident memory."""
     csr, hashed = _rise_kb("csr"), _rise_kb("hash")
     assert hashed < 3 * csr, f"hash {hashed} KB, CSR {csr} KB"
+
+
+def test_a_table_that_misplaces_a_key_is_refused() -> None:
+    """A bucket pointing at another entry's position was iterated one way and located
+    another: validation locates every stored key."""
+    matrix = np.array([[1.0, 0, 2, 0], [0, 0, 3, 0], [4, 0, 0, 5], [0, 6, 7, 8]])
+    packed = ls.Tensor.from_numpy(matrix, format="hash")
+    arrays = [dict(a) for a in packed.level_arrays]
+    at = arrays[1]["at"].copy()
+    used = np.flatnonzero(arrays[1]["key"] >= 0)
+    at[used[0]], at[used[1]] = at[used[1]], at[used[0]]
+    arrays[1]["at"] = at
+    corrupt = ls.Tensor(packed.shape, packed.format, packed.dtype, packed.index_dtype,
+                        list(packed.level_extents), arrays, [dict(p) for p in packed.params],
+                        packed.values)
+    with pytest.raises(ls.CorruptTensorError, match="locate does not find"):
+        ls.evaluate("y(i) = A(i,j) * x(j)", A=corrupt, x=np.ones(4))
