@@ -94,6 +94,7 @@ def _rise_kb(fmt: str) -> int:
     return int(done.stdout.split()[-1])
 
 
+@pytest.mark.slow
 def test_peak_memory_of_a_hash_spgemm_is_within_3x_of_csr() -> None:
     """The issue's target, measured as the kernel call's rise in resident memory."""
     csr, hashed = _rise_kb("csr"), _rise_kb("hash")
