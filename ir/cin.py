@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from llvsparse.operators import ADD, MUL, NEG, Operator
+from .operators import ADD, MUL, NEG, Operator
 
 
 @dataclass(frozen=True)
@@ -202,3 +202,47 @@ def linear_in(expr: Expr, uid: int) -> bool:
             return e.op.kind == "div" and inside[0] and not inside[1]
         return False
     return walk(expr)
+
+
+def indexed_operands(expr: Expr) -> list[Operand]:
+    """The uses in ``expr`` of operands with indices (scalar temporaries left out)."""
+    return [op for op in operands(expr) if op.vars]
+
+
+def sums_in(expr: Expr) -> list[Sum]:
+    """The outermost sums of ``expr``, left to right."""
+    if isinstance(expr, Sum):
+        return [expr]
+    if isinstance(expr, Apply):
+        return [s for a in expr.args for s in sums_in(a)]
+    return []
+
+
+def reduction_loops(expr: Sum) -> tuple[list[str], Expr, Operator]:
+    """The variables a reduction's loops run over together, its body and its operator:
+    a sum's nested sums, one index of any other reduction (folded one at a time, each
+    with its own fill of missed coordinates)."""
+    if expr.op is not ADD:
+        return [expr.var], expr.body, expr.op
+    vars_: list[str] = []
+    while isinstance(expr, Sum) and expr.op is ADD:
+        vars_.append(expr.var)
+        expr = expr.body
+    return vars_, expr, ADD
+
+
+def sum_operator(expr: Expr) -> Operator | None:
+    return reduction_loops(expr)[2] if isinstance(expr, Sum) else None
+
+
+def summed_vars(expr: Expr) -> frozenset[str]:
+    return frozenset(reduction_loops(expr)[0]) if isinstance(expr, Sum) else frozenset()
+
+
+def replaced_in(expr: Expr, old: Expr, new: Expr) -> Expr:
+    """``expr`` with the subexpression ``old`` (where it is an argument) ``new``."""
+    if expr == old:
+        return new
+    if isinstance(expr, Apply):
+        return Apply(expr.op, tuple(replaced_in(a, old, new) for a in expr.args))
+    return expr

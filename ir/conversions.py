@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 
-from llvsparse import notation as nt
-
+from . import notation as nt
 from .cin import operands
 from .schedule import Nest
 from .types import TensorType

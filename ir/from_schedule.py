@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llvsparse.operators import ADD, Operator
-
 from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
+from .errors import ScheduleError
+from .operators import ADD, Operator
 from .precompute import replaced
-from .schedule import Nest, ScheduleError, order_loops
+from .schedule import Nest, order_loops
 from .statements import (
     Access,
     Affine,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from itertools import count
 
-from llvsparse import notation as nt
-from llvsparse.operators import ADD
-
+from . import notation as nt
 from .cin import Apply, Assign, Const, Expr, Operand, Sum
-from .schedule import ScheduleError
+from .errors import ScheduleError
+from .operators import ADD
 from .types import TensorType
 
 

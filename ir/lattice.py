@@ -27,7 +27,7 @@ from .algebra import (
     zero_fill,
 )
 from .cin import Apply, Const, Expr, Operand, Sum
-from .schedule import ScheduleError
+from .errors import ScheduleError
 
 UNIVERSE_UID = -1
 # A union of n sparse operands has 2**n points, each a loop case of its own: past this
@@ -64,27 +64,6 @@ def variants_within_budget(cases: int, phases: tuple[str, ...], other_form: bool
 
 class KernelTooLargeError(ScheduleError):
     """The loop nest would have more cases than a kernel may hold (MAX_NEST_CASES)."""
-
-
-class CaseBudget:
-    """Counts the cases emitted for one kernel, so that a nest too large to compile in
-    seconds is refused while it is lowered, long before LLVM sees it. A loop of one case
-    copies nothing and costs nothing here (a sum of 200 sparse vectors into a dense
-    output is 200 such loops)."""
-
-    def __init__(self, limit: int = MAX_NEST_CASES):
-        self.limit = limit
-        self.spent = 0
-
-    def spend(self, cases: int = 1) -> None:
-        self.spent += cases
-        if self.spent > self.limit:
-            raise KernelTooLargeError(
-                f"the loops would hold more than {self.limit} cases (each way the sparse "
-                "operands of an outer loop overlap gets its own copy of the inner loops), "
-                "too many to compile in seconds: split the expression into statements of "
-                "fewer sparse operands, store some operands in full, or use an output whose "
-                "levels all take inserts, into which a sum is computed term by term")
 
 
 @dataclass(frozen=True)

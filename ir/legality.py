@@ -1,16 +1,37 @@
 """What a backend cannot emit, decided before it is asked: a reason, or None.
 
 Lowering (transforms/lowering.py) tries nests as written, split, and with operands
-converted; it asks these checks first, so that the choice is made over values. The
-output's assembler and the loop emitter keep the same checks (they are called directly
-too), where they raise.
+converted; it asks these checks of each candidate's loop IR, so that the choice is made
+over values and a backend is only asked for programs it can translate (where one still
+finds it cannot, that is an InternalCompilerError: the checks here missed a case).
 """
 
 from __future__ import annotations
 
-from .loops import Loop, LoopNode, Ref, loops_of
-from .lower_loops import Program
-from .types import TensorType
+from .cin import operands
+from .lattice import MAX_NEST_CASES
+from .loops import (
+    Accumulate,
+    Append,
+    Block,
+    Entries,
+    If,
+    Insert,
+    Locate,
+    Loop,
+    LoopNode,
+    Merge,
+    Missed,
+    Node,
+    Nonempty,
+    Program,
+    Ref,
+    loops_of,
+    named_levels,
+    walk,
+)
+from .statements import Access, IndexVar
+from .types import TensorType, unordered_append_output
 
 
 def inserted_prefix(out: TensorType) -> int:
@@ -99,7 +120,133 @@ def loop_refusal(program: Program, out: TensorType, out_vars: tuple[str, ...]) -
     """Why a loop of ``program`` cannot be emitted, or None."""
     for node in loops_of(program.root):
         reason = unordered_refusal(node, appends_in_order(out, out_vars, node.index),
-                                   straight(node))
+                                   straight(node)) or _under_run(node)
         if reason is not None:
             return reason
     return None
+
+
+def program_refusal(program: Program, out: TensorType, out_vars: tuple[str, ...]
+                    ) -> str | None:
+    """Why ``program`` cannot be emitted, or None: its loops (``loop_refusal``), a
+    locate of a level that cannot locate, an index whose extent no operand or output
+    mode gives, an operand read where its levels are not all resolved, an output
+    scattered into that takes neither inserts nor unordered appends, or a window
+    written (``too_large`` is asked apart: a refusal that converting cannot lift)."""
+    return (loop_refusal(program, out, out_vars) or _locates(program)
+            or _extents(program, out_vars) or _unresolved(program.root, frozenset())
+            or _scattered(program, out) or _windowed_output(out))
+
+
+def _under_run(node: LoopNode) -> str | None:
+    for ref in _refs(node):
+        if ref.facts.segmented and not ref.facts.by_position:
+            return (f"{ref.tensor}: level {ref.level} iterates coordinates under a "
+                    "non-unique parent, which cannot be merged")
+    return None
+
+
+def _locates(program: Program) -> str | None:
+    for node in walk(program.root):
+        if isinstance(node, Locate) and not node.ref.facts.can_locate:
+            return (f"{node.ref.tensor}: level {node.ref.level} must be iterated but its "
+                    f"index {node.index} is already bound; it cannot locate")
+    return None
+
+
+def _extents(program: Program, out_vars: tuple[str, ...]) -> str | None:
+    """An index looped over its universe (or asked for its extent) that no operand's
+    level and no output mode is indexed by."""
+    known = set(out_vars)
+    needed: list[str] = []
+    for node in walk(program.root):
+        if isinstance(node, (Loop, Merge)) and node.expr is not None:
+            known.update(v for op in operands(node.expr) for v in op.vars)
+        if isinstance(node, Locate):
+            known.add(node.index)
+        if isinstance(node, (Accumulate, Insert, Append)):
+            known.update(v for op in operands(node.value) for v in op.vars)
+            if isinstance(node.target, Access):
+                known.update(ix.name for ix in node.target.indices if isinstance(ix, IndexVar))
+        if isinstance(node, (Loop, Merge)):
+            refs = named_levels(node)
+            known.update(node.index for r in refs if not r.universe)
+            if any(r.universe for r in refs):
+                needed.append(node.index)
+        elif isinstance(node, If) and isinstance(node.condition, (Nonempty, Missed)):
+            cond = node.condition
+            needed.extend(cond.indices if isinstance(cond, Nonempty) else (cond.index,))
+    missing = next((v for v in needed if v not in known), None)
+    return None if missing is None else f"no operand gives the extent of index {missing}"
+
+
+def _unresolved(node: Node, resolved: frozenset[tuple[int, int]]) -> str | None:
+    """An operand read by a write before every one of its levels is iterated or
+    located around it (or a complement the lattice left unresolved)."""
+    if isinstance(node, Block):
+        for item in node.items:
+            if (reason := _unresolved(item, resolved)) is not None:
+                return reason
+            if isinstance(item, Locate):
+                resolved |= {(item.ref.uid, item.ref.level)}
+        return None
+    if isinstance(node, (Loop, Merge)):
+        inner = resolved | {(r.uid, r.level) for r in named_levels(node) if not r.universe}
+        bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
+        return next((r for b in bodies if (r := _unresolved(b, inner)) is not None), None)
+    if isinstance(node, (If, Entries)):
+        return _unresolved(node.then if isinstance(node, If) else node.body, resolved)
+    if isinstance(node, (Accumulate, Insert, Append)):
+        for op in operands(node.value):
+            if op.complement:
+                return f"{op}: a complement left unresolved at its point of use"
+            if op.vars and (op.uid, len(op.vars) - 1) not in resolved:
+                return f"{op}: levels left unresolved at the point of use"
+    return None
+
+
+def _scattered(program: Program, out: TensorType) -> str | None:
+    """A nest writing its output out of order (a reduction loop outside an output
+    index) into levels that take neither inserts nor unordered appends; a workspace
+    kernel's producers scatter into the workspace instead, and an operand's copy into
+    its temporary."""
+    if any(isinstance(n, Entries) for n in walk(program.root)):
+        return None
+    if all(lv.can_insert for lv in out.levels) or unordered_append_output(out):
+        return None
+    if any(node.site is not None and node.site.scatter and not node.site.copies
+           for node in loops_of(program.root)):
+        return f"output {program.output} cannot be scattered into"
+    return None
+
+
+def _windowed_output(out: TensorType) -> str | None:
+    if any(level.window for level in out.levels):
+        return "a window of a tensor (a view) cannot be an output"
+    return None
+
+
+def case_count(program: Program) -> int:
+    """The cases a kernel's loops hold: each case of a loop whose lattice has more than
+    one point is a copy of the loops inside it (a loop of one case copies nothing), and
+    a workspace's producers that run twice are emitted twice."""
+    count = 0
+    for node in loops_of(program.root):
+        if node.site is None or node.site.lattice_points <= 1:
+            continue
+        bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
+        count += sum(1 for b in bodies if not (isinstance(b, Block) and not b.items))
+    return count * program.producer_runs
+
+
+def too_large(program: Program) -> str | None:
+    """Why ``program`` holds too many cases to compile in seconds, or None."""
+    cases = case_count(program)
+    if cases <= MAX_NEST_CASES:
+        return None
+    return (f"the loops would hold more than {MAX_NEST_CASES} cases ({cases}: each way "
+            "the sparse operands of an outer loop overlap gets its own copy of the inner "
+            "loops), too many to compile in seconds: split the expression into statements "
+            "of fewer sparse operands, store some operands in full, or use an output whose "
+            "levels all take inserts, into which a sum is computed term by term")
+

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from .lattice import Iter, Lattice
 from .statements import Access, Affine, Expr, show_expr
+from .types import LevelType
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,19 @@ Node = (Block | Loop | Merge | Bind | Locate | Accumulate | Insert | Append | Al
 LoopNode = Loop | Merge
 
 
+@dataclass
+class Program:
+    """A kernel's loop IR, with what passes need to know about its output."""
+
+    root: Node
+    output: str
+    output_levels: tuple[LevelType, ...]
+    nests: int
+    output_fill: float = 0.0  # row clearing writes zeros
+    dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
+    producer_runs: int = 1  # a workspace whose producers run twice (count, then place)
+
+
 def annotate(node: LoopNode, note: str) -> LoopNode:
     """``node`` with ``note`` added (once)."""
     return node if note in node.notes else replace(node, notes=(*node.notes, note))
@@ -297,6 +311,14 @@ def tag(node: LoopNode, mapping: str) -> LoopNode:
     """``node`` with the parallel ``mapping`` added (once): the threads that split its
     range, as the emitter then clamps it."""
     return node if mapping in node.tags else replace(node, tags=(*node.tags, mapping))
+
+
+def named_levels(node: LoopNode) -> tuple[Ref, ...]:
+    """Every level (or universe) a loop names: the ones it iterates, then the ones a
+    merge locates at each coordinate."""
+    if isinstance(node, Loop):
+        return (node.iterator,)
+    return (*node.iterators, *node.located)
 
 
 def children(node: Node) -> list[Node]:

@@ -15,10 +15,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from llvsparse.operators import ADD
-
-from .cin import Apply, Const, Operand, Sum, linear_in
+from .cin import (
+    Apply,
+    Const,
+    Operand,
+    Sum,
+    indexed_operands,
+    linear_in,
+    reduction_loops,
+    replaced_in,
+    sum_operator,
+    summed_vars,
+    sums_in,
+)
 from .cin import Expr as CinExpr
+from .errors import ScheduleError
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .loops import (
     Accumulate,
@@ -39,26 +50,16 @@ from .loops import (
     Missed,
     Node,
     Nonempty,
+    Program,
     Ref,
     Site,
     Touched,
 )
+from .operators import ADD
 from .result_fill import NestSums, absent_adds
-from .schedule import Nest, ScheduleError, order_loops
+from .schedule import Nest, order_loops
 from .statements import Access, Affine, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
 from .types import LevelType, TensorType
-
-
-@dataclass
-class Program:
-    """A kernel's loop IR, with what passes need to know about its output."""
-
-    root: Node
-    output: str
-    output_levels: tuple[LevelType, ...]
-    nests: int
-    output_fill: float = 0.0  # row clearing writes zeros
-    dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class NestLowering:
         assign = _assign_of(inner)
         expr, temps = full_expr(inner)
         expr = expr if body is None else body
-        for op in _operands(expr):
+        for op in indexed_operands(expr):
             self.operands[op.uid] = op
         idx = assign.access.indices
         derived = any(not isinstance(ix, IndexVar) for ix in idx)
@@ -203,7 +204,7 @@ class NestLowering:
         (``x(j)`` under BCSR's loops), bound, and the levels they index located."""
         nodes: list[Node] = []
         for index, parts in self.nests[self.site.nest].assign.derived:
-            readers = [op for op in _operands(expr) if index in op.vars]
+            readers = [op for op in indexed_operands(expr) if index in op.vars]
             if not readers:
                 continue
             nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts))))
@@ -246,7 +247,7 @@ class NestLowering:
         level one of them indexes, and every level below it, which they resolve too
         even where an outer loop binds its index (B(k,j,l) with l outside a loop over
         j: l's level is located inside the j loop, after j's)."""
-        for op in _operands(expr):
+        for op in indexed_operands(expr):
             inside = False
             for k, var in enumerate(op.vars):
                 inside = inside or var in loop_vars
@@ -266,19 +267,19 @@ class NestLowering:
         (named as concrete notation's ``where`` names it)."""
         items: list[Node] = []
         value = expr
-        for sub in _sums(expr):
-            vars_, body, op = _peel(sub)
+        for sub in sums_in(expr):
+            vars_, body, op = reduction_loops(sub)
             if op.symbol == "+":  # the order code generation gives a sum's loops
                 try:
-                    vars_ = order_loops(vars_, _operands(body), self.types, set(state.bound))
+                    vars_ = order_loops(vars_, indexed_operands(body), self.types, set(state.bound))
                 except ScheduleError:  # it binds more there (blocked parts): as written
                     pass
             # Named as concrete notation's ``where`` names the temporary filled with this
             # sum; each name once per expression (two sums over j are two temporaries).
             taken = {n.name for n in items if isinstance(n, Allocate)}
             name = next((n for n, full in self.temps.items() if n not in taken
-                         and _sum_vars(full) == frozenset(vars_)
-                         and _sum_op(full) is op), None) or self.fresh("t")
+                         and summed_vars(full) == frozenset(vars_)
+                         and sum_operator(full) is op), None) or self.fresh("t")
             identity = op.identity if op.identity is not None else 0.0
             feeding, self.feeding = self.feeding, op
             loops = self.sum_loops(tuple(vars_), body, state, name, op)
@@ -289,7 +290,7 @@ class NestLowering:
                 # once if any was missed (a monoid keeps 0 from 0 and 0).
                 items.append(If(Missed(name, vars_[0]), Accumulate(name, op.symbol, Const(0),
                                                                    op)))
-            value = _replace(value, sub, Operand(name, (), -1))
+            value = replaced_in(value, sub, Operand(name, (), -1))
         items.append(finish(value))
         return items[0] if len(items) == 1 else Block(tuple(items))
 
@@ -473,48 +474,6 @@ def _peeled(order: tuple[str, ...], indices) -> bool:
     """Whether the nest loops over indices the output lacks (sums peeled into it)."""
     names = {str(ix) for ix in indices}
     return any(v not in names for v in order)
-
-
-def _operands(expr: CinExpr) -> list[Operand]:
-    from .cin import operands
-    return [op for op in operands(expr) if op.vars]
-
-
-def _sums(expr: CinExpr) -> list[Sum]:
-    if isinstance(expr, Sum):
-        return [expr]
-    if isinstance(expr, Apply):
-        return [s for a in expr.args for s in _sums(a)]
-    return []
-
-
-def _peel(expr: Sum) -> tuple[list[str], CinExpr, object]:
-    """The variables a reduction's loops run over together, its body and its operator:
-    a sum's nested sums, one index of any other reduction (folded one at a time, each
-    with its own fill of missed coordinates)."""
-    if expr.op is not ADD:
-        return [expr.var], expr.body, expr.op
-    vars_: list[str] = []
-    while isinstance(expr, Sum) and expr.op is ADD:
-        vars_.append(expr.var)
-        expr = expr.body
-    return vars_, expr, ADD
-
-
-def _sum_op(expr: CinExpr):
-    return _peel(expr)[2] if isinstance(expr, Sum) else None
-
-
-def _sum_vars(expr: CinExpr) -> frozenset[str]:
-    return frozenset(_peel(expr)[0]) if isinstance(expr, Sum) else frozenset()
-
-
-def _replace(expr: CinExpr, old: CinExpr, new: CinExpr) -> CinExpr:
-    if expr == old:
-        return new
-    if isinstance(expr, Apply):
-        return Apply(expr.op, tuple(_replace(a, old, new) for a in expr.args))
-    return expr
 
 
 def lower(stmt: Stmt, types: dict[str, TensorType], output: str, nests: list[Nest]

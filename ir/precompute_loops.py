@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .cin import Expr, operands
-from .loops import Allocate, Block, Clear, Insert, Node
-from .lower_loops import NestLowering, Program, State
+from .loops import Allocate, Block, Clear, Insert, Node, Program
+from .lower_loops import NestLowering, State
 from .precompute import Precompute, replaced
 from .schedule import Nest
 from .statements import Access, Forall, IndexVar, Stmt, Where, sequence_parts

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from llvsparse import notation as nt
-
+from . import notation as nt
 from .algebra import FillOf, expr_fill, same_value
 from .cin import Apply, Const, Expr, Operand, Sum
 from .types import TensorType

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from llvsparse import notation as nt
-from llvsparse.operators import NE, Operator
+from . import notation as nt
+from .operators import NE, Operator
 
 # A node's dtype, or a Python number standing for a literal's weak type (NEP 50: a
 # float32 tensor times 2.0 stays float32).

@@ -14,11 +14,11 @@ Identity and fill come from the operator's declared properties, never its name.
 
 from __future__ import annotations
 
-from llvsparse.operators import ADD
-
 from .algebra import expr_fill, same_value
 from .cin import Assign, Sum, operands
-from .schedule import Nest, ScheduleError, order_loops
+from .errors import ScheduleError
+from .operators import ADD
+from .schedule import Nest, order_loops
 from .types import TensorType
 
 

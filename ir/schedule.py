@@ -13,26 +13,14 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llvsparse.operators import ADD, MUL, NEG, SUB, Operator
-
 from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
-from .types import TensorType
+from .errors import ScheduleError
+from .operators import ADD, MUL, NEG, SUB, Operator
+from .types import TensorType, unordered_append_output
 
 if TYPE_CHECKING:
     from .precompute import Precompute
     from .workspace_schedule import WorkspacePlan
-
-
-class ScheduleError(ValueError):
-    """No loop order can evaluate the statement with the given formats."""
-
-
-class InternalCompilerError(RuntimeError):
-    """A disagreement between the compiler's own stages (a bug to report): never a
-    refusal of the user's input, so no caller retries another lowering around it."""
-
-    def __str__(self) -> str:
-        return f"internal compiler error (a bug in llvsparse: please report it): {self.args[0]}"
 
 
 class ScatteredOutputError(ScheduleError):
@@ -121,18 +109,6 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
 
 def _needs_ordered_output(out: TensorType) -> bool:
     return any(level.can_append for level in out.levels) and not unordered_append_output(out)
-
-
-def unordered_append_output(out: TensorType) -> bool:
-    """An output whose appended levels promise neither order nor uniqueness (e.g. an unordered coordinate list).
-
-    Such an output can be appended to from anywhere in the loop nest.
-    """
-    levels = out.levels
-    if not levels or not levels[0].can_append:
-        return False
-    return all(lv.can_append and not lv.ordered and (not lv.unique or k == len(levels) - 1)
-               and (k == 0 or lv.branchless) for k, lv in enumerate(levels))
 
 
 def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llvsparse.operators import Operator
-
 from .cin import Apply, Const, Operand, Sum
 from .cin import Expr as CinExpr
+from .operators import Operator
 from .types import TensorType
 
 

@@ -160,3 +160,15 @@ def fill_key(value: float) -> str:
     """A fill value as the text ``TensorType.fill_key`` holds (one text per value, NaN
     included)."""
     return repr(float(value))
+
+
+def unordered_append_output(out: TensorType) -> bool:
+    """An output whose appended levels promise neither order nor uniqueness (e.g. an unordered coordinate list).
+
+    Such an output can be appended to from anywhere in the loop nest.
+    """
+    levels = out.levels
+    if not levels or not levels[0].can_append:
+        return False
+    return all(lv.can_append and not lv.ordered and (not lv.unique or k == len(levels) - 1)
+               and (k == 0 or lv.branchless) for k, lv in enumerate(levels))

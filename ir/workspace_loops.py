@@ -12,11 +12,9 @@ The emitter takes no pass's notes for these nests, so none are run on them here.
 
 from __future__ import annotations
 
-from llvsparse.operators import ADD
-
 from .cin import Apply, Operand, operands
 from .cin import Expr as CinExpr
-from .lattice import substitute_absent
+from .lattice import Iter, substitute_absent
 from .legality import appends_in_order
 from .loops import (
     Accumulate,
@@ -27,10 +25,12 @@ from .loops import (
     Entries,
     Insert,
     Node,
+    Program,
     Site,
     Sort,
 )
-from .lower_loops import NestLowering, Program, State, full_expr
+from .lower_loops import NestLowering, State, full_expr
+from .operators import ADD
 from .result_fill import NestSums
 from .schedule import Nest
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
@@ -52,7 +52,8 @@ def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
     if len(producers) != len(bodies):
         raise ValueError(f"{len(producers)} producers for {len(bodies)} expressions")
     root = lowering.kernel(tuple(f.index.name for f in hoisted), producers, bodies)
-    return Program(root, output, types[output].levels, len(bodies))
+    return Program(root, output, types[output].levels, len(bodies),
+                   producer_runs=2 if plan.policy.counts else 1)
 
 
 class _WorkspaceLowering(NestLowering):
@@ -60,6 +61,7 @@ class _WorkspaceLowering(NestLowering):
                  where: Where, nests: list[Nest]) -> None:
         super().__init__(types, output, nests)
         self.plan = plan
+        self.hoisted: tuple[str, ...] = ()  # the loops outside the workspace (kernel)
         consumer = loop_nest(where.consumer)[1]
         if not isinstance(consumer, Assign) or not isinstance(consumer.expr, Access):
             raise TypeError("a workspace's consumer copies it: forall(..., out = w(...))")
@@ -69,6 +71,14 @@ class _WorkspaceLowering(NestLowering):
         self.output_inserts = self.all_insert
         self.all_insert = True  # the producers' target, the workspace, takes inserts
         self.ordered = self.appends_in_order()
+
+    def sums_runs(self, it: Iter, var: str) -> bool:
+        """A hoisted loop over a non-unique level drains the workspace once per run of
+        equal coordinates (its clear marks a new run), so its producers see the run."""
+        if var in self.hoisted:
+            lv = self.level(it.uid, it.level)
+            return not lv.unique and lv.definition.iterate != "coordinate"
+        return super().sums_runs(it, var)
 
     def appends_in_order(self) -> bool:
         """Whether a covered index is appended to an output level that keeps its

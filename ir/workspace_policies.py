@@ -54,7 +54,7 @@ BUCKET = _Bucket(
     "sparse workspace over {vars}: the producer counts the entries of each row (all but "
     "the last index), then places them in its bucket",
     "its rows in order, each bucket reduced in a dense accumulator over the last index",
-    "its buckets freed, its row counts zeroed", appends=True)
+    "its buckets freed, its row counts zeroed", appends=True, counts=True)
 
 SHIPPED = {policy.name: policy for policy in (DENSE, HASH, SORT, BUCKET)}
 PLUGINS: dict[str, tuple[WorkspacePolicy, str]] = {}  # by name: the policy, its cache key

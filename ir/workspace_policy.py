@@ -50,7 +50,8 @@ class WorkspacePolicy:
     it between coordinates of hoisted loops. ``kind``: DENSE when it holds a slot per
     coordinate of the covered indices (the temporary's levels are then full ones).
     ``appends``: the producer appends every product (summed by the drain) instead of
-    reducing into its entry. ``always_sorts``: the drain orders the entries even for an
+    reducing into its entry. ``counts``: the producer runs twice, first counting each
+    row's entries, then placing them. ``always_sorts``: the drain orders the entries even for an
     output that keeps no order (it needs equal coordinates adjacent to sum them)."""
 
     name: str
@@ -61,6 +62,7 @@ class WorkspacePolicy:
     kind: WorkspaceKind = WorkspaceKind.SPARSE
     appends: bool = False
     always_sorts: bool = False
+    counts: bool = False
 
     def new_store(self, kc: KernelCompiler, plan: WorkspacePlan,
                   extents: list[ir.Value]) -> Store:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from ..formats.loader import PROPERTY_NAMES
 from .cin import Assign
-from .schedule import Nest, ScatteredOutputError, ScheduleError, additive_terms, schedule
+from .errors import ScheduleError
+from .schedule import Nest, ScatteredOutputError, additive_terms, schedule
 from .statements import TensorVar
 from .types import LevelType, TensorType
 from .workspace import WorkspaceKind, workspace_level

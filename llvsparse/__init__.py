@@ -24,10 +24,11 @@ _HOMES = {
     "unregister_level_format": "formats.registry",
     "CorruptTensorError": "formats.interpret",
     "read": "io", "write": "io",
-    "InternalCompilerError": "ir.schedule", "ScheduleError": "ir.schedule",
+    "InternalCompilerError": "ir.errors", "ScheduleError": "ir.errors",
+    "GpuMappingError": "ir.gpu_plan",
     "set_kernel_cache_bytes": "kernel_cache",
-    "IndexVar": "notation", "NotationError": "notation",
-    "NotationSyntaxError": "notation", "index_vars": "notation", "parse": "notation_parse",
+    "IndexVar": "ir.notation", "NotationError": "ir.notation",
+    "NotationSyntaxError": "ir.notation", "index_vars": "ir.notation", "parse": "notation_parse",
     "function": "functions", "semiring": "expr_api",
     **dict.fromkeys(("min", "max", "abs", "exp", "log", "sqrt", "pow", "where",
                      "logical_and", "logical_or", "logical_xor", "logical_not"), "expr_api"),
@@ -43,7 +44,8 @@ _HOMES = {
 }
 
 __all__ = [  # named_format is public but, as before, not starred
-    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "IndexVar",
+    "CorruptTensorError", "Format", "FormatError", "FormatFileError", "GpuMappingError",
+    "IndexVar",
     "InternalCompilerError", "Kernel",
     "KernelRuntimeError", "LazyTensor", "Level", "NotationError", "NotationSyntaxError",
     "ScheduleError", "ShapeError", "Tensor", "WorkspacePolicy", "asarray", "compile",
@@ -85,11 +87,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .formats.loader import FormatFileError
     from .formats.registry import level_formats, register_level_format, unregister_level_format
     from .io import read, write
-    from .ir.schedule import InternalCompilerError, ScheduleError
+    from .ir.errors import InternalCompilerError, ScheduleError
+    from .ir.gpu_plan import GpuMappingError
+    from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
     from .ir.workspace_policy import WorkspacePolicy
     from .kernel_cache import set_kernel_cache_bytes
     from .lazy_tensor import LazyTensor, compute, lazy
-    from .notation import IndexVar, NotationError, NotationSyntaxError, index_vars
     from .notation_parse import parse
     from .policy_registry import (
         register_workspace_policy,

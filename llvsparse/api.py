@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from . import cache as disk_cache
-from . import notation as nt
 from . import runtime
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
+from .backends.cuda import emit_ptx
 from .backends.llvm.codegen import emit_kernel
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .coerce import natural_format
@@ -21,10 +21,15 @@ from .diagonals import PATTERN_FORMAT, diagonal_pattern
 from .finite_sums import all_finite, sums_move
 from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
+from .gpu_call import emulated_call, gpu_plan
+from .gpu_device import device_call
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
+from .ir import notation as nt
+from .ir.gpu_plan import GpuPlan
+from .ir.loops import Program
 from .ir.loops import show as show_loops
-from .ir.lower_loops import Program
+from .ir.operators import user_operators
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
 from .ir.transforms.aliases import separate_repeated_uses
@@ -36,7 +41,6 @@ from .kernel_build import build, build_converting, coo_formats, retyped
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
-from .operators import user_operators
 from .pickling import instance_meta, reduce_kernel
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (
@@ -64,6 +68,9 @@ class Kernel:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
+        # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py);
+        # "cuda": on a GPU through cuda-python (gpu_device.py). Code per instance:
+        self._device_code: dict = {}
         if precompute not in (None, True, False):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
@@ -261,7 +268,10 @@ class Kernel:
 
     def _with_code(self) -> Instance:
         """The current instance, recompiled if it came from the disk cache (no IR kept)."""
-        inst = self._default()
+        return self.code_of(self._default())
+
+    def code_of(self, inst: Instance) -> Instance:
+        """``inst``, recompiled if it came from the disk cache (no IR kept)."""
         jit_code = inst.jit
         together = jit_code.compiled is not None and jit_code.compiled.module is jit_code.module
         if jit_code.llvm_ir is None or (jit_code.has_other and not together):
@@ -291,11 +301,16 @@ class Kernel:
         """Every loop's iteration lattice, one line per loop as lowered."""
         return self._default().lattices
 
-    def ptx(self, sm: str = "sm_80") -> str:
-        """PTX for an NVIDIA GPU of compute capability ``sm`` (needs no GPU)."""
-        from .backends.cuda import emit_ptx
+    def gpu_plan(self) -> GpuPlan:
+        """How the kernel maps onto a GPU grid (ir/gpu_plan.py); GpuMappingError where
+        it has no GPU mapping yet."""
+        return gpu_plan(self, self._with_code())
 
+    def ptx(self, sm: str = "sm_80") -> str:
+        """PTX of the planned device kernel for an NVIDIA GPU of compute capability
+        ``sm`` (needs no GPU); GpuMappingError where the kernel has no GPU mapping yet."""
         inst = self._with_code()
+        gpu_plan(self, inst)
         return emit_ptx(inst.jit.llvm_ir, inst.jit.name, sm)
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
@@ -331,6 +346,10 @@ class Kernel:
         unless the expression has an operand named ``out``."""
         if self.target == "interpret":
             return interpret_call(self, check, tensors)
+        if self.target == "cuda-emulated":
+            return emulated_call(self, check, tensors, self._device_code)
+        if self.target == "cuda":
+            return device_call(self, check, tensors, self._device_code)
         out = tensors.pop("out", None) if "out" not in self._user_names else None
         bound = None if self._last_bound is None else \
             self._last_bound.reuse(tensors, threads, check)
@@ -554,7 +573,9 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     counting build, whose calls set ``kernel.loop_count`` (loop heads run: iterations
     and loop entries; backends/llvm/counting.py), for complexity checks. ``target``:
     "cpu" (native code), or "interpret": each call walks the kernel's loop IR in Python
-    over the operands' arrays (slow; a check that the loop IR says all a kernel does)."""
+    over the operands' arrays (slow; a check that the loop IR says all a kernel does),
+    "cuda" (the planned device kernel on a GPU, through cuda-python: the ``cuda`` extra)
+    or "cuda-emulated" (the same device kernel run over its grid on the CPU)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target)
 

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.io
 
 from . import Tensor, evaluate
+from .backends.cuda import PtxError, assemble, emit_ptx
 from .cli_common import (
     CliError,
     build_kernel,
@@ -29,6 +30,8 @@ from .cli_common import (
 from .cli_formats import formats
 from .cli_run import run
 from .cli_selftest import add_parser as add_selftest_parser
+from .ir.gpu_plan import GpuMappingError
+from .ir.loops import show as show_loops
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -114,7 +117,8 @@ def _graph_rows(matrix) -> list[tuple[str, str, float, bool]]:
 
 
 # -- dump ------------------------------------------------------------------------------------
-STAGES = ("notation", "concrete", "lattice", "loops", "llvm", "llvm-opt", "asm", "obj", "ptx")
+STAGES = ("notation", "concrete", "lattice", "loops", "gpu-loops", "llvm", "llvm-opt", "asm",
+          "obj", "ptx", "cubin")
 _CODE_STAGES = ("llvm", "llvm-opt", "asm", "ptx")
 _HEADER = "\033[1;36m"
 _COMMENT = "\033[32m"
@@ -218,12 +222,23 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
         return kernel.lattices
     if stage == "loops":
         return kernel.loops
+    if stage == "gpu-loops":  # the loop IR as the GPU plan tagged it (ir/gpu_plan.py)
+        try:
+            return show_loops(kernel.gpu_plan().program.root)
+        except GpuMappingError as error:
+            raise CliError(f"--emit gpu-loops: {error}") from None
+    if stage == "cubin":  # the ptx stage's kernel, assembled by ptxas
+        try:
+            return assemble(str(_emit(kernel, "ptx", args, machine)), args.sm)
+        except (FileNotFoundError, PtxError) as error:
+            raise CliError(f"--emit cubin: {error}") from None
     if stage == "ptx":
-        from .backends.cuda import emit_ptx
-
+        try:
+            kernel.gpu_plan()  # the kernel's GPU mapping, or GpuMappingError
+        except GpuMappingError as error:
+            raise CliError(f"--emit ptx: {error}") from None
         try:
             if not args.name:
-                _ = kernel.llvm_ir  # Kernel.ptx needs the IR a disk-cached kernel lacks
                 return kernel.ptx(args.sm)
             return emit_ptx(machine().llvm_ir, machine().name, args.sm)
         except ValueError as error:
@@ -244,8 +259,9 @@ def dump(args: argparse.Namespace) -> int:
     """Print chosen compiler stages of one expression, each under a ';; ---- STAGE ----'
     header, so that a kernel can be inspected from the shell without writing Python."""
     stages = _stages(args.emit)
-    if "obj" in stages and not args.output:
-        raise CliError("--emit obj writes binary code: give the file with -o FILE")
+    binary = [stage for stage in stages if stage in ("obj", "cubin")]
+    if binary and not args.output:
+        raise CliError(f"--emit {binary[0]} writes binary code: give the file with -o FILE")
     assignment = parse_notation(args.expr)
     kernel = build_kernel(assignment, pairs(args.format, "-f"), args.out_format)
     try:
@@ -272,7 +288,9 @@ def dump(args: argparse.Namespace) -> int:
         produced = _emit(kernel, stage, args, machine)
         if isinstance(produced, bytes):
             Path(args.output).write_bytes(produced)
-            produced = (f"; wrote {len(produced)} bytes of {machine().triple} object code "
+            produced = (f"; wrote {len(produced)} bytes of {args.sm} cubin to {args.output}"
+                        if stage == "cubin" else
+                        f"; wrote {len(produced)} bytes of {machine().triple} object code "
                         f"(function {machine().name}) to {args.output}")
         elif args.output and stages == [stage]:
             # one stage to a file: no header, so the file feeds llc, as or ptxas directly
@@ -280,7 +298,7 @@ def dump(args: argparse.Namespace) -> int:
             return 0
         parts.append((stage, f";; ---- {stage} ----\n{produced.rstrip()}\n"))
     text = "".join(part for _, part in parts)
-    if args.output and "obj" not in stages:
+    if args.output and not binary:
         Path(args.output).write_text(text)
         return 0
     colour = sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .api import Kernel
-    from .notation import Assignment
+    from .ir.notation import Assignment
 
 class CliError(Exception):
     """A failure reported as one message on stderr; ``code`` 2 means the request was bad."""
@@ -39,7 +39,7 @@ def pairs(specs: Sequence[str] | None, option: str) -> dict[str, str]:
 
 def parse_notation(text: str) -> Assignment:
     """Parse notation; syntax errors keep the library's caret message (exit code 2)."""
-    from .notation import NotationError
+    from .ir.notation import NotationError
     from .notation_parse import parse
 
     try:
@@ -63,7 +63,7 @@ def lowering_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "this expression cannot be compiled for these formats"."""
     from .api import ShapeError
     from .format import FormatError
-    from .ir.schedule import ScheduleError
+    from .ir.errors import ScheduleError
 
     return (ScheduleError, ShapeError, FormatError)
 

@@ -24,7 +24,7 @@ from .cli_common import (
 
 if TYPE_CHECKING:
     from .api import Kernel
-    from .notation import Access, Assignment
+    from .ir.notation import Access, Assignment
 
 GENERATED = ("random", "ones", "zeros")
 FILE_TYPES = (".mtx.gz", ".tns.gz", ".mtx", ".tns", ".npy", ".npz")

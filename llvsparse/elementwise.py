@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import notation as nt
+from .ir import notation as nt
+from .ir.operators import ADD, DIV, MUL, SUB
 from .notation_parse import parse_expr
-from .operators import ADD, DIV, MUL, SUB
 
 # numpy ufunc name -> candidate notation texts over placeholders p0, p1, p2 (the first
 # the notation parses into an expression, not a tensor access, is used).

@@ -12,7 +12,7 @@ import itertools
 import numbers
 from collections.abc import Mapping
 
-from llvsparse.notation import (
+from llvsparse.ir.notation import (
     REDUCTION_PREFIX,
     Access,
     Assignment,
@@ -30,7 +30,7 @@ from llvsparse.notation import (
     rename_tensors,
     validate,
 )
-from llvsparse.operators import (
+from llvsparse.ir.operators import (
     ADD,
     BINARY_BY_SYMBOL,
     BUILTINS,
@@ -47,7 +47,7 @@ from llvsparse.operators import (
     Operator,
     lookup,
 )
-from llvsparse.operators import semiring as _semiring
+from llvsparse.ir.operators import semiring as _semiring
 
 __all__ = [
     "ExprNode",

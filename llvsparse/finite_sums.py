@@ -17,11 +17,11 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from . import notation as nt
+from .ir import notation as nt
 from .ir.cin import Apply, Sum, expr_vars
 from .ir.frontend import to_concrete
+from .ir.operators import ADD, MUL
 from .ir.types import TensorType
-from .operators import ADD, MUL
 from .tensor import Tensor
 
 

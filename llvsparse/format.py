@@ -86,7 +86,10 @@ def _level(spec: Level | str, mode: int | None) -> Level:
 
 def checked_fill(value) -> float:
     """A fill value as a float: any real number, inf, -inf and NaN included; a string, a
-    complex number or an array is refused rather than coerced."""
+    complex number or an array is refused rather than coerced (a 0-d real array, as
+    pydata/sparse keeps its fill values, is a number)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        return float(value)
     if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
         return float(value)
     raise FormatError(f"a fill value is a real number (inf and NaN included), not {value!r}")

@@ -18,8 +18,8 @@ from llvsparse.expr_api import apply
 from llvsparse.formats.body_check import BodyChecker
 from llvsparse.formats.vocabulary import FormatFileError
 from llvsparse.formats.yaml_reader import Reader
-from llvsparse.notation import REDUCTION_PREFIX, NotationError, is_valid_name
-from llvsparse.operators import (
+from llvsparse.ir.notation import REDUCTION_PREFIX, NotationError, is_valid_name
+from llvsparse.ir.operators import (
     ADD,
     AND,
     COMPARISONS,

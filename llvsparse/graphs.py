@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from . import notation as nt
 from .format import named_format
 from .formats.interpret import CorruptTensorError
+from .ir import notation as nt
 from .notation_parse import parse
 from .semirings import semiring_assignment
 from .tensor import Tensor

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .backends.cpu import JitKernel
 from .describe import instance_repr
 from .format import Format
-from .ir.lower_loops import Program
+from .ir.loops import Program
 from .ir.types import TensorType
 
 

@@ -13,7 +13,7 @@ from .tensor import Tensor
 if TYPE_CHECKING:
     from .api import Kernel
 
-TARGETS = ("cpu", "interpret")
+TARGETS = ("cpu", "interpret", "cuda-emulated", "cuda")
 
 
 def interpret_call(kernel: Kernel, check: bool, tensors: dict[str, Any]) -> Tensor:

@@ -8,14 +8,15 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from . import notation as nt
 from .backends.cpu import GATHER_PHASES, OTHER_FORM_SUFFIX, SPLIT_PHASES, jit
 from .backends.llvm.codegen import KernelCompiler
 from .backends.llvm.counting import count_loop_heads
 from .format import Format, named_format
 from .instance import Instance
+from .ir import notation as nt
 from .ir.from_schedule import statement_of
 from .ir.lattice import variants_within_budget
+from .ir.legality import case_count
 from .ir.opt import loop_ir
 from .ir.opt.passes import Target
 from .ir.parallel import parallel_mode
@@ -79,7 +80,7 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     mode = parallel_mode(nests, types, order[0])
     phases = SPLIT_PHASES if builder.can_split_assembly() else \
         GATHER_PHASES if builder.can_gather_assembly() else ()
-    phases, other_form = variants_within_budget(builder.budget.spent, phases,
+    phases, other_form = variants_within_budget(case_count(lowered.program), phases,
                                                 bool(builder.form_choices))
     other_form = other_form and not request.counting  # a count is of one form
     for phase in phases:

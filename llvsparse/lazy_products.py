@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import notation as nt
+from .einsum_forms import expanded
+from .ir import notation as nt
+from .ir.operators import ADD, MUL, OR
 from .lazy_tensor import (
     LazyTensor,
     Node,
@@ -19,7 +21,6 @@ from .lazy_tensor import (
     node_of,
     normalize_axis,
 )
-from .operators import ADD, MUL, OR
 
 
 def _summed(product: nt.Expr, summed: Sequence[nt.IndexVar], nodes: Sequence[Node],
@@ -100,18 +101,10 @@ def tensordot(a: Node, b: Node, axes: object = 2) -> Node:
 
 
 def einsum(subscripts: str, *operands: object) -> Node:
-    """numpy's einsum (explicit ``->`` or implicit output, no ``...``) as one node."""
-    text = subscripts.replace(" ", "")
-    inputs, arrow, output = text.partition("->")
-    terms = inputs.split(",")
-    if "." in text or len(terms) != len(operands) or \
-            not all(t.isalpha() or not t for t in (*terms, output)):
-        raise ValueError(f"einsum subscripts {subscripts!r} do not fit {len(operands)} "
-                         "operands (letters per mode, no '...')")
-    if not arrow:
-        counts = {c: "".join(terms).count(c) for c in "".join(terms)}
-        output = "".join(sorted(c for c, n in counts.items() if n == 1))
+    """numpy's einsum (``...`` and an implicit output spelled out by einsum_forms) as
+    one node."""
     nodes = [node_of(x, "einsum") for x in operands]
+    terms, output = expanded(subscripts, [n.shape for n in nodes])
     letters = {c: fresh() for c in "".join(terms)}
     extents: dict[str, int] = {}
     factors = []

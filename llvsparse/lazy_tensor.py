@@ -23,10 +23,10 @@ from functools import cache, lru_cache
 import numpy as np
 
 from . import elementwise as ew
-from . import notation as nt
 from .format import Format, FormatError, Level, named_format
+from .ir import notation as nt
+from .ir.operators import ADD, AND, MAX, MIN, MUL, OR
 from .numpy_protocols import ArrayOps
-from .operators import ADD, AND, MAX, MIN, MUL, OR
 from .tensor import Tensor, checked_value_dtype
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
@@ -471,7 +471,7 @@ def compute_node(node: Node, format: object = None) -> Tensor:
 def _run(node: Node, format: object) -> Tensor:
     """One kernel for the node's assignment, into ``format`` or the one chosen."""
     from . import api
-    from .ir.schedule import ScheduleError
+    from .ir.errors import ScheduleError
 
     assignment, operands = canonical(node)
     chosen = format if format is not None else \

@@ -55,7 +55,7 @@ def locate_disagreement(name: str) -> str | None:
     """What locate gets wrong on the sample packed into level ``name``, or None."""
     from .format import Format, Level
     from .formats.registry import get_level
-    from .ir.schedule import ScheduleError
+    from .ir.errors import ScheduleError
     from .tensor import Tensor
     from .walk import _env, walk_levels
 

@@ -1,6 +1,6 @@
 """The text form of index notation: tokenizer and recursive-descent parser.
 
-``parse`` reads ``y(i) = A(i,j) * x(j)`` into the AST of ``llvsparse.notation``, places
+``parse`` reads ``y(i) = A(i,j) * x(j)`` into the AST of ``llvsparse.ir.notation``, places
 reductions and validates; ``format_expr`` there prints every AST this reads back.
 Functions are the operator table's (``min(a, b)``, ``where(c, a, b)``, user functions
 from ``ls.function``); ``min(j, body)`` with an index variable first reduces over it.
@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from llvsparse.notation import (
+from llvsparse.ir.notation import (
     REDUCTION_PREFIX,
     Access,
     Assignment,
@@ -29,7 +29,7 @@ from llvsparse.notation import (
     place_reductions,
     validate,
 )
-from llvsparse.operators import (
+from llvsparse.ir.operators import (
     ADD,
     BINARY_BY_SYMBOL,
     BUILTINS,

@@ -13,11 +13,31 @@ from functools import cache
 
 import numpy as np
 
+from .einsum_forms import expanded, pairwise, sublists_to_string
+
 
 def _lazy_module():
     from . import lazy_tensor as lazy
 
     return lazy
+
+
+def _entry_reductions():
+    from . import entry_reductions
+
+    return entry_reductions
+
+
+def _shape_ops():
+    from . import shape_ops
+
+    return shape_ops
+
+
+def _ufuncs():
+    from . import ufuncs
+
+    return ufuncs
 
 
 def _products():
@@ -67,8 +87,28 @@ def _logical(ufunc: str, inputs: tuple) -> str:
 
 
 def _bitwise(ufunc: str, reflected: bool = False) -> Callable:
-    """``__and__`` and the like: numpy's ``ufunc`` as the logical function on bools."""
-    return _binary(ufunc.split("_")[1], reflected, lambda operands: _logical(ufunc, operands))
+    """``__and__`` and the like: numpy's ``ufunc``, the logical function on bools (a
+    kernel), bitwise on integers (computed on the entries, ufuncs.py)."""
+    logical = _binary(ufunc.split("_")[1], reflected,
+                      lambda operands: _logical(ufunc, operands))
+    on_entries = _via_ufunc(getattr(np, ufunc), reflected)
+
+    def method(self, other):
+        return logical(self, other) if _is_bool(self) and _is_bool(other) \
+            else on_entries(self, other)
+    method.__name__ = logical.__name__
+    return method
+
+
+def _via_ufunc(ufunc: np.ufunc, reflected: bool = False) -> Callable:
+    """The operator method of numpy's ``ufunc`` (``//``, ``%``, ``<<``, ...), through
+    ``__array_ufunc__``."""
+    def method(self, other):
+        if _lazy_module().as_node(other) is None:
+            return NotImplemented
+        return ufunc(other, self) if reflected else ufunc(self, other)
+    method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
+    return method
 
 
 def _no_options(what: str, **options: object) -> None:
@@ -109,6 +149,23 @@ class ArrayOps:
                                                not isinstance(axes[0], int)) else axes
         return finish(lazy.transpose(lazy.as_node(self), order or None), (self,))
 
+    def reshape(self, *shape, order="C"):
+        """numpy's reshape (C order): stored entries re-raveled, the fill kept."""
+        return _shape_ops().reshape(self, shape[0] if len(shape) == 1 else shape, order)
+
+    def flatten(self, order="C"):
+        """The entries in one axis (C order), a new tensor."""
+        return _shape_ops().reshape(self, -1, order)
+
+    def squeeze(self, axis=None):
+        return _shape_ops().squeeze(self, axis)
+
+    def swapaxes(self, axis1, axis2):
+        return _shape_ops().swapaxes(self, axis1, axis2)
+
+    def broadcast_to(self, shape):
+        return _shape_ops().broadcast_to(self, shape)
+
     # -- operators ----------------------------------------------------------------------
     __add__, __radd__ = _binary("add"), _binary("add", True)
     __sub__, __rsub__ = _binary("subtract"), _binary("subtract", True)
@@ -121,9 +178,16 @@ class ArrayOps:
     __and__, __rand__ = _bitwise("bitwise_and"), _bitwise("bitwise_and", True)
     __or__, __ror__ = _bitwise("bitwise_or"), _bitwise("bitwise_or", True)
     __xor__, __rxor__ = _bitwise("bitwise_xor"), _bitwise("bitwise_xor", True)
+    __floordiv__ = _via_ufunc(np.floor_divide)
+    __rfloordiv__ = _via_ufunc(np.floor_divide, True)
+    __mod__, __rmod__ = _via_ufunc(np.remainder), _via_ufunc(np.remainder, True)
+    __lshift__, __rlshift__ = _via_ufunc(np.left_shift), _via_ufunc(np.left_shift, True)
+    __rshift__, __rrshift__ = _via_ufunc(np.right_shift), _via_ufunc(np.right_shift, True)
     __hash__ = object.__hash__
 
     def __invert__(self):
+        if not _is_bool(self):
+            return np.invert(self)
         return finish(_lazy_module().apply(_logical("invert", (self,)), self), (self,))
 
     def __pow__(self, other):
@@ -145,6 +209,10 @@ class ArrayOps:
     def __matmul__(self, other):
         return self._product(self, other)
 
+    def dot(self, other):
+        """``np.dot(self, other)``, as pydata/sparse's method."""
+        return _dot(self, other)
+
     def __rmatmul__(self, other):
         return self._product(other, self)
 
@@ -154,6 +222,12 @@ class ArrayOps:
         left, right = lazy.as_node(a), lazy.as_node(b)
         if left is None or right is None:
             return NotImplemented
+        if min(len(left.shape), len(right.shape)) >= 2 and \
+                left.shape[:-2] != right.shape[:-2]:  # numpy broadcasts the stacks
+            stacks = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+            a = _shape_ops().broadcast_to(a, stacks + left.shape[-2:])
+            b = _shape_ops().broadcast_to(b, stacks + right.shape[-2:])
+            left, right = lazy.as_node(a), lazy.as_node(b)
         return finish(_products().matmul(left, right), (a, b))
 
     def __bool__(self) -> bool:
@@ -172,7 +246,8 @@ class ArrayOps:
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         """Sum over ``axis`` (None: all; an int or a tuple; negatives count from the
         end), fused into the kernel of a lazy chain."""
-        _no_options("sum", dtype=dtype)
+        if dtype is not None:
+            return _cast(self.astype(dtype).sum(axis, out=out, keepdims=keepdims), dtype)
         return self._reduce("sum", axis, out, keepdims)
 
     def max(self, axis=None, out=None, keepdims=False):
@@ -182,19 +257,35 @@ class ArrayOps:
         return self._reduce("min", axis, out, keepdims)
 
     def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        _no_options("prod", dtype=dtype)
+        if dtype is not None:
+            return _cast(self.astype(dtype).prod(axis, out=out, keepdims=keepdims), dtype)
         return self._reduce("prod", axis, out, keepdims)
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False):
         """The sum over ``axis`` divided by the count of entries it adds (float64 for
         integers and bools, as numpy's), one kernel."""
-        _no_options("mean", dtype=dtype, out=out)
+        _no_options("mean", out=out)
+        if dtype is not None:
+            return _cast(self.astype(dtype).mean(axis, keepdims=keepdims), dtype)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
         total = lazy.LazyTensor(lazy.reduce(lazy.as_node(self), axes, "sum"))
         count = int(np.prod([self.shape[k] for k in axes], dtype=np.int64))
         result = finish(lazy.apply("divide", total, count), (self,))
         return _kept(result, axes, self.ndim) if keepdims else result
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """numpy's var, from the stored entries and the fill (entry_reductions)."""
+        _no_options("var", out=out)
+        return _entry_reductions().var(self, axis, dtype, ddof, keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        _no_options("std", out=out)
+        return _entry_reductions().var(self, axis, dtype, ddof, keepdims, std=True)
+
+    def todense(self) -> np.ndarray:
+        """The dense values as a numpy array (pydata/sparse's name for it)."""
+        return np.asarray(self)
 
     def any(self, axis=None, out=None, keepdims=False):
         """Whether an entry over ``axis`` is true (nonzero; NaN is), an or-reduction."""
@@ -242,20 +333,24 @@ class ArrayOps:
             _no_options(f"np.{ufunc.__name__}.reduce", **options)
             return getattr(inputs[0], _REDUCTIONS[ufunc.__name__])(axis=axis,
                                                                  keepdims=keepdims)
-        if method != "__call__" or kwargs.get("out") is not None:
+        if method == "__call__" and kwargs.get("out") is not None:
+            raise TypeError(f"np.{ufunc.__name__}(..., out=): tensors are not written in "
+                            "place; use the result")
+        if method != "__call__":
             return NotImplemented
         _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
-                                               if k != "out"})
+                                               if k not in ("out", "dtype")})
         if any(lazy.as_node(x) is None for x in inputs):
             return NotImplemented
         if ufunc is np.matmul:
             return self._product(*inputs)
         if ufunc is np.power:
             return finish(lazy.power(*inputs), inputs)
-        name = _logical(ufunc.__name__, inputs) if ufunc.__name__ in _BITWISE \
-            else ufunc.__name__
-        if not ew.is_known(name):
-            return NotImplemented  # numpy raises a TypeError naming the ufunc
+        name = ufunc.__name__
+        if name in _BITWISE and all(_is_bool(x) for x in inputs):
+            name = _BITWISE[name]
+        if not ew.is_known(name) or kwargs.get("dtype") is not None:
+            return _ufuncs().on_entries(ufunc, inputs, kwargs)
         return finish(lazy.apply(name, *inputs), inputs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -272,6 +367,19 @@ _BITWISE = {"bitwise_and": "logical_and", "bitwise_or": "logical_or",
 # ufuncs whose ``reduce`` is one of the reductions.
 _REDUCTIONS = {"add": "sum", "maximum": "max", "minimum": "min", "multiply": "prod",
                "logical_or": "any", "logical_and": "all"}
+
+
+def _cast(result, dtype):
+    """A reduction's result in ``dtype`` (sums of int32 accumulate wider; asked for int32,
+    numpy gives int32)."""
+    return result.astype(dtype) if isinstance(result, ArrayOps) else np.dtype(dtype).type(result)
+
+
+def _nan_reduction(name: str) -> Callable:
+    def call(a, axis=None, dtype=None, out=None, keepdims=False, **options):
+        _no_options(f"np.{name}", out=out, **options)
+        return getattr(_entry_reductions(), name)(a, axis, dtype, keepdims)
+    return call
 
 
 def _kept(result, axes: tuple[int, ...], ndim: int):
@@ -302,9 +410,43 @@ def _tensordot(a, b, axes=2):
     return finish(_products().tensordot(*_nodes(a, b), axes), (a, b))
 
 
-def _einsum(subscripts, *operands, out=None, **options):
+def _einsum(*args, out=None, dtype=None, optimize=False, **options):
+    """numpy's einsum, string or sublist form; more than two operands whose storage
+    orders conflict in one kernel are contracted pairwise (einsum_forms.pairwise)."""
     _no_options("np.einsum", out=out, **options)
-    return finish(_products().einsum(subscripts, *operands), operands)
+    from .ir.errors import ScheduleError  # loads the compiler, on first use as above
+
+    subscripts, operands = (args[0], list(args[1:])) if isinstance(args[0], str) \
+        else sublists_to_string(args)
+    lazy = _lazy_module()
+    try:
+        result = finish(_products().einsum(subscripts, *operands), tuple(operands))
+    except ScheduleError:
+        if len(operands) <= 2 or any(isinstance(x, lazy.LazyTensor) for x in operands):
+            raise
+        terms, output = expanded(subscripts, [np.shape(x) for x in operands])
+        result, term = operands[0], terms[0]
+        for _, k, letters in pairwise(terms, output):
+            result = finish(_products().einsum(f"{term},{terms[k]}->{letters}", result,
+                                               operands[k]), (result, operands[k]))
+            term = letters
+    return result if dtype is None else _cast(result, dtype)
+
+
+def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    return _shape_ops().reshape(a, newshape if shape is None else shape, order)
+
+
+def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    _no_options("np.concatenate", out=out)
+    result = _shape_ops().concatenate(arrays, axis)
+    return result if dtype is None else result.astype(dtype)
+
+
+def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    _no_options("np.stack", out=out)
+    result = _shape_ops().stack(arrays, axis)
+    return result if dtype is None else result.astype(dtype)
 
 
 def _where(condition, x=None, y=None):
@@ -333,9 +475,22 @@ def _handlers() -> dict[Callable, Callable]:
     return {
         np.sum: _method("sum"), np.max: _method("max"), np.amax: _method("max"),
         np.min: _method("min"), np.amin: _method("min"), np.prod: _method("prod"),
-        np.mean: _method("mean"), np.any: _method("any"), np.all: _method("all"),
+        np.mean: _method("mean"), np.var: _method("var"), np.std: _method("std"),
+        **{getattr(np, n): _nan_reduction(n)
+           for n in ("nansum", "nanprod", "nanmax", "nanmin", "nanmean")},
+        np.any: _method("any"), np.all: _method("all"),
         np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: _dot, np.tensordot: _tensordot,
         np.einsum: _einsum, np.where: _where,
+        np.reshape: _reshape, np.squeeze: _method("squeeze"),
+        np.swapaxes: _method("swapaxes"), np.broadcast_to: _method("broadcast_to"),
+        np.expand_dims: lambda a, axis: _shape_ops().expand_dims(a, axis),
+        np.moveaxis: lambda a, source, destination: _shape_ops().moveaxis(a, source,
+                                                                          destination),
+        np.concatenate: _concatenate, np.stack: _stack,
+        np.roll: lambda a, shift, axis=None: _shape_ops().roll(a, shift, axis),
+        np.result_type: lambda *args: np.result_type(
+            *[a.dtype if isinstance(a, ArrayOps) else a for a in args]),
+        np.ravel: lambda a, order="C": _shape_ops().reshape(a, -1, order),
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
         **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},
     }

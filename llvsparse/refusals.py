@@ -3,7 +3,8 @@ what is structurally missing, and only here are formats named that work around i
 
 from __future__ import annotations
 
-from .ir.schedule import ScatteredOutputError, ScheduleError
+from .ir.errors import ScheduleError
+from .ir.schedule import ScatteredOutputError
 
 
 def advised(error: ScheduleError) -> ScheduleError:

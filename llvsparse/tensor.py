@@ -9,17 +9,20 @@ from functools import partial
 import numpy as np
 
 from . import convert
+from .backends.cuda.driver import device
 from .describe import tensor_repr
 from .expr_api import access, make_assignment
 from .format import Format, as_format, checked_fill, named_format
 from .formats.interpret import CorruptTensorError
 from .formats.registry import generation as registry_generation
 from .formats.registry import is_shipped
+from .gpu_resident import DeviceTensor
 from .lengths import check_lengths, declared_positions
 from .numpy_protocols import ArrayOps
 from .ordering import sorted_unique
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
+from .pydata_names import PydataNames
 from .runtime import DescriptorHolder, make_read_only
 from .scipy_input import scipy_entries
 from .tensor_convert import FormatConversions, SameObjects
@@ -77,7 +80,7 @@ def checked_value_dtype(dtype) -> np.dtype:
     return dtype
 
 
-class Tensor(FormatConversions, ArrayOps):
+class Tensor(FormatConversions, PydataNames, ArrayOps):
     """A tensor stored level by level.
 
     ``level_arrays[k]`` maps the array names declared by level k's YAML definition to
@@ -271,6 +274,11 @@ class Tensor(FormatConversions, ArrayOps):
         holder = DescriptorHolder(self.level_extents, arrays, self._flat_params())
         self._holder = (key, holder)
         return holder
+
+    def to_device(self, ordinal: int = 0) -> DeviceTensor:
+        """A copy of this tensor's arrays on GPU ``ordinal``, which ``target="cuda"``
+        kernels read without copying per call (cuda-python: the ``cuda`` extra)."""
+        return DeviceTensor(self, self.holder().arrays, device(ordinal))
 
     def entries_per_first_coordinate(self) -> np.ndarray:
         """Stored entries under each coordinate of the first level (what evens out threads'

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import notation as nt
 from .convert import scipy_conversion, scipy_pair
 from .format import Format, Level, as_format
 from .formats.interpret import evaluate_expr
 from .formats.registry import generation as registry_generation
 from .formats.registry import get_level
-from .ir.schedule import ScheduleError
+from .ir import notation as nt
+from .ir.errors import ScheduleError
 from .ir.types import fill_key
 from .ordering import most_children
 

@@ -26,6 +26,8 @@ def pytest_configure(config: pytest.Config) -> None:
     (README.md); CI runs everything."""
     config.addinivalue_line("markers", "slow: a test taking several seconds or more on a "
                                        "busy two-core machine; -m 'not slow' skips it")
+    config.addinivalue_line("markers", "gpu: runs on a real GPU through cuda-python (-m gpu "
+                                       "selects them); skipped, with the reason, without one")
 
 
 @pytest.fixture

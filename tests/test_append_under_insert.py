@@ -8,7 +8,7 @@ Such outputs are refused; the same levels below an ordered parent still assemble
 
 import numpy as np
 import pytest
-from llvsparse.ir.schedule import ScheduleError
+from llvsparse.ir.errors import ScheduleError
 
 import llvsparse as ls
 

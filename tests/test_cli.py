@@ -98,12 +98,37 @@ def test_dump_ptx_passes_ptxas(cli: Cli, tmp_path: Path, tool: Callable[[str], s
     texts = []
     for _ in range(2):  # the second run finds the kernel in the disk cache, without IR
         done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
-                   "--out-format", "csr", "--emit", "ptx", "--sm", "sm_80", "-o", "k.ptx")
+                   "--out-format", "dense", "--emit", "ptx", "--sm", "sm_80", "-o", "k.ptx")
         assert done.returncode == 0, done.stderr
         texts.append((tmp_path / "k.ptx").read_text())
     assert texts[0] == texts[1]
     assert ".target sm_80" in texts[0] and ";; ----" not in texts[0]  # one stage: no header
+    assert "%tid.x" in texts[0]  # the scheduled kernel: a thread per row
     check_ptx(texts[0], "sm_80")
+
+
+def test_dump_cubin_through_ptxas(cli: Cli, tmp_path: Path, tool: Callable[[str], str]) -> None:
+    tool("ptxas")
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "cubin", "--sm", "sm_90", "-o", "k.cubin")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "k.cubin").read_bytes()[:4] == b"\x7fELF"  # cubins are ELF files
+    assert "bytes of sm_90 cubin" in done.stdout
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "cubin")
+    assert done.returncode == 2 and "-o FILE" in done.stderr
+
+
+def test_dump_gpu_loops_shows_the_plan(cli: Cli) -> None:
+    done = cli("dump", SPMV, "-f", "A:csr", "--emit", "gpu-loops")
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[1]  # under the stage's header
+    assert head.startswith("for i ") and "gpu_block, gpu_thread" in head
+
+
+def test_dump_ptx_refuses_a_kernel_without_gpu_mapping(cli: Cli) -> None:
+    done = cli("dump", "C(i,j) = A(i,j) + B(i,j)", "-f", "A:csr", "-f", "B:csr",
+               "--out-format", "csr", "--emit", "ptx")
+    assert done.returncode != 0
+    assert "--emit ptx: an assembled (sparse) output has no GPU mapping yet" in done.stderr
 
 
 @pytest.mark.parametrize("sm", ["sm_90a", "sm_120"])

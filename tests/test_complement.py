@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 import pytest
+from llvsparse.ir import notation as nt
 
 import llvsparse as ls
-from llvsparse import notation as nt
 from llvsparse import soakcases, soakcheck
 
 FORMATS = ("csr", "coo", "dcsr", "hash", "dense")

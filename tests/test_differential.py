@@ -12,6 +12,7 @@ so the form a kernel switches to runs too.
 from __future__ import annotations
 
 import itertools
+import zlib
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ MATRIX_OUT = ["dense", "csr", "dcsr", "coo", "hash"]
 VECTOR_OUT = ["dense", "coo", "csf", "hash"]
 TENSOR3_OUT = ["dense", "coo", "csf", "hash"]
 MUST_SUCCEED = {"dense", "hash"}
+INTERPRETED_EVERY = 3  # a third of the cases also run under target="interpret"
 
 # Every (A, B) pair goes into a dense output; a reduced set into the sparse outputs.
 ALL_PAIRS = list(itertools.product(MATRIX_IN, MATRIX_IN))
@@ -149,6 +151,11 @@ def run(expr, out_format, expected, **operands):
         if result.order == 2 and expected.dtype != bool:
             diff = result.to_scipy("csr") - sp.csr_matrix(expected)
             assert abs(diff).sum() <= 1e-9 * max(1.0, float(np.abs(expected).sum()))
+    if zlib.crc32(repr((expr, sorted(formats.items()), out_format)).encode()) \
+            % INTERPRETED_EVERY == 0:  # the loop IR alone, walked in Python (issue 31)
+        walked = ls.Kernel(expr, formats, out_format, target="interpret")(**operands)
+        np.testing.assert_allclose(walked.to_numpy(), results[0].to_numpy(), rtol=1e-12,
+                                   err_msg="target='interpret'")
     return results[0]
 
 

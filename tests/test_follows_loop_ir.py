@@ -11,11 +11,12 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm import codegen
 from llvsparse.backends.llvm.codegen import KernelCompiler
+from llvsparse.ir.errors import InternalCompilerError
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
-from llvsparse.ir.schedule import InternalCompilerError, schedule
+from llvsparse.ir.schedule import schedule
 from llvsparse.ir.transforms import lowering
 
 import llvsparse as ls

@@ -9,9 +9,9 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.ir.cin import Apply, Operand
 from llvsparse.ir.lattice import Iter, build_lattice, choose_iterated
+from llvsparse.ir.operators import ADD, MUL
 
 import llvsparse as ls
-from llvsparse.operators import ADD, MUL
 
 # The running 4x6 matrix B (digest section 2.2 / 3.2) and x = [1..6].
 B = np.array([[5, 1, 0, 0, 0, 0],

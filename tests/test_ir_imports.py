@@ -146,3 +146,30 @@ for name in sys.argv[1:]:
     done = subprocess.run([sys.executable, "-c", script, *ir_modules], capture_output=True,
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_ir_imports_nothing_from_the_api_package() -> None:
+    """The layering reads downwards: importing any module of ir/ first loads no module of
+    the API package (llvsparse/ itself: the tensor type, the front end, the runtime),
+    only ir/ and formats/ (the level language) beneath it; type checkers' imports
+    included, so none hides there either."""
+    script = """
+import importlib, sys
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split('.')[0] == 'llvsparse']:
+        del sys.modules[loaded]
+    importlib.import_module(name)
+    above = sorted(m for m in sys.modules if m.startswith('llvsparse.')
+                   and m.split('.')[1] not in ('ir', 'formats'))
+    if above:
+        sys.exit(f'{name} loads {above}')
+"""
+    ir_modules = list(_modules((llvsparse.ir,)))
+    done = subprocess.run([sys.executable, "-c", script, *ir_modules], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    hidden = sorted(f"{path.name}: {line.strip()}" for path in _modules((llvsparse.ir,)).values()
+                    for line in path.read_text().splitlines()
+                    if line.strip().startswith(("from llvsparse.", "import llvsparse"))
+                    and not line.strip().startswith(("from llvsparse.ir", "from llvsparse.formats")))
+    assert hidden == []

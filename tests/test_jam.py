@@ -89,10 +89,12 @@ def test_jammed_loop_is_in_the_code():
 
 
 @pytest.mark.parametrize("expression, formats", [
-    ("C(i,j) = S(i,j) * A(i,k) * B(j,k)", {"S": "csr", "A": "dense", "B": "dense", "C": "csr"}),
-    ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr", "C": "csr"}),  # galloping
+    ("C(i,j) = S(i,j) * A(i,k) * B(j,k)", {"S": "csr", "A": "dense", "B": "dense",
+                                           "C": "dense"}),
+    ("C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr", "C": "dense"}),  # galloping
 ])
 def test_jammed_and_galloping_kernels_pass_ptxas(expression, formats, tool):
+    """Into dense outputs: an assembled one has no GPU mapping yet (tests/test_gpu.py)."""
     from llvsparse.backends.cuda import check_ptx
 
     tool("ptxas")

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from llvsparse.expr_api import ExprNode, TensorAccess, access, make_assignment
-from llvsparse.notation import (
+from llvsparse.ir.notation import (
     Access,
     Assignment,
     Call,
@@ -22,8 +20,7 @@ from llvsparse.notation import (
     index_vars,
     place_reductions,
 )
-from llvsparse.notation_parse import parse, parse_expr
-from llvsparse.operators import (
+from llvsparse.ir.operators import (
     ABS,
     ADD,
     AND,
@@ -41,6 +38,9 @@ from llvsparse.operators import (
     SUB,
     WHERE,
 )
+
+from llvsparse.expr_api import ExprNode, TensorAccess, access, make_assignment
+from llvsparse.notation_parse import parse, parse_expr
 
 i, j, k = index_vars("i j k")
 

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.ir.algebra import region
+from llvsparse.ir.notation import format_expr
+from llvsparse.ir.operators import BUILTINS
 from scipy.sparse.csgraph import shortest_path
 
 import llvsparse as ls
-from llvsparse.notation import format_expr
 from llvsparse.notation_parse import parse
-from llvsparse.operators import BUILTINS
 
 RNG = np.random.default_rng(23)
 

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from llvsparse.ir.cin import Apply, Operand, hoist_sums, peel_sums
 from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
+from llvsparse.ir.operators import ADD, MUL
 from llvsparse.ir.schedule import Nest, schedule
 from llvsparse.ir.statements import (
     Access,
@@ -33,7 +34,6 @@ from llvsparse.ir.workspace import WorkspaceKind
 from llvsparse.ir.workspace_schedule import schedule_kernel
 
 import llvsparse as ls
-from llvsparse.operators import ADD, MUL
 
 
 def _types(dtype: str = "float64", **formats: tuple[str, int]):

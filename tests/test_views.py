@@ -343,3 +343,19 @@ def test_a_view_keeps_its_base_fill_value(fmt):
         text = "Y(i) = V(i) + 1" if V.order == 1 else "Y(i,j) = V(i,j) + 1"
         got = ls.evaluate(text, V=V)
         np.testing.assert_array_equal(got.to_numpy(), M[key] + 1)
+
+
+@pytest.mark.parametrize("fmt", ["coo", "ell", "ell-rows", "csr", "dia", "dense"])
+def test_a_column_window_read_by_the_output_index_loop(fmt: str) -> None:
+    """``y(j) = V(i,j) * z(i)`` over a column window that starts past 0: the loop over
+    V's column level binds the output's first index and is clamped to a thread's range;
+    over a branchless level (COO's, ELL's) that range can be empty, and straight-line
+    code read the next row's entry (review of issue 31's work: COO gave 16 for 13)."""
+    a = np.array([[1, 3, 4, 2], [0, 5, 1, 0], [4, 0, 8, 7]], dtype=float)
+    z = np.array([1.0, 2.0, 3.0])
+    base = ls.Tensor.from_numpy(a, fmt)
+    for key in [(slice(None), slice(1, 2)), (slice(None), slice(1, None, 2)),
+                (slice(None), slice(1, 4)), (slice(1, 3), slice(2, 4))]:
+        view = base[key]
+        kernel = ls.compile("y(j) = V(i,j) * z(i)", V=view.format)
+        assert np.allclose(kernel(V=view, z=z[key[0]]).to_numpy(), z[key[0]] @ a[key]), key

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.lower_loops import Program
+from ...ir.loops import Program
 from .walker import Walker
 
 
@@ -18,5 +18,8 @@ def run_program(program: Program, operands: dict[str, Any], out_shape: tuple[int
     walker = Walker(program, operands, out_shape)
     walker.run(program.root)
     entries = walker.output.entries
-    coords = np.array(list(entries), dtype=np.int64).reshape(len(entries), len(out_shape)).T
+    by_level = np.array(list(entries), dtype=np.int64).reshape(len(entries), len(out_shape)).T
+    coords = np.empty_like(by_level)  # an output access names its indices in level order
+    for k, level in enumerate(program.output_levels):
+        coords[level.mode] = by_level[k]
     return coords, list(entries.values())

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ...formats.interpret import run_function
-from ...ir.schedule import InternalCompilerError
+from ...ir.errors import InternalCompilerError
+from ...ir.types import NOT_WINDOWED, WINDOW_PARAMS
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,23 @@ class LevelReader:
     """Level ``k`` of a tensor: bounds, accesses and locates at one parent."""
 
     def __init__(self, tensor: Any, k: int) -> None:
-        self.definition = tensor.tensor_type.levels[k].definition
+        level = tensor.tensor_type.levels[k]
+        self.definition = level.definition
         self.arrays = tensor.level_arrays[k]
         extents = tensor.level_extents
+        params = tensor.params[k]
         self.fixed = {"N": extents[k], "N_child": extents[k + 1] if k + 1 < len(extents) else 0,
-                      **tensor.params[k]}
-        self.where = f"{tensor.name or 'operand'} level {k} ({tensor.tensor_type.levels[k].kind})"
-        self.extent = extents[k]
+                      **{n: v for n, v in params.items() if n not in WINDOW_PARAMS}}
+        self.where = f"{tensor.name or 'operand'} level {k} ({level.kind})"
+        # A view's level is read through a window: view coordinate j is base coordinate
+        # start + j * step, for j in [0, count) (backends/llvm/window.py).
+        self.window = None if level.window == NOT_WINDOWED else \
+            tuple(int(params[name]) for name in WINDOW_PARAMS)
+        self.extent = extents[k] if self.window is None else self.window[2]
+
+    def base(self, j: int) -> int:
+        """The level's own coordinate of view coordinate ``j`` (itself, unwindowed)."""
+        return j if self.window is None else self.window[0] + j * self.window[1]
 
     @property
     def by_coordinate(self) -> bool:
@@ -56,12 +67,21 @@ class LevelReader:
 
     def entries(self, parent: Parent) -> list[tuple[int, int]]:
         """(coordinate, position) of every entry under ``parent``, in storage order; a run
-        of duplicates spans its positions' children."""
+        of duplicates spans its positions' children; a window's view coordinates."""
         if self.by_coordinate:
             begin, end = self._run("coord_bounds", parent, parent.first)
-            found = ((i, self._run("coord_access", parent, parent.first, i=i)) for i in
-                     range(begin, end))
-            return [(i, p) for i, (p, ok) in found if ok]
+            viewed = range(begin, end) if self.window is None else range(self.window[2])
+            found = ((j, self._run("coord_access", parent, parent.first, i=self.base(j)))
+                     for j in viewed if begin <= self.base(j) < end)
+            return [(j, p) for j, (p, ok) in found if ok]
+        if self.window is None:
+            return self._stored(parent)
+        start, step, count = self.window
+        return [((c - start) // step, p) for c, p in self._stored(parent)
+                if 0 <= c - start < count * step and (c - start) % step == 0]
+
+    def _stored(self, parent: Parent) -> list[tuple[int, int]]:
+        """(coordinate, position) of the stored entries of a level iterated by position."""
         begin = self._run("pos_bounds", parent, parent.first)[0]
         end = self._run("pos_bounds", parent, parent.last)[1]
         result = []
@@ -73,5 +93,7 @@ class LevelReader:
 
     def locate(self, parent: Parent, i: int) -> tuple[int, bool]:
         """The position of coordinate ``i`` under ``parent``, and whether it is stored."""
-        p, found = self._run("locate", parent, parent.first, i=i)
+        if self.window is not None and not 0 <= i < self.window[2]:
+            return 0, False
+        p, found = self._run("locate", parent, parent.first, i=self.base(i))
         return p, bool(found)

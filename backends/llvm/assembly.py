@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from llvsparse.operators import ADD
-
+from ...ir.errors import InternalCompilerError
 from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
+from ...ir.operators import ADD
 from ...ir.relocatable import appends_relocatably
-from ...ir.schedule import ScheduleError, unordered_append_output
-from ...ir.types import TensorType
+from ...ir.types import TensorType, unordered_append_output
 from . import scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
 
@@ -53,7 +52,7 @@ class OutputAssembler:
         self.prefix = inserted_prefix(ttype)
         # Lowering asked the same before (ir/legality.py); a direct compile asks here.
         if (reason := output_refusal(ttype)) is not None:
-            raise ScheduleError(reason)
+            raise InternalCompilerError(reason)
         self.heads = [k for k in range(self.prefix, len(self.levels))
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)

@@ -16,12 +16,12 @@ from llvmlite import ir
 
 from ...ir.algebra import region_text
 from ...ir.cin import Expr, Operand, linear_in, operands
-from ...ir.lattice import CaseBudget, Iter
-from ...ir.loops import Block, LoopNode, Node, loops_of
-from ...ir.lower_loops import Program
+from ...ir.errors import InternalCompilerError
+from ...ir.lattice import Iter
+from ...ir.loops import Block, LoopNode, Node, Program, loops_of
 from ...ir.opt import loop_ir, passes
 from ...ir.opt.passes import Target
-from ...ir.schedule import InternalCompilerError, Nest, ScheduleError
+from ...ir.schedule import Nest
 from ...ir.types import TensorType
 from . import jam, precompute_lower, scalars
 from .assembly import OutputAssembler
@@ -116,7 +116,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.lattice_log: list[str] = []
-        self.budget = CaseBudget()
         self.temps: dict[str, Temp] = {}  # the scalar temporaries of the nest (emit_nodes)
         self.workspace: WorkspaceEmitter | None = None  # a workspace kernel's (workspace_lower)
 
@@ -226,7 +225,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.repeats = False  # set when a fused non-unique loop revisits output coordinates
         self.run_state: RunState | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
-            raise ScheduleError(f"output {nest.assign.tensor} cannot be scattered into")
+            raise InternalCompilerError(f"output {nest.assign.tensor} cannot be scattered into")
         free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
         for plan in nest.precomputes:
             self.operands[plan.replacement.uid] = plan.replacement
@@ -326,7 +325,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         candidates += [(self.out_name, k) for k, v in enumerate(self.nest.assign.vars)
                        if v == var]
         if not candidates:
-            raise ScheduleError(f"no operand gives the extent of index {var}")
+            raise InternalCompilerError(f"no operand gives the extent of index {var}")
         tensor, level = candidates[0]
         return self.tensors[tensor].extents[level]
 
@@ -404,7 +403,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         deeper: list[LevelPos] = []
         while level < len(op.vars) and op.vars[level] in ctx.bound:
             if not tensor.type.levels[level].can_locate:
-                raise ScheduleError(f"{op.tensor}: level {level} must be iterated but its index "
+                raise InternalCompilerError(f"{op.tensor}: level {level} must be iterated but its index "
                                     f"{op.vars[level]} is already bound; it cannot locate")
             env = self.parent_env(op, level, ctx)
             i = ctx.bound[op.vars[level]]

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from llvsparse.operators import ADD
-
 from ...ir.cin import Operand
+from ...ir.errors import InternalCompilerError
 from ...ir.loops import (
     Accumulate,
     Allocate,
@@ -41,8 +40,8 @@ from ...ir.loops import (
     Nonempty,
     Touched,
 )
+from ...ir.operators import ADD
 from ...ir.opt import passes
-from ...ir.schedule import InternalCompilerError
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64
 from .emit_base import ONE, ZERO, Ctx

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ...ir.errors import InternalCompilerError
 from ...ir.lattice import Iter
-from ...ir.schedule import ScheduleError
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound
 from .tensor_ir import TensorIR
@@ -41,7 +41,7 @@ class IteratorEmitter:
         env = self.parent_env(op, it.level, ctx)
         if level.definition.iterate == "coordinate":
             if parent is not None and parent.seg_end is not None:
-                raise ScheduleError(f"{op.tensor}: level {it.level} iterates coordinates under "
+                raise InternalCompilerError(f"{op.tensor}: level {it.level} iterates coordinates under "
                                     "a non-unique parent, which cannot be merged")
             begin, end = tensor.call(it.level, "coord_bounds", **env)
             clamped = thread_rows

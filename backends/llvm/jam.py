@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import Expr, operands
+from ...ir.errors import InternalCompilerError
 from ...ir.loops import (
     Accumulate,
     Allocate,
@@ -34,7 +35,6 @@ from ...ir.loops import (
     Node,
     Nonempty,
 )
-from ...ir.schedule import InternalCompilerError
 from . import scalars
 from .bodies import I64, TRUE, is_true
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import operands
+from ...ir.errors import InternalCompilerError
 from ...ir.lattice import Iter
 from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
 from ...ir.opt import passes
-from ...ir.schedule import InternalCompilerError, ScheduleError
 from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .emit_base import ONE, RUN_UNROLL, ZERO, Ctx, LevelPos, RunState, unroll
@@ -52,8 +52,10 @@ class PointEmitter(GallopEmitter):
         b = self.b
         single = len(self.iterated) == 1
         state = self.states[self.iterated[0]]
+        # Straight-line code reads the one position of a branchless level without a
+        # bound test: not where a thread's range clamped it, which may leave it empty.
         if (single and len(self.lattice.points) == 1 and state.kind == "position"
-                and self.kc.level_type(state.it).branchless
+                and self.kc.level_type(state.it).branchless and not state.clamped
                 and (state.parent is None or state.parent.seg_end is None)):
             self.iteration(straight=True)
             return
@@ -64,7 +66,7 @@ class PointEmitter(GallopEmitter):
         # (An unordered level may hold its keys in order by chance.)
         reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
         if reason is not None:
-            raise ScheduleError(reason)
+            raise InternalCompilerError(reason)
         if self.jam_body is not None and passes.JAM in self.notes:
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
@@ -392,7 +394,6 @@ class PointEmitter(GallopEmitter):
 
     def emit_selected(self, chosen, ctx: Ctx) -> None:
         b, kc = self.b, self.kc
-        kc.budget.spend(len(chosen))
         value, taken = None, None
         for cond, expr, case_ctx, body in reversed(chosen):
             computed = kc.value(expr, case_ctx)
@@ -432,7 +433,6 @@ class PointEmitter(GallopEmitter):
                 b.cbranch(cond, then, other)
                 b.position_at_end(then)
             if expr is not None:
-                self.kc.budget.spend(1 if len(self.lattice.points) > 1 else 0)
                 self.body(body, case_ctx)
             if joined is not None:
                 self.advance_case(sub, earlier, present, split, at_i)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
-from ...ir.schedule import ScheduleError
+from ...ir.errors import InternalCompilerError
 from ...ir.types import TensorType
 from . import scalars
 from .bodies import I64, ArrayRef, emit_body
@@ -45,7 +45,7 @@ class TensorIR:
         for k, level in enumerate(ttype.levels):
             if level.window:
                 if is_output:
-                    raise ScheduleError("a window of a tensor (a view) cannot be an output")
+                    raise InternalCompilerError("a window of a tensor (a view) cannot be an output")
                 self.windows[k] = LevelWindow(self, k)
                 self.extents[k] = self.windows[k].count
         self.slots = ttype.array_slots()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.cin import Apply, Const, Expr, Operand, Sum
-from ...ir.schedule import InternalCompilerError, ScheduleError
+from ...ir.errors import InternalCompilerError
 from . import scalars
 from .bodies import ArrayRef, is_true
 from .emit_base import ZERO, Ctx
@@ -32,11 +32,11 @@ class ValueEmitter:
         if op.uid == -1:  # a scalar temporary of the loop IR (emit_nodes)
             return self.b.load(self.temps[op.tensor].slot)
         if op.complement:  # the lattice resolves every complement to 1 or to absent
-            raise ScheduleError(f"{op}: a complement left unresolved at its point of use")
+            raise InternalCompilerError(f"{op}: a complement left unresolved at its point of use")
         tensor = self.tensors[op.tensor]
         resolved = ctx.levels.get(op.uid, ())
         if len(resolved) != len(op.vars):
-            raise ScheduleError(f"{op}: levels left unresolved at the point of use")
+            raise InternalCompilerError(f"{op}: levels left unresolved at the point of use")
         vals = tensor.array_ref(tensor.vals_slot)
         src = tensor.type.dtype
         if not resolved:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...formats.loader import LevelDef
-from ...ir.schedule import ScheduleError
+from ...ir.errors import InternalCompilerError
 from ...ir.types import NOT_WINDOWED, STRIDED, WINDOW_PARAMS
 from .bodies import I64, TRUE, is_true
 from .emit_base import emit_lower_bound
@@ -126,7 +126,7 @@ class LevelWindow:
             return [first, _max(b, stop, first)]
         if function in ("coord_access", "locate"):
             return raw(function, dict(values, i=self.base_coordinate(b, values["i"])))
-        raise ScheduleError(f"level {self.level} is a window of a tensor (a view) and "
+        raise InternalCompilerError(f"level {self.level} is a window of a tensor (a view) and "
                             f"cannot be written ({function})")
 
     def seek(self, b: ir.IRBuilder, raw, values: dict, begin: ir.Value, end: ir.Value,

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import operands
+from ...ir.errors import InternalCompilerError
 from ...ir.loops import Accumulate, Append, Entries, Insert, Node, Sort, Target, target_name
-from ...ir.schedule import InternalCompilerError, Nest
+from ...ir.schedule import Nest
 from ...ir.statements import Access
 from ...ir.workspace_policies import BUCKET, DENSE, HASH, SORT
 from .emit_base import ZERO, Ctx

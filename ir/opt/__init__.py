@@ -4,7 +4,8 @@ whether a fast form applies to a loop, and notes it on the loop node (see passes
 from __future__ import annotations
 
 from ..from_schedule import statement_of
-from ..lower_loops import Program, lower
+from ..loops import Program
+from ..lower_loops import lower
 from ..precompute_loops import lower_precomputed
 from ..schedule import Nest
 from ..types import TensorType

@@ -22,15 +22,14 @@ from ..loops import (
     LoopNode,
     Merge,
     Node,
+    Program,
     Ref,
     annotate,
     loops_of,
     tag,
     walk,
 )
-from ..lower_loops import Program
-from ..schedule import unordered_append_output
-from ..types import TensorType
+from ..types import TensorType, unordered_append_output
 from . import checks
 
 JAM = "jam 8, 4"

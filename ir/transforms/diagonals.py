@@ -11,16 +11,26 @@ The pattern's values are bound on each call (llvsparse/diagonals.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
-
-from llvsparse import notation as nt
-from llvsparse.operators import ADD, MUL
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 from ...formats.registry import get_level
-from ..schedule import ScheduleError
+from .. import notation as nt
+from ..errors import ScheduleError
+from ..operators import ADD, MUL
 
-if TYPE_CHECKING:
-    from llvsparse.format import Format
+
+class StoredLevel(Protocol):
+    """What a diagonal use asks of a format's level: its kind and the mode it stores."""
+
+    kind: str
+    mode: int | None
+
+
+class Layout(Protocol):
+    """A format as this rewrite reads it (``llvsparse.Format``): its levels in order."""
+
+    levels: Sequence[StoredLevel]
 
 
 class DiagonalUse(NamedTuple):
@@ -32,7 +42,7 @@ class DiagonalUse(NamedTuple):
     modes: tuple[int, int]
 
 
-def separate_diagonals(assignment: nt.Assignment, formats: dict[str, Format]
+def separate_diagonals(assignment: nt.Assignment, formats: dict[str, Layout]
                        ) -> tuple[nt.Assignment, dict[str, DiagonalUse]]:
     """``assignment`` with every diagonal use that needs it rewritten, and each new
     pattern operand's name with where it comes from."""
@@ -60,7 +70,7 @@ def separate_diagonals(assignment: nt.Assignment, formats: dict[str, Format]
     return (assignment if not patterns else nt.Assignment(assignment.lhs, rhs)), patterns
 
 
-def _unlocatable_repeat(access: nt.Access, fmt: Format) -> int | None:
+def _unlocatable_repeat(access: nt.Access, fmt: Layout) -> int | None:
     """The mode whose repeated index a level must find but cannot (the later of the two
     levels storing it), or None."""
     if len(set(access.indices)) == len(access.indices):

@@ -6,10 +6,10 @@ API only builds the chosen kernel.
 The backend's emitter comes with the request (``Request.emit``; ir/ never imports a
 backend). What it cannot emit is asked of the nests' loop IR first (ir/legality.py:
 an output format that cannot be assembled, an unordered level co-iterated or appended
-in order). A few refusals are still raised from inside code generation (a kernel with
-too many cases, a bound index whose level cannot locate, a window as an output), and
-the loop IR's lowering raises where a sum's loops cannot be ordered; ``_emit`` is the
-one place that turns those into a ``Refused``.
+in order, a level located that cannot locate, too many cases, ...), so code generation
+raises no refusal: the backend is only handed programs it can translate. The loop IR's
+lowering raises where a sum's loops cannot be ordered; ``_emit`` turns that and the
+checks' answers into a ``Refused``.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from llvsparse import notation as nt
-
+from .. import notation as nt
 from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
+from ..errors import ScheduleError
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
-from ..legality import loop_refusal, output_refusal
-from ..lower_loops import Program
+from ..legality import output_refusal, program_refusal, too_large
+from ..loops import Program
 from ..opt import loop_ir
 from ..opt.passes import Target
 from ..precompute import plan_precomputes
 from ..scattered_reduction import scattered_reduction
-from ..schedule import Nest, ScheduleError
+from ..schedule import Nest
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
 
@@ -38,13 +38,14 @@ from ..workspace_schedule import schedule_kernel
 @dataclass
 class Lowered:
     """A statement lowered: its nests, the backend's compiler that emitted them and its
-    module, the operand types it was lowered for and the operands converted (mode
-    orders)."""
+    module, the operand types it was lowered for, its loop IR and the operands
+    converted (mode orders)."""
 
     nests: list[Nest]
     builder: Any
     module: Any
     types: dict[str, TensorType]
+    program: Program
     conversions: dict[str, Modes] = field(default_factory=dict)
 
 
@@ -178,14 +179,17 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     if request.emit is None:
         raise TypeError("Request.emit: lowering needs the backend's emitter")
     try:
-        # What the backend cannot emit is asked of the loop IR first (ir/legality.py).
         program = loop_ir(nests, types, output,
                           Target(fastmath=request.fastmath, dtype=request.dtype))
-        reason = output_refusal(types[output]) or \
-            loop_refusal(program, types[output], nests[0].assign.vars)
-        if reason is not None:
-            return Refused(ScheduleError(reason))
-        builder, module = request.emit(nests, types, request, program)
-    except ScheduleError as error:
+    except ScheduleError as error:  # a sum's loops that cannot be ordered
         return Refused(error)
-    return Lowered(nests, builder, module, types, dict(converted))
+    # What the backend cannot emit is known from the loop IR before it is asked
+    # (ir/legality.py); a backend that still cannot emits an InternalCompilerError.
+    if (oversize := too_large(program)) is not None:
+        return Refused(KernelTooLargeError(oversize))
+    reason = output_refusal(types[output]) or \
+        program_refusal(program, types[output], nests[0].assign.vars)
+    if reason is not None:
+        return Refused(ScheduleError(reason))
+    builder, module = request.emit(nests, types, request, program)
+    return Lowered(nests, builder, module, types, program, dict(converted))

@@ -26,13 +26,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import notation as nt
-from .. import operators as ops
 from ..api import Kernel, ShapeError
 from ..api import evaluate as evaluate_here
 from ..coerce import is_foreign_sparse
 from ..format import Format, as_format
-from ..ir.schedule import ScheduleError
+from ..ir import notation as nt
+from ..ir import operators as ops
+from ..ir.errors import ScheduleError
 from ..notation_parse import parse
 from ..tensor import Tensor
 from .partitioned import Block, Partitioned, merged, same

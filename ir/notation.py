@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from llvsparse.operators import ADD, COMPARISONS, DIV, MUL, NEG, SUB, Operator
+from .operators import ADD, COMPARISONS, DIV, MUL, NEG, SUB, Operator
 
 REDUCTION_PREFIX = "sum_"
 """Names starting with this introduce a reduction, so tensors may not use it."""

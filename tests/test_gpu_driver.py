@@ -1,0 +1,263 @@
+"""The cuda-python loader and launcher: its error mapping and the device call's memory
+mirroring, through a fake driver module whose device memory is host memory and whose
+launch runs the emulated kernel; and, marked ``gpu``, the same calls on a real GPU
+(skipped, with the reason, where there is none)."""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from llvsparse.backends.cuda import driver
+from llvsparse.backends.cuda.emulator import emulate
+
+import llvsparse as ls
+from llvsparse.gpu_device import device_call
+
+ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 100: "CUDA_ERROR_NO_DEVICE",
+          218: "CUDA_ERROR_INVALID_PTX", 719: "CUDA_ERROR_LAUNCH_FAILED"}
+
+
+class FakeDriver(types.SimpleNamespace):
+    """What the loader calls of ``cuda.bindings.driver``, each returning (status, ...)
+    as cuda-python does; ``fail`` maps a call's name to the status it returns."""
+
+    def __init__(self, launch=None, devices: int = 1, fail: dict[str, int] | None = None):
+        super().__init__()
+        self.CUresult = enum.IntEnum("CUresult", {"CUDA_SUCCESS": 0, **{
+            name: code for code, name in ERRORS.items()}})
+        self.CUdevice_attribute = types.SimpleNamespace(
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR=75,
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR=76)
+        self.devices, self.fail, self.run = devices, fail or {}, launch
+        self.memory: dict[int, ctypes.Array] = {}
+        self.loaded: list[bytes] = []
+        self.calls: list[str] = []
+
+    def _ok(self, name: str, *values):
+        self.calls.append(name)
+        return (self.fail.get(name, 0), *values)
+
+    def cuGetErrorName(self, status):
+        return (0, ERRORS[int(status)].encode())
+
+    def cuInit(self, flags):
+        return self._ok("cuInit")
+
+    def cuDeviceGetCount(self):
+        return self._ok("cuDeviceGetCount", self.devices)
+
+    def cuDeviceGet(self, ordinal):
+        return self._ok("cuDeviceGet", ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, handle):
+        return self._ok("cuDevicePrimaryCtxRetain", "context")
+
+    def cuCtxSetCurrent(self, context):
+        return self._ok("cuCtxSetCurrent")
+
+    def cuStreamCreate(self, flags):
+        return self._ok("cuStreamCreate", "stream")
+
+    def cuDeviceGetAttribute(self, attribute, handle):
+        return self._ok("cuDeviceGetAttribute", 8 if attribute == 75 else 0)
+
+    def cuModuleLoadData(self, image):
+        self.loaded.append(ctypes.string_at(image))
+        return self._ok("cuModuleLoadData", "module")
+
+    def cuModuleGetFunction(self, module, name):
+        return self._ok("cuModuleGetFunction", name.decode())
+
+    def cuMemAlloc(self, nbytes):
+        buffer = ctypes.create_string_buffer(nbytes)
+        self.memory[ctypes.addressof(buffer)] = buffer
+        return self._ok("cuMemAlloc", ctypes.addressof(buffer))
+
+    def cuMemFree(self, pointer):
+        del self.memory[pointer]
+        return self._ok("cuMemFree")
+
+    def cuMemcpyHtoD(self, destination, source, nbytes):
+        ctypes.memmove(destination, source, nbytes)
+        return self._ok("cuMemcpyHtoD")
+
+    def cuMemcpyDtoH(self, destination, source, nbytes):
+        ctypes.memmove(destination, source, nbytes)
+        return self._ok("cuMemcpyDtoH")
+
+    def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        pointers = (ctypes.c_uint64 * 2).from_address(params)
+        table, status = (ctypes.c_uint64.from_address(p).value for p in pointers)
+        self.run(gx, bx, table, status)
+        return self._ok("cuLaunchKernel")
+
+    def cuStreamSynchronize(self, stream):
+        return self._ok("cuStreamSynchronize")
+
+
+def emulated_launch(kernel: ls.Kernel):
+    """A launch that runs ``kernel``'s emulated device kernel over the grid asked for."""
+    code = kernel.code_of(kernel._default()).jit
+    emulated = emulate(code.llvm_ir, code.name)
+    entry = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(emulated.address)
+
+    def run(grid: int, block: int, table: int, status: int) -> None:
+        emulated.grid.value, emulated.block.value = grid, block
+        failed = entry(table)
+        if failed:
+            ctypes.c_int32.from_address(status).value = failed
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _fresh_contexts(monkeypatch):
+    monkeypatch.setattr(driver, "_CONTEXTS", {})
+
+
+def test_driver_errors_carry_the_cuda_error_name() -> None:
+    fake = FakeDriver(fail={"cuModuleLoadData": 218})
+    gpu = driver.device(0, fake)
+    assert gpu.sm == "sm_80"
+    with pytest.raises(driver.CudaError, match="cuModuleLoadData failed: "
+                                               "CUDA_ERROR_INVALID_PTX") as caught:
+        gpu.function(".version 8.0", "k")
+    assert caught.value.name == "CUDA_ERROR_INVALID_PTX" and caught.value.code == 218
+
+
+@pytest.mark.parametrize(("fake", "match"), [
+    (FakeDriver(fail={"cuInit": 100}), "no usable CUDA driver: .*CUDA_ERROR_NO_DEVICE"),
+    (FakeDriver(devices=0), "GPU 0 asked for, 0 present"),
+])
+def test_no_device_is_a_clear_error(fake, match) -> None:
+    with pytest.raises(driver.NoDevice, match=match):
+        driver.device(0, fake)
+
+
+def test_missing_cuda_python_names_the_extra(monkeypatch) -> None:
+    monkeypatch.setattr(driver, "DRIVER_MODULE", "llvsparse_no_such_module.driver")
+    with pytest.raises(driver.NoDevice, match=r"pip install 'llvsparse\[cuda\]'"):
+        driver.load_driver()
+
+
+def test_launch_checks_its_grid() -> None:
+    gpu = driver.device(0, FakeDriver())
+    with pytest.raises(ValueError, match="at least one block"):
+        gpu.launch("k", 0, 128, ())
+
+
+@pytest.mark.parametrize(("expression", "formats", "reference"), [
+    ("y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"}, lambda A, x: A @ x),
+    ("C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "dense", "C": "dense"},
+     lambda A, B: A @ B),
+])
+@pytest.mark.parametrize("rows", [0, 1, 200])
+def test_device_call_mirrors_descriptors(expression, formats, reference, rows) -> None:
+    """The device path's host side (descriptors copied to device memory, the PTX loaded,
+    the launch's arguments and grid, the output copied back, memory freed) against
+    numpy, with the fake driver's launch running the emulated kernel."""
+    kernel = ls.compile(expression, target="cuda", **formats)
+    rng = np.random.default_rng(rows)
+    A = sp.random(rows, 30, density=0.2, format="csr", random_state=rng)
+    operands = {"A": A, "x": rng.random(30), "B": rng.random((30, 4))}
+    operands = {n: operands[n] for n in formats if n in operands}
+    fake = FakeDriver(emulated_launch(kernel))
+    got = device_call(kernel, True, operands, {}, gpu=driver.device(0, fake))
+    assert np.allclose(got.to_numpy(), reference(**operands))
+    assert b".entry llvsparse_kernel_device(" in fake.loaded[0]
+    assert b".target sm_80" in fake.loaded[0]
+    assert not fake.memory  # every device allocation freed
+    assert fake.calls.count("cuLaunchKernel") == 1
+
+
+def test_failing_launch_is_an_exception() -> None:
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    fake = FakeDriver(emulated_launch(kernel), fail={"cuLaunchKernel": 719})
+    with pytest.raises(driver.CudaError, match="CUDA_ERROR_LAUNCH_FAILED"):
+        device_call(kernel, True, {"A": sp.eye(3, format="csr"), "x": np.ones(3)}, {},
+                    gpu=driver.device(0, fake))
+    assert not fake.memory
+
+
+def test_device_tensors_stay_on_the_device(monkeypatch) -> None:
+    """A tensor moved with to_device is copied once, not on each call; results match."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    fake = FakeDriver(emulated_launch(kernel))
+    monkeypatch.setattr(driver, "load_driver", lambda: fake)
+    rng = np.random.default_rng(3)
+    A = sp.random(50, 40, density=0.2, format="csr", random_state=rng)
+    tensor = ls.Tensor.from_scipy(A, format="csr")
+    on_gpu = tensor.to_device()
+    assert on_gpu.to_host() is tensor and on_gpu.shape == (50, 40)
+    resident = len(fake.memory)
+    assert resident == len(on_gpu.pointers) >= 3  # positions, coordinates, values
+    cache: dict = {}
+    for _ in range(2):
+        x = rng.random(40)
+        copies = fake.calls.count("cuMemcpyHtoD")
+        got = device_call(kernel, True, {"A": on_gpu, "x": x}, cache)
+        assert np.allclose(got.to_numpy(), A @ x)
+        per_call = fake.calls.count("cuMemcpyHtoD") - copies
+        assert len(fake.memory) == resident  # the call freed its own copies only
+    copies = fake.calls.count("cuMemcpyHtoD")
+    host = device_call(kernel, True, {"A": tensor, "x": x}, cache)  # A copied this time
+    assert np.allclose(host.to_numpy(), A @ x)
+    assert fake.calls.count("cuMemcpyHtoD") - copies - per_call == len(on_gpu.pointers)
+    on_gpu.free()
+    assert not fake.memory
+
+
+def test_device_tensor_on_another_gpu_is_refused(monkeypatch) -> None:
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    fake = FakeDriver(emulated_launch(kernel))
+    monkeypatch.setattr(driver, "load_driver", lambda: fake)
+    on_gpu = ls.Tensor.from_scipy(sp.eye(3, format="csr"), format="csr").to_device()
+    other = driver.device(0, FakeDriver(emulated_launch(kernel)))
+    with pytest.raises(ValueError, match="A is on GPU 0, not on the GPU 0 this call"):
+        device_call(kernel, True, {"A": on_gpu, "x": np.ones(3)}, {}, gpu=other)
+
+
+def _real_device() -> driver.Device:
+    try:
+        return driver.device(0)
+    except driver.NoDevice as error:
+        pytest.skip(f"no GPU here: {error}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [0, 1, 1000])
+def test_spmv_on_a_gpu(rows, monkeypatch) -> None:
+    monkeypatch.setattr(driver, "_CONTEXTS", {})
+    _real_device()
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda")
+    rng = np.random.default_rng(rows)
+    A = sp.random(rows, 300, density=0.05, format="csr", random_state=rng)
+    x = rng.random(300)
+    assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+
+
+@pytest.mark.gpu
+def test_spmm_on_a_gpu() -> None:
+    _real_device()
+    kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr", B="dense", C="dense",
+                        target="cuda")
+    rng = np.random.default_rng(1)
+    A = sp.random(500, 200, density=0.05, format="csr", random_state=rng)
+    B = rng.random((200, 8))
+    assert np.allclose(kernel(A=A, B=B).to_numpy(), A @ B)
+
+
+def test_import_needs_no_cuda_python() -> None:
+    """``import llvsparse`` (and compiling for the GPU targets) loads no cuda module."""
+    code = ("import sys, llvsparse as ls\n"
+            "ls.compile('y(i) = A(i,j) * x(j)', A='csr', x='dense', target='cuda')\n"
+            "print(sorted(m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, check=True)
+    assert done.stdout.strip() == "[]"
