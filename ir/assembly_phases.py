@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from .cin import operands
-from .legality import inserted_prefix
+from .legality import block_suffix, inserted_prefix
 from .loops import Program, loops_of
 from .relocatable import appends_relocatably
 from .types import LevelType, TensorType, unordered_append_output
@@ -72,11 +72,14 @@ def _counting_pays(program: Program, types: dict[str, TensorType]) -> bool:
 
 def _splittable(program: Program) -> bool:
     """Rows that threads own (full, array-free insert levels) above one append group,
-    none of whose initialized arrays grows with its entries."""
+    none of whose initialized arrays grows with its entries, and no block levels below
+    it (ir/legality.block_suffix)."""
     levels = program.output_levels
-    prefix = inserted_prefix(TensorType(levels, 0, program.dtype, "int32"))
+    out = TensorType(levels, 0, program.dtype, "int32")
+    prefix = inserted_prefix(out)
     heads = [k for k in range(prefix, len(levels)) if k == prefix or not levels[k].branchless]
-    if _unordered(levels) or prefix == 0 or heads != [prefix]:
+    if _unordered(levels) or prefix == 0 or heads != [prefix] \
+            or block_suffix(out) < len(levels):
         return False
     if not all(lv.full and not lv.definition.arrays for lv in levels[:prefix]):
         return False

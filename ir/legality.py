@@ -43,17 +43,34 @@ def inserted_prefix(out: TensorType) -> int:
     return prefix
 
 
+def block_suffix(out: TensorType) -> int:
+    """Where ``out``'s block levels begin (its order where it has none): the levels
+    below its last appended one that every coordinate exists under (full), that take
+    inserts and keep no arrays, so that each appended entry of the level above owns a
+    block of their positions (a sparse fibre's dense rank, ``[compressed, compressed,
+    dense]``), filled with the result's fill when the entry is appended."""
+    levels = out.levels
+    prefix = inserted_prefix(out)
+    start = len(levels)
+    while start > prefix + 1 and levels[start - 1].full and levels[start - 1].can_insert \
+            and not levels[start - 1].definition.arrays:
+        start -= 1
+    return start
+
+
 def output_refusal(out: TensorType) -> str | None:
     """Why ``out``'s format cannot be assembled as an output, or None."""
     levels = out.levels
     prefix = inserted_prefix(out)
+    blocks = block_suffix(out)
     for k, level in enumerate(levels):
         if level.mode is None:
             return (f"output level {k} ({level.kind}) stores no tensor mode; "
                     "such formats cannot be assembled")
-        if k >= prefix and not level.can_append:
+        if prefix <= k < blocks and not level.can_append:
             what = "takes neither inserts nor appends" if not level.can_insert else \
-                "takes inserts but sits below an appended level"
+                "takes inserts but sits below an appended level, and only full levels " \
+                "without arrays, at the bottom, take a block per appended entry"
             return f"output level {k} ({level.kind}) {what}: this format cannot be an output"
         if k and level.branchless and levels[k - 1].unique:
             # One child per position of a level that keeps one position per coordinate:
@@ -78,8 +95,8 @@ def output_refusal(out: TensorType) -> str | None:
 def appends_in_order(out: TensorType, out_vars: tuple[str, ...], var: str) -> bool:
     """Whether ``var``'s coordinates are appended to an output level that keeps them
     ordered (``out_vars``: the output's indices in level order)."""
-    prefix = inserted_prefix(out)
-    return any(v == var and k >= prefix and out.levels[k].ordered
+    prefix, blocks = inserted_prefix(out), block_suffix(out)
+    return any(v == var and prefix <= k < blocks and out.levels[k].ordered
                for k, v in enumerate(out_vars))
 
 

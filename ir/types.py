@@ -169,10 +169,13 @@ def fill_key(value: complex) -> str:
 def unordered_append_output(out: TensorType) -> bool:
     """An output whose appended levels promise neither order nor uniqueness (e.g. an unordered coordinate list).
 
-    Such an output can be appended to from anywhere in the loop nest.
+    Such an output can be appended to from anywhere in the loop nest. Its last level may
+    promise uniqueness only below a level that does not (each entry its own parent): a
+    unique top level (a hashed vector) would store a coordinate appended twice twice.
     """
     levels = out.levels
     if not levels or not levels[0].can_append:
         return False
-    return all(lv.can_append and not lv.ordered and (not lv.unique or k == len(levels) - 1)
+    return all(lv.can_append and not lv.ordered
+               and (not lv.unique or 0 < k == len(levels) - 1)
                and (k == 0 or lv.branchless) for k, lv in enumerate(levels))

@@ -262,7 +262,7 @@ def named_format(name: str, order: int, modes: Sequence[int] | None = None) -> F
     elif key == "csf":
         levels = [Level("compressed", m) for m in natural]
     elif key == "hash":
-        levels = [Level("dense", m) for m in natural[:-1]] + [Level("hashed", natural[-1])]
+        levels = [Level("dense", m) for m in natural[:-1]] + [Level("hashmap", natural[-1])]
     elif order == 2 and key in _MATRIX_FORMATS:
         levels = _MATRIX_FORMATS[key]()
     elif key in _MATRIX_FORMATS:

@@ -100,7 +100,7 @@ class Case:
     tree: Node
     out_vars: str
     statement: str
-    out_format: str
+    out_format: object  # a named format, or a Format (the complexity soak's hash outputs)
     threads: bool
     corruption: str = ""
     target: str = ""  # the corrupted operand

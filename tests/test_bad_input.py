@@ -128,7 +128,7 @@ def test_unregistered_level_format():
 
 
 def test_zero_hash_width_is_rejected_before_native_code():
-    tensor = ls.Tensor.from_numpy(np.arange(4.0), format="hash")
+    tensor = ls.Tensor.from_numpy(np.arange(4.0), format=ls.Format([ls.Level("hashed", 0)]))
     tensor.params[0]["W"] = 0
     with pytest.raises(ls.CorruptTensorError, match="positive"):
         ls.evaluate("y(i) = t(i) * 2", t=tensor)
@@ -189,7 +189,7 @@ def test_huge_or_negative_pos_is_refused_before_expanding(fmt, level, name, inde
 def test_hashed_key_outside_its_probe_sequence():
     """Iterated, the key is there; located (SpMV iterates x and locates into A), it is
     not: the two disagreed silently. Validation now locates every stored key."""
-    A = ls.Tensor.from_numpy(B, format="hash")
+    A = ls.Tensor.from_numpy(B, format=ls.Format(["dense", "hashed"]))
     width = int(A.params[1]["W"])
     crd = A.level_arrays[1]["crd"].copy()
     row = crd[3 * width:4 * width]  # row 3 holds 0, 2 and 3

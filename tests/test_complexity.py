@@ -140,6 +140,25 @@ def test_sparse_matrix_sums(fmt: str) -> None:
     _bounded(_counts(kernel, at), f"A + B in {fmt}")
 
 
+@pytest.mark.parametrize("out", ["dcsc", "dcsr"])
+def test_a_locating_level_read_against_its_order(out: str) -> None:
+    """Into a column-major output, A's locating column level (under compressed rows) was
+    looped over every column to locate it in each row: columns x rows. A converted copy
+    of A bounds it (ir/bound.py)."""
+    fmt = ls.Format(["compressed", "hashmap"])
+    kernel = ls.compile("C(i,j) = max(A(i,j), A(i,j))", A=fmt, out_format=out,
+                        counting=True)
+
+    def at(n):
+        a = _matrix(n, 10)
+
+        def check(result):
+            _same_entries(result, _entries(a))
+        return {"A": ls.Tensor.from_scipy(a, fmt)}, check
+    _bounded(_counts(kernel, at), f"max(A, A), A in compressed+hashmap -> {out}")
+    assert "coordinates of U" not in kernel.loops
+
+
 def test_a_counting_build_counts_every_iteration() -> None:
     """SpMV over CSR: a loop head per row and per entry, and one more per loop entered."""
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", counting=True)

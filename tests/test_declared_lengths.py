@@ -70,8 +70,10 @@ CASES = [  # format, matrix, level (None: the values), array, change
     ("dcsr", M, 0, "crd", _longer),
     ("coo", M, 1, "crd", _longer),  # singleton
     ("coo", M, None, "values", _longer),
-    ("hash", ZERO, None, "values", _shorter),
+    (ls.Format(["dense", "hashed"]), ZERO, None, "values", _shorter),  # W buckets per row
     ("hash", M, 1, "crd", _longer),
+    ("hash", M, 1, "key", _longer),  # a table no locate reaches the end of
+    ("hash", M, 1, "at", _shorter),
     ("dia", UPPER, None, "values", _shorter),  # range and offset
     ("dia", M, None, "values", _longer),
     ("ell", M, 2, "crd", _longer),

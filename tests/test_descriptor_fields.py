@@ -131,7 +131,7 @@ def test_int32_indices_cannot_carry_a_wider_extent():
     ([{"W": 2**40}], "at most"),
 ])
 def test_level_parameters_are_checked(params, match):
-    T = ls.Tensor.from_numpy(np.arange(4.0), format="hash")
+    T = ls.Tensor.from_numpy(np.arange(4.0), format=ls.Format([ls.Level("hashed", 0)]))
     with pytest.raises(ls.CorruptTensorError, match=match):
         _rebuilt(T, params=params).validate()
 

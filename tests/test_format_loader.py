@@ -40,7 +40,7 @@ BASE = textwrap.dedent("""\
         append_coord: crd[p] = i
     """)
 
-SHIPPED = ("compressed", "dense", "hashed", "offset", "range", "singleton")
+SHIPPED = ("compressed", "dense", "hashed", "hashmap", "offset", "range", "singleton")
 
 
 def _edit(old: str, new: str, text: str = BASE) -> str:
@@ -76,7 +76,7 @@ def shipped() -> dict[str, loader.LevelDef]:
     return {p.stem: loader.load_level_file(p) for p in sorted(folder.glob("*.yaml"))}
 
 
-def test_exactly_the_six_shipped_formats_load(shipped):
+def test_exactly_the_seven_shipped_formats_load(shipped):
     assert sorted(shipped) == list(SHIPPED)
     for stem, level in shipped.items():
         assert level.name == stem

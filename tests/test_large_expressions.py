@@ -71,7 +71,7 @@ def test_union_of_four_sparse_matrices_into_a_sparse_output_is_refused():
         kernel.instance()
 
 
-@pytest.mark.parametrize("out", ["dense", "hash"])
+@pytest.mark.parametrize("out", ["dense", ls.Format(["dense", "hashed"])])
 def test_union_of_four_sparse_matrices_into_an_insert_output_is_split(out):
     """An output that takes inserts gets one small loop nest per term instead."""
     arrays = _matrices(4)

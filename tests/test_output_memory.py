@@ -117,11 +117,11 @@ def test_compiled_length_expressions_agree_with_the_interpreter(text, size, pare
     assert compiled(size, parent) == expected
 
 
-@pytest.mark.parametrize("out_format, n, stored", [("hash", 300, 300 * 300 * (4 + 8)),
+@pytest.mark.parametrize("out_format, n, stored", [(ls.Format(["dense", "hashed"]), 300, 300 * 300 * (4 + 8)),
                                                    ("dense", 800, 800 * 800 * 8)])
 def test_an_output_larger_than_memory_is_refused_before_the_kernel_runs(
         monkeypatch, out_format, n, stored):
-    """A hash output keeps W = N buckets per row: SpGEMM of two 50k x 50k matrices into
+    """A hashed output keeps W = N buckets per row: SpGEMM of two 50k x 50k matrices into
     one asked for 28 GiB on a 23 GiB machine, the allocation succeeded (memory is
     committed lazily) and the kernel's writes got the process killed. Outputs sized
     before any entry is known are now measured against the machine's memory first
@@ -132,7 +132,7 @@ def test_an_output_larger_than_memory_is_refused_before_the_kernel_runs(
     monkeypatch.setattr(ls.results, "physical_memory", lambda: stored - 1)
     with pytest.raises(MemoryError, match=r"GiB, more than this machine's"):
         kernel(A=A, B=A)
-    if out_format == "dense":
+    if isinstance(out_format, str):  # dense
         into = np.empty((n, n))
         kernel(A=A, B=A, out=into)
         np.testing.assert_allclose(into, (a @ a).toarray())
@@ -144,6 +144,6 @@ def test_up_front_sizes_are_counted_without_wrapping():
     """2**32 rows of 2**32 buckets wrapped to 0 bytes in int64 and passed the check."""
     from llvsparse.outputs import AssembledOutput
 
-    fmt = ls.format.as_format("hash", 2)
+    fmt = ls.Format(["dense", "hashed"])
     with pytest.raises(MemoryError, match="GiB, more than this machine's"):
         AssembledOutput((2**32, 2**32), fmt, fmt.tensor_type("float64", "int64"), 0)

@@ -9,6 +9,9 @@ import scipy.sparse as sp
 
 import llvsparse as ls
 
+# The fixed-width hashed level (W buckets per row); "hash" names the hashmap level.
+HASHED = ls.Format([ls.Level("dense", 0), ls.Level("hashed", 1)])
+
 
 def _wide(rows: int = 300, cols: int = 100_000, seed: int = 0) -> sp.csr_matrix:
     rng = np.random.default_rng(seed)
@@ -26,11 +29,11 @@ def _wide(rows: int = 300, cols: int = 100_000, seed: int = 0) -> sp.csr_matrix:
 def test_hash_of_a_wide_matrix_is_sized_by_its_fullest_row(seed):
     """W was the column count: 300 x 100k buckets here, 2e10 for 200k x 100k."""
     matrix = _wide(seed=seed)
-    tensor = ls.Tensor.from_scipy(matrix, "hash")
+    tensor = ls.Tensor.from_scipy(matrix, HASHED)
     fullest = int(np.diff(matrix.indptr).max())
     assert tensor.params[1]["W"] == max(1, 2 * fullest)
     assert len(tensor.values) == matrix.shape[0] * tensor.params[1]["W"]
-    assert tensor.format == ls.named_format("hash", 2)
+    assert tensor.format == HASHED
     rng = np.random.default_rng(seed)
     x = rng.integers(-3, 4, matrix.shape[1]).astype(float)
     z = rng.integers(-3, 4, matrix.shape[0]).astype(float)
@@ -42,15 +45,15 @@ def test_hash_of_a_wide_matrix_is_sized_by_its_fullest_row(seed):
     np.testing.assert_array_equal(
         ls.evaluate("C(i,j) = A(i,j) * B(i,j)", out_format="csr", A=tensor, B=csr)
         .to_scipy().toarray(), matrix.multiply(matrix).toarray())
-    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="hash")
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A=HASHED)
     kernel(A=tensor, x=x)
     assert kernel.last.conversions == {}  # taken as "hash", not converted again
 
 
 def test_buckets_never_exceed_the_extent_nor_drop_below_one():
-    full = ls.Tensor.from_numpy(np.arange(1.0, 17.0).reshape(4, 4), format="hash")
+    full = ls.Tensor.from_numpy(np.arange(1.0, 17.0).reshape(4, 4), format=HASHED)
     assert full.params[1]["W"] == 4
-    empty = ls.Tensor.from_numpy(np.zeros((3, 5)), format="hash")
+    empty = ls.Tensor.from_numpy(np.zeros((3, 5)), format=HASHED)
     assert empty.params[1]["W"] == 1
     np.testing.assert_array_equal(empty.to_numpy(), np.zeros((3, 5)))
 
@@ -77,7 +80,7 @@ def test_fibers_of_a_three_tensor():
 def test_kernel_outputs_keep_one_bucket_per_coordinate():
     """An output's entries are unknown until it is assembled: W stays the extent."""
     matrix = _wide(cols=50)
-    out = ls.evaluate("C(i,j) = A(i,j) * 2", out_format="hash",
+    out = ls.evaluate("C(i,j) = A(i,j) * 2", out_format=HASHED,
                       A=ls.Tensor.from_scipy(matrix, "csr"))
     assert out.params[1]["W"] == 50
     np.testing.assert_array_equal(out.to_numpy(), matrix.toarray() * 2)
@@ -90,7 +93,7 @@ def test_unordered_buckets_never_feed_an_ordered_output(target):
     conversion sorts on the host; merges with another operand convert the hash first."""
     rng = np.random.default_rng(7)
     dense = (rng.integers(-3, 4, (6, 40)) * (rng.random((6, 40)) < 0.2)).astype(float)
-    hashed = ls.Tensor.from_numpy(dense, format="hash")
+    hashed = ls.Tensor.from_numpy(dense, format=HASHED)
     assert hashed.params[1]["W"] < 40
     csr = ls.Tensor.from_numpy(dense, format="csr")
     added = ls.evaluate("C(i,j) = A(i,j) + B(i,j)", out_format=target, A=csr, B=hashed)

@@ -37,7 +37,7 @@ import llvsparse as ls
 
 
 def _types(dtype: str = "float64", **formats: tuple[str, int]):
-    return {n: ls.named_format(f, order).tensor_type(dtype, "int32")
+    return {n: ls.format.as_format(f, order).tensor_type(dtype, "int32")
             for n, (f, order) in formats.items()}
 
 
@@ -218,7 +218,7 @@ def test_sparse_workspaces_wait_for_conversions_when_asked():
         _through_rule("C(i,j) = A(i,k) * B(k,j)", types, sparse=False)
 
 
-@pytest.mark.parametrize("out", ["dense", "hash", "coo-unordered"])
+@pytest.mark.parametrize("out", ["dense", ["dense", "hashed"], "coo-unordered"])
 def test_no_workspace_for_outputs_taking_scattered_entries(out):
     """The scheduler runs these k,i,j and the kernel is right without a workspace."""
     types = _types(C=(out, 2), A=("csc", 2), B=("csr", 2))

@@ -319,7 +319,7 @@ def test_entries_per_first_coordinate_tensor(fmt):
 def test_entries_per_first_coordinate_stops_at_levels_it_cannot_span():
     """Below a level whose children are not in position order (hashed), the count is of
     entries at the last level it could span: one per row here."""
-    tensor = ls.Tensor.from_scipy(_matrix(50, 40, 3, 2), "hash")
+    tensor = ls.Tensor.from_scipy(_matrix(50, 40, 3, 2), ls.Format(["dense", "hashed"]))
     np.testing.assert_array_equal(tensor.entries_per_first_coordinate(), np.ones(50))
 
 

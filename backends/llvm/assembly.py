@@ -4,7 +4,10 @@ Insert levels (a prefix of the output) are sized up front with their ``size`` fu
 and written through ``locate`` + ``insert_coord``. Append levels form groups: a level
 that is not branchless starts a group, branchless levels ride along at their parent's
 position. The last group is appended at the write point; earlier groups are appended
-after their children, and only when a child was produced (no empty segments).
+after their children, and only when a child was produced (no empty segments). Block
+levels below the last group (ir/legality.block_suffix) are written through ``locate``
+under the position its entry took: the entry is appended by the first write under it,
+which fills its block with the result's fill; later writes under it find it open.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from llvmlite import ir
 
 from ...ir.assembly_phases import grows_with_entries
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
+from ...ir.legality import appends_in_order, block_suffix, inserted_prefix, output_refusal
 from ...ir.operators import ADD
 from ...ir.types import TensorType, unordered_append_output
 from . import gpu_hooks, scalars
@@ -57,9 +60,11 @@ class OutputAssembler:
         # Lowering asked the same before (ir/legality.py); a direct compile asks here.
         if (reason := output_refusal(ttype)) is not None:
             raise InternalCompilerError(reason)
-        self.heads = [k for k in range(self.prefix, len(self.levels))
+        self.blocks = block_suffix(ttype)
+        self.heads = [k for k in range(self.prefix, self.blocks)
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)
+        self.open_block: ir.AllocaInstr | None = None  # the entry whose block is written
 
     def appends_in_order(self, var: str) -> bool:
         """Whether ``var``'s coordinates are appended to a level that keeps them ordered."""
@@ -87,8 +92,9 @@ class OutputAssembler:
 
     @property
     def appends(self) -> bool:
-        """Whether writes append to the last level (rather than insert everywhere)."""
-        return self.prefix < len(self.levels)
+        """Whether a write appends one entry to the last level (rather than inserting
+        everywhere, or writing into a block that one entry owns)."""
+        return self.prefix < len(self.levels) and self.blocks == len(self.levels)
 
     def reserve_last_group(self, extra: ir.Value) -> set[int]:
         """Make room for ``extra`` more entries in the last append group's sized arrays
@@ -136,7 +142,10 @@ class OutputAssembler:
             b.store(start, self.counters[h])
         if not arrays:
             return
-        for k in range(self.prefix, len(self.levels)):
+        if self.blocks < len(self.levels):
+            self.open_block = self.kc.alloca(I64, "out.block")
+            b.store(ir.Constant(I64, -1), self.open_block)
+        for k in range(self.prefix, self.blocks):
             known = parent_size if k == self.prefix else ZERO
             self.ensure_lengths(k, known, ZERO)
             if self.has(k, "append_init"):
@@ -147,6 +156,9 @@ class OutputAssembler:
             return ONE
         if level < self.prefix:
             return self.sizes[level]
+        if level >= self.blocks:
+            (size,) = self.call(level, "size", parent_size=self.level_size(level - 1))
+            return size
         return self.b.load(self.counters[self.head_of(level)])
 
     def epilogue(self) -> None:
@@ -208,7 +220,9 @@ class OutputAssembler:
             b.store(b.add(b.load(counter), ONE), counter)
             return
         pos = self.prefix_position(ctx, last)
-        if self.prefix <= last:
+        if self.blocks <= last:
+            pos = self.block_position(ctx)
+        elif self.prefix <= last:
             pos = self.append_group(self.last_head, last, ctx)
             self.kc.ensure(self.tensor, self.tensor.vals_slot, b.add(pos, ONE), None)
         vals = self.tensor.array_ref(self.tensor.vals_slot)
@@ -232,7 +246,7 @@ class OutputAssembler:
     def write_at(self, value: ir.Value, address: ir.Value, dtype: str, last: int) -> None:
         """Store ``value`` at ``address``, or reduce it into what is there."""
         b, kc = self.b, self.kc
-        if self.prefix > last and not self.overwrites():
+        if (self.prefix > last or self.blocks <= last) and not self.overwrites():
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)
             old = scalars.load_value(b, stored, dtype, kc.dtype)
@@ -247,6 +261,33 @@ class OutputAssembler:
         mark_access(b.store(scalars.store_value(b, value, dtype), address), b.module,
                     is_input=False)
 
+    def block_position(self, ctx: Ctx) -> ir.Value:
+        """The position of a write into a block level: under the last group's entry,
+        appended (its block filled) unless the block is open already."""
+        b, kc = self.b, self.kc
+        last = self.blocks - 1
+        with b.if_then(b.icmp_signed("<", b.load(self.open_block), ZERO)):
+            entry = self.append_group(self.last_head, last, ctx)
+            b.store(entry, self.open_block)
+            start, end = (self._block_start(entry, k) for k in (0, 1))
+            kc.ensure(self.tensor, self.tensor.vals_slot, end, None)
+            vals = self.tensor.array_ref(self.tensor.vals_slot)
+            dtype = self.tensor.type.dtype
+            fill = scalars.store_value(b, scalars.constant(dtype, self.tensor.type.fill), dtype)
+            kc.counted_loop(start, end, lambda q: b.store(fill, vals.address(b, q)),
+                            name="block")
+        pos = b.load(self.open_block)
+        for k in range(self.blocks, len(self.levels)):
+            pos = self.insert_position(k, pos, ctx)
+        return pos
+
+    def _block_start(self, entry: ir.Value, offset: int) -> ir.Value:
+        """The first position of the block of entry ``entry + offset``."""
+        pos = self.b.add(entry, ir.Constant(I64, offset)) if offset else entry
+        for k in range(self.blocks, len(self.levels)):
+            (pos,) = self.call(k, "size", parent_size=pos)
+        return pos
+
     def overwrites(self) -> bool:
         """Whether a write stores its value (each output entry is written once) rather
         than adding it to what is there."""
@@ -257,6 +298,10 @@ class OutputAssembler:
     def hooks_for(self, var: str):
         if self.unordered or self.phase == "count":
             return None
+        if self.open_block is not None and self.vars[self.blocks - 1] == var:
+            # A new coordinate of the last appended level: no block is open.
+            return (lambda ctx: self.b.store(ir.Constant(I64, -1), self.open_block),
+                    lambda ctx, saved: None)
         for h in self.heads:
             if h > 0 and self.vars[h - 1] == var:
                 return (lambda ctx, h=h: self.b.load(self.counters[h]),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import notation as nt
+from ..bound import unbounded_walk
 from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..errors import ScheduleError
@@ -138,16 +139,34 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
     stay exact (no factor moved in) until then: a converted operand keeps them exact."""
     first = lower_kernel(request, types, sparse_workspace=False, exact_sums=True)
     if isinstance(first, Lowered):
-        return first
+        if unbounded_walk(first.program, types) is None:
+            return first
+        # Walks an extent per stored entry (ir/bound.py): a converted operand bounds it.
+        bounded = _converted(request, types, hidden, stored_so, retype, bounded_only=True)
+        return first if bounded is None else bounded
     if isinstance(first.error, KernelTooLargeError):
         return _factors_moved(request, types, first)
-    for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
-        attempt = lower_kernel(request, retype(orders), orders, sparse_workspace=False,
-                               exact_sums=True)
-        if isinstance(attempt, Lowered):
-            return attempt
+    converted = _converted(request, types, hidden, stored_so, retype)
+    if converted is not None:
+        return converted
     last = lower_kernel(request, types)
     return last if isinstance(last, Lowered) else first
+
+
+def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[str],
+               stored_so: Callable[[str, Modes], bool],
+               retype: Callable[[dict[str, Modes]], dict[str, TensorType]],
+               bounded_only: bool = False) -> Lowered | None:
+    """The first conversion candidate that lowers (``bounded_only``: to a program that
+    walks no extent per stored entry), or None."""
+    for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
+        converted_types = retype(orders)
+        attempt = lower_kernel(request, converted_types, orders, sparse_workspace=False,
+                               exact_sums=True)
+        if isinstance(attempt, Lowered) and not (
+                bounded_only and unbounded_walk(attempt.program, converted_types)):
+            return attempt
+    return None
 
 
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
