@@ -43,6 +43,7 @@ from .loops import (
     Facts,
     Found,
     If,
+    InRange,
     Insert,
     Locate,
     Loop,
@@ -193,21 +194,32 @@ class NestLowering:
         if depth == site.out_depth and not site.scatter and depth < len(order):
             return self.write_point(order[depth:], expr, state)
         if depth == len(order):
-            binds, state = self.bind_derived(expr, state)
+            binds, state, guards = self.bind_derived(expr, state)
             leaf = self.leaf(expr, state, lambda value: self.write(value, state))
+            for guard in reversed(guards):
+                leaf = If(guard, leaf)
             return Block((*binds, leaf)) if binds else leaf
         return self.var(order[depth], expr, state, depth,
                         lambda e, s: self.loops(order, depth + 1, e, s))
 
-    def bind_derived(self, expr: CinExpr, state: State) -> tuple[list[Node], State]:
-        """Indices derived from blocked levels' indices that operands of ``expr`` read
-        (``x(j)`` under BCSR's loops), bound, and the levels they index located."""
+    def bind_derived(self, expr: CinExpr, state: State
+                     ) -> tuple[list[Node], State, list[InRange]]:
+        """Indices derived from blocked levels' or affine subscripts' indices that
+        operands of ``expr`` or the output read (``x(j)`` under BCSR's loops, ``I(t)``
+        with ``t = h + r``), bound, with the guards that keep them in range, and the
+        levels they index located."""
         nodes: list[Node] = []
-        for index, parts in self.nests[self.site.nest].assign.derived:
+        assign = self.nests[self.site.nest].assign
+        offsets = dict(assign.offsets)
+        guarded_out = set(assign.vars) & {g[0] for g in assign.guards}
+        guards: list[InRange] = []
+        for index, parts in assign.derived:
             readers = [op for op in indexed_operands(expr) if index in op.vars]
-            if not readers:
+            if not readers and index not in guarded_out:
                 continue
-            nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts))))
+            nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
+                                            offsets.get(index, 0))))
+            guards += [InRange(index, t, k) for i, t, k in assign.guards if i == index]
             bound = {*state.bound, *(p for p, _ in parts), index}
             for op in readers:
                 k = state.levels(op.uid)
@@ -215,7 +227,7 @@ class NestLowering:
                     nodes.append(Locate(self.ref(Iter(op.uid, k), state), op.vars[k]))
                     state = state.resolve(op.uid, k + 1)
                     k += 1
-        return nodes, state
+        return nodes, state, guards
 
     def write_point(self, order: tuple[str, ...], expr: CinExpr, state: State) -> Node:
         """The sum over the loops ``order`` inside the output's indices, then its write.

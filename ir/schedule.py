@@ -135,8 +135,10 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
             used = expr_vars(term)
             derived = tuple((index, parts) for index, parts in assign.derived
                             if any(p in used for p, _ in parts))
+            kept = {index for index, _ in derived}
             part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0,
-                          derived)
+                          derived, tuple(o for o in assign.offsets if o[0] in kept),
+                          tuple(g for g in assign.guards if g[0] in kept))
             nests.append(_schedule_one(part, types, exact_sums))
         return nests
 

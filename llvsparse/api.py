@@ -26,6 +26,7 @@ from .gpu_device import device_call
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
+from .ir.affine import valid_extent
 from .ir.gpu_plan import GpuPlan
 from .ir.loops import Program
 from .ir.loops import show as show_loops
@@ -63,8 +64,11 @@ class Kernel:
                  out_format: object = None, fastmath: bool = False,
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
-                 finite: bool = False, counting: bool = False, target: str = "cpu"):
+                 finite: bool = False, counting: bool = False, target: str = "cpu",
+                 extents: dict[str, int] | None = None):
         checked_policy(workspace)
+        # Output indices only affine subscripts use: their extents (padding), else 'valid'.
+        self.index_extents = {str(k): int(v) for k, v in (extents or {}).items()}
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
@@ -531,12 +535,31 @@ class Kernel:
                 raise ShapeError(f"{access.tensor} has order {tensor.order} but is indexed "
                                  f"as {access}")
             for var, size in zip(access.indices, tensor.shape):
+                if isinstance(var, nt.AffineIndex):
+                    continue  # ir/affine.py guards it
                 if var.name in extents and extents[var.name] != size:
                     raise ShapeError(
                         f"index {var.name} has extent {extents[var.name]} in "
                         f"{where[var.name]} but {size} in {access.tensor} (shape {tensor.shape})")
                 extents[var.name] = size
                 where[var.name] = f"{access.tensor} (shape {tensor.shape})"
+        return self._affine_extents(extents, inputs)
+
+    def _affine_extents(self, extents: dict[str, int], inputs) -> dict[str, int]:
+        """Extents of the indices only affine subscripts use: given (``extents=``, the
+        padding) or 'valid' (see ir/affine.valid_extent)."""
+        for name, size in self.index_extents.items():
+            if name in extents and extents[name] != size:
+                raise ShapeError(f"extents= gives index {name} extent {size}, but the "
+                                 f"operands give it {extents[name]}")
+            extents[name] = size
+        accesses = [a for a in self.assignment.accesses()[1:] if a.tensor in inputs]
+        shapes = {a.tensor: inputs[a.tensor].shape for a in accesses}
+        for var in self.assignment.lhs.indices:
+            if var.name not in extents:
+                size = valid_extent(var, accesses, extents, shapes)
+                if size is not None:
+                    extents[var.name] = size
         return extents
 
 
@@ -562,7 +585,8 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
-            counting: bool = False, target: str = "cpu", **formats: object) -> Kernel:
+            counting: bool = False, target: str = "cpu",
+            extents: dict[str, int] | None = None, **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -575,9 +599,11 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     "cpu" (native code), or "interpret": each call walks the kernel's loop IR in Python
     over the operands' arrays (slow; a check that the loop IR says all a kernel does),
     "cuda" (the planned device kernel on a GPU, through cuda-python: the ``cuda`` extra)
-    or "cuda-emulated" (the same device kernel run over its grid on the CPU)."""
+    or "cuda-emulated" (the same device kernel run over its grid on the CPU).
+    ``extents``: the extents of output indices that only affine subscripts use
+    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
-                  precompute=precompute, counting=counting, target=target)
+                  precompute=precompute, counting=counting, target=target, extents=extents)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

@@ -215,6 +215,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         order = list(nest.order)
         self.nest = nest
         self.derived = dict(nest.assign.derived)
+        self.offsets = dict(nest.assign.offsets)
         if any(v in self.derived for v in out_vars):
             self.out_depth, self.scatter = len(order), True
         else:
@@ -271,11 +272,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.b.store(total, acc)
 
     def bind(self, ctx: Ctx, var: str, value: ir.Value) -> Ctx:
-        """Bind a loop variable, then every index derived from blocked levels it completes."""
+        """Bind a loop variable, then every index derived (blocked levels, affine
+        subscripts) it completes."""
         ctx = ctx.bind(var, value)
         for index, parts in self.derived.items():
             if index not in ctx.bound and all(v in ctx.bound for v, _ in parts):
-                total = ZERO
+                total = ir.Constant(I64, self.offsets.get(index, 0))
                 for part, multiplier in parts:
                     scaled = self.b.mul(ctx.bound[part], ir.Constant(I64, multiplier))
                     total = self.b.add(total, scaled)

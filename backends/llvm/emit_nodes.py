@@ -30,6 +30,7 @@ from ...ir.loops import (
     Entries,
     Found,
     If,
+    InRange,
     Insert,
     Locate,
     Loop,
@@ -191,6 +192,12 @@ class NodeEmitter:
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, Nonempty):
             with b.if_then(jam.all_nonempty(self, cond.indices)):
+                self.emit_node(node.then, ctx)
+        elif isinstance(cond, InRange):  # an affine subscript's guard (ir/affine.py)
+            index = ctx.bound[cond.index]
+            extent = self.tensors[cond.tensor].extents[cond.level]
+            inside = b.and_(b.icmp_signed(">=", index, ZERO), b.icmp_signed("<", index, extent))
+            with b.if_then(inside):
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, Missed) and isinstance(node.then, Accumulate):
             temp = self.temps[cond.name]  # folded by a select: no branch
