@@ -139,7 +139,8 @@ def _through_workspace(builder: _Builder, nests: list[Nest], plan: WorkspacePlan
         for var in reversed(inner):
             stmt = Forall(IndexVar(var), stmt)
         producers.append(stmt)
-    consumer: Stmt = Assign(output_access(nests[0]), None, ws)
+    # The workspace's entries name the output's indices, derived ones included.
+    consumer: Stmt = Assign(Access(nests[0].assign.tensor, ws.indices), None, ws)
     for var in reversed(plan.vars):
         consumer = Forall(IndexVar(var), consumer)
     result: Stmt = Where(consumer, sequence(producers), (plan.temporary,))

@@ -194,13 +194,18 @@ class NestLowering:
         if depth == site.out_depth and not site.scatter and depth < len(order):
             return self.write_point(order[depth:], expr, state)
         if depth == len(order):
-            binds, state, guards = self.bind_derived(expr, state)
-            leaf = self.leaf(expr, state, lambda value: self.write(value, state))
-            for guard in reversed(guards):
-                leaf = If(guard, leaf)
-            return Block((*binds, leaf)) if binds else leaf
+            return self.derived_leaf(expr, state, lambda value, s: self.write(value, s))
         return self.var(order[depth], expr, state, depth,
                         lambda e, s: self.loops(order, depth + 1, e, s))
+
+    def derived_leaf(self, expr: CinExpr, state: State,
+                     finish: Callable[[CinExpr, State], Node]) -> Node:
+        """The leaf under the indices it derives, inside their guards."""
+        binds, state, guards = self.bind_derived(expr, state)
+        leaf = self.leaf(expr, state, lambda value: finish(value, state))
+        for guard in reversed(guards):
+            leaf = If(guard, leaf)
+        return Block((*binds, leaf)) if binds else leaf
 
     def bind_derived(self, expr: CinExpr, state: State
                      ) -> tuple[list[Node], State, list[InRange]]:
@@ -270,7 +275,8 @@ class NestLowering:
 
     def reduce(self, order: tuple[str, ...], expr: CinExpr, state: State, acc: str) -> Node:
         if not order:
-            return self.leaf(expr, state, lambda value: Accumulate(acc, "+", value, ADD))
+            return self.derived_leaf(expr, state,
+                                     lambda value, _: Accumulate(acc, "+", value, ADD))
         return self.var(order[0], expr, state, -1,
                         lambda e, s: self.reduce(order[1:], e, s, acc))
 

@@ -198,6 +198,9 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
     before: list[tuple[str, str]] = []
     appends = any(not level.can_locate and not level.can_insert for level in out_type.levels)
     if (appends or _needs_ordered_output(out_type)) and derived & set(assign.vars):
+        if {g[0] for g in assign.guards} & set(assign.vars):  # an affine subscript's
+            raise ScatteredOutputError(f"the output {assign.tensor} is indexed by indices "
+                                       "derived from a walked operand's coordinates")
         raise ScheduleError(f"the output {assign.tensor} is assembled by appending, but its "
                             "indices come from blocked levels: use an output whose levels "
                             "take inserts")

@@ -55,10 +55,14 @@ class Affine:
     offset: int = 0
 
     def __str__(self) -> str:
-        parts = [str(ix) if c == 1 else f"{c}*{ix}" for ix, c in self.terms]
-        if self.offset or not parts:
-            parts.append(str(self.offset))
-        return " + ".join(parts)
+        text = ""
+        for ix, c in self.terms:
+            sign = " - " if c < 0 else (" + " if text else "")
+            text += f"{sign}{'' if abs(c) == 1 else f'{abs(c)}*'}{ix}"
+        if self.offset or not text:
+            sign = (" - " if self.offset < 0 else " + ") if text else ""
+            text += f"{sign}{abs(self.offset) if text else self.offset}"
+        return text
 
 
 IndexExpr = IndexVar | Derived | Affine
