@@ -140,7 +140,8 @@ def _through_workspace(builder: _Builder, nests: list[Nest], plan: WorkspacePlan
             stmt = Forall(IndexVar(var), stmt)
         producers.append(stmt)
     # The workspace's entries name the output's indices, derived ones included.
-    consumer: Stmt = Assign(Access(nests[0].assign.tensor, ws.indices), None, ws)
+    consumer: Stmt = Assign(Access(nests[0].assign.tensor, tuple(
+        IndexVar(v) for v in nests[0].assign.vars)), None, ws)
     for var in reversed(plan.vars):
         consumer = Forall(IndexVar(var), consumer)
     result: Stmt = Where(consumer, sequence(producers), (plan.temporary,))

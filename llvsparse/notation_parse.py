@@ -276,7 +276,7 @@ class _Parser:
             self.advance()
             start = self.pos
             try:
-                subscripts = self.index_list()
+                subscripts = self.index_list(lhs)
             except NotationSyntaxError:
                 if not lhs:
                     self.pos = start
@@ -288,27 +288,35 @@ class _Parser:
         return node
 
     def refuse_call(self, name: _Token) -> None:
-        """``name(`` whose subscripts do not parse, with a ``(`` inside, is a call of a
-        function that does not exist (``f(x(i))``): name it, rather than what token was
-        expected."""
+        """``name(`` whose subscripts do not parse and hold a call (``f(x(i))``, ``f(-x)``)
+        is a call of a function that does not exist: name it, rather than what token
+        was expected."""
         pos = self.pos
-        while self.tokens[pos].kind != "end" and self.tokens[pos].text != ")":
-            if self.tokens[pos].text == "(":
-                known = ", ".join(sorted(BUILTINS))
-                raise NotationSyntaxError(f"unknown function '{name.text}' (the functions "
-                                          f"are {known}, and those defined with "
-                                          "ls.function)", self.text, name.column)
-            pos += 1
+        while True:
+            token, after = self.tokens[pos], self.tokens[pos + 1]
+            if token.kind == "name" and after.kind == "op" and after.text == ",":
+                pos += 2
+                continue
+            if token.kind == "op" and token.text == "(" \
+                    or token.kind == "name" and after.text == "(":
+                break
+            return  # subscripts with a syntax error index_list reports
+        known = ", ".join(sorted(BUILTINS))
+        raise NotationSyntaxError(f"unknown function '{name.text}' (the functions are "
+                                  f"{known}, and those defined with ls.function)",
+                                  self.text, name.column)
 
-    def index_list(self) -> list[tuple[Index, int]]:
-        """Subscripts (with their columns) up to and including ``)``."""
+    def index_list(self, lhs: bool = False) -> list[tuple[Index, int]]:
+        """Subscripts (with their columns) up to and including ``)``; on the left-hand
+        side, index variables only."""
         if self.at(")"):
             self.advance()
             return []
         subscripts: list[tuple[Index, int]] = []
         while True:
             column = self.peek().column
-            subscripts.append((self.subscript(), column))
+            subscripts.append((IndexVar(self.expect_name("an index variable").text) if lhs
+                                else self.subscript(), column))
             if self.at(")"):
                 self.advance()
                 return subscripts
@@ -319,7 +327,8 @@ class _Parser:
     def subscript(self) -> Index:
         """``i``, or an affine sum such as ``h+r``, ``2*i+r``, ``i-1`` (paper 000)."""
         first = self.peek()
-        total: Index = self.index_term(negative=False)
+        negative = self.at("-") and self.advance() is not None
+        total: Index = self.index_term(negative)
         while self.at("+") or self.at("-"):
             total = total + self.index_term(negative=self.advance().text == "-")
         if isinstance(total, AffineIndex) and not total.terms:
@@ -342,8 +351,10 @@ class _Parser:
             return AffineIndex((), -factor if negative else factor)
         name = self.expect_name("an index variable")
         var = IndexVar(name.text)
-        if self.at("*"):
-            self.advance()
+        after = self.tokens[min(self.pos + 1, len(self.tokens) - 1)]
+        call = after.kind == "name" and self.tokens[self.pos + 2].text == "("
+        if self.at("*") and not call:
+            self.advance()  # (``A(i,j * x(j)`` misses a parenthesis: reported by index_list)
             factor_token = self.peek()
             if factor_token.kind != "number" or not factor_token.text.isdigit():
                 raise self.fail("a subscript is affine: a variable is multiplied only "
