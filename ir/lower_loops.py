@@ -200,24 +200,33 @@ class NestLowering:
 
     def derived_leaf(self, expr: CinExpr, state: State,
                      finish: Callable[[CinExpr, State], Node]) -> Node:
-        """The leaf under the indices it derives, inside their guards."""
-        binds, state, guards = self.bind_derived(expr, state)
+        """The leaf under the indices it derives: bound, then within their ranges the
+        levels they index located, then, where a locate may miss, only where found."""
+        binds, locates, state, ranges, misses = self.bind_derived(expr, state)
         leaf = self.leaf(expr, state, lambda value: finish(value, state))
-        for guard in reversed(guards):
+        if misses:
+            leaf = If(Found(tuple(misses)), leaf)
+        if not ranges:  # blocked levels' indices: always in range
+            return Block((*binds, *locates, leaf)) if binds else leaf
+        if locates:  # inside the range guards: a level is located only in its range
+            leaf = Block((*locates, leaf))
+        for guard in reversed(ranges):
             leaf = If(guard, leaf)
-        return Block((*binds, leaf)) if binds else leaf
+        return Block((*binds, leaf))
 
     def bind_derived(self, expr: CinExpr, state: State
-                     ) -> tuple[list[Node], State, list[InRange]]:
+                     ) -> tuple[list[Node], list[Node], State, list[InRange], list[Ref]]:
         """Indices derived from blocked levels' or affine subscripts' indices that
         operands of ``expr`` or the output read (``x(j)`` under BCSR's loops, ``I(t)``
         with ``t = h + r``), bound, with the guards that keep them in range, and the
         levels they index located."""
         nodes: list[Node] = []
+        locates: list[Node] = []
         assign = self.nests[self.site.nest].assign
         offsets = dict(assign.offsets)
         guarded_out = set(assign.vars) & {g[0] for g in assign.guards}
         guards: list[InRange] = []
+        misses: list[Ref] = []
         for index, parts in assign.derived:
             readers = [op for op in indexed_operands(expr) if index in op.vars]
             if not readers and index not in guarded_out:
@@ -229,10 +238,13 @@ class NestLowering:
             for op in readers:
                 k = state.levels(op.uid)
                 while k < len(op.vars) and op.vars[k] in bound:
-                    nodes.append(Locate(self.ref(Iter(op.uid, k), state), op.vars[k]))
+                    ref = self.ref(Iter(op.uid, k), state)
+                    locates.append(Locate(ref, op.vars[k]))
+                    if not ref.facts.locate_always_found:  # a hashed image: it may miss
+                        misses.append(ref)
                     state = state.resolve(op.uid, k + 1)
                     k += 1
-        return nodes, state, guards
+        return nodes, locates, state, guards, misses
 
     def write_point(self, order: tuple[str, ...], expr: CinExpr, state: State) -> Node:
         """The sum over the loops ``order`` inside the output's indices, then its write.

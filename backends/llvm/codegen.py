@@ -38,6 +38,7 @@ from .emit_base import (
     Hooks,
     LevelPos,
     RunState,
+    unclamped,
     emit_counted_loop,
 )
 from .emit_nodes import NodeEmitter, Temp
@@ -216,6 +217,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.nest = nest
         self.derived = dict(nest.assign.derived)
         self.offsets = dict(nest.assign.offsets)
+        self.guards = {index: (t, k) for index, t, k in nest.assign.guards}
         if any(v in self.derived for v in out_vars):
             self.out_depth, self.scatter = len(order), True
         else:
@@ -281,8 +283,18 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
                 for part, multiplier in parts:
                     scaled = self.b.mul(ctx.bound[part], ir.Constant(I64, multiplier))
                     total = self.b.add(total, scaled)
+                if index in self.guards:  # affine: located in range only (clamped)
+                    ctx = ctx.bind(unclamped(index), total)
+                    total = self.b.select(self.in_range(index, total), total, ZERO)
                 ctx = ctx.bind(index, total)
         return ctx
+
+    def in_range(self, index: str, value: ir.Value) -> ir.Value:
+        """Whether an affine subscript's ``value`` lies within its guard's level."""
+        tensor, level = self.guards[index]
+        extent = self.tensors[tensor].extents[level]
+        return self.b.and_(self.b.icmp_signed(">=", value, ZERO),
+                           self.b.icmp_signed("<", value, extent))
 
     # -- one loop variable ---------------------------------------------------------------
     def iter_of(self, ctx: Ctx, var: str) -> Callable[[Operand], Iter | None]:
