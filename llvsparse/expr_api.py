@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 from llvsparse.ir.notation import (
     REDUCTION_PREFIX,
-    AffineIndex,
     Access,
+    AffineIndex,
     Assignment,
     Call,
     Expr,

@@ -13,13 +13,13 @@ import re
 from dataclasses import dataclass
 
 from llvsparse.ir.notation import (
-    AffineIndex,
-    Index,
     REDUCTION_PREFIX,
     Access,
+    AffineIndex,
     Assignment,
     Call,
     Expr,
+    Index,
     IndexVar,
     Literal,
     NotationSyntaxError,

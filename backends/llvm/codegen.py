@@ -38,8 +38,8 @@ from .emit_base import (
     Hooks,
     LevelPos,
     RunState,
-    unclamped,
     emit_counted_loop,
+    unclamped,
 )
 from .emit_nodes import NodeEmitter, Temp
 from .iterators import IteratorEmitter
