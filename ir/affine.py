@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from . import notation as nt
 from .errors import ScheduleError
+from .operators import ADD, MUL
 from .types import TensorType
 
 Parts = tuple[tuple[str, int], ...]
@@ -47,6 +48,7 @@ class AffinePlan:
     and the derived indices in the order they can be bound."""
 
     names: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    inverted: bool = False  # some operand is walked, an index derived from it
     walked: dict[int, list[str]] = field(default_factory=dict)
     derivations: list[Derivation] = field(default_factory=list)
 
@@ -98,6 +100,7 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
         result.names[id(access)] = tuple(names)
         result.walked[id(access)] = walked
     result.derivations.extend(inverted.values())
+    result.inverted = bool(inverted)
     for access in accesses:  # then the located ones, at sums of loop variables
         if id(access) in result.names:
             continue
@@ -199,3 +202,25 @@ def valid_extent(var: nt.IndexVar, accesses: list[nt.Access], extents: dict[str,
                 n = 0
             best = max(n, 0) if best is None else min(best, max(n, 0))
     return best
+
+
+def hoist_sums(expr: nt.Expr) -> nt.Expr:
+    """``expr`` with sums out of the products that hold them (``sum_j(B*F) * G`` as
+    ``sum_j(B*F*G)``, a sum of products distributing over +): an index derived from a
+    walked operand's coordinates and another sum's variable are then bound in one loop
+    nest, not split by a temporary. Sums of one variable on both sides stay."""
+    if isinstance(expr, nt.Reduction):
+        return nt.Reduction(expr.op, expr.var, hoist_sums(expr.body), expr.hidden)
+    if not isinstance(expr, nt.Call):
+        return expr
+    args = [hoist_sums(a) for a in expr.args]
+    if expr.op is not MUL:
+        return nt.Call(expr.op, tuple(args))
+    for k, arg in enumerate(args):
+        other = args[1 - k]
+        if isinstance(arg, nt.Reduction) and arg.op is ADD and not arg.hidden \
+                and arg.var not in nt.free_vars(other) \
+                and arg.var not in {r.var for r in nt.iter_reductions(other)}:
+            rest = [*args[:k], arg.body, *args[k + 1:]]
+            return nt.Reduction(ADD, arg.var, hoist_sums(nt.Call(MUL, tuple(rest))))
+    return nt.Call(MUL, tuple(args))

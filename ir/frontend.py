@@ -93,7 +93,7 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     if hidden:
         raise ScheduleError(f"output {lhs.tensor} has storage-only levels; "
                             "it cannot be assembled")
-    rhs = convert(assignment.rhs)
+    rhs = convert(affine.hoist_sums(assignment.rhs) if plan.inverted else assignment.rhs)
     frozen = tuple((index, tuple(parts)) for index, parts in derived.items())
     return Assign(lhs.tensor, out_vars, rhs, derived=frozen,
                   offsets=tuple((d.index, d.offset) for d in plan.derivations if d.offset),

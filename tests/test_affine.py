@@ -263,3 +263,90 @@ def test_conv_rejects_bad_padding_and_stride() -> None:
         ls.conv(image, filt, stride=0)
     with pytest.raises(ValueError, match="one order"):
         ls.conv(image, np.ones(2))
+
+
+# ----------------------------------------------------------------------------- paper 000's
+# worked examples (the digest's acceptance tests T1-T3, T5-T7), exact expected values
+
+def _vector(length: int, entries: dict[int, float], fmt: str = "sparse"):
+    values = np.zeros(length)
+    for at, value in entries.items():
+        values[at] = value
+    return ls.Tensor.from_numpy(values, format=fmt)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_golden_t1_figure_3(target: str) -> None:
+    kernel = ls.compile("A(i) = C(i+j) * B(j)", C="sparse", target=target, counting=True)
+    result = kernel(C=_vector(10, {2: 1, 8: 2, 9: 3}), B=np.array([10.0, 20.0]))
+    np.testing.assert_array_equal(_dense(result), [0, 20, 10, 0, 0, 0, 0, 40, 80])
+
+
+PAPER_T2_IMAGE = np.array(
+    [[1, 2, 3, 4, 0, 6, 7, 8], [2, 2, 4, 4, 0, 0, 6, 8], [2, 2, 4, 4, 0, 0, 6, 8],
+     [2, 2, 3, 4, 0, 0, 7, 8], [1, 3, 3, 4, 0, 0, 6, 8], [3, 2, 3, 4, 0, 0, 7, 8],
+     [1, 3, 3, 4, 3, 6, 6, 8], [1, 3, 3, 4, 3, 0, 7, 8]], dtype=float)
+PAPER_T2_RESULT = np.array(
+    [[0, 0, -1, -6, -1, 6], [-1, 0, 1, 0, 1, 0], [0, -1, 1, 0, 0, 0],
+     [-1, 0, 0, 0, 0, 0], [0, 0, 3, 6, -3, -6], [2, -1, 3, 0, -3, 0]], dtype=float)
+
+
+@pytest.mark.parametrize("image_format", ["dense", "csr", "dcsr", "csc", "coo"])
+@pytest.mark.parametrize("out_format", ["dense", "dcsr", "csr"])
+def test_golden_t2_edge_filter(image_format: str, out_format: str) -> None:
+    filt = np.array([[1.0, 0, -1], [0, 0, 0], [-1, 0, 1]])
+    kernel = ls.compile(CONV, I=image_format, out_format=out_format)
+    result = kernel(I=_operand(PAPER_T2_IMAGE, image_format), F=filt)
+    np.testing.assert_array_equal(_dense(result), PAPER_T2_RESULT)
+
+
+@pytest.mark.parametrize("image_format", ["csr", "dcsr", "coo"])
+def test_golden_t3_very_sparse(image_format: str) -> None:
+    image = np.zeros((8, 8))
+    image[0, 0], image[3, 4], image[3, 5], image[7, 7] = 1, 2, 3, 4
+    kernel = ls.compile(CONV, I=image_format, out_format="dcsr")
+    result = kernel(I=_operand(image, image_format), F=np.array([[1.0, 2], [3, 4]]))
+    expected = np.zeros((7, 7))
+    expected[0, 0], expected[2, 3:6], expected[3, 3:6], expected[6, 6] = 1, [8, 18, 9], \
+        [4, 8, 3], 16
+    np.testing.assert_array_equal(_dense(result), expected)
+    assert result.nnz == 8
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_golden_t5_coefficients_and_intercepts(target: str) -> None:
+    c, f = _vector(12, {1: 1, 4: 2, 5: 3, 11: 4}), np.array([1.0, 10, 100])
+    strided = ls.compile("A(i) = C(2*i+p) * F(p)", C="sparse", target=target,
+                         extents={"i": 5})
+    np.testing.assert_array_equal(_dense(strided(C=c, F=f)), [10, 200, 32, 0, 0])
+    shifted = ls.compile("A(i) = C(2*i+p+1) * F(p)", C="sparse", target=target,
+                         extents={"i": 5})
+    np.testing.assert_array_equal(_dense(shifted(C=c, F=f)), [1, 320, 3, 0, 400])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_golden_t6_three_term_subscript(target: str) -> None:
+    kernel = ls.compile("X(i) = B(i+j+k) * F(j) * G(k)", B="sparse", target=target,
+                        extents={"i": 7})
+    result = kernel(B=_vector(10, {3: 1, 9: 2}), F=np.array([1.0, 2]),
+                    G=np.array([1.0, 10, 100]))
+    np.testing.assert_array_equal(_dense(result), [200, 120, 12, 1, 0, 0, 400])
+
+
+def test_golden_t7_two_walked_operands() -> None:
+    kernel = ls.compile("X(j,k) = A(i+j) * B(i+k) * U(i)", A="sparse", B="sparse")
+    result = kernel(A=_vector(6, {1: 1, 4: 2}), B=_vector(6, {0: 3, 3: 4, 5: 5}),
+                    U=np.ones(4))  # U gives i its range [0, 4)
+    np.testing.assert_array_equal(_dense(result), [[0, 0, 4], [11, 0, 10], [0, 8, 0]])
+    with pytest.raises(ls.ScheduleError, match="extent of index i"):
+        ls.compile("X(j,k) = A(i+j) * B(i+k)", A="sparse", B="sparse",
+                   extents={"i": 4, "j": 3, "k": 3}).instance()
+
+
+@pytest.mark.parametrize("image_format", ["dense", "csf", "coo"])
+def test_3d_correlation(image_format: str) -> None:
+    image, filt = _image((6, 7, 5), 0.3, 20), np.random.default_rng(21).standard_normal((3, 2, 3))
+    for mode in ["valid", "same"]:
+        result = ls.conv(_operand(image, image_format), filt, padding=mode)
+        np.testing.assert_allclose(_dense(result), ss.correlate(image, filt, mode=mode),
+                                   atol=1e-12)

@@ -66,8 +66,8 @@ def main() -> None:
     parser.add_argument("--densities", default="0.001,0.01,0.1")
     args = parser.parse_args()
     ls.set_num_threads(1)
-    print(f"| image | density | stored | filter | llvsparse ms | scipy convolve2d ms "
-          f"| speedup | ns per stored entry |\n|---|---|---|---|---|---|---|---|")
+    print("| image | density | stored | filter | llvsparse ms | scipy convolve2d ms "
+          "| speedup | ns per stored entry |\n|---|---|---|---|---|---|---|---|")
     for fmt in args.formats.split(","):
         for density in (float(d) for d in args.densities.split(",")):
             for k in (3, 5):
