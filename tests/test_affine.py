@@ -350,3 +350,27 @@ def test_3d_correlation(image_format: str) -> None:
         result = ls.conv(_operand(image, image_format), filt, padding=mode)
         np.testing.assert_allclose(_dense(result), ss.correlate(image, filt, mode=mode),
                                    atol=1e-12)
+
+
+@pytest.mark.parametrize("mask_format, image_format, out_format", [
+    ("coo", "hash", "coo"), ("hash", "coo", "dense"), ("hash", "csf", "csf")])
+def test_3d_submanifold_point_cloud_with_channels(mask_format: str, image_format: str,
+                                                  out_format: str) -> None:
+    rng = np.random.default_rng(22)
+    n, channels = 6, 2
+    points = np.unique(rng.integers(0, n, (30, 3)), axis=0)
+    image = np.zeros((n, n, n, channels))
+    image[points[:, 0], points[:, 1], points[:, 2]] = rng.standard_normal((len(points),
+                                                                            channels))
+    mask = np.zeros((n, n, n))
+    mask[points[:, 0], points[:, 1], points[:, 2]] = 1.0
+    filt = rng.standard_normal((3, 3, 3, channels, channels))
+    expected = np.zeros_like(image)
+    for f in range(channels):
+        for c in range(channels):
+            expected[..., f] += ss.correlate(image[..., c], filt[..., c, f], mode="same")
+    expected *= mask[..., None]
+    kernel = ls.compile("O(h,w,d,f) = M(h,w,d) * I(h+r-1, w+s-1, d+t-1, c) * F(r,s,t,c,f)",
+                        M=mask_format, I=image_format, out_format=out_format)
+    result = kernel(M=_operand(mask, mask_format), I=_operand(image, image_format), F=filt)
+    np.testing.assert_allclose(_dense(result), expected, atol=1e-12)
