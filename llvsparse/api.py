@@ -518,7 +518,7 @@ class Kernel:
                 continue
             first = tensor.tensor_type.levels[0]
             if first.mode is None or first.block is not None \
-                    or access.indices[first.mode].name != var:
+                    or access.indices[first.mode] != nt.IndexVar(var):
                 continue
             parts.append(tensor.entries_per_first_coordinate())
         return parts
