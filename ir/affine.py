@@ -82,6 +82,9 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
     for access in accesses:  # first the walked operands: they fix the inverted variables
         ttype = types[access.tensor]
         affine = [isinstance(ix, nt.AffineIndex) for ix in access.indices]
+        if any(affine) and any(level.block for level in ttype.levels):
+            raise ScheduleError(f"{access.tensor} has blocked levels: an affine subscript "
+                                "needs its operand in an unblocked format; convert it")
         if not any(affine) or _random_access(ttype):
             continue
         if access.complement:

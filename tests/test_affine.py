@@ -255,6 +255,15 @@ def test_a_strided_sparse_subscript_without_a_unit_term_is_refused() -> None:
         ls.compile("y(i) = x(2*i) * z(i)", x="sparse").instance()
 
 
+@pytest.mark.parametrize("image_format", ["dia", "ell", "csc", "dcsc", "coo-unordered",
+                                          "bcsr"])  # blocked: converted first
+def test_other_image_formats(image_format: str) -> None:
+    image, filt = _image((12, 12), 0.3, 23), np.random.default_rng(24).standard_normal((3, 2))
+    kernel = ls.compile(CONV, I=image_format)
+    np.testing.assert_allclose(_dense(kernel(I=_operand(image, image_format), F=filt)),
+                               ss.correlate(image, filt, mode="valid"), atol=1e-12)
+
+
 def test_conv_rejects_bad_padding_and_stride() -> None:
     image, filt = np.ones((4, 4)), np.ones((2, 2))
     with pytest.raises(ValueError, match="padding"):
