@@ -32,13 +32,14 @@ Parts = tuple[tuple[str, int], ...]
 
 @dataclass(frozen=True)
 class Derivation:
-    """``index = sum(c * var for var, c in parts) + offset``, valid where ``0 <= index <
-    extent of level guard[1] of tensor guard[0]``."""
+    """``index = (sum(c * var for var, c in parts) + offset) / divisor``, valid where the
+    division is exact and ``0 <= index < extent of level guard[1] of tensor guard[0]``."""
 
     index: str
     parts: Parts
     offset: int
     guard: tuple[str, int]
+    divisor: int = 1
 
 
 @dataclass
@@ -127,8 +128,9 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
 
 def _invert(ix: nt.AffineIndex, x: str, lhs: nt.Access, accesses: list[nt.Access],
             types: dict[str, TensorType], inverted: dict[str, Derivation]) -> Derivation:
-    """``ix = x`` solved for one of its variables (coefficient +-1), preferring an
-    output index: that variable is then derived from the walked coordinate ``x``."""
+    """``ix = x`` solved for one of its variables, preferring an output index and a
+    coefficient +-1: that variable is then derived from the walked coordinate ``x``
+    (divided by a stride, ``h = (x - r) / 2``, where it has none)."""
     def others_can_locate(var: nt.IndexVar) -> bool:
         for access in accesses:
             for mode, sub in enumerate(access.indices):
@@ -137,23 +139,22 @@ def _invert(ix: nt.AffineIndex, x: str, lhs: nt.Access, accesses: list[nt.Access
                     return False
         return True
 
-    candidates = [(var, c) for var, c in ix.terms if abs(c) == 1
-                  and var.name not in inverted and others_can_locate(var)]
-    candidates.sort(key=lambda vc: vc[0] not in lhs.indices)
+    candidates = [(var, c) for var, c in ix.terms
+                  if var.name not in inverted and others_can_locate(var)]
+    candidates.sort(key=lambda vc: (vc[0] not in lhs.indices, abs(vc[1]) != 1))
     if not candidates:
         raise ScheduleError(
-            f"the subscript {ix} of a sparse operand cannot be walked: no variable with "
-            "coefficient 1 can be derived from its stored coordinates (a strided "
-            "subscript, or its variables already derived or iterated by another sparse "
-            "operand); store the operand in a format whose levels can all locate "
-            "(dense or hash)")
+            f"the subscript {ix} of a sparse operand cannot be walked: each of its "
+            "variables is already derived or iterated by another sparse operand; store "
+            "the operand in a format whose levels can all locate (dense or hash)")
     var, c = candidates[0]
+    sign = 1 if c > 0 else -1
     rest = [(v, k) for v, k in ix.terms if v != var]
-    parts = ((x, c), *((v.name, -k * c) for v, k in rest))  # c = +-1: 1/c == c
+    parts = ((x, sign), *((v.name, -k * sign) for v, k in rest))
     expanded, offset = _expand(nt.AffineIndex(tuple((nt.IndexVar(v), k) for v, k in parts)),
                                inverted)
-    return Derivation(var.name, expanded, -ix.offset * c + offset,
-                      _guard_of(var, lhs, accesses, types))
+    return Derivation(var.name, expanded, -ix.offset * sign + offset,
+                      _guard_of(var, lhs, accesses, types), abs(c))
 
 
 def _guard_of(var: nt.IndexVar, lhs: nt.Access, accesses: list[nt.Access],
@@ -169,12 +170,13 @@ def _guard_of(var: nt.IndexVar, lhs: nt.Access, accesses: list[nt.Access],
 
 
 def _expand(ix: nt.AffineIndex, inverted: dict[str, Derivation]) -> tuple[Parts, int]:
-    """``ix`` over loop variables: derived ones replaced by their sums."""
+    """``ix`` over loop variables: derived ones replaced by their sums (those divided by
+    a stride are kept: they are bound, as derived indices, before ``ix``)."""
     merged: dict[str, int] = {}
     offset = ix.offset
     for var, c in ix.terms:
         d = inverted.get(var.name)
-        if d is None:
+        if d is None or d.divisor != 1:  # a strided one stays a term, bound before
             merged[var.name] = merged.get(var.name, 0) + c
             continue
         offset += c * d.offset

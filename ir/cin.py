@@ -101,6 +101,7 @@ class Assign:
     # level (tensor, level) whose extent each must fall within.
     offsets: tuple[tuple[str, int], ...] = ()
     guards: tuple[tuple[str, str, int], ...] = ()
+    divisors: tuple[tuple[str, int], ...] = ()  # strides inverted: h = (x - r) / 2
 
     def __str__(self) -> str:
         return f"{self.tensor}({','.join(self.vars)}) {'+=' if self.accumulate else '='} {self.rhs}"

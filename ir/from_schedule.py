@@ -38,12 +38,12 @@ def output_access(nest: Nest) -> Access:
     """The assigned tensor's access; an index computed from blocked levels' variables
     becomes the affine expression that computes it."""
     derived = dict(nest.assign.derived)
-    offsets = dict(nest.assign.offsets)
+    offsets, divisors = dict(nest.assign.offsets), dict(nest.assign.divisors)
     indices: list[IndexExpr] = []
     for var in nest.assign.vars:
         if var in derived:
             indices.append(Affine(tuple((IndexVar(p), m) for p, m in derived[var]),
-                                  offsets.get(var, 0)))
+                                  offsets.get(var, 0), divisors.get(var, 1)))
         else:
             indices.append(IndexVar(var))
     return Access(nest.assign.tensor, tuple(indices))

@@ -97,4 +97,6 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     frozen = tuple((index, tuple(parts)) for index, parts in derived.items())
     return Assign(lhs.tensor, out_vars, rhs, derived=frozen,
                   offsets=tuple((d.index, d.offset) for d in plan.derivations if d.offset),
-                  guards=tuple((d.index, *d.guard) for d in plan.derivations))
+                  guards=tuple((d.index, *d.guard) for d in plan.derivations),
+                  divisors=tuple((d.index, d.divisor) for d in plan.derivations
+                                 if d.divisor != 1))

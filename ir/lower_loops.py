@@ -223,7 +223,7 @@ class NestLowering:
         nodes: list[Node] = []
         locates: list[Node] = []
         assign = self.nests[self.site.nest].assign
-        offsets = dict(assign.offsets)
+        offsets, divisors = dict(assign.offsets), dict(assign.divisors)
         guarded_out = set(assign.vars) & {g[0] for g in assign.guards}
         guards: list[InRange] = []
         misses: list[Ref] = []
@@ -232,7 +232,7 @@ class NestLowering:
             if not readers and index not in guarded_out:
                 continue
             nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
-                                            offsets.get(index, 0))))
+                                            offsets.get(index, 0), divisors.get(index, 1))))
             guards += [InRange(index, t, k) for i, t, k in assign.guards if i == index]
             bound = {*state.bound, *(p for p, _ in parts), index}
             for op in readers:

@@ -138,7 +138,8 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
             kept = {index for index, _ in derived}
             part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0,
                           derived, tuple(o for o in assign.offsets if o[0] in kept),
-                          tuple(g for g in assign.guards if g[0] in kept))
+                          tuple(g for g in assign.guards if g[0] in kept),
+                          tuple(d for d in assign.divisors if d[0] in kept))
             nests.append(_schedule_one(part, types, exact_sums))
         return nests
 

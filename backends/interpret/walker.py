@@ -311,7 +311,7 @@ class Walker:
         if isinstance(ix, IndexVar):
             return self.env[ix.name]
         if isinstance(ix, Affine):
-            return sum(c * self.index_value(t) for t, c in ix.terms) + ix.offset
+            return ix.value({t: self.index_value(t) for t, _ in ix.terms})
         raise InternalCompilerError(f"no binding of the derived index {ix} in the loop IR")
 
     def value(self, expr) -> Any:

@@ -218,6 +218,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.derived = dict(nest.assign.derived)
         self.offsets = dict(nest.assign.offsets)
         self.guards = {index: (t, k) for index, t, k in nest.assign.guards}
+        self.divisors = dict(nest.assign.divisors)
         if any(v in self.derived for v in out_vars):
             self.out_depth, self.scatter = len(order), True
         else:
@@ -283,6 +284,11 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
                 for part, multiplier in parts:
                     scaled = self.b.mul(ctx.bound[part], ir.Constant(I64, multiplier))
                     total = self.b.add(total, scaled)
+                if index in self.divisors:  # a stride inverted: -1 where inexact
+                    divisor = ir.Constant(I64, self.divisors[index])
+                    exact = self.b.icmp_signed("==", self.b.srem(total, divisor), ZERO)
+                    total = self.b.select(exact, self.b.sdiv(total, divisor),
+                                          ir.Constant(I64, -1))
                 if index in self.guards:  # affine: located in range only (clamped)
                     ctx = ctx.bind(unclamped(index), total)
                     total = self.b.select(self.in_range(index, total), total, ZERO)

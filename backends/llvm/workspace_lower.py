@@ -49,6 +49,7 @@ def lower_with_workspace(kc: KernelCompiler, nests: list[Nest], root: Node) -> N
     kc.nest, kc.derived = nests[0], dict(nests[0].assign.derived)
     kc.offsets = dict(nests[0].assign.offsets)
     kc.guards = {index: (t, k) for index, t, k in nests[0].assign.guards}
+    kc.divisors = dict(nests[0].assign.divisors)
     kc.out_depth, kc.scatter, kc.insert_output = len(nests[0].order), True, False
     kc.repeats, kc.run_state = False, None
     kc.workspace = WorkspaceEmitter(kc, plan)
