@@ -285,7 +285,8 @@ def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int]
                                     "unblocked format)")
             if set(expr.vars) & set(derived):
                 raise ScheduleError(f"{expr.tensor} is indexed by indices of blocked levels "
-                                    "outside a product")
+                                    "or affine subscripts outside a product (it must "
+                                    "multiply the rest: out of range it reads nothing)")
         elif isinstance(expr, Apply):
             product = expr.op is MUL or (expr.op is NEG and through_products)
             for arg in expr.args:

@@ -247,8 +247,16 @@ def test_submanifold_output_keeps_the_input_pattern(target: str, image_format: s
 # ----------------------------------------------------------------------------- refusals
 
 def test_an_affine_operand_added_to_the_rest_is_refused() -> None:
-    with pytest.raises(ls.ScheduleError, match="outside a product"):
+    with pytest.raises(ls.ScheduleError, match="affine subscripts outside a product"):
         ls.compile("y(i) = x(i+r) + w(r)").instance()
+
+
+def test_one_operand_at_two_subscripts() -> None:
+    x = np.random.default_rng(28).standard_normal(9)
+    product = ls.compile("y(i) = x(i+1) * x(i)")(x=x)  # x(9) is outside: its fill, 0
+    np.testing.assert_allclose(_dense(product), np.append(x[1:] * x[:-1], 0.0))
+    with pytest.raises(ls.ScheduleError, match="cannot be walked"):
+        ls.compile("y(i) = x(i+1) * x(i)", x="sparse").instance()
 
 
 @pytest.mark.parametrize("target", TARGETS)
