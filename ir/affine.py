@@ -7,10 +7,11 @@ levels can do (never from a format's name):
   index bound to the sum once its variables are (``let t = h + r``) and the operand is
   located there;
 - *inverted*: the operand has a level that cannot locate (it stores entries sparsely),
-  so the loops walk its stored coordinates ``x`` and one variable of the sum with
-  coefficient +-1 is derived from them instead (index inversion, ``h = x - r``). The
-  variable's other uses (the output, operands indexed by it plainly) are then located
-  at it, so the cost is bounded by the stored entries, not by the image's extent.
+  so the loops walk its stored coordinates ``x`` and one variable of the sum, an output
+  index where one can be, is derived from them instead (index inversion, ``h = x - r``;
+  ``h = (x - r) / 2`` under a stride, where that divides). The variable's other uses
+  (the output, operands indexed by it plainly) are then located at it, so the cost is
+  bounded by the stored entries, not by the image's extent.
 
 Each derived index is guarded: where it falls outside the extent of the level it
 indexes, the point is skipped, which is reading the fill value (padding) when the
