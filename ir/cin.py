@@ -97,6 +97,11 @@ class Assign:
     accumulate: bool = False
     # Indices computed from blocked levels' variables: (index, ((var, multiplier), ...)).
     derived: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    # Affine subscripts' derived indices (ir/affine.py): their constant terms, and the
+    # level (tensor, level) whose extent each must fall within.
+    offsets: tuple[tuple[str, int], ...] = ()
+    guards: tuple[tuple[str, str, int], ...] = ()
+    divisors: tuple[tuple[str, int], ...] = ()  # strides inverted: h = (x - r) / 2
 
     def __str__(self) -> str:
         return f"{self.tensor}({','.join(self.vars)}) {'+=' if self.accumulate else '='} {self.rhs}"

@@ -38,10 +38,12 @@ def output_access(nest: Nest) -> Access:
     """The assigned tensor's access; an index computed from blocked levels' variables
     becomes the affine expression that computes it."""
     derived = dict(nest.assign.derived)
+    offsets, divisors = dict(nest.assign.offsets), dict(nest.assign.divisors)
     indices: list[IndexExpr] = []
     for var in nest.assign.vars:
         if var in derived:
-            indices.append(Affine(tuple((IndexVar(p), m) for p, m in derived[var])))
+            indices.append(Affine(tuple((IndexVar(p), m) for p, m in derived[var]),
+                                  offsets.get(var, 0), divisors.get(var, 1)))
         else:
             indices.append(IndexVar(var))
     return Access(nest.assign.tensor, tuple(indices))
@@ -137,7 +139,9 @@ def _through_workspace(builder: _Builder, nests: list[Nest], plan: WorkspacePlan
         for var in reversed(inner):
             stmt = Forall(IndexVar(var), stmt)
         producers.append(stmt)
-    consumer: Stmt = Assign(output_access(nests[0]), None, ws)
+    # The workspace's entries name the output's indices, derived ones included.
+    consumer: Stmt = Assign(Access(nests[0].assign.tensor, tuple(
+        IndexVar(v) for v in nests[0].assign.vars)), None, ws)
     for var in reversed(plan.vars):
         consumer = Forall(IndexVar(var), consumer)
     result: Stmt = Where(consumer, sequence(producers), (plan.temporary,))

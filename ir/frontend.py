@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itertools import count
 
+from . import affine
 from . import notation as nt
 from .cin import Apply, Assign, Const, Expr, Operand, Sum
 from .errors import ScheduleError
@@ -48,17 +49,21 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     blocked levels (their hidden sums are per use): a sum of n uses of A(i) is then one
     loop over A, not a union of n operands with 2**n cases."""
     uids = count()
-    derived: dict[str, list[tuple[str, int]]] = {}
+    plan = affine.plan(assignment, types)
+    derived: dict[str, list[tuple[str, int]]] = {
+        d.index: list(d.parts) for d in plan.derivations}
     shared: dict[tuple[str, tuple[str, ...], bool], Operand] = {}
 
     def convert(expr: nt.Expr) -> Expr:
         if isinstance(expr, nt.Access):
-            names = tuple(v.name for v in expr.indices)
+            names = plan.names.get(id(expr)) or tuple(v.name for v in expr.indices)
+            walked = plan.walked.get(id(expr), [])
             if (expr.tensor, names, expr.complement) in shared:
                 return shared[expr.tensor, names, expr.complement]
             uid = next(uids)
             level_vars, hidden = storage_vars(expr.tensor, names, types[expr.tensor], uid,
                                               derived)
+            hidden = walked + hidden
             if hidden and expr.complement:
                 raise ScheduleError(f"!{expr.tensor}: a complement needs a tensor without "
                                     "storage-only or blocked levels")
@@ -88,6 +93,10 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     if hidden:
         raise ScheduleError(f"output {lhs.tensor} has storage-only levels; "
                             "it cannot be assembled")
-    rhs = convert(assignment.rhs)
+    rhs = convert(affine.hoist_sums(assignment.rhs) if plan.inverted else assignment.rhs)
     frozen = tuple((index, tuple(parts)) for index, parts in derived.items())
-    return Assign(lhs.tensor, out_vars, rhs, derived=frozen)
+    return Assign(lhs.tensor, out_vars, rhs, derived=frozen,
+                  offsets=tuple((d.index, d.offset) for d in plan.derivations if d.offset),
+                  guards=tuple((d.index, *d.guard) for d in plan.derivations),
+                  divisors=tuple((d.index, d.divisor) for d in plan.derivations
+                                 if d.divisor != 1))

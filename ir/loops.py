@@ -273,7 +273,21 @@ class Missed:
         return f"{self.name} missed some {self.index}"
 
 
-Condition = Found | Touched | Nonempty | Missed
+@dataclass(frozen=True)
+class InRange:
+    """The derived ``index`` lies within the extent of level ``level`` of ``tensor`` (an
+    affine subscript's guard: outside it an operand reads its fill, the output takes
+    nothing)."""
+
+    index: str
+    tensor: str
+    level: int
+
+    def __str__(self) -> str:
+        return f"0 <= {self.index} < extent {self.tensor}.{self.level}"
+
+
+Condition = Found | Touched | Nonempty | Missed | InRange
 
 
 @dataclass(frozen=True)

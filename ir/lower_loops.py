@@ -43,6 +43,7 @@ from .loops import (
     Facts,
     Found,
     If,
+    InRange,
     Insert,
     Locate,
     Loop,
@@ -193,29 +194,57 @@ class NestLowering:
         if depth == site.out_depth and not site.scatter and depth < len(order):
             return self.write_point(order[depth:], expr, state)
         if depth == len(order):
-            binds, state = self.bind_derived(expr, state)
-            leaf = self.leaf(expr, state, lambda value: self.write(value, state))
-            return Block((*binds, leaf)) if binds else leaf
+            return self.derived_leaf(expr, state, lambda value, s: self.write(value, s))
         return self.var(order[depth], expr, state, depth,
                         lambda e, s: self.loops(order, depth + 1, e, s))
 
-    def bind_derived(self, expr: CinExpr, state: State) -> tuple[list[Node], State]:
-        """Indices derived from blocked levels' indices that operands of ``expr`` read
-        (``x(j)`` under BCSR's loops), bound, and the levels they index located."""
+    def derived_leaf(self, expr: CinExpr, state: State,
+                     finish: Callable[[CinExpr, State], Node]) -> Node:
+        """The leaf under the indices it derives: bound, then within their ranges the
+        levels they index located, then, where a locate may miss, only where found."""
+        binds, locates, state, ranges, misses = self.bind_derived(expr, state)
+        leaf = self.leaf(expr, state, lambda value: finish(value, state))
+        if misses:
+            leaf = If(Found(tuple(misses)), leaf)
+        if not ranges:  # blocked levels' indices: always in range
+            return Block((*binds, *locates, leaf)) if binds else leaf
+        if locates:  # inside the range guards: a level is located only in its range
+            leaf = Block((*locates, leaf))
+        for guard in reversed(ranges):
+            leaf = If(guard, leaf)
+        return Block((*binds, leaf))
+
+    def bind_derived(self, expr: CinExpr, state: State
+                     ) -> tuple[list[Node], list[Node], State, list[InRange], list[Ref]]:
+        """Indices derived from blocked levels' or affine subscripts' indices that
+        operands of ``expr`` or the output read (``x(j)`` under BCSR's loops, ``I(t)``
+        with ``t = h + r``), bound, with the guards that keep them in range, and the
+        levels they index located."""
         nodes: list[Node] = []
-        for index, parts in self.nests[self.site.nest].assign.derived:
+        locates: list[Node] = []
+        assign = self.nests[self.site.nest].assign
+        offsets, divisors = dict(assign.offsets), dict(assign.divisors)
+        guarded_out = set(assign.vars) & {g[0] for g in assign.guards}
+        guards: list[InRange] = []
+        misses: list[Ref] = []
+        for index, parts in assign.derived:
             readers = [op for op in indexed_operands(expr) if index in op.vars]
-            if not readers:
+            if not readers and index not in guarded_out:
                 continue
-            nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts))))
+            nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
+                                            offsets.get(index, 0), divisors.get(index, 1))))
+            guards += [InRange(index, t, k) for i, t, k in assign.guards if i == index]
             bound = {*state.bound, *(p for p, _ in parts), index}
             for op in readers:
                 k = state.levels(op.uid)
                 while k < len(op.vars) and op.vars[k] in bound:
-                    nodes.append(Locate(self.ref(Iter(op.uid, k), state), op.vars[k]))
+                    ref = self.ref(Iter(op.uid, k), state)
+                    locates.append(Locate(ref, op.vars[k]))
+                    if not ref.facts.locate_always_found:  # a hashed image: it may miss
+                        misses.append(ref)
                     state = state.resolve(op.uid, k + 1)
                     k += 1
-        return nodes, state
+        return nodes, locates, state, guards, misses
 
     def write_point(self, order: tuple[str, ...], expr: CinExpr, state: State) -> Node:
         """The sum over the loops ``order`` inside the output's indices, then its write.
@@ -258,7 +287,8 @@ class NestLowering:
 
     def reduce(self, order: tuple[str, ...], expr: CinExpr, state: State, acc: str) -> Node:
         if not order:
-            return self.leaf(expr, state, lambda value: Accumulate(acc, "+", value, ADD))
+            return self.derived_leaf(expr, state,
+                                     lambda value, _: Accumulate(acc, "+", value, ADD))
         return self.var(order[0], expr, state, -1,
                         lambda e, s: self.reduce(order[1:], e, s, acc))
 

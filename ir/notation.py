@@ -56,12 +56,113 @@ class IndexVar:
                         f"ls.asarray(x)[{self.name}] (or ls.Tensor.from_numpy(x))")
 
 
+    # ``i + r``, ``2 * i``, ``i - 1``: affine subscripts (paper 000's convolutions).
+    def __add__(self, other: object) -> AffineIndex | IndexVar:
+        return affine(self) + other
+
+    __radd__ = __add__
+
+    def __sub__(self, other: object) -> AffineIndex | IndexVar:
+        return affine(self) - other
+
+    def __rsub__(self, other: object) -> AffineIndex | IndexVar:
+        return -affine(self) + other
+
+    def __neg__(self) -> AffineIndex | IndexVar:
+        return -affine(self)
+
+    def __mul__(self, other: object) -> AffineIndex | IndexVar:
+        return affine(self) * other
+
+    __rmul__ = __mul__
+
+
+@dataclass(frozen=True)
+class AffineIndex:
+    """A subscript ``sum(coefficient * var) + offset`` (``h + r``, ``2*i + r``, ``i - 1``):
+    integer coefficients, none zero, each variable once. Built by ``affine`` and the
+    arithmetic of IndexVar, which give back a plain IndexVar where the sum is one."""
+
+    terms: tuple[tuple[IndexVar, int], ...]
+    offset: int = 0
+
+    @property
+    def vars(self) -> tuple[IndexVar, ...]:
+        return tuple(var for var, _ in self.terms)
+
+    def __str__(self) -> str:
+        text = ""
+        for var, c in self.terms:
+            sign = "-" if c < 0 else ("+" if text else "")
+            text += f"{sign}{'' if abs(c) == 1 else f'{abs(c)}*'}{var}"
+        if self.offset or not text:
+            text += f"{'+' if text and self.offset >= 0 else ''}{self.offset}"
+        return text
+
+    def __add__(self, other: object) -> AffineIndex | IndexVar:
+        right = affine(other)
+        merged = dict(self.terms)
+        for var, c in right.terms:
+            merged[var] = merged.get(var, 0) + c
+        return _simplest(AffineIndex(tuple((v, c) for v, c in merged.items() if c),
+                                     self.offset + right.offset))
+
+    __radd__ = __add__
+
+    def __neg__(self) -> AffineIndex | IndexVar:
+        return _simplest(AffineIndex(tuple((v, -c) for v, c in self.terms), -self.offset))
+
+    def __sub__(self, other: object) -> AffineIndex | IndexVar:
+        return self + -affine(other)
+
+    def __rsub__(self, other: object) -> AffineIndex | IndexVar:
+        return -self + other
+
+    def __mul__(self, other: object) -> AffineIndex | IndexVar:
+        if isinstance(other, bool) or not isinstance(other, numbers.Integral):
+            raise NotationError(f"a subscript is affine: {self} can only be multiplied by "
+                                f"an integer, not {other!r}")
+        k = int(other)
+        return _simplest(AffineIndex(tuple((v, c * k) for v, c in self.terms if c * k),
+                                     self.offset * k))
+
+    __rmul__ = __mul__
+
+
+def affine(value: object) -> AffineIndex:
+    """``value`` (an index variable, an integer or an affine subscript) as an
+    AffineIndex; anything else is not affine and raises NotationError."""
+    if isinstance(value, AffineIndex):
+        return value
+    if isinstance(value, IndexVar):
+        return AffineIndex(((value, 1),))
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return AffineIndex((), int(value))
+    raise NotationError(f"a subscript is affine (index variables times integers, plus an "
+                        f"integer): {value!r} cannot be part of one")
+
+
+def _simplest(index: AffineIndex) -> AffineIndex | IndexVar:
+    if index.offset == 0 and len(index.terms) == 1 and index.terms[0][1] == 1:
+        return index.terms[0][0]
+    return index
+
+
+Index = IndexVar | AffineIndex
+
+
+def index_vars_of(index: Index) -> tuple[IndexVar, ...]:
+    """The index variables a subscript uses."""
+    return index.vars if isinstance(index, AffineIndex) else (index,)
+
+
 @dataclass(frozen=True)
 class Access(_Formatted):
-    """A tensor read (or, on the left-hand side, written) at some index variables."""
+    """A tensor read (or, on the left-hand side, written) at some subscripts: index
+    variables, or affine sums of them on the right-hand side."""
 
     tensor: str
-    indices: tuple[IndexVar, ...] = ()
+    indices: tuple[Index, ...] = ()
     # ``!B(i,j)``: 1 where B stores nothing, absent (contributing nothing) where it does.
     complement: bool = False
 
@@ -209,7 +310,7 @@ def iter_reductions(expr: Expr) -> Iterator[Reduction]:
 def free_vars(expr: Expr) -> set[IndexVar]:
     """Index variables used in ``expr`` and not bound by a reduction inside it."""
     if isinstance(expr, Access):
-        return set(expr.indices)
+        return {v for ix in expr.indices for v in index_vars_of(ix)}
     if isinstance(expr, Reduction):
         return free_vars(expr.body) - {expr.var}
     result: set[IndexVar] = set()
@@ -221,7 +322,8 @@ def free_vars(expr: Expr) -> set[IndexVar]:
 def _free_in_order(expr: Expr) -> list[IndexVar]:
     """Free variables in order of first appearance, so reduction nesting is predictable."""
     free = free_vars(expr)
-    seen = dict.fromkeys(v for a in iter_accesses(expr) for v in a.indices if v in free)
+    seen = dict.fromkeys(v for a in iter_accesses(expr) for ix in a.indices
+                         for v in index_vars_of(ix) if v in free)
     return list(seen)
 
 
@@ -242,7 +344,7 @@ def rename_tensors(expr: Expr, names: Mapping[str, str]) -> Expr:
 def names_in_use(assignment: Assignment) -> set[str]:
     """Every tensor and index variable name of ``assignment``."""
     return set(assignment.tensors()) | {v.name for a in assignment.accesses()
-                                        for v in a.indices}
+                                        for ix in a.indices for v in index_vars_of(ix)}
 
 
 def fresh_name(base: str, taken: set[str]) -> str:
@@ -330,6 +432,10 @@ def validate(assignment: Assignment, _where: _Locator | None = None) -> None:
 def _check_lhs_indices(lhs: Access, where: _Locator) -> None:
     """Each output index must be distinct: ``A(i,i)`` on the left names no element set."""
     for pos, var in enumerate(lhs.indices):
+        if isinstance(var, AffineIndex):
+            message = (f"the left-hand side is indexed by variables; subscript '{var}' is "
+                       "only allowed on the right-hand side")
+            raise where.fail(message, lhs, pos)
         if var in lhs.indices[:pos]:
             message = f"index variable '{var}' is repeated on the left-hand side"
             raise where.fail(message, lhs, pos)
@@ -363,7 +469,8 @@ def _count(order: int) -> str:
 def _check_name_kinds(assignment: Assignment, where: _Locator) -> None:
     """A name is a tensor or an index variable, never both (``b(i) * i`` is ambiguous)."""
     rhs = assignment.rhs
-    variables = {v.name for a in assignment.accesses() for v in a.indices}
+    variables = {v.name for a in assignment.accesses() for ix in a.indices
+                 for v in index_vars_of(ix)}
     variables |= {r.var.name for r in iter_reductions(rhs)}
     for access in assignment.accesses():
         if access.tensor.startswith(REDUCTION_PREFIX):
@@ -421,7 +528,7 @@ def _format(expr: Expr) -> tuple[str, int]:
         mark = "!" if expr.complement else ""
         if not expr.indices:
             return mark + expr.tensor, _ATOM
-        return f"{mark}{expr.tensor}({','.join(v.name for v in expr.indices)})", _ATOM
+        return f"{mark}{expr.tensor}({','.join(str(v) for v in expr.indices)})", _ATOM
     if isinstance(expr, Literal):
         text = repr(expr.value)
         return text, _UNARY if text.startswith("-") else _ATOM

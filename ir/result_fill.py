@@ -30,7 +30,7 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
 
     def convert(expr: nt.Expr) -> Expr:
         if isinstance(expr, nt.Access):
-            return Operand(expr.tensor, tuple(v.name for v in expr.indices), next(uids),
+            return Operand(expr.tensor, tuple(str(v) for v in expr.indices), next(uids),
                            expr.complement)
         if isinstance(expr, nt.Literal):
             return Const(float(expr.value))

@@ -135,8 +135,11 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
             used = expr_vars(term)
             derived = tuple((index, parts) for index, parts in assign.derived
                             if any(p in used for p, _ in parts))
+            kept = {index for index, _ in derived}
             part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0,
-                          derived)
+                          derived, tuple(o for o in assign.offsets if o[0] in kept),
+                          tuple(g for g in assign.guards if g[0] in kept),
+                          tuple(d for d in assign.divisors if d[0] in kept))
             nests.append(_schedule_one(part, types, exact_sums))
         return nests
 
@@ -196,6 +199,9 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
     before: list[tuple[str, str]] = []
     appends = any(not level.can_locate and not level.can_insert for level in out_type.levels)
     if (appends or _needs_ordered_output(out_type)) and derived & set(assign.vars):
+        if {g[0] for g in assign.guards} & set(assign.vars):  # an affine subscript's
+            raise ScatteredOutputError(f"the output {assign.tensor} is indexed by indices "
+                                       "derived from a walked operand's coordinates")
         raise ScheduleError(f"the output {assign.tensor} is assembled by appending, but its "
                             "indices come from blocked levels: use an output whose levels "
                             "take inserts")
@@ -207,6 +213,8 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
             if not level.can_locate and not level.can_insert:
                 before += [(v, out_vars[k]) for v in out_vars[:k]]
     ops = operands(body)
+    before += _plain_after_affine(ops, dict(assign.derived), {g[0] for g in assign.guards},
+                                  loop_vars)
     try:
         order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars,
                             soft=list(itertools.pairwise(out_vars)),
@@ -241,6 +249,22 @@ def _refuse_scattered(assign: Assign, loop_vars: list[str], ops, types) -> None:
         "each once; that needs a workspace (not supported yet)") from None
 
 
+def _plain_after_affine(ops: list[Operand], derived: dict[str, tuple[tuple[str, int], ...]],
+                        affine: set[str], loop_vars: list[str]) -> list[tuple[str, str]]:
+    """An operand located at an affine subscript's index (``I(n, h+r, w+s, c)``) is
+    located there once its variables are bound, together with its levels below whose
+    indices are bound by then: a plain index under it (``c``) is looped over first."""
+    edges = []
+    for op in ops:
+        for k, var in enumerate(op.vars):
+            if var not in affine:
+                continue
+            parts = [p for p, _ in derived[var] if p in loop_vars]
+            edges += [(later, p) for later in op.vars[k + 1:] if later in loop_vars
+                      for p in parts if p != later]
+    return edges
+
+
 def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int], ...]]) -> None:
     """The loops run over the blocked operand's stored blocks only, so it must multiply
     everything else: operands indexed by its indices are only located there, never
@@ -261,7 +285,8 @@ def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int]
                                     "unblocked format)")
             if set(expr.vars) & set(derived):
                 raise ScheduleError(f"{expr.tensor} is indexed by indices of blocked levels "
-                                    "outside a product")
+                                    "or affine subscripts outside a product (it must "
+                                    "multiply the rest: out of range it reads nothing)")
         elif isinstance(expr, Apply):
             product = expr.op is MUL or (expr.op is NEG and through_products)
             for arg in expr.args:

@@ -9,7 +9,7 @@ for affine terms (``h + r``) and the derived indices of split/fuse/pos.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .cin import Apply, Const, Operand, Sum
 from .cin import Expr as CinExpr
@@ -53,12 +53,26 @@ class Affine:
 
     terms: tuple[tuple[IndexExpr, int], ...]
     offset: int = 0
+    # A stride inverted (``h = (x - r) / 2``): the sum divided where it divides exactly;
+    # where it does not, -1, which lies outside every extent (the guards skip it).
+    divisor: int = 1
+
+    def value(self, values: dict[IndexExpr, int]) -> int:
+        """The index at the given values of its terms."""
+        total = sum(c * values[t] for t, c in self.terms) + self.offset
+        return -1 if total % self.divisor else total // self.divisor
 
     def __str__(self) -> str:
-        parts = [str(ix) if c == 1 else f"{c}*{ix}" for ix, c in self.terms]
-        if self.offset or not parts:
-            parts.append(str(self.offset))
-        return " + ".join(parts)
+        if self.divisor != 1:
+            return f"({replace(self, divisor=1)}) / {self.divisor}"
+        text = ""
+        for ix, c in self.terms:
+            sign = " - " if c < 0 else (" + " if text else "")
+            text += f"{sign}{'' if abs(c) == 1 else f'{abs(c)}*'}{ix}"
+        if self.offset or not text:
+            sign = (" - " if self.offset < 0 else " + ") if text else ""
+            text += f"{sign}{abs(self.offset) if text else self.offset}"
+        return text
 
 
 IndexExpr = IndexVar | Derived | Affine

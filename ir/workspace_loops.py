@@ -144,7 +144,7 @@ class _WorkspaceLowering(NestLowering):
 
     def produce(self, depth: int, expr: CinExpr, state: State) -> Node:
         if depth == len(self.order):
-            return self.leaf(expr, state, self.into_workspace)
+            return self.derived_leaf(expr, state, lambda value, _: self.into_workspace(value))
         return self.var(self.order[depth], expr, state, depth,
                         lambda e, s: self.produce(depth + 1, e, s))
 

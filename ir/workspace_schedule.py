@@ -68,7 +68,8 @@ def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = 
 def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: WorkspacePolicy | None,
                     error: ScheduleError, sparse: bool, exact_sums: bool) -> list[Nest]:
     out = types[assign.tensor]
-    if assign.derived:
+    if assign.derived and not {g[0] for g in assign.guards} >= set(assign.vars) & {
+            index for index, _ in assign.derived}:  # blocked levels' indices
         raise error
     stand_in = _insertable(out)
     if stand_in is None:
@@ -83,7 +84,8 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Worksp
             len(n.order) > hoisted and n.order[hoisted] == out_vars[hoisted] for n in nests):
         hoisted += 1
     ws_vars = tuple(out_vars[hoisted:])
-    if not ws_vars or any(not set(ws_vars) <= set(n.order) for n in nests):
+    derived = {index for index, _ in assign.derived}  # bound inside the loops
+    if not ws_vars or any(not set(ws_vars) - derived <= set(n.order) for n in nests):
         raise error
     kind = WorkspaceKind.DENSE if len(ws_vars) == 1 else WorkspaceKind.SPARSE
     if policy is None and kind is WorkspaceKind.SPARSE and not sparse:

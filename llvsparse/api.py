@@ -27,6 +27,7 @@ from .gpu_device import device_call
 from .instance import Instance
 from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
+from .ir.affine import valid_extent
 from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.gpu_plan import GpuPlan
 from .ir.loops import Program, show_program
@@ -65,8 +66,10 @@ class Kernel:
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
                  finite: bool = False, counting: bool = False, target: str = "cpu",
-                 gpu_schedule: str | None = None):
+                 gpu_schedule: str | None = None, extents: dict[str, int] | None = None):
         checked_policy(workspace)
+        # Output indices only affine subscripts use: their extents (padding), else 'valid'.
+        self.index_extents = {str(k): int(v) for k, v in (extents or {}).items()}
         if target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
         if gpu_schedule is not None and gpu_schedule not in GPU_SCHEDULES:
@@ -528,7 +531,7 @@ class Kernel:
                 continue
             first = tensor.tensor_type.levels[0]
             if first.mode is None or first.block is not None \
-                    or access.indices[first.mode].name != var:
+                    or access.indices[first.mode] != nt.IndexVar(var):
                 continue
             parts.append(tensor.entries_per_first_coordinate())
         return parts
@@ -545,12 +548,31 @@ class Kernel:
                 raise ShapeError(f"{access.tensor} has order {tensor.order} but is indexed "
                                  f"as {access}")
             for var, size in zip(access.indices, tensor.shape):
+                if isinstance(var, nt.AffineIndex):
+                    continue  # ir/affine.py guards it
                 if var.name in extents and extents[var.name] != size:
                     raise ShapeError(
                         f"index {var.name} has extent {extents[var.name]} in "
                         f"{where[var.name]} but {size} in {access.tensor} (shape {tensor.shape})")
                 extents[var.name] = size
                 where[var.name] = f"{access.tensor} (shape {tensor.shape})"
+        return self._affine_extents(extents, inputs)
+
+    def _affine_extents(self, extents: dict[str, int], inputs) -> dict[str, int]:
+        """Extents of the indices only affine subscripts use: given (``extents=``, the
+        padding) or 'valid' (see ir/affine.valid_extent)."""
+        for name, size in self.index_extents.items():
+            if name in extents and extents[name] != size:
+                raise ShapeError(f"extents= gives index {name} extent {size}, but the "
+                                 f"operands give it {extents[name]}")
+            extents[name] = size
+        accesses = [a for a in self.assignment.accesses()[1:] if a.tensor in inputs]
+        shapes = {a.tensor: inputs[a.tensor].shape for a in accesses}
+        for var in self.assignment.lhs.indices:
+            if var.name not in extents:
+                size = valid_extent(var, accesses, extents, shapes)
+                if size is not None:
+                    extents[var.name] = size
         return extents
 
 
@@ -577,7 +599,7 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
             counting: bool = False, target: str = "cpu", gpu_schedule: str | None = None,
-            **formats: object) -> Kernel:
+            extents: dict[str, int] | None = None, **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -592,10 +614,12 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     "cuda" (the planned device kernel on a GPU, through cuda-python: the ``cuda`` extra)
     or "cuda-emulated" (the same device kernel run over its grid on the CPU).
     ``gpu_schedule``: how a GPU grid splits the work ("thread_per_row", "nonzero_split",
-    "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class)."""
+    "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class).
+    ``extents``: the extents of output indices that only affine subscripts use
+    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target,
-                  gpu_schedule=gpu_schedule)
+                  gpu_schedule=gpu_schedule, extents=extents)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

@@ -21,6 +21,7 @@ from .cli_common import (
     pairs,
     parse_notation,
 )
+from .ir.notation import AffineIndex
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -132,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
     from .io import write
 
     assignment = parse_notation(args.expr)
+    if any(isinstance(ix, AffineIndex) for a in assignment.accesses() for ix in a.indices):
+        raise CliError("llvsparse run does not take affine subscripts (h+r) yet: their "
+                       "output extents need a padding; use ls.compile(..., extents=) or "
+                       "ls.conv in Python (llvsparse dump shows their stages)")
     out = assignment.lhs.tensor
     names = [n for n in assignment.tensors() if n != out]
     sources = pairs(args.input, "-i")

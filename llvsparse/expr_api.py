@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from llvsparse.ir.notation import (
     REDUCTION_PREFIX,
     Access,
+    AffineIndex,
     Assignment,
     Call,
     Expr,
@@ -237,11 +238,11 @@ def _coerce(value: object) -> ExprNode | None:
 
 def _check_indices(obj: object, indices: object) -> tuple[IndexVar, ...]:
     """Normalize ``t[i]``/``t[i, j]``/``t[()]`` to a tuple; catch misuse early."""
-    result = (indices,) if isinstance(indices, IndexVar) else indices
+    result = (indices,) if isinstance(indices, (IndexVar, AffineIndex)) else indices
     if not isinstance(result, tuple):
         raise TypeError(_index_type_message(indices))
     for var in result:
-        if not isinstance(var, IndexVar):
+        if not isinstance(var, (IndexVar, AffineIndex)):
             raise TypeError(_index_type_message(var))
     order = getattr(obj, "order", None)
     if isinstance(order, int) and not isinstance(order, bool) and order != len(result):
@@ -255,7 +256,7 @@ def _check_indices(obj: object, indices: object) -> tuple[IndexVar, ...]:
 def _index_type_message(bad: object) -> str:
     return (
         "tensors are indexed with IndexVar objects "
-        "(i, j = index_vars('i j'); then A[i, j]), "
+        "(i, j = index_vars('i j'); then A[i, j], or affine sums such as A[i + 1, 2*j]), "
         f"not {type(bad).__name__} {bad!r}"
     )
 

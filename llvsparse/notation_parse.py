@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from llvsparse.ir.notation import (
     REDUCTION_PREFIX,
     Access,
+    AffineIndex,
     Assignment,
     Call,
     Expr,
+    Index,
     IndexVar,
     Literal,
     NotationSyntaxError,
@@ -269,56 +271,99 @@ class _Parser:
         return node
 
     def access(self, name: _Token, lhs: bool = False) -> Access:
-        index_tokens: list[_Token] = []
+        subscripts: list[tuple[Index, int]] = []
         if self.at("("):
             self.advance()
-            if not lhs:
-                self.refuse_call(name)
-            index_tokens = self.index_list()
-        node = Access(name.text, tuple(IndexVar(t.text) for t in index_tokens))
+            start = self.pos
+            try:
+                subscripts = self.index_list(lhs)
+            except NotationSyntaxError:
+                if not lhs:
+                    self.pos = start
+                    self.refuse_call(name)
+                raise
+        node = Access(name.text, tuple(ix for ix, _ in subscripts))
         self.where.nodes[id(node)] = name.column
-        self.where.indices[id(node)] = tuple(t.column for t in index_tokens)
+        self.where.indices[id(node)] = tuple(column for _, column in subscripts)
         return node
 
     def refuse_call(self, name: _Token) -> None:
-        """``name(`` followed by anything but index variables is a call of a function
-        that does not exist (``f(x(i))``): name it, rather than what token was
-        expected."""
+        """``name(`` whose subscripts do not parse and hold a call (``f(x(i))``, ``f(-x)``)
+        is a call of a function that does not exist: name it, rather than what token
+        was expected."""
         pos = self.pos
         while True:
             token, after = self.tokens[pos], self.tokens[pos + 1]
             if token.kind == "name" and after.kind == "op" and after.text == ",":
                 pos += 2
                 continue
-            # After the first argument, only a call's ``x(`` tells a missing ``)`` apart;
-            # a lone number (``x(2)``) is a constant index, reported by index_list.
-            first = pos == self.pos
-            operator = after.kind == "op" and after.text not in ",)="
-            if token.kind == "op" and token.text in "(-" \
-                    or token.kind == "number" and first and operator \
-                    or token.kind == "name" and (after.text == "(" or first and (
-                        operator or after.kind == "number")):
+            if token.kind == "op" and token.text == "(" \
+                    or token.kind == "name" and after.text == "(":
                 break
-            return  # index variables (or a syntax error index_list reports)
+            return  # subscripts with a syntax error index_list reports
         known = ", ".join(sorted(BUILTINS))
         raise NotationSyntaxError(f"unknown function '{name.text}' (the functions are "
                                   f"{known}, and those defined with ls.function)",
                                   self.text, name.column)
 
-    def index_list(self) -> list[_Token]:
-        """Index-variable tokens up to and including ``)``."""
+    def index_list(self, lhs: bool = False) -> list[tuple[Index, int]]:
+        """Subscripts (with their columns) up to and including ``)``; on the left-hand
+        side, index variables only."""
         if self.at(")"):
             self.advance()
             return []
-        index_tokens: list[_Token] = []
+        subscripts: list[tuple[Index, int]] = []
         while True:
-            index_tokens.append(self.expect_name("an index variable"))
+            column = self.peek().column
+            subscripts.append((IndexVar(self.expect_name("an index variable").text) if lhs
+                                else self.subscript(), column))
             if self.at(")"):
                 self.advance()
-                return index_tokens
+                return subscripts
             if not self.at(","):
                 raise self.error("',' or ')'")
             self.advance()
+
+    def subscript(self) -> Index:
+        """``i``, or an affine sum such as ``h+r``, ``2*i+r``, ``i-1`` (paper 000)."""
+        first = self.peek()
+        negative = self.at("-") and self.advance() is not None
+        total: Index = self.index_term(negative)
+        while self.at("+") or self.at("-"):
+            total = total + self.index_term(negative=self.advance().text == "-")
+        if isinstance(total, AffineIndex) and not total.terms:
+            raise self.fail(f"a constant subscript ({total}) is not supported; index "
+                            "with a variable (a constant index would fix a mode)", first)
+        return total
+
+    def index_term(self, negative: bool) -> Index:
+        """``i``, ``3``, ``2*i`` or ``i*2``: one term of an affine subscript."""
+        token = self.peek()
+        if token.kind == "number":
+            self.advance()
+            if not token.text.isdigit():
+                raise self.fail(f"subscripts take integers, not {token.text}", token)
+            factor = int(token.text)
+            if self.at("*"):
+                self.advance()
+                var = IndexVar(self.expect_name("an index variable").text)
+                return var * (-factor if negative else factor)
+            return AffineIndex((), -factor if negative else factor)
+        name = self.expect_name("an index variable")
+        var = IndexVar(name.text)
+        after = self.tokens[min(self.pos + 1, len(self.tokens) - 1)]
+        call = after.kind == "name" and self.tokens[self.pos + 2].text == "("
+        if self.at("*") and not call:
+            self.advance()  # (``A(i,j * x(j)`` misses a parenthesis: reported by index_list)
+            factor_token = self.peek()
+            if factor_token.kind != "number" or not factor_token.text.isdigit():
+                raise self.fail("a subscript is affine: a variable is multiplied only "
+                                "by an integer (not by another variable)", factor_token)
+            self.advance()
+            return var * (-int(factor_token.text) if negative else int(factor_token.text))
+        if self.at("/"):
+            raise self.fail("a subscript is affine: division is not supported", self.peek())
+        return -var if negative else var
 
 
 def _arguments(count: int) -> str:

@@ -90,7 +90,8 @@ def reduce_kernel(kernel) -> tuple:
     # As text, which parses back to the same AST: pickled operators would be copies of
     # the operator objects the compiler tells apart by identity.
     spec = (str(kernel.assignment), formats, kernel.formats[out], kernel.fastmath,
-            kernel.out_index_dtype, kernel.convert, kernel.workspace, kernel.precompute)
+            kernel.out_index_dtype, kernel.convert, kernel.workspace, kernel.precompute,
+            kernel.index_extents)
     instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last,
                                              *_RECEIVED.get(kernel, ()))
                  if inst is not None and inst.jit.object_code}
@@ -158,7 +159,8 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     assignment, formats, out_format, fastmath, out_index_dtype, convert, *rest = spec
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
                     workspace=rest[0] if rest else None,  # older pickles have no policy
-                    precompute=rest[1] if len(rest) > 1 else None)
+                    precompute=rest[1] if len(rest) > 1 else None,
+                    extents=rest[2] if len(rest) > 2 else None)  # affine subscripts' padding
     received = []
     for dtypes, index_dtypes, key, obj, meta, *rest in compiled:
         fills, other, checksum = (rest + [None] * 3)[:3]  # older pickles have none

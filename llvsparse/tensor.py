@@ -480,7 +480,11 @@ class Tensor(FormatConversions, PydataNames, ArrayOps, DLPackOps):
         assignment, objects = make_assignment(self, indices, value)
         inputs = {n: t for n, t in objects.items() if t is not self}
         formats = {n: t.format for n, t in inputs.items()}
-        result = Kernel(assignment, formats, self.format)(**inputs)
+        # Indices only affine subscripts use take the assigned tensor's extents (padding).
+        plain = {ix for a in assignment.accesses()[1:] for ix in a.indices}
+        extents = {v.name: n for v, n in zip(assignment.lhs.indices, self.shape)
+                   if v not in plain}
+        result = Kernel(assignment, formats, self.format, extents=extents)(**inputs)
         if result.shape != self.shape:
             raise ShapeError(f"the expression gives shape {result.shape}, but the tensor "
                              f"assigned to has shape {self.shape}")

@@ -28,6 +28,7 @@ from ...ir.loops import (
     Entries,
     Found,
     If,
+    InRange,
     Insert,
     Locate,
     Loop,
@@ -125,6 +126,12 @@ class Walker:
                     if isinstance(ix, IndexVar) and level.mode is not None:
                         extents.setdefault(ix.name, self.out_shape[level.mode])
         return extents
+
+    def level_extent(self, tensor: str, level: int) -> int:
+        """The extent of a level of an operand or of the output (a guard's bound)."""
+        if tensor == self.program.output:
+            return self.out_shape[self.program.output_levels[level].mode]
+        return LevelReader(self.operands[tensor], level).extent
 
     def extent(self, index: str) -> int:
         if index not in self.extents:
@@ -289,6 +296,9 @@ class Walker:
             return condition.name in self.touched
         if isinstance(condition, Nonempty):
             return all(self.extent(ix) > 0 for ix in condition.indices)
+        if isinstance(condition, InRange):
+            return 0 <= self.env[condition.index] < self.level_extent(condition.tensor,
+                                                                      condition.level)
         if isinstance(condition, Missed):
             return self.folds.get(condition.name, 0) < self.extent(condition.index)
         raise InternalCompilerError(f"the interpreter has no meaning for {condition!r}")
@@ -301,7 +311,7 @@ class Walker:
         if isinstance(ix, IndexVar):
             return self.env[ix.name]
         if isinstance(ix, Affine):
-            return sum(c * self.index_value(t) for t, c in ix.terms) + ix.offset
+            return ix.value({t: self.index_value(t) for t, _ in ix.terms})
         raise InternalCompilerError(f"no binding of the derived index {ix} in the loop IR")
 
     def value(self, expr) -> Any:

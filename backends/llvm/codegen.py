@@ -38,6 +38,7 @@ from .emit_base import (
     LevelPos,
     RunState,
     emit_counted_loop,
+    unclamped,
 )
 from .emit_nodes import NodeEmitter, Temp
 from .iterators import IteratorEmitter
@@ -161,6 +162,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         order = list(nest.order)
         self.nest = nest
         self.derived = dict(nest.assign.derived)
+        self.offsets = dict(nest.assign.offsets)
+        self.guards = {index: (t, k) for index, t, k in nest.assign.guards}
+        self.divisors = dict(nest.assign.divisors)
         # Where the output's indices are bound, and whether a reduction loop runs outside
         # one of them (scattering into it), as lowering decided (ir/lower_loops.py).
         site = next((node.site for node in loops_of(root) if not node.site.copies), None)
@@ -215,16 +219,32 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.b.store(total, acc)
 
     def bind(self, ctx: Ctx, var: str, value: ir.Value) -> Ctx:
-        """Bind a loop variable, then every index derived from blocked levels it completes."""
+        """Bind a loop variable, then every index derived (blocked levels, affine
+        subscripts) it completes."""
         ctx = ctx.bind(var, value)
         for index, parts in self.derived.items():
             if index not in ctx.bound and all(v in ctx.bound for v, _ in parts):
-                total = ZERO
+                total = ir.Constant(I64, self.offsets.get(index, 0))
                 for part, multiplier in parts:
                     scaled = self.b.mul(ctx.bound[part], ir.Constant(I64, multiplier))
                     total = self.b.add(total, scaled)
+                if index in self.divisors:  # a stride inverted: -1 where inexact
+                    divisor = ir.Constant(I64, self.divisors[index])
+                    exact = self.b.icmp_signed("==", self.b.srem(total, divisor), ZERO)
+                    total = self.b.select(exact, self.b.sdiv(total, divisor),
+                                          ir.Constant(I64, -1))
+                if index in self.guards:  # affine: located in range only (clamped)
+                    ctx = ctx.bind(unclamped(index), total)
+                    total = self.b.select(self.in_range(index, total), total, ZERO)
                 ctx = ctx.bind(index, total)
         return ctx
+
+    def in_range(self, index: str, value: ir.Value) -> ir.Value:
+        """Whether an affine subscript's ``value`` lies within its guard's level."""
+        tensor, level = self.guards[index]
+        extent = self.tensors[tensor].extents[level]
+        return self.b.and_(self.b.icmp_signed(">=", value, ZERO),
+                           self.b.icmp_signed("<", value, extent))
 
     # -- one loop variable ---------------------------------------------------------------
     def iter_of(self, ctx: Ctx, var: str) -> Callable[[Operand], Iter | None]:

@@ -139,3 +139,9 @@ def emit_lower_bound(kc: KernelCompiler, begin: ir.Value, end: ir.Value, target:
     b.branch(head)
     b.position_at_end(done)
     return b.load(low)
+
+
+def unclamped(index: str) -> str:
+    """The name a guarded derived index's own value is bound under (``index`` itself is
+    bound clamped into range, so that levels located at it are read in bounds)."""
+    return f"{index}#unclamped"

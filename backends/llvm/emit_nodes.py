@@ -30,6 +30,7 @@ from ...ir.loops import (
     Entries,
     Found,
     If,
+    InRange,
     Insert,
     Locate,
     Loop,
@@ -44,7 +45,7 @@ from ...ir.operators import ADD
 from ...ir.opt import passes
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64
-from .emit_base import ONE, ZERO, Ctx
+from .emit_base import ONE, ZERO, Ctx, unclamped
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -188,6 +189,9 @@ class NodeEmitter:
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, Nonempty):
             with b.if_then(jam.all_nonempty(self, cond.indices)):
+                self.emit_node(node.then, ctx)
+        elif isinstance(cond, InRange):  # an affine subscript's guard (ir/affine.py)
+            with b.if_then(self.in_range(cond.index, ctx.bound[unclamped(cond.index)])):
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, Missed) and isinstance(node.then, Accumulate):
             temp = self.temps[cond.name]  # folded by a select: no branch

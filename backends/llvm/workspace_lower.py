@@ -46,7 +46,10 @@ def lower_with_workspace(kc: KernelCompiler, nests: list[Nest], root: Node) -> N
         for op in operands(nest.body):
             kc.operands[op.uid] = op
     # The compiler's per-nest state, as for a scattering nest (see lower_nest).
-    kc.nest, kc.derived = nests[0], {}
+    kc.nest, kc.derived = nests[0], dict(nests[0].assign.derived)
+    kc.offsets = dict(nests[0].assign.offsets)
+    kc.guards = {index: (t, k) for index, t, k in nests[0].assign.guards}
+    kc.divisors = dict(nests[0].assign.divisors)
     kc.out_depth, kc.scatter, kc.insert_output = len(nests[0].order), True, False
     kc.repeats, kc.run_state = False, None
     kc.workspace = WorkspaceEmitter(kc, plan)

@@ -17,6 +17,7 @@ from ..loops import (
     Case,
     Found,
     If,
+    InRange,
     Locate,
     Loop,
     LoopNode,
@@ -97,6 +98,12 @@ def _direct_locates(node: LoopNode) -> list[Ref]:
 def _inside(node: LoopNode) -> list[Node]:
     bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
     return [n for body in bodies for n in walk(body)]
+
+
+def _guards(node: LoopNode) -> bool:
+    """Whether an affine subscript's guard sits inside the loop: the fast forms do not
+    translate guarded bodies (yet)."""
+    return any(isinstance(n, If) and isinstance(n.condition, InRange) for n in walk(node))
 
 
 def _hooks(where: _Where, index: str) -> bool:
@@ -311,7 +318,7 @@ def optimize(program: Program, target: Target | None = None,
     root, target = program.root, target or Target()
     for run in passes:
         def visit(node: LoopNode, path: tuple[LoopNode, ...], run=run) -> LoopNode:
-            if node.site.copies and run is not thread_rows:
+            if (node.site.copies or _guards(node)) and run is not thread_rows:
                 return node
             return run(_Where(program, target, path), node)
         root = _map(root, visit)

@@ -1,0 +1,415 @@
+"""Affine subscripts (paper 000): notation, located and walked operands, padding and
+strides, sparse images and filters, sparse outputs, loop counts; against scipy.signal
+and numpy, natively and under the loop-IR interpreter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.signal as ss
+import scipy.sparse as sp
+from llvsparse.ir import notation as nt
+
+import llvsparse as ls
+from llvsparse.notation_parse import parse
+
+CONV = "O(h,w) = I(h+r, w+s) * F(r,s)"
+TARGETS = ["cpu", "interpret"]
+
+
+def _dense(result) -> np.ndarray:
+    return result.to_numpy()
+
+
+def _image(shape, density, seed) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(shape)
+    return values * (rng.random(shape) < density)
+
+
+def _operand(array: np.ndarray, fmt: str):
+    return ls.Tensor.from_numpy(array, format=fmt)
+
+
+# ----------------------------------------------------------------------------- notation
+
+@pytest.mark.parametrize("text", [
+    "O(h,w) = I(h+r,w+s) * F(r,s)",
+    "y(i) = x(2*i+r-1) * w(r)",
+    "y(i) = x(i-r+3) * w(r)",
+    "y(i) = x(-i+4) * w(i)",
+])
+def test_affine_subscripts_round_trip(text: str) -> None:
+    parsed = parse(text)
+    assert parse(str(parsed)) == parsed
+    assert any(isinstance(ix, nt.AffineIndex) for a in parsed.accesses() for ix in a.indices)
+
+
+def test_index_arithmetic_builds_affine_subscripts() -> None:
+    i, r = ls.index_vars("i r")
+    index = 2 * i + r - 1
+    assert isinstance(index, nt.AffineIndex)
+    assert str(index) == "2*i+r-1"
+    assert (i + r) - r == i  # what cancels is a plain variable again
+    with pytest.raises(nt.NotationError, match="affine"):
+        i * r
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("y(i) = x(i*j) * w(j)", "multiplied only by an integer"),
+    ("y(i) = x(i/2)", "division"),
+    ("y(i) = x(i+0.5)", "integers"),
+    ("y(i) = x(2)", "constant subscript"),
+    ("y(i) = x(i+1-1+j*0) + z(i)", None),  # simplifies to x(i)
+])
+def test_what_is_not_affine_is_refused_clearly(text: str, fragment: str | None) -> None:
+    if fragment is None:
+        assert parse(text).rhs.args[0].indices == (nt.IndexVar("i"),)
+        return
+    with pytest.raises(nt.NotationError, match=fragment):
+        parse(text)
+
+
+def test_left_hand_side_stays_plain() -> None:
+    with pytest.raises(nt.NotationError):
+        parse("y(i+1) = x(i)")
+
+
+# ----------------------------------------------------------------------------- 1-D, dense
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fmt", ["dense", "sparse", "coo", "hash"])
+def test_1d_correlation_valid(target: str, fmt: str) -> None:
+    rng = np.random.default_rng(1)
+    x, w = _image(17, 0.4, 2), rng.standard_normal(4)
+    kernel = ls.compile("y(i) = x(i+r) * w(r)", x=fmt, target=target)
+    y = _dense(kernel(x=_operand(x, fmt), w=w))
+    np.testing.assert_allclose(y, ss.correlate(x, w, mode="valid"), atol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_1d_offsets_strides_and_subtraction(target: str) -> None:
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(20), rng.standard_normal(3)
+    full = ss.correlate(x, w, mode="full")
+    kernel = ls.compile("y(i) = x(i+r-2) * w(r)", target=target, extents={"i": 22})
+    np.testing.assert_allclose(_dense(kernel(x=x, w=w)), full)
+    strided = ls.compile("y(i) = x(2*i+r) * w(r)", x="sparse", target=target)
+    np.testing.assert_allclose(_dense(strided(x=_operand(x, "sparse"), w=w)),
+                               ss.correlate(x, w, mode="valid")[::2])
+    flipped = ls.compile("y(i) = x(i-r+2) * w(r)", x="coo", target=target)  # convolution
+    np.testing.assert_allclose(_dense(flipped(x=_operand(x, "coo"), w=w)),
+                               np.convolve(x, w, mode="valid"))
+
+
+# ----------------------------------------------------------------------------- 2-D
+
+IMAGE_FORMATS = ["dense", "csr", "dcsr", "coo", "csf"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("image_format", IMAGE_FORMATS)
+@pytest.mark.parametrize("mode", ["valid", "same", "full"])
+def test_2d_padding_modes(target: str, image_format: str, mode: str) -> None:
+    image, filt = _image((9, 12), 0.25, 5), np.random.default_rng(6).standard_normal((3, 4))
+    result = ls.conv(_operand(image, image_format), filt, padding=mode, target=target)
+    # scipy.signal.correlate's centring: correlate2d puts an even filter's 'same'
+    # window one place earlier
+    np.testing.assert_allclose(_dense(result), ss.correlate(image, filt, mode=mode),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("image_format", IMAGE_FORMATS)
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_2d_strides_and_explicit_pads(image_format: str, stride: int) -> None:
+    image, filt = _image((11, 10), 0.3, 7), np.random.default_rng(8).standard_normal((3, 3))
+    padded = np.pad(image, ((2, 1), (0, 3)))
+    expected = ss.correlate2d(padded, filt, mode="valid")[::stride, ::stride]
+    result = ls.conv(_operand(image, image_format), filt, padding=[(2, 1), (0, 3)],
+                     stride=stride)
+    np.testing.assert_allclose(_dense(result), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("image_format, filter_format", [
+    ("dense", "csr"), ("dense", "coo"), ("dcsr", "coo"), ("coo", "csr"), ("csf", "dcsr")])
+def test_sparse_filters_and_both_sparse(target: str, image_format: str,
+                                        filter_format: str) -> None:
+    image, filt = _image((10, 9), 0.3, 9), _image((4, 3), 0.5, 10)
+    kernel = ls.compile(CONV, I=image_format, F=filter_format, target=target)
+    result = kernel(I=_operand(image, image_format), F=_operand(filt, filter_format))
+    np.testing.assert_allclose(_dense(result), ss.correlate2d(image, filt, mode="valid"),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("image_format", ["dense", "dcsr", "coo"])
+@pytest.mark.parametrize("out_format", ["csr", "coo", "dcsr"])
+def test_sparse_outputs(target: str, image_format: str, out_format: str) -> None:
+    image, filt = _image((9, 8), 0.2, 11), np.random.default_rng(12).standard_normal((2, 3))
+    kernel = ls.compile(CONV, I=image_format, out_format=out_format, target=target)
+    result = kernel(I=_operand(image, image_format), F=filt)
+    assert result.format.name == out_format
+    np.testing.assert_allclose(_dense(result), ss.correlate2d(image, filt, mode="valid"),
+                               atol=1e-12)
+
+
+def test_nchw_convolution_with_channels() -> None:
+    rng = np.random.default_rng(13)
+    image, filt = _image((2, 3, 8, 7), 0.3, 14), rng.standard_normal((4, 3, 3, 2))
+    kernel = ls.compile("O(n,f,h,w) = I(n,c,h+r,w+s) * F(f,c,r,s)", I="csf")
+    result = _dense(kernel(I=_operand(image, "csf"), F=filt))
+    expected = np.zeros((2, 4, 6, 6))
+    for n in range(2):
+        for f in range(4):
+            for c in range(3):
+                expected[n, f] += ss.correlate2d(image[n, c], filt[f, c], mode="valid")
+    np.testing.assert_allclose(result, expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("image_format", ["dense", "dcsr", "coo"])
+def test_edges(image_format: str) -> None:
+    filt = np.arange(1.0, 7.0).reshape(2, 3)
+    empty = np.zeros((5, 6))
+    np.testing.assert_array_equal(
+        _dense(ls.conv(_operand(empty, image_format), filt, padding="full")),
+        np.zeros((6, 8)))
+    corner = np.zeros((4, 4))
+    corner[0, 0], corner[3, 3] = 2.0, -1.0  # entries whose windows hang over every edge
+    for mode in ["valid", "same", "full"]:
+        np.testing.assert_allclose(_dense(ls.conv(_operand(corner, image_format), filt,
+                                                  padding=mode)),
+                                   ss.correlate(corner, filt, mode=mode))
+    small = np.ones((1, 2))  # a filter larger than the image: 'valid' is empty
+    assert _dense(ls.conv(_operand(small, image_format), filt)).shape == (0, 0)
+
+
+def test_operator_api() -> None:
+    h, w, r, s = ls.index_vars("h w r s")
+    image, filt = _image((7, 9), 0.3, 15), np.random.default_rng(16).standard_normal((3, 3))
+    out = ls.Tensor.from_numpy(np.zeros((7, 9)), format="dense")
+    out[h, w] = ls.asarray(sp.coo_matrix(image))[h + r - 1, w + s - 1] * ls.asarray(filt)[r, s]
+    np.testing.assert_allclose(out.to_numpy(), ss.correlate2d(image, filt, mode="same"),
+                               atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the loop IR
+
+def test_a_sparse_image_is_walked_and_the_output_index_derived() -> None:
+    loops = ls.compile(CONV, I="dcsr").loops
+    assert "for I_0__1 in positions of I.0:" in loops
+    assert "let h = I_0__1 - r" in loops and "let w = I_1__1 - s" in loops
+    assert "if 0 <= h < extent O.0:" in loops and "if 0 <= w < extent O.1:" in loops
+
+
+def test_a_dense_image_is_located_at_the_sum() -> None:
+    loops = ls.compile(CONV, I="dense", F="csr").loops
+    assert "let I_0__1 = h + r" in loops and "locate I.0 at I_0__1" in loops
+    assert "if 0 <= I_0__1 < extent I.0:" in loops
+    assert "positions of F.1" in loops  # the sparse filter's taps are walked
+
+
+@pytest.mark.parametrize("image_format", ["dcsr", "coo", "csf"])
+def test_loop_count_is_bounded_by_stored_entries(image_format: str) -> None:
+    rng = np.random.default_rng(17)
+    filt = rng.standard_normal((3, 3))
+    counts = []
+    for n in (64, 512):
+        rows, cols = rng.choice(n, 40, replace=False), rng.choice(n, 40, replace=False)
+        image = sp.coo_matrix((rng.standard_normal(40), (rows, cols)), shape=(n, n))
+        kernel = ls.compile("O(h,w) = I(h+r-1, w+s-1) * F(r,s)", I=image_format,
+                            counting=True, extents={"h": n, "w": n})
+        result = kernel(I=_operand(image.toarray(), image_format), F=filt)
+        np.testing.assert_allclose(_dense(result),
+                                   ss.correlate2d(image.toarray(), filt, mode="same"),
+                                   atol=1e-12)
+        counts.append(kernel.loop_count)
+    assert counts[1] <= counts[0] * 1.1  # 64x the pixels, the same stored entries
+
+
+# ----------------------------------------------------------------------------- submanifold
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("image_format, mask_format", [
+    ("dcsr", "hash"), ("coo", "dense"), ("csr", "csr"), ("dense", "dcsr")])
+def test_submanifold_output_keeps_the_input_pattern(target: str, image_format: str,
+                                                    mask_format: str) -> None:
+    image, filt = _image((8, 9), 0.3, 18), np.random.default_rng(19).standard_normal((3, 3))
+    mask = (image != 0).astype(float)
+    kernel = ls.compile("O(h,w) = M(h,w) * I(h+r-1, w+s-1) * F(r,s)", I=image_format,
+                        M=mask_format, target=target)
+    result = _dense(kernel(I=_operand(image, image_format), M=_operand(mask, mask_format),
+                           F=filt))
+    np.testing.assert_allclose(result, mask * ss.correlate2d(image, filt, mode="same"),
+                               atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+def test_an_affine_operand_added_to_the_rest_is_refused() -> None:
+    with pytest.raises(ls.ScheduleError, match="affine subscripts outside a product"):
+        ls.compile("y(i) = x(i+r) + w(r)").instance()
+
+
+def test_one_operand_at_two_subscripts() -> None:
+    x = np.random.default_rng(28).standard_normal(9)
+    product = ls.compile("y(i) = x(i+1) * x(i)")(x=x)  # x(9) is outside: its fill, 0
+    np.testing.assert_allclose(_dense(product), np.append(x[1:] * x[:-1], 0.0))
+    with pytest.raises(ls.ScheduleError, match="cannot be walked"):
+        ls.compile("y(i) = x(i+1) * x(i)", x="sparse").instance()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_stride_is_inverted_by_an_exact_division(target: str) -> None:
+    x, z = _image(15, 0.5, 25), np.random.default_rng(26).standard_normal(8)
+    kernel = ls.compile("y(i) = x(2*i) * z(i)", x="sparse", target=target)
+    assert "let i = (x_0__1) / 2" in kernel.loops
+    np.testing.assert_allclose(_dense(kernel(x=_operand(x, "sparse"), z=z)), x[::2] * z)
+
+
+@pytest.mark.parametrize("image_format", ["dcsr", "coo"])
+def test_strided_loop_count_is_bounded_by_stored_entries(image_format: str) -> None:
+    rng = np.random.default_rng(27)
+    filt = rng.standard_normal((3, 3))
+    counts = []
+    for n in (64, 512):
+        rows, cols = rng.choice(n, 30, replace=False), rng.choice(n, 30, replace=False)
+        image = sp.coo_matrix((rng.standard_normal(30), (rows, cols)), shape=(n, n)).toarray()
+        kernel = ls.compile("O(h,w) = I(2*h+r, 2*w+s) * F(r,s)", I=image_format,
+                            counting=True)
+        result = kernel(I=_operand(image, image_format), F=filt)
+        np.testing.assert_allclose(_dense(result),
+                                   ss.correlate(image, filt, mode="valid")[::2, ::2],
+                                   atol=1e-12)
+        counts.append(kernel.loop_count)
+    assert counts[1] <= counts[0] * 1.1
+
+
+@pytest.mark.parametrize("image_format", ["dia", "ell", "csc", "dcsc", "coo-unordered",
+                                          "bcsr"])  # blocked: converted first
+def test_other_image_formats(image_format: str) -> None:
+    image, filt = _image((12, 12), 0.3, 23), np.random.default_rng(24).standard_normal((3, 2))
+    kernel = ls.compile(CONV, I=image_format)
+    np.testing.assert_allclose(_dense(kernel(I=_operand(image, image_format), F=filt)),
+                               ss.correlate(image, filt, mode="valid"), atol=1e-12)
+
+
+def test_conv_rejects_bad_padding_and_stride() -> None:
+    image, filt = np.ones((4, 4)), np.ones((2, 2))
+    with pytest.raises(ValueError, match="padding"):
+        ls.conv(image, filt, padding="middle")
+    with pytest.raises(ValueError, match="stride"):
+        ls.conv(image, filt, stride=0)
+    with pytest.raises(ValueError, match="one order"):
+        ls.conv(image, np.ones(2))
+
+
+# ----------------------------------------------------------------------------- paper 000's
+# worked examples (the digest's acceptance tests T1-T3, T5-T7), exact expected values
+
+def _vector(length: int, entries: dict[int, float], fmt: str = "sparse"):
+    values = np.zeros(length)
+    for at, value in entries.items():
+        values[at] = value
+    return ls.Tensor.from_numpy(values, format=fmt)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_golden_t1_figure_3(target: str) -> None:
+    kernel = ls.compile("A(i) = C(i+j) * B(j)", C="sparse", target=target, counting=True)
+    result = kernel(C=_vector(10, {2: 1, 8: 2, 9: 3}), B=np.array([10.0, 20.0]))
+    np.testing.assert_array_equal(_dense(result), [0, 20, 10, 0, 0, 0, 0, 40, 80])
+
+
+PAPER_T2_IMAGE = np.array(
+    [[1, 2, 3, 4, 0, 6, 7, 8], [2, 2, 4, 4, 0, 0, 6, 8], [2, 2, 4, 4, 0, 0, 6, 8],
+     [2, 2, 3, 4, 0, 0, 7, 8], [1, 3, 3, 4, 0, 0, 6, 8], [3, 2, 3, 4, 0, 0, 7, 8],
+     [1, 3, 3, 4, 3, 6, 6, 8], [1, 3, 3, 4, 3, 0, 7, 8]], dtype=float)
+PAPER_T2_RESULT = np.array(
+    [[0, 0, -1, -6, -1, 6], [-1, 0, 1, 0, 1, 0], [0, -1, 1, 0, 0, 0],
+     [-1, 0, 0, 0, 0, 0], [0, 0, 3, 6, -3, -6], [2, -1, 3, 0, -3, 0]], dtype=float)
+
+
+@pytest.mark.parametrize("image_format", ["dense", "csr", "dcsr", "csc", "coo"])
+@pytest.mark.parametrize("out_format", ["dense", "dcsr", "csr"])
+def test_golden_t2_edge_filter(image_format: str, out_format: str) -> None:
+    filt = np.array([[1.0, 0, -1], [0, 0, 0], [-1, 0, 1]])
+    kernel = ls.compile(CONV, I=image_format, out_format=out_format)
+    result = kernel(I=_operand(PAPER_T2_IMAGE, image_format), F=filt)
+    np.testing.assert_array_equal(_dense(result), PAPER_T2_RESULT)
+
+
+@pytest.mark.parametrize("image_format", ["csr", "dcsr", "coo"])
+def test_golden_t3_very_sparse(image_format: str) -> None:
+    image = np.zeros((8, 8))
+    image[0, 0], image[3, 4], image[3, 5], image[7, 7] = 1, 2, 3, 4
+    kernel = ls.compile(CONV, I=image_format, out_format="dcsr")
+    result = kernel(I=_operand(image, image_format), F=np.array([[1.0, 2], [3, 4]]))
+    expected = np.zeros((7, 7))
+    expected[0, 0], expected[2, 3:6], expected[3, 3:6], expected[6, 6] = 1, [8, 18, 9], \
+        [4, 8, 3], 16
+    np.testing.assert_array_equal(_dense(result), expected)
+    assert result.nnz == 8
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_golden_t5_coefficients_and_intercepts(target: str) -> None:
+    c, f = _vector(12, {1: 1, 4: 2, 5: 3, 11: 4}), np.array([1.0, 10, 100])
+    strided = ls.compile("A(i) = C(2*i+p) * F(p)", C="sparse", target=target,
+                         extents={"i": 5})
+    np.testing.assert_array_equal(_dense(strided(C=c, F=f)), [10, 200, 32, 0, 0])
+    shifted = ls.compile("A(i) = C(2*i+p+1) * F(p)", C="sparse", target=target,
+                         extents={"i": 5})
+    np.testing.assert_array_equal(_dense(shifted(C=c, F=f)), [1, 320, 3, 0, 400])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_golden_t6_three_term_subscript(target: str) -> None:
+    kernel = ls.compile("X(i) = B(i+j+k) * F(j) * G(k)", B="sparse", target=target,
+                        extents={"i": 7})
+    result = kernel(B=_vector(10, {3: 1, 9: 2}), F=np.array([1.0, 2]),
+                    G=np.array([1.0, 10, 100]))
+    np.testing.assert_array_equal(_dense(result), [200, 120, 12, 1, 0, 0, 400])
+
+
+def test_golden_t7_two_walked_operands() -> None:
+    kernel = ls.compile("X(j,k) = A(i+j) * B(i+k) * U(i)", A="sparse", B="sparse")
+    result = kernel(A=_vector(6, {1: 1, 4: 2}), B=_vector(6, {0: 3, 3: 4, 5: 5}),
+                    U=np.ones(4))  # U gives i its range [0, 4)
+    np.testing.assert_array_equal(_dense(result), [[0, 0, 4], [11, 0, 10], [0, 8, 0]])
+    with pytest.raises(ls.ScheduleError, match="extent of index i"):
+        ls.compile("X(j,k) = A(i+j) * B(i+k)", A="sparse", B="sparse",
+                   extents={"i": 4, "j": 3, "k": 3}).instance()
+
+
+@pytest.mark.parametrize("image_format", ["dense", "csf", "coo"])
+def test_3d_correlation(image_format: str) -> None:
+    image, filt = _image((6, 7, 5), 0.3, 20), np.random.default_rng(21).standard_normal((3, 2, 3))
+    for mode in ["valid", "same"]:
+        result = ls.conv(_operand(image, image_format), filt, padding=mode)
+        np.testing.assert_allclose(_dense(result), ss.correlate(image, filt, mode=mode),
+                                   atol=1e-12)
+
+
+@pytest.mark.parametrize("mask_format, image_format, out_format", [
+    ("coo", "hash", "coo"), ("hash", "coo", "dense"), ("hash", "csf", "csf")])
+def test_3d_submanifold_point_cloud_with_channels(mask_format: str, image_format: str,
+                                                  out_format: str) -> None:
+    rng = np.random.default_rng(22)
+    n, channels = 6, 2
+    points = np.unique(rng.integers(0, n, (30, 3)), axis=0)
+    image = np.zeros((n, n, n, channels))
+    image[points[:, 0], points[:, 1], points[:, 2]] = rng.standard_normal((len(points),
+                                                                            channels))
+    mask = np.zeros((n, n, n))
+    mask[points[:, 0], points[:, 1], points[:, 2]] = 1.0
+    filt = rng.standard_normal((3, 3, 3, channels, channels))
+    expected = np.zeros_like(image)
+    for f in range(channels):
+        for c in range(channels):
+            expected[..., f] += ss.correlate(image[..., c], filt[..., c, f], mode="same")
+    expected *= mask[..., None]
+    kernel = ls.compile("O(h,w,d,f) = M(h,w,d) * I(h+r-1, w+s-1, d+t-1, c) * F(r,s,t,c,f)",
+                        M=mask_format, I=image_format, out_format=out_format)
+    result = kernel(M=_operand(mask, mask_format), I=_operand(image, image_format), F=filt)
+    np.testing.assert_allclose(_dense(result), expected, atol=1e-12)
