@@ -52,3 +52,25 @@ def _discordant(index: str, expr: object, bound: frozenset[str],
                 f"{op.tensor}, whose index {next(v for v in op.vars[:k] if v not in bound)} "
                 "is not bound yet")
     return None
+
+
+def merged_tops(program: Program, types: dict[str, TensorType]) -> list[str]:
+    """Operands whose top level, unique and unable to locate, is merged inside another
+    loop: each iteration of that loop walks (or gallops through) the level again (DCSR
+    SpGEMM merges each row's k list against all of B's rows). With the level full, the
+    loop inside would locate instead; converting it costs its extent once per call."""
+    found: list[str] = []
+
+    def visit(node: Node, nested: bool) -> None:
+        if isinstance(node, Merge) and nested:
+            for ref in node.iterators:
+                level = None if ref.universe else types[ref.tensor].levels[ref.level]
+                if ref.level == 0 and level is not None and not level.can_locate \
+                        and level.unique and ref.tensor not in found:
+                    found.append(ref.tensor)
+        inside = nested or isinstance(node, (Loop, Merge))
+        for child in children(node):
+            visit(child, inside)
+
+    visit(program.root, False)
+    return found
