@@ -176,6 +176,29 @@ def test_a_locating_level_read_against_its_order(out: str) -> None:
     assert "coordinates of U" not in kernel.loops
 
 
+def test_a_conversion_that_still_walks_an_extent_is_passed_over() -> None:
+    """Where the operands as stored cannot be ordered, the first conversion that lowered
+    was taken even when it left A's locating level read against its order (B converted
+    alone: j looped over its extent above A's k and i); both converted is bounded."""
+    fmt = ls.Format(["compressed", "compressed", "hashmap"])
+    kernel = ls.compile("Z(j,k,i) = A(k,i,j) + B(i,j,k)", A=fmt, B="csf", out_format=fmt,
+                        counting=True)
+
+    def at(n):
+        a, b = _tensor3(n, 13, fmt), _tensor3(n, 14)
+
+        def check(result):
+            expected = {}
+            for tensor, perm in ((a, (2, 0, 1)), (b, (1, 2, 0))):
+                coords, values = tensor.to_coo()
+                for c, v in zip(coords.T.tolist(), values.tolist()):
+                    key = tuple(c[m] for m in perm)
+                    expected[key] = expected.get(key, 0.0) + v
+            _same_entries(result, expected)
+        return {"A": a, "B": b}, check
+    _bounded(_counts(kernel, at), "A(k,i,j) + B(i,j,k) into (j,k,i)")
+
+
 def test_a_counting_build_counts_every_iteration() -> None:
     """SpMV over CSR: a loop head per row and per entry, and one more per loop entered."""
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", counting=True)

@@ -176,16 +176,20 @@ def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[
                stored_so: Callable[[str, Modes], bool],
                retype: Callable[[dict[str, Modes]], dict[str, TensorType]],
                bounded_only: bool = False) -> Lowered | None:
-    """The first conversion candidate that lowers (``bounded_only``: to a program that
-    walks no extent per stored entry), or None."""
+    """The first conversion candidate that lowers to a program walking no extent per
+    stored entry (ir/bound.py); failing that, unless ``bounded_only``, the first that
+    lowers; or None."""
+    fallback = None
     for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
         converted_types = retype(orders)
         attempt = lower_kernel(request, converted_types, orders, sparse_workspace=False,
                                exact_sums=True)
-        if isinstance(attempt, Lowered) and not (
-                bounded_only and unbounded_walk(attempt.program, converted_types)):
+        if not isinstance(attempt, Lowered):
+            continue
+        if unbounded_walk(attempt.program, converted_types) is None:
             return attempt
-    return None
+        fallback = fallback or attempt
+    return None if bounded_only else fallback
 
 
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
