@@ -144,7 +144,7 @@ def full_top_format(fmt: Format) -> Format | None:
         return None
     if fmt.tensor_type("float64", "int64").levels[1].branchless:
         return None
-    return Format([Level("dense", levels[0].mode), *levels[1:]], fill=fmt.fill)
+    return Format([Level("dense", levels[0].mode), *levels[1:]])
 
 
 def conversion_meta(fmt: Format, order: int) -> list[int] | str:
