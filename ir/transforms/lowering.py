@@ -161,7 +161,9 @@ def _with_full_tops(request: Request, lowered: Lowered, hidden: set[str],
     types = dict(lowered.types)
     names = []
     for name in merged_tops(lowered.program, types):
-        full = None if name in hidden else full_top(name)
+        # Only the statement's own inputs: not hidden ones, nor the temporaries
+        # lowering adds (an operand workspace's copy).
+        full = None if name in hidden or name not in request.order[1:] else full_top(name)
         if full is not None:
             types[name] = full
             names.append(name)
