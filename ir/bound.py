@@ -43,8 +43,8 @@ def _walk(node: Node, bound: frozenset[str], types: dict[str, TensorType]) -> st
 def _discordant(index: str, expr: object, bound: frozenset[str],
                 types: dict[str, TensorType]) -> str | None:
     for op in operands(expr):
-        if op.complement or index not in op.vars:
-            continue
+        if op.complement or index not in op.vars or op.tensor not in types:
+            continue  # (a temporary lowering added has no type here)
         k = op.vars.index(index)
         if types[op.tensor].levels[k].full or all(v in bound for v in op.vars[:k]):
             continue
@@ -52,3 +52,27 @@ def _discordant(index: str, expr: object, bound: frozenset[str],
                 f"{op.tensor}, whose index {next(v for v in op.vars[:k] if v not in bound)} "
                 "is not bound yet")
     return None
+
+
+def merged_tops(program: Program, types: dict[str, TensorType]) -> list[str]:
+    """Operands whose top level, unique and unable to locate, is merged inside another
+    loop: each iteration of that loop walks (or gallops through) the level again (DCSR
+    SpGEMM merges each row's k list against all of B's rows). With the level full, the
+    loop inside would locate instead; converting it costs its extent once per call."""
+    found: list[str] = []
+
+    def visit(node: Node, nested: bool) -> None:
+        if isinstance(node, Merge) and nested:
+            for ref in node.iterators:
+                # A temporary lowering added (an operand workspace) has no type here.
+                level = None if ref.universe or ref.tensor not in types else \
+                    types[ref.tensor].levels[ref.level]
+                if ref.level == 0 and level is not None and not level.can_locate \
+                        and level.unique and ref.tensor not in found:
+                    found.append(ref.tensor)
+        inside = nested or isinstance(node, (Loop, Merge))
+        for child in children(node):
+            visit(child, inside)
+
+    visit(program.root, False)
+    return found

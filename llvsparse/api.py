@@ -39,7 +39,7 @@ from .ir.transforms.diagonals import separate_diagonals
 from .ir.transforms.lowering import Request
 from .ir.types import TensorType, fill_key, type_key
 from .ir.workspace_policies import checked_policy, policy_key
-from .kernel_build import build, build_converting, coo_formats, retyped
+from .kernel_build import build, build_converting, conversion_formats, retyped
 from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
@@ -237,7 +237,7 @@ class Kernel:
         where this version cannot use them."""
         try:
             kernel = load_object(obj, meta["name"], key)
-            conversions = coo_formats(types, meta["conversions"])
+            conversions = conversion_formats(self.formats, meta["conversions"], types)
             converted_types = retyped(types, conversions)
             if meta["other_form_key"] and not kernel.has_other:
                 kernel.other_builder = functools.partial(

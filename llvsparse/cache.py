@@ -140,6 +140,8 @@ def kernel_check(orders: dict[str, int], out: str) -> Callable[[dict], None]:
         if mode is not None and not 0 <= mode < orders[out]:
             raise ValueError(f"parallel_mode {mode}")
         for name, modes in meta["conversions"].items():
+            if name != out and name in orders and modes == "full_top" and orders[name] > 1:
+                continue
             if name == out or name not in orders or not isinstance(modes, list) \
                     or any(type(m) is not int for m in modes) \
                     or sorted(modes) != list(range(orders[name])):

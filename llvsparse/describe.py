@@ -56,7 +56,14 @@ def _conversions(inst) -> str:
     if not inst.conversions:
         return "no conversions"
     return "converts " + ", ".join(
-        f"{n} to coo{tuple(lv.mode for lv in fmt.levels)}" for n, fmt in inst.conversions.items())
+        f"{n} to {_named(fmt)}" for n, fmt in inst.conversions.items())
+
+
+def _named(fmt) -> str:
+    """A conversion's format: coo in a mode order, or its levels."""
+    if fmt.name:
+        return f"{fmt.name}{tuple(lv.mode for lv in fmt.levels)}"
+    return "[" + ", ".join(f"{lv.kind}:{lv.mode}" for lv in fmt.levels) + "]"
 
 
 def instance_repr(inst) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .backends.cpu import OTHER_FORM_SUFFIX, jit
 from .backends.llvm.codegen import KernelCompiler
 from .backends.llvm.counting import count_loop_heads
-from .format import Format, named_format
+from .format import Format, Level, named_format
 from .instance import Instance
 from .ir import notation as nt
 from .ir.from_schedule import statement_of
@@ -50,13 +50,20 @@ def build_converting(request: Request, types: dict[str, TensorType],
     if not convert:
         lowered = lower_as_stored(request, types)
     else:
+        def full_top(name: str) -> TensorType | None:
+            fmt = full_top_format(formats[name])
+            return None if fmt is None else retyped(types, {name: fmt})[name]
+
         lowered = lower_converting(
             request, types, patterns,
             lambda n, modes: named_format("coo", len(modes), modes) == formats[n],
-            lambda orders: retyped(types, coo_formats(types, orders)))
+            lambda orders: retyped(types, coo_formats(types, orders)), full_top)
     if isinstance(lowered, Refused):
         raise advised(lowered.error) from None
-    return _finish(lowered, request, coo_formats(types, lowered.conversions), start)
+    conversions = coo_formats(types, lowered.conversions)
+    for name in lowered.full_tops:
+        conversions[name] = full_top_format(formats[name])
+    return _finish(lowered, request, conversions, start)
 
 
 def build(request: Request, types: dict[str, TensorType], conversions: dict[str, Format],
@@ -137,6 +144,35 @@ def coo_formats(types: dict[str, TensorType], orders: dict[str, tuple[int, ...]]
                 ) -> dict[str, Format]:
     """Each converted operand's format: a sorted coordinate list in its mode order."""
     return {n: named_format("coo", types[n].order, modes) for n, modes in orders.items()}
+
+
+def full_top_format(fmt: Format) -> Format | None:
+    """``fmt`` with its top level dense, where that keeps the levels below valid (its
+    child level is not one child per parent) and the top level is a plain one; None
+    otherwise. Lowering reads an operand so where its top level would be merged inside
+    another loop: the level is then located (a converted copy, O(extent + entries))."""
+    levels = fmt.levels
+    if len(levels) < 2 or levels[0].mode is None or levels[0].block is not None \
+            or levels[0].kind == "dense" or levels[0].properties or levels[0].params:
+        return None
+    if fmt.tensor_type("float64", "int64").levels[1].branchless:
+        return None
+    return Format([Level("dense", levels[0].mode), *levels[1:]])
+
+
+def conversion_meta(fmt: Format, order: int) -> list[int] | str:
+    """How a conversion is stored in a kernel's metadata: a sorted coordinate list's
+    mode order, or ``"full_top"``."""
+    modes = [lv.mode for lv in fmt.levels]
+    return modes if named_format("coo", order, modes) == fmt else "full_top"
+
+
+def conversion_formats(formats: dict[str, Format], meta: dict[str, list[int] | str],
+                       types: dict[str, TensorType]) -> dict[str, Format]:
+    """The conversions ``conversion_meta`` stored, for operands of ``formats``."""
+    coo = coo_formats(types, {n: tuple(m) for n, m in meta.items() if m != "full_top"})
+    return {n: coo[n] if m != "full_top" else full_top_format(formats[n])
+            for n, m in meta.items()}
 
 
 def retyped(types: dict[str, TensorType], conversions: dict[str, Format]

@@ -28,6 +28,7 @@ import numpy as np
 
 from .backends.cpu import OTHER_FORM_SUFFIX, load_object
 from .cache import digest
+from .kernel_build import conversion_meta
 from .runtime import make_read_only
 
 # Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
@@ -136,7 +137,7 @@ def instance_meta(inst, other_form_key: str | None = None) -> dict:
     return {"name": inst.jit.name, "other_form_key": other, "concrete": inst.concrete, "lattices": inst.lattices,
             "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
             "workspace": inst.workspace, "precomputes": inst.precomputes,
-            "conversions": {n: [lv.mode for lv in f.levels]
+            "conversions": {n: conversion_meta(f, inst.types[n].order)
                             for n, f in inst.conversions.items()}}
 
 

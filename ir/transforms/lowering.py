@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import notation as nt
-from ..bound import unbounded_walk
+from ..bound import merged_tops, unbounded_walk
 from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..errors import ScheduleError
@@ -48,6 +48,7 @@ class Lowered:
     types: dict[str, TensorType]
     program: Program
     conversions: dict[str, Modes] = field(default_factory=dict)
+    full_tops: tuple[str, ...] = ()  # operands read with their top level made full
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ def _factors_moved(request: Request, types: dict[str, TensorType], refused: Refu
 
 def lower_converting(request: Request, types: dict[str, TensorType], hidden: Iterable[str],
                      stored_so: Callable[[str, Modes], bool],
-                     retype: Callable[[dict[str, Modes]], dict[str, TensorType]]
+                     retype: Callable[[dict[str, Modes]], dict[str, TensorType]],
+                     full_top: Callable[[str], TensorType | None] = lambda name: None
                      ) -> Lowered | Refused:
     """``lower_kernel``; where the operands' storage orders cannot be reconciled, with
     operands converted to sorted coordinate lists (``conversion_candidates``; ``retype``
@@ -136,11 +138,13 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
     kernel too large stays refused: converted operands are as sparse. A sparse workspace
     the rule would choose comes last: a transposing copy of 2M entries through one took
     1.1 s a call, where the conversion sorts once and then gathers. Sums the user placed
-    stay exact (no factor moved in) until then: a converted operand keeps them exact."""
+    stay exact (no factor moved in) until then: a converted operand keeps them exact.
+    ``full_top(name)``: the operand's type with its top level full (None: not offered),
+    taken where that level is merged inside another loop (``merged_tops``)."""
     first = lower_kernel(request, types, sparse_workspace=False, exact_sums=True)
     if isinstance(first, Lowered):
         if unbounded_walk(first.program, types) is None:
-            return first
+            return _with_full_tops(request, first, set(hidden), full_top)
         # Walks an extent per stored entry (ir/bound.py): a converted operand bounds it.
         bounded = _converted(request, types, hidden, stored_so, retype, bounded_only=True)
         return first if bounded is None else bounded
@@ -153,20 +157,44 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
     return last if isinstance(last, Lowered) else first
 
 
+def _with_full_tops(request: Request, lowered: Lowered, hidden: set[str],
+                    full_top: Callable[[str], TensorType | None]) -> Lowered:
+    """``lowered``, or the same statement with the top levels it merges inside another
+    loop made full, where that lowers: they are then located."""
+    types = dict(lowered.types)
+    names = []
+    for name in merged_tops(lowered.program, types):
+        # Only the statement's own inputs: not hidden ones, nor the temporaries
+        # lowering adds (an operand workspace's copy).
+        full = None if name in hidden or name not in request.order[1:] else full_top(name)
+        if full is not None:
+            types[name] = full
+            names.append(name)
+    if not names:
+        return lowered
+    attempt = lower_kernel(request, types, sparse_workspace=False, exact_sums=True)
+    return replace(attempt, full_tops=tuple(names)) if isinstance(attempt, Lowered) \
+        else lowered
+
+
 def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[str],
                stored_so: Callable[[str, Modes], bool],
                retype: Callable[[dict[str, Modes]], dict[str, TensorType]],
                bounded_only: bool = False) -> Lowered | None:
-    """The first conversion candidate that lowers (``bounded_only``: to a program that
-    walks no extent per stored entry), or None."""
+    """The first conversion candidate that lowers to a program walking no extent per
+    stored entry (ir/bound.py); failing that, unless ``bounded_only``, the first that
+    lowers; or None."""
+    fallback = None
     for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
         converted_types = retype(orders)
         attempt = lower_kernel(request, converted_types, orders, sparse_workspace=False,
                                exact_sums=True)
-        if isinstance(attempt, Lowered) and not (
-                bounded_only and unbounded_walk(attempt.program, converted_types)):
+        if not isinstance(attempt, Lowered):
+            continue
+        if unbounded_walk(attempt.program, converted_types) is None:
             return attempt
-    return None
+        fallback = fallback or attempt
+    return None if bounded_only else fallback
 
 
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
