@@ -15,6 +15,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 from llvmlite.binding.newpassmanagers import NewPassManager
 
+from ..ir.assembly_phases import GATHER_PHASES, SPLIT_PHASES
 from .llvm.counting import COUNTER
 
 _LOCK = threading.Lock()
@@ -404,12 +405,6 @@ def _entries(kernel: JitKernel) -> JitKernel:
         kernel.compiled = _entries(JitKernel(other, kernel.llvm_ir, kernel.llvm_ir_optimized,
                                              0, engine, kernel.module))
     return kernel
-
-
-# The phase entries of each way threads may assemble a sparse output (see KernelCompiler's
-# can_split_assembly and can_gather_assembly).
-SPLIT_PHASES = ("setup", "count", "fill", "finish")
-GATHER_PHASES = ("setup", "append", "finish")
 
 
 def _assembly_addresses(engine, name: str) -> dict[str, int]:

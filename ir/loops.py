@@ -314,6 +314,7 @@ class Program:
     output_fill: float = 0.0  # row clearing writes zeros
     dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
     producer_runs: int = 1  # a workspace whose producers run twice (count, then place)
+    phases: tuple[str, ...] = ()  # how threads assemble the output (ir/assembly_phases.py)
 
 
 def annotate(node: LoopNode, note: str) -> LoopNode:
@@ -371,6 +372,17 @@ def _refs(refs: tuple[Ref, ...]) -> str:
 
 def _resuming(node: LoopNode) -> str:
     return ", resuming" if node.resumes else ""
+
+
+_PHASE_ARGUMENTS = {"count": "count(lo, hi)", "fill": "fill(lo, hi, offset)",
+                    "append": "append(lo, hi)", "finish": "finish(total)"}
+
+
+def show_program(program: Program) -> str:
+    """A kernel's loop IR as text: its loops, then the phases threads may assemble its
+    output in (ir/assembly_phases.py), where it has them."""
+    phases = ", ".join(_PHASE_ARGUMENTS.get(p, p) for p in program.phases)
+    return show(program.root) + (f"\nthreads assemble in phases: {phases}" if phases else "")
 
 
 def show(node: Node, depth: int = 0) -> str:

@@ -28,8 +28,7 @@ from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
 from .ir.affine import valid_extent
 from .ir.gpu_plan import GpuPlan
-from .ir.loops import Program
-from .ir.loops import show as show_loops
+from .ir.loops import Program, show_program
 from .ir.operators import user_operators
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
@@ -332,7 +331,7 @@ class Kernel:
     def loops(self) -> str:
         """The loop IR: each loop, what it iterates and locates, and the fast forms the
         optimization passes chose for it (in brackets)."""
-        return show_loops(self.program(self._default()).root)
+        return show_program(self.program(self._default()))
 
     def program(self, inst: Instance) -> Program:
         """The loop IR of ``inst``, one of this kernel's instances (lowered again where

@@ -8,7 +8,7 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from .backends.cpu import GATHER_PHASES, OTHER_FORM_SUFFIX, SPLIT_PHASES, jit
+from .backends.cpu import OTHER_FORM_SUFFIX, jit
 from .backends.llvm.codegen import KernelCompiler
 from .backends.llvm.counting import count_loop_heads
 from .format import Format, named_format
@@ -16,9 +16,12 @@ from .instance import Instance
 from .ir import notation as nt
 from .ir.from_schedule import statement_of
 from .ir.lattice import variants_within_budget
+from .ir.lattice_text import lattice_text
 from .ir.legality import case_count
+from .ir.loops import Program
 from .ir.opt import loop_ir
-from .ir.opt.passes import Target
+from .ir.opt.passes import Target, has_other_form
+from .ir.output_init import initializes_output
 from .ir.parallel import parallel_mode
 from .ir.statements import concrete_text
 from .ir.transforms.lowering import (
@@ -78,15 +81,15 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
         lowered.module
     order = request.order  # the output first, then the inputs
     mode = parallel_mode(nests, types, order[0])
-    phases = SPLIT_PHASES if builder.can_split_assembly() else \
-        GATHER_PHASES if builder.can_gather_assembly() else ()
-    phases, other_form = variants_within_budget(case_count(lowered.program), phases,
-                                                bool(builder.form_choices))
+    phases, other_form = variants_within_budget(case_count(lowered.program),
+                                                lowered.program.phases,
+                                                has_other_form(lowered.program))
     other_form = other_form and not request.counting  # a count is of one form
     for phase in phases:
-        KernelCompiler(nests, types, order, dtype, fastmath=fastmath, phase=phase,
-                       module=module).compile()
-    other = functools.partial(_other_form, nests, types, order, dtype, fastmath,
+        KernelCompiler(nests, types, order, dtype, _phase_program(nests, types, order, request,
+                                                                  phase, lowered.program),
+                       fastmath=fastmath, phase=phase, module=module).compile()
+    other = functools.partial(_other_form, nests, types, order, request, lowered.program,
                               phases, builder.entry_name)
     if other_form and not lazy:
         other(module)
@@ -104,19 +107,29 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     program = functools.partial(loop_ir, nests, types, order[0],
                                 Target(fastmath=fastmath, dtype=dtype))
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
-                    "\n".join(builder.lattice_log), order, mode,
-                    builder.initializes_output, workspace_meta(nests, types), program,
+                    lattice_text(lowered.program, types), order, mode,
+                    initializes_output(lowered.program), workspace_meta(nests, types), program,
                     precompute_meta(nests, types))
 
 
-def _other_form(nests, types: dict[str, TensorType], order: list[str], dtype: str,
-                fastmath: bool, phases: tuple[str, ...], entry: str,
+def _phase_program(nests, types: dict[str, TensorType], order: list[str], request: Request,
+                   phase: str, whole: Program) -> Program:
+    """The loop IR of one phase of a kernel whose whole program is ``whole`` (a count
+    phase has no output hooks, so its passes may choose other forms)."""
+    if phase == "whole":
+        return whole
+    return loop_ir(nests, types, order[0], Target(phase, request.fastmath, request.dtype))
+
+
+def _other_form(nests, types: dict[str, TensorType], order: list[str], request: Request,
+                whole: Program, phases: tuple[str, ...], entry: str,
                 module: LLVMModule | None) -> LLVMModule:
     """A kernel's functions in their other form, added to ``module`` or a new one."""
     for phase in ("whole", *phases):
-        module = KernelCompiler(nests, types, order, dtype, fastmath=fastmath, phase=phase,
-                                module=module, other_form=True,
-                                name=entry + OTHER_FORM_SUFFIX).compile()
+        program = _phase_program(nests, types, order, request, phase, whole)
+        module = KernelCompiler(nests, types, order, request.dtype, program,
+                                fastmath=request.fastmath, phase=phase, module=module,
+                                other_form=True, name=entry + OTHER_FORM_SUFFIX).compile()
     return module
 
 

@@ -8,7 +8,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.backends.llvm import codegen
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, Case, Clear, If, Loop, Merge, Node, Sort, show
@@ -102,14 +101,13 @@ def test_code_generation_takes_the_start_of_a_sum_from_its_clear_node(
     """A Clear that starts the sum at 1.0 gives y = A x + 1: the emitter reads the node
     rather than deciding the start itself."""
     monkeypatch.setenv("LLVSPARSE_CACHE", "0")
-    original = codegen.loop_ir
+    original = lowering.loop_ir
 
     def starting_at_one(*args, **kwargs):
         program = original(*args, **kwargs)
         bump = lambda n: replace(n, value=1.0) if isinstance(n, Clear) else n
         return replace(program, root=_rewrite(program.root, bump))
 
-    monkeypatch.setattr(codegen, "loop_ir", starting_at_one)
     monkeypatch.setattr(lowering, "loop_ir", starting_at_one)
     kernel = ls.compile("yq(i) = Aq(i,j) * xq(j)", Aq="csr", xq="dense")
     a = sp.random(12, 9, density=0.3, format="csr", random_state=7)
@@ -122,15 +120,10 @@ def test_a_node_code_generation_does_not_know_is_an_internal_error(
     formats = {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}
     types = _types(**formats)
     nests = schedule(to_concrete(ls.parse("y(i) = A(i,j) * x(j)"), types), types)
-    original = codegen.loop_ir
-
-    def with_a_sort(*args, **kwargs):
-        program = original(*args, **kwargs)
-        return replace(program, root=Block((Sort("w", "radix"), program.root)))
-
-    monkeypatch.setattr(codegen, "loop_ir", with_a_sort)
+    program = loop_ir(nests, types, "y")
+    with_a_sort = replace(program, root=Block((Sort("w", "radix"), program.root)))
     with pytest.raises(ls.InternalCompilerError, match="Sort"):
-        KernelCompiler(nests, types, list(formats), "float64").compile()
+        KernelCompiler(nests, types, list(formats), "float64", with_a_sort).compile()
 
 
 def test_two_sums_over_one_index_fill_two_temporaries() -> None:

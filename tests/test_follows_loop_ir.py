@@ -9,7 +9,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.backends.llvm import codegen
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.errors import InternalCompilerError
 from llvsparse.ir.frontend import to_concrete
@@ -20,6 +19,7 @@ from llvsparse.ir.schedule import schedule
 from llvsparse.ir.transforms import lowering
 
 import llvsparse as ls
+from llvsparse import kernel_build
 
 SPADD = "C(i,j) = A(i,j) + B(i,j)"
 
@@ -31,19 +31,17 @@ def _setup(statement: str, **formats: tuple[str, int]):
 
 
 def _compile(nests, types, order) -> KernelCompiler:
-    compiler = KernelCompiler(nests, types, order, "float64")
+    compiler = KernelCompiler(nests, types, order, "float64", loop_ir(nests, types, order[0]))
     compiler.compile()
     return compiler
 
 
-def test_a_loop_missing_from_the_loop_ir_is_an_internal_error(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_loop_missing_from_the_loop_ir_is_an_internal_error() -> None:
     """The emitter does not build a loop the loop IR lacks: it says so."""
     nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    program = loop_ir(nests, types, "C")
-    monkeypatch.setattr(codegen, "loop_ir", lambda *args: replace(program, root=Block(())))
+    program = replace(loop_ir(nests, types, "C"), root=Block(()))
     with pytest.raises(InternalCompilerError, match="the loop IR has no loop over i in the nest"):
-        _compile(nests, types, ["C", "A", "B"])
+        KernelCompiler(nests, types, ["C", "A", "B"], "float64", program).compile()
 
 
 def _intersection_only(node):
@@ -77,8 +75,8 @@ def test_the_cases_emitted_are_the_loop_irs(monkeypatch: pytest.MonkeyPatch) -> 
     narrowed = loop_ir(nests, types, "Zc")
     narrowed = replace(narrowed, root=_intersection_only(narrowed.root))
     assert [n.index for n in loops_of(narrowed.root)] == ["i", "j"]
-    monkeypatch.setattr(codegen, "loop_ir", lambda *args: narrowed)
     monkeypatch.setattr(lowering, "loop_ir", lambda *args: narrowed)
+    monkeypatch.setattr(kernel_build, "loop_ir", lambda *args: narrowed)
     monkeypatch.setenv("LLVSPARSE_CACHE", "0")  # compiled here, not loaded from disk
     kernel = ls.compile(statement, "csr", Pc="csr", Qc="csr")
     rng = np.random.default_rng(7)

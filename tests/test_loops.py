@@ -4,13 +4,15 @@ optimization passes that annotate it (each fires where legal and nowhere else), 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Loop, Merge, loops_of, show
+from llvsparse.ir.loops import Block, Case, Loop, Merge, loops_of, show
 from llvsparse.ir.lower_loops import lower
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
@@ -162,47 +164,45 @@ KERNELS = [
 
 @pytest.mark.parametrize("statement,formats", KERNELS)
 def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
-    """Where the emitter logs a jammed or paired loop, the passes noted it, and no more."""
+    """Where the emitted code has a jammed or paired loop, the passes noted it, and no
+    more (the emitter names those loops' blocks after their form)."""
     types = _types(**formats)
     nests = _nests(statement, types)
     order = list(formats)
-    noted = {note for n in loops_of(loop_ir(nests, types, order[0]).root) for note in n.notes}
-    other = KernelCompiler(nests, types, order, "float64", other_form=True)
-    other.compile()
-    log = "\n".join(other.lattice_log)
-    assert ("(jammed)" in log) == (opt.JAM in noted)
-    assert ("(paired)" in log) == (opt.PAIRS in noted)
+    program = loop_ir(nests, types, order[0])
+    noted = {note for n in loops_of(program.root) for note in n.notes}
+    other = KernelCompiler(nests, types, order, "float64", program, other_form=True)
+    code = str(other.compile())
+    assert (".jam8.head" in code) == (opt.JAM in noted)
+    assert (".pairs" in code) == (opt.PAIRS in noted)
 
 
-def test_the_emitter_reads_the_notes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_emitter_reads_the_notes() -> None:
     """With no pass run, the emitter emits no fast form: it reads the loops' notes
     instead of deciding itself."""
-    from llvsparse.backends.llvm import codegen
-
     formats = {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}
     types = _types(**formats)
     nests = _nests(SPMM, types)
+    bare = lower(statement_of(nests, types), types, "C", nests)
 
-    def log() -> str:
-        compiler = KernelCompiler(nests, types, list(formats), "float64")
-        compiler.compile()
-        return "\n".join(compiler.lattice_log) + f"\nclears rows: {compiler.clears_rows}"
+    def forms(program) -> tuple[bool, bool]:  # (jammed, rows cleared)
+        module = KernelCompiler(nests, types, list(formats), "float64", program).compile()
+        code = str(module.get_global("llvsparse_kernel_range"))
+        return ".jam8.head" in code, 'call void @"llvm.memset' in code
 
-    union = {"C": ("csr", 2), "A": ("csr", 2), "B": ("csr", 2)}
-    union_types = _types(**union)
+    assert forms(loop_ir(nests, types, "C")) == (True, True)
+    assert forms(bare) == (False, False)
 
-    def choices() -> int:  # loops whose other form differs (here: case selection)
-        compiler = KernelCompiler(_nests(SPADD, union_types), union_types, list(union),
-                                  "float64")
-        compiler.compile()
-        return compiler.form_choices
 
-    assert "(jammed)" in log() and "clears rows: True" in log() and choices() > 0
-    def bare(nests, types, output, target=None):
-        return lower(statement_of(nests, types), types, output, nests)
-
-    monkeypatch.setattr(codegen, "loop_ir", bare)
-    assert "(jammed)" not in log() and "clears rows: False" in log() and choices() == 0
+def test_a_second_form_is_read_off_the_program() -> None:
+    """Whether a kernel is compiled in two forms (timed against each other) is a fact
+    of its program: a union's case selection has one, a row-wise SpMM none."""
+    union = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert opt.has_other_form(loop_ir(_nests(SPADD, union), union, "C"))
+    bare_nests = _nests(SPADD, union)
+    assert not opt.has_other_form(lower(statement_of(bare_nests, union), union, "C", bare_nests))
+    spmm = _types(C=("dense", 2), A=("csr", 2), B=("dense", 2))
+    assert not opt.has_other_form(loop_ir(_nests(SPMM, spmm), spmm, "C"))
 
 
 def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:
@@ -232,20 +232,16 @@ def test_thread_rows_tag_the_output_first_index_loop_only() -> None:
     assert {n.index: n.tags for n in loops_of(ttv.root)} == {"i": (), "j": (opt.THREAD_ROWS,)}
 
 
-def test_the_emitter_clamps_only_tagged_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_emitter_clamps_only_tagged_loops() -> None:
     """The thread range [lo, hi) reaches the code only through the tag: without it the
     range function never reads its bounds."""
-    from dataclasses import replace
-
-    from llvsparse.backends.llvm import codegen
-    from llvsparse.ir.loops import Block, Case
 
     formats = {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}
     types = _types(**formats)
     nests = _nests(SPMV, types)
 
-    def bounds_read() -> int:
-        module = KernelCompiler(nests, types, list(formats), "float64").compile()
+    def bounds_read(program) -> int:
+        module = KernelCompiler(nests, types, list(formats), "float64", program).compile()
         function = module.get_global("llvsparse_kernel_range")
         lo, hi = function.args[1], function.args[2]
         body = "\n".join(str(block) for block in function.blocks)
@@ -261,15 +257,9 @@ def test_the_emitter_clamps_only_tagged_loops(monkeypatch: pytest.MonkeyPatch) -
                                                       for c in node.cases))
         return node
 
-    assert bounds_read() > 0
-    real = codegen.loop_ir
-
-    def without_tags(*args):
-        program = real(*args)
-        return replace(program, root=untagged(program.root))
-
-    monkeypatch.setattr(codegen, "loop_ir", without_tags)
-    assert bounds_read() == 0
+    program = loop_ir(nests, types, "y")
+    assert bounds_read(program) > 0
+    assert bounds_read(replace(program, root=untagged(program.root))) == 0
 
 
 def test_duplicate_runs_and_merge_tails_are_written_out() -> None:
@@ -283,3 +273,83 @@ def test_duplicate_runs_and_merge_tails_are_written_out() -> None:
     assert "    for j in positions of A.1, resuming:" in text
     spmv = _program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1))
     assert show(spmv.root).splitlines()[0].startswith("for i in runs of positions of A.0:")
+
+
+ASSEMBLY_CASES = [  # statement, operands' formats, output format, phases (ir/assembly_phases)
+    ("C(i,j) = A(i,j) * U(i,k) * V(j,k)", {"A": "csr", "U": "dense", "V": "dense"}, "csr",
+     ("setup", "count", "fill", "finish")),
+    (SPADD, {"A": "csr", "B": "csr"}, "csr", ("setup", "append", "finish")),
+    (SPADD, {"A": "csr", "B": "csr"}, "dcsr", ()),  # the row level is not full
+    (SPADD, {"A": "csr", "B": "csr"}, "coo", ()),  # a non-unique level starts the group
+    (SPMV, {"A": "csr", "x": "dense"}, "dense", ()),  # nothing assembled
+    ("C(i,j) = A(i,k) * B(k,j)", {"A": "csr", "B": "csr"}, "csr",  # a workspace kernel
+     ("setup", "append", "finish")),
+]
+
+
+@pytest.mark.parametrize(("statement", "formats", "out", "phases"), ASSEMBLY_CASES)
+def test_assembly_phases_are_decided_on_the_program(statement, formats, out, phases):
+    """How threads assemble an output is in the program (and its printout), and the
+    compiled kernel has exactly those phase entries."""
+    kernel = ls.compile(statement, out_format=out, **formats)
+    program = kernel.program(kernel._default())
+    assert program.phases == phases
+    printed = kernel.loops.splitlines()[-1]
+    assert printed.startswith("threads assemble in phases: setup, ") == bool(phases)
+    rng = np.random.default_rng(3)
+    operands = {n: (ls.Tensor.from_scipy(sp.random(40, 40, 0.1, "csr", random_state=rng), f)
+                    if f != "dense" else rng.random((40, 40) if n != "x" else 40))
+                for n, f in formats.items()}
+    kernel(**operands)
+    assert tuple(kernel.last.jit.assembly) == phases
+
+
+INITIALIZING_CASES = [  # statement, operands' formats, whether the kernel sets every entry
+    (SPMM, {"A": "csr", "B": "dense"}, True),  # each row cleared before it is scattered
+    (SPMV, {"A": "csr", "x": "dense"}, True),  # a sum stored at every row
+    (SPMV, {"A": "coo", "x": "dense"}, False),  # rows without entries are skipped
+    (SPMV, {"A": "dcsr", "x": "dense"}, False),
+    ("y(j) = max(i, A(i,j))", {"A": "csc"}, True),  # a max stored at every column
+    ("y(j) = min(i, A(i,j) + x(i))", {"A": "csr", "x": "dense"}, False),  # a merge per j
+    ("C(i,k) = A(i,j) * B(j,k) * 0", {"A": "csr", "B": "dense"}, False),  # computes nothing
+]
+
+
+@pytest.mark.parametrize(("statement", "formats", "sets_all"), INITIALIZING_CASES)
+def test_whether_a_kernel_sets_its_whole_output_is_read_off_its_program(
+        statement, formats, sets_all):
+    """ir/output_init.py decides on the program whether the caller must zero ``out=``;
+    either way a buffer full of NaN comes back holding exactly numpy's result."""
+    from llvsparse.ir.output_init import initializes_output
+
+    kernel = ls.compile(statement, **formats)
+    assert initializes_output(kernel.program(kernel._default())) is sets_all
+    rng = np.random.default_rng(11)
+    a = sp.random(30, 20, 0.15, "csr", random_state=rng).toarray()
+    a[4] = 0  # an empty row
+    dense = {"B": rng.random((20, 6)), "x": rng.random(20 if "B" in formats or "max" in statement
+                                                    or statement == SPMV else 30)}
+    operands = {n: ls.Tensor.from_numpy(a, f) if n == "A" else dense[n] for n, f in formats.items()}
+    expected = {SPMM: lambda: a @ dense["B"], SPMV: lambda: a @ dense["x"],
+                "y(j) = max(i, A(i,j))": lambda: a.max(axis=0),
+                "y(j) = min(i, A(i,j) + x(i))":
+                    lambda: (a + dense["x"][:, None]).min(axis=0),
+                "C(i,k) = A(i,j) * B(j,k) * 0": lambda: 0 * (a @ dense["B"])}[statement]()
+    out = np.full(expected.shape, np.nan)
+    kernel(**operands, out=out)
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def test_the_lattice_stage_is_printed_from_the_program() -> None:
+    """``--emit lattice``: one line per lattice of the program's loop nodes (a merge and
+    its tails share one), then the forms that change a step's width; no code emitted."""
+    from llvsparse.ir.lattice_text import lattice_text
+
+    union = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    assert lattice_text(loop_ir(_nests(SPADD, union), union, "C"), union).splitlines() == [
+        "i: {A.0, B.0}    over (A(i,j) + B(i,j))    region A ∪ B",
+        "j: {A.1, B.1} > {A.1} > {B.1}    over (A(i,j) + B(i,j))    region A ∪ B"]
+    spmm = _types(C=("dense", 2), A=("csr", 2), B=("dense", 2))
+    assert lattice_text(loop_ir(_nests(SPMM, spmm), spmm, "C"), spmm).splitlines()[1:3] == [
+        "j: {A.1, B.0}    over (A(i,j) * B(j,k))    region A ∩ B",
+        "j: 8, then 4 positions per step (jammed)"]

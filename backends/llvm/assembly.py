@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.assembly_phases import grows_with_entries
 from ...ir.errors import InternalCompilerError
 from ...ir.legality import appends_in_order, inserted_prefix, output_refusal
 from ...ir.operators import ADD
-from ...ir.relocatable import appends_relocatably
 from ...ir.types import TensorType, unordered_append_output
 from . import scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
@@ -39,10 +39,10 @@ class OutputAssembler:
                  level_vars: tuple[str, ...], phase: str = "whole",
                  start: ir.Value | None = None):
         self.kc, self.b = kc, kc.b
-        # A split assembly's phases (see KernelCompiler.can_split_assembly): only setup
+        # A threaded assembly's phases (ir/assembly_phases.py): only setup
         # and whole touch the arrays up front; count only counts; fill and finish start
         # the last group's count at ``start`` (the thread's offset, or the total);
-        # append starts it at 0 in a thread's private buffers (gatherable).
+        # append starts it at 0 in a thread's private buffers (the gather phases).
         self.phase, self.start = phase, start
         self.tensor = tensor
         self.levels = ttype.levels
@@ -97,7 +97,7 @@ class OutputAssembler:
             self.ensure_lengths(k, self.level_size(k - 1) if k == head else size, size)
             slots |= {self.tensor.type.slot_of(k, name).index
                       for name, adef in self.levels[k].definition.arrays.items()
-                      if _grows_with_entries(adef.length)}
+                      if grows_with_entries(adef.length)}
         self.kc.ensure(self.tensor, self.tensor.vals_slot, size, None)
         return slots
 
@@ -105,30 +105,6 @@ class OutputAssembler:
         return ctx.bound[self.vars[level]] if level >= 0 else ZERO
 
     # -- phases --------------------------------------------------------------------------
-    def splittable(self) -> bool:
-        """Rows that threads own (full, array-free insert levels) above one append
-        group, none of whose initialized arrays grows with its entries."""
-        if self.unordered or self.prefix == 0 or self.heads != [self.prefix]:
-            return False
-        if not all(lv.full and not lv.definition.arrays for lv in self.levels[:self.prefix]):
-            return False
-        appended = [adef for lv in self.levels[self.prefix:]
-                    for adef in lv.definition.arrays.values()]
-        return all(adef.length is not None for adef in appended) and not any(
-            adef.init is not None and _grows_with_entries(adef.length) for adef in appended)
-
-    def gatherable(self) -> bool:
-        """Splittable, with one appended level whose append functions are relocatable
-        (see relocatable) and whose arrays without an initial value hold one element
-        per entry: threads may then append their rows into private buffers from
-        position 0, and the buffers are concatenated in row order."""
-        if not self.splittable() or self.prefix != len(self.levels) - 1:
-            return False
-        level = self.levels[self.prefix].definition
-        return not any(a.shared for a in level.arrays.values()) and all(
-            a.init is not None or _is_size(a.length) for a in level.arrays.values()) \
-            and appends_relocatably(level)
-
     def entries(self) -> ir.Value:
         """Entries appended to the last group so far."""
         return self.b.load(self.counters[self.last_head])
@@ -272,14 +248,3 @@ class OutputAssembler:
                 parent = self.append_group(self.head_of(parent_level), parent_level, ctx)
             if self.has(head, "append_edges"):
                 self.call(head, "append_edges", p_parent=parent, p_begin=begin, p_end=end)
-
-
-def _is_size(length: ast.expr | None) -> bool:
-    return isinstance(length, ast.Name) and length.id == "size"
-
-
-def _grows_with_entries(length: ast.expr | None) -> bool:
-    """Whether an array's length follows its level's entry count (``size``), as opposed
-    to its parent's (a positions array) or nothing."""
-    return length is not None and any(isinstance(node, ast.Name) and node.id == "size"
-                                      for node in ast.walk(length))

@@ -14,13 +14,11 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from ...ir.algebra import region_text
 from ...ir.cin import Expr, Operand, linear_in, operands
 from ...ir.errors import InternalCompilerError
 from ...ir.lattice import Iter
 from ...ir.loops import Block, LoopNode, Node, Program, loops_of
-from ...ir.opt import loop_ir, passes
-from ...ir.opt.passes import Target
+from ...ir.opt import passes
 from ...ir.schedule import Nest
 from ...ir.types import TensorType
 from . import jam, precompute_lower, scalars
@@ -54,11 +52,11 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     """Builds one kernel function for a list of nests writing one output."""
 
     def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
-                 dtype: str, name: str = "llvsparse_kernel", fastmath: bool = False,
-                 phase: str = "whole", module: ir.Module | None = None,
-                 other_form: bool = False, program: Program | None = None):
+                 dtype: str, program: Program, name: str = "llvsparse_kernel",
+                 fastmath: bool = False, phase: str = "whole", module: ir.Module | None = None,
+                 other_form: bool = False):
         self.nests = nests
-        self.program = program  # the loop IR, where lowering built it already (whole)
+        self.program = program  # the loop IR of this phase (ir/opt.loop_ir), with its forms
         self.types = types
         self.arg_order = arg_order
         self.dtype = dtype
@@ -72,7 +70,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         # every case and selects, an intersection searches past every mismatch, and two
         # rows' sums run side by side (see pairs.py).
         self.other_form = other_form
-        self.form_choices = 0  # loops lowered where the other form differs
         self.phase = phase
         self.module = module or ir.Module(name="llvsparse")
         self.entry_name, self.range_name = name, f"{name}_range"
@@ -94,10 +91,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             self.lo = self.function.args[1] if ranged else ZERO
             self.hi = self.function.args[2] if ranged else everything
         self.function.args[0].add_attribute("noalias")
-        # Threads split the output's first index: every loop over it is clamped to [lo, hi)
-        # (loops outside it, e.g. DIA's diagonals, run whole in every thread).
-        first = nests[0].assign.vars[0] if nests[0].assign.vars else None
-        self.range_var = first if len(nests) == 1 and first in nests[0].order else None
         entry = self.function.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         # malloc/free (not realloc) so the same IR also runs as a CUDA kernel.
@@ -106,17 +99,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.malloc = self.declare("llvsparse_alloc", ir.FunctionType(I8P, [I64]))
         self.free = self.declare("free", ir.FunctionType(ir.VoidType(), [I8P]))
         self.memset = self.module.declare_intrinsic("llvm.memset", [I8P, I64])
-        # Whether the caller may skip zeroing a dense output (see initializes_output):
-        self.clears_rows = False  # rows zeroed in the kernel (clearing_rows)
-        self.stores_every_row = False  # sums stored unconditionally (lower_loops.write_point)
-        self.skips_rows = False  # a loop over an output index may miss coordinates
         self.fail_blocks: dict[int, ir.Block] = {}
         self.releases: list[Callable[[], None]] = []  # frees a failing call must do
         self.tensors = {name: TensorIR(self, k, types[name], k == 0)
                         for k, name in enumerate(arg_order)}
         self.out_name = arg_order[0]
         self.operands: dict[int, Operand] = {}
-        self.lattice_log: list[str] = []
         self.temps: dict[str, Temp] = {}  # the scalar temporaries of the nest (emit_nodes)
         self.workspace: WorkspaceEmitter | None = None  # a workspace kernel's (workspace_lower)
 
@@ -137,12 +125,10 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
 
     # -- driver ------------------------------------------------------------------------
     def compile(self) -> ir.Module:
-        """Emit this compiler's function: the whole kernel, or one phase of a split
-        assembly (see ``can_split_assembly``)."""
-        # The loop IR, with the fast forms its passes chose, walked node by node (a
-        # workspace kernel's passes: thread rows and prefetch only).
-        program = self.program or loop_ir(self.nests, self.types, self.out_name,
-                                          Target(self.phase, self.fastmath, self.dtype))
+        """Emit this compiler's function: the whole kernel, or one phase of a threaded
+        assembly (ir/assembly_phases.py)."""
+        # The loop IR, with the fast forms its passes chose, walked node by node.
+        program = self.program
         out_type = self.types[self.out_name]
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
@@ -168,63 +154,18 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
 
-    def can_split_assembly(self) -> bool:
-        """Whether threads may assemble this kernel's sparse output together, in phases:
-        ``setup`` sizes the output's fixed arrays, ``count(lo, hi)`` counts the entries
-        rows [lo, hi) append, ``fill(lo, hi, offset)`` appends them from ``offset`` into
-        arrays sized exactly, and ``finish(total)`` runs the levels' finalize functions.
-
-        It needs one loop nest whose outermost loop is the output's first index, with
-        dense loops inside the output's indices (see below), over output levels that
-        are full and array-free (rows that threads own) followed by one append group
-        whose parent is those rows, with no array there that must be initialized and
-        grows with the entries. Call it after ``compile``.
-        """
-        if not self.rows_outermost():
-            return False
-        nest = self.nests[0]
-        # Counting walks the same sparse loops as filling; it is cheaper only by the
-        # dense loops inside the output's indices (a dot product per entry, as in
-        # SDDMM), which it drops. Without them two passes on two threads measured no
-        # faster than one pass (SpAdd 0.82-1.35x, Hadamard 0.66-1.22x, TTV into CSR
-        # 0.83-1.17x over four runs): such kernels gather instead (can_gather_assembly).
-        inner = [v for v in nest.order if v not in nest.assign.vars]
-        if not inner or any(not self.types[op.tensor].levels[k].full
-                            for op in operands(nest.body)
-                            for k, v in enumerate(op.vars) if v in inner):
-            return False
-        return self.output.splittable()
-
-    def can_gather_assembly(self) -> bool:
-        """Whether threads may assemble this kernel's sparse output by gathering:
-        ``setup`` as above, ``append(lo, hi, *entries)`` appends rows [lo, hi) into the
-        thread's own buffers from position 0 (the row cells it owns stay shared), the
-        caller concatenates the buffers in row order, and ``finish(total)`` as above.
-        One pass over the inputs, plus a copy of the entries. Call it after ``compile``.
-        """
-        return self.rows_outermost() and self.output.gatherable()
-
-    def rows_outermost(self) -> bool:
-        """One loop nest whose outermost loop is the output's first index."""
-        if len(self.nests) != 1 or self.range_var is None or self.nests[0].assign.derived:
-            return False
-        return bool(self.nests[0].order) and self.nests[0].order[0] == self.range_var
-
     def lower_nest(self, nest: Nest, root: Node) -> None:
         """Emit one nest from its loop IR ``root``."""
-        out_vars = nest.assign.vars
         order = list(nest.order)
         self.nest = nest
         self.derived = dict(nest.assign.derived)
         self.offsets = dict(nest.assign.offsets)
         self.guards = {index: (t, k) for index, t, k in nest.assign.guards}
         self.divisors = dict(nest.assign.divisors)
-        if any(v in self.derived for v in out_vars):
-            self.out_depth, self.scatter = len(order), True
-        else:
-            self.out_depth = max((order.index(v) + 1 for v in out_vars), default=0)
-            self.scatter = any(order.index(v) < self.out_depth
-                               for v in order if v not in out_vars)
+        # Where the output's indices are bound, and whether a reduction loop runs outside
+        # one of them (scattering into it), as lowering decided (ir/lower_loops.py).
+        site = next((node.site for node in loops_of(root) if not node.site.copies), None)
+        self.out_depth, self.scatter = (site.out_depth, site.scatter) if site else (0, False)
         self.insert_output = self.output.all_insert
         self.repeats = False  # set when a fused non-unique loop revisits output coordinates
         self.run_state: RunState | None = None  # see running_sums
@@ -316,29 +257,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     def level_type(self, it: Iter):
         return self.types[self.operands[it.uid].tensor].levels[it.level]
 
-    def is_full(self, it: Iter) -> bool:
-        return it.is_universe or self.level_type(it).full
-
-    def describe(self, lattice) -> str:
-        def name(it: Iter) -> str:
-            return "U" if it.is_universe else f"{self.operands[it.uid].tensor}.{it.level}"
-        return " > ".join("{" + ", ".join(sorted(name(i) for i in p)) + "}"
-                          for p in lattice.points)
-
-    def cascade_is_full(self, it: Iter, ctx: Ctx, var: str) -> bool:
-        """An iterator covers every coordinate only if the levels located right after it
-        (their indices already bound) are full too."""
-        if it.is_universe:
-            return True
-        op = self.operands[it.uid]
-        levels = self.types[op.tensor].levels
-        k = it.level + 1
-        while k < len(op.vars) and (op.vars[k] in ctx.bound or op.vars[k] == var):
-            if not levels[k].full:
-                return False
-            k += 1
-        return True
-
     def extent(self, var: str) -> ir.Value:
         candidates = [(op.tensor, k) for op in self.operands.values()
                       for k, v in enumerate(op.vars) if v == var]
@@ -361,19 +279,8 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         the other form (see pairs)."""
         var, expr = nodes[0].index, nodes[0].expr
         find = self.iter_of(ctx, var)
-
-        def is_full(it: Iter) -> bool:
-            return self.is_full(it) and self.cascade_is_full(it, ctx, var)
-
         lattice = nodes[0].chosen.lattice
-        self.lattice_log.append(f"{var}: {self.describe(lattice)}    over {expr}    region "
-                                f"{region_text(expr, self.fill_of, lambda op: op.tensor)}")
-        # Every coordinate is visited with every operand present (none located that can
-        # miss, as a looked-up S(i,j) against a full B(j,k) can).
-        covers_all = len(lattice.points) == 1 and all(is_full(it) for it in lattice.points[0])
-        if var in self.nest.assign.vars and not covers_all:
-            self.skips_rows = True
-        if covers_all and passes.CLEAR_ROWS in nodes[0].notes:
+        if passes.CLEAR_ROWS in nodes[0].notes:  # the pass checked every row is visited
             body = self.clearing_rows(body)
         thread_rows = passes.THREAD_ROWS in nodes[0].tags
         states = {it: self.iterator_state(it, var, ctx, thread_rows) for it in lattice.points[0]}
@@ -381,26 +288,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             PointEmitter(self, var, expr, ctx, node, states, find, body, hooks,
                          appends, jam_body, pair_body).emit()
 
-    @property
-    def initializes_output(self) -> bool:
-        """Whether the kernel sets every entry of its dense output, so the caller need not
-        zero it first (out=, a recycled result): it zeroes each row itself before
-        scattering into it, or stores a sum at every coordinate of loops that visit
-        them all (row-wise SpMV)."""
-        if self.phase != "whole" or len(self.nests) != 1:
-            return False
-        return self.clears_rows or (self.stores_every_row and not self.skips_rows
-                                    and not self.scatter)
-
     def clearing_rows(self, body: Callable[[Node, Ctx], None]) -> Callable[[Node, Ctx], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""
         out, tensor, b = self.output, self.tensors[self.out_name], self.b
         itemsize = np.dtype(tensor.type.dtype).itemsize
 
         def clear_then_body(node: Node, ctx: Ctx) -> None:
-            # Set here, where the clearing is emitted: an expression that folds to its
-            # fill value (A*B*0) emits no body, and then no row is cleared.
-            self.clears_rows = True
             row = ctx
             for v in out.vars:
                 if v not in row.bound:
@@ -484,6 +377,6 @@ def emit_kernel(nests: list[Nest], types: dict[str, TensorType], request,
     """The emitter lowering takes (``ir/transforms/lowering.Request.emit``): the kernel
     compiler for a request's nests, emitting their loop IR ``program`` (whole phase),
     and its module."""
-    builder = KernelCompiler(nests, types, request.order, request.dtype,
-                             fastmath=request.fastmath, program=program)
+    builder = KernelCompiler(nests, types, request.order, request.dtype, program,
+                             fastmath=request.fastmath)
     return builder, builder.compile()

@@ -152,7 +152,7 @@ class NodeEmitter:
         elif (plan := self.precompute_target(node.name)) is not None:
             precompute_lower.clear_mark(self, plan, ctx)
         else:  # the output, before a reduction other than + scatters into it
-            scatter_reduce.initialize(self)
+            scatter_reduce.initialize(self, node.value)
 
     def emit_write(self: KernelCompiler, node: Write, value: ir.Value, ctx: Ctx) -> None:
         """``value`` into a temporary, an operand workspace, or the output."""
@@ -173,9 +173,6 @@ class NodeEmitter:
         elif self.workspace is not None and self.workspace.names(node.target):
             self.workspace.add(node, value, ctx)
         else:
-            if isinstance(node, Insert) and _is_temp(node.value) \
-                    and all(lv.full for lv in self.output.levels):
-                self.stores_every_row = True  # a sum stored at every output coordinate
             self.output.write(value, ctx)
 
     def precompute_target(self: KernelCompiler, target: object):
@@ -241,10 +238,6 @@ def _same_lattice(item: Node, first: LoopNode) -> bool:
     """Whether ``item`` is another point's loop of ``first``'s lattice."""
     return isinstance(item, (Loop, Merge)) and item.chosen is not None \
         and item.chosen.lattice is first.chosen.lattice
-
-
-def _is_temp(expr) -> bool:
-    return isinstance(expr, Operand) and expr.uid == -1
 
 
 def _final_write(body: Node) -> Write | None:

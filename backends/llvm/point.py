@@ -70,10 +70,8 @@ class PointEmitter(GallopEmitter):
         if self.jam_body is not None and passes.JAM in self.notes:
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
-        if self.pair_body is not None and passes.PAIRS in self.notes:
-            self.kc.form_choices += 1
-            if self.kc.other_form:  # the loop below then runs the odd last iteration
-                self.pair_loop()
+        if self.pair_body is not None and passes.PAIRS in self.notes and self.kc.other_form:
+            self.pair_loop()  # the loop below then runs the odd last iteration
         reserved = self.reserve_appends()
         self.running = passes.RUNNING_SUMS in self.notes
         if self.running:
@@ -140,8 +138,6 @@ class PointEmitter(GallopEmitter):
         per step (see pairs); the loop below then runs the odd last one."""
         b, kc = self.b, self.kc
         state = self.states[self.iterated[0]]
-        kc.lattice_log.append(f"{self.var}: the two halves side by side, their sums "
-                              "in step (paired)")
         start = b.load(state.cur)
         count = b.sub(state.end, start)
         half = b.sdiv(b.select(b.icmp_signed(">", count, ZERO), count, ZERO),
@@ -173,7 +169,6 @@ class PointEmitter(GallopEmitter):
         it = self.iterated[0]
         state = self.states[it]
         step = ir.Constant(I64, width)
-        kc.lattice_log.append(f"{self.var}: {width} positions per step (jammed)")
         head = b.append_basic_block(f"{self.var}.jam{width}.head")
         loop = b.append_basic_block(f"{self.var}.jam{width}.body")
         done = b.append_basic_block(f"{self.var}.jam{width}.done")
@@ -265,7 +260,6 @@ class PointEmitter(GallopEmitter):
             else (coords, i)
         chosen = None if straight else self.selected_cases(ctx, present)
         if split and chosen:  # both merges apply: branch per case, or select (other_form)
-            kc.form_choices += 1
             if kc.other_form:
                 split = None
             else:
@@ -449,7 +443,6 @@ class PointEmitter(GallopEmitter):
         if joined is None:
             return False
         if self.galloping:  # only here do the two merges of an intersection differ
-            self.kc.form_choices += 1
             self.seek_common(*split)
         else:
             for it in self.iterated:

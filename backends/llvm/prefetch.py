@@ -106,7 +106,6 @@ def ahead(pe: PointEmitter) -> None:
     state = pe.states[pe.iterated[0]]
     if state.kind != "position" or pe.iterated[0].is_universe:
         return
-    pe.kc.form_choices += 1
     if not pe.kc.other_form:
         return
     b = pe.b

@@ -15,20 +15,19 @@ if TYPE_CHECKING:
     from .codegen import KernelCompiler
 
 
-def initialize(kc: KernelCompiler) -> None:
-    """Set every entry of the dense output to the reduction's identity (the kernel then
-    sets every entry itself, so the caller need not zero it)."""
-    op = kc.nest.reduce_op
-    if op is None or kc.phase != "whole":
+def initialize(kc: KernelCompiler, start: float) -> None:
+    """Set every entry of the dense output to ``start``, the reduction's identity the
+    loop IR's ``clear`` names (the kernel then sets every entry itself, so the caller
+    need not zero it: ir/output_init.py)."""
+    if kc.phase != "whole":
         return
     b, tensor = kc.b, kc.tensors[kc.out_name]
     count = ONE
     for extent in tensor.extents:
         count = b.mul(count, extent)
     vals = tensor.array_ref(tensor.vals_slot)
-    identity = scalars.convert(b, scalars.constant(kc.dtype, op.identity), kc.dtype,
+    identity = scalars.convert(b, scalars.constant(kc.dtype, start), kc.dtype,
                                tensor.type.dtype)
     stored = scalars.store_value(b, identity, tensor.type.dtype)
     emit_counted_loop(b, kc.alloca(ir.IntType(64), "identity.q"), ZERO, count,
                       lambda q: b.store(stored, vals.address(b, q)))
-    kc.clears_rows = True  # every entry set here (see KernelCompiler.initializes_output)

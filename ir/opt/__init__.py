@@ -3,6 +3,9 @@ whether a fast form applies to a loop, and notes it on the loop node (see passes
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..assembly_phases import assembly_phases
 from ..from_schedule import statement_of
 from ..loops import Program
 from ..lower_loops import lower
@@ -17,12 +20,18 @@ def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
             target: Target | None = None) -> Program:
     """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
     with every pass run (a workspace kernel's: only the thread rows' tag and the
-    prefetch, as its emitter uses no other fast form)."""
+    prefetch, as its emitter uses no other fast form), and, for the whole kernel, the
+    phases threads may assemble its output in."""
     statement = statement_of(nests, types)
     plan = nests[0].workspace if nests else None
+    target = target or Target()
     if plan is not None:  # emitted without the other passes' fast forms (workspace_lower)
-        return optimize(lower_workspace(statement, types, output, plan, nests),
-                        target or Target(), (thread_rows, gallop, prefetch))
-    if any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
-        return optimize(lower_precomputed(statement, types, output, nests), target or Target())
-    return optimize(lower(statement, types, output, nests), target or Target())
+        program = optimize(lower_workspace(statement, types, output, plan, nests), target,
+                           (thread_rows, gallop, prefetch))
+    elif any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
+        program = optimize(lower_precomputed(statement, types, output, nests), target)
+    else:
+        program = optimize(lower(statement, types, output, nests), target)
+    if target.phase != "whole":
+        return program
+    return replace(program, phases=assembly_phases(program, types))

@@ -43,6 +43,7 @@ SELECT_OTHER = "select cases (other form)"
 CLEAR_ROWS = "clear rows"
 PREFETCH = "prefetch next rows (other form)"
 THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
+OTHER_FORMS = frozenset({PAIRS, GALLOP, SELECT_OTHER, PREFETCH})  # timed against the first
 
 
 @dataclass(frozen=True)
@@ -322,3 +323,9 @@ def optimize(program: Program, target: Target | None = None,
             return run(_Where(program, target, path), node)
         root = _map(root, visit)
     return replace(program, root=root, dtype=target.dtype)
+
+
+def has_other_form(program: Program) -> bool:
+    """Whether a loop of ``program`` has a second form, which the runtime times against
+    the first on the first calls (llvsparse/probe.py)."""
+    return any(note in OTHER_FORMS for loop in loops_of(program.root) for note in loop.notes)

@@ -1,0 +1,55 @@
+"""Whether a kernel sets every entry of its dense output itself, read off its loop IR.
+
+Where it does, the caller need not zero the output first (``out=``, a recycled result).
+Three ways the program can promise it:
+- a ``clear`` of the output (the start of a reduction other than + scattered into it);
+- the row-clearing pass's note on a loop that visits every row, whose body computes
+  something (an expression folded to its fill emits no body, so no row is cleared);
+- a sum stored (not added) at every coordinate of loops that visit them all, into an
+  output whose levels are all full (row-wise SpMV), with nothing scattered.
+"""
+
+from __future__ import annotations
+
+from .cin import Operand
+from .loops import Block, Clear, Insert, Locate, Loop, LoopNode, Program, loops_of, walk
+from .opt.passes import CLEAR_ROWS
+
+
+def initializes_output(program: Program) -> bool:
+    """Whether ``program`` (a whole kernel of one nest) sets every output entry."""
+    loops = [loop for loop in loops_of(program.root) if not loop.site.copies]
+    if program.nests != 1 or not loops:
+        return False
+    site = loops[0].site
+    if any(isinstance(n, Clear) and n.name == program.output for n in walk(program.root)):
+        return True
+    if any(CLEAR_ROWS in loop.notes and _computes(loop) for loop in loops):
+        return True
+    stored = all(lv.full for lv in program.output_levels) and any(
+        isinstance(n, Insert) and _is_sum(n.value) for n in walk(program.root))
+    return stored and not site.scatter and all(
+        _covers_all(loop) for loop in loops if loop.index in site.out_vars)
+
+
+def _computes(loop: LoopNode) -> bool:
+    return loop.chosen is None or any(e is not None for e in loop.chosen.case_exprs)
+
+
+def _covers_all(loop: LoopNode) -> bool:
+    """Every coordinate of the loop's index is visited, with every operand there (a
+    loop of one lattice point over full levels, none located that can miss)."""
+    if not isinstance(loop, Loop) or loop.site.lattice_points != 1:
+        return False
+    items = loop.body.items if isinstance(loop.body, Block) else (loop.body,)
+    located = []
+    for item in items:
+        if not isinstance(item, Locate):
+            break
+        located.append(item.ref)
+    return (loop.iterator.universe or loop.iterator.facts.full) and \
+        all(ref.facts.full for ref in located)
+
+
+def _is_sum(value: object) -> bool:
+    return isinstance(value, Operand) and value.uid == -1
