@@ -24,7 +24,6 @@ from llvsparse.ir.notation import (
     NotationError,
     Reduction,
     index_vars,
-    is_valid_name,
     iter_accesses,
     negate,
     place_reductions,
@@ -49,6 +48,7 @@ from llvsparse.ir.operators import (
     lookup,
 )
 from llvsparse.ir.operators import semiring as _semiring
+from llvsparse.ir.subscripts import is_valid_name
 
 __all__ = [
     "ExprNode",

@@ -18,7 +18,7 @@ from llvsparse.expr_api import apply
 from llvsparse.formats.body_check import BodyChecker
 from llvsparse.formats.vocabulary import FormatFileError
 from llvsparse.formats.yaml_reader import Reader
-from llvsparse.ir.notation import REDUCTION_PREFIX, NotationError, is_valid_name
+from llvsparse.ir.notation import REDUCTION_PREFIX, NotationError
 from llvsparse.ir.operators import (
     ADD,
     AND,
@@ -38,6 +38,7 @@ from llvsparse.ir.operators import (
     lookup,
     register,
 )
+from llvsparse.ir.subscripts import is_valid_name
 
 _BINARY = {ast.Add: ADD, ast.Sub: SUB, ast.Mult: MUL, ast.Div: DIV}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!=", ast.Gt: ">",

@@ -26,7 +26,6 @@ from llvsparse.ir.notation import (
     Reduction,
     _Locator,
     free_vars,
-    is_valid_name,
     negate,
     place_reductions,
     validate,
@@ -40,6 +39,7 @@ from llvsparse.ir.operators import (
     Operator,
     lookup,
 )
+from llvsparse.ir.subscripts import is_valid_name
 
 # ----------------------------------------------------------------------------- tokenizer
 
