@@ -161,14 +161,21 @@ def matrix_transpose(x: object) -> object:
 
 def _distinct(x: object, what: str) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values and their counts, the fill counted once per entry not
-    stored (NaN values each distinct, as numpy's unique keeps them)."""
+    stored; NaN values each distinct, as numpy's unique_values keeps them (so a NaN
+    fill is one value per entry not stored)."""
     tensor = tensor_of(x, what)
     _, values = tensor.to_coo()
     unstored = tensor.size - len(values)
+    fill = np.asarray([tensor.fill_value], tensor.dtype)
+    nan_fill = tensor.dtype.kind in "fc" and bool(np.isnan(fill[0]))
+    if nan_fill and unstored > 10**8:
+        raise ValueError(f"{what}: {unstored} entries not stored hold NaN, each a distinct "
+                         "value: too many to list")
     if unstored:
-        values = np.concatenate([values, np.asarray([tensor.fill_value], tensor.dtype)])
-    distinct, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    if unstored:
+        values = np.concatenate([values, np.repeat(fill, unstored if nan_fill else 1)])
+    distinct, inverse, counts = np.unique(values, return_inverse=True, return_counts=True,
+                                          equal_nan=False)
+    if unstored and not nan_fill:
         counts[inverse[-1]] += unstored - 1
     return distinct, counts
 

@@ -161,3 +161,18 @@ def test_unique_counts_count_the_fill(fill):
         np.testing.assert_array_equal(values, expected_values)
         np.testing.assert_array_equal(counts, expected_counts)
         np.testing.assert_array_equal(np.unique_values(X), expected_values)
+
+
+def test_unique_keeps_nans_distinct():
+    """numpy's unique_values and unique_counts keep every NaN (a stored one, or the
+    NaN fill of each entry not stored) as its own value."""
+    stored = np.array([np.nan, 1.0, np.nan, 0.0])
+    X = ls.Tensor.from_numpy(stored, format="coo")
+    np.testing.assert_array_equal(np.unique_values(X), np.unique_values(stored))
+    filled = ls.Tensor.from_coo([[0, 2]], [1.0, 2.0], (4,), fill=np.nan)
+    dense = np.array([1.0, np.nan, 2.0, np.nan])
+    np.testing.assert_array_equal(np.unique_values(filled), np.unique_values(dense))
+    values, counts = np.unique_counts(filled)
+    expected = np.unique_counts(dense)
+    np.testing.assert_array_equal(values, expected.values)
+    np.testing.assert_array_equal(counts, expected.counts)
