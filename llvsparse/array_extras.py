@@ -149,3 +149,84 @@ def rounded(a: object, decimals: int = 0) -> Tensor:
     return Tensor(tensor.shape, tensor.format.with_fill(fill), tensor.dtype,
                   tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
                   tensor.params, np.round(tensor.values, decimals))
+
+
+def matrix_transpose(x: object) -> object:
+    """The last two axes swapped (numpy's ``matrix_transpose``, ``.mT``)."""
+    tensor = tensor_of(x, "matrix_transpose")
+    if tensor.order < 2:
+        raise ValueError("matrix_transpose needs at least two dimensions")
+    return moveaxis(tensor, -1, -2)
+
+
+def _distinct(x: object, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values and their counts, the fill counted once per entry not
+    stored; NaN values each distinct, as numpy's unique_values keeps them (so a NaN
+    fill is one value per entry not stored)."""
+    tensor = tensor_of(x, what)
+    _, values = tensor.to_coo()
+    unstored = tensor.size - len(values)
+    fill = np.asarray([tensor.fill_value], tensor.dtype)
+    nan_fill = tensor.dtype.kind in "fc" and bool(np.isnan(fill[0]))
+    if nan_fill and unstored > 10**8:
+        raise ValueError(f"{what}: {unstored} entries not stored hold NaN, each a distinct "
+                         "value: too many to list")
+    if unstored:
+        values = np.concatenate([values, np.repeat(fill, unstored if nan_fill else 1)])
+    distinct, inverse, counts = np.unique(values, return_inverse=True, return_counts=True,
+                                          equal_nan=False)
+    if unstored and not nan_fill:
+        counts[inverse[-1]] += unstored - 1
+    return distinct, counts
+
+
+def unique_values(x: object) -> np.ndarray:
+    return _distinct(x, "unique_values")[0]
+
+
+def unique_counts(x: object) -> tuple[np.ndarray, np.ndarray]:
+    return _distinct(x, "unique_counts")
+
+
+def repeat(a: object, repeats: object, axis=None) -> Tensor:
+    """numpy's repeat by one count: each entry at ``c`` along ``axis`` (of the flattened
+    tensor where None) stored at ``c * repeats + k`` for every ``k < repeats``."""
+    if np.ndim(repeats) != 0:
+        raise ValueError("repeat: repeats must be an integer (one count for every entry)")
+    count = operator.index(repeats)
+    if count < 0:
+        raise ValueError(f"repeat: repeats must not be negative, not {count}")
+    tensor = tensor_of(a, "repeat")
+    if axis is None:
+        tensor, axis = reshape(tensor, -1), 0
+    axis = normalize_axis(axis, tensor.order)
+    coords, values = tensor.to_coo()
+    coords = np.repeat(coords, count, axis=1)
+    coords[axis] = coords[axis] * count + np.tile(np.arange(count), len(values))
+    shape = tuple(n * count if k == axis else n for k, n in enumerate(tensor.shape))
+    return Tensor.from_coo(coords, np.repeat(values, count), shape, "coo",
+                           dtype=tensor.dtype, fill=tensor.fill_value)
+
+
+def diff(a: object, n: int = 1, axis: int = -1, prepend=None, append=None) -> object:
+    """numpy's diff: ``n`` times the difference of neighbours along ``axis`` (two views
+    of the tensor subtracted), after ``prepend`` and ``append`` are joined on."""
+    tensor = tensor_of(a, "diff")
+    axis = normalize_axis(axis, tensor.order)
+    if n < 0:
+        raise ValueError(f"diff: order n must be non-negative, not {n}")
+    parts = []
+    for extra in (prepend, tensor, append):
+        if extra is None:
+            continue
+        if np.ndim(extra) == 0 and not isinstance(extra, Tensor):
+            shape = tuple(1 if k == axis else e for k, e in enumerate(tensor.shape))
+            extra = np.broadcast_to(np.asarray(extra), shape)
+        parts.append(extra)
+    result = np.concatenate(parts, axis=axis) if len(parts) > 1 else tensor
+    for _ in range(n):
+        head = [slice(None)] * result.ndim
+        tail = list(head)
+        head[axis], tail[axis] = slice(1, None), slice(None, -1)
+        result = result[tuple(head)] - result[tuple(tail)]
+    return result

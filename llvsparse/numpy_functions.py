@@ -181,6 +181,10 @@ def handlers() -> dict[Callable, Callable]:
         np.sort: sorting.sort, np.argmax: sorting.argmax, np.argmin: sorting.argmin,
         np.take: array_extras.take, np.pad: array_extras.pad, np.flip: array_extras.flip,
         np.round: _round, np.around: _round,
+        np.diff: array_extras.diff, np.repeat: array_extras.repeat,
+        np.matrix_transpose: array_extras.matrix_transpose,
+        np.unique_values: array_extras.unique_values,
+        np.unique_counts: array_extras.unique_counts,
         np.triu: array_extras.triu, np.tril: array_extras.tril, np.kron: array_extras.kron,
         np.outer: lambda a, b, out=None: array_extras.outer(
             np.multiply, _shape_ops().reshape(a, -1), _shape_ops().reshape(b, -1)),

@@ -324,6 +324,11 @@ class ArrayOps:
     def imag(self):
         return _complex().parts(self)[1]
 
+    @property
+    def mT(self):
+        """The last two axes swapped."""
+        return _functions().array_extras.matrix_transpose(self)
+
     def round(self, decimals: int = 0, out=None):
         return np.round(self, decimals, out=out)
 

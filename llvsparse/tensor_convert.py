@@ -78,8 +78,8 @@ class FormatConversions:
             if layouts[0].canonical and self._sealed_state() is not None:
                 return self._sorted_into(fmt)  # a gather of the values, once planned
             return scipy_conversion(self, fmt, *layouts)
-        if fmt.has_hidden_levels or self.order == 0:
-            return self._sorted_into(fmt)
+        if fmt.has_hidden_levels or self.order == 0 or self.dtype.kind == "c":
+            return self._sorted_into(fmt)  # (complex values: no copy kernel holds them)
         idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
         copy = nt.Assignment(nt.Access("B", idx), nt.Access("A", idx))
         kernel = _copy_kernel(copy, self.format, self._with_packed_params(fmt),
@@ -101,6 +101,8 @@ class FormatConversions:
         from is remembered, and converting it again (a transposed operand, on every
         call) gathers its current values: 2M entries in 15 ms rather than 250."""
         template, sources = self._remembered_plan(fmt) or (None, None)
+        if template is None and self.dtype.kind == "c" and self.order:
+            return self._padded_gather(fmt)
         if template is None:
             coords, values = self.to_coo()
             return tensor_class().from_coo(coords, values, self.shape, fmt, self.dtype,
@@ -120,6 +122,21 @@ class FormatConversions:
             memo = self._sorted_memo = (key, *self._gather_plan(fmt))
         return memo[1], memo[2]
 
+    def _padded_gather(self, fmt: Format) -> Tensor:
+        """``fmt`` holding this tensor's (unique) entries where the format pads with
+        entries it was not given (a dense level): their positions packed by a kernel
+        (int64, which kernels hold, unlike complex), each padded entry the fill."""
+        coords, positions = self._stored_entries()
+        template = tensor_class().from_coo(coords, positions.astype(np.int64) + 1, self.shape,
+                                           fmt.with_fill(0.0), "int64", self.index_dtype)
+        sources = template.values - 1
+        values = np.full(len(sources), np.asarray(self.fill_value, self.dtype))
+        values[sources >= 0] = self.values[sources[sources >= 0]]
+        return tensor_class()(self.shape, template.format, self.dtype, self.index_dtype,
+                              template.level_extents, template.level_arrays, template.params,
+                              values, fill=self.fill,
+                              name=self.name)._seal()._mark_valid()
+
     def _gathered(self, template: Tensor, sources: np.ndarray) -> Tensor:
         """``template``'s layout holding this tensor's values at ``sources``."""
         return tensor_class()(self.shape, template.format, self.dtype, self.index_dtype,
@@ -138,8 +155,9 @@ class FormatConversions:
         coords, positions = self._stored_entries()
         # Positions plus one (so that none is 0) packed in place of the values: where no
         # two entries share coordinates, each packed value says where its value is.
-        template = tensor_class().from_coo(coords, positions.astype(np.int64) + 1, self.shape, fmt,
-                                   "int64", self.index_dtype, self.name)
+        template = tensor_class().from_coo(coords, positions.astype(np.int64) + 1, self.shape,
+                                           fmt.with_fill(0.0), "int64", self.index_dtype,
+                                           self.name)
         if len(template.values) != len(positions):
             return None, None
         return template, template.values - 1

@@ -199,10 +199,11 @@ def test_npy_round_trip(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), dense)
 
 
-def test_npy_narrow_dtype_widened(tmp_path):
+def test_npy_narrow_dtype_kept(tmp_path):
+    """uint8 is a value dtype now: a file keeps it (float16 too; object is refused)."""
     np.save(tmp_path / "u.npy", np.array([[0, 3], [7, 0]], dtype=np.uint8))
     tensor = read(tmp_path / "u.npy")
-    assert tensor.dtype == np.int64
+    assert tensor.dtype == np.uint8
     np.testing.assert_array_equal(tensor.to_numpy(), [[0, 3], [7, 0]])
 
 
@@ -347,7 +348,7 @@ def test_bad_npy_and_npz(tmp_path):
 
 
 @pytest.mark.parametrize(("stored", "dtype", "match"), [
-    (np.array([2**64 - 1], np.uint64), None, "18446744073709551615 does not fit int64"),
+    (np.array([2**64 - 1], np.uint64), "int64", "18446744073709551615 does not fit int64"),
     (np.array([3_000_000_000], np.int64), "int32", "3000000000 does not fit int32"),
     (np.array([1.5]), "int64", "1.5 does not fit int64"),
     (np.array([np.nan]), "int64", "nan does not fit int64"),
@@ -375,7 +376,7 @@ def test_read_keeps_casts_that_keep_values(tmp_path, stored, dtype):
     path = tmp_path / "v.npy"
     np.save(path, stored)
     tensor = read(path, dtype=dtype)
-    expected = stored.astype(dtype or np.int64)
+    expected = stored.astype(dtype) if dtype else stored  # uint64 is kept as it is
     assert tensor.dtype == expected.dtype
     np.testing.assert_array_equal(tensor.to_numpy(), expected)
 

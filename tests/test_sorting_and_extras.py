@@ -126,3 +126,53 @@ def test_round_and_in_place_ufuncs(fill):
     integers = ls.Tensor.from_numpy(np.arange(4), format="coo")
     with pytest.raises(TypeError, match="same_kind"):
         np.sqrt(integers, out=integers)
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+@pytest.mark.parametrize("n", [1, 2])
+def test_diff_repeat_and_matrix_transpose_match_numpy(ndim, n):
+    rng = np.random.default_rng(ndim * 10 + n)
+    x = rng.integers(0, 4, size=(3, 4, 2)[:ndim])
+    X = ls.Tensor.from_numpy(x, format="coo", fill=1)
+    edge = rng.integers(0, 4, size=x.shape)
+    for axis in range(-ndim, ndim):
+        np.testing.assert_array_equal(np.asarray(np.diff(X, n=n, axis=axis)),
+                                      np.diff(x, n=n, axis=axis))
+        got = np.diff(X, n=n, axis=axis, prepend=ls.Tensor.from_numpy(edge, format="coo", fill=1),
+                      append=edge)
+        np.testing.assert_array_equal(np.asarray(got), np.diff(x, n=n, axis=axis,
+                                                               prepend=edge, append=edge))
+        np.testing.assert_array_equal(np.asarray(np.repeat(X, n + 1, axis=axis)),
+                                      np.repeat(x, n + 1, axis=axis))
+    np.testing.assert_array_equal(np.asarray(np.repeat(X, 2)), np.repeat(x, 2))
+    with pytest.raises(ValueError, match="repeats must be an integer"):
+        np.repeat(X, [1] * x.shape[0], axis=0)
+    if ndim >= 2:
+        np.testing.assert_array_equal(np.asarray(X.mT), np.matrix_transpose(x))
+
+
+@pytest.mark.parametrize("fill", [-1, 0, 1])
+def test_unique_counts_count_the_fill(fill):
+    for arr in [np.array([[-3, -2, 0, 0], [-1, 2, 0, -2]]), np.zeros((3, 3), int),
+                np.arange(1, 10)]:
+        X = ls.Tensor.from_numpy(arr, format="coo", fill=fill)
+        values, counts = np.unique_counts(X)
+        expected_values, expected_counts = np.unique(arr, return_counts=True)
+        np.testing.assert_array_equal(values, expected_values)
+        np.testing.assert_array_equal(counts, expected_counts)
+        np.testing.assert_array_equal(np.unique_values(X), expected_values)
+
+
+def test_unique_keeps_nans_distinct():
+    """numpy's unique_values and unique_counts keep every NaN (a stored one, or the
+    NaN fill of each entry not stored) as its own value."""
+    stored = np.array([np.nan, 1.0, np.nan, 0.0])
+    X = ls.Tensor.from_numpy(stored, format="coo")
+    np.testing.assert_array_equal(np.unique_values(X), np.unique_values(stored))
+    filled = ls.Tensor.from_coo([[0, 2]], [1.0, 2.0], (4,), fill=np.nan)
+    dense = np.array([1.0, np.nan, 2.0, np.nan])
+    np.testing.assert_array_equal(np.unique_values(filled), np.unique_values(dense))
+    values, counts = np.unique_counts(filled)
+    expected = np.unique_counts(dense)
+    np.testing.assert_array_equal(values, expected.values)
+    np.testing.assert_array_equal(counts, expected.counts)

@@ -147,7 +147,8 @@ _NUMPY_FUNCTIONS = ("sum", "prod", "max", "min", "mean", "std", "var", "nansum",
                     "roll", "tril", "triu", "clip", "isinf", "isnan", "nonzero", "kron",
                     "argmax", "argmin", "diagonal", "pad", "abs", "outer", "result_type",
                     "round", "sort", "take", "flip", "isclose", "allclose", "argwhere",
-                    "count_nonzero", "unique_values", "vecdot", "permute_dims")
+                    "count_nonzero", "unique_values", "vecdot", "permute_dims", "diff",
+                    "repeat", "matrix_transpose", "unique_counts")
 
 
 # pydata functions whose numpy namesake lacks their options: llvsparse's own, as a user
