@@ -68,7 +68,7 @@ def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
 
 def device_phases(plan: GpuPlan) -> tuple[str, ...]:
     """The device entries a plan launches."""
-    return ASSEMBLY_PHASES if plan.assembles else ("range",)
+    return ASSEMBLY_PHASES if plan.assembles else ("whole",)
 
 
 def check_output(plan: GpuPlan, bound: BoundCall) -> None:
@@ -122,6 +122,6 @@ def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
     if plan.assembles:
         return assemble(code, bound, launch, run)
     values = np.zeros(bound.size, bound.dtype)
-    run("range", [runtime.DescriptorHolder(bound.extents, [values], bound.flat_params),
+    run("whole", [runtime.DescriptorHolder(bound.extents, [values], bound.flat_params),
                   *bound.inputs], None)
     return bound.result(values)

@@ -113,7 +113,7 @@ def emulated_launch(kernel: ls.Kernel):
     def run(grid: int, block: int, table: int, status: int, bounds: int, threads: int,
             extra: int) -> None:
         launches.append((grid, threads))
-        failed = emulated.launch("range", grid, block, table, bounds, threads, extra)
+        failed = emulated.launch("whole", grid, block, table, bounds, threads, extra)
         if failed:
             ctypes.c_int32.from_address(status).value = failed
     run.launches = launches

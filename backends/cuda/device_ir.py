@@ -102,14 +102,15 @@ def register_global(module: ir.Module, register: str) -> ir.GlobalVariable:
 
 
 # What each device entry calls per thread, after its range [lo, hi) of the split loop:
-# the kernel over the range; the count of a range's output entries (stored at
-# ``extra[thread]``); the fill of a range's entries from offset ``extra[thread]``.
-PHASES = ("range", "count", "fill")
+# the kernel over the range (the translator's whole phase, ``{name}_range``); the count
+# of a range's output entries (stored at ``extra[thread]``); the fill of a range's
+# entries from offset ``extra[thread]``.
+PHASES = ("whole", "count", "fill")
 
 
-def device_name(name: str, phase: str = "range") -> str:
+def device_name(name: str, phase: str = "whole") -> str:
     """The device entry of ``phase`` of kernel ``name``."""
-    return f"{name}_device" if phase == "range" else f"{name}_{phase}_device"
+    return f"{name}_device" if phase == "whole" else f"{name}_{phase}_device"
 
 
 def device_signature() -> ir.FunctionType:
@@ -130,7 +131,7 @@ def _phase_call(module: ir.Module, b: ir.IRBuilder, name: str, phase: str, args,
     """The status of the translator's ``phase`` function over [lo, hi) for ``thread``."""
     i64p = I64.as_pointer()
     table, extra = args[0], args[4]
-    if phase == "range":
+    if phase == "whole":
         callee = _declare(module, ir.FunctionType(I32, [PTR, I64, I64]), f"{name}_range")
         return b.call(callee, [table, lo, hi])
     if phase == "count":
@@ -159,7 +160,7 @@ def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
         bounds, next_ = kernel.args[2], b.add(thread, ir.Constant(I64, 1))
         ranged = b.icmp_unsigned("!=", bounds, ir.Constant(bounds.type, None))
         origin = b.block
-        read, joined = b.append_basic_block("ranged"), b.append_basic_block("range")
+        read, joined = b.append_basic_block("ranged"), b.append_basic_block("bounded")
         b.cbranch(ranged, read, joined)
         b.position_at_end(read)  # only a ranged launch has a bounds array to read
         lo_read = b.load(b.gep(bounds, [thread]), align=8)
@@ -182,7 +183,7 @@ def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
 
 
 def device_kernel(name: str, hooks: TargetHooks, triple: str, data_layout: str,
-                  nvvm_kernel: bool, phases: tuple[str, ...] = ("range",),
+                  nvvm_kernel: bool, phases: tuple[str, ...] = ("whole",),
                   lanes: int = 1) -> ir.Module:
     """A module holding one device entry per phase of ``phases`` (see device_signature),
     each running its threads' ranges through the translator's declared functions;

@@ -182,7 +182,7 @@ def _launcher(module: ir.Module, name: str, phase: str) -> None:
     b.ret(b.load(status))
 
 
-def emulate(host_ir: str, name: str, phases: tuple[str, ...] = ("range",),
+def emulate(host_ir: str, name: str, phases: tuple[str, ...] = ("whole",),
             lanes: int = 1) -> EmulatedKernel:
     """The emulated device kernels of ``phases`` of the translator's IR ``host_ir``
     (entry ``name``); ``lanes``: threads per range (32: a warp schedule)."""

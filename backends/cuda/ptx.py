@@ -60,7 +60,7 @@ def check_ptx(ptx: str, sm: str = "sm_80") -> None:
 
 
 def emit_ptx(host_ir: str, name: str, sm: str = "sm_80",
-             phases: tuple[str, ...] = ("range",), lanes: int = 1) -> str:
+             phases: tuple[str, ...] = ("whole",), lanes: int = 1) -> str:
     """PTX of the planned kernel's device entries for ``phases`` (see device_ir): the
     translator's functions entered by a grid of threads (``lanes`` to a range: 32 for a
     warp schedule), special registers and shuffles read by NVVM."""
