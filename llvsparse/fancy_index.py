@@ -16,15 +16,16 @@ import operator
 
 import numpy as np
 
-from .ir.notation import IndexVar
+from .ir.notation import AffineIndex, IndexVar
 from .tensor import Tensor
 
 
 def is_index_key(indices) -> bool:
     """Whether ``indices`` is meant as a numpy index: it names no index variable of
-    index notation (a key numpy refuses is refused here, naming the element)."""
+    index notation, plain or in an affine subscript (a key numpy refuses is refused
+    here, naming the element)."""
     keys = indices if isinstance(indices, tuple) else (indices,)
-    return not any(isinstance(k, IndexVar) for k in keys)
+    return not any(isinstance(k, (IndexVar, AffineIndex)) for k in keys)
 
 
 def _array(key, position: int) -> np.ndarray | None:

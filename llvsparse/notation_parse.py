@@ -297,6 +297,9 @@ class _Parser:
             if token.kind == "name" and after.kind == "op" and after.text == ",":
                 pos += 2
                 continue
+            if token.kind == "op" and token.text == "-":  # a negated argument: f(-x(i))
+                pos += 1
+                continue
             if token.kind == "op" and token.text == "(" \
                     or token.kind == "name" and after.text == "(":
                 break

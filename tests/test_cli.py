@@ -220,7 +220,7 @@ def test_dump_bad_expression_shows_column(cli: Cli) -> None:
                                   ["-f", "Q:csr"], ["-f", "A"], ["--name", "malloc"],
                                   ["--name", "ké"], ["--name", "int"],
                                   ["--index-dtype", "A:int16"], ["--index-dtype", "A:float64"],
-                                  ["--dtype", "A:int8"], ["--dtype", "Z:float32"]])
+                                  ["--dtype", "A:object"], ["--dtype", "Z:float32"]])
 def test_dump_usage_errors(cli: Cli, args: list[str]) -> None:
     done = cli("dump", SPMV, *args, "--emit", "llvm")
     assert done.returncode == 2

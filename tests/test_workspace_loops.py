@@ -75,7 +75,8 @@ def test_gustavson_dense_workspace_loops():
         "  sort w: its touched coordinates, by a bitmap scan or, where they spread, a sort",
         "  for j in entries of w, in order:"]
     assert lines[8:] == ["    append C(i,j) = w(j)",
-                         "  clear w = 0.0 through its touched list (marks of a new run)"]
+                         "  clear w = 0.0 through its touched list (marks of a new run)",
+                         "threads assemble in phases: setup, append(lo, hi), finish(total)"]
 
 
 @pytest.mark.parametrize("policy", ["sort", "hash", "bucket"])
@@ -103,8 +104,9 @@ def test_hoisted_sparse_workspace_clears_per_row():
     np.testing.assert_allclose(_result(kernel, A=A, B=B), (A @ B).toarray(), rtol=1e-13)
     lines = kernel.loops.splitlines()
     assert lines[1] == "for i in coordinates of A.0:  {thread rows}"
-    assert lines[-1] == "  clear w = 0.0 through its list of occupied slots"
-    assert lines[-3] == "  for j in entries of w, in order:"
+    assert lines[-2:] == ["  clear w = 0.0 through its list of occupied slots",
+                          "threads assemble in phases: setup, append(lo, hi), finish(total)"]
+    assert lines[-4] == "  for j in entries of w, in order:"
 
 
 def test_loop_ir_nodes_of_a_workspace_kernel():
