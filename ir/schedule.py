@@ -108,7 +108,7 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
 
 
 def _needs_ordered_output(out: TensorType) -> bool:
-    return any(level.can_append for level in out.levels) and not unordered_append_output(out)
+    return any(level.can_append for level in out.levels) and not unordered_append_output(out.levels)
 
 
 def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,

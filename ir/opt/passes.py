@@ -26,11 +26,12 @@ from ..loops import (
     Program,
     Ref,
     annotate,
+    leading_locates,
     loops_of,
     tag,
     walk,
 )
-from ..types import TensorType, unordered_append_output
+from ..types import unordered_append_output
 from . import checks
 
 JAM = "jam 8, 4"
@@ -83,18 +84,6 @@ def _map(node: Node, visit: Callable[[LoopNode, tuple[LoopNode, ...]], LoopNode]
     return node
 
 
-def _direct_locates(node: LoopNode) -> list[Ref]:
-    """The levels located at each coordinate of ``node``, before its body."""
-    bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
-    found = list(node.located) if isinstance(node, Merge) else []
-    for body in bodies:
-        for item in body.items if isinstance(body, Block) else (body,):
-            if not isinstance(item, Locate):
-                break
-            found.append(item.ref)
-    return found
-
-
 def _inside(node: LoopNode) -> list[Node]:
     bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
     return [n for body in bodies for n in walk(body)]
@@ -111,7 +100,7 @@ def _hooks(where: _Where, index: str) -> bool:
     ``index`` (assembly.OutputAssembler.hooks_for)."""
     levels = where.program.output_levels
     site = _site(where.program)
-    unordered = unordered_append_output(TensorType(levels, 0, "float64", "int32"))
+    unordered = unordered_append_output(levels)
     if where.target.phase == "count" or site is None or unordered:
         return False
     prefix = next((k for k, lv in enumerate(levels) if not lv.can_insert), len(levels))
@@ -179,7 +168,7 @@ def can_jam(where: _Where, node: LoopNode) -> bool:
     return checks.jammable(node.iterator.facts, node.over == "positions" and
                            not node.iterator.universe, site.lattice_points,
                            _hooks(where, node.index), _range_loop(where, node),
-                           [r.facts for r in _direct_locates(node)])
+                           [r.facts for r in leading_locates(node)])
 
 
 def jam(where: _Where, node: LoopNode) -> LoopNode:
@@ -210,7 +199,7 @@ def pairs(where: _Where, node: LoopNode) -> LoopNode:
     unclamped = _range_loop(where, node) and node.over == "positions" and not it.facts.ordered
     if not checks.pairable(None if it.universe else it.facts, site.lattice_points,
                            _hooks(where, node.index), unclamped,
-                           [r.facts for r in _direct_locates(node)]):
+                           [r.facts for r in leading_locates(node)]):
         return node
     return annotate(node, PAIRS)
 
@@ -279,7 +268,7 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
         return node
     all_insert, full = _all_insert_full(where.program)
     covers_all = site.lattice_points == 1 and (node.iterator.universe or node.iterator.facts.full) \
-        and all(r.facts.full for r in _direct_locates(node))
+        and all(r.facts.full for r in leading_locates(node))
     if where.program.output_fill == 0 and checks.clears_rows(
             covers_all, _range_loop(where, node), where.program.nests == 1, site.scatter,
             site.accumulate, all_insert, full):
