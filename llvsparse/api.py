@@ -28,6 +28,8 @@ from .instance import Instance
 from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
 from .ir.affine import valid_extent
+from .ir.directives import Schedule
+from .ir.errors import ScheduleError
 from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.gpu_plan import GpuPlan
 from .ir.loops import Program, show_program
@@ -44,6 +46,7 @@ from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
 from .pickling import instance_meta, reduce_kernel
+from .scheduling import ScheduleMethods, check_bounds, chunked, explain, gpu_schedule_of, resolve
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (
     check_precomputes,
@@ -55,10 +58,11 @@ from .workspaces import (
 _CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 
 
-class Kernel:
+class Kernel(ScheduleMethods):
     """A compiled expression; call it with tensors by name, many times.
 
-    Machine code is specialized per value/index dtype on first use and cached.
+    Machine code is specialized per value/index dtype on first use and cached. The
+    scheduling methods (``split``, ``reorder``, ``parallelize``, ...) return new kernels.
     """
 
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
@@ -66,7 +70,9 @@ class Kernel:
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
                  finite: bool = False, counting: bool = False, target: str = "cpu",
-                 gpu_schedule: str | None = None, extents: dict[str, int] | None = None):
+                 gpu_schedule: str | None = None, extents: dict[str, int] | None = None,
+                 schedule: object = None):
+        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         checked_policy(workspace)
         # Output indices only affine subscripts use: their extents (padding), else 'valid'.
         self.index_extents = {str(k): int(v) for k, v in (extents or {}).items()}
@@ -88,7 +94,6 @@ class Kernel:
         self.finite = finite  # operands' values finite: factors move into sums (finite_sums)
         self.counting = counting  # a counting build: each call sets loop_count
         self.loop_count: int | None = None  # loop heads the last call ran (counting)
-        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
         self.formats: dict[str, Format] = {}
@@ -104,6 +109,9 @@ class Kernel:
         unknown = set(formats) - set(orders)
         if unknown:
             raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
+        self._schedule_spec = schedule
+        self.plan = resolve(schedule, self.assignment, self.formats, target)
+        self._apply_plan()
         self.fastmath = fastmath
         self.out_index_dtype = out_index_dtype
         self.convert = convert
@@ -129,6 +137,45 @@ class Kernel:
         self._finite: Kernel | None = None  # see _finite_sums
         self._sums_move: bool | None = None
         self.last: Instance | None = None
+
+    def _apply_plan(self) -> None:
+        """The workspace and GPU schedule a user's schedule names (they must agree with
+        the arguments given beside it)."""
+        plan = self.plan
+        if plan is not None and plan.workspace is not None:
+            if self.workspace not in (None, plan.workspace):
+                raise ValueError(f"workspace={self.workspace!r} but the schedule precomputes "
+                                 f"into {plan.workspace!r}")
+            checked_policy(plan.workspace)
+            self.workspace = plan.workspace
+        mapped = gpu_schedule_of(plan)
+        if mapped is not None:
+            if self.gpu_schedule not in (None, mapped):
+                raise ValueError(f"gpu_schedule={self.gpu_schedule!r} but the schedule's GPU "
+                                 f"units map to {mapped!r}")
+            self.gpu_schedule = mapped
+
+    def with_directive(self, directive) -> Kernel:
+        """This kernel with ``directive`` appended to its schedule (a new kernel)."""
+        current = self.plan.schedule if self.plan is not None else Schedule()
+        out = self.assignment.lhs.tensor
+        formats = {n: self.formats[n] for n in self._user_names if n != out}
+        return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                      self.out_index_dtype, self.convert, self.workspace
+                      if self.plan is None or self.plan.workspace is None else None,
+                      precompute=self.precompute, finite=self.finite, counting=self.counting,
+                      target=self.target, gpu_schedule=self.gpu_schedule
+                      if gpu_schedule_of(self.plan) is None else None,
+                      extents=self.index_extents, schedule=current.then(directive))
+
+    @property
+    def schedule(self) -> str:
+        """The kernel's schedule and how each part of it runs (threads, chunks, order)."""
+        inst = self._default()
+        return explain(self.plan, self._schedule_spec, inst.parallel_mode,
+                       tuple(ix.name for ix in self._assignment.lhs.indices
+                             if isinstance(ix, nt.IndexVar)), self.workspace,
+                       self.gpu_schedule)
 
     __repr__ = kernel_repr
     __reduce__ = reduce_kernel
@@ -204,8 +251,17 @@ class Kernel:
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-               self.finite, self.counting, registry_generation())
+               self.finite, self.counting, registry_generation(), self._plan_key())
         return types, dtypes[out], key
+
+    @property
+    def schedule_text(self) -> str | None:
+        """A user's schedule as the scheduling language writes it (None: auto)."""
+        return None if self.plan is None else str(self.plan.schedule)
+
+    def _plan_key(self) -> str:
+        """The schedule's part of cache keys: a user's schedule as text."""
+        return "" if self.plan is None else str(self.plan.schedule)
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
         """The key of the instance for ``types`` in the disk cache (and in pickles): it
@@ -215,7 +271,7 @@ class Kernel:
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
              self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-             self.finite, self.counting) + ((
+             self.finite, self.counting, self._plan_key()) + ((
                  user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
@@ -269,7 +325,8 @@ class Kernel:
         dtypes = {n: t.dtype for n, t in types.items()}
         return Request(as_computed(self._assignment, dtypes), self._names,
                        compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
-                       self.precompute, emit_kernel, self.finite, self.counting)
+                       self.precompute, emit_kernel, self.finite, self.counting,
+                       plan=self.plan)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -408,6 +465,7 @@ class Kernel:
             raise TypeError(f"check must be True or False, not {check!r}")
         given = {n: as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
         extents = self._extents(given)
+        check_bounds(self.plan, extents)
         if check:
             for tensor in given.values():
                 tensor.validate()
@@ -441,6 +499,8 @@ class Kernel:
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
                     and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
+        if self.plan is not None:  # a user's schedule says whether threads run
+            parallel = self._scheduled_parallel(inst, threads, out_shape)
         stored = sum(len(t.values) for t in inputs.values())
         try:
             check_workspace(inst.workspace, out_shape, threads if parallel else 1,
@@ -463,8 +523,11 @@ class Kernel:
         plan = None
         if parallel:
             var = self._assignment.lhs.indices[inst.parallel_mode].name
-            plan = self._plan(out_shape[inst.parallel_mode], threads,
-                              self.entries_per_row(inputs, var))
+            weights = self.entries_per_row(inputs, var)
+            plan = self._plan(out_shape[inst.parallel_mode], threads, weights) \
+                if self.plan is None or self.plan.parallel is None else \
+                chunked(self.plan.parallel.chunks, out_shape[inst.parallel_mode], threads,
+                        inputs, weights)
         out_format = self.formats[out].with_fill(inst.types[out].fill)
         bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
         bound.refreshes = refreshes
@@ -478,6 +541,19 @@ class Kernel:
         bound.converted = converted
         bound.inputs_by_name = inputs  # what the kernel reads, by its names (interpreter)
         return bound
+
+    def _scheduled_parallel(self, inst: Instance, threads: int, out_shape) -> bool:
+        """Whether threads run this call under a user's schedule: where it parallelizes
+        a loop, which must then be one whose rows threads can own."""
+        parallel = self.plan.parallel
+        if parallel is None:
+            return False
+        if inst.parallel_mode is None:
+            raise ScheduleError(f"parallelize({parallel.name}, {parallel.unit}, "
+                                f"{parallel.races}): threads cannot own rows of this "
+                                f"kernel's output ({self.formats[self.assignment.lhs.tensor]})"
+                                ": it is assembled by one thread")
+        return threads > 1 and out_shape[inst.parallel_mode] > 1
 
     def _sparse_workspace(self) -> Kernel:
         """This kernel with a sorted-list workspace (made once)."""
@@ -507,7 +583,7 @@ class Kernel:
         return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
                       self.out_index_dtype, self.convert, workspace, precompute=precompute,
                       finite=self.finite if finite is None else finite,
-                      counting=self.counting)
+                      counting=self.counting, schedule=self.schedule_text)
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
@@ -599,7 +675,8 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
             counting: bool = False, target: str = "cpu", gpu_schedule: str | None = None,
-            extents: dict[str, int] | None = None, **formats: object) -> Kernel:
+            extents: dict[str, int] | None = None, schedule: object = None,
+            **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -616,10 +693,12 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     ``gpu_schedule``: how a GPU grid splits the work ("thread_per_row", "nonzero_split",
     "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class).
     ``extents``: the extents of output indices that only affine subscripts use
-    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'."""
+    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'.
+    ``schedule``: a Schedule, its text (``"split(i, i0, i1, 64); parallelize(i0,
+    cpu_thread, no_races)"``, see ir/directives.py) or None/"auto" (the rules choose)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target,
-                  gpu_schedule=gpu_schedule, extents=extents)
+                  gpu_schedule=gpu_schedule, extents=extents, schedule=schedule)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

@@ -23,6 +23,7 @@ from .ir.opt import loop_ir
 from .ir.opt.passes import Target, has_other_form
 from .ir.output_init import initializes_output
 from .ir.parallel import parallel_mode
+from .ir.scheduled_statements import scheduled_statement
 from .ir.statements import concrete_text
 from .ir.transforms.lowering import (
     Lowered,
@@ -102,7 +103,10 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
         other(module)
     if phases:
         mode = types[order[0]].levels[0].mode
-    text = concrete_text(statement_of(nests, types))
+    statement = statement_of(nests, types)
+    if request.plan is not None:
+        statement = scheduled_statement(statement, request.plan)
+    text = concrete_text(statement)
     seconds = time.perf_counter() - start
     if request.counting:
         count_loop_heads(module)
