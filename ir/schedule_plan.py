@@ -118,7 +118,7 @@ class KernelIndices:
     out_vars: tuple[str, ...]
     all_vars: tuple[str, ...]
     operands: dict[str, tuple[str, ...]]
-    rhs: str = ""  # the right-hand side as index notation prints it
+    rhs: tuple[str, ...] = ()  # the right-hand side's texts: with and without its sums
 
     @classmethod
     def of(cls, assignment: nt.Assignment) -> KernelIndices:
@@ -131,7 +131,11 @@ class KernelIndices:
             if access.tensor != out.tensor:
                 operands.setdefault(access.tensor, plain)
         out_vars = tuple(ix.name for ix in out.indices if isinstance(ix, nt.IndexVar))
-        return cls(out.tensor, out_vars, tuple(names), operands, str(assignment.rhs))
+        forms, rhs = [str(assignment.rhs)], assignment.rhs
+        while isinstance(rhs, nt.Reduction):
+            rhs = rhs.body
+            forms.append(str(rhs))
+        return cls(out.tensor, out_vars, tuple(names), operands, tuple(forms))
 
 
 def plan_schedule(schedule: Schedule, kernel: KernelIndices, target: str) -> SchedulePlan:
@@ -274,8 +278,8 @@ def _precompute(plan: SchedulePlan, kernel: KernelIndices, d: Precompute, text: 
         raise ScheduleError(f"{text}: a workspace is lowered over the output's last index "
                             f"({', '.join(kernel.out_vars) or 'none: a scalar output'}) "
                             "only, for now")
-    if "".join(d.expr.split()) != "".join(kernel.rhs.split()):
-        raise ScheduleError(f"{text}: only the whole right-hand side ({kernel.rhs}) is "
+    if "".join(d.expr.split()) not in ["".join(form.split()) for form in kernel.rhs]:
+        raise ScheduleError(f"{text}: only the whole right-hand side ({kernel.rhs[-1]}) is "
                             "precomputed into a workspace, for now")
     if plan.workspace is not None:
         raise ScheduleError(f"{text}: the kernel already has a workspace ({plan.workspace})")
@@ -286,14 +290,25 @@ def _original_order(plan: SchedulePlan, live: list[str]) -> tuple[str, ...]:
     """The original indices in the order their (derived) loops now run; a split's two
     loops must stay together (tiling moves another loop between them, which is not
     lowered yet)."""
+    for outer, origin in plan.origins.items():
+        if not origin.kind.endswith("_outer"):
+            continue
+        inner = next(n for n, o in plan.origins.items()
+                     if o.kind == origin.kind.replace("outer", "inner") and o.parents == origin.parents)
+        if outer in live and inner in live and live.index(inner) < live.index(outer):
+            raise ScheduleError(f"the schedule runs {inner} outside {outer}, the inner loop of "
+                                "a split outside its outer one: that is not lowered yet")
     order: list[str] = []
+    last: tuple[str, ...] = ()
     for name in live:
-        for root in _covered(plan, name):
-            if root in order and order[-1] != root:
+        roots = _covered(plan, name)
+        for root in roots:
+            if root in order and root not in last:
                 raise ScheduleError(f"the schedule puts another loop between the loops "
                                     f"derived from {root} (tiling); this is not lowered yet")
             if root not in order:
                 order.append(root)
+        last = roots
     return tuple(order)
 
 
