@@ -12,9 +12,9 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from llvsparse.ir.errors import ScheduleError
 
 import llvsparse as ls
-from llvsparse.ir.errors import ScheduleError
 
 
 def _csr(rows: int, cols: int, density: float, seed: int, skew: bool = False) -> sp.csr_matrix:
