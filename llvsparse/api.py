@@ -401,8 +401,10 @@ class Kernel(ScheduleMethods):
     @property
     def loops(self) -> str:
         """The loop IR: each loop, what it iterates and locates, and the fast forms the
-        optimization passes chose for it (in brackets)."""
-        return show_program(self.program(self._default()))
+        optimization passes chose for it (in brackets); under a user's schedule, that
+        schedule first."""
+        text = show_program(self.program(self._default()))
+        return text if self.plan is None else f"schedule: {self.plan.schedule}\n{text}"
 
     def program(self, inst: Instance) -> Program:
         """The loop IR of ``inst``, one of this kernel's instances (lowered again where

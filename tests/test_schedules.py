@@ -243,3 +243,10 @@ def test_gpu_units_choose_the_gpu_mapping():
         ls.compile("y(i) = A(i,j) * x(j)", A="csr", target="cuda-emulated",
                    gpu_schedule="warp_per_row",
                    schedule="parallelize(i, gpu_thread, no_races)")
+
+
+def test_the_exported_header_names_the_schedule(tmp_path):
+    kernel = _spmv("split(i, i0, i1, 8); parallelize(i0, cpu_thread, no_races)")
+    _, header = kernel.export(tmp_path / "k.o", name="spmv")
+    assert " * schedule: split(i, i0, i1, 8); parallelize(i0, cpu_thread, no_races)" in \
+        header.read_text()
