@@ -33,6 +33,7 @@ from .directives import (
     Unroll,
 )
 from .errors import ScheduleError
+from .operators import Operator
 
 CPU_UNITS = ("cpu_thread",)
 
@@ -81,6 +82,8 @@ class ParallelLoop:
     races: str
     chunks: Chunks = Chunks()
     loop: str = ""  # the scheduled loop the user parallelized (derived from index)
+    reduces: bool = False  # over a reduced index: each chunk into its own output
+    operator: Operator | None = None  # the reduction that combines those outputs
 
     @property
     def name(self) -> str:
@@ -119,6 +122,8 @@ class KernelIndices:
     all_vars: tuple[str, ...]
     operands: dict[str, tuple[str, ...]]
     rhs: tuple[str, ...] = ()  # the right-hand side's texts: with and without its sums
+    # The sums the right-hand side is linear in (``_linear_sums``), by their index.
+    reductions: tuple[tuple[str, Operator], ...] = ()
 
     @classmethod
     def of(cls, assignment: nt.Assignment) -> KernelIndices:
@@ -135,7 +140,30 @@ class KernelIndices:
         while isinstance(rhs, nt.Reduction):
             rhs = rhs.body
             forms.append(str(rhs))
-        return cls(out.tensor, out_vars, tuple(names), operands, tuple(forms))
+        return cls(out.tensor, out_vars, tuple(names), operands, tuple(forms),
+                   tuple(_linear_sums(assignment.rhs)))
+
+
+def _linear_sums(expr: nt.Expr) -> list[tuple[str, Operator]]:
+    """The sums (add-kind reductions) that the expression is linear in: reached from the
+    top through sums and through products, negations and numerators whose other
+    arguments do not hold them. Splitting such a sum's index into ranges and adding the
+    partial results is exact (up to reassociation); past anything else (an addition of
+    a term without it, a maximum) it is not."""
+    found: list[tuple[str, Operator]] = []
+    if isinstance(expr, nt.Reduction) and expr.op.kind == "add":
+        found.append((expr.var.name, expr.op))
+        found += _linear_sums(expr.body)
+    elif isinstance(expr, nt.Call) and expr.op.kind in ("mul", "neg", "div"):
+        args = expr.args[:1] if expr.op.kind == "div" else expr.args
+        for arg in args:
+            found += [(var, op) for var, op in _linear_sums(arg)
+                      if not any(var in _reduced(other) for other in expr.args if other is not arg)]
+    return found
+
+
+def _reduced(expr: nt.Expr) -> set[str]:
+    return {node.var.name for node in nt.subexpressions(expr) if isinstance(node, nt.Reduction)}
 
 
 def plan_schedule(schedule: Schedule, kernel: KernelIndices, target: str) -> SchedulePlan:
@@ -325,18 +353,32 @@ def _check_parallel(plan: SchedulePlan, kernel: KernelIndices, live: list[str]) 
     if plan.order and plan.order[0] != root:
         raise ScheduleError(f"{text}: only the outermost loop runs in parallel on CPU threads "
                             f"(loops now: {', '.join(live)})")
-    if not kernel.out_vars or root != kernel.out_vars[0]:
-        reduced = ", ".join(covered)
-        if loop.races == "no_races":
-            raise ScheduleError(
-                f"{text}: threads over {reduced} would reduce into the same entries of "
-                f"{kernel.output} (it is not {kernel.output}'s first index): that races; "
-                "choose atomics, temporaries or parallel_reduction")
-        raise ScheduleError(f"{text}: CPU threads over a reduced index ({reduced}) with "
-                            f"{loop.races} are not lowered yet; parallelize "
-                            f"{kernel.output}'s first index instead")
+    reduces = not kernel.out_vars or root != kernel.out_vars[0]
+    operator = _check_reduced(kernel, loop, covered, text) if reduces else None
     plan.parallel = ParallelLoop(root, loop.unit, loop.races, _chunks(plan, loop.index, text),
-                                 loop.index)
+                                 loop.index, reduces, operator)
+
+
+def _check_reduced(kernel: KernelIndices, loop: ParallelLoop, covered: tuple[str, ...],
+                   text: str) -> Operator:
+    """Threads over a reduced index each reduce into a private output, combined after
+    (temporaries, parallel_reduction); the right-hand side must be linear in the sum
+    over the index, so that private outputs starting as 0 add up to the result."""
+    reduced = ", ".join(covered)
+    if loop.races == "no_races":
+        raise ScheduleError(
+            f"{text}: threads over {reduced} would reduce into the same entries of "
+            f"{kernel.output} (it is not {kernel.output}'s first index): that races; "
+            "choose temporaries or parallel_reduction")
+    if loop.races == "atomics":
+        raise ScheduleError(f"{text}: CPU threads do not add atomically; choose temporaries "
+                            "or parallel_reduction (each thread its own output, combined)")
+    operators = dict(kernel.reductions)
+    if covered[0] not in operators:
+        raise ScheduleError(f"{text}: the right-hand side is not a sum over {covered[0]} "
+                            "(through products only), so partial results over ranges of "
+                            f"{covered[0]} do not add up to it")
+    return operators[covered[0]]
 
 
 def _chunks(plan: SchedulePlan, index: str, text: str) -> Chunks:

@@ -34,8 +34,10 @@ from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.gpu_plan import GpuPlan
 from .ir.loops import Program, show_program
 from .ir.operators import user_operators
+from .ir.parallel import dense_like
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
+from .ir.schedule_plan import Chunks
 from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
 from .ir.transforms.lowering import Request
@@ -46,7 +48,15 @@ from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
 from .pickling import instance_meta, reduce_kernel
-from .scheduling import ScheduleMethods, check_bounds, chunked, explain, gpu_schedule_of, resolve
+from .scheduling import (
+    ScheduleMethods,
+    check_bounds,
+    chunked,
+    combiner,
+    explain,
+    gpu_schedule_of,
+    resolve,
+)
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (
     check_precomputes,
@@ -502,7 +512,7 @@ class Kernel(ScheduleMethods):
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
                     and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
         if self.plan is not None:  # a user's schedule says whether threads run
-            parallel = self._scheduled_parallel(inst, threads, out_shape)
+            parallel = self._scheduled_parallel(inst, threads, out_shape, extents)
         stored = sum(len(t.values) for t in inputs.values())
         try:
             check_workspace(inst.workspace, out_shape, threads if parallel else 1,
@@ -522,16 +532,11 @@ class Kernel(ScheduleMethods):
                 raise
             return self._merging().bind(check=check, threads=threads, **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
-        plan = None
-        if parallel:
-            var = self._assignment.lhs.indices[inst.parallel_mode].name
-            weights = self.entries_per_row(inputs, var)
-            plan = self._plan(out_shape[inst.parallel_mode], threads, weights) \
-                if self.plan is None or self.plan.parallel is None else \
-                chunked(self.plan.parallel.chunks, out_shape[inst.parallel_mode], threads,
-                        inputs, weights)
+        plan = self._thread_plan(inst, threads, extents, inputs) if parallel else None
         out_format = self.formats[out].with_fill(inst.types[out].fill)
         bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
+        if plan is not None and self.plan is not None and self.plan.parallel.reduces:
+            bound.combine = combiner(self.plan.parallel.operator)
         bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         # The caller's tensors' own descriptors (a converted operand's source's).
@@ -544,18 +549,40 @@ class Kernel(ScheduleMethods):
         bound.inputs_by_name = inputs  # what the kernel reads, by its names (interpreter)
         return bound
 
-    def _scheduled_parallel(self, inst: Instance, threads: int, out_shape) -> bool:
+    def _scheduled_parallel(self, inst: Instance, threads: int, out_shape,
+                            extents: dict[str, int]) -> bool:
         """Whether threads run this call under a user's schedule: where it parallelizes
         a loop, which must then be one whose rows threads can own."""
         parallel = self.plan.parallel
         if parallel is None:
             return False
+        if parallel.reduces:
+            if out_shape and not dense_like(inst.types[self._assignment.lhs.tensor]):
+                raise ScheduleError(f"parallelize({parallel.name}, {parallel.unit}, "
+                                    f"{parallel.races}): each thread reduces into a private "
+                                    "output, which needs a dense-like output format")
+            return threads > 1 and extents[parallel.index] > 1
         if inst.parallel_mode is None:
             raise ScheduleError(f"parallelize({parallel.name}, {parallel.unit}, "
                                 f"{parallel.races}): threads cannot own rows of this "
                                 f"kernel's output ({self.formats[self.assignment.lhs.tensor]})"
                                 ": it is assembled by one thread")
         return threads > 1 and out_shape[inst.parallel_mode] > 1
+
+    def _thread_plan(self, inst: Instance, threads: int, extents: dict[str, int],
+                     inputs: dict[str, Tensor]) -> runtime.Split:
+        """How threads share the split loop's coordinates: as a user's schedule says, or
+        in chunks of about equal stored entries of the output's first index."""
+        scheduled = self.plan.parallel if self.plan is not None else None
+        var = scheduled.index if scheduled is not None else \
+            self._assignment.lhs.indices[inst.parallel_mode].name
+        weights = self.entries_per_row(inputs, var)
+        if scheduled is None:
+            return self._plan(extents[var], threads, weights)
+        chunks = scheduled.chunks
+        if scheduled.reduces and chunks.by == "balanced":  # one private output per thread
+            chunks = Chunks("parts", threads)
+        return chunked(chunks, extents[var], threads, inputs, weights)
 
     def _sparse_workspace(self) -> Kernel:
         """This kernel with a sorted-list workspace (made once)."""

@@ -9,6 +9,7 @@ directive appended, and a call cuts the parallel loop's coordinates as the plan 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,6 +19,7 @@ from .format import Format
 from .ir import directives as dv
 from .ir import notation as nt
 from .ir.errors import ScheduleError
+from .ir.operators import Operator
 from .ir.schedule_plan import Chunks, KernelIndices, SchedulePlan, plan_schedule
 
 if TYPE_CHECKING:
@@ -142,6 +144,23 @@ def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, Tensor]
     return runtime.Split(ranges or ((0, extent),), tuple(range(len(ranges) or 1)), threads)
 
 
+def combiner(op: Operator) -> Callable[[list[np.ndarray]], np.ndarray]:
+    """Private outputs combined elementwise by the reduction ``op`` (its ``evaluate`` on
+    whole arrays where it takes them, else entry by entry)."""
+    def combine(parts: list[np.ndarray]) -> np.ndarray:
+        total = parts[0]
+        for part in parts[1:]:
+            try:
+                joined = np.asarray(op.evaluate(total, part))
+                if joined.shape != total.shape:
+                    raise ValueError("not elementwise")
+            except (TypeError, ValueError):
+                joined = np.frompyfunc(op.evaluate, 2, 1)(total, part)
+            total = joined.astype(part.dtype)
+        return total
+    return combine
+
+
 def explain(plan: SchedulePlan | None, schedule: object, parallel_mode: int | None,
             out_vars: tuple[str, ...], workspace: str | None, gpu: str | None) -> str:
     """What ``kernel.schedule`` prints: the schedule, then how each part runs."""
@@ -160,7 +179,11 @@ def explain(plan: SchedulePlan | None, schedule: object, parallel_mode: int | No
     lines = [str(plan.schedule) or "(empty: one thread, loops as the rules order them)"]
     if plan.order:
         lines.append(f"loop order: {', '.join(plan.order)}")
-    if plan.parallel is not None:
+    if plan.parallel is not None and plan.parallel.reduces:
+        lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}, "
+                     f"which is reduced: {plan.parallel.chunks.describe()}, each into a "
+                     f"private output, combined by {plan.parallel.operator.name} after")
+    elif plan.parallel is not None:
         lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}: "
                      f"{plan.parallel.chunks.describe()}; each thread owns whole "
                      f"coordinates of {plan.parallel.index}, so nothing races")

@@ -121,7 +121,13 @@ def test_chunks_follow_the_directives_that_derived_the_parallel_loop():
      "threads over j would reduce into the same entries of y"),
     ("parallelize(i, cpu_thread, no_races)", INNER,
      "threads over i would reduce into the same entries of a"),
-    ("parallelize(i, cpu_thread, temporaries)", INNER, "with temporaries are not lowered yet"),
+    ("parallelize(i, cpu_thread, atomics)", INNER, "CPU threads do not add atomically"),
+    ("parallelize(j, cpu_thread, temporaries)", KernelIndices.of(parse(
+        "y(i) = A(i,j) * x(j) - z(i)")), "not a sum over j"),
+    ("parallelize(k, cpu_thread, temporaries)", KernelIndices.of(parse(
+        "y(i) = B(i,k) * x(k) + z(i)")), "not a sum over k"),
+    ("parallelize(k, cpu_thread, temporaries)", KernelIndices.of(parse(
+        "y(i) = max(B(i,k) * x(k), 1)")), "not a sum over k"),
     ("split(i, i0, i1, 8); parallelize(i1, cpu_thread, no_races)", SPMV,
      "i1 is the inner loop of a split"),
     ("split(i, i0, i1, 8); reorder(i0, j, i1)", SPMV, "tiling"),

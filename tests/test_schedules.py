@@ -250,3 +250,68 @@ def test_the_exported_header_names_the_schedule(tmp_path):
     _, header = kernel.export(tmp_path / "k.o", name="spmv")
     assert " * schedule: split(i, i0, i1, 8); parallelize(i0, cpu_thread, no_races)" in \
         header.read_text()
+
+
+REDUCTIONS = [
+    ("a = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, None,
+     lambda o: o["A"].multiply(o["B"]).sum(), "i"),
+    ("y(j) = A(i,j,k) * x(k)", {"A": "csf"}, "dense",
+     lambda o: np.einsum("ijk,k->j", o["A"], o["x"]), "i"),
+    ("y(j) = A(i,j) * x(i)", {"A": "csr"}, "dense", lambda o: o["A"].T @ o["x"], "i"),
+    ("a = A(i,j) * x(j) * 2", {"A": "dcsr"}, None, lambda o: 2 * (o["A"] @ o["x"]).sum(), "i"),
+]
+
+
+def _reduction_operands(case: int, rows: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    A = _csr(rows, 12, 0.3, seed, skew=seed % 2 == 0)
+    if case == 0:
+        return {"A": A, "B": _csr(rows, 12, 0.4, seed + 1)}
+    if case == 1:
+        tensor = rng.random((rows, 6, 5))
+        tensor[tensor < 0.7] = 0
+        return {"A": tensor, "x": rng.random(5)}
+    if case == 2:
+        return {"A": A, "x": rng.random(rows)}
+    return {"A": A, "x": rng.random(12)}
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=st.integers(0, len(REDUCTIONS) - 1), rows=st.integers(0, 50),
+       threads=st.integers(1, 3), seed=st.integers(0, 10**6),
+       schedule=st.sampled_from(["parallelize({i}, cpu_thread, temporaries)",
+                                 "divide({i}, i0, i1, 5); "
+                                 + "parallelize(i0, cpu_thread, parallel_reduction)",
+                                 "split({i}, i0, i1, 7); "
+                                 + "parallelize(i0, cpu_thread, temporaries)"]))
+def test_threads_over_a_reduced_index_add_private_outputs(case, rows, threads, seed,
+                                                          schedule):
+    expression, formats, out_format, reference, index = REDUCTIONS[case]
+    operands = _reduction_operands(case, rows, seed)
+    kernel = ls.compile(expression, out_format=out_format,
+                        schedule=schedule.format(i=index), **formats)
+    np.testing.assert_allclose(_dense(kernel(**operands, threads=threads)),
+                               reference(operands), rtol=1e-12, atol=1e-12)
+
+
+def test_reduced_chunks_each_get_a_private_output():
+    operands = _reduction_operands(0, 40, 3)
+    kernel = ls.compile("a = A(i,j) * B(i,j)", A="csr", B="csr",
+                        schedule="divide(i, i0, i1, 4); parallelize(i0, cpu_thread, "
+                                 "temporaries)")
+    bound = kernel.bind(threads=2, **operands)
+    assert sorted(bound.plan.chunks) == [(0, 10), (10, 20), (20, 30), (30, 40)]
+    assert bound.combine is not None
+    assert "each into a private output, combined by add after" in kernel.schedule
+    assert "for i in coordinates of A.0:  {thread range}" in kernel.loops
+    default = ls.compile("a = A(i,j) * B(i,j)", A="csr", B="csr",
+                         schedule="parallelize(i, cpu_thread, temporaries)")
+    assert len(default.bind(threads=3, **operands).plan.chunks) == 3
+
+
+def test_threads_over_a_reduced_index_need_a_dense_like_output():
+    A = _csr(20, 10, 0.3, 1)
+    kernel = ls.compile("y(j) = A(i,j)", A="csr", out_format="coo",
+                        schedule="parallelize(i, cpu_thread, temporaries)")
+    with pytest.raises(ScheduleError, match="needs a dense-like output format"):
+        kernel(A=A, threads=2)

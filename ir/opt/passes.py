@@ -44,6 +44,9 @@ SELECT_OTHER = "select cases (other form)"
 CLEAR_ROWS = "clear rows"
 PREFETCH = "prefetch next rows (other form)"
 THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
+# A tag: threads split this loop's range, over an index the output does not have (a
+# user's schedule), each into a private output: no rows of the output are theirs.
+THREAD_RANGE = "thread range"
 OTHER_FORMS = frozenset({PAIRS, GALLOP, SELECT_OTHER, PREFETCH})  # timed against the first
 
 
@@ -56,6 +59,7 @@ class Target:
     phase: str = "whole"
     fastmath: bool = False
     dtype: str = "float64"
+    threads_over: str = ""  # a reduced index a user's schedule splits among threads
 
 
 @dataclass(frozen=True)
@@ -115,15 +119,25 @@ def _site(program: Program):
 
 
 def _range_loop(where: _Where, node: LoopNode) -> bool:
-    """Whether the loop is clamped to a thread's range of the output's first index (the
-    thread_rows pass tags it, and runs first)."""
-    return THREAD_ROWS in node.tags
+    """Whether the loop is clamped to a thread's range (the thread_rows pass tags it,
+    and runs first)."""
+    return clamped(node)
+
+
+def clamped(node: LoopNode) -> bool:
+    """Whether threads split the loop's coordinates, each running its range [lo, hi)."""
+    return THREAD_ROWS in node.tags or THREAD_RANGE in node.tags
 
 
 def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
     """Threads split the output's first index: its loop, outside any other over it, runs
     a thread's range [lo, hi) of it (in a kernel of one nest)."""
     site = node.site
+    if where.target.threads_over:  # each thread reduces into its own output
+        split = where.target.threads_over
+        return tag(node, THREAD_RANGE) if (where.program.nests == 1 and node.index == split
+                                          and site.order[:1] == (split,)
+                                          and not where.path) else node
     if (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
             and node.index in site.order and node.index not in where.bound):
         return tag(node, THREAD_ROWS)
@@ -270,7 +284,7 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
     covers_all = site.lattice_points == 1 and (node.iterator.universe or node.iterator.facts.full) \
         and all(r.facts.full for r in leading_locates(node))
     if where.program.output_fill == 0 and checks.clears_rows(
-            covers_all, _range_loop(where, node), where.program.nests == 1, site.scatter,
+            covers_all, THREAD_ROWS in node.tags, where.program.nests == 1, site.scatter,
             site.accumulate, all_insert, full):
         return annotate(node, CLEAR_ROWS)
     return node

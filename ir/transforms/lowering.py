@@ -89,6 +89,14 @@ class Request:
     plan: SchedulePlan | None = None  # a user's schedule (ir/schedule_plan.py)
 
 
+def target_of(request: Request, phase: str = "whole") -> Target:
+    """What the loop IR's passes are told of ``request``: the phase, float semantics,
+    dtype, and the reduced index a user's schedule runs threads over."""
+    parallel = request.plan.parallel if request.plan is not None else None
+    over = parallel.index if parallel is not None and parallel.reduces else ""
+    return Target(phase, request.fastmath, request.dtype, over)
+
+
 def lower_kernel(request: Request, types: dict[str, TensorType],
                  converted: dict[str, Modes] | None = None,
                  sparse_workspace: bool = True, exact_sums: bool = False
@@ -240,8 +248,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     if request.emit is None:
         raise TypeError("Request.emit: lowering needs the backend's emitter")
     try:
-        program = loop_ir(nests, types, output,
-                          Target(fastmath=request.fastmath, dtype=request.dtype))
+        program = loop_ir(nests, types, output, target_of(request))
     except ScheduleError as error:  # a sum's loops that cannot be ordered
         return Refused(error)
     # What the backend cannot emit is known from the loop IR before it is asked
