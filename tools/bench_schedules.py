@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from llvsparse.ir.errors import ScheduleError
 
 import llvsparse as ls
-from llvsparse.ir.errors import ScheduleError
 
 from .bench_inputs import load_real_matrix, powerlaw, random_tensor, real_matrix_names, uniform
 
