@@ -153,8 +153,10 @@ class KernelCalls:
         plan = self._thread_plan(inst, threads, extents, inputs) if parallel else None
         out_format = self.formats[out].with_fill(inst.types[out].fill)
         bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
-        if plan is not None and self.plan is not None and self.plan.parallel.reduces:
-            bound.combine = combiner(self.plan.parallel.operator)
+        if plan is not None and self.plan is not None and self.plan.parallel.ranged:
+            bound.splits_rows = False  # the chunks are not rows of the output
+            if self.plan.parallel.reduces:
+                bound.combine = combiner(self.plan.parallel.operator)
         bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         # The caller's tensors' own descriptors (a converted operand's source's).
@@ -174,11 +176,13 @@ class KernelCalls:
         parallel = self.plan.parallel
         if parallel is None:
             return False
-        if parallel.reduces:
+        if parallel.ranged:
             if out_shape and not dense_like(inst.types[self._assignment.lhs.tensor]):
+                what = "reduces into a private output" if parallel.reduces else \
+                    f"writes its coordinates of {parallel.index} under loops it runs whole"
                 raise ScheduleError(f"parallelize({parallel.name}, {parallel.unit}, "
-                                    f"{parallel.races}): each thread reduces into a private "
-                                    "output, which needs a dense-like output format")
+                                    f"{parallel.races}): each thread {what}, which needs a "
+                                    "dense-like output format")
             return threads > 1 and extents[parallel.index] > 1
         if inst.parallel_mode is None:
             raise ScheduleError(f"parallelize({parallel.name}, {parallel.unit}, "

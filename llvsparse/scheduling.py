@@ -179,7 +179,11 @@ def explain(plan: SchedulePlan | None, schedule: object, parallel_mode: int | No
     lines = [str(plan.schedule) or "(empty: one thread, loops as the rules order them)"]
     if plan.order:
         lines.append(f"loop order: {', '.join(plan.order)}")
-    if plan.parallel is not None and plan.parallel.reduces:
+    if plan.parallel is not None and plan.parallel.kind == "nested":
+        lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}, "
+                     f"under other loops: {plan.parallel.chunks.describe()}; each thread "
+                     "runs the loops outside it whole and writes only its coordinates")
+    elif plan.parallel is not None and plan.parallel.reduces:
         lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}, "
                      f"which is reduced: {plan.parallel.chunks.describe()}, each into a "
                      f"private output, combined by {plan.parallel.operator.name} after")

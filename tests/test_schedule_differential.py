@@ -34,7 +34,7 @@ def _arrays(seed: int) -> dict[str, np.ndarray]:
 def _schedule(draw, used: list[str], summed: bool) -> str:
     """A schedule over i (rows) and j (columns)."""
     kind = draw(st.sampled_from(["none", "rows", "split", "divide", "entries", "reorder",
-                                 "reduced"]))
+                                 "reduced", "inner", "nested"]))
     sparse_rows = [n for n in used if n in MATRICES]
     if kind == "rows":
         return "parallelize(i, cpu_thread, no_races)"
@@ -52,6 +52,11 @@ def _schedule(draw, used: list[str], summed: bool) -> str:
         return "reorder(j, i)"
     if kind == "reduced" and summed:
         return "reorder(j, i); parallelize(j, cpu_thread, temporaries)"
+    if kind == "inner" and summed:  # a reduced index under the rows' loop
+        return "parallelize(j, cpu_thread, parallel_reduction)"
+    if kind == "nested":  # an output index under another loop
+        return "parallelize(j, cpu_thread, no_races)" if not summed else \
+            "reorder(j, i); parallelize(i, cpu_thread, no_races)"
     return ""
 
 
@@ -78,12 +83,16 @@ def test_random_expressions_under_random_schedules(tree, formats, seed, summed, 
     try:
         kernel = ls.compile(statement, out_format=out_format, schedule=schedule,
                             **{n: given_formats[n] for n in used})
-        result = kernel(**operands, threads=threads)
+        bound = kernel.bind(**operands, threads=threads)
+        results = [kernel(**operands, threads=threads)] + [bound() for _ in range(3)]
     except ls.ScheduleError as error:
         assert any(reason in str(error) for reason in (
-            "cannot be kept", "conflict", "threads cannot own rows")), \
+            "cannot be kept", "conflict", "threads cannot own rows", "dense-like output",
+            "threads split one loop of one nest")), \
             f"{statement} {given_formats} -> {out_format} under {schedule!r}: {error}"
         return
-    np.testing.assert_array_equal(
-        result.to_numpy(), expected,
-        err_msg=f"{statement} {given_formats} -> {out_format} under {schedule!r}")
+    for call, result in enumerate(results):  # a binding's calls alternate loop forms
+        np.testing.assert_array_equal(
+            result.to_numpy(), expected,
+            err_msg=f"{statement} {given_formats} -> {out_format} under {schedule!r}, "
+                    f"call {call}")
