@@ -38,6 +38,7 @@ from .scheduling import (
     ScheduleMethods,
     explain,
     gpu_schedule_of,
+    gpu_sizes,
     resolve,
 )
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
@@ -100,7 +101,6 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
         unknown = set(formats) - set(orders)
         if unknown:
             raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
-        self._schedule_spec = schedule
         self.plan = resolve(schedule, self.assignment, self.formats, target)
         self._apply_plan()
         self.fastmath = fastmath
@@ -139,6 +139,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
                                  f"into {plan.workspace!r}")
             checked_policy(plan.workspace)
             self.workspace = plan.workspace
+        self.gpu_sizes = gpu_sizes(plan)  # threads per block, entries per thread
         mapped = gpu_schedule_of(plan)
         if mapped is not None:
             if self.gpu_schedule not in (None, mapped):
@@ -163,7 +164,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
     def schedule(self) -> str:
         """The kernel's schedule and how each part of it runs (threads, chunks, order)."""
         inst = self._default()
-        return explain(self.plan, self._schedule_spec, inst.parallel_mode,
+        return explain(self.plan, inst.parallel_mode,
                        tuple(ix.name for ix in self._assignment.lhs.indices
                              if isinstance(ix, nt.IndexVar)), self.workspace,
                        self.gpu_schedule)

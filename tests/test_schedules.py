@@ -339,3 +339,24 @@ def test_threads_over_an_inner_output_index_own_its_coordinates():
                             schedule="parallelize(j, cpu_thread, no_races)")
     with pytest.raises(ScheduleError, match="needs a dense-like output format"):
         sparse_out(A=A, B=B, threads=2)
+
+
+def test_gpu_splits_size_the_grid():
+    A, x = _csr(300, 40, 0.2, 3, skew=True), np.random.default_rng(0).random(40)
+    rows = ls.compile("y(i) = A(i,j) * x(j)", A="csr", out_format="dense",
+                      target="cuda-emulated",
+                      schedule="split(i, b, t, 64); parallelize(b, gpu_block, no_races); "
+                               "parallelize(t, gpu_thread, no_races)")
+    assert rows.gpu_plan().block == 64
+    np.testing.assert_allclose(_dense(rows(A=A, x=x)), A @ x)
+    entries = ls.compile("y(i) = A(i,j) * x(j)", A="csr", out_format="dense",
+                         target="cuda-emulated",
+                         schedule="pos(i, ip, A(i,j)); split(ip, t, e, 8); "
+                                  "parallelize(t, gpu_thread, no_races)")
+    plan = entries.gpu_plan()
+    assert (plan.schedule, plan.entries) == ("nonzero_split", 8)
+    np.testing.assert_allclose(_dense(entries(A=A, x=x)), A @ x)
+    with pytest.raises(ScheduleError, match="a GPU block holds a multiple of 32 threads"):
+        ls.compile("y(i) = A(i,j) * x(j)", A="csr", target="cuda-emulated",
+                   schedule="split(i, b, t, 48); parallelize(b, gpu_block, no_races); "
+                            "parallelize(t, gpu_thread, no_races)")
