@@ -413,3 +413,37 @@ def test_3d_submanifold_point_cloud_with_channels(mask_format: str, image_format
                         M=mask_format, I=image_format, out_format=out_format)
     result = kernel(M=_operand(mask, mask_format), I=_operand(image, image_format), F=filt)
     np.testing.assert_allclose(_dense(result), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_channels_under_a_hashed_image_loop_inside_the_taps(target: str) -> None:
+    """A plain index below an affine-located level (the channel c of a hashed NHWC
+    image) is looped over inside the taps, not outside the walk of the mask, so each
+    output point is visited once; its output keeps a dense channel level."""
+    rng = np.random.default_rng(29)
+    n, channels = 5, 3
+    points = np.unique(rng.integers(0, n, (12, 3)), axis=0)
+    image = np.zeros((n, n, n, channels))
+    image[tuple(points.T)] = rng.standard_normal((len(points), channels))
+    mask = np.zeros((n, n, n))
+    mask[tuple(points.T)] = 1.0
+    filt = rng.standard_normal((3, 3, 3, channels, channels))
+    hashed = ["hashmap"] * 3 + ["dense"]
+    rows = ["compressed"] * 3 + ["dense"]
+    kernel = ls.compile("O(h,w,d,f) = M(h,w,d) * I(h+r-1, w+s-1, d+t-1, c) * F(r,s,t,c,f)",
+                        M="csf", I=hashed, out_format=rows, target=target)
+    loops = [line.strip() for line in kernel.loops.splitlines()]
+    heads = [line.split()[1] for line in loops if line.startswith("for ")]
+    assert heads == ["h", "w", "d", "f", "r", "s", "t", "c"]
+    result = kernel(M=ls.Tensor.from_numpy(mask, format="csf"),
+                    I=ls.Tensor.from_numpy(image, format=hashed), F=filt)
+    expected = np.einsum("hwdrstc,rstcf->hwdf", _windows(np.pad(image, [(1, 1)] * 3 + [(0, 0)])),
+                         filt) * mask[..., None]
+    np.testing.assert_allclose(_dense(result), expected, atol=1e-12)
+    assert result.nnz == len(points) * channels
+
+
+def _windows(padded: np.ndarray) -> np.ndarray:
+    """Every 3x3x3 window of ``padded`` (its last mode kept): (h, w, d, r, s, t, c)."""
+    view = np.lib.stride_tricks.sliding_window_view(padded, (3, 3, 3), axis=(0, 1, 2))
+    return np.moveaxis(view, 3, -1)

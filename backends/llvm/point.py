@@ -342,11 +342,19 @@ class PointEmitter(GallopEmitter):
         return ok, [entry] + deeper
 
     def late_locate(self, ctx: Ctx) -> Ctx:
-        """Locate operands whose next level's index was just derived (blocked levels)."""
+        """Locate operands whose next level's index was just derived (blocked levels,
+        affine subscripts), and the levels below an affine subscript's whose plain index
+        (``c`` of ``I(h+r, w+s, c)``) this loop binds without the loop IR's lattice
+        reaching them (the loop IR locates them at its leaf)."""
+        reached = {*self.iterated, *self.located}
         for op in operands(self.expr):
             resolved = len(ctx.levels.get(op.uid, ()))
-            if resolved == len(op.vars) or op.vars[resolved] not in self.kc.derived \
-                    or op.vars[resolved] not in ctx.bound or self.find(op) is not None:
+            if resolved == len(op.vars) or op.vars[resolved] not in ctx.bound:
+                continue
+            if op.vars[resolved] not in self.kc.derived and not (
+                    resolved and op.vars[resolved - 1] in self.kc.guards):
+                continue
+            if (found := self.find(op)) is not None and found in reached:
                 continue
             ok, deeper = self.kc.cascade(op, resolved, TRUE, ctx)
             for entry in deeper:
