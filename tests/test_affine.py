@@ -209,19 +209,33 @@ def test_a_dense_image_is_located_at_the_sum() -> None:
     assert "positions of F.1" in loops  # the sparse filter's taps are walked
 
 
+@pytest.fixture
+def scattered():
+    """``make(seed, count)``: a 3x3 filter and ``count`` entries scattered over a 64²
+    and over a 512² image; a loop count bounded by the stored entries is about the same
+    for both."""
+    def make(seed: int, count: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        rng = np.random.default_rng(seed)
+        filt = rng.standard_normal((3, 3))
+        images = []
+        for n in (64, 512):
+            rows, cols = rng.choice(n, count, replace=False), rng.choice(n, count, replace=False)
+            images.append(sp.coo_matrix((rng.standard_normal(count), (rows, cols)),
+                                        shape=(n, n)).toarray())
+        return filt, images
+    return make
+
+
 @pytest.mark.parametrize("image_format", ["dcsr", "coo", "csf"])
-def test_loop_count_is_bounded_by_stored_entries(image_format: str) -> None:
-    rng = np.random.default_rng(17)
-    filt = rng.standard_normal((3, 3))
+def test_loop_count_is_bounded_by_stored_entries(image_format: str, scattered) -> None:
+    filt, images = scattered(17, 40)
     counts = []
-    for n in (64, 512):
-        rows, cols = rng.choice(n, 40, replace=False), rng.choice(n, 40, replace=False)
-        image = sp.coo_matrix((rng.standard_normal(40), (rows, cols)), shape=(n, n))
+    for image in images:
+        n = len(image)
         kernel = ls.compile("O(h,w) = I(h+r-1, w+s-1) * F(r,s)", I=image_format,
                             counting=True, extents={"h": n, "w": n})
-        result = kernel(I=_operand(image.toarray(), image_format), F=filt)
-        np.testing.assert_allclose(_dense(result),
-                                   ss.correlate2d(image.toarray(), filt, mode="same"),
+        result = kernel(I=_operand(image, image_format), F=filt)
+        np.testing.assert_allclose(_dense(result), ss.correlate2d(image, filt, mode="same"),
                                    atol=1e-12)
         counts.append(kernel.loop_count)
     assert counts[1] <= counts[0] * 1.1  # 64x the pixels, the same stored entries
@@ -268,13 +282,11 @@ def test_a_stride_is_inverted_by_an_exact_division(target: str) -> None:
 
 
 @pytest.mark.parametrize("image_format", ["dcsr", "coo"])
-def test_strided_loop_count_is_bounded_by_stored_entries(image_format: str) -> None:
-    rng = np.random.default_rng(27)
-    filt = rng.standard_normal((3, 3))
+def test_strided_loop_count_is_bounded_by_stored_entries(image_format: str,
+                                                        scattered) -> None:
+    filt, images = scattered(27, 30)
     counts = []
-    for n in (64, 512):
-        rows, cols = rng.choice(n, 30, replace=False), rng.choice(n, 30, replace=False)
-        image = sp.coo_matrix((rng.standard_normal(30), (rows, cols)), shape=(n, n)).toarray()
+    for image in images:
         kernel = ls.compile("O(h,w) = I(2*h+r, 2*w+s) * F(r,s)", I=image_format,
                             counting=True)
         result = kernel(I=_operand(image, image_format), F=filt)
