@@ -459,3 +459,28 @@ def _windows(padded: np.ndarray) -> np.ndarray:
     """Every 3x3x3 window of ``padded`` (its last mode kept): (h, w, d, r, s, t, c)."""
     view = np.lib.stride_tricks.sliding_window_view(padded, (3, 3, 3), axis=(0, 1, 2))
     return np.moveaxis(view, 3, -1)
+
+
+@pytest.mark.parametrize("channels", [4, 8])
+def test_a_missed_tap_skips_its_channel_loop(channels: int) -> None:
+    """Isolated points of a hashed image: of each point's 27 taps only its own is
+    found, and only that one runs the channel loop (counted loop heads)."""
+    n = 9
+    points = np.array([[1, 1, 1], [7, 4, 2]])
+    rng = np.random.default_rng(30)
+    image = np.zeros((n, n, n, channels))
+    image[tuple(points.T)] = rng.standard_normal((len(points), channels))
+    mask = np.zeros((n, n, n))
+    mask[tuple(points.T)] = 1.0
+    filt = rng.standard_normal((3, 3, 3, channels, channels))
+    hashed = ["hashmap"] * 3 + ["dense"]
+    kernel = ls.compile("O(h,w,d,f) = M(h,w,d) * I(h+r-1, w+s-1, d+t-1, c) * F(r,s,t,c,f)",
+                        M="csf", I=hashed, out_format=["compressed"] * 3 + ["dense"],
+                        counting=True)
+    result = kernel(M=ls.Tensor.from_numpy(mask, format="csf"),
+                    I=ls.Tensor.from_numpy(image, format=hashed), F=filt)
+    expected = mask[..., None] * (image @ filt[1, 1, 1])  # only the centre tap is stored
+    np.testing.assert_allclose(_dense(result), expected, atol=1e-12)
+    per_output = 1 + 3 + 9 + 27  # the f iteration and the tap loops' heads
+    channel_loops = 1 + channels  # the found tap's
+    assert kernel.loop_count <= len(points) * channels * (per_output + channel_loops) + 20
