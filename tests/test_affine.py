@@ -9,6 +9,7 @@ import pytest
 import scipy.signal as ss
 import scipy.sparse as sp
 from llvsparse.ir import notation as nt
+from llvsparse.tools import bench_submanifold
 
 import llvsparse as ls
 from llvsparse.notation_parse import parse
@@ -484,3 +485,19 @@ def test_a_missed_tap_skips_its_channel_loop(channels: int) -> None:
     per_output = 1 + 3 + 9 + 27  # the f iteration and the tap loops' heads
     channel_loops = 1 + channels  # the found tap's
     assert kernel.loop_count <= len(points) * channels * (per_output + channel_loops) + 20
+
+
+def test_the_point_cloud_bench_checks_against_a_dense_reference(capsys) -> None:
+    """tools/bench_submanifold.py at a size numpy holds dense: its gather reference is
+    the dense correlation on the points, and its run checks llvsparse against it."""
+    size, channels = 7, 3
+    coords, feats, filt = bench_submanifold.cloud(40, size, channels, seed=31)
+    image = np.zeros((size,) * 3 + (channels,))
+    image[tuple(coords)] = feats
+    padded = np.pad(image, [(1, 1)] * 3 + [(0, 0)])
+    dense = np.einsum("hwdrstc,rstcf->hwdf", _windows(padded), filt)
+    np.testing.assert_allclose(bench_submanifold.gather_reference(coords, feats, filt, size),
+                               dense[tuple(coords)], atol=1e-12)
+    for levels in (bench_submanifold.HASHED, bench_submanifold.DENSE2):
+        bench_submanifold.point_cloud(40, size, channels, 1, levels)
+    assert capsys.readouterr().out.count("40 points in 7³") == 2
