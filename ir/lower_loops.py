@@ -239,6 +239,8 @@ class NestLowering:
                 k = state.levels(op.uid)
                 while k < len(op.vars) and op.vars[k] in bound:
                     ref = self.ref(Iter(op.uid, k), state)
+                    if self.level(op.uid, k).can_subsection:  # located by a subsection
+                        ref = replace(ref, facts=replace(ref.facts, can_locate=True))
                     locates.append(Locate(ref, op.vars[k]))
                     if not ref.facts.locate_always_found:  # a hashed image: it may miss
                         misses.append(ref)
