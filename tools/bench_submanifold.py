@@ -6,7 +6,8 @@ cloud, and the paper's own 3-D setup against a dense kernel.
 
 Point cloud: ``O(h,w,d,f) = M(h,w,d) * I(h+r-1, w+s-1, d+t-1, c) * F(r,s,t,c,f)``, the
 output on the input's points only (M is their mask, walked as CSF; the image's point
-levels hashed so each tap is located; a 3x3x3 filter, channels -> channels). A dense
+levels hashed so each tap is located, or compressed and located through subsections,
+i.e. binary searches; a 3x3x3 filter, channels -> channels). A dense
 reference cannot run at 512³ (the image alone is 512³ x 16 float64 = 17.2 GB), so the
 reference is numpy's per-point gather: for each of the 27 taps, the neighbours found
 by a search of the sorted point keys, their features gathered and multiplied by the
@@ -137,7 +138,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--channels", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--image-levels", default=";".join([",".join(HASHED), ",".join(DENSE2)]),
+    parser.add_argument("--image-levels", default=";".join(",".join(levels) for levels in
+                                                           (HASHED, DENSE2, ROWS)),
                         help="the image's levels, formats separated by ';'")
     parser.add_argument("--paper-sizes", default="99")
     parser.add_argument("--sparsities", default="0.8,0.9,0.99,0.999")
