@@ -611,3 +611,13 @@ def test_a_plugin_level_offers_subsections(tmp_path, monkeypatch, target: str) -
                      .replace("crd[q] >= i_hi", "crd[q] >= i_hi - 1"))
     with pytest.raises(ls.FormatFileError, match="subsection disagrees with iteration"):
         ls.register_level_format(wrong)
+
+
+def test_a_subsection_needs_positions() -> None:
+    from llvsparse.formats.loader import load_level_text
+
+    text = SORTED_ROWS_YAML.replace("iterate: position", "iterate: coordinate").replace(
+        "  pos_bounds:", "  coord_bounds: return 0, N\n  coord_access: return i, False\n"
+        "  pos_bounds:")
+    with pytest.raises(ls.FormatFileError, match="subsection returns positions"):
+        load_level_text(text, "coordinates.yaml")
