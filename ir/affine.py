@@ -66,15 +66,19 @@ def _random_access(ttype: TensorType) -> bool:
 
 
 def _by_subsections(access: nt.Access, lhs: nt.Access, accesses: list[nt.Access],
-                    types: dict[str, TensorType]) -> bool:
+                    types: dict[str, TensorType], folded: set[int]) -> bool:
     """Whether ``access`` is located, its levels that cannot locate through one-wide
     subsections (a binary search in an ordered row), rather than walked: where an output
     index of its affine subscripts is iterated by another operand (a submanifold mask
     M(h,w) stored CSR), walking it would walk all of it inside that operand's loops,
-    once per output entry; located, it costs a search per tap."""
+    once per output entry; located, it costs a search per tap. Also where it sits under
+    a reduction other than a sum (``folded``: max pooling), whose loops read it at each
+    output entry: walked, its entries would scatter through a nested max."""
     ttype = types[access.tensor]
     if not all(level.can_locate or level.can_subsection for level in ttype.levels):
         return False
+    if id(access) in folded:
+        return True
     variables = {var for ix in access.indices if isinstance(ix, nt.AffineIndex)
                  for var in ix.vars}
     for other in accesses:
@@ -105,6 +109,8 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
         return result
     taken = nt.names_in_use(assignment)
     lhs = assignment.lhs
+    folded = {id(a) for r in nt.iter_reductions(assignment.rhs) if r.op is not ADD
+              for a in nt.iter_accesses(r.body)}
     inverted: dict[str, Derivation] = {}
     for access in accesses:  # first the walked operands: they fix the inverted variables
         ttype = types[access.tensor]
@@ -113,8 +119,13 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
             raise ScheduleError(f"{access.tensor} has blocked levels: an affine subscript "
                                 "needs its operand in an unblocked format; convert it")
         if not any(affine) or _random_access(ttype) \
-                or _by_subsections(access, lhs, accesses, types):
+                or _by_subsections(access, lhs, accesses, types, folded):
             continue
+        if id(access) in folded:
+            raise ScheduleError(
+                f"{access.tensor} is read at affine subscripts under a reduction other than "
+                "a sum (max pooling): it must be located there; store it in a format whose "
+                "levels can all locate or find subsections (dense, hash, ordered compressed)")
         if access.complement:
             raise ScheduleError(f"!{access.tensor}: a complement at an affine subscript "
                                 "is not supported")

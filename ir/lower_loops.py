@@ -57,7 +57,7 @@ from .loops import (
     Touched,
 )
 from .operators import ADD
-from .result_fill import NestSums, absent_adds
+from .result_fill import NestSums, absent_adds, body_fill
 from .schedule import Nest, order_loops
 from .statements import Access, Affine, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
 from .types import LevelType, TensorType
@@ -231,6 +231,8 @@ class NestLowering:
             readers = [op for op in indexed_operands(expr) if index in op.vars]
             if not readers and index not in guarded_out:
                 continue
+            if any(p not in state.bound for p, _ in parts):  # a nested max's variable:
+                continue  # bound at that sum's leaf (sum_loops)
             nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
                                             offsets.get(index, 0), divisors.get(index, 1))))
             guards += [InRange(index, t, k) for i, t, k in assign.guards if i == index]
@@ -317,11 +319,13 @@ class NestLowering:
             loops = self.sum_loops(tuple(vars_), body, state, name, op)
             self.feeding = feeding
             items += [Allocate(name, self.out.dtype), Clear(name, identity), loops]
-            if op is not ADD and not (op.skips_absent or op.identity == 0):
-                # A coordinate outside the body's region holds its fill, 0: folded in
-                # once if any was missed (a monoid keeps 0 from 0 and 0).
-                items.append(If(Missed(name, vars_[0]), Accumulate(name, op.symbol, Const(0),
-                                                                   op)))
+            fill = body_fill(body, self.types)
+            if op is not ADD and not (op.skips_absent or op.identity == fill):
+                # A coordinate outside the body's region holds its fill (0, or -inf
+                # where a max pool's image has it): folded in once if any was missed
+                # (a monoid keeps f from f and f).
+                items.append(If(Missed(name, vars_[0]), Accumulate(name, op.symbol,
+                                                                   Const(fill), op)))
             value = replaced_in(value, sub, Operand(name, (), -1))
         items.append(finish(value))
         return items[0] if len(items) == 1 else Block(tuple(items))
@@ -329,7 +333,8 @@ class NestLowering:
     def sum_loops(self, vars_: tuple[str, ...], body: CinExpr, state: State, name: str,
                   op) -> Node:
         if not vars_:
-            return self.leaf(body, state, lambda value: Accumulate(name, op.symbol, value, op))
+            return self.derived_leaf(body, state,
+                                     lambda value, _: Accumulate(name, op.symbol, value, op))
         return self.var(vars_[0], body, state, -1,
                         lambda e, s: self.sum_loops(vars_[1:], e, s, name, op))
 

@@ -621,3 +621,91 @@ def test_a_subsection_needs_positions() -> None:
         "  pos_bounds:")
     with pytest.raises(ls.FormatFileError, match="subsection returns positions"):
         load_level_text(text, "coordinates.yaml")
+
+
+# ----------------------------------------------------------------------------- pooling
+
+def _pooled(image: np.ndarray, window, op: str, stride, sides, fill: float) -> np.ndarray:
+    """numpy's pool: unstored entries and padding read ``fill``."""
+    full = np.where(image != 0, image, fill) if fill != 0 else image
+    view = np.lib.stride_tricks.sliding_window_view(
+        np.pad(full, sides, constant_values=fill), window)
+    view = view[tuple(slice(None, None, s) for s in stride)]
+    view = view.reshape(*view.shape[:len(window)], -1)
+    return {"max": np.max, "min": np.min, "sum": np.sum}[op](view, axis=-1)
+
+
+def _with_fill(image: np.ndarray, fmt: str, fill: float):
+    if fmt == "dense" and fill == 0:
+        return image
+    at = np.nonzero(image)
+    return ls.Tensor.from_coo(at, image[at], image.shape, format=fmt, fill=fill)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("image_format", ["dense", "csr", "dcsr", "csf", "hash"])
+@pytest.mark.parametrize("op", ["max", "min", "sum"])
+def test_pooling_against_numpy(target: str, image_format: str, op: str) -> None:
+    image = _image((7, 9), 0.3, 39)
+    image[0, 0], image[-1, -1] = -4.0, -5.0  # negative corners: padding's fill shows
+    fills = [0.0, -np.inf] if op == "max" and image_format != "dense" else [0.0]
+    for fill in fills:
+        for window, stride, padding in [((2, 2), None, "valid"), ((3, 2), 1, "same"),
+                                        ((2, 3), (2, 1), [(1, 0), (2, 1)]),
+                                        ((1, 1), 1, "full")]:
+            steps = window if stride is None else (stride,) * 2 if isinstance(stride, int) \
+                else stride
+            sides = ls.conv.__globals__["pads"](padding, window)
+            result = ls.pool(_with_fill(image, image_format, fill), window, op, stride,
+                             padding, target=target)
+            expected = _pooled(image, window, op, steps, sides, fill)
+            np.testing.assert_allclose(_dense(result), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("image_format", ["dense", "csr", "dcsr"])
+def test_golden_t4_pooling(image_format: str) -> None:
+    """Paper 000's digest, T4: sum pooling of NHWC rows [1, 2, 1, 2] (2x2, stride 1)
+    into CCCC stores nine 6s; max pooling with stride 2, implicit zeros taking part."""
+    nhwc = np.tile(np.array([1.0, 2, 1, 2]), (1, 4, 1)).reshape(1, 4, 4, 1)
+    summed = ls.pool(_operand(nhwc, "csf"), (1, 2, 2, 1), "sum", stride=1, out_format="csf")
+    np.testing.assert_array_equal(_dense(summed), np.full((1, 3, 3, 1), 6.0))
+    assert summed.nnz == 9
+    image = np.zeros((6, 6))
+    image[0, 1], image[2, 2], image[2, 3], image[5, 5] = 5, -3, 7, 1
+    maxed = ls.pool(_operand(image, image_format), (2, 2), stride=2)
+    np.testing.assert_array_equal(_dense(maxed), [[5, 0, 0], [0, 7, 0], [0, 0, 1]])
+    if image_format != "dense":  # fill -inf: only the stored entries take part
+        stored = ls.pool(_with_fill(image, image_format, -np.inf), (2, 2), stride=2)
+        np.testing.assert_array_equal(_dense(stored), [[5, -np.inf, -np.inf],
+                                                       [-np.inf, 7, -np.inf],
+                                                       [-np.inf, -np.inf, 1]])
+
+
+@pytest.mark.parametrize("image_format", ["csr", "dcsr"])
+def test_pooling_edges(image_format: str) -> None:
+    empty = np.zeros((5, 4))
+    np.testing.assert_array_equal(_dense(ls.pool(_operand(empty, image_format), (2, 2))),
+                                  np.zeros((2, 2)))
+    nothing = ls.Tensor.from_coo(np.zeros((2, 0), int), np.zeros(0), (5, 4),
+                                 format=image_format, fill=-np.inf)
+    np.testing.assert_array_equal(_dense(ls.pool(nothing, (2, 2), padding="same")),
+                                  np.full((3, 2), -np.inf))
+    corner = np.zeros((5, 4))
+    corner[4, 3] = -2.0
+    result = ls.pool(_with_fill(corner, image_format, -np.inf), (2, 2), stride=1,
+                     padding="full")
+    expected = np.full((6, 5), -np.inf)
+    expected[4:, 3:] = -2.0
+    np.testing.assert_array_equal(_dense(result), expected)
+
+
+def test_pooling_refusals() -> None:
+    image = np.ones((4, 4))
+    with pytest.raises(ValueError, match="op must be"):
+        ls.pool(image, (2, 2), op="mean")
+    with pytest.raises(ValueError, match="window"):
+        ls.pool(image, (2,))
+    with pytest.raises(ValueError, match="stride"):
+        ls.pool(image, (2, 2), stride=0)
+    with pytest.raises(ls.ScheduleError, match="must be located"):  # singleton: no search
+        ls.pool(_operand(image, "coo"), (2, 2))
