@@ -73,12 +73,14 @@ def _by_subsections(access: nt.Access, lhs: nt.Access, accesses: list[nt.Access]
     M(h,w) stored CSR), walking it would walk all of it inside that operand's loops,
     once per output entry; located, it costs a search per tap. Also where it sits under
     a reduction other than a sum (``folded``: max pooling), whose loops read it at each
-    output entry: walked, its entries would scatter through a nested max."""
+    output entry: walked, its entries would scatter through a nested max. And where a
+    subscript is a constant (``A(i, 2)``), which has no variable to derive."""
     ttype = types[access.tensor]
     if not all(level.can_locate or level.can_subsection for level in ttype.levels):
         return False
-    if id(access) in folded:
-        return True
+    if id(access) in folded or any(isinstance(ix, nt.AffineIndex) and not ix.terms
+                                   for ix in access.indices):
+        return True  # under a max, or a constant subscript (no variable to walk)
     variables = {var for ix in access.indices if isinstance(ix, nt.AffineIndex)
                  for var in ix.vars}
     for other in accesses:
@@ -107,6 +109,10 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
     accesses = list(nt.iter_accesses(assignment.rhs))
     if not any(isinstance(ix, nt.AffineIndex) for a in accesses for ix in a.indices):
         return result
+    if not assignment.lhs.indices and not any(
+            nt.index_vars_of(ix) for a in accesses for ix in a.indices):
+        raise ScheduleError("a constant subscript in a statement without index variables "
+                            "(a = x(2)) is not supported: there is no loop to locate it in")
     taken = nt.names_in_use(assignment)
     lhs = assignment.lhs
     folded = {id(a) for r in nt.iter_reductions(assignment.rhs) if r.op is not ADD

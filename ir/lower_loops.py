@@ -227,6 +227,7 @@ class NestLowering:
         guarded_out = set(assign.vars) & {g[0] for g in assign.guards}
         guards: list[InRange] = []
         misses: list[Ref] = []
+        bound = set(state.bound)
         for index, parts in assign.derived:
             readers = [op for op in indexed_operands(expr) if index in op.vars]
             if not readers and index not in guarded_out:
@@ -236,7 +237,7 @@ class NestLowering:
             nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
                                             offsets.get(index, 0), divisors.get(index, 1))))
             guards += [InRange(index, t, k) for i, t, k in assign.guards if i == index]
-            bound = {*state.bound, *(p for p, _ in parts), index}
+            bound |= {*(p for p, _ in parts), index}  # and the indices derived before
             for op in readers:
                 k = state.levels(op.uid)
                 while k < len(op.vars) and op.vars[k] in bound:
