@@ -5,32 +5,21 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
-
-import numpy as np
 
 from . import cache as disk_cache
-from . import runtime
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
-from .backends.cuda import emit_ptx
 from .backends.llvm.codegen import emit_kernel
-from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
+from .binding import BoundCall
 from .coerce import natural_format
 from .describe import kernel_repr
-from .diagonals import PATTERN_FORMAT, diagonal_pattern
-from .finite_sums import all_finite, sums_move
+from .diagonals import PATTERN_FORMAT
 from .format import Format, FormatError, as_format
 from .formats.registry import generation as registry_generation
-from .gpu_call import device_code, device_phases, emulated_call, gpu_plan
-from .gpu_device import device_call
 from .instance import Instance
-from .interpreted import TARGETS, interpret_call
+from .interpreted import TARGETS
 from .ir import notation as nt
-from .ir.affine import valid_extent
+from .ir.directives import Schedule
 from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
-from .ir.gpu_plan import GpuPlan
-from .ir.loops import Program, show_program
 from .ir.operators import user_operators
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
@@ -41,13 +30,18 @@ from .ir.types import TensorType, fill_key, type_key
 from .ir.workspace_policies import checked_policy, policy_key
 from .kernel_build import build, build_converting, conversion_formats, retyped
 from .kernel_cache import KERNELS
-from .live_copies import live_copy
+from .kernel_calls import KernelCalls
+from .kernel_inspection import KernelInspection
 from .notation_parse import parse
 from .pickling import instance_meta, reduce_kernel
+from .scheduling import (
+    ScheduleMethods,
+    explain,
+    gpu_schedule_of,
+    resolve,
+)
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (
-    check_precomputes,
-    check_workspace,
     checked_precompute_meta,
     checked_workspace_meta,
 )
@@ -55,10 +49,11 @@ from .workspaces import (
 _CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 
 
-class Kernel:
+class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
     """A compiled expression; call it with tensors by name, many times.
 
-    Machine code is specialized per value/index dtype on first use and cached.
+    Machine code is specialized per value/index dtype on first use and cached. The
+    scheduling methods (``split``, ``reorder``, ``parallelize``, ...) return new kernels.
     """
 
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
@@ -66,7 +61,9 @@ class Kernel:
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
                  finite: bool = False, counting: bool = False, target: str = "cpu",
-                 gpu_schedule: str | None = None, extents: dict[str, int] | None = None):
+                 gpu_schedule: str | None = None, extents: dict[str, int] | None = None,
+                 schedule: object = None):
+        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         checked_policy(workspace)
         # Output indices only affine subscripts use: their extents (padding), else 'valid'.
         self.index_extents = {str(k): int(v) for k, v in (extents or {}).items()}
@@ -88,7 +85,6 @@ class Kernel:
         self.finite = finite  # operands' values finite: factors move into sums (finite_sums)
         self.counting = counting  # a counting build: each call sets loop_count
         self.loop_count: int | None = None  # loop heads the last call ran (counting)
-        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
         self.formats: dict[str, Format] = {}
@@ -104,6 +100,9 @@ class Kernel:
         unknown = set(formats) - set(orders)
         if unknown:
             raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
+        self._schedule_spec = schedule
+        self.plan = resolve(schedule, self.assignment, self.formats, target)
+        self._apply_plan()
         self.fastmath = fastmath
         self.out_index_dtype = out_index_dtype
         self.convert = convert
@@ -129,6 +128,45 @@ class Kernel:
         self._finite: Kernel | None = None  # see _finite_sums
         self._sums_move: bool | None = None
         self.last: Instance | None = None
+
+    def _apply_plan(self) -> None:
+        """The workspace and GPU schedule a user's schedule names (they must agree with
+        the arguments given beside it)."""
+        plan = self.plan
+        if plan is not None and plan.workspace is not None:
+            if self.workspace not in (None, plan.workspace):
+                raise ValueError(f"workspace={self.workspace!r} but the schedule precomputes "
+                                 f"into {plan.workspace!r}")
+            checked_policy(plan.workspace)
+            self.workspace = plan.workspace
+        mapped = gpu_schedule_of(plan)
+        if mapped is not None:
+            if self.gpu_schedule not in (None, mapped):
+                raise ValueError(f"gpu_schedule={self.gpu_schedule!r} but the schedule's GPU "
+                                 f"units map to {mapped!r}")
+            self.gpu_schedule = mapped
+
+    def with_directive(self, directive) -> Kernel:
+        """This kernel with ``directive`` appended to its schedule (a new kernel)."""
+        current = self.plan.schedule if self.plan is not None else Schedule()
+        out = self.assignment.lhs.tensor
+        formats = {n: self.formats[n] for n in self._user_names if n != out}
+        return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                      self.out_index_dtype, self.convert, self.workspace
+                      if self.plan is None or self.plan.workspace is None else None,
+                      precompute=self.precompute, finite=self.finite, counting=self.counting,
+                      target=self.target, gpu_schedule=self.gpu_schedule
+                      if gpu_schedule_of(self.plan) is None else None,
+                      extents=self.index_extents, schedule=current.then(directive))
+
+    @property
+    def schedule(self) -> str:
+        """The kernel's schedule and how each part of it runs (threads, chunks, order)."""
+        inst = self._default()
+        return explain(self.plan, self._schedule_spec, inst.parallel_mode,
+                       tuple(ix.name for ix in self._assignment.lhs.indices
+                             if isinstance(ix, nt.IndexVar)), self.workspace,
+                       self.gpu_schedule)
 
     __repr__ = kernel_repr
     __reduce__ = reduce_kernel
@@ -204,8 +242,17 @@ class Kernel:
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-               self.finite, self.counting, registry_generation())
+               self.finite, self.counting, registry_generation(), self._plan_key())
         return types, dtypes[out], key
+
+    @property
+    def schedule_text(self) -> str | None:
+        """A user's schedule as the scheduling language writes it (None: auto)."""
+        return None if self.plan is None else str(self.plan.schedule)
+
+    def _plan_key(self) -> str:
+        """The schedule's part of cache keys: a user's schedule as text."""
+        return "" if self.plan is None else str(self.plan.schedule)
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
         """The key of the instance for ``types`` in the disk cache (and in pickles): it
@@ -215,7 +262,7 @@ class Kernel:
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
              self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-             self.finite, self.counting) + ((
+             self.finite, self.counting, self._plan_key()) + ((
                  user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
@@ -269,323 +316,8 @@ class Kernel:
         dtypes = {n: t.dtype for n, t in types.items()}
         return Request(as_computed(self._assignment, dtypes), self._names,
                        compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
-                       self.precompute, emit_kernel, self.finite, self.counting)
-
-    # -- inspection ---------------------------------------------------------------------
-    def _default(self) -> Instance:
-        return self.last or self.instance()
-
-    def _with_code(self) -> Instance:
-        """The current instance, recompiled if it came from the disk cache (no IR kept)."""
-        return self.code_of(self._default())
-
-    def code_of(self, inst: Instance) -> Instance:
-        """``inst``, recompiled if it came from the disk cache (no IR kept)."""
-        jit_code = inst.jit
-        together = jit_code.compiled is not None and jit_code.compiled.module is jit_code.module
-        if jit_code.llvm_ir is None or (jit_code.has_other and not together):
-            inst.jit = build(self._request(inst.types), inst.types, inst.conversions,
-                             lazy=False).jit
-        return inst
-
-    def rebuilt(self, inst: Instance, retag: Callable[[Program], Program]) -> JitKernel:
-        """``inst``'s code built again for a GPU plan (gpu_call.py): ``retag`` runs on
-        its loop IR before translation (the plan's tags, and the assembly phases a
-        sparse output is counted and filled in)."""
-        request = replace(self._request(inst.types), retag=retag)
-        return build(request, inst.types, inst.conversions, lazy=False).jit
-
-    @property
-    def llvm_ir(self) -> str:
-        return self._with_code().jit.llvm_ir
-
-    @property
-    def llvm_ir_optimized(self) -> str:
-        return self._with_code().jit.llvm_ir_optimized
-
-    @property
-    def asm(self) -> str:
-        return self._with_code().jit.asm
-
-    @property
-    def compile_times(self) -> dict[str, float]:
-        """Seconds per phase of the last cold compile (empty when loaded from disk)."""
-        return dict(self._default().jit.phases)
-
-    @property
-    def lattices(self) -> str:
-        """Every loop's iteration lattice, one line per loop as lowered."""
-        return self._default().lattices
-
-    def gpu_plan(self) -> GpuPlan:
-        """How the kernel maps onto a GPU grid (ir/gpu_plan.py); GpuMappingError where
-        it has no GPU mapping yet."""
-        return gpu_plan(self, self._with_code())
-
-    def ptx(self, sm: str = "sm_80") -> str:
-        """PTX of the planned device kernel for an NVIDIA GPU of compute capability
-        ``sm`` (needs no GPU); GpuMappingError where the kernel has no GPU mapping yet."""
-        inst = self._with_code()
-        plan = gpu_plan(self, inst)
-        code = device_code(self, inst, plan)
-        return emit_ptx(code.llvm_ir, code.name, sm, device_phases(plan), plan.lanes)
-
-    def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
-        """Write an object file (``.o``) or shared library (``.so``) plus a C header."""
-        from .export import export_kernel
-
-        return export_kernel(self, self._with_code(), Path(path), name)
-
-    @property
-    def concrete(self) -> str:
-        """Concrete index notation of the scheduled statements."""
-        return self._default().concrete
-
-    @property
-    def loops(self) -> str:
-        """The loop IR: each loop, what it iterates and locates, and the fast forms the
-        optimization passes chose for it (in brackets)."""
-        return show_program(self.program(self._default()))
-
-    def program(self, inst: Instance) -> Program:
-        """The loop IR of ``inst``, one of this kernel's instances (lowered again where
-        it was loaded from the disk cache)."""
-        if inst.program is None:
-            inst.program = build(self._request(inst.types), inst.types,
-                                 inst.conversions).program
-        return inst.program()
-
-    # -- calling ------------------------------------------------------------------------
-    def __call__(self, *, check: bool = True, threads: int | None = None, **tensors):
-        """Run on tensors given by name. ``check=False`` skips the O(nnz) validation of
-        trusted inputs; ``threads`` overrides ``ls.set_num_threads`` for this call;
-        ``out=array`` writes a dense-like result into ``array`` (see ``BoundCall``),
-        unless the expression has an operand named ``out``."""
-        if self.target == "interpret":
-            return interpret_call(self, check, tensors)
-        if self.target == "cuda-emulated":
-            return emulated_call(self, check, tensors, self.device_cache)
-        if self.target == "cuda":
-            return device_call(self, check, tensors, self.device_cache)
-        out = tensors.pop("out", None) if "out" not in self._user_names else None
-        bound = None if self._last_bound is None else \
-            self._last_bound.reuse(tensors, threads, check)
-        if bound is None:
-            bound = self._last_bound = self.bind(check=check, threads=threads, **tensors)
-        result = bound(out)
-        self.loop_count = bound.loop_count
-        return result
-
-    def bind(self, *, check: bool = True, threads: int | None = None,
-             **tensors) -> BoundCall:
-        """Validate, specialize and prepare descriptors once; the returned callable runs
-        the kernel on these operands with almost no Python work (for calls in a loop)."""
-        bound = self._bind(check, threads, tensors)
-        if self.finite or not all_finite(bound.operands):
-            return bound
-        if self._sums_move is None:
-            self._sums_move = sums_move(self._request(bound.inst.types).assignment,
-                                        bound.inst.types)
-        if not self._sums_move:
-            return bound
-        fast = self._finite_sums().bind(check=False, threads=threads, **tensors)
-        fast.guard = (functools.partial(all_finite, bound.operands), bound)
-        return fast
-
-    def _bind(self, check: bool, threads: int | None, tensors: dict) -> BoundCall:
-        """``bind``, for this kernel's own plan."""
-        names, out = self._user_names, self._assignment.lhs.tensor
-        missing = [n for n in names if n != out and n not in tensors]
-        if missing:
-            raise TypeError(f"missing tensors: {', '.join(missing)}")
-        if out in tensors:
-            raise TypeError(f"{out} is the kernel's output, not an operand (to write into an "
-                            "array, pass out=array)")
-        unknown = sorted(set(tensors) - set(names))
-        if unknown:
-            raise TypeError(f"tensors not in the expression: {', '.join(unknown)}")
-        if not isinstance(check, (bool, np.bool_)):
-            raise TypeError(f"check must be True or False, not {check!r}")
-        given = {n: as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
-        extents = self._extents(given)
-        if check:
-            for tensor in given.values():
-                tensor.validate()
-        out_shape = tuple(extents[v.name] for v in self.assignment.lhs.indices)
-        wide = max(out_shape, default=0) >= 2**31 - 1
-        given.update({pattern: diagonal_pattern(
-            given[self._user_name(use.tensor)], use, extents[use.var],
-            str(checked_index_dtype(None, extents[use.var])))
-            for pattern, use in self._patterns.items()})
-        signature = (wide, registry_generation(),
-                     *((t.dtype, t.index_dtype, fill_key(t.fill_value)) for t in given.values()))
-        inst = self._signatures.get(signature)
-        if inst is None:
-            dtypes = {n: t.dtype.name for n, t in given.items()}
-            index_dtypes = {n: t.index_dtype.name for n, t in given.items()}
-            index_dtypes[out] = self.out_index_dtype or ("int64" if wide else "int32")
-            fills = {n: t.fill_value for n, t in given.items()}
-            inst = self._signatures[signature] = self.instance(dtypes, index_dtypes, fills)
-        self.last = inst
-        inputs = {n: given[self._user_name(n)] for n in self._names if n != out}
-        refreshes = []  # converted copies read the tensors' current values per call
-        converted = []  # their sources: a binding is reused only while theirs are sealed
-        for name, fmt in inst.conversions.items():
-            converted.append(inputs[name])
-            inputs[name], refresh = live_copy(inputs[name], fmt, self._user_name(name))
-            refreshes.append(refresh)
-        threads = runtime.get_num_threads() if threads is None else \
-            runtime.checked_thread_count(threads)
-        expected = expected_entries(inputs.values())
-        parallel = (threads > 1 and inst.parallel_mode is not None
-                    and out_shape[inst.parallel_mode] > 1
-                    and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
-                    and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
-        stored = sum(len(t.values) for t in inputs.values())
-        try:
-            check_workspace(inst.workspace, out_shape, threads if parallel else 1,
-                            None if self.workspace is not None else stored)
-        except MemoryError:
-            if self.workspace is not None:
-                raise
-            # Paper 002: where a dense workspace would not fit, a sparse one.
-            return self._sparse_workspace().bind(check=check, threads=threads, **tensors)
-        try:
-            if inst.precomputes is not None:  # (no dict of shapes built on every call)
-                check_precomputes(inst.precomputes, {n: t.shape for n, t in inputs.items()},
-                                  threads if parallel else 1,
-                                  None if self.precompute is not None else stored)
-        except MemoryError:
-            if self.precompute is not None:
-                raise
-            return self._merging().bind(check=check, threads=threads, **tensors)
-        holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
-        plan = None
-        if parallel:
-            var = self._assignment.lhs.indices[inst.parallel_mode].name
-            plan = self._plan(out_shape[inst.parallel_mode], threads,
-                              self.entries_per_row(inputs, var))
-        out_format = self.formats[out].with_fill(inst.types[out].fill)
-        bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
-        bound.refreshes = refreshes
-        bound.operands = {n: tensors[n] for n in names if n != out}
-        # The caller's tensors' own descriptors (a converted operand's source's).
-        bound.operand_holders = [given[n].holder(check_shallow=False) for n in bound.operands]
-        bound.wrapped = {n: (a.shape, a.dtype) for n, a in bound.operands.items()
-                         if isinstance(a, np.ndarray) and views(inputs[n].values, a)}
-        bound.requested_threads = threads
-        bound.patterned = bool(self._patterns)
-        bound.converted = converted
-        bound.inputs_by_name = inputs  # what the kernel reads, by its names (interpreter)
-        return bound
-
-    def _sparse_workspace(self) -> Kernel:
-        """This kernel with a sorted-list workspace (made once)."""
-        if self._sparse is None:
-            self._sparse = self._variant("sort", self.precompute)
-        return self._sparse
-
-    def _merging(self) -> Kernel:
-        """This kernel without operand workspaces (made once): where their temporaries
-        would not fit, the operands' slices are merged again."""
-        if self._merged is None:
-            self._merged = self._variant(self.workspace, False)
-        return self._merged
-
-    def _finite_sums(self) -> Kernel:
-        """This kernel with factors moved into the sums the user placed (made once), for
-        finite operands (finite_sums.py)."""
-        if self._finite is None:
-            self._finite = self._variant(self.workspace, self.precompute, finite=True)
-        return self._finite
-
-    def _variant(self, workspace: str | None, precompute: bool | None,
-                 finite: bool | None = None) -> Kernel:
-        """This kernel's statement and formats with another workspace choice."""
-        out = self.assignment.lhs.tensor
-        formats = {n: self.formats[n] for n in self._user_names if n != out}
-        return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
-                      self.out_index_dtype, self.convert, workspace, precompute=precompute,
-                      finite=self.finite if finite is None else finite,
-                      counting=self.counting)
-
-    def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
-        """The split of the last binding while its weights are the same arrays (cached on
-        their tensors): splitting 800k rows costs 4 ms, a call on them 8."""
-        last = self._last_plan
-        if last is not None and last[0] == (extent, threads) and len(last[1]) == len(weights) \
-                and all(a is b for a, b in zip(last[1], weights)):
-            return last[2]
-        total = functools.reduce(np.add, weights) if weights else None
-        plan = runtime.split(extent, threads, total)
-        self._last_plan = ((extent, threads), weights, plan)
-        return plan
-
-    def entries_per_row(self, inputs: dict[str, Tensor], var: str) -> list[np.ndarray]:
-        """Stored entries under each coordinate of ``var`` (the split loop's index) in
-        each sparse input whose first level stores it: their sum evens out threads' work."""
-        parts = []
-        for access in self._accesses:
-            tensor = inputs.get(access.tensor)
-            if tensor is None or all(lv.full for lv in tensor.tensor_type.levels):
-                continue
-            first = tensor.tensor_type.levels[0]
-            if first.mode is None or first.block is not None \
-                    or access.indices[first.mode] != nt.IndexVar(var):
-                continue
-            parts.append(tensor.entries_per_first_coordinate())
-        return parts
-
-    def _extents(self, inputs) -> dict[str, int]:
-        """Each index variable's extent, from the operands given by the caller's names."""
-        extents: dict[str, int] = {}
-        where: dict[str, str] = {}
-        for access in self.assignment.accesses():
-            if access.tensor not in inputs:
-                continue
-            tensor = inputs[access.tensor]
-            if tensor.order != len(access.indices):
-                raise ShapeError(f"{access.tensor} has order {tensor.order} but is indexed "
-                                 f"as {access}")
-            for var, size in zip(access.indices, tensor.shape):
-                if isinstance(var, nt.AffineIndex):
-                    continue  # ir/affine.py guards it
-                if var.name in extents and extents[var.name] != size:
-                    raise ShapeError(
-                        f"index {var.name} has extent {extents[var.name]} in "
-                        f"{where[var.name]} but {size} in {access.tensor} (shape {tensor.shape})")
-                extents[var.name] = size
-                where[var.name] = f"{access.tensor} (shape {tensor.shape})"
-        return self._affine_extents(extents, inputs)
-
-    def _affine_extents(self, extents: dict[str, int], inputs) -> dict[str, int]:
-        """Extents of the indices only affine subscripts use: given (``extents=``, the
-        padding) or 'valid' (see ir/affine.valid_extent)."""
-        for name, size in self.index_extents.items():
-            if name in extents and extents[name] != size:
-                raise ShapeError(f"extents= gives index {name} extent {size}, but the "
-                                 f"operands give it {extents[name]}")
-            extents[name] = size
-        accesses = [a for a in self.assignment.accesses()[1:] if a.tensor in inputs]
-        shapes = {a.tensor: inputs[a.tensor].shape for a in accesses}
-        for var in self.assignment.lhs.indices:
-            if var.name not in extents:
-                size = valid_extent(var, accesses, extents, shapes)
-                if size is not None:
-                    extents[var.name] = size
-        return extents
-
-
-# Stored input values below which handing work to the pool costs more than it saves
-# (measured on 2 threads, uniform CSR: SpMV with 250k nonzeros 0.97x, 500k 1.24x, 1M
-# 1.6x; SpMM, 64 columns, with 100k nonzeros and 640k dense values 1.44x).
-PARALLEL_MIN_WORK = 500_000
-
-# Stored sparse entries below which a sparse output is assembled on one thread: counting,
-# sizing and filling in phases costs two more meetings of the threads and an allocation
-# (SDDMM, rank 64, on 2 threads: 24k-40k entries 0.92-1.08x, 95k-150k 1.28-1.30x).
-ASSEMBLY_MIN_ENTRIES = 64_000
-
+                       self.precompute, emit_kernel, self.finite, self.counting,
+                       plan=self.plan)
 
 def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]:
     """``build``, storing what it compiles in the disk cache under ``key``."""
@@ -599,7 +331,8 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
             counting: bool = False, target: str = "cpu", gpu_schedule: str | None = None,
-            extents: dict[str, int] | None = None, **formats: object) -> Kernel:
+            extents: dict[str, int] | None = None, schedule: object = None,
+            **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -616,10 +349,12 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     ``gpu_schedule``: how a GPU grid splits the work ("thread_per_row", "nonzero_split",
     "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class).
     ``extents``: the extents of output indices that only affine subscripts use
-    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'."""
+    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'.
+    ``schedule``: a Schedule, its text (``"split(i, i0, i1, 64); parallelize(i0,
+    cpu_thread, no_races)"``, see ir/directives.py) or None/"auto" (the rules choose)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target,
-                  gpu_schedule=gpu_schedule, extents=extents)
+                  gpu_schedule=gpu_schedule, extents=extents, schedule=schedule)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

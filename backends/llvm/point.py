@@ -250,7 +250,7 @@ class PointEmitter(GallopEmitter):
         in_range = self.late_found(ctx, located)
         ctx = located
         clamped = all(self.states[it].clamped for it in self.iterated)
-        if passes.THREAD_ROWS in self.node.tags and not clamped:
+        if passes.clamped(self.node) and not clamped:
             rows = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
             in_range = rows if in_range is None else b.and_(rows, in_range)
         if in_range is not None:
