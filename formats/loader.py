@@ -36,6 +36,7 @@ from .vocabulary import (
     RESERVED,
     RETURN_ARITY,
     STORE_FUNCTIONS,
+    SUBSECTION,
     TAG,
     TOP_KEYS,
     FormatFileError,
@@ -147,6 +148,12 @@ class LevelDef:
     def can_locate(self) -> bool:
         """Random access to a coordinate under a parent."""
         return "locate" in self.functions
+
+    @property
+    def can_subsection(self) -> bool:
+        """The positions of a parent's coordinates within a range [i_lo, i_hi), found
+        without walking the parent's segment (valid where the level is ordered)."""
+        return "subsection" in self.functions
 
     @property
     def can_insert(self) -> bool:
@@ -325,7 +332,7 @@ def _parse_function(reader: Reader, name: str, node: yaml.Node, params: dict[str
 
 def _collect_bodies(reader: Reader, entries: Entries) -> Entries:
     """Flatten plain capabilities and the insert/append groups into one map of bodies."""
-    bodies = {name: entries[name] for name in ITERATION if name in entries}
+    bodies = {name: entries[name] for name in ITERATION + SUBSECTION if name in entries}
     groups = (("insert", INSERT, ("size", "insert_coord")),
               ("append", APPEND, ("append_coord",)))
     for group, names, required in groups:
@@ -349,6 +356,9 @@ def _check_consistency(reader: Reader, entries: Entries, iterate: str) -> None:
         reader.fail(entries["append"][0], "a level cannot have both insert and append")
     if "insert" in entries and "locate" not in entries:
         reader.fail(entries["insert"][0], "insert needs locate (inserts go to located positions)")
+    if "subsection" in entries and iterate != "position":
+        reader.fail(entries["subsection"][0], "subsection returns positions: it needs "
+                                              "iterate: position")
 
 
 def _parse_capabilities(reader: Reader, key: yaml.Node, node: yaml.Node,
@@ -356,7 +366,7 @@ def _parse_capabilities(reader: Reader, key: yaml.Node, node: yaml.Node,
                         arrays: dict[str, ArrayDef]) -> tuple[str, dict[str, LevelFunction]]:
     entries = reader.mapping(node, "capabilities")
     reader.check_keys(entries, key, "capabilities", ("iterate",),
-                      ITERATION + ("insert", "append"))
+                      ITERATION + SUBSECTION + ("insert", "append"))
     iterate = reader.choice(entries["iterate"][1], "iterate", ITERATE_KINDS)
     bodies = _collect_bodies(reader, entries)
     _check_consistency(reader, entries, iterate)
@@ -406,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             status = 1
         else:
-            caps = [cap for cap in ("locate", "insert", "append")
+            caps = [cap for cap in ("locate", "subsection", "insert", "append")
                     if getattr(level, f"can_{cap}")]
             print(f"{name}: ok: level '{level.name}', iterate {level.iterate}, "
                   f"capabilities: {', '.join(caps) or 'iteration only'}")

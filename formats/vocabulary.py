@@ -7,13 +7,16 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------- vocabulary
 
 ITERATION = ("coord_bounds", "coord_access", "pos_bounds", "pos_access", "locate")
+# The positions of a parent's coordinates within [i_lo, i_hi) (paper 000's subsections):
+# an ordered level walks a window of a row, or finds one coordinate, without a scan.
+SUBSECTION = ("subsection",)
 INSERT = ("size", "insert_init", "insert_coord", "insert_finalize")
 # Integer constants in bodies and array fills must fit every index type a tensor may
 # use: 2**40 as a fill became 0 in int32 arrays, and 10**23 overflowed the interpreter.
 INDEX_CONSTANT_LIMIT = 2**31 - 1
 APPEND = ("append_init", "append_coord", "append_edges", "append_finalize")
 
-FUNCTION_NAMES: tuple[str, ...] = ITERATION + INSERT + APPEND
+FUNCTION_NAMES: tuple[str, ...] = ITERATION + SUBSECTION + INSERT + APPEND
 PROPERTY_NAMES: tuple[str, ...] = ("full", "ordered", "unique", "branchless", "compact")
 
 BOUNDS_ENV = ("p_parent", "i_parent", "i_grandparent")
@@ -24,6 +27,7 @@ OWN_ENV: dict[str, tuple[str, ...]] = {
     "pos_bounds": BOUNDS_ENV,
     "coord_access": ACCESS_ENV,
     "locate": ACCESS_ENV,
+    "subsection": ("p_parent", "i_lo", "i_hi", "i_parent", "i_grandparent"),
     "pos_access": ("p", "p_parent", "i_parent", "i_grandparent"),
     "size": ("parent_size",),
     "insert_init": PHASE_ENV,
@@ -40,7 +44,7 @@ ENVIRONMENTS: dict[str, tuple[str, ...]] = {
 }
 # Number of values each function returns (0: it must not return).
 RETURN_ARITY: dict[str, int] = {fn: 0 for fn in FUNCTION_NAMES} | {
-    **{fn: 2 for fn in ITERATION},
+    **{fn: 2 for fn in ITERATION + SUBSECTION},
     "size": 1,
 }
 # Functions that may instead return one value on every path: insert_coord's says whether

@@ -5,7 +5,10 @@ levels can do (never from a format's name):
 
 - *located*: every level of the operand can locate, so the subscript becomes a fresh
   index bound to the sum once its variables are (``let t = h + r``) and the operand is
-  located there;
+  located there; levels that cannot locate but find subsections (the ``subsection``
+  level function: an ordered row's positions within [lo, hi)) are located through a
+  one-wide one where walking the operand would repeat per output entry (under a mask
+  that iterates the output's indices);
 - *inverted*: the operand has a level that cannot locate (it stores entries sparsely),
   so the loops walk its stored coordinates ``x`` and one variable of the sum, an output
   index where one can be, is derived from them instead (index inversion, ``h = x - r``;
@@ -62,6 +65,34 @@ def _random_access(ttype: TensorType) -> bool:
     return all(level.can_locate for level in ttype.levels)
 
 
+def _by_subsections(access: nt.Access, lhs: nt.Access, accesses: list[nt.Access],
+                    types: dict[str, TensorType], folded: set[int]) -> bool:
+    """Whether ``access`` is located, its levels that cannot locate through one-wide
+    subsections (a binary search in an ordered row), rather than walked: where an output
+    index of its affine subscripts is iterated by another operand (a submanifold mask
+    M(h,w) stored CSR), walking it would walk all of it inside that operand's loops,
+    once per output entry; located, it costs a search per tap. Also where it sits under
+    a reduction other than a sum (``folded``: max pooling), whose loops read it at each
+    output entry: walked, its entries would scatter through a nested max. And where a
+    subscript is a constant (``A(i, 2)``), which has no variable to derive."""
+    ttype = types[access.tensor]
+    if not all(level.can_locate or level.can_subsection for level in ttype.levels):
+        return False
+    if id(access) in folded or any(isinstance(ix, nt.AffineIndex) and not ix.terms
+                                   for ix in access.indices):
+        return True  # under a max, or a constant subscript (no variable to walk)
+    variables = {var for ix in access.indices if isinstance(ix, nt.AffineIndex)
+                 for var in ix.vars}
+    for other in accesses:
+        if other is access:
+            continue
+        for mode, ix in enumerate(other.indices):
+            if ix in variables and ix in lhs.indices and not types[other.tensor].levels[
+                    _level_of(types[other.tensor], mode)].can_locate:
+                return True
+    return False
+
+
 def _level_of(ttype: TensorType, mode: int) -> int:
     levels = ttype.levels_of_mode(mode)
     if len(levels) != 1 or ttype.levels[levels[0]].block:
@@ -78,8 +109,14 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
     accesses = list(nt.iter_accesses(assignment.rhs))
     if not any(isinstance(ix, nt.AffineIndex) for a in accesses for ix in a.indices):
         return result
+    if not assignment.lhs.indices and not any(
+            nt.index_vars_of(ix) for a in accesses for ix in a.indices):
+        raise ScheduleError("a constant subscript in a statement without index variables "
+                            "(a = x(2)) is not supported: there is no loop to locate it in")
     taken = nt.names_in_use(assignment)
     lhs = assignment.lhs
+    folded = {id(a) for r in nt.iter_reductions(assignment.rhs) if r.op is not ADD
+              for a in nt.iter_accesses(r.body)}
     inverted: dict[str, Derivation] = {}
     for access in accesses:  # first the walked operands: they fix the inverted variables
         ttype = types[access.tensor]
@@ -87,8 +124,14 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
         if any(affine) and any(level.block for level in ttype.levels):
             raise ScheduleError(f"{access.tensor} has blocked levels: an affine subscript "
                                 "needs its operand in an unblocked format; convert it")
-        if not any(affine) or _random_access(ttype):
+        if not any(affine) or _random_access(ttype) \
+                or _by_subsections(access, lhs, accesses, types, folded):
             continue
+        if id(access) in folded:
+            raise ScheduleError(
+                f"{access.tensor} is read at affine subscripts under a reduction other than "
+                "a sum (max pooling): it must be located there; store it in a format whose "
+                "levels can all locate or find subsections (dense, hash, ordered compressed)")
         if access.complement:
             raise ScheduleError(f"!{access.tensor}: a complement at an affine subscript "
                                 "is not supported")
@@ -147,7 +190,8 @@ def _invert(ix: nt.AffineIndex, x: str, lhs: nt.Access, accesses: list[nt.Access
         raise ScheduleError(
             f"the subscript {ix} of a sparse operand cannot be walked: each of its "
             "variables is already derived or iterated by another sparse operand; store "
-            "the operand in a format whose levels can all locate (dense or hash)")
+            "the operand in a format whose levels can all locate or find subsections "
+            "(dense, hash, ordered compressed)")
     var, c = candidates[0]
     sign = 1 if c > 0 else -1
     rest = [(v, k) for v, k in ix.terms if v != var]

@@ -56,7 +56,7 @@ from .loops import (
 )
 from .operators import ADD
 from .producers import assign_of, full_expr
-from .result_fill import NestSums, absent_adds
+from .result_fill import NestSums, absent_adds, body_fill
 from .schedule import Nest, order_loops
 from .statements import Affine, IndexVar, Stmt, loop_nest, sequence_parts
 from .types import LevelType, TensorType
@@ -179,18 +179,23 @@ class NestLowering:
         guarded_out = set(assign.vars) & {g[0] for g in assign.guards}
         guards: list[InRange] = []
         misses: list[Ref] = []
+        bound = set(state.bound)
         for index, parts in assign.derived:
             readers = [op for op in indexed_operands(expr) if index in op.vars]
             if not readers and index not in guarded_out:
                 continue
+            if any(p not in state.bound for p, _ in parts):  # a nested max's variable:
+                continue  # bound at that sum's leaf (sum_loops)
             nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
                                             offsets.get(index, 0), divisors.get(index, 1))))
             guards += [InRange(index, t, k) for i, t, k in assign.guards if i == index]
-            bound = {*state.bound, *(p for p, _ in parts), index}
+            bound |= {*(p for p, _ in parts), index}  # and the indices derived before
             for op in readers:
                 k = state.levels(op.uid)
                 while k < len(op.vars) and op.vars[k] in bound:
                     ref = self.ref(Iter(op.uid, k), state)
+                    if self.level(op.uid, k).can_subsection:  # located by a subsection
+                        ref = replace(ref, facts=replace(ref.facts, can_locate=True))
                     locates.append(Locate(ref, op.vars[k]))
                     if not ref.facts.locate_always_found:  # a hashed image: it may miss
                         misses.append(ref)
@@ -267,11 +272,13 @@ class NestLowering:
             loops = self.sum_loops(tuple(vars_), body, state, name, op)
             self.feeding = feeding
             items += [Allocate(name, self.out.dtype), Clear(name, identity), loops]
-            if op is not ADD and not (op.skips_absent or op.identity == 0):
-                # A coordinate outside the body's region holds its fill, 0: folded in
-                # once if any was missed (a monoid keeps 0 from 0 and 0).
-                items.append(If(Missed(name, vars_[0]), Accumulate(name, op.symbol, Const(0),
-                                                                   op)))
+            fill = body_fill(body, self.types)
+            if op is not ADD and not (op.skips_absent or op.identity == fill):
+                # A coordinate outside the body's region holds its fill (0, or -inf
+                # where a max pool's image has it): folded in once if any was missed
+                # (a monoid keeps f from f and f).
+                items.append(If(Missed(name, vars_[0]), Accumulate(name, op.symbol,
+                                                                   Const(fill), op)))
             value = replaced_in(value, sub, Operand(name, (), -1))
         items.append(finish(value))
         return items[0] if len(items) == 1 else Block(tuple(items))
@@ -279,7 +286,8 @@ class NestLowering:
     def sum_loops(self, vars_: tuple[str, ...], body: CinExpr, state: State, name: str,
                   op) -> Node:
         if not vars_:
-            return self.leaf(body, state, lambda value: Accumulate(name, op.symbol, value, op))
+            return self.derived_leaf(body, state,
+                                     lambda value, _: Accumulate(name, op.symbol, value, op))
         return self.var(vars_[0], body, state, -1,
                         lambda e, s: self.sum_loops(vars_[1:], e, s, name, op))
 

@@ -105,3 +105,10 @@ def absent_adds(sums: NestSums, var: str, expr: Expr, fill_of: FillOf) -> float 
         return None
     differs = not same_value(fill, sums.background)  # NaN is NaN's own fill
     return fill if differs or (sums.several and fill != 0) else None
+
+
+def body_fill(body: Expr, types: dict[str, TensorType]) -> float:
+    """What a reduction's body is where none of its operands stores an entry (0 where
+    that depends on extents): what a missed coordinate contributes."""
+    fill = expr_fill(body, lambda op: types[op.tensor].fill)
+    return 0.0 if fill is None else fill

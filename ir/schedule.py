@@ -216,8 +216,6 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
     ops = operands(body)
     asked = [v for v in assign.loop_order if v in loop_vars]
     before += list(itertools.pairwise(asked))
-    before += _plain_after_affine(ops, dict(assign.derived), {g[0] for g in assign.guards},
-                                  loop_vars)
     try:
         order = order_loops(loop_vars, ops, types, set(), before, prefer=out_vars,
                             soft=list(itertools.pairwise(out_vars)),
@@ -266,22 +264,6 @@ def _refuse_scattered(assign: Assign, loop_vars: list[str], ops, types) -> None:
         f"storage orders need the loops in order {', '.join(order)}, and {assign.tensor} "
         f"is assembled by appending, which takes entries in order of ({out_vars}) only, "
         "each once; that needs a workspace (not supported yet)") from None
-
-
-def _plain_after_affine(ops: list[Operand], derived: dict[str, tuple[tuple[str, int], ...]],
-                        affine: set[str], loop_vars: list[str]) -> list[tuple[str, str]]:
-    """An operand located at an affine subscript's index (``I(n, h+r, w+s, c)``) is
-    located there once its variables are bound, together with its levels below whose
-    indices are bound by then: a plain index under it (``c``) is looped over first."""
-    edges = []
-    for op in ops:
-        for k, var in enumerate(op.vars):
-            if var not in affine:
-                continue
-            parts = [p for p, _ in derived[var] if p in loop_vars]
-            edges += [(later, p) for later in op.vars[k + 1:] if later in loop_vars
-                      for p in parts if p != later]
-    return edges
 
 
 def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int], ...]]) -> None:

@@ -59,6 +59,12 @@ class LevelType:
         return self.definition.can_locate
 
     @property
+    def can_subsection(self) -> bool:
+        """The positions of a parent's coordinates within a range, found without a walk
+        (a level function of the format, valid only where the level is ordered)."""
+        return self.definition.can_subsection and self.ordered and not self.block
+
+    @property
     def can_insert(self) -> bool:
         return self.definition.can_insert
 

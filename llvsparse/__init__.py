@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _HOMES = {
     "Kernel": "api", "ShapeError": "binding", "compile": "api", "einsum": "einsums",
     "evaluate": "api",
-    "asarray": "coerce", "conv": "conv",
+    "asarray": "coerce", "conv": "conv", "pool": "conv",
     "complement": "expr_api",
     "Format": "format", "FormatError": "format", "Level": "format", "named_format": "format",
     "FormatFileError": "formats.loader",
@@ -50,7 +50,7 @@ __all__ = [  # named_format is public but, as before, not starred
     "KernelRuntimeError", "LazyTensor", "Level", "NotationError", "NotationSyntaxError",
     "ScheduleError", "ShapeError", "Tensor", "WorkspacePolicy", "asarray", "compile",
     "complement", "compute", "conv", "einsum", "evaluate", "get_num_threads", "index_vars", "lazy",
-    "level_formats", "parse", "read", "register_level_format", "register_workspace_policy",
+    "level_formats", "parse", "pool", "read", "register_level_format", "register_workspace_policy",
     "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes", "sort",
     "unregister_level_format", "unregister_workspace_policy", "workspace_policies", "write",
 ]
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .api import Kernel, compile, evaluate
     from .binding import ShapeError
     from .coerce import asarray
-    from .conv import conv
+    from .conv import conv, pool
     from .einsums import einsum
     from .expr_api import complement
     from .format import Format, FormatError, Level

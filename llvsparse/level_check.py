@@ -1,11 +1,14 @@
-"""Cross-check a level format's iteration against its ``locate`` on a packed sample.
+"""Cross-check a level format's iteration against its ``locate`` and ``subsection`` on
+a packed sample.
 
 Kernels that locate into a level and kernels that iterate it must see the same entries:
 a level whose ``locate`` disagreed with its iteration passed loading, and kernels then
 disagreed with ``to_numpy()``. Here a small matrix is packed through the level (under a
 dense row level), iterated with the interpreter, and ``locate`` must find exactly the
 iterated coordinates at the iterated positions and report every other coordinate as
-not found. Levels without ``locate``, or that no kernel can assemble, are not checked.
+not found; ``subsection`` must give, for every window of every row, the positions of
+the iterated coordinates inside it. Levels without these functions, or that no kernel
+can assemble, are not checked.
 """
 
 from __future__ import annotations
@@ -38,34 +41,77 @@ def check_level_file(path: str | os.PathLike[str]) -> LevelDef:
 
 
 def cross_check(level: LevelDef) -> None:
-    """Raise FormatFileError (at ``locate``'s line) where locate and iteration disagree
-    on the packed sample. ``level`` must be registered under its name."""
-    try:
-        problem = locate_disagreement(level.name)
-    except (CorruptTensorError, KernelRuntimeError) as error:
-        problem = f"iterating it fails ({error})"
-    if problem is not None:
-        what = "locate disagrees with iteration on" if problem.startswith("row ") else \
-            "cannot check locate against iteration on"
-        raise FormatFileError(level.path, level.functions["locate"].line,
-                              f"{what} a sample packed through the level: {problem}")
+    """Raise FormatFileError (at ``locate``'s or ``subsection``'s line) where it and
+    iteration disagree on the packed sample. ``level`` must be registered under its
+    name."""
+    for function, disagreement in (("locate", locate_disagreement),
+                                   ("subsection", subsection_disagreement)):
+        try:
+            problem = disagreement(level.name)
+        except (CorruptTensorError, KernelRuntimeError) as error:
+            problem = f"iterating it fails ({error})"
+        if problem is not None:
+            what = f"{function} disagrees with iteration on" if problem.startswith("row ") \
+                else f"cannot check {function} against iteration on"
+            raise FormatFileError(level.path, level.functions[function].line,
+                                  f"{what} a sample packed through the level: {problem}")
 
 
-def locate_disagreement(name: str) -> str | None:
-    """What locate gets wrong on the sample packed into level ``name``, or None."""
+def _packed(name: str, function: str):
+    """The sample packed under a dense row level into level ``name`` and walked
+    (coordinates, positions), or None where ``name`` has no ``function`` or no kernel
+    can assemble it."""
     from .format import Format, Level
     from .formats.registry import get_level
     from .ir.errors import ScheduleError
     from .tensor import Tensor
-    from .walk import _env, walk_levels
+    from .walk import walk_levels
 
-    if "locate" not in get_level(name).functions:
+    if function not in get_level(name).functions:
         return None
     try:
         tensor = Tensor.from_numpy(SAMPLE, format=Format([Level("dense", 0), Level(name, 1)]))
     except ScheduleError:  # no kernel can assemble it (as DIA's levels): nothing to pack
         return None
-    walk = walk_levels(tensor, check=False)
+    return tensor, walk_levels(tensor, check=False)
+
+
+def subsection_disagreement(name: str) -> str | None:
+    """Where ``subsection`` of level ``name`` misses the positions iteration gives the
+    coordinates of a window [lo, hi) of a row of the sample (every window), or None."""
+    from .walk import _env
+
+    packed = _packed(name, "subsection")
+    if packed is None:
+        return None
+    tensor, walk = packed
+    function = tensor.tensor_type.levels[1].definition.functions["subsection"]
+    nrows, ncols = SAMPLE.shape
+    for row in range(nrows):
+        mine = walk.coords[0] == row
+        cols, positions = walk.coords[1][mine], walk.positions[mine]
+        env = _env(tensor, 1, np.array([row]), [np.array([row])])
+        for lo in range(ncols + 1):
+            for hi in range(lo, ncols + 1):
+                first, end = run_function(function, {**env, "i_lo": lo, "i_hi": hi},
+                                          tensor.level_arrays[1], f"level {name!r} subsection",
+                                          1)
+                inside = sorted(int(p) for c, p in zip(cols, positions) if lo <= c < hi)
+                got = list(range(int(np.ravel(first)[0]), int(np.ravel(end)[0])))
+                if got != inside:
+                    return (f"row {row}: the window [{lo}, {hi}) holds positions {inside} "
+                            f"but subsection gives {got}")
+    return None
+
+
+def locate_disagreement(name: str) -> str | None:
+    """What locate gets wrong on the sample packed into level ``name``, or None."""
+    from .walk import _env
+
+    packed = _packed(name, "locate")
+    if packed is None:
+        return None
+    tensor, walk = packed
     rows, cols, positions = walk.coords[0], walk.coords[1], walk.positions
     nrows, ncols = SAMPLE.shape
     if len(cols) and (cols.min() < 0 or cols.max() >= ncols):

@@ -328,15 +328,12 @@ class _Parser:
             self.advance()
 
     def subscript(self) -> Index:
-        """``i``, or an affine sum such as ``h+r``, ``2*i+r``, ``i-1`` (paper 000)."""
-        first = self.peek()
+        """``i``, an affine sum such as ``h+r``, ``2*i+r``, ``i-1`` (paper 000), or a
+        constant (``2``: it fixes a mode)."""
         negative = self.at("-") and self.advance() is not None
         total: Index = self.index_term(negative)
         while self.at("+") or self.at("-"):
             total = total + self.index_term(negative=self.advance().text == "-")
-        if isinstance(total, AffineIndex) and not total.terms:
-            raise self.fail(f"a constant subscript ({total}) is not supported; index "
-                            "with a variable (a constant index would fix a mode)", first)
         return total
 
     def index_term(self, negative: bool) -> Index:

@@ -83,7 +83,6 @@ def test_operator_api_with_numpy_and_scipy_operands():
     ("y(i) = sum(x(i), 2)", 7, "sum(j, ...) reduces over an index variable"),
     # Not calls: the existing messages stand.
     ("y(i) = A(i,j * x(j)", 13, "expected ',' or ')'"),
-    ("y(i) = x(2)", 9, "a constant subscript (2) is not supported"),
 ])
 def test_python_syntax_the_notation_lacks_is_named(text, column, message):
     with pytest.raises(ls.NotationSyntaxError) as info:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from llvsparse.formats import registry
 from llvsparse.formats.loader import FormatFileError, load_level_text
+from plugin_text import without_subsection
 
 import llvsparse as ls
 
@@ -27,7 +28,8 @@ def isolated(monkeypatch, tmp_path):
 
 
 def _plugin(tmp_path: Path, shipped: str, name: str, *edits: tuple[str, str]) -> Path:
-    text = (FORMATS / f"{shipped}.yaml").read_text().replace(f"name: {shipped}", f"name: {name}")
+    text = without_subsection((FORMATS / f"{shipped}.yaml").read_text()).replace(
+        f"name: {shipped}", f"name: {name}")
     for old, new in edits:
         assert old in text, old
         text = text.replace(old, new)

@@ -95,5 +95,9 @@ class LevelReader:
         """The position of coordinate ``i`` under ``parent``, and whether it is stored."""
         if self.window is not None and not 0 <= i < self.window[2]:
             return 0, False
+        if not self.definition.can_locate:  # a one-wide subsection: [i, i + 1)
+            lo, hi = self._run("subsection", parent, parent.first, i_lo=self.base(i),
+                               i_hi=self.base(i) + 1)
+            return lo, lo < hi
         p, found = self._run("locate", parent, parent.first, i=self.base(i))
         return p, bool(found)

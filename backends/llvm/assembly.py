@@ -300,13 +300,19 @@ class OutputAssembler:
             return None
         if self.open_block is not None and self.vars[self.blocks - 1] == var:
             # A new coordinate of the last appended level: no block is open.
-            return (lambda ctx: self.b.store(ir.Constant(I64, -1), self.open_block),
-                    lambda ctx, saved: None)
+            return (lambda ctx: self.close_block(), lambda ctx, saved: None)
         for h in self.heads:
             if h > 0 and self.vars[h - 1] == var:
                 return (lambda ctx, h=h: self.b.load(self.counters[h]),
                         lambda ctx, saved, h=h: self.close_segment(h, ctx, saved))
         return None
+
+    def close_block(self) -> ir.Value:
+        """Forget the open block; the value a segment hook saves (callers such as a
+        workspace's drain store it, so it is a value, not the void of a store)."""
+        none = ir.Constant(I64, -1)
+        self.b.store(none, self.open_block)
+        return none
 
     def close_segment(self, head: int, ctx: Ctx, begin: ir.Value) -> None:
         b = self.b

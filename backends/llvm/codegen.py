@@ -322,7 +322,8 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         tensor = self.tensors[op.tensor]
         deeper: list[LevelPos] = []
         while level < len(op.vars) and op.vars[level] in ctx.bound:
-            if not tensor.type.levels[level].can_locate:
+            kind = tensor.type.levels[level]
+            if not (kind.can_locate or kind.can_subsection):
                 raise InternalCompilerError(f"{op.tensor}: level {level} must be iterated but its index "
                                     f"{op.vars[level]} is already bound; it cannot locate")
             env = self.parent_env(op, level, ctx)

@@ -134,6 +134,20 @@ class TensorIR:
         definition = self.type.levels[level].definition
 
         def raw(function: str, values: dict[str, ir.Value]) -> list[ir.Value]:
+            if function == "locate" and not definition.can_locate:
+                return self._locate_by_subsection(level, values)
             return emit_body(self.kc.b, definition.functions[function],
                              self.env(level, **values), self.level_arrays(level))
         return raw
+
+    def _locate_by_subsection(self, level: int, values: dict[str, ir.Value]) -> list[ir.Value]:
+        """Locate coordinate i in a level that finds subsections (and cannot locate):
+        the subsection [i, i + 1); found where it holds a position (an ordered level
+        stores i at most once there, or first there)."""
+        b = self.kc.b
+        i = values.pop("i")
+        values.update(i_lo=i, i_hi=b.add(i, ir.Constant(i.type, 1)))
+        definition = self.type.levels[level].definition
+        lo, hi = emit_body(b, definition.functions["subsection"], self.env(level, **values),
+                           self.level_arrays(level))
+        return [lo, b.icmp_signed("<", lo, hi)]
