@@ -11,7 +11,7 @@ from functools import cache
 
 import numpy as np
 
-from . import array_extras, sorting
+from . import array_extras, entry_functions, sorting
 from .complex_values import any_complex, bilinear, multilinear
 from .einsum_forms import expanded, pairwise, sublists_to_string
 from .numpy_protocols import (
@@ -181,6 +181,8 @@ def handlers() -> dict[Callable, Callable]:
         np.triu: array_extras.triu, np.tril: array_extras.tril, np.kron: array_extras.kron,
         np.outer: lambda a, b, out=None: array_extras.outer(
             np.multiply, _shape_ops().reshape(a, -1), _shape_ops().reshape(b, -1)),
+        np.clip: entry_functions.clip, np.interp: entry_functions.interp,
+        np.diagonal: entry_functions.diagonal,
         np.real: lambda a: a.real, np.imag: lambda a: a.imag,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
         **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},

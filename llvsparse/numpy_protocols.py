@@ -352,6 +352,13 @@ class ArrayOps:
     def conj(self):
         return np.conjugate(self)
 
+    def clip(self, min=None, max=None, out=None):
+        """numpy's clip (entry_functions.py)."""
+        return np.clip(self, min, max, out=out)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1):
+        return np.diagonal(self, offset, axis1, axis2)
+
     def todense(self) -> np.ndarray:
         """The dense values as a numpy array (pydata/sparse's name for it)."""
         return np.asarray(self)
