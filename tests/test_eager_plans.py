@@ -60,9 +60,9 @@ def test_one_tensor_twice_and_two_tensors_are_different_plans():
 
 
 def test_a_literal_is_part_of_the_signature_with_its_type_and_the_sign_of_zero():
-    a, A = _pair(3, "csr")
+    _, A = _pair(3, "csr")
     i = np.arange(12, dtype=np.int64).reshape(3, 4) * (np.arange(12).reshape(3, 4) % 3 > 0)
-    I = ls.Tensor.from_numpy(i, format="csr")  # noqa: E741
+    I = ls.Tensor.from_numpy(i, format="csr")
     eager_plans.forget()
     first = A * -0.0  # the full path
     eager_plans.forget()
@@ -143,7 +143,7 @@ def test_sibling_bindings_follow_each_operands_entries():
 
 
 def test_refusals_stay_refusals_on_every_call():
-    a, A = _pair(9, "csr")
+    _, A = _pair(9, "csr")
     for _ in range(2):
         with pytest.raises(ValueError, match="broadcast"):
             A + np.ones(3)

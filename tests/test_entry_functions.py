@@ -31,7 +31,7 @@ def test_clip_matches_numpy(fmt, fill):
         assert np.allclose(got.todense(), want, equal_nan=True), (low, high)
     assert np.allclose(A.clip(min=-1, max=1).todense(), a.clip(-1, 1), equal_nan=True)
     i = np.array([[0, 0, 1, 0, 2], [5, 0, 0, 3, 0]])
-    I = ls.Tensor.from_numpy(i, format=fmt)  # noqa: E741
+    I = ls.Tensor.from_numpy(i, format=fmt)
     assert np.clip(I, 1, 3).dtype == np.clip(i, 1, 3).dtype  # int stays int
     assert np.clip(I, 1, 3.0).dtype == np.clip(i, 1, 3.0).dtype  # a float bound: float64
     assert np.array_equal(np.clip(I, 1, 3).todense(), np.clip(i, 1, 3))
@@ -39,7 +39,7 @@ def test_clip_matches_numpy(fmt, fill):
 
 def test_clip_into_out_keeps_out_and_its_dtype():
     i = np.array([[0, 0, 1, 0, 2], [5, 0, 0, 3, 0]])
-    I = ls.Tensor.from_numpy(i, format="coo")  # noqa: E741
+    I = ls.Tensor.from_numpy(i, format="coo")
     out = ls.Tensor.from_numpy(np.zeros_like(i), format="coo")
     assert I.clip(min=1, max=3, out=out) is out
     assert np.array_equal(out.todense(), i.clip(1, 3)) and out.dtype == i.dtype
