@@ -11,7 +11,7 @@ from functools import cache
 
 import numpy as np
 
-from . import array_extras, sorting
+from . import array_extras, entry_functions, sorting
 from .complex_values import any_complex, bilinear, multilinear
 from .einsum_forms import expanded, pairwise, sublists_to_string
 from .numpy_protocols import (
@@ -24,6 +24,8 @@ from .numpy_protocols import (
     _shape_ops,
     finish,
 )
+from .tensor import Tensor
+from .tensor_assign import in_dtype, replace_entries
 
 
 def _nan_reduction(name: str) -> Callable:
@@ -119,8 +121,6 @@ def _method(name: str) -> Callable:
 def written_into(out: object, result: object, what: str) -> object:
     """``result`` written into ``out=`` (one Tensor, not a view), which then holds it in
     its own dtype (numpy's same_kind casting), as numpy's in-place ufuncs do."""
-    from .tensor import Tensor
-
     target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
     if type(target) is not Tensor:
         raise TypeError(f"{what}(..., out=): out must be one Tensor (not a view or a "
@@ -129,16 +129,9 @@ def written_into(out: object, result: object, what: str) -> object:
     if value.shape != target.shape:
         raise ValueError(f"{what}(..., out=): the result has shape {value.shape}, out "
                          f"has {target.shape}")
-    if value.dtype != target.dtype:
-        if not np.can_cast(value.dtype, target.dtype, "same_kind"):
-            raise TypeError(f"{what}(..., out=): cannot cast the {value.dtype} result to "
-                            f"out's {target.dtype} (numpy's same_kind rule)")
-        value = value.astype(target.dtype)
-    name = target.name
-    target.__dict__.clear()  # no memo of the old entries survives
-    target.__dict__.update(value.__dict__)
-    target.name = name
-    return target
+    return replace_entries(target, in_dtype(value, target.dtype, f"{what}(..., out=): cannot "
+                                            f"cast the {value.dtype} result to out's "
+                                            f"{target.dtype}"))
 
 
 def _round(a, decimals=0, out=None):
@@ -188,6 +181,8 @@ def handlers() -> dict[Callable, Callable]:
         np.triu: array_extras.triu, np.tril: array_extras.tril, np.kron: array_extras.kron,
         np.outer: lambda a, b, out=None: array_extras.outer(
             np.multiply, _shape_ops().reshape(a, -1), _shape_ops().reshape(b, -1)),
+        np.clip: entry_functions.clip, np.interp: entry_functions.interp,
+        np.diagonal: entry_functions.diagonal,
         np.real: lambda a: a.real, np.imag: lambda a: a.imag,
         np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
         **{f: _on_dense(f) for f in (np.allclose, np.isclose, np.array_equal)},

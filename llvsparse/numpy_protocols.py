@@ -55,13 +55,23 @@ def _products():
     return lazy_products
 
 
-def finish(node, operands: tuple) -> object:
+def _plans():
+    from . import eager_plans
+
+    return eager_plans
+
+
+def finish(node, operands: tuple, operation: object = None) -> object:
     """A lazy result where an operand is lazy; else computed (a 0-d tensor for a full
-    reduction, as pydata/sparse gives, following the array API standard)."""
+    reduction, as pydata/sparse gives, following the array API standard). ``node`` may
+    be a function making it: an ``operation`` named (whose node depends only on it and
+    its operands) is then run by the plan of its operands' signatures (eager_plans)."""
     lazy = _lazy_module()
     if any(isinstance(x, lazy.LazyTensor) for x in operands):
-        return lazy.LazyTensor(node)
-    return lazy.compute_node(node)
+        return lazy.LazyTensor(node() if callable(node) else node)
+    if operation is not None:
+        return _plans().run(operation, operands, node)
+    return lazy.compute_node(node() if callable(node) else node)
 
 
 def _binary(name: str, reflected: bool = False,
@@ -71,12 +81,16 @@ def _binary(name: str, reflected: bool = False,
     def method(self, other):
         lazy = _lazy_module()
         operands = (other, self) if reflected else (self, other)
+        if function is None:
+            planned = _plans().replayed(name, operands)
+            if planned is not None:
+                return planned
         if _complex().any_complex(operands):
             return getattr(np, function(operands) if function else name)(*operands)
         if lazy.as_node(other) is None:
             return NotImplemented
         chosen = function(operands) if function else name
-        return finish(lazy.apply(chosen, *operands), operands)
+        return finish(lambda: lazy.apply(chosen, *operands), operands, chosen)
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
 
@@ -212,7 +226,7 @@ class ArrayOps:
     def __neg__(self):
         if _complex().is_complex(self):
             return np.negative(self)
-        return finish(_lazy_module().apply("negative", self), (self,))
+        return finish(lambda: _lazy_module().apply("negative", self), (self,), "negative")
 
     def __pos__(self):
         return self
@@ -220,7 +234,7 @@ class ArrayOps:
     def __abs__(self):
         if _complex().is_complex(self):
             return np.absolute(self)
-        return finish(_lazy_module().apply("absolute", self), (self,))
+        return finish(lambda: _lazy_module().apply("absolute", self), (self,), "absolute")
 
     def __matmul__(self, other):
         return self._product(self, other)
@@ -234,6 +248,9 @@ class ArrayOps:
 
     @staticmethod
     def _product(a, b):
+        planned = _plans().replayed("matmul", (a, b))
+        if planned is not None:
+            return planned
         lazy = _lazy_module()
         left, right = lazy.as_node(a), lazy.as_node(b)
         if left is None or right is None:
@@ -246,7 +263,7 @@ class ArrayOps:
             a = _shape_ops().broadcast_to(a, stacks + left.shape[-2:])
             b = _shape_ops().broadcast_to(b, stacks + right.shape[-2:])
             left, right = lazy.as_node(a), lazy.as_node(b)
-        return finish(_products().matmul(left, right), (a, b))
+        return finish(lambda: _products().matmul(left, right), (a, b), "matmul")
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -335,6 +352,13 @@ class ArrayOps:
     def conj(self):
         return np.conjugate(self)
 
+    def clip(self, min=None, max=None, out=None):
+        """numpy's clip (entry_functions.py)."""
+        return np.clip(self, min, max, out=out)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1):
+        return np.diagonal(self, offset, axis1, axis2)
+
     def todense(self) -> np.ndarray:
         """The dense values as a numpy array (pydata/sparse's name for it)."""
         return np.asarray(self)
@@ -360,7 +384,8 @@ class ArrayOps:
             return _complex().reduction(self, name, axis, keepdims)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
-        result = finish(lazy.reduce(lazy.as_node(self), axes, name), (self,))
+        result = finish(lambda: lazy.reduce(lazy.as_node(self), axes, name), (self,),
+                        (name, axes))
         return _kept(result, axes, self.ndim) if keepdims else result
 
     # -- numpy protocols ----------------------------------------------------------------
@@ -413,7 +438,7 @@ class ArrayOps:
             name = _BITWISE[name]
         if not ew.is_known(name) or kwargs.get("dtype") is not None:
             return _ufuncs().on_entries(ufunc, inputs, kwargs)
-        return finish(lazy.apply(name, *inputs), inputs)
+        return finish(lambda: lazy.apply(name, *inputs), inputs, name)
 
     def __array_function__(self, func, types, args, kwargs):
         handler = _functions().handlers().get(func)

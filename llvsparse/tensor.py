@@ -12,23 +12,20 @@ from . import convert
 from .backends.cuda.driver import device
 from .describe import tensor_repr
 from .dlpack_tensor import DLPackOps
-from .expr_api import access, make_assignment
+from .expr_api import access
 from .format import Format, as_format, checked_fill, named_format
-from .formats.interpret import CorruptTensorError
 from .formats.registry import generation as registry_generation
-from .formats.registry import is_shipped
 from .gpu_resident import DeviceTensor
-from .lengths import check_lengths, declared_positions
 from .numpy_protocols import ArrayOps
 from .ordering import sorted_unique
 from .packers import PACKERS, pack_bcsr
 from .pickling import restore_tensor, tensor_state
 from .pydata_names import PydataNames
-from .runtime import DescriptorHolder, make_read_only
+from .runtime import DescriptorHolder
 from .scipy_input import scipy_entries
-from .tensor_convert import FormatConversions, SameObjects
-from .validate import check_descriptor
-from .walk import Walk, entries_per_coordinate, walk_levels
+from .tensor_convert import FormatConversions
+from .tensor_validation import ValidationState
+from .walk import entries_per_coordinate, walk_levels
 
 VALUE_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64",
                 "uint32", "uint16", "uint8", "bool", "complex128", "complex64")
@@ -82,7 +79,7 @@ def checked_value_dtype(dtype) -> np.dtype:
     return dtype
 
 
-class Tensor(FormatConversions, PydataNames, ArrayOps, DLPackOps):
+class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOps):
     """A tensor stored level by level.
 
     ``level_arrays[k]`` maps the array names declared by level k's YAML definition to
@@ -322,108 +319,6 @@ class Tensor(FormatConversions, PydataNames, ArrayOps, DLPackOps):
             return tensor
         return make
 
-    # -- validation ---------------------------------------------------------------------
-    def validate_shallow(self) -> None:
-        """O(1) checks that always run before native code (see ``validate.py``)."""
-        check_descriptor(self)
-
-    def validate(self) -> None:
-        """Full O(nnz) check that every read a kernel makes is in bounds and every property
-        the format claims holds. Remembered for sealed tensors (see ``_seal``) while their
-        index arrays, values array, parameters, extents, shape and format stay the same
-        and read-only: the O(1) checks passed for them too, and are not run again."""
-        self._validated_walk()
-
-    def _validated_walk(self) -> Walk | None:
-        """``validate``, giving the checked walk's entries where it walked. A sealed
-        tensor with plugin levels was assembled by their code, so its refusal says so."""
-        state = self._sealed_state()
-        if state is not None and self.__dict__.get("_validated") == state:
-            return None
-        self.validate_shallow()
-        if not any(self.level_arrays):
-            self._validate_array_free()
-            return None
-        try:
-            check_lengths(self)
-            walk = walk_levels(self, check=True)
-        except CorruptTensorError as error:
-            plugins = sorted({lv.kind for lv in self.format.levels if not is_shipped(lv.kind)})
-            if state is None or not plugins:
-                raise
-            raise CorruptTensorError(
-                f"{error} (a tensor made through plugin level format(s) "
-                f"{', '.join(map(repr, plugins))}, whose functions do not keep the claims "
-                "of their format)") from None
-        self._validated = state
-        return walk
-
-    def _trusted(self) -> bool:
-        """Whether scipy and the unchecked walk may read the arrays as they are: sealed,
-        and validated or assembled by shipped level formats only. A plugin's assembly
-        code is not known to keep its claims: a compressed copy whose append_finalize
-        lacked its prefix sum handed scipy a pos that read out of bounds (SIGSEGV)."""
-        state = self._sealed_state()
-        return state is not None and (self.__dict__.get("_validated") == state or all(
-            is_shipped(level.kind) for level in self.format.levels))
-
-    def _validate_array_free(self) -> None:
-        """Without index arrays the walk depends only on the format, extents and
-        parameters: walk once per such key and remember how many values it addresses and
-        how many its levels declare (a dense vector passed as a numpy array is wrapped, so checked, every call)."""
-        key = (self.format, self.dtype, self.index_dtype, *self._shape_key())
-        known = _ARRAY_FREE_VALUES.get(key)
-        if known is None:
-            positions = walk_levels(self, check=True).positions
-            known = (int(positions.max()) + 1 if len(positions) else 0,
-                     declared_positions(self))
-            if len(_ARRAY_FREE_VALUES) >= _ARRAY_FREE_MEMO:
-                _ARRAY_FREE_VALUES.clear()
-            _ARRAY_FREE_VALUES[key] = known
-        needed, declared = known
-        if len(self.values) < needed:
-            raise CorruptTensorError(f"values has {len(self.values)} entries but the levels "
-                                     f"address position {needed - 1}")
-        if declared is not None and len(self.values) != declared:
-            raise CorruptTensorError(f"values has {len(self.values)} entries, but the levels "
-                                     f"hold {declared} positions")
-
-    def _seal(self) -> Tensor:
-        """Make the index arrays read-only, with every array they view, so that their
-        validation can be remembered (a kernel call on a 4M-entry CSR: 120 ms of
-        validation against 8 ms of SpMV). Only for tensors whose arrays llvsparse made:
-        no one can hold a writeable view of them yet."""
-        for arrays in self.level_arrays:
-            for array in arrays.values():
-                make_read_only(array)
-        self._sealed = True
-        return self
-
-    def _mark_valid(self) -> Tensor:
-        """Remember a sealed tensor as validated without walking it: for tensors packed
-        from coordinates that were range-checked, sorted and deduplicated (the first call
-        on a 4M-entry CSR from ``from_scipy`` skipped a 0.1-0.4 s walk). Only for
-        shipped level formats: a plugin's assembly code is not known to keep its claims,
-        so its tensors are walked before their first checked call."""
-        if all(is_shipped(level.kind) for level in self.format.levels):
-            self._validated = self._sealed_state()
-        return self
-
-    def _sealed_state(self) -> tuple | None:
-        """What a remembered validation holds for: the arrays (by identity), shape,
-        format, dtypes, parameters and extents; None unless sealed and still read-only."""
-        if not self.__dict__.get("_sealed"):
-            return None
-        arrays = [a for level in self.level_arrays for a in level.values()]
-        if any(a.flags.writeable for a in arrays):
-            return None
-        return (SameObjects((*arrays, self.values)), self.shape, self.format, self.dtype,
-                self.index_dtype, *self._shape_key())
-
-    def _shape_key(self) -> tuple[tuple, tuple]:
-        """Level extents and parameters, as a comparable value."""
-        return tuple(self.level_extents), tuple(tuple(p.items()) for p in self.params)
-
     # -- unpacking ----------------------------------------------------------------------
     def to_coo(self) -> tuple[np.ndarray, np.ndarray]:
         """Stored entries as ((order, n) coordinates, values), duplicates summed, sorted."""
@@ -475,27 +370,11 @@ class Tensor(FormatConversions, PydataNames, ArrayOps, DLPackOps):
         return access(self, indices)
 
     def __setitem__(self, indices, value) -> None:
-        from .api import Kernel
-        from .binding import ShapeError
+        """Assignment in index notation (``A[i, j] = B[i, j] * 2``), computed into this
+        tensor in its dtype (see tensor_assign.py)."""
+        from .tensor_assign import assign_notation
 
-        assignment, objects = make_assignment(self, indices, value)
-        inputs = {n: t for n, t in objects.items() if t is not self}
-        formats = {n: t.format for n, t in inputs.items()}
-        # Indices only affine subscripts use take the assigned tensor's extents (padding).
-        plain = {ix for a in assignment.accesses()[1:] for ix in a.indices}
-        extents = {v.name: n for v, n in zip(assignment.lhs.indices, self.shape)
-                   if v not in plain}
-        result = Kernel(assignment, formats, self.format, extents=extents)(**inputs)
-        if result.shape != self.shape:
-            raise ShapeError(f"the expression gives shape {result.shape}, but the tensor "
-                             f"assigned to has shape {self.shape}")
-        if result.dtype != self.dtype:
-            if not np.can_cast(result.dtype, self.dtype, "same_kind"):
-                raise TypeError(f"cannot assign a {result.dtype} result to a {self.dtype} "
-                                "tensor (numpy's same_kind rule)")
-            result.values = result.values.astype(self.dtype)
-            result.dtype = self.dtype
-        self.__dict__.update({k: v for k, v in result.__dict__.items() if k != "name"})
+        assign_notation(self, indices, value)
 
 
 def _differs(array: np.ndarray, fill) -> np.ndarray:
@@ -524,6 +403,3 @@ def _filled(fmt: Format, fill, dtype) -> Format:
         raise ValueError(f"a bool tensor's fill value is 0 or 1, not {value}")
     return fmt
 
-
-_ARRAY_FREE_VALUES: dict[tuple, tuple[int, int | None]] = {}  # see Tensor._validate_array_free
-_ARRAY_FREE_MEMO = 1024

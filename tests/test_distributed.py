@@ -235,7 +235,7 @@ def test_a_block_tells_dask_its_size():
 
 def _walks_of(tensor) -> list[int]:
     """How many times validating ``tensor`` walks its levels, and ``tensor @ X``."""
-    import llvsparse.tensor as lt
+    import llvsparse.tensor_validation as lt
 
     calls, walk = [], lt.walk_levels
     lt.walk_levels = lambda *a, **k: (calls.append(1), walk(*a, **k))[1]

@@ -148,7 +148,7 @@ _NUMPY_FUNCTIONS = ("sum", "prod", "max", "min", "mean", "std", "var", "nansum",
                     "argmax", "argmin", "diagonal", "pad", "abs", "outer", "result_type",
                     "round", "sort", "take", "flip", "isclose", "allclose", "argwhere",
                     "count_nonzero", "unique_values", "vecdot", "permute_dims", "diff",
-                    "repeat", "matrix_transpose", "unique_counts")
+                    "repeat", "matrix_transpose", "unique_counts", "interp")
 
 
 # pydata functions whose numpy namesake lacks their options: llvsparse's own, as a user
