@@ -16,6 +16,7 @@ from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
 from .backends.cuda import emit_ptx
 from .backends.llvm.codegen import emit_kernel
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
+from .broadcast_terms import BroadcastTerms
 from .coerce import natural_format
 from .describe import kernel_repr
 from .diagonals import PATTERN_FORMAT, diagonal_pattern
@@ -128,6 +129,7 @@ class Kernel:
         self._merged: Kernel | None = None  # see _merging
         self._finite: Kernel | None = None  # see _finite_sums
         self._sums_move: bool | None = None
+        self._broadcast: BroadcastTerms | None = None  # see _without_empty_terms
         self.last: Instance | None = None
 
     __repr__ = kernel_repr
@@ -382,15 +384,32 @@ class Kernel:
         the kernel on these operands with almost no Python work (for calls in a loop)."""
         bound = self._bind(check, threads, tensors)
         if self.finite or not all_finite(bound.operands):
-            return bound
+            return self._without_empty_terms(bound, threads, tensors)
         if self._sums_move is None:
             self._sums_move = sums_move(self._request(bound.inst.types).assignment,
                                         bound.inst.types)
         if not self._sums_move:
-            return bound
+            return self._without_empty_terms(bound, threads, tensors)
         fast = self._finite_sums().bind(check=False, threads=threads, **tensors)
-        fast.guard = (functools.partial(all_finite, bound.operands), bound)
+        fast.guards.insert(0, (functools.partial(all_finite, bound.operands), bound))
         return fast
+
+    def _without_empty_terms(self, bound: BoundCall, threads: int | None,
+                             tensors: dict) -> BoundCall:
+        """``bound``, or where the terms broadcast along an output index store nothing,
+        the statement without them (broadcast_terms.py)."""
+        if self._broadcast is None:
+            def make(statement: nt.Assignment, formats: dict[str, Format],
+                     out_format: Format, plain: bool) -> Kernel:
+                kernel = Kernel(statement, formats, out_format, self.fastmath, None,
+                                self.convert, self.workspace, self.precompute, self.finite,
+                                self.counting)
+                if plain:  # its terms are read as computed: bind it as it is
+                    kernel._broadcast = BroadcastTerms(statement, {}, make, terms=False)
+                return kernel
+            self._broadcast = BroadcastTerms(self.assignment, {
+                n: self.formats[n] for n in self._user_names}, make)
+        return self._broadcast.bind(bound, threads, tensors)
 
     def _bind(self, check: bool, threads: int | None, tensors: dict) -> BoundCall:
         """``bind``, for this kernel's own plan."""
