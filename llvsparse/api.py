@@ -10,6 +10,7 @@ from . import cache as disk_cache
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
 from .backends.llvm.codegen import emit_kernel
 from .binding import BoundCall
+from .broadcast_terms import BroadcastTerms
 from .coerce import natural_format
 from .describe import kernel_repr
 from .diagonals import PATTERN_FORMAT
@@ -127,6 +128,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
         self._merged: Kernel | None = None  # see _merging
         self._finite: Kernel | None = None  # see _finite_sums
         self._sums_move: bool | None = None
+        self._broadcast: BroadcastTerms | None = None  # see _without_empty_terms
         self.last: Instance | None = None
 
     def _apply_plan(self) -> None:

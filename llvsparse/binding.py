@@ -55,9 +55,11 @@ class BoundCall:
                  inputs: list[runtime.DescriptorHolder], plan: runtime.Split | None,
                  expected: int = 0):
         self.inst, self.format, self.shape = inst, out_format, out_shape
-        # (still valid?, the binding to run instead): a plan that holds only while the
-        # operands' values are finite (finite_sums.py), checked before every call.
-        self.guard: tuple[Callable[[], bool], BoundCall] | None = None
+        # (still valid?, the binding to run instead), checked in order before every
+        # call: a plan that holds only while the operands' values are finite
+        # (finite_sums.py) or their broadcast terms store nothing (broadcast_terms.py).
+        # A check's own ``loop_count`` (its kernels', counting builds) adds to the call's.
+        self.guards: list[tuple[Callable[[], bool], BoundCall]] = []
         self.loop_count: int | None = None  # loop heads the last call ran (counting)
         self.out_type = inst.types[inst.arg_order[0]]
         self.inputs, self.plan = inputs, plan  # plan: chunks for threads, None for one
@@ -210,7 +212,7 @@ class BoundCall:
         converted copies, diagonal patterns, finite-sums guard or threads, and few
         entries (where a binding's fixed cost matters: an eager chain's intermediate
         results are new tensors on every call). None where any of that fails."""
-        if self.guard or self.converted or self.patterned or self.plan is not None:
+        if self.guards or self.converted or self.patterned or self.plan is not None:
             return None
         olds = list(self.operands.values())
         if len({id(t) for t in olds}) != len(olds):
@@ -253,16 +255,20 @@ class BoundCall:
         a C-contiguous array of the output's shape and dtype to write into instead, so a
         loop of calls reuses memory whose pages are already mapped (a fresh 50 MB result
         costs its page faults on every call, taken by all threads at once)."""
-        if self.guard is not None and not self.guard[0]():
-            result = self.guard[1](out)
-            self.loop_count = self.guard[1].loop_count
-            return result
+        spent = None  # loop heads the checks ran
+        for holds, fallback in self.guards:
+            valid = holds()
+            spent = _plus(spent, getattr(holds, "loop_count", None))
+            if not valid:
+                result = fallback(out)
+                self.loop_count = _plus(fallback.loop_count, spent)
+                return result
         counter = self.inst.jit.counter  # a counting build's (backends/llvm/counting.py)
         if counter:
             ctypes.c_int64.from_address(counter).value = 0
         result = self._counted(out)
         if counter:
-            self.loop_count = ctypes.c_int64.from_address(counter).value
+            self.loop_count = _plus(ctypes.c_int64.from_address(counter).value, spent)
         return result
 
     def _counted(self, out: np.ndarray | None):
@@ -352,6 +358,11 @@ class BoundCall:
             if kept:
                 self.scratch.lock.release()
         return self.assembled.adopt(holders[0])
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A sum of loop counts, None where neither was counted."""
+    return a if b is None else b if a is None else a + b
 
 
 def _clear(rows: np.ndarray) -> Callable[[int, int], None]:

@@ -10,8 +10,10 @@ import numpy as np
 
 from . import runtime
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
+from .broadcast_terms import BroadcastTerms
 from .diagonals import diagonal_pattern
 from .finite_sums import all_finite, sums_move
+from .format import Format
 from .formats.registry import generation as registry_generation
 from .gpu_call import emulated_call
 from .gpu_device import device_call
@@ -69,15 +71,32 @@ class KernelCalls:
         the kernel on these operands with almost no Python work (for calls in a loop)."""
         bound = self._bind(check, threads, tensors)
         if self.finite or not all_finite(bound.operands):
-            return bound
+            return self._without_empty_terms(bound, threads, tensors)
         if self._sums_move is None:
             self._sums_move = sums_move(self._request(bound.inst.types).assignment,
                                         bound.inst.types)
         if not self._sums_move:
-            return bound
+            return self._without_empty_terms(bound, threads, tensors)
         fast = self._finite_sums().bind(check=False, threads=threads, **tensors)
-        fast.guard = (functools.partial(all_finite, bound.operands), bound)
+        fast.guards.insert(0, (functools.partial(all_finite, bound.operands), bound))
         return fast
+
+    def _without_empty_terms(self, bound: BoundCall, threads: int | None,
+                             tensors: dict) -> BoundCall:
+        """``bound``, or where the terms broadcast along an output index store nothing,
+        the statement without them (broadcast_terms.py)."""
+        if self._broadcast is None:
+            def make(statement: nt.Assignment, formats: dict[str, Format],
+                     out_format: Format, plain: bool) -> KernelCalls:
+                kernel = type(self)(statement, formats, out_format, self.fastmath, None,
+                                    self.convert, self.workspace, self.precompute,
+                                    self.finite, self.counting)
+                if plain:  # its terms are read as computed: bind it as it is
+                    kernel._broadcast = BroadcastTerms(statement, {}, make, terms=False)
+                return kernel
+            self._broadcast = BroadcastTerms(self.assignment, {
+                n: self.formats[n] for n in self._user_names}, make)
+        return self._broadcast.bind(bound, threads, tensors)
 
     def _bind(self, check: bool, threads: int | None, tensors: dict) -> BoundCall:
         """``bind``, for this kernel's own plan."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from llvsparse.tools import bench, bench_mkl
-from llvsparse.tools.bench_inputs import manifest
+from llvsparse.tools import bench, bench_kernels, bench_mkl
+from llvsparse.tools.bench_inputs import MatrixInput, manifest, uniform
 from llvsparse.tools.bench_kernels import KERNELS, Case, Impl, Prepared, make_case, verify
 from llvsparse.tools.bench_mkl import mkl_runtime_path, set_mkl_rt
 from llvsparse.tools.bench_report import LARGE_S, summary_table
@@ -168,3 +168,23 @@ def test_mkl_rt_left_unset_without_the_wheel(tmp_path: Path,
 
 def _no_distribution(name: str) -> None:
     raise bench_mkl.metadata.PackageNotFoundError(name)
+
+
+def test_a_spgemm_case_past_the_cap_takes_leading_rows(monkeypatch) -> None:
+    """SpGEMM's output bounds a case's memory: past the cap on A's products with B's
+    rows, A's leading rows up to it are taken (and said), and the reference follows."""
+    item = MatrixInput("small", uniform(300, 6), "generated")
+    a = item.matrix
+    full = make_case("spgemm", item)
+    assert "sample" not in full.meta and full.ops["A"].shape == a.shape
+    products = np.diff(a.T.tocsr().indptr)[a.indices]
+    cap = int(products.sum()) // 3
+    monkeypatch.setattr(bench_kernels, "SPGEMM_MAX_PRODUCTS", cap)
+    case = make_case("spgemm", item)
+    kept = case.ops["A"].shape[0]
+    per_row = np.add.reduceat(products, a.indptr[:-1])
+    assert per_row[:kept].sum() <= cap < per_row[:kept + 1].sum()
+    assert f"first {kept:,} of 300 rows" in case.meta["sample"]
+    assert case.ops["B"].shape == (a.shape[1], a.shape[0])
+    assert verify(case.ops["A"] @ case.ops["B"], case.reference) is None
+    np.testing.assert_allclose(case.reference.toarray(), (a[:kept] @ a.T).toarray())

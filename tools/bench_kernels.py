@@ -23,6 +23,13 @@ RANK_SPMM = 64
 RANK_SDDMM = 64
 RANK_MTTKRP = 32
 CHUNK = 65_536  # nonzeros per numpy gather in the chunked SDDMM/MTTKRP baselines
+# SpGEMM's output can dwarf its inputs (A·Aᵀ of ego-Twitter: 163M entries, 2 GB, from
+# 2.7M stored), and a case holds it several times: the reference, each implementation's
+# result, its verification's copy and difference (graphblas peaked at 4.5x the output's
+# bytes above the reference, llvsparse at 3.8x: tools/bench_spgemm_memory.py). Where A's
+# products with B's rows (a bound on the output's entries) exceed this, the case takes
+# A's leading rows up to it, so a case stays within 8 GB (BENCHMARKS.md).
+SPGEMM_MAX_PRODUCTS = 96_000_000
 
 Result = np.ndarray | sp.csr_matrix
 
@@ -130,6 +137,7 @@ def make_case(kernel: str, item: MatrixInput | TensorInput, seed: int = 7) -> Ca
     """Operands for ``kernel`` on ``item`` and the scipy/numpy reference result."""
     rng = np.random.default_rng(seed)
     ops: dict[str, Any] = {}
+    meta = item.meta
     if isinstance(item, MatrixInput):
         A = item.matrix
         rows, cols = A.shape
@@ -144,7 +152,13 @@ def make_case(kernel: str, item: MatrixInput | TensorInput, seed: int = 7) -> Ca
             reference = sp.csr_matrix(A + ops["B"] if kernel == "spadd"
                                       else A.multiply(ops["B"]))
         elif kernel.startswith("spgemm"):  # A*A^T, or A*A (a copy: operands are distinct)
-            ops = {"A": A, "B": canonical_csr(A.T if kernel == "spgemm" else A)}
+            B = canonical_csr(A.T if kernel == "spgemm" else A)
+            kept = spgemm_rows(A, B)
+            if kept < rows:
+                A = canonical_csr(A[:kept])
+                meta = dict(meta, sample=f"A's first {kept:,} of {rows:,} rows: its products "
+                                         f"with B's rows capped at {SPGEMM_MAX_PRODUCTS:,}")
+            ops = {"A": A, "B": B}
             reference = sp.csr_matrix(A @ ops["B"])
         elif kernel == "sddmm":
             ops = {"S": A, "U": rng.uniform(-1, 1, (rows, RANK_SDDMM)),
@@ -168,7 +182,15 @@ def make_case(kernel: str, item: MatrixInput | TensorInput, seed: int = 7) -> Ca
                 part = values[lo:hi, None] * ops["C"][coords[1, lo:hi]] * \
                     ops["D"][coords[2, lo:hi]]
                 np.add.at(reference, coords[0, lo:hi], part)
-    return Case(kernel, item.name, item.meta, ops, reference)
+    return Case(kernel, item.name, meta, ops, reference)
+
+
+def spgemm_rows(A: sp.csr_matrix, B: sp.csr_matrix) -> int:
+    """How many leading rows of A keep the products A(i,k) x B(k,:) of those rows within
+    ``SPGEMM_MAX_PRODUCTS`` (all of them where the whole product does)."""
+    products = np.diff(B.indptr).astype(np.int64)[A.indices]
+    before = np.concatenate([[0], np.cumsum(products)])[A.indptr]  # rows < i
+    return max(1, int(np.searchsorted(before, SPGEMM_MAX_PRODUCTS, side="right")) - 1)
 
 
 def verify(result: Result, reference: Result, rtol: float = 1e-9) -> str | None:

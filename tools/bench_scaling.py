@@ -2,15 +2,15 @@
 (issue 32), timed as the median of interleaved rounds, beside scipy where scipy
 computes the same thing. A kernel whose work follows what is stored grows by its dense
 operands' growth at most; one that walks a product of dimensions grows by 4x or more.
+scipy's time is interleaved with the kernel's (one run of each per round).
 
-    python -m llvsparse.tools.bench_scaling [--rounds 7]
+    python -m llvsparse.tools.bench_scaling [--rounds 7] [--only "A @ B + D"]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,16 +18,6 @@ import scipy.sparse as sp
 import llvsparse as ls
 
 ENTRIES = 10**5
-
-
-def _median(run: Callable[[], object], rounds: int) -> float:
-    run()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def _matrix(n: int, seed: int) -> sp.csr_matrix:
@@ -76,27 +66,33 @@ CASES = {
     "SpGEMM DCSR x DCSR -> DCSR": (_spgemm_dcsr, 20000),
     "TTM, B CSF -> CSF, rank 16": (_ttm, 2000),
     "A @ B + D, CSR -> CSR": (_product_plus, 20000),
+    "A @ B + D, CSR -> CSR, denser": (_product_plus, 3000),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--only", help="run the cases whose name contains this")
     args = parser.parse_args(argv)
-    print("| kernel | n | t(n) ms | t(4n) ms | growth | scipy t(n) ms |")
-    print("|---|---|---|---|---|---|")
+    print("| kernel | n | t(n) ms | t(4n) ms | growth | scipy t(n) ms | ratio to scipy |")
+    print("|---|---|---|---|---|---|---|")
     for name, (make, n) in CASES.items():
+        if args.only and args.only not in name:
+            continue
         small, reference = make(n)
         large, _ = make(4 * n)
-        small(), large()  # compiled and warm
-        rounds: list[list[float]] = [[], []]
+        runs = [small, large] + ([reference] if reference else [])
+        for run in runs:  # compiled and warm
+            run()
+        rounds: list[list[float]] = [[] for _ in runs]
         for _ in range(args.rounds):  # interleaved: one run of each per step
-            for k, run in enumerate((small, large)):
+            for k, run in enumerate(runs):
                 start = time.perf_counter()
                 run()
                 rounds[k].append(time.perf_counter() - start)
         times = [float(np.median(r)) for r in rounds]
-        peer = f"{_median(reference, args.rounds) * 1e3:.1f}" if reference else "-"
+        peer = f"{times[2] * 1e3:.1f} | {times[0] / times[2]:.2f}x" if reference else "- | -"
         print(f"| {name} | {n:,} | {times[0] * 1e3:.1f} | {times[1] * 1e3:.1f} | "
               f"{times[1] / times[0]:.1f}x | {peer} |")
     return 0

@@ -76,6 +76,8 @@ def run_suite(kernels: list[str], impls: list[Impl], rounds: int, quick: bool,
                 continue
             bar.step(f"{kernel} on {item.name}")
             case = make_case(kernel, item)
+            if "sample" in case.meta:  # (also in the JSON report's input_meta)
+                note(f"{kernel} on {item.name}: {case.meta['sample']}")
             records += run_case(case, impls, rounds)
             del case
             bar.advance()
