@@ -12,6 +12,7 @@ import numpy as np
 
 from . import cache as disk_cache
 from . import runtime
+from .auto_choice import choose
 from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
 from .backends.cuda import emit_ptx
 from .backends.llvm.codegen import emit_kernel
@@ -126,6 +127,7 @@ class Kernel:
         self._last_bound: BoundCall | None = None
         self._sparse: Kernel | None = None  # see _sparse_workspace
         self._merged: Kernel | None = None  # see _merging
+        self._auto: dict[str, Kernel] = {}  # by workspace policy: see _auto_workspace
         self._finite: Kernel | None = None  # see _finite_sums
         self._sums_move: bool | None = None
         self.last: Instance | None = None
@@ -459,14 +461,24 @@ class Kernel:
             if self.precompute is not None:
                 raise
             return self._merging().bind(check=check, threads=threads, **tensors)
+        # The autoscheduler's picks from the operands' statistics (auto_choice.py).
+        auto = choose(self._assignment.lhs, self._accesses, inst, inputs,
+                      self.workspace is not None, threads if parallel else 1)
+        if auto is not None and inst.workspace and auto.workspace is not None \
+                and auto.workspace != inst.workspace[0].split()[0]:
+            return self._auto_workspace(auto.workspace).bind(check=False, threads=threads,
+                                                             **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
         plan = None
         if parallel:
             var = self._assignment.lhs.indices[inst.parallel_mode].name
+            even = auto is not None and auto.split == "rows"
             plan = self._plan(out_shape[inst.parallel_mode], threads,
-                              self.entries_per_row(inputs, var))
+                              [] if even else self.entries_per_row(inputs, var))
         out_format = self.formats[out].with_fill(inst.types[out].fill)
-        bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
+        bound = BoundCall(inst, out_format, out_shape, holders, plan, expected,
+                          auto.form if auto is not None else None)
+        bound.auto = auto
         bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         # The caller's tensors' own descriptors (a converted operand's source's).
@@ -484,6 +496,12 @@ class Kernel:
         if self._sparse is None:
             self._sparse = self._variant("sort", self.precompute)
         return self._sparse
+
+    def _auto_workspace(self, policy: str) -> Kernel:
+        """This kernel with the workspace policy the autoscheduler picked (made once)."""
+        if policy not in self._auto:
+            self._auto[policy] = self._variant(policy, self.precompute)
+        return self._auto[policy]
 
     def _merging(self) -> Kernel:
         """This kernel without operand workspaces (made once): where their temporaries
