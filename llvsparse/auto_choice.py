@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from .ir import notation as nt
 from .ir.autoschedule import AutoChoice, KernelInfo, autoschedule
@@ -20,9 +21,10 @@ from .ir.loops import loops_of
 from .ir.opt.passes import OTHER_FORMS
 from .tensor import Tensor
 
-# Tests and the search fix the model off: {"off": True} makes every binding keep the
-# rule's workspace, the probe's timing and weighted splits (today's behaviour).
-FORCED: dict[str, bool] = {}
+# Picks fixed instead of modelled: {"off": True} makes every binding keep the rule's
+# workspace, the probe's timing and weighted splits (the behaviour before the model);
+# "workspace", "form" or "split" fix that pick (schedule_search.py times candidates so).
+FORCED: dict[str, object] = {}
 
 
 def operand_stats(tensor: Tensor) -> OperandStats:
@@ -81,7 +83,14 @@ def choose(lhs: nt.Access, accesses: Sequence[nt.Access], inst,
     if FORCED.get("off"):
         return None
     info = kernel_info(lhs, accesses, inst, inputs, workspace_fixed, threads)
-    return autoschedule(info, {name: operand_stats(t) for name, t in inputs.items()})
+    choice = autoschedule(info, {name: operand_stats(t) for name, t in inputs.items()})
+    fixed = {key: FORCED[key] for key in ("workspace", "form", "split") if key in FORCED}
+    if info.workspace is None or workspace_fixed:
+        fixed.pop("workspace", None)
+    if fixed:
+        choice = replace(choice, **fixed, reasons=choice.reasons + tuple(
+            f"{key}: {value!r}, fixed (a search's candidate)" for key, value in fixed.items()))
+    return choice
 
 
 def _sparse(tensor: Tensor) -> bool:
