@@ -248,7 +248,8 @@ class Kernel:
             return Instance(converted_types, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
                             meta["initializes_output"], checked_workspace_meta(meta["workspace"]),
-                            precomputes=checked_precompute_meta(meta["precomputes"]))
+                            precomputes=checked_precompute_meta(meta["precomputes"]),
+                            other_forms=_checked_notes(meta["other_forms"]))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -594,9 +595,19 @@ class Kernel:
         return extents
 
 
+def _checked_notes(notes: list | None) -> tuple[str, ...] | None:
+    """Loop notes from a disk entry's metadata: strings, or a ValueError."""
+    if notes is None:
+        return None
+    if not all(isinstance(note, str) for note in notes):
+        raise ValueError(f"other_forms {notes!r}")
+    return tuple(notes)
+
+
 # Stored input values below which handing work to the pool costs more than it saves
 # (measured on 2 threads, uniform CSR: SpMV with 250k nonzeros 0.97x, 500k 1.24x, 1M
 # 1.6x; SpMM, 64 columns, with 100k nonzeros and 640k dense values 1.44x).
+
 PARALLEL_MIN_WORK = 500_000
 
 # Stored sparse entries below which a sparse output is assembled on one thread: counting,

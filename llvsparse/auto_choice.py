@@ -5,20 +5,17 @@ Statistics are O(rows) from each operand's entries per first coordinate (the cou
 already even out threads' work, walk.entries_per_coordinate) and kept on the tensor
 while its descriptor is the same. What the kernel leaves open comes from its assignment
 (which operands form a row-by-row product), its instance (the rule's workspace) and its
-loop IR (loops with an other form), the last read once per instance.
+loop IR (loops with an other form, recorded on the instance and in its disk entry).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .ir import notation as nt
 from .ir.autoschedule import AutoChoice, KernelInfo, autoschedule
 from .ir.cost_model import OperandStats
-from .ir.loops import loops_of
-from .ir.opt.passes import OTHER_FORMS
 from .tensor import Tensor
 
 # Picks fixed instead of modelled: {"off": True} makes every binding keep the rule's
@@ -44,25 +41,12 @@ def operand_stats(tensor: Tensor) -> OperandStats:
     return cached[1]
 
 
-_FORMS: dict[int, tuple[weakref.ref, frozenset[str] | None]] = {}
-
-
 def other_forms(inst) -> frozenset[str] | None:
-    """The notes of ``inst``'s loops that have an other form; None without its loop IR
-    (an instance loaded from the disk cache) while it has one."""
+    """The notes of ``inst``'s loops that have an other form; None where unknown (an
+    instance whose metadata predates them)."""
     if not inst.jit.has_other:
         return frozenset()
-    cached = _FORMS.get(id(inst))
-    if cached is not None and cached[0]() is inst:
-        return cached[1]
-    forms = None
-    if inst.program is not None:
-        program = inst.program()
-        forms = frozenset(note for loop in loops_of(program.root) for note in loop.notes
-                          if note in OTHER_FORMS)
-    _FORMS[id(inst)] = (weakref.ref(inst), forms)
-    weakref.finalize(inst, _FORMS.pop, id(inst), None)
-    return forms
+    return None if inst.other_forms is None else frozenset(inst.other_forms)
 
 
 def kernel_info(lhs: nt.Access, accesses: Sequence[nt.Access], inst,
