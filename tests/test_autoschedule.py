@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from llvsparse.backends.cpu import STATS
 from llvsparse.ir import cost_model as cm
 from llvsparse.ir.autoschedule import AutoChoice, KernelInfo, autoschedule
 from llvsparse.ir.opt.passes import GALLOP, PAIRS, PREFETCH
@@ -229,6 +230,24 @@ def test_model_fixes_the_form_of_regular_long_rows_and_probes_skewed_ones():
     for _ in range(8):  # through the probe's timed calls
         np.testing.assert_allclose(skewed().to_numpy(), MATRICES["power law"] @ x,
                                    rtol=1e-12)
+
+
+def test_a_kernel_from_disk_still_lets_the_model_pick_its_form(tmp_path, monkeypatch):
+    """The loops' other-form notes travel in the disk entry's metadata."""
+    monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LLVSPARSE_CACHE", raising=False)
+    monkeypatch.setattr(api, "_CACHE", {})
+    assert ls.compile(SPMV, "dense", A="csr", x="dense").instance().other_forms == (PAIRS,)
+    monkeypatch.setattr(api, "_CACHE", {})
+    loads = STATS.get("disk_loads", 0)
+    kernel = ls.compile(SPMV, "dense", A="csr", x="dense")
+    a = MATRICES["random"]  # 9 entries per row, even: one row at a time
+    x = np.random.default_rng(4).random(a.shape[1])
+    bound = kernel.bind(A=a, x=x)
+    assert STATS.get("disk_loads", 0) == loads + 1
+    assert bound.inst.program is None and bound.inst.other_forms == (PAIRS,)
+    assert bound.auto.form == "first" and not bound.probe.probing
+    np.testing.assert_allclose(bound().to_numpy(), a @ x, rtol=1e-12)
 
 
 def test_model_off_keeps_the_probe(forced):
