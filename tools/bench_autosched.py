@@ -6,8 +6,9 @@
 - forms: CSR SpMV, one thread, the loop's first form, its other form ("two rows"), and
   the binding the model makes (its pick, or the probe where it cannot decide): the
   model's time against the faster form's.
-- spgemm: Gustavson A*A^T (CSR x CSR -> CSR), one thread: each workspace policy with each
-  form of its loop, and the model's binding, against scipy.
+- spgemm: Gustavson A*A^T and A*A (CSR x CSR -> CSR), one thread: the workspace
+  policies (dense in both loop forms), the model's binding, and the bench's 1-thread
+  peers (bench_peers.discover: scipy, MKL, GraphBLAS where installed).
 - split: CSR SpMV on 2 threads, equal row ranges against ranges of equal stored entries
   (runtime.split with weights), and what the model picks.
 
@@ -29,6 +30,8 @@ import llvsparse as ls
 from llvsparse import auto_choice, probe
 
 from .bench_inputs import canonical_csr, load_real_matrix, powerlaw, stencil5, uniform
+from .bench_kernels import Case, Impl
+from .bench_peers import discover
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
@@ -102,29 +105,53 @@ def forms(names: list[str] | None, rounds: int) -> None:
               f"{t['model'] / min(t['first'], t['other']):.2f} |", flush=True)
 
 
+def one_thread_peers() -> list[Impl]:
+    """The bench's peers (bench_peers.discover) that run SpGEMM on one thread."""
+    impls, _, _ = discover()
+    return [impl for impl in impls if impl.is_peer and impl.threads == 1
+            and "spgemm" in impl.kernels]
+
+
 def spgemm(names: list[str] | None, rounds: int) -> None:
-    print("| input | dense first | dense other | hash | sort | model (pick) | scipy | "
-          "model / scipy | model / best |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    peers = one_thread_peers()
+    print(f"peers: {', '.join(p.name for p in peers)}\n")
+    print("| input | product | dense first | dense other | hash | sort | model (pick) | "
+          "fastest 1t peer | model / peer | model / best |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     kernel = ls.compile(SPGEMM, "csr", A="csr", B="csr")
+    ratios: dict[str, list[float]] = {"AAt": [], "AA": []}
     for name, a in matrices(names):
-        b = canonical_csr(a.T)
-        calls: dict[str, Callable[[], object]] = {}
-        for policy, form in (("dense", "first"), ("dense", "other"), ("hash", "first"),
-                             ("sort", "first")):
-            with fixed({"workspace": policy}, form):
-                calls[f"{policy} {form}"] = kernel.bind(A=a, B=b, threads=1)
-        model = kernel.bind(A=a, B=b, threads=1)
-        calls["model"] = model
-        calls["scipy"] = lambda a=a, b=b: a @ b
-        t = interleaved(calls, rounds)
-        best = min(v for k, v in t.items() if k not in ("model", "scipy"))
-        pick = f"{model.auto.workspace}, {model.auto.form or 'probe: ' + model.probe.choice.form}"
-        cells = " | ".join(f"{t[k] * 1e3:.3g}" for k in ("dense first", "dense other",
-                                                          "hash first", "sort first"))
-        print(f"| {name} | {cells} | {t['model'] * 1e3:.3g} ({pick}) | "
-              f"{t['scipy'] * 1e3:.3g} | {t['model'] / t['scipy']:.2f} | "
-              f"{t['model'] / best:.2f} |", flush=True)
+        for product in ("AAt", "AA"):
+            if product == "AA" and a.shape[0] != a.shape[1]:
+                continue
+            b = canonical_csr(a.T if product == "AAt" else a.copy())
+            calls: dict[str, Callable[[], object]] = {}
+            for policy, form in (("dense", "first"), ("dense", "other"), ("hash", "first"),
+                                 ("sort", "first")):
+                with fixed({"workspace": policy}, form):
+                    calls[f"{policy} {form}"] = kernel.bind(A=a, B=b, threads=1)
+            model = kernel.bind(A=a, B=b, threads=1)
+            calls["model"] = model
+            case = Case("spgemm", name, {}, {"A": a, "B": b})
+            for peer in peers:
+                peer.configure()
+                calls[peer.name] = peer.kernels["spgemm"](case).call
+            t = interleaved(calls, rounds)
+            ours = [k for k in calls if k == "model" or " " in k]
+            best = min(t[k] for k in ours if k != "model")
+            fastest = min((k for k in t if k not in ours), key=t.__getitem__)
+            pick = f"{model.auto.workspace}, " \
+                f"{model.auto.form or 'probe: ' + model.probe.choice.form}"
+            cells = " | ".join(f"{t[k] * 1e3:.3g}" for k in ("dense first", "dense other",
+                                                              "hash first", "sort first"))
+            ratios[product].append(t["model"] / t[fastest])
+            print(f"| {name} | {product} | {cells} | {t['model'] * 1e3:.3g} ({pick}) | "
+                  f"{fastest} {t[fastest] * 1e3:.3g} | {t['model'] / t[fastest]:.2f} | "
+                  f"{t['model'] / best:.2f} |", flush=True)
+    for product, values in ratios.items():
+        if values:
+            print(f"\ngeometric mean, {product}: model / fastest 1-thread peer "
+                  f"{np.exp(np.mean(np.log(values))):.2f} over {len(values)} inputs")
 
 
 def split(names: list[str] | None, rounds: int) -> None:
