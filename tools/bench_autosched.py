@@ -13,7 +13,7 @@
   (runtime.split with weights), and what the model picks.
 
 Medians of ``rounds`` interleaved rounds; each round calls each binding enough times for
-about a millisecond. Read ratios, not milliseconds, on a shared machine.
+bench_timing.MIN_MEASURE_S; thread pools pinned as the bench does (bench_timing.pin_threads). Read ratios, not milliseconds, on a shared machine.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from llvsparse import auto_choice, probe
 from .bench_inputs import canonical_csr, load_real_matrix, powerlaw, stencil5, uniform
 from .bench_kernels import Case, Impl
 from .bench_peers import discover
+from .bench_timing import MIN_MEASURE_S, pin_threads
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
@@ -65,7 +66,7 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str
     for name, call in calls.items():
         start = time.perf_counter()
         call()
-        repeat[name] = max(1, int(1e-3 / max(time.perf_counter() - start, 1e-7)))
+        repeat[name] = max(1, int(MIN_MEASURE_S / max(time.perf_counter() - start, 1e-7)))
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
@@ -188,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=11)
     args = parser.parse_args(argv)
     names = args.inputs.split(",") if args.inputs else None
+    for statement in pin_threads().statements:
+        print(statement)
     for section in args.sections.split(","):
         if section not in SECTIONS:
             parser.error(f"unknown section {section!r}: use {', '.join(SECTIONS)}")
