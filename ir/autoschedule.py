@@ -61,6 +61,10 @@ class AutoChoice:
     split: str | None
     reasons: tuple[str, ...]
 
+    def __str__(self) -> str:
+        """One line per pick and why (what ``kernel.schedule`` prints)."""
+        return "\n".join(self.reasons) if self.reasons else "nothing to choose"
+
 
 def autoschedule(info: KernelInfo, stats: Mapping[str, OperandStats]) -> AutoChoice:
     """The model's picks for a kernel ``info`` on operands with ``stats`` (by name)."""

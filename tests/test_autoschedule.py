@@ -141,6 +141,8 @@ def test_every_pick_has_a_reason():
     assert [r.split(":")[0] for r in choice.reasons] == ["workspace", "loop form",
                                                          "thread split"]
     assert choice.split == "entries"
+    assert str(choice).splitlines() == list(choice.reasons)
+    assert str(autoschedule(KernelInfo(), {})) == "nothing to choose"
 
 
 # -- results against scipy for every pick ------------------------------------------------
