@@ -93,11 +93,11 @@ def _workspace(info: KernelInfo, stats: Mapping[str, OperandStats],
         return info.workspace
     a, b = (stats[name] for name in info.product)
     estimates = spgemm_estimates(a, b, info.columns, MODELLED_POLICIES)
-    best, decided = cheapest(estimates)
+    best, decided = cheapest(estimates, info.workspace)
     table = "; ".join(f"{e.name} {e.ns / 1e6:.3g} ms" for e in estimates)
-    if best is None or not decided:
-        reasons.append(f"workspace: {info.workspace!r} by paper 002's rule; the model's "
-                       f"estimates are within its error of each other ({table})")
+    if best is None or (not decided and best.name != info.workspace):
+        reasons.append(f"workspace: {info.workspace!r} by paper 002's rule; no estimate "
+                       f"beats it by more than the model's error ({table})")
         return info.workspace
     reasons.append(f"workspace: {best.name!r}, estimated cheapest ({table}); {best.terms}")
     return best.name

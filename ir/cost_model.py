@@ -73,7 +73,10 @@ class Machine:
     table in tools/BENCHMARKS.md "Autoscheduler"): a dense workspace costs about 6 ns per
     product while its accumulator (24 bytes per column) stays in L2 (crack A*A 8, cage10
     10, Trefethen_500 3.5) and about 12-16 once it does not (delaunay_n16 16), plus about
-    80 ns per row for its drain (luxembourg_osm: 114k rows of 4.5 products, 13 ms);
+    80 ns per row for its drain (luxembourg_osm: 114k rows of 4.5 products, 13 ms), and
+    3.5 ns per column for its accumulator, allocated and cleared on every call (fresh pages:
+    1,000 rows of 2 products into 1M columns took 3.9 ms dense, 0.15 sorted, 0.13 hashed;
+    at 100k columns 0.15, 0.10 and 0.12);
     a hash table 25 ns per product plus 60 per row; sorting 8 ns per product and per
     level of its sort (log2 of a row's products, at most 4 passes of the radix sort on long
     rows: rajat01 30 ns, mbeacxc 6 ns per product), plus 40 per row.
@@ -84,6 +87,7 @@ class Machine:
     dense_product_ns: float = 6.0
     dense_product_missing_ns: float = 14.0
     dense_row_ns: float = 80.0
+    dense_column_ns: float = 3.5
     hash_product_ns: float = 25.0
     hash_row_ns: float = 60.0
     sort_product_ns: float = 8.0
@@ -129,9 +133,11 @@ def spgemm_estimates(a: OperandStats, b: OperandStats, columns: int,
         if name == "dense":
             fits = columns * machine.accumulator_bytes_per_column <= machine.l2_bytes
             each = machine.dense_product_ns if fits else machine.dense_product_missing_ns
-            out.append(Estimate(name, rows * machine.dense_row_ns + work * each,
+            out.append(Estimate(name, rows * machine.dense_row_ns + work * each
+                                + columns * machine.dense_column_ns,
                                 f"{rows} rows x {machine.dense_row_ns:g} ns + {work:.3g} "
-                                f"products x {each:g} ns (accumulator of {columns} columns "
+                                f"products x {each:g} ns + {columns} columns x "
+                                f"{machine.dense_column_ns:g} ns (its accumulator, "
                                 f"{'in' if fits else 'past'} L2)"))
         elif name == "hash":
             out.append(Estimate(name, rows * machine.hash_row_ns + work * machine.hash_product_ns,
@@ -147,13 +153,14 @@ def spgemm_estimates(a: OperandStats, b: OperandStats, columns: int,
     return out
 
 
-def cheapest(estimates: list[Estimate]) -> tuple[Estimate | None, bool]:
-    """The cheapest estimate and whether it wins by more than ``TIE`` (a decision)."""
+def cheapest(estimates: list[Estimate], default: str) -> tuple[Estimate | None, bool]:
+    """The cheapest estimate, and whether it beats ``default``'s (the rule's pick) by
+    more than ``TIE``: only then does the model overrule the rule."""
     if not estimates:
         return None, False
-    ranked = sorted(estimates, key=lambda e: e.ns)
-    decided = len(ranked) == 1 or ranked[1].ns > ranked[0].ns * TIE
-    return ranked[0], decided
+    best = min(estimates, key=lambda e: e.ns)
+    rule = next((e for e in estimates if e.name == default), None)
+    return best, rule is not None and rule.ns > best.ns * TIE
 
 
 # The "two rows" form of a row-wise sum (backends/llvm/pairs.py) against one row at a

@@ -86,27 +86,48 @@ def test_split_kind_boundaries():
     assert cm.split_kind(None)[0] == "rows"
 
 
-def test_spgemm_model_picks_dense_where_it_wins_clearly_and_ties_keep_the_rule():
+def test_spgemm_model_keeps_dense_where_it_wins_or_ties_and_leaves_it_when_too_wide():
     info = KernelInfo(workspace="dense", product=("A", "B"), columns=10_000)
     long_rows = {"A": stats(10_000, 20), "B": stats(10_000, 20)}
     choice = autoschedule(info, long_rows)
     assert choice.workspace == "dense" and "estimated cheapest" in choice.reasons[0]
-    # Rows of two entries and a huge accumulator: dense and sort come within TIE.
-    wide = KernelInfo(workspace="dense", product=("A", "B"), columns=200_000)
-    short = {"A": stats(200_000, 2.1), "B": stats(200_000, 2.1)}
+    # luxembourg_osm's shape: rows of two entries into a wide accumulator, a tie.
+    wide = KernelInfo(workspace="dense", product=("A", "B"), columns=114_599)
+    short = {"A": stats(114_599, 2.1), "B": stats(114_599, 2.1)}
     estimates = {e.name: e.ns for e in cm.spgemm_estimates(
-        short["A"], short["B"], 200_000, ("dense", "sort"))}
-    assert max(estimates.values()) < min(estimates.values()) * cm.TIE
+        short["A"], short["B"], 114_599, ("dense", "sort"))}
+    assert estimates["dense"] < estimates["sort"] * cm.TIE
     tie = autoschedule(wide, short)
-    assert tie.workspace == "dense" and "within its error" in tie.reasons[0]
+    assert tie.workspace == "dense" and "no estimate beats it" in tie.reasons[0]
+    # Few products into a million columns: clearing the dense accumulator dominates.
+    hyper = KernelInfo(workspace="dense", product=("A", "B"), columns=1_000_000)
+    few = {"A": stats(1000, 2, cols=1000), "B": stats(1000, 2, cols=1_000_000)}
+    picked = autoschedule(hyper, few)
+    assert picked.workspace in ("sort", "hash") and "estimated cheapest" in picked.reasons[0]
 
 
-def test_cheapest_decides_only_past_the_tie():
-    a, b = cm.Estimate("a", 100.0, ""), cm.Estimate("b", 100.0 * cm.TIE * 1.01, "")
-    assert cm.cheapest([b, a]) == (a, True)
-    close = cm.Estimate("b", 100.0 * cm.TIE, "")
-    assert cm.cheapest([a, close]) == (a, False)
-    assert cm.cheapest([]) == (None, False)
+def test_spgemm_model_leaves_dense_on_a_wide_product_and_matches_scipy():
+    rng = np.random.default_rng(5)
+    a = sp.random(1000, 1000, density=0.002, format="csr", random_state=5)
+    rows, cols = rng.integers(0, 1000, 2000), rng.integers(0, 1_000_000, 2000)
+    b = sp.csr_matrix((rng.random(2000), (rows, cols)), shape=(1000, 1_000_000))
+    b.sum_duplicates()
+    kernel = ls.compile(SPGEMM, "csr", A="csr", B="csr")
+    bound = kernel.bind(A=a, B=b)
+    assert bound.auto.workspace in ("sort", "hash")
+    assert bound.inst.workspace[0].split()[0] == bound.auto.workspace
+    got = bound().to_scipy()
+    assert abs(got - a @ b).max() < 1e-12 and got.nnz == (a @ b).nnz
+
+
+def test_cheapest_overrules_the_rule_only_past_the_tie():
+    rule = cm.Estimate("dense", 100.0 * cm.TIE * 1.01, "")
+    best = cm.Estimate("sort", 100.0, "")
+    assert cm.cheapest([rule, best], "dense") == (best, True)
+    close = cm.Estimate("dense", 100.0 * cm.TIE, "")
+    assert cm.cheapest([close, best], "dense") == (best, False)
+    assert cm.cheapest([best], "bucket") == (best, False)  # the rule's is not estimated
+    assert cm.cheapest([], "dense") == (None, False)
 
 
 def test_user_workspace_and_unmodelled_kernels_keep_their_policy():
