@@ -75,11 +75,10 @@ def _splittable(program: Program) -> bool:
     none of whose initialized arrays grows with its entries, and no block levels below
     it (ir/legality.block_suffix)."""
     levels = program.output_levels
-    out = TensorType(levels, 0, program.dtype, "int32")
-    prefix = inserted_prefix(out)
+    prefix = inserted_prefix(levels)
     heads = [k for k in range(prefix, len(levels)) if k == prefix or not levels[k].branchless]
     if _unordered(levels) or prefix == 0 or heads != [prefix] \
-            or block_suffix(out) < len(levels):
+            or block_suffix(levels) < len(levels):
         return False
     if not all(lv.full and not lv.definition.arrays for lv in levels[:prefix]):
         return False
@@ -92,7 +91,7 @@ def _gatherable(levels: tuple[LevelType, ...]) -> bool:
     """One appended level whose append functions are relocatable (ir/relocatable.py) and
     whose arrays without an initial value hold one element per entry: threads may then
     append their rows into private buffers from position 0."""
-    prefix = inserted_prefix(TensorType(levels, 0, "float64", "int32"))
+    prefix = inserted_prefix(levels)
     if prefix != len(levels) - 1:
         return False
     level = levels[prefix].definition
@@ -102,7 +101,7 @@ def _gatherable(levels: tuple[LevelType, ...]) -> bool:
 
 
 def _unordered(levels: tuple[LevelType, ...]) -> bool:
-    return unordered_append_output(TensorType(levels, 0, "float64", "int32"))
+    return unordered_append_output(levels)
 
 
 def _is_size(length: ast.expr | None) -> bool:

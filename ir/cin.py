@@ -102,6 +102,8 @@ class Assign:
     offsets: tuple[tuple[str, int], ...] = ()
     guards: tuple[tuple[str, str, int], ...] = ()
     divisors: tuple[tuple[str, int], ...] = ()  # strides inverted: h = (x - r) / 2
+    # The loop order a user's schedule asks for (ir/schedule_plan.py), outermost first.
+    loop_order: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.tensor}({','.join(self.vars)}) {'+=' if self.accumulate else '='} {self.rhs}"

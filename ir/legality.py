@@ -8,6 +8,8 @@ finds it cannot, that is an InternalCompilerError: the checks here missed a case
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .cin import operands
 from .lattice import MAX_NEST_CASES
 from .loops import (
@@ -31,26 +33,24 @@ from .loops import (
     walk,
 )
 from .statements import Access, IndexVar
-from .types import TensorType, unordered_append_output
+from .types import LevelType, TensorType, unordered_append_output
 
 
-def inserted_prefix(out: TensorType) -> int:
-    """How many of ``out``'s levels, from the top, take inserts (the rest append)."""
-    levels = out.levels
+def inserted_prefix(levels: Sequence[LevelType]) -> int:
+    """How many of an output's ``levels``, from the top, take inserts (the rest append)."""
     prefix = 0
     while prefix < len(levels) and levels[prefix].can_insert:
         prefix += 1
     return prefix
 
 
-def block_suffix(out: TensorType) -> int:
-    """Where ``out``'s block levels begin (its order where it has none): the levels
+def block_suffix(levels: Sequence[LevelType]) -> int:
+    """Where an output's block levels begin (its order where it has none): the levels
     below its last appended one that every coordinate exists under (full), that take
     inserts and keep no arrays, so that each appended entry of the level above owns a
     block of their positions (a sparse fibre's dense rank, ``[compressed, compressed,
     dense]``), filled with the result's fill when the entry is appended."""
-    levels = out.levels
-    prefix = inserted_prefix(out)
+    prefix = inserted_prefix(levels)
     start = len(levels)
     while start > prefix + 1 and levels[start - 1].full and levels[start - 1].can_insert \
             and not levels[start - 1].definition.arrays:
@@ -61,8 +61,8 @@ def block_suffix(out: TensorType) -> int:
 def output_refusal(out: TensorType) -> str | None:
     """Why ``out``'s format cannot be assembled as an output, or None."""
     levels = out.levels
-    prefix = inserted_prefix(out)
-    blocks = block_suffix(out)
+    prefix = inserted_prefix(levels)
+    blocks = block_suffix(levels)
     for k, level in enumerate(levels):
         if level.mode is None:
             return (f"output level {k} ({level.kind}) stores no tensor mode; "
@@ -95,7 +95,7 @@ def output_refusal(out: TensorType) -> str | None:
 def appends_in_order(out: TensorType, out_vars: tuple[str, ...], var: str) -> bool:
     """Whether ``var``'s coordinates are appended to an output level that keeps them
     ordered (``out_vars``: the output's indices in level order)."""
-    prefix, blocks = inserted_prefix(out), block_suffix(out)
+    prefix, blocks = inserted_prefix(out.levels), block_suffix(out.levels)
     return any(v == var and prefix <= k < blocks and out.levels[k].ordered
                for k, v in enumerate(out_vars))
 
@@ -229,7 +229,7 @@ def _scattered(program: Program, out: TensorType) -> str | None:
     its temporary."""
     if any(isinstance(n, Entries) for n in walk(program.root)):
         return None
-    if all(lv.can_insert for lv in out.levels) or unordered_append_output(out):
+    if all(lv.can_insert for lv in out.levels) or unordered_append_output(out.levels):
         return None
     if any(node.site is not None and node.site.scatter and not node.site.copies
            for node in loops_of(program.root)):

@@ -348,6 +348,19 @@ def children(node: Node) -> list[Node]:
     return []
 
 
+def leading_locates(node: LoopNode) -> list[Ref]:
+    """The levels located at each coordinate of ``node`` before its body runs: a merge's
+    own, then each body's leading ``Locate`` nodes."""
+    bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
+    found = list(node.located) if isinstance(node, Merge) else []
+    for body in bodies:
+        for item in body.items if isinstance(body, Block) else (body,):
+            if not isinstance(item, Locate):
+                break
+            found.append(item.ref)
+    return found
+
+
 def walk(node: Node):
     """Every node, outermost first."""
     yield node

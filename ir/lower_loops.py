@@ -16,10 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .cin import (
-    Apply,
     Const,
     Operand,
-    Sum,
     indexed_operands,
     linear_in,
     reduction_loops,
@@ -57,9 +55,10 @@ from .loops import (
     Touched,
 )
 from .operators import ADD
+from .producers import assign_of, full_expr
 from .result_fill import NestSums, absent_adds
 from .schedule import Nest, order_loops
-from .statements import Access, Affine, Assign, IndexVar, Stmt, Where, loop_nest, sequence_parts
+from .statements import Affine, IndexVar, Stmt, loop_nest, sequence_parts
 from .types import LevelType, TensorType
 
 
@@ -77,53 +76,6 @@ class State:
         seg = self.segmented | {uid} if segmented else self.segmented - {uid}
         return replace(self, resolved=tuple({**dict(self.resolved), uid: count}.items()),
                        segmented=seg)
-
-
-def full_expr(stmt: Stmt) -> tuple[CinExpr, dict[str, tuple[CinExpr, Stmt]]]:
-    """The expression an assignment computes with each temporary replaced by the sum
-    that fills it, and each temporary's (sum, producer)."""
-    if isinstance(stmt, Assign):
-        return _as_cin(stmt.expr), {}
-    if not isinstance(stmt, Where) or any(t.type.levels for t in stmt.temporaries):
-        raise ValueError("a statement through a workspace is lowered by "
-                         "workspace_loops.lower_workspace, not as scalar temporaries")
-    temps: dict[str, tuple[CinExpr, Stmt]] = {}
-    for producer in sequence_parts(stmt.producer):
-        loops, inner = loop_nest(producer)
-        body, nested = full_expr(inner)
-        temps.update(nested)
-        assign = inner if isinstance(inner, Assign) else _assign_of(inner)
-        for forall in reversed(loops):
-            body = Sum(forall.index.name, body, assign.reduce_op)
-        temps[assign.access.name] = (body, producer)
-    consumer, nested = full_expr(stmt.consumer)
-    temps.update(nested)
-    return _with_sums(consumer, {n: s for n, (s, _) in temps.items()}), temps
-
-
-def _with_sums(expr: CinExpr, sums: dict[str, CinExpr]) -> CinExpr:
-    """``expr`` with each temporary's placeholder replaced by the sum filling it."""
-    if isinstance(expr, Operand) and not expr.vars and expr.tensor in sums:
-        return sums[expr.tensor]
-    if isinstance(expr, Apply):
-        return Apply(expr.op, tuple(_with_sums(a, sums) for a in expr.args))
-    return expr
-
-
-def _assign_of(stmt: Stmt) -> Assign:
-    while not isinstance(stmt, Assign):
-        stmt = stmt.consumer if isinstance(stmt, Where) else loop_nest(stmt)[1]
-    return stmt
-
-
-def _as_cin(expr) -> CinExpr:
-    """A statement expression as a compiler expression: a temporary's access becomes a
-    placeholder operand with no levels (present everywhere)."""
-    if isinstance(expr, Access):
-        return Operand(expr.name, (), -1)
-    if isinstance(expr, Apply):
-        return Apply(expr.op, tuple(_as_cin(a) for a in expr.args))
-    return expr
 
 
 class NestLowering:
@@ -161,7 +113,7 @@ class NestLowering:
     def nest(self, number: int, stmt: Stmt, body: CinExpr | None) -> Node:
         loops, inner = loop_nest(stmt)
         order = tuple(f.index.name for f in loops)
-        assign = _assign_of(inner)
+        assign = assign_of(inner)
         expr, temps = full_expr(inner)
         expr = expr if body is None else body
         for op in indexed_operands(expr):

@@ -12,7 +12,7 @@ Three ways the program can promise it:
 from __future__ import annotations
 
 from .cin import Operand
-from .loops import Block, Clear, Insert, Locate, Loop, LoopNode, Program, loops_of, walk
+from .loops import Clear, Insert, Loop, LoopNode, Program, leading_locates, loops_of, walk
 from .opt.passes import CLEAR_ROWS
 
 
@@ -41,14 +41,8 @@ def _covers_all(loop: LoopNode) -> bool:
     loop of one lattice point over full levels, none located that can miss)."""
     if not isinstance(loop, Loop) or loop.site.lattice_points != 1:
         return False
-    items = loop.body.items if isinstance(loop.body, Block) else (loop.body,)
-    located = []
-    for item in items:
-        if not isinstance(item, Locate):
-            break
-        located.append(item.ref)
     return (loop.iterator.universe or loop.iterator.facts.full) and \
-        all(ref.facts.full for ref in located)
+        all(ref.facts.full for ref in leading_locates(loop))
 
 
 def _is_sum(value: object) -> bool:

@@ -10,7 +10,7 @@ output can take random inserts is split into a sequence of ``+=`` statements.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
@@ -108,7 +108,7 @@ def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
 
 
 def _needs_ordered_output(out: TensorType) -> bool:
-    return any(level.can_append for level in out.levels) and not unordered_append_output(out)
+    return any(level.can_append for level in out.levels) and not unordered_append_output(out.levels)
 
 
 def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
@@ -136,10 +136,11 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
             derived = tuple((index, parts) for index, parts in assign.derived
                             if any(p in used for p, _ in parts))
             kept = {index for index, _ in derived}
-            part = Assign(assign.tensor, assign.vars, term, assign.accumulate or k > 0,
-                          derived, tuple(o for o in assign.offsets if o[0] in kept),
-                          tuple(g for g in assign.guards if g[0] in kept),
-                          tuple(d for d in assign.divisors if d[0] in kept))
+            part = replace(assign, rhs=term, accumulate=assign.accumulate or k > 0,
+                           derived=derived,
+                           offsets=tuple(o for o in assign.offsets if o[0] in kept),
+                           guards=tuple(g for g in assign.guards if g[0] in kept),
+                           divisors=tuple(d for d in assign.divisors if d[0] in kept))
             nests.append(_schedule_one(part, types, exact_sums))
         return nests
 
@@ -213,6 +214,8 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
             if not level.can_locate and not level.can_insert:
                 before += [(v, out_vars[k]) for v in out_vars[:k]]
     ops = operands(body)
+    asked = [v for v in assign.loop_order if v in loop_vars]
+    before += list(itertools.pairwise(asked))
     before += _plain_after_affine(ops, dict(assign.derived), {g[0] for g in assign.guards},
                                   loop_vars)
     try:
@@ -221,6 +224,9 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
                             sparse_first=all(lv.can_insert for lv in out_type.levels),
                             derived=dict(assign.derived))
     except ScheduleError as error:
+        if asked and _orders_without(asked, loop_vars, ops, types, before, assign):
+            raise ScheduleError(f"the schedule's loop order ({', '.join(asked)}) cannot be "
+                                f"kept: {error}") from None
         if _needs_ordered_output(out_type):
             _refuse_scattered(assign, loop_vars, ops, types)
             raise ScheduleError(
@@ -230,6 +236,19 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
             ) from None
         raise
     return Nest(assign, tuple(order), body)
+
+
+def _orders_without(asked: list[str], loop_vars: list[str], ops: list[Operand],
+                    types: dict[str, TensorType], before: list[tuple[str, str]],
+                    assign: Assign) -> bool:
+    """Whether the loops could be ordered but for the order the schedule asked for."""
+    edges = set(itertools.pairwise(asked))
+    try:
+        order_loops(loop_vars, ops, types, set(), [e for e in before if e not in edges],
+                    derived=dict(assign.derived))
+    except ScheduleError:
+        return False
+    return True
 
 
 def _refuse_scattered(assign: Assign, loop_vars: list[str], ops, types) -> None:

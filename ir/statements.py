@@ -29,21 +29,25 @@ class IndexVar:
 
 @dataclass(frozen=True)
 class Derived:
-    """An index derived from others by a scheduling transformation (``kind``: split_outer,
-    split_inner, fuse, pos), named so loops can bind it; ``params`` holds e.g. the split
-    factor."""
+    """An index derived from others by a scheduling directive (``kind``: split_outer,
+    split_inner, divide_outer, divide_inner, fuse, pos, coord, bound), named so loops can
+    bind it; ``params`` holds e.g. the split factor or the operand a pos walks."""
 
     name: str
     kind: str
     parents: tuple[IndexExpr, ...]
-    params: tuple[int, ...] = ()
+    params: tuple[object, ...] = ()
 
     def __str__(self) -> str:
         return self.name
 
+    def expression(self) -> str:
+        """How the index is derived, back to the original indices (provenance)."""
+        parents = [p.expression() if isinstance(p, Derived) else str(p) for p in self.parents]
+        return f"{self.kind}({', '.join([*parents, *(str(p) for p in self.params)])})"
+
     def definition(self) -> str:
-        args = ", ".join([*(str(p) for p in self.parents), *(str(p) for p in self.params)])
-        return f"{self.name} = {self.kind}({args})"
+        return f"{self.name} = {self.expression()}"
 
 
 @dataclass(frozen=True)
@@ -212,7 +216,8 @@ def _show_assign(stmt: Assign) -> str:
 
 
 def _forall_head(stmt: Forall) -> str:
-    return str(stmt.index) + "".join(f":{tag}" for tag in stmt.tags)
+    index = stmt.index.definition() if isinstance(stmt.index, Derived) else str(stmt.index)
+    return index + "".join(f":{tag}" for tag in stmt.tags)
 
 
 def _declarations(stmt: Where) -> str:

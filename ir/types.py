@@ -8,6 +8,7 @@ tensor mode it stores (``None`` for a storage-only level such as a diagonal slot
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -166,14 +167,13 @@ def fill_key(value: complex) -> str:
     return repr(float(value))
 
 
-def unordered_append_output(out: TensorType) -> bool:
+def unordered_append_output(levels: Sequence[LevelType]) -> bool:
     """An output whose appended levels promise neither order nor uniqueness (e.g. an unordered coordinate list).
 
     Such an output can be appended to from anywhere in the loop nest. Its last level may
     promise uniqueness only below a level that does not (each entry its own parent): a
     unique top level (a hashed vector) would store a coordinate appended twice twice.
     """
-    levels = out.levels
     if not levels or not levels[0].can_append:
         return False
     return all(lv.can_append and not lv.ordered

@@ -29,8 +29,9 @@ from .loops import (
     Site,
     Sort,
 )
-from .lower_loops import NestLowering, State, full_expr
+from .lower_loops import NestLowering, State
 from .operators import ADD
+from .producers import full_expr
 from .result_fill import NestSums
 from .schedule import Nest
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts

@@ -29,12 +29,16 @@ from .instance import Instance
 from .interpreted import TARGETS, interpret_call
 from .ir import notation as nt
 from .ir.affine import valid_extent
+from .ir.directives import Schedule
+from .ir.errors import ScheduleError
 from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
 from .ir.gpu_plan import GpuPlan
 from .ir.loops import Program, show_program
 from .ir.operators import user_operators
+from .ir.parallel import dense_like
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
+from .ir.schedule_plan import Chunks
 from .ir.transforms.aliases import separate_repeated_uses
 from .ir.transforms.diagonals import separate_diagonals
 from .ir.transforms.lowering import Request
@@ -45,6 +49,15 @@ from .kernel_cache import KERNELS
 from .live_copies import live_copy
 from .notation_parse import parse
 from .pickling import instance_meta, reduce_kernel
+from .scheduling import (
+    ScheduleMethods,
+    check_bounds,
+    chunked,
+    combiner,
+    explain,
+    gpu_schedule_of,
+    resolve,
+)
 from .tensor import Tensor, checked_index_dtype, checked_value_dtype
 from .workspaces import (
     check_precomputes,
@@ -56,10 +69,11 @@ from .workspaces import (
 _CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 
 
-class Kernel:
+class Kernel(ScheduleMethods):
     """A compiled expression; call it with tensors by name, many times.
 
-    Machine code is specialized per value/index dtype on first use and cached.
+    Machine code is specialized per value/index dtype on first use and cached. The
+    scheduling methods (``split``, ``reorder``, ``parallelize``, ...) return new kernels.
     """
 
     def __init__(self, assignment: nt.Assignment | str, formats: dict[str, object],
@@ -67,7 +81,9 @@ class Kernel:
                  out_index_dtype: str | None = None, convert: bool = True,
                  workspace: str | None = None, precompute: bool | None = None,
                  finite: bool = False, counting: bool = False, target: str = "cpu",
-                 gpu_schedule: str | None = None, extents: dict[str, int] | None = None):
+                 gpu_schedule: str | None = None, extents: dict[str, int] | None = None,
+                 schedule: object = None):
+        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         checked_policy(workspace)
         # Output indices only affine subscripts use: their extents (padding), else 'valid'.
         self.index_extents = {str(k): int(v) for k, v in (extents or {}).items()}
@@ -89,7 +105,6 @@ class Kernel:
         self.finite = finite  # operands' values finite: factors move into sums (finite_sums)
         self.counting = counting  # a counting build: each call sets loop_count
         self.loop_count: int | None = None  # loop heads the last call ran (counting)
-        self.assignment = parse(assignment) if isinstance(assignment, str) else assignment
         orders = {a.tensor: len(a.indices) for a in self.assignment.accesses()}
         out = self.assignment.lhs.tensor
         self.formats: dict[str, Format] = {}
@@ -105,6 +120,9 @@ class Kernel:
         unknown = set(formats) - set(orders)
         if unknown:
             raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
+        self._schedule_spec = schedule
+        self.plan = resolve(schedule, self.assignment, self.formats, target)
+        self._apply_plan()
         self.fastmath = fastmath
         self.out_index_dtype = out_index_dtype
         self.convert = convert
@@ -131,6 +149,45 @@ class Kernel:
         self._finite: Kernel | None = None  # see _finite_sums
         self._sums_move: bool | None = None
         self.last: Instance | None = None
+
+    def _apply_plan(self) -> None:
+        """The workspace and GPU schedule a user's schedule names (they must agree with
+        the arguments given beside it)."""
+        plan = self.plan
+        if plan is not None and plan.workspace is not None:
+            if self.workspace not in (None, plan.workspace):
+                raise ValueError(f"workspace={self.workspace!r} but the schedule precomputes "
+                                 f"into {plan.workspace!r}")
+            checked_policy(plan.workspace)
+            self.workspace = plan.workspace
+        mapped = gpu_schedule_of(plan)
+        if mapped is not None:
+            if self.gpu_schedule not in (None, mapped):
+                raise ValueError(f"gpu_schedule={self.gpu_schedule!r} but the schedule's GPU "
+                                 f"units map to {mapped!r}")
+            self.gpu_schedule = mapped
+
+    def with_directive(self, directive) -> Kernel:
+        """This kernel with ``directive`` appended to its schedule (a new kernel)."""
+        current = self.plan.schedule if self.plan is not None else Schedule()
+        out = self.assignment.lhs.tensor
+        formats = {n: self.formats[n] for n in self._user_names if n != out}
+        return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
+                      self.out_index_dtype, self.convert, self.workspace
+                      if self.plan is None or self.plan.workspace is None else None,
+                      precompute=self.precompute, finite=self.finite, counting=self.counting,
+                      target=self.target, gpu_schedule=self.gpu_schedule
+                      if gpu_schedule_of(self.plan) is None else None,
+                      extents=self.index_extents, schedule=current.then(directive))
+
+    @property
+    def schedule(self) -> str:
+        """The kernel's schedule and how each part of it runs (threads, chunks, order)."""
+        inst = self._default()
+        return explain(self.plan, self._schedule_spec, inst.parallel_mode,
+                       tuple(ix.name for ix in self._assignment.lhs.indices
+                             if isinstance(ix, nt.IndexVar)), self.workspace,
+                       self.gpu_schedule)
 
     __repr__ = kernel_repr
     __reduce__ = reduce_kernel
@@ -206,8 +263,17 @@ class Kernel:
                                                                    index_dtypes[out])
         key = (str(self._assignment), tuple(sorted((n, types[n]) for n in names)),
                self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-               self.finite, self.counting, registry_generation())
+               self.finite, self.counting, registry_generation(), self._plan_key())
         return types, dtypes[out], key
+
+    @property
+    def schedule_text(self) -> str | None:
+        """A user's schedule as the scheduling language writes it (None: auto)."""
+        return None if self.plan is None else str(self.plan.schedule)
+
+    def _plan_key(self) -> str:
+        """The schedule's part of cache keys: a user's schedule as text."""
+        return "" if self.plan is None else str(self.plan.schedule)
 
     def disk_key(self, types: dict[str, TensorType]) -> str:
         """The key of the instance for ``types`` in the disk cache (and in pickles): it
@@ -217,7 +283,7 @@ class Kernel:
         return disk_cache.entry_key(
             (str(self._assignment), tuple((n, type_key(types[n])) for n in self._names),
              self.fastmath, self.convert, policy_key(self.workspace), self.precompute,
-             self.finite, self.counting) + ((
+             self.finite, self.counting, self._plan_key()) + ((
                  user_operators(used),) if any(
                  op.template is not None for op in used) else ()))
 
@@ -272,7 +338,8 @@ class Kernel:
         dtypes = {n: t.dtype for n, t in types.items()}
         return Request(as_computed(self._assignment, dtypes), self._names,
                        compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
-                       self.precompute, emit_kernel, self.finite, self.counting)
+                       self.precompute, emit_kernel, self.finite, self.counting,
+                       plan=self.plan)
 
     # -- inspection ---------------------------------------------------------------------
     def _default(self) -> Instance:
@@ -347,8 +414,10 @@ class Kernel:
     @property
     def loops(self) -> str:
         """The loop IR: each loop, what it iterates and locates, and the fast forms the
-        optimization passes chose for it (in brackets)."""
-        return show_program(self.program(self._default()))
+        optimization passes chose for it (in brackets); under a user's schedule, that
+        schedule first."""
+        text = show_program(self.program(self._default()))
+        return text if self.plan is None else f"schedule: {self.plan.schedule}\n{text}"
 
     def program(self, inst: Instance) -> Program:
         """The loop IR of ``inst``, one of this kernel's instances (lowered again where
@@ -411,6 +480,7 @@ class Kernel:
             raise TypeError(f"check must be True or False, not {check!r}")
         given = {n: as_tensor(tensors[n], self.formats[n], n) for n in names if n != out}
         extents = self._extents(given)
+        check_bounds(self.plan, extents)
         if check:
             for tensor in given.values():
                 tensor.validate()
@@ -444,6 +514,8 @@ class Kernel:
                     and out_shape[inst.parallel_mode] > 1
                     and sum(len(t.values) for t in inputs.values()) >= PARALLEL_MIN_WORK
                     and (not inst.jit.assembly or expected >= ASSEMBLY_MIN_ENTRIES))
+        if self.plan is not None:  # a user's schedule says whether threads run
+            parallel = self._scheduled_parallel(inst, threads, out_shape, extents)
         stored = sum(len(t.values) for t in inputs.values())
         try:
             check_workspace(inst.workspace, out_shape, threads if parallel else 1,
@@ -470,16 +542,14 @@ class Kernel:
             return self._auto_workspace(auto.workspace).bind(check=False, threads=threads,
                                                              **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
-        plan = None
-        if parallel:
-            var = self._assignment.lhs.indices[inst.parallel_mode].name
-            even = auto is not None and auto.split == "rows"
-            plan = self._plan(out_shape[inst.parallel_mode], threads,
-                              [] if even else self.entries_per_row(inputs, var))
+        even = auto is not None and auto.split == "rows"
+        plan = self._thread_plan(inst, threads, extents, inputs, even) if parallel else None
         out_format = self.formats[out].with_fill(inst.types[out].fill)
         bound = BoundCall(inst, out_format, out_shape, holders, plan, expected,
                           auto.form if auto is not None else None)
         bound.auto = auto
+        if plan is not None and self.plan is not None and self.plan.parallel.reduces:
+            bound.combine = combiner(self.plan.parallel.operator)
         bound.refreshes = refreshes
         bound.operands = {n: tensors[n] for n in names if n != out}
         # The caller's tensors' own descriptors (a converted operand's source's).
@@ -491,6 +561,43 @@ class Kernel:
         bound.converted = converted
         bound.inputs_by_name = inputs  # what the kernel reads, by its names (interpreter)
         return bound
+
+    def _scheduled_parallel(self, inst: Instance, threads: int, out_shape,
+                            extents: dict[str, int]) -> bool:
+        """Whether threads run this call under a user's schedule: where it parallelizes
+        a loop, which must then be one whose rows threads can own."""
+        parallel = self.plan.parallel
+        if parallel is None:
+            return False
+        if parallel.reduces:
+            if out_shape and not dense_like(inst.types[self._assignment.lhs.tensor]):
+                raise ScheduleError(f"parallelize({parallel.name}, {parallel.unit}, "
+                                    f"{parallel.races}): each thread reduces into a private "
+                                    "output, which needs a dense-like output format")
+            return threads > 1 and extents[parallel.index] > 1
+        if inst.parallel_mode is None:
+            raise ScheduleError(f"parallelize({parallel.name}, {parallel.unit}, "
+                                f"{parallel.races}): threads cannot own rows of this "
+                                f"kernel's output ({self.formats[self.assignment.lhs.tensor]})"
+                                ": it is assembled by one thread")
+        return threads > 1 and out_shape[inst.parallel_mode] > 1
+
+    def _thread_plan(self, inst: Instance, threads: int, extents: dict[str, int],
+                     inputs: dict[str, Tensor], even: bool = False) -> runtime.Split:
+        """How threads share the split loop's coordinates: as a user's schedule says, or
+        in chunks of about equal stored entries of the output's first index (``even``:
+        equal row ranges, where the autoscheduler finds the rows even)."""
+        scheduled = self.plan.parallel if self.plan is not None else None
+        var = scheduled.index if scheduled is not None else \
+            self._assignment.lhs.indices[inst.parallel_mode].name
+        if scheduled is None:
+            return self._plan(extents[var], threads,
+                              [] if even else self.entries_per_row(inputs, var))
+        weights = self.entries_per_row(inputs, var)
+        chunks = scheduled.chunks
+        if scheduled.reduces and chunks.by == "balanced":  # one private output per thread
+            chunks = Chunks("parts", threads)
+        return chunked(chunks, extents[var], threads, inputs, weights)
 
     def _sparse_workspace(self) -> Kernel:
         """This kernel with a sorted-list workspace (made once)."""
@@ -526,7 +633,7 @@ class Kernel:
         return Kernel(self.assignment, formats, self.formats[out], self.fastmath,
                       self.out_index_dtype, self.convert, workspace, precompute=precompute,
                       finite=self.finite if finite is None else finite,
-                      counting=self.counting)
+                      counting=self.counting, schedule=self.schedule_text)
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on
@@ -628,7 +735,8 @@ def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]
 def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath: bool = False,
             workspace: str | None = None, precompute: bool | None = None,
             counting: bool = False, target: str = "cpu", gpu_schedule: str | None = None,
-            extents: dict[str, int] | None = None, **formats: object) -> Kernel:
+            extents: dict[str, int] | None = None, schedule: object = None,
+            **formats: object) -> Kernel:
     """Compile ``assignment`` for the given operand formats (names or Format objects).
     ``workspace`` names the temporary a scattered output goes through ('dense', 'hash',
     'sort', 'bucket' or a policy added by register_workspace_policy; None: paper 002's
@@ -645,10 +753,12 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     ``gpu_schedule``: how a GPU grid splits the work ("thread_per_row", "nonzero_split",
     "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class).
     ``extents``: the extents of output indices that only affine subscripts use
-    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'."""
+    (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'.
+    ``schedule``: a Schedule, its text (``"split(i, i0, i1, 64); parallelize(i0,
+    cpu_thread, no_races)"``, see ir/directives.py) or None/"auto" (the rules choose)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target,
-                  gpu_schedule=gpu_schedule, extents=extents)
+                  gpu_schedule=gpu_schedule, extents=extents, schedule=schedule)
 
 
 # Kernel objects of evaluate(), the most recently used last; each keeps its compiled

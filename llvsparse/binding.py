@@ -56,6 +56,9 @@ class BoundCall:
         self.loop_count: int | None = None  # loop heads the last call ran (counting)
         self.out_type = inst.types[inst.arg_order[0]]
         self.inputs, self.plan = inputs, plan  # plan: chunks for threads, None for one
+        # Threads over a reduced index (a user's schedule): each chunk into a private
+        # output, combined elementwise by this.
+        self.combine: Callable[[list[np.ndarray]], np.ndarray] | None = None
         # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
         # grows them.
         self.dense = not out_shape or dense_like(self.out_type)
@@ -125,6 +128,15 @@ class BoundCall:
                                   self.plan, prepare)
         else:
             runtime.call(code.address, [output, *self.inputs])
+
+    def _reduced(self, code: JitKernel) -> np.ndarray:
+        """Each chunk of a reduced index's loop into a private output starting as fills,
+        then the outputs combined."""
+        parts = [np.zeros(self.size, self.dtype) for _ in self.plan.chunks]
+        outputs = [runtime.DescriptorHolder(self.extents, [part], self.flat_params)
+                   for part in parts]
+        runtime.call_private_outputs(code.range_address, outputs, self.inputs, self.plan)
+        return self.combine(parts)
 
     def _run_one(self, form: str, values: np.ndarray) -> None:
         """One thread: through the shared descriptor, or a private one while another
@@ -235,6 +247,9 @@ class BoundCall:
                                               self.inst.initializes_output)
             else:
                 values, dirty = self._into(out), True
+            if self.plan and self.combine is not None:
+                values[...] = self._reduced(self._code(form))
+                return self.result(values)
             fresh = not dirty
             dirty = dirty and not self.inst.initializes_output
             if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):

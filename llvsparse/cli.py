@@ -118,7 +118,7 @@ def _graph_rows(matrix) -> list[tuple[str, str, float, bool]]:
 
 
 # -- dump ------------------------------------------------------------------------------------
-STAGES = ("notation", "concrete", "lattice", "loops", "gpu-loops", "llvm", "llvm-opt", "asm",
+STAGES = ("notation", "schedule", "concrete", "lattice", "loops", "gpu-loops", "llvm", "llvm-opt", "asm",
           "obj", "ptx", "cubin")
 _CODE_STAGES = ("llvm", "llvm-opt", "asm", "ptx")
 _HEADER = "\033[1;36m"
@@ -217,6 +217,8 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
     custom = args.target or args.cpu or args.name
     if stage == "notation":
         return str(kernel.assignment)
+    if stage == "schedule":
+        return kernel.schedule
     if stage == "concrete":
         return kernel.concrete
     if stage == "lattice":
@@ -268,8 +270,10 @@ def dump(args: argparse.Namespace) -> int:
     if binary and not args.output:
         raise CliError(f"--emit {binary[0]} writes binary code: give the file with -o FILE")
     assignment = parse_notation(args.expr)
+    gpu_units = args.schedule is not None and "gpu_" in args.schedule
     kernel = build_kernel(assignment, pairs(args.format, "-f"), args.out_format,
-                          args.gpu_schedule)
+                          args.gpu_schedule, args.schedule,
+                          "cuda-emulated" if gpu_units else "cpu")
     try:
         inst = kernel.instance(pairs(args.dtype, "--dtype"),
                                pairs(args.index_dtype, "--index-dtype"))
@@ -372,6 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-schedule", choices=GPU_SCHEDULES,
                    help="how the GPU grid splits the kernel (gpu-loops, ptx, cubin; "
                         "default: the rule of ir/gpu_plan.py)")
+    p.add_argument("--schedule", metavar="DIRECTIVES",
+                   help="a schedule, e.g. 'split(i,i0,i1,32); parallelize(i0,cpu_thread,"
+                        "no_races)' (ir/directives.py); GPU units select the GPU kernel")
     p.add_argument("--target", metavar="TRIPLE",
                    help="LLVM target triple for llvm/llvm-opt/asm/obj (default: this host)")
     p.add_argument("--cpu", help="CPU for --target (default: generic; the host CPU on the "

@@ -49,15 +49,17 @@ def parse_notation(text: str) -> Assignment:
 
 
 def build_kernel(assignment: Assignment, formats: dict[str, object],
-                 out_format: str | None, gpu_schedule: str | None = None) -> Kernel:
-    """Build a Kernel; unknown or mismatched formats (or GPU schedule) become usage
-    errors."""
+                 out_format: str | None, gpu_schedule: str | None = None,
+                 schedule: str | None = None, target: str = "cpu") -> Kernel:
+    """Build a Kernel; unknown or mismatched formats (or GPU schedule), and a schedule
+    that does not fit, become usage errors."""
     from .api import compile as compile_api
+    from .ir.errors import ScheduleError
 
     try:
         return compile_api(assignment, out_format=out_format, gpu_schedule=gpu_schedule,
-                           **formats)
-    except ValueError as error:  # FormatError and tensors not in the expression
+                           schedule=schedule, target=target, **formats)
+    except (ValueError, ScheduleError) as error:  # FormatError, tensors not in it
         raise CliError(str(error)) from None
 
 

@@ -56,7 +56,10 @@ def _describe(name: str, ttype) -> list[str]:
 
 
 def header_text(kernel, inst, name: str) -> str:
-    doc = [f"/* {kernel.assignment}", " * tensors[] order:"]
+    doc = [f"/* {kernel.assignment}"]
+    if kernel.schedule_text is not None:
+        doc.append(f" * schedule: {kernel.schedule_text}")
+    doc.append(" * tensors[] order:")
     aliases = kernel.aliases
     for position, tensor in enumerate(inst.arg_order):
         note = " (output)" if position == 0 else ""

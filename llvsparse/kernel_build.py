@@ -20,9 +20,10 @@ from .ir.lattice_text import lattice_text
 from .ir.legality import case_count
 from .ir.loops import Program, loops_of
 from .ir.opt import loop_ir
-from .ir.opt.passes import OTHER_FORMS, Target, has_other_form
+from .ir.opt.passes import OTHER_FORMS, has_other_form
 from .ir.output_init import initializes_output
 from .ir.parallel import parallel_mode
+from .ir.scheduled_statements import scheduled_statement
 from .ir.statements import concrete_text
 from .ir.transforms.lowering import (
     Lowered,
@@ -31,6 +32,7 @@ from .ir.transforms.lowering import (
     lower_as_stored,
     lower_converting,
     lower_kernel,
+    target_of,
 )
 from .ir.types import TensorType
 from .refusals import advised
@@ -102,7 +104,10 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
         other(module)
     if phases:
         mode = types[order[0]].levels[0].mode
-    text = concrete_text(statement_of(nests, types))
+    statement = statement_of(nests, types)
+    if request.plan is not None:
+        statement = scheduled_statement(statement, request.plan)
+    text = concrete_text(statement)
     seconds = time.perf_counter() - start
     if request.counting:
         count_loop_heads(module)
@@ -111,8 +116,7 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     if other_form and lazy:
         compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                              OTHER_FORM_SUFFIX)
-    program = functools.partial(loop_ir, nests, types, order[0],
-                                Target(fastmath=fastmath, dtype=dtype))
+    program = functools.partial(loop_ir, nests, types, order[0], target_of(request))
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     lattice_text(lowered.program, types), order, mode,
                     initializes_output(lowered.program), workspace_meta(nests, types), program,
@@ -131,7 +135,7 @@ def _phase_program(nests, types: dict[str, TensorType], order: list[str], reques
     phase has no output hooks, so its passes may choose other forms)."""
     if phase == "whole":
         return whole
-    return loop_ir(nests, types, order[0], Target(phase, request.fastmath, request.dtype))
+    return loop_ir(nests, types, order[0], target_of(request, phase))
 
 
 def _other_form(nests, types: dict[str, TensorType], order: list[str], request: Request,

@@ -92,7 +92,7 @@ def reduce_kernel(kernel) -> tuple:
     # the operator objects the compiler tells apart by identity.
     spec = (str(kernel.assignment), formats, kernel.formats[out], kernel.fastmath,
             kernel.out_index_dtype, kernel.convert, kernel.workspace, kernel.precompute,
-            kernel.index_extents)
+            kernel.index_extents, kernel.schedule_text)
     instances = {id(inst): inst for inst in (*kernel._signatures.values(), kernel.last,
                                              *_RECEIVED.get(kernel, ()))
                  if inst is not None and inst.jit.object_code}
@@ -162,7 +162,8 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
     kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
                     workspace=rest[0] if rest else None,  # older pickles have no policy
                     precompute=rest[1] if len(rest) > 1 else None,
-                    extents=rest[2] if len(rest) > 2 else None)  # affine subscripts' padding
+                    extents=rest[2] if len(rest) > 2 else None,  # affine subscripts' padding
+                    schedule=rest[3] if len(rest) > 3 else None)  # a user's schedule
     received = []
     for dtypes, index_dtypes, key, obj, meta, *rest in compiled:
         fills, other, checksum = (rest + [None] * 3)[:3]  # older pickles have none

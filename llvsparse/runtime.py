@@ -484,6 +484,16 @@ def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Spl
                                Phase(lambda k: function(table, *plan.chunks[k]))])
 
 
+def call_private_outputs(range_address: int, outputs: list[DescriptorHolder],
+                         inputs: list[DescriptorHolder], plan: Split) -> None:
+    """Chunk k of ``plan`` (a range of the loop over a reduced index) into its own
+    output ``outputs[k]``: no two threads write one entry; the caller combines them."""
+    function = RANGE_TYPE(range_address)
+    tables = [descriptor_table([out, *inputs]) for out in outputs]
+    run_phases([outputs[0], *inputs], plan,
+               [Phase(lambda k: function(tables[k], *plan.chunks[k]))])
+
+
 def _run_chunks_natively(range_address: int, holders: list[DescriptorHolder],
                          plan: Split) -> None:
     """One kernel phase with the chunk loop in native code: helpers need the GIL only to

@@ -448,3 +448,19 @@ def test_help_describes_every_subcommand(cli: Cli) -> None:
     prose = done.stdout.split("positional arguments")[0]
     commands = build_parser()._subparsers._group_actions[0].choices
     assert commands and all(re.search(rf"\b{name}\b", prose) for name in commands), prose
+
+
+def test_dump_takes_a_schedule(cli: Cli) -> None:
+    schedule = "split(i, i0, i1, 32); parallelize(i0, cpu_thread, no_races)"
+    done = cli("dump", SPMV, "-f", "A:csr", "--schedule", schedule,
+               "--emit", "schedule,concrete,loops")
+    assert done.returncode == 0, done.stderr
+    found = sections(done.stdout)
+    assert found["schedule"].splitlines()[0] == schedule
+    assert found["concrete"].strip().startswith(
+        "forall(i0 = split_outer(i, 32):cpu_thread:no_races, forall(i1 = split_inner(i, 32)")
+    assert found["loops"].splitlines()[0] == f"schedule: {schedule}"
+    refused = cli("dump", SPMV, "-f", "A:csr", "--schedule",
+                  "parallelize(j, cpu_thread, no_races)", "--emit", "concrete")
+    assert refused.returncode == 2
+    assert "threads over j would reduce into the same entries of y" in refused.stderr

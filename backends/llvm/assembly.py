@@ -54,13 +54,13 @@ class OutputAssembler:
         self.tensor = tensor
         self.levels = ttype.levels
         self.vars = level_vars
-        self.unordered = unordered_append_output(ttype)
+        self.unordered = unordered_append_output(ttype.levels)
         self.all_insert = all(lv.can_insert for lv in self.levels)
-        self.prefix = inserted_prefix(ttype)
+        self.prefix = inserted_prefix(ttype.levels)
         # Lowering asked the same before (ir/legality.py); a direct compile asks here.
         if (reason := output_refusal(ttype)) is not None:
             raise InternalCompilerError(reason)
-        self.blocks = block_suffix(ttype)
+        self.blocks = block_suffix(ttype.levels)
         self.heads = [k for k in range(self.prefix, self.blocks)
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)

@@ -285,7 +285,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         lattice = nodes[0].chosen.lattice
         if passes.CLEAR_ROWS in nodes[0].notes:  # the pass checked every row is visited
             body = self.clearing_rows(body)
-        thread_rows = passes.THREAD_ROWS in nodes[0].tags
+        thread_rows = passes.clamped(nodes[0])
         positions = POSITION_SPLIT_TAG in nodes[0].tags
         lanes = WARP_LANES_TAG in nodes[0].tags  # (the loop's own iterator: lanes share it)
         shared = getattr(nodes[0], "iterator", None)

@@ -249,7 +249,7 @@ class PointEmitter(GallopEmitter):
         ctx = self.late_locate(ctx)
         in_range = None
         clamped = all(self.states[it].clamped for it in self.iterated)
-        if passes.THREAD_ROWS in self.node.tags and not clamped:
+        if passes.clamped(self.node) and not clamped:
             in_range = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
             skip_to = b.append_basic_block("out_of_range")
             work = b.append_basic_block("in_range")

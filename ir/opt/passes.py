@@ -26,11 +26,12 @@ from ..loops import (
     Program,
     Ref,
     annotate,
+    leading_locates,
     loops_of,
     tag,
     walk,
 )
-from ..types import TensorType, unordered_append_output
+from ..types import unordered_append_output
 from . import checks
 
 JAM = "jam 8, 4"
@@ -43,6 +44,9 @@ SELECT_OTHER = "select cases (other form)"
 CLEAR_ROWS = "clear rows"
 PREFETCH = "prefetch next rows (other form)"
 THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
+# A tag: threads split this loop's range, over an index the output does not have (a
+# user's schedule), each into a private output: no rows of the output are theirs.
+THREAD_RANGE = "thread range"
 OTHER_FORMS = frozenset({PAIRS, GALLOP, SELECT_OTHER, PREFETCH})  # timed against the first
 
 
@@ -55,6 +59,7 @@ class Target:
     phase: str = "whole"
     fastmath: bool = False
     dtype: str = "float64"
+    threads_over: str = ""  # a reduced index a user's schedule splits among threads
 
 
 @dataclass(frozen=True)
@@ -83,18 +88,6 @@ def _map(node: Node, visit: Callable[[LoopNode, tuple[LoopNode, ...]], LoopNode]
     return node
 
 
-def _direct_locates(node: LoopNode) -> list[Ref]:
-    """The levels located at each coordinate of ``node``, before its body."""
-    bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
-    found = list(node.located) if isinstance(node, Merge) else []
-    for body in bodies:
-        for item in body.items if isinstance(body, Block) else (body,):
-            if not isinstance(item, Locate):
-                break
-            found.append(item.ref)
-    return found
-
-
 def _inside(node: LoopNode) -> list[Node]:
     bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
     return [n for body in bodies for n in walk(body)]
@@ -111,7 +104,7 @@ def _hooks(where: _Where, index: str) -> bool:
     ``index`` (assembly.OutputAssembler.hooks_for)."""
     levels = where.program.output_levels
     site = _site(where.program)
-    unordered = unordered_append_output(TensorType(levels, 0, "float64", "int32"))
+    unordered = unordered_append_output(levels)
     if where.target.phase == "count" or site is None or unordered:
         return False
     prefix = next((k for k, lv in enumerate(levels) if not lv.can_insert), len(levels))
@@ -126,15 +119,25 @@ def _site(program: Program):
 
 
 def _range_loop(where: _Where, node: LoopNode) -> bool:
-    """Whether the loop is clamped to a thread's range of the output's first index (the
-    thread_rows pass tags it, and runs first)."""
-    return THREAD_ROWS in node.tags
+    """Whether the loop is clamped to a thread's range (the thread_rows pass tags it,
+    and runs first)."""
+    return clamped(node)
+
+
+def clamped(node: LoopNode) -> bool:
+    """Whether threads split the loop's coordinates, each running its range [lo, hi)."""
+    return THREAD_ROWS in node.tags or THREAD_RANGE in node.tags
 
 
 def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
     """Threads split the output's first index: its loop, outside any other over it, runs
     a thread's range [lo, hi) of it (in a kernel of one nest)."""
     site = node.site
+    if where.target.threads_over:  # each thread reduces into its own output
+        split = where.target.threads_over
+        return tag(node, THREAD_RANGE) if (where.program.nests == 1 and node.index == split
+                                          and site.order[:1] == (split,)
+                                          and not where.path) else node
     if (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
             and node.index in site.order and node.index not in where.bound):
         return tag(node, THREAD_ROWS)
@@ -179,7 +182,7 @@ def can_jam(where: _Where, node: LoopNode) -> bool:
     return checks.jammable(node.iterator.facts, node.over == "positions" and
                            not node.iterator.universe, site.lattice_points,
                            _hooks(where, node.index), _range_loop(where, node),
-                           [r.facts for r in _direct_locates(node)])
+                           [r.facts for r in leading_locates(node)])
 
 
 def jam(where: _Where, node: LoopNode) -> LoopNode:
@@ -210,7 +213,7 @@ def pairs(where: _Where, node: LoopNode) -> LoopNode:
     unclamped = _range_loop(where, node) and node.over == "positions" and not it.facts.ordered
     if not checks.pairable(None if it.universe else it.facts, site.lattice_points,
                            _hooks(where, node.index), unclamped,
-                           [r.facts for r in _direct_locates(node)]):
+                           [r.facts for r in leading_locates(node)]):
         return node
     return annotate(node, PAIRS)
 
@@ -279,9 +282,9 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
         return node
     all_insert, full = _all_insert_full(where.program)
     covers_all = site.lattice_points == 1 and (node.iterator.universe or node.iterator.facts.full) \
-        and all(r.facts.full for r in _direct_locates(node))
+        and all(r.facts.full for r in leading_locates(node))
     if where.program.output_fill == 0 and checks.clears_rows(
-            covers_all, _range_loop(where, node), where.program.nests == 1, site.scatter,
+            covers_all, THREAD_ROWS in node.tags, where.program.nests == 1, site.scatter,
             site.accumulate, all_insert, full):
         return annotate(node, CLEAR_ROWS)
     return node

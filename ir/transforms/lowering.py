@@ -32,6 +32,8 @@ from ..opt.passes import Target
 from ..precompute import plan_precomputes
 from ..scattered_reduction import scattered_reduction
 from ..schedule import Nest
+from ..schedule_plan import SchedulePlan
+from ..scheduled_statements import check_nest_order
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
 
@@ -84,6 +86,15 @@ class Request:
     # A planning rule run on the loop IR before the backend translates it (a GPU plan's
     # tags: ir/gpu_plan.py); None: the program as lowered and optimized.
     retag: Callable[[Program], Program] | None = None
+    plan: SchedulePlan | None = None  # a user's schedule (ir/schedule_plan.py)
+
+
+def target_of(request: Request, phase: str = "whole") -> Target:
+    """What the loop IR's passes are told of ``request``: the phase, float semantics,
+    dtype, and the reduced index a user's schedule runs threads over."""
+    parallel = request.plan.parallel if request.plan is not None else None
+    over = parallel.index if parallel is not None and parallel.reduces else ""
+    return Target(phase, request.fastmath, request.dtype, over)
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -100,6 +111,8 @@ def lower_kernel(request: Request, types: dict[str, TensorType],
         concrete = to_concrete(request.assignment, types)
     except ScheduleError as error:
         return Refused(error)
+    if request.plan is not None:
+        concrete = replace(concrete, loop_order=request.plan.order)
     if request.finite:  # 0 * x is 0 for finite x: an empty sum annihilates as stored 0s do
         concrete = replace(concrete, rhs=hoist_sums(concrete.rhs))
     nests = _scheduled(concrete, types, split=False, policy=request.workspace,
@@ -224,13 +237,18 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     reason = rescanned(nests, types, converted)
     if reason is not None:
         return Refused(ScheduleError(reason))
+    if request.plan is not None:
+        try:
+            for nest in nests:
+                check_nest_order(request.plan, nest.order)
+        except ScheduleError as error:
+            return Refused(error)
     nests = plan_precomputes(nests, types, request.precompute, request.dtype)
     output = request.order[0]
     if request.emit is None:
         raise TypeError("Request.emit: lowering needs the backend's emitter")
     try:
-        program = loop_ir(nests, types, output,
-                          Target(fastmath=request.fastmath, dtype=request.dtype))
+        program = loop_ir(nests, types, output, target_of(request))
     except ScheduleError as error:  # a sum's loops that cannot be ordered
         return Refused(error)
     # What the backend cannot emit is known from the loop IR before it is asked
