@@ -62,7 +62,11 @@ def search(kernel, *, threads: int | None = None, rounds: int = ROUNDS,
     stored = _read(path)
     if stored is not None:
         return SearchResult(stored, {}, True)
-    bindings = {c: _bind(kernel, _fixed(c), threads, tensors) for c in candidates(kernel, base)}
+    bindings = {}
+    for candidate in candidates(kernel, base):
+        bound = _bind(kernel, _fixed(candidate), threads, tensors)
+        if bound.probe.forms == (candidate.form,):  # a policy's kernel may have one form
+            bindings[candidate] = bound
     times: dict[Candidate, list[float]] = {c: [] for c in bindings}
     for call in bindings.values():
         call()  # warm: fresh buffers, the other form's compile

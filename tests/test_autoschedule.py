@@ -290,6 +290,7 @@ def test_search_is_paid_once_and_its_winner_is_read_back(tmp_path, monkeypatch):
     first = search(ls.compile(SPGEMM, "csr", A="csr", B="csr"), A=a, B=b, rounds=2)
     assert not first.cached and first.winner in first.seconds
     assert {c.workspace for c in first.seconds} == {"dense", "hash", "sort", "bucket"}
+    assert Candidate("dense", "other", None) in first.seconds  # Gustavson's prefetch form
     files = list((tmp_path / "search").glob("*.json"))
     assert len(files) == 1
     again = search(ls.compile(SPGEMM, "csr", A="csr", B="csr"), A=a, B=b)
