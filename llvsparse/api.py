@@ -103,6 +103,8 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
         if unknown:
             raise ValueError(f"formats given for tensors not in the expression: {sorted(unknown)}")
         self.plan = resolve(schedule, self.assignment, self.formats, target)
+        # "search": bindings time the autoscheduler's candidates (schedule_search.py).
+        self.searching = isinstance(schedule, str) and schedule == "search"
         self._apply_plan()
         self.fastmath = fastmath
         self.out_index_dtype = out_index_dtype
@@ -126,6 +128,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
         self._last_bound: BoundCall | None = None
         self._sparse: Kernel | None = None  # see _sparse_workspace
         self._merged: Kernel | None = None  # see _merging
+        self._auto: dict[str, Kernel] = {}  # by workspace policy: see _auto_workspace
         self._finite: Kernel | None = None  # see _finite_sums
         self._sums_move: bool | None = None
         self._broadcast: BroadcastTerms | None = None  # see _without_empty_terms
@@ -166,10 +169,17 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
     def schedule(self) -> str:
         """The kernel's schedule and how each part of it runs (threads, chunks, order)."""
         inst = self._default()
-        return explain(self.plan, inst.parallel_mode,
+        last = self._last_bound
+        if self.searching:
+            head = "search: each binding times the autoscheduler's candidates on its " \
+                "operands once (the winner is kept on disk per operand signature)\n"
+        else:
+            head = ""
+        return head + explain(self.plan, inst.parallel_mode,
                        tuple(ix.name for ix in self._assignment.lhs.indices
                              if isinstance(ix, nt.IndexVar)), self.workspace,
-                       self.gpu_schedule)
+                       self.gpu_schedule,
+                       getattr(last, "auto", None))
 
     __repr__ = kernel_repr
     __reduce__ = reduce_kernel
@@ -250,7 +260,10 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
 
     @property
     def schedule_text(self) -> str | None:
-        """A user's schedule as the scheduling language writes it (None: auto)."""
+        """A user's schedule as the scheduling language writes it, or "search" (None:
+        auto)."""
+        if self.searching:
+            return "search"
         return None if self.plan is None else str(self.plan.schedule)
 
     def _plan_key(self) -> str:
@@ -296,7 +309,8 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
             return Instance(converted_types, meta["concrete"], kernel, dtype, conversions,
                             meta["lattices"], self._names, meta["parallel_mode"],
                             meta["initializes_output"], checked_workspace_meta(meta["workspace"]),
-                            precomputes=checked_precompute_meta(meta["precomputes"]))
+                            precomputes=checked_precompute_meta(meta["precomputes"]),
+                            other_forms=_checked_notes(meta["other_forms"]))
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -321,6 +335,15 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
                        compute_dtype(self._assignment, dtypes), self.fastmath, self.workspace,
                        self.precompute, emit_kernel, self.finite, self.counting,
                        plan=self.plan)
+
+def _checked_notes(notes: list | None) -> tuple[str, ...] | None:
+    """Loop notes from a disk entry's metadata: strings, or a ValueError."""
+    if notes is None:
+        return None
+    if not all(isinstance(note, str) for note in notes):
+        raise ValueError(f"other_forms {notes!r}")
+    return tuple(notes)
+
 
 def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]:
     """``build``, storing what it compiles in the disk cache under ``key``."""

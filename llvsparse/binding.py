@@ -23,7 +23,7 @@ from .instance import Instance
 from .ir.parallel import dense_like
 from .live_copies import Refresh
 from .outputs import AssembledOutput, output_params, refused_insert_error
-from .probe import ASSEMBLIES, FORMS, Probe, Way
+from .probe import ASSEMBLIES, FORCED, FORMS, Probe, Way
 from .results import MIN_BYTES, RESULTS, check_fits_memory
 from .tensor import Tensor
 
@@ -53,7 +53,7 @@ class BoundCall:
 
     def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
                  inputs: list[runtime.DescriptorHolder], plan: runtime.Split | None,
-                 expected: int = 0):
+                 expected: int = 0, form: str | None = None):
         self.inst, self.format, self.shape = inst, out_format, out_shape
         # (still valid?, the binding to run instead), checked in order before every
         # call: a plan that holds only while the operands' values are finite
@@ -95,8 +95,12 @@ class BoundCall:
         self.calls: dict[str, Callable[[], int]] = {}
         # The form, and gathering threads or not: timed on the first calls (see probe.py).
         gathers = plan is not None and "append" in inst.jit.assembly
-        self.probe = Probe(FORMS if inst.jit.has_other else FORMS[:1],
-                           ASSEMBLIES if gathers else ASSEMBLIES[:1])
+        # ``form``: the autoscheduler's pick (auto_choice.py), untimed; None: timed.
+        forms = FORMS if inst.jit.has_other else FORMS[:1]
+        if form in forms and "form" not in FORCED:
+            forms = (form,)
+        self.probe = Probe(forms, ASSEMBLIES if gathers else ASSEMBLIES[:1])
+        self.auto = None  # the AutoChoice this binding follows (set by Kernel.bind)
         self.way = None if self.probe.probing else self.probe.next_way()
         self.scratch = Scratch(self.assembled.moved_slots(), plan) if gathers else None
         self.busy = threading.Lock()  # the shared output descriptor: one call at a time

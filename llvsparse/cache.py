@@ -119,7 +119,7 @@ def load(key: str, check: Callable[[dict], None] | None = None) -> tuple[bytes, 
 KERNEL_FIELDS = {"name": str, "concrete": str, "lattices": str, "parallel_mode": (int, type(None)),
                  "initializes_output": bool, "conversions": dict,
                  "other_form_key": (str, type(None)), "workspace": (list, type(None)),
-                 "precomputes": (list, type(None))}
+                 "precomputes": (list, type(None)), "other_forms": (list, type(None))}
 
 
 def kernel_check(orders: dict[str, int], out: str) -> Callable[[dict], None]:

@@ -32,5 +32,8 @@ class Instance:
     # Operand workspaces: [name, operand, its mode, bytes per coordinate] each, checked
     # against memory before each call (see workspaces.check_precomputes).
     precomputes: list | None = None
+    # Notes of its loops that have an other form (ir/opt/passes.py OTHER_FORMS), which the
+    # autoscheduler reads (auto_choice.py); None: unknown (an entry of an older version).
+    other_forms: tuple[str, ...] | None = None
 
     __repr__ = instance_repr

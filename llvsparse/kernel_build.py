@@ -18,9 +18,9 @@ from .ir.from_schedule import statement_of
 from .ir.lattice import variants_within_budget
 from .ir.lattice_text import lattice_text
 from .ir.legality import case_count
-from .ir.loops import Program
+from .ir.loops import Program, loops_of
 from .ir.opt import loop_ir
-from .ir.opt.passes import has_other_form
+from .ir.opt.passes import OTHER_FORMS, has_other_form
 from .ir.output_init import initializes_output
 from .ir.parallel import parallel_mode
 from .ir.scheduled_statements import scheduled_statement
@@ -120,7 +120,13 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     lattice_text(lowered.program, types), order, mode,
                     initializes_output(lowered.program), workspace_meta(nests, types), program,
-                    precompute_meta(nests, types))
+                    precompute_meta(nests, types), other_form_notes(lowered.program))
+
+
+def other_form_notes(program: Program) -> tuple[str, ...]:
+    """The notes of ``program``'s loops that have an other form, in order."""
+    return tuple(sorted({note for loop in loops_of(program.root) for note in loop.notes
+                         if note in OTHER_FORMS}))
 
 
 def _phase_program(nests, types: dict[str, TensorType], order: list[str], request: Request,

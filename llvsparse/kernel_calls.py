@@ -8,7 +8,8 @@ import functools
 
 import numpy as np
 
-from . import runtime
+from . import auto_choice, runtime
+from .auto_choice import choose
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .broadcast_terms import BroadcastTerms
 from .diagonals import diagonal_pattern
@@ -26,6 +27,7 @@ from .ir.parallel import dense_like
 from .ir.schedule_plan import Chunks
 from .ir.types import fill_key
 from .live_copies import live_copy
+from .schedule_search import bind_searched
 from .scheduling import check_bounds, chunked, combiner
 from .tensor import Tensor, checked_index_dtype
 from .workspaces import check_precomputes, check_workspace
@@ -69,6 +71,8 @@ class KernelCalls:
              **tensors) -> BoundCall:
         """Validate, specialize and prepare descriptors once; the returned callable runs
         the kernel on these operands with almost no Python work (for calls in a loop)."""
+        if self.searching and not auto_choice.FORCED:  # not while a search binds
+            return bind_searched(self, threads=threads, **tensors)
         bound = self._bind(check, threads, tensors)
         if self.finite or not all_finite(bound.operands):
             return self._without_empty_terms(bound, threads, tensors)
@@ -168,10 +172,20 @@ class KernelCalls:
             if self.precompute is not None:
                 raise
             return self._merging().bind(check=check, threads=threads, **tensors)
+        # The autoscheduler's picks from the operands' statistics (auto_choice.py).
+        auto = choose(self._assignment.lhs, self._accesses, inst, inputs,
+                      self.workspace is not None, threads if parallel else 1)
+        if auto is not None and inst.workspace and auto.workspace is not None \
+                and auto.workspace != inst.workspace[0].split()[0]:
+            return self._auto_workspace(auto.workspace).bind(check=False, threads=threads,
+                                                             **tensors)
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
-        plan = self._thread_plan(inst, threads, extents, inputs) if parallel else None
+        even = auto is not None and auto.split == "rows"
+        plan = self._thread_plan(inst, threads, extents, inputs, even) if parallel else None
         out_format = self.formats[out].with_fill(inst.types[out].fill)
-        bound = BoundCall(inst, out_format, out_shape, holders, plan, expected)
+        bound = BoundCall(inst, out_format, out_shape, holders, plan, expected,
+                          auto.form if auto is not None else None)
+        bound.auto = auto
         if plan is not None and self.plan is not None and self.plan.parallel.ranged:
             bound.splits_rows = False  # the chunks are not rows of the output
             if self.plan.parallel.reduces:
@@ -211,15 +225,17 @@ class KernelCalls:
         return threads > 1 and out_shape[inst.parallel_mode] > 1
 
     def _thread_plan(self, inst: Instance, threads: int, extents: dict[str, int],
-                     inputs: dict[str, Tensor]) -> runtime.Split:
+                     inputs: dict[str, Tensor], even: bool = False) -> runtime.Split:
         """How threads share the split loop's coordinates: as a user's schedule says, or
-        in chunks of about equal stored entries of the output's first index."""
+        in chunks of about equal stored entries of the output's first index (``even``:
+        equal row ranges, where the autoscheduler finds the rows even)."""
         scheduled = self.plan.parallel if self.plan is not None else None
         var = scheduled.index if scheduled is not None else \
             self._assignment.lhs.indices[inst.parallel_mode].name
-        weights = self.entries_per_row(inputs, var)
         if scheduled is None:
-            return self._plan(extents[var], threads, weights)
+            return self._plan(extents[var], threads,
+                              [] if even else self.entries_per_row(inputs, var))
+        weights = self.entries_per_row(inputs, var)
         chunks = scheduled.chunks
         if scheduled.reduces and chunks.by == "balanced":  # one private output per thread
             chunks = Chunks("parts", threads)
@@ -230,6 +246,12 @@ class KernelCalls:
         if self._sparse is None:
             self._sparse = self._variant("sort", self.precompute)
         return self._sparse
+
+    def _auto_workspace(self, policy: str) -> KernelCalls:
+        """This kernel with the workspace policy the autoscheduler picked (made once)."""
+        if policy not in self._auto:
+            self._auto[policy] = self._variant(policy, self.precompute)
+        return self._auto[policy]
 
     def _merging(self) -> KernelCalls:
         """This kernel without operand workspaces (made once): where their temporaries
@@ -253,7 +275,8 @@ class KernelCalls:
         return type(self)(self.assignment, formats, self.formats[out], self.fastmath,
                       self.out_index_dtype, self.convert, workspace, precompute=precompute,
                       finite=self.finite if finite is None else finite,
-                      counting=self.counting, schedule=self.schedule_text)
+                      counting=self.counting,
+                      schedule=None if self.searching else self.schedule_text)
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on

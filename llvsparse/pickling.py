@@ -37,7 +37,7 @@ from .runtime import make_read_only
 # process's cache, not in the kernel's own call-path slots.
 _RECEIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-_TENSOR_LOCAL = ("_holder", "_type_cache", "_slots", "_entries", "_sorted_memo",
+_TENSOR_LOCAL = ("_holder", "_type_cache", "_slots", "_entries", "_auto_stats", "_sorted_memo",
                  "_validated", "generation")
 
 
@@ -137,6 +137,7 @@ def instance_meta(inst, other_form_key: str | None = None) -> dict:
     return {"name": inst.jit.name, "other_form_key": other, "concrete": inst.concrete, "lattices": inst.lattices,
             "parallel_mode": inst.parallel_mode, "initializes_output": inst.initializes_output,
             "workspace": inst.workspace, "precomputes": inst.precomputes,
+            "other_forms": None if inst.other_forms is None else list(inst.other_forms),
             "conversions": {n: conversion_meta(f, inst.types[n].order)
                             for n, f in inst.conversions.items()}}
 

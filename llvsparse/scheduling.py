@@ -78,7 +78,7 @@ def resolve(schedule: object, assignment: nt.Assignment, formats: dict[str, Form
             target: str) -> SchedulePlan | None:
     """The plan of a user's ``schedule`` (None where there is none), checked against
     the kernel's indices and its operands' formats."""
-    if schedule is None or schedule == "auto":
+    if schedule is None or schedule in ("auto", "search"):
         return None
     plan = plan_schedule(dv.as_schedule(schedule), KernelIndices.of(assignment), target)
     parallel = plan.parallel
@@ -189,7 +189,8 @@ def combiner(op: Operator) -> Callable[[list[np.ndarray]], np.ndarray]:
 
 
 def explain(plan: SchedulePlan | None, parallel_mode: int | None,
-            out_vars: tuple[str, ...], workspace: str | None, gpu: str | None) -> str:
+            out_vars: tuple[str, ...], workspace: str | None, gpu: str | None,
+            auto: object = None) -> str:
     """What ``kernel.schedule`` prints: the schedule, then how each part runs."""
     if plan is None:
         lines = ["auto: the compiler's rules chose this kernel's schedule"]
@@ -202,6 +203,8 @@ def explain(plan: SchedulePlan | None, parallel_mode: int | None,
         lines.append(f"workspace: {workspace or 'the rule of paper 002 picks where needed'}")
         if gpu:
             lines.append(f"GPU schedule: {gpu}")
+        if auto is not None:  # the cost model's picks for the last call's operands
+            lines += [f"on the last call's operands: {line}" for line in str(auto).splitlines()]
         return "\n".join(lines)
     lines = [str(plan.schedule) or "(empty: one thread, loops as the rules order them)"]
     if plan.order:

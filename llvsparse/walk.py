@@ -9,6 +9,7 @@ level is unpacked and validated with no code here.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -208,11 +209,15 @@ def _subtree_bounds(tensor, k: int, bounds, first: np.ndarray, last: np.ndarray,
     return begin, end
 
 
+# Memoized: level functions are parsed once per definition, and these walks over their
+# syntax trees were most of the cost of counting a small CSR matrix's entries per row.
+@functools.cache
 def _reads(fn, names: tuple[str, ...]) -> bool:
     return any(isinstance(node, ast.Name) and node.id in names
                for stmt in fn.body for node in ast.walk(stmt))
 
 
+@functools.cache
 def _reads_at_position(fn, array: str) -> bool:
     """Whether ``fn`` reads ``array[p]``: then every position must lie inside it."""
     return any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)

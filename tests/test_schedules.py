@@ -360,3 +360,17 @@ def test_gpu_splits_size_the_grid():
         ls.compile("y(i) = A(i,j) * x(j)", A="csr", target="cuda-emulated",
                    schedule="split(i, b, t, 48); parallelize(b, gpu_block, no_races); "
                             "parallelize(t, gpu_thread, no_races)")
+
+
+def test_schedule_search_times_candidates_once_and_keeps_the_winner(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
+    A = _csr(300, 300, 0.02, 4)
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", B="csr", out_format="csr",
+                        schedule="search")
+    np.testing.assert_allclose(_dense(kernel(A=A, B=A)), (A @ A).toarray())
+    assert kernel.schedule.startswith("search: ")
+    assert kernel.schedule_text == "search"
+    assert list(tmp_path.rglob("*.json"))  # the winner, kept on disk
+    again = pickle.loads(pickle.dumps(kernel))
+    assert again.searching
+    np.testing.assert_allclose(_dense(again(A=A, B=A)), (A @ A).toarray())
