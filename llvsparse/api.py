@@ -377,7 +377,9 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     ``extents``: the extents of output indices that only affine subscripts use
     (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'.
     ``schedule``: a Schedule, its text (``"split(i, i0, i1, 64); parallelize(i0,
-    cpu_thread, no_races)"``, see ir/directives.py) or None/"auto" (the rules choose)."""
+    cpu_thread, no_races)"``, see ir/directives.py), None/"auto" (the rules and the cost
+    model choose per call: ir/autoschedule.py) or "search" (each binding times the
+    model's candidates once and keeps the winner on disk: schedule_search.py)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target,
                   gpu_schedule=gpu_schedule, extents=extents, schedule=schedule)
