@@ -82,12 +82,26 @@ class ParallelLoop:
     races: str
     chunks: Chunks = Chunks()
     loop: str = ""  # the scheduled loop the user parallelized (derived from index)
-    reduces: bool = False  # over a reduced index: each chunk into its own output
-    operator: Operator | None = None  # the reduction that combines those outputs
+    # 'rows': the output's first index, outermost (threads own its rows); 'nested': an
+    # output index under other loops (threads own its coordinates, and each runs the
+    # loops outside whole); 'reduced': an index the output does not have (each chunk
+    # into a private output, combined by ``operator`` after).
+    kind: str = "rows"
+    operator: Operator | None = None
 
     @property
     def name(self) -> str:
         return self.loop or self.index
+
+    @property
+    def reduces(self) -> bool:
+        return self.kind == "reduced"
+
+    @property
+    def ranged(self) -> bool:
+        """Whether the loop is split by a range tag of its own (ir/opt/passes.py
+        THREAD_RANGE), not by the row split every kernel may take."""
+        return self.kind != "rows"
 
 
 @dataclass
@@ -350,13 +364,15 @@ def _check_parallel(plan: SchedulePlan, kernel: KernelIndices, live: list[str]) 
     text = f"parallelize({loop.index}, {loop.unit}, {loop.races})"
     covered = _covered(plan, loop.index)
     root = covered[0]
-    if plan.order and plan.order[0] != root:
-        raise ScheduleError(f"{text}: only the outermost loop runs in parallel on CPU threads "
-                            f"(loops now: {', '.join(live)})")
-    reduces = not kernel.out_vars or root != kernel.out_vars[0]
-    operator = _check_reduced(kernel, loop, covered, text) if reduces else None
+    operator = None
+    if root not in kernel.out_vars:
+        kind, operator = "reduced", _check_reduced(kernel, loop, covered, text)
+    elif root == kernel.out_vars[0] and (not plan.order or plan.order[0] == root):
+        kind = "rows"
+    else:
+        kind = "nested"
     plan.parallel = ParallelLoop(root, loop.unit, loop.races, _chunks(plan, loop.index, text),
-                                 loop.index, reduces, operator)
+                                 loop.index, kind, operator)
 
 
 def _check_reduced(kernel: KernelIndices, loop: ParallelLoop, covered: tuple[str, ...],

@@ -93,6 +93,7 @@ def check_nest_order(plan: SchedulePlan, order: tuple[str, ...]) -> None:
                 raise ScheduleError(f"fuse({', '.join(origin.parents)}): the loops over "
                                     f"{', '.join(roots)} are not adjacent in order "
                                     f"{', '.join(order)}")
-    if plan.parallel is not None and order and order[0] != plan.parallel.index:
+    if plan.parallel is not None and plan.parallel.kind == "rows" and order \
+            and order[0] != plan.parallel.index:
         raise ScheduleError(f"the parallel loop over {plan.parallel.index} is not outermost "
                             f"(loops: {', '.join(order)})")

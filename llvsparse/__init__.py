@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 # Each public name and the module that defines it.
 _HOMES = {
-    "Kernel": "api", "ShapeError": "api", "compile": "api", "einsum": "einsums",
+    "Kernel": "api", "ShapeError": "binding", "compile": "api", "einsum": "einsums",
     "evaluate": "api",
     "asarray": "coerce", "conv": "conv",
     "complement": "expr_api",
@@ -77,7 +77,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .api import Kernel, ShapeError, compile, evaluate
+    from .api import Kernel, compile, evaluate
+    from .binding import ShapeError
     from .coerce import asarray
     from .conv import conv
     from .einsums import einsum

@@ -59,6 +59,7 @@ class BoundCall:
         # Threads over a reduced index (a user's schedule): each chunk into a private
         # output, combined elementwise by this.
         self.combine: Callable[[list[np.ndarray]], np.ndarray] | None = None
+        self.splits_rows = True  # the plan's chunks are rows of the output (threads clear them)
         # Dense-like outputs are allocated here, zeroed, and passed in; the kernel never
         # grows them.
         self.dense = not out_shape or dense_like(self.out_type)
@@ -252,7 +253,8 @@ class BoundCall:
                 return self.result(values)
             fresh = not dirty
             dirty = dirty and not self.inst.initializes_output
-            if self.plan and values.nbytes >= SHARED_CLEAR_BYTES and (dirty or fresh):
+            if self.plan and self.splits_rows and values.nbytes >= SHARED_CLEAR_BYTES \
+                    and (dirty or fresh):
                 # threads clear (out=, recycled) or page in (fresh) their rows first
                 rows = values.reshape(self.extents[0], -1)
                 self._run_dense(self._code(form), values,

@@ -65,7 +65,7 @@ def build_kernel(assignment: Assignment, formats: dict[str, object],
 
 def lowering_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "this expression cannot be compiled for these formats"."""
-    from .api import ShapeError
+    from .binding import ShapeError
     from .format import FormatError
     from .ir.errors import ScheduleError
 

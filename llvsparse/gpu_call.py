@@ -35,7 +35,7 @@ def gpu_plan(kernel: Kernel, inst: Instance) -> GpuPlan:
     """The GPU mapping of ``inst`` under the kernel's ``gpu_schedule`` (GpuMappingError
     where it has none)."""
     plan = plan_gpu(kernel.program(inst), inst.parallel_mode is not None,
-                    schedule=kernel.gpu_schedule)
+                    schedule=kernel.gpu_schedule, **kernel.gpu_sizes)
     device_code(kernel, inst, plan)
     return plan
 

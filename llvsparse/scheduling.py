@@ -111,6 +111,33 @@ def gpu_schedule_of(plan: SchedulePlan | None) -> str | None:
     return "thread_per_row"
 
 
+def gpu_sizes(plan: SchedulePlan | None) -> dict[str, int]:
+    """The GPU grid's sizes the plan's splits name: ``block`` (threads per block), the
+    factor of the split whose outer loop is on gpu_block and inner on gpu_thread, and
+    ``entries`` (a nonzero split's stored entries per thread), the factor of the split
+    of a position index whose outer loop is on gpu_thread. ScheduleError for a size the
+    GPU mapping cannot take."""
+    if plan is None or not plan.gpu:
+        return {}
+    units = {loop.index: loop.unit for loop in plan.gpu}
+    sizes: dict[str, int] = {}
+    for name, origin in plan.origins.items():
+        if origin.kind != "split_outer":
+            continue
+        inner = next(n for n, o in plan.origins.items()
+                     if o.kind == "split_inner" and o.parents == origin.parents)
+        factor = int(origin.param)
+        if units.get(name) == "gpu_block" and units.get(inner) == "gpu_thread":
+            if factor > 1024 or factor % 32:
+                raise ScheduleError(f"split(..., {name}, {inner}, {factor}): a GPU block "
+                                    "holds a multiple of 32 threads, at most 1024")
+            sizes["block"] = factor
+        parent = plan.origins.get(origin.parents[0])
+        if units.get(name) == "gpu_thread" and parent is not None and parent.kind == "pos":
+            sizes["entries"] = factor
+    return sizes
+
+
 def check_bounds(plan: SchedulePlan | None, extents: dict[str, int]) -> None:
     """Each ``bound`` directive's promise about an extent, on this call's operands."""
     for bound in plan.bounds if plan is not None else ():
@@ -161,7 +188,7 @@ def combiner(op: Operator) -> Callable[[list[np.ndarray]], np.ndarray]:
     return combine
 
 
-def explain(plan: SchedulePlan | None, schedule: object, parallel_mode: int | None,
+def explain(plan: SchedulePlan | None, parallel_mode: int | None,
             out_vars: tuple[str, ...], workspace: str | None, gpu: str | None) -> str:
     """What ``kernel.schedule`` prints: the schedule, then how each part runs."""
     if plan is None:
@@ -179,7 +206,11 @@ def explain(plan: SchedulePlan | None, schedule: object, parallel_mode: int | No
     lines = [str(plan.schedule) or "(empty: one thread, loops as the rules order them)"]
     if plan.order:
         lines.append(f"loop order: {', '.join(plan.order)}")
-    if plan.parallel is not None and plan.parallel.reduces:
+    if plan.parallel is not None and plan.parallel.kind == "nested":
+        lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}, "
+                     f"under other loops: {plan.parallel.chunks.describe()}; each thread "
+                     "runs the loops outside it whole and writes only its coordinates")
+    elif plan.parallel is not None and plan.parallel.reduces:
         lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}, "
                      f"which is reduced: {plan.parallel.chunks.describe()}, each into a "
                      f"private output, combined by {plan.parallel.operator.name} after")
@@ -192,5 +223,6 @@ def explain(plan: SchedulePlan | None, schedule: object, parallel_mode: int | No
     if plan.workspace:
         lines.append(f"workspace: {plan.workspace}")
     if gpu:
-        lines.append(f"GPU schedule: {gpu}")
+        sizes = ", ".join(f"{k} {v}" for k, v in gpu_sizes(plan).items())
+        lines.append(f"GPU schedule: {gpu}" + (f" ({sizes})" if sizes else ""))
     return "\n".join(lines)

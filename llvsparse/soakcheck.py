@@ -127,7 +127,7 @@ def compiled(case: Case, target: str = "cpu"):
 
 
 def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
-    from . import api, probe
+    from . import kernel_calls, probe
 
     report_phase("bind (compiles)")
     kernel.bind(**operands)
@@ -158,8 +158,8 @@ def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
             probe.FORCED.pop("form", None)
     if not case.threads:
         return Outcome("passed")
-    saved = api.PARALLEL_MIN_WORK, api.ASSEMBLY_MIN_ENTRIES
-    api.PARALLEL_MIN_WORK = api.ASSEMBLY_MIN_ENTRIES = 1  # small inputs split over threads
+    saved = kernel_calls.PARALLEL_MIN_WORK, kernel_calls.ASSEMBLY_MIN_ENTRIES
+    kernel_calls.PARALLEL_MIN_WORK = kernel_calls.ASSEMBLY_MIN_ENTRIES = 1  # small inputs split over threads
     try:
         for assembly in probe.ASSEMBLIES:
             probe.FORCED["assembly"] = assembly
@@ -168,7 +168,7 @@ def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
             for outcome in _compare_all(calls, expected, case):
                 return outcome
     finally:
-        api.PARALLEL_MIN_WORK, api.ASSEMBLY_MIN_ENTRIES = saved
+        kernel_calls.PARALLEL_MIN_WORK, kernel_calls.ASSEMBLY_MIN_ENTRIES = saved
         probe.FORCED.pop("assembly", None)
     return _shared_binding(kernel.bind(**operands), expected, case)
 

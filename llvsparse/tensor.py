@@ -475,7 +475,8 @@ class Tensor(FormatConversions, PydataNames, ArrayOps, DLPackOps):
         return access(self, indices)
 
     def __setitem__(self, indices, value) -> None:
-        from .api import Kernel, ShapeError
+        from .api import Kernel
+        from .binding import ShapeError
 
         assignment, objects = make_assignment(self, indices, value)
         inputs = {n: t for n, t in objects.items() if t is not self}

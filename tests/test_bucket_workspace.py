@@ -147,8 +147,8 @@ def test_fixed_arrays_too_large_for_memory(monkeypatch):
 
 def test_threads_match_one_thread(monkeypatch):
     """Rows split over threads, each with its own buckets: the same entries as one."""
-    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
     a, b = _random(800, 600, 0.01, 25), _random(600, 700, 0.01, 26)
     one = _outer(a, b, threads=1).to_scipy()
     four = _outer(a, b, threads=4).to_scipy()

@@ -101,8 +101,8 @@ def _register(tmp_path: Path, name: str, append: str, finalize: str) -> ls.Forma
 
 @pytest.fixture
 def many_threads(monkeypatch):
-    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
 
 
 def _operands(seed: int):

@@ -78,7 +78,7 @@ def test_product_through_an_operand_workspace(formats, dtype):
 def test_vector_result_on_threads_matches_serial(monkeypatch):
     """y(i) = sum over k, j of A(i,j) B(i,k) C(k,j): rows split among threads, each with
     its own temporary."""
-    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 100)
     A, B, C = (sp.random(300, 300, density=0.05, random_state=s, format="csr")
                for s in (7, 8, 9))
     kernel = ls.compile("y(i) = A(i,j) * B(i,k) * C(k,j)", A="csr", B="csr", C="csr")

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import api, binding
+from llvsparse import binding, kernel_calls
 from llvsparse.results import (
     BUFFERS,
     DEFAULT_LIMIT,
@@ -40,7 +40,7 @@ def _address(result: ls.Tensor) -> int:
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_collected_result_is_reused_cleared(spmm, threads, monkeypatch):
-    monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(kernel_calls, "PARALLEL_MIN_WORK", 100)
     monkeypatch.setattr(binding, "SHARED_CLEAR_BYTES", MIN_BYTES)  # threads clear their rows
     kernel, A, scipy_A, make_B = spmm
     first = kernel(A=A, B=make_B(), threads=threads)
@@ -102,7 +102,7 @@ def _nan_out(kernel, **operands) -> np.ndarray:
 def test_scattering_kernels_zero_their_rows_so_out_is_not_cleared_first(threads, monkeypatch):
     """SpMM visits every row of C and zeroes it before adding into it, so an ``out=``
     full of NaN (never cleared by the caller) comes back exact, empty rows included."""
-    monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(kernel_calls, "PARALLEL_MIN_WORK", 100)
     A = sp.random(300, 40, density=0.05, format="csr", random_state=6)
     B = np.random.default_rng(6).random((40, 16))
     kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr")
@@ -117,7 +117,7 @@ def test_scattering_kernels_zero_their_rows_so_out_is_not_cleared_first(threads,
 def test_row_sums_stored_everywhere_need_no_clear(threads, monkeypatch):
     """CSR SpMV stores a sum (0.0 for an empty row) at every row, so ``out=`` full of
     NaN is not cleared by the caller and comes back exact."""
-    monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(kernel_calls, "PARALLEL_MIN_WORK", 100)
     A = sp.random(300, 40, density=0.03, format="csr", random_state=11)
     assert (np.diff(A.indptr) == 0).any()
     x = np.random.default_rng(11).random(40)

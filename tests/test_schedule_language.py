@@ -132,8 +132,6 @@ def test_chunks_follow_the_directives_that_derived_the_parallel_loop():
      "i1 is the inner loop of a split"),
     ("split(i, i0, i1, 8); reorder(i0, j, i1)", SPMV, "tiling"),
     ("split(i, i0, i1, 8); reorder(i1, i0)", SPMV, "runs i1 outside i0"),
-    ("reorder(k, i, j); parallelize(i, cpu_thread, no_races)", SPGEMM,
-     "only the outermost loop runs in parallel"),
     ("parallelize(i, gpu_block, no_races)", SPMV, "unit gpu_block needs target='cuda'"),
     ("unroll(j, 4)", SPMV, "unroll is not lowered yet"),
     ("bound(i, ib, 8, min_exact)", SPMV, "only max_exact and max_constraint"),
@@ -151,6 +149,15 @@ def test_cpu_units_need_a_cpu_target():
     with pytest.raises(ScheduleError, match="unit cpu_thread needs a CPU target"):
         _plan("parallelize(i, cpu_thread, no_races)", target="cuda-emulated")
     assert _plan("parallelize(i, gpu_thread, no_races)", target="cuda").gpu
+
+
+def test_the_parallel_loop_kind_follows_the_index():
+    assert _plan("parallelize(i, cpu_thread, no_races)", SPGEMM).parallel.kind == "rows"
+    assert _plan("reorder(k, i, j); parallelize(i, cpu_thread, no_races)",
+                 SPGEMM).parallel.kind == "nested"
+    assert _plan("parallelize(j, cpu_thread, no_races)", SPGEMM).parallel.kind == "nested"
+    reduced = _plan("parallelize(k, cpu_thread, temporaries)", SPGEMM).parallel
+    assert reduced.kind == "reduced" and reduced.operator.name == "add"
 
 
 def test_nest_order_must_keep_the_schedule():

@@ -315,3 +315,48 @@ def test_threads_over_a_reduced_index_need_a_dense_like_output():
                         schedule="parallelize(i, cpu_thread, temporaries)")
     with pytest.raises(ScheduleError, match="needs a dense-like output format"):
         kernel(A=A, threads=2)
+
+
+def test_threads_over_an_inner_output_index_own_its_coordinates():
+    """Nested parallelism: the rows' loop is too short to share (4 rows), so threads
+    split the columns under it, each running the loops outside whole."""
+    rng = np.random.default_rng(5)
+    A, B = _csr(4, 300, 0.2, 1), rng.random((300, 90))
+    kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", out_format="dense",
+                        schedule="divide(j, j0, j1, 5); parallelize(j0, cpu_thread, no_races)")
+    assert "for j in coordinates of B.1:  {thread range}" in kernel.loops
+    assert "under other loops: 5 chunks of equal coordinates" in kernel.schedule
+    bound = kernel.bind(A=A, B=B, threads=2)
+    assert sorted(bound.plan.chunks) == [(0, 18), (18, 36), (36, 54), (54, 72), (72, 90)]
+    for call in range(3):  # a binding's calls alternate loop forms
+        np.testing.assert_allclose(bound().to_numpy(), A @ B, err_msg=f"call {call}")
+    reordered = _spmv("reorder(j, i); parallelize(i, cpu_thread, no_races)")
+    x = rng.random(300)
+    np.testing.assert_allclose(_dense(reordered(A=A, x=x, threads=3)), A @ x)
+    inner_sum = _spmv("parallelize(j, cpu_thread, temporaries)")
+    np.testing.assert_allclose(_dense(inner_sum(A=A, x=x, threads=2)), A @ x)
+    sparse_out = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", out_format="csr",
+                            schedule="parallelize(j, cpu_thread, no_races)")
+    with pytest.raises(ScheduleError, match="needs a dense-like output format"):
+        sparse_out(A=A, B=B, threads=2)
+
+
+def test_gpu_splits_size_the_grid():
+    A, x = _csr(300, 40, 0.2, 3, skew=True), np.random.default_rng(0).random(40)
+    rows = ls.compile("y(i) = A(i,j) * x(j)", A="csr", out_format="dense",
+                      target="cuda-emulated",
+                      schedule="split(i, b, t, 64); parallelize(b, gpu_block, no_races); "
+                               "parallelize(t, gpu_thread, no_races)")
+    assert rows.gpu_plan().block == 64
+    np.testing.assert_allclose(_dense(rows(A=A, x=x)), A @ x)
+    entries = ls.compile("y(i) = A(i,j) * x(j)", A="csr", out_format="dense",
+                         target="cuda-emulated",
+                         schedule="pos(i, ip, A(i,j)); split(ip, t, e, 8); "
+                                  "parallelize(t, gpu_thread, no_races)")
+    plan = entries.gpu_plan()
+    assert (plan.schedule, plan.entries) == ("nonzero_split", 8)
+    np.testing.assert_allclose(_dense(entries(A=A, x=x)), A @ x)
+    with pytest.raises(ScheduleError, match="a GPU block holds a multiple of 32 threads"):
+        ls.compile("y(i) = A(i,j) * x(j)", A="csr", target="cuda-emulated",
+                   schedule="split(i, b, t, 48); parallelize(b, gpu_block, no_races); "
+                            "parallelize(t, gpu_thread, no_races)")

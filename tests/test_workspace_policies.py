@@ -239,8 +239,8 @@ def test_rule_buckets_rows_the_output_holds_anyway(statement, formats, picked):
 
 def test_registered_policy_on_threads_matches_scipy(insertion, monkeypatch):
     """Rows split among threads, each with its own store of the registered policy."""
-    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
     a, b = _random(300, 200, 0.05, 11), _random(200, 250, 0.05, 12)
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace="insertion")
     assert kernel.bind(threads=2, A=a, B=b).plan is not None

@@ -148,8 +148,8 @@ def test_dense_workspace_too_large_for_memory(monkeypatch):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_spgemm_on_threads_matches_serial_bit_for_bit(policy, monkeypatch):
     """Rows split among threads, each with its own workspace (the gathered assembly)."""
-    monkeypatch.setattr(ls.api, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.api, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
     a, b = _matrix(400, 300, 0.05, 8), _matrix(300, 350, 0.05, 9)
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace=policy)
     assert kernel.bind(threads=2, A=a, B=b).plan is not None

@@ -59,7 +59,7 @@ class Target:
     phase: str = "whole"
     fastmath: bool = False
     dtype: str = "float64"
-    threads_over: str = ""  # a reduced index a user's schedule splits among threads
+    threads_over: str = ""  # the index a user's schedule splits among threads (not rows)
 
 
 @dataclass(frozen=True)
@@ -133,11 +133,10 @@ def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
     """Threads split the output's first index: its loop, outside any other over it, runs
     a thread's range [lo, hi) of it (in a kernel of one nest)."""
     site = node.site
-    if where.target.threads_over:  # each thread reduces into its own output
+    if where.target.threads_over:  # a user's schedule names the loop
         split = where.target.threads_over
         return tag(node, THREAD_RANGE) if (where.program.nests == 1 and node.index == split
-                                          and site.order[:1] == (split,)
-                                          and not where.path) else node
+                                          and split not in where.bound) else node
     if (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
             and node.index in site.order and node.index not in where.bound):
         return tag(node, THREAD_ROWS)
@@ -171,7 +170,8 @@ def can_jam(where: _Where, node: LoopNode) -> bool:
         return False
     inner = site.order[site.depth + 1:]
     if not inner or site.contains_sum or site.derived or (
-            site.out_vars and site.out_vars[0] in inner and where.program.nests == 1):
+            site.out_vars and site.out_vars[0] in inner and where.program.nests == 1) \
+            or where.target.threads_over in inner:  # its loops run unclamped
         return False
     if any(_hooks(where, v) for v in inner) or not _only_locates(node):
         return False
@@ -199,7 +199,8 @@ def pairs(where: _Where, node: LoopNode) -> LoopNode:
     if not isinstance(node, Loop) or site.depth < 0 or where.target.fastmath \
             or site.depth + 2 != len(site.order) or site.depth + 1 != site.out_depth \
             or site.scatter or site.derived or site.contains_sum or not (all_insert and full) \
-            or _hooks(where, site.order[site.depth + 1]) or can_jam(where, node):
+            or _hooks(where, site.order[site.depth + 1]) or can_jam(where, node) \
+            or where.target.threads_over in site.order[site.depth + 1:]:
         return node
     inner = [n for n in _inside(node) if isinstance(n, (Loop, Merge))]
     if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].iterator.universe \

@@ -26,9 +26,9 @@ from ..errors import ScheduleError
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import output_refusal, program_refusal, too_large
-from ..loops import Program
+from ..loops import Program, loops_of
 from ..opt import loop_ir
-from ..opt.passes import Target
+from ..opt.passes import THREAD_RANGE, Target
 from ..precompute import plan_precomputes
 from ..scattered_reduction import scattered_reduction
 from ..schedule import Nest
@@ -93,7 +93,7 @@ def target_of(request: Request, phase: str = "whole") -> Target:
     """What the loop IR's passes are told of ``request``: the phase, float semantics,
     dtype, and the reduced index a user's schedule runs threads over."""
     parallel = request.plan.parallel if request.plan is not None else None
-    over = parallel.index if parallel is not None and parallel.reduces else ""
+    over = parallel.index if parallel is not None and parallel.ranged else ""
     return Target(phase, request.fastmath, request.dtype, over)
 
 
@@ -210,6 +210,20 @@ def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[
     return None if bounded_only else fallback
 
 
+def _unsplit(request: Request, program: Program) -> str | None:
+    """Why threads cannot split the loop a user's schedule parallelizes (it must be one
+    loop of one nest), or None."""
+    parallel = request.plan.parallel if request.plan is not None else None
+    if parallel is None or not parallel.ranged:
+        return None
+    tagged = [loop for loop in loops_of(program.root) if THREAD_RANGE in loop.tags]
+    if len(tagged) == 1:
+        return None
+    return (f"parallelize({parallel.name}, ...): threads split one loop of one nest, and "
+            f"this kernel runs {len(tagged) or 'no'} such loop{'s' * (len(tagged) != 1)} "
+            f"over {parallel.index}")
+
+
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
                policy: str | None = None, sparse: bool = True, exact_sums: bool = False
                ) -> list[Nest] | Refused:
@@ -253,6 +267,8 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
         return Refused(error)
     # What the backend cannot emit is known from the loop IR before it is asked
     # (ir/legality.py); a backend that still cannot emits an InternalCompilerError.
+    if (reason := _unsplit(request, program)) is not None:
+        return Refused(ScheduleError(reason))
     if (oversize := too_large(program)) is not None:
         return Refused(KernelTooLargeError(oversize))
     reason = output_refusal(types[output]) or \

@@ -26,8 +26,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..api import Kernel, ShapeError
+from ..api import Kernel
 from ..api import evaluate as evaluate_here
+from ..binding import ShapeError
 from ..coerce import is_foreign_sparse
 from ..format import Format, as_format
 from ..ir import notation as nt
