@@ -22,9 +22,10 @@ from .cost_model import (
     split_kind,
 )
 from .opt.passes import PAIRS, PREFETCH
+from .workspace_policies import DENSE, HASH, SORT
 
 # The workspace policies the model has terms for (cost_model.spgemm_estimates).
-MODELLED_POLICIES = ("dense", "hash", "sort")
+MODELLED_POLICIES = (DENSE.name, HASH.name, SORT.name)
 
 
 @dataclass(frozen=True)

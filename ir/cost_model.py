@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .workspace_policies import DENSE, HASH, SORT
+
 
 @dataclass(frozen=True)
 class OperandStats:
@@ -130,7 +132,7 @@ def spgemm_estimates(a: OperandStats, b: OperandStats, columns: int,
     per_row = work / rows if rows else 0.0
     out: list[Estimate] = []
     for name in policies:
-        if name == "dense":
+        if name == DENSE.name:
             fits = columns * machine.accumulator_bytes_per_column <= machine.l2_bytes
             each = machine.dense_product_ns if fits else machine.dense_product_missing_ns
             out.append(Estimate(name, rows * machine.dense_row_ns + work * each
@@ -139,11 +141,11 @@ def spgemm_estimates(a: OperandStats, b: OperandStats, columns: int,
                                 f"products x {each:g} ns + {columns} columns x "
                                 f"{machine.dense_column_ns:g} ns (its accumulator, "
                                 f"{'in' if fits else 'past'} L2)"))
-        elif name == "hash":
+        elif name == HASH.name:
             out.append(Estimate(name, rows * machine.hash_row_ns + work * machine.hash_product_ns,
                                 f"{rows} rows x {machine.hash_row_ns:g} ns + {work:.3g} "
                                 f"products x {machine.hash_product_ns:g} ns"))
-        elif name == "sort":
+        elif name == SORT.name:
             levels = min(max(math.log2(per_row + 1.0), 1.0), machine.sort_max_levels)
             out.append(Estimate(name, rows * machine.sort_row_ns
                                 + work * machine.sort_product_ns * levels,

@@ -336,15 +336,6 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
                        self.precompute, emit_kernel, self.finite, self.counting,
                        plan=self.plan)
 
-def _checked_notes(notes: list | None) -> tuple[str, ...] | None:
-    """Loop notes from a disk entry's metadata: strings, or a ValueError."""
-    if notes is None:
-        return None
-    if not all(isinstance(note, str) for note in notes):
-        raise ValueError(f"other_forms {notes!r}")
-    return tuple(notes)
-
-
 def _stored(build: Callable[[], JitKernel], key: str) -> Callable[[], JitKernel]:
     """``build``, storing what it compiles in the disk cache under ``key``."""
     def build_and_store() -> JitKernel:
@@ -412,3 +403,12 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
         if len(_KERNELS) > _KERNELS_KEPT:
             del _KERNELS[next(iter(_KERNELS))]
     return kernel(check=check, **tensors)
+
+
+def _checked_notes(notes: list | None) -> tuple[str, ...] | None:
+    """Loop notes from a disk entry's metadata: strings, or a ValueError."""
+    if notes is None:
+        return None
+    if not all(isinstance(note, str) for note in notes):
+        raise ValueError(f"other_forms {notes!r}")
+    return tuple(notes)

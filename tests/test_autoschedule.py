@@ -12,7 +12,7 @@ from llvsparse.ir.autoschedule import AutoChoice, KernelInfo, autoschedule
 from llvsparse.ir.opt.passes import GALLOP, PAIRS, PREFETCH
 
 import llvsparse as ls
-from llvsparse import api, auto_choice, probe
+from llvsparse import api, auto_choice, kernel_calls, probe
 from llvsparse.schedule_search import Candidate, bind_searched, search
 
 SPMV = "y(i) = A(i,j) * x(j)"
@@ -209,7 +209,7 @@ def forced(monkeypatch):
 @pytest.mark.parametrize("form", ["first", "other"])
 @pytest.mark.parametrize("split", ["rows", "entries"])
 def test_spmv_every_form_and_split_matches_scipy(name, form, split, forced, monkeypatch):
-    monkeypatch.setattr(api, "PARALLEL_MIN_WORK", 1)
+    monkeypatch.setattr(kernel_calls, "PARALLEL_MIN_WORK", 1)
     forced(form=form, split=split)
     a = MATRICES[name]
     x = np.random.default_rng(1).random(a.shape[1])
