@@ -48,13 +48,16 @@ def conversion_candidates(assignment: nt.Assignment, types: dict[str, TensorType
 
 
 def rescanned(nests: list[Nest], types: dict[str, TensorType],
-              converted: Iterable[str]) -> str | None:
+              converted: Iterable[str], stored_outer: bool = False) -> str | None:
     """With a transposed copy (an operand of ``converted``) in the loops, what would be
     walked whole for every coordinate of an outer loop, or None: a loop that only
     outermost levels drive under a loop over an index they lack. CSR x CSR into CSR (or
     CSC) then becomes an inner product, O(rows x columns), where a workspace (not
     supported yet) would cost O(flops); the caller refuses it so that the statement's
-    own error stands instead."""
+    own error stands instead. ``stored_outer``: a walk under outer loops that only
+    levels storing their coordinates drive is let be (it costs stored entries times
+    stored entries, not a dimension: the choice where the plan as stored walks an
+    extent per entry)."""
     orders = [[level.mode for level in types[n].levels] for n in converted]
     if all(modes == sorted(modes) for modes in orders):
         return None
@@ -71,6 +74,16 @@ def rescanned(nests: list[Nest], types: dict[str, TensorType],
                 continue
             if dense_out and all(types[o.tensor].levels[0].full for o in drivers):
                 continue
+            if stored_outer and all(_stored_only(v, users, types) for v in outside):
+                continue
             names = ", ".join(sorted({o.tensor for o in drivers}))
             return f"{names} would be walked whole for every coordinate of {outside[0]}"
     return None
+
+
+def _stored_only(var: str, users: list, types: dict[str, TensorType]) -> bool:
+    """Whether only levels that store their coordinates hold ``var`` (none walks its
+    extent)."""
+    levels = [types[o.tensor].levels[k] for o in users if o.tensor in types
+              for k, v in enumerate(o.vars) if v == var]
+    return bool(levels) and not any(level.full for level in levels)

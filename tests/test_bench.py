@@ -171,20 +171,19 @@ def _no_distribution(name: str) -> None:
 
 
 def test_a_spgemm_case_past_the_cap_takes_leading_rows(monkeypatch) -> None:
-    """SpGEMM's output bounds a case's memory: past the cap on A's products with B's
-    rows, A's leading rows up to it are taken (and said), and the reference follows."""
+    """SpGEMM's output bounds a case's memory: past the cap on its entries, A's leading
+    rows up to it are taken (and said), and the reference follows."""
     item = MatrixInput("small", uniform(300, 6), "generated")
     a = item.matrix
     full = make_case("spgemm", item)
     assert "sample" not in full.meta and full.ops["A"].shape == a.shape
-    products = np.diff(a.T.tocsr().indptr)[a.indices]
-    cap = int(products.sum()) // 3
-    monkeypatch.setattr(bench_kernels, "SPGEMM_MAX_PRODUCTS", cap)
-    case = make_case("spgemm", item)
-    kept = case.ops["A"].shape[0]
-    per_row = np.add.reduceat(products, a.indptr[:-1])
-    assert per_row[:kept].sum() <= cap < per_row[:kept + 1].sum()
-    assert f"first {kept:,} of 300 rows" in case.meta["sample"]
-    assert case.ops["B"].shape == (a.shape[1], a.shape[0])
-    assert verify(case.ops["A"] @ case.ops["B"], case.reference) is None
-    np.testing.assert_allclose(case.reference.toarray(), (a[:kept] @ a.T).toarray())
+    per_row = np.diff(full.reference.indptr)
+    for cap in (full.reference.nnz // 3, full.reference.nnz - 1):
+        monkeypatch.setattr(bench_kernels, "SPGEMM_MAX_OUTPUT", cap)
+        case = make_case("spgemm", item)
+        kept = case.ops["A"].shape[0]
+        assert per_row[:kept].sum() <= cap < per_row[:kept + 1].sum()
+        assert f"first {kept:,} of 300 rows" in case.meta["sample"]
+        assert case.ops["B"].shape == (a.shape[1], a.shape[0])
+        assert verify(case.ops["A"] @ case.ops["B"], case.reference) is None
+        np.testing.assert_allclose(case.reference.toarray(), (a[:kept] @ a.T).toarray())

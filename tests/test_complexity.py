@@ -274,6 +274,28 @@ def test_a_broadcast_term_keeps_its_fill_and_dtype() -> None:
             np.testing.assert_array_equal(result.to_numpy(), expected)
 
 
+def test_a_transposed_copy_whose_rescan_is_of_stored_entries() -> None:
+    """``sum_k(A(k,k) * A(i,j))`` into (j, i) (the long soak's case 705): as stored, j
+    looped over its extent to locate it in A's hashmap level under every row; a copy of
+    A in (j, i) order was refused because A(k,k) is walked again for every (j, i), which
+    costs stored entries times stored entries, not a dimension: now taken."""
+    fa = ls.Format(["compressed", "hashmap"])
+    kernel = ls.compile("Z(j,i) = sum_k(A(k,k) * A(i,j))", A=fa, out_format="dcsr",
+                        counting=True)
+
+    def at(n):
+        a = _off_diagonal(n, 17, 2)
+
+        def check(result):
+            _same_entries(result, _entries(a.T * a.diagonal().sum()))
+        return {"A": ls.Tensor.from_scipy(a, fa)}, check
+    _bounded(_counts(kernel, at), "sum_k(A(k,k) * A(i,j)) -> (j, i)")
+    a = _off_diagonal(30, 18, 4)
+    result = kernel(A=ls.Tensor.from_scipy(a, fa))
+    np.testing.assert_allclose(result.to_numpy(), np.einsum("kk,ij->ji", a.toarray(),
+                                                            a.toarray()), rtol=1e-12)
+
+
 def test_a_counting_build_counts_every_iteration() -> None:
     """SpMV over CSR: a loop head per row and per entry, and one more per loop entered."""
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", counting=True)

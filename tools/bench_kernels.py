@@ -24,12 +24,13 @@ RANK_SDDMM = 64
 RANK_MTTKRP = 32
 CHUNK = 65_536  # nonzeros per numpy gather in the chunked SDDMM/MTTKRP baselines
 # SpGEMM's output can dwarf its inputs (A·Aᵀ of ego-Twitter: 163M entries, 2 GB, from
-# 2.7M stored), and a case holds it several times: the reference, each implementation's
-# result, its verification's copy and difference (graphblas peaked at 4.5x the output's
-# bytes above the reference, llvsparse at 3.8x: tools/bench_spgemm_memory.py). Where A's
-# products with B's rows (a bound on the output's entries) exceed this, the case takes
-# A's leading rows up to it, so a case stays within 8 GB (BENCHMARKS.md).
-SPGEMM_MAX_PRODUCTS = 96_000_000
+# 2.7M stored), and a case holds it many times over: the reference, then every
+# implementation prepared and timed in one process, each with its result, its
+# verification's copy and difference, and what it keeps between calls (11-12x the
+# output's bytes above the reference for the whole case; tools/bench_spgemm_memory.py).
+# Where the output would exceed this many entries (480 MB), the case takes A's leading
+# rows up to it, so a case stays within 8 GB (BENCHMARKS.md).
+SPGEMM_MAX_OUTPUT = 40_000_000
 
 Result = np.ndarray | sp.csr_matrix
 
@@ -156,8 +157,8 @@ def make_case(kernel: str, item: MatrixInput | TensorInput, seed: int = 7) -> Ca
             kept = spgemm_rows(A, B)
             if kept < rows:
                 A = canonical_csr(A[:kept])
-                meta = dict(meta, sample=f"A's first {kept:,} of {rows:,} rows: its products "
-                                         f"with B's rows capped at {SPGEMM_MAX_PRODUCTS:,}")
+                meta = dict(meta, sample=f"A's first {kept:,} of {rows:,} rows: "
+                                         f"{SPGEMM_MAX_OUTPUT:,} entries of A·B at most")
             ops = {"A": A, "B": B}
             reference = sp.csr_matrix(A @ ops["B"])
         elif kernel == "sddmm":
@@ -186,11 +187,24 @@ def make_case(kernel: str, item: MatrixInput | TensorInput, seed: int = 7) -> Ca
 
 
 def spgemm_rows(A: sp.csr_matrix, B: sp.csr_matrix) -> int:
-    """How many leading rows of A keep the products A(i,k) x B(k,:) of those rows within
-    ``SPGEMM_MAX_PRODUCTS`` (all of them where the whole product does)."""
+    """How many leading rows of A keep the entries of their rows of A·B within
+    ``SPGEMM_MAX_OUTPUT`` (all of them where the whole product does). The products
+    A(i,k) x B(k,:) bound them, O(nnz) to count; only past that bound are the rows'
+    entries counted, a block of rows at a time (the pattern's product, bounded memory)."""
     products = np.diff(B.indptr).astype(np.int64)[A.indices]
-    before = np.concatenate([[0], np.cumsum(products)])[A.indptr]  # rows < i
-    return max(1, int(np.searchsorted(before, SPGEMM_MAX_PRODUCTS, side="right")) - 1)
+    if products.sum() <= SPGEMM_MAX_OUTPUT:
+        return A.shape[0]
+    ones = sp.csr_matrix((np.ones(A.nnz, np.float32), A.indices, A.indptr), shape=A.shape)
+    pattern = sp.csr_matrix((np.ones(B.nnz, np.float32), B.indices, B.indptr), shape=B.shape)
+    per_row = np.concatenate([[0], np.cumsum(products)])[A.indptr]  # products before row i
+    counts, start = [], 0
+    while start < A.shape[0]:  # blocks of about 4M products
+        stop = int(np.searchsorted(per_row, per_row[start] + 4_000_000, side="right")) - 1
+        stop = min(A.shape[0], max(start + 1, stop))
+        counts.append(np.diff((ones[start:stop] @ pattern).indptr))
+        start = stop
+    before = np.concatenate([[0], np.cumsum(np.concatenate(counts))])
+    return max(1, int(np.searchsorted(before, SPGEMM_MAX_OUTPUT, side="right")) - 1)
 
 
 def verify(result: Result, reference: Result, rtol: float = 1e-9) -> str | None:

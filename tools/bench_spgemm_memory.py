@@ -2,7 +2,8 @@
 8 GB target): each (input, kernel, implementation) runs in a fresh process, as the bench
 runs it (the case with its scipy reference, then the implementation prepared, verified,
 warmed and called once more), and reports its peak resident set (VmHWM), beside the
-same process's peak with no implementation (the inputs and the reference alone).
+same process's peak with no implementation (the inputs and the reference alone) and
+with all of them (``run_case`` with one round, as the bench runs a case).
 
 Inputs whose output would exceed ``--max-output`` entries are not run (their peaks are
 estimated from the others' bytes per output entry): run on a shared machine, one of them
@@ -24,6 +25,7 @@ from . import bench_inputs as inputs
 from .bench_inputs import canonical_csr
 from .bench_kernels import make_case, verify
 from .bench_peers import discover
+from .bench_timing import run_case
 
 KERNELS = ("spgemm", "spgemm_aa")
 
@@ -57,7 +59,10 @@ def one(name: str, kernel: str, impl_name: str) -> dict:
     row = {"input": name, "kernel": kernel, "impl": impl_name, "out_nnz": int(out_nnz),
            "out_bytes": int(case.reference.data.nbytes + case.reference.indices.nbytes
                             + case.reference.indptr.nbytes)}
-    if impl_name != "none":
+    if impl_name == "all":  # as the bench runs a case: every one prepared, then rounds
+        records = run_case(case, list(impls.values()), rounds=1)
+        row["verified"] = all(r.verified for r in records)
+    elif impl_name != "none":
         impl = impls[impl_name]
         impl.configure()
         prepared = impl.kernels[kernel](case)
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(one(*args.one)))
         return 0
     impls = ["none"] + [i.name for i in discover((1,))[0]
-                        if any(k in i.kernels for k in KERNELS)]
+                        if any(k in i.kernels for k in KERNELS)] + ["all"]
     names = [i.name for i in inputs.generated_matrices("medium")] + \
         inputs.real_matrix_names(False)
     if args.inputs:

@@ -99,13 +99,14 @@ def target_of(request: Request, phase: str = "whole") -> Target:
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
                  converted: dict[str, Modes] | None = None,
-                 sparse_workspace: bool = True, exact_sums: bool = False
-                 ) -> Lowered | Refused:
+                 sparse_workspace: bool = True, exact_sums: bool = False,
+                 stored_outer: bool = False) -> Lowered | Refused:
     """One nest per statement if code generation can emit it, else the statement split
     into one nest per additive term; the unsplit refusal stands where splitting does
     not schedule. ``sparse_workspace``: whether the rule may choose a sparse workspace
     (one the caller named is always used). ``exact_sums``: no factor moves into a sum
-    the user placed (schedule._schedule_one), which converted operands may avoid."""
+    the user placed (schedule._schedule_one), which converted operands may avoid.
+    ``stored_outer``: see ``conversions.rescanned``."""
     converted = converted or {}
     try:
         concrete = to_concrete(request.assignment, types)
@@ -117,11 +118,13 @@ def lower_kernel(request: Request, types: dict[str, TensorType],
         concrete = replace(concrete, rhs=hoist_sums(concrete.rhs))
     nests = _scheduled(concrete, types, split=False, policy=request.workspace,
                        sparse=sparse_workspace, exact_sums=exact_sums)
-    first = nests if isinstance(nests, Refused) else _emit(request, nests, types, converted)
+    first = nests if isinstance(nests, Refused) else _emit(request, nests, types, converted,
+                                                           stored_outer)
     if isinstance(first, Lowered):
         return first
     split = _scheduled(concrete, types, split=True, exact_sums=exact_sums)
-    return first if isinstance(split, Refused) else _emit(request, split, types, converted)
+    return first if isinstance(split, Refused) else _emit(request, split, types, converted,
+                                                          stored_outer)
 
 
 def lower_as_stored(request: Request, types: dict[str, TensorType]) -> Lowered | Refused:
@@ -160,6 +163,9 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
             return _with_full_tops(request, first, set(hidden), full_top)
         # Walks an extent per stored entry (ir/bound.py): a converted operand bounds it.
         bounded = _converted(request, types, hidden, stored_so, retype, bounded_only=True)
+        if bounded is None:  # stored entries walked per stored entry beat an extent per one
+            bounded = _converted(request, types, hidden, stored_so, retype,
+                                 bounded_only=True, stored_outer=True)
         return first if bounded is None else bounded
     if isinstance(first.error, KernelTooLargeError):
         return _factors_moved(request, types, first)
@@ -193,15 +199,15 @@ def _with_full_tops(request: Request, lowered: Lowered, hidden: set[str],
 def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[str],
                stored_so: Callable[[str, Modes], bool],
                retype: Callable[[dict[str, Modes]], dict[str, TensorType]],
-               bounded_only: bool = False) -> Lowered | None:
+               bounded_only: bool = False, stored_outer: bool = False) -> Lowered | None:
     """The first conversion candidate that lowers to a program walking no extent per
     stored entry (ir/bound.py); failing that, unless ``bounded_only``, the first that
-    lowers; or None."""
+    lowers; or None. ``stored_outer``: see ``conversions.rescanned``."""
     fallback = None
     for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
         converted_types = retype(orders)
         attempt = lower_kernel(request, converted_types, orders, sparse_workspace=False,
-                               exact_sums=True)
+                               exact_sums=True, stored_outer=stored_outer)
         if not isinstance(attempt, Lowered):
             continue
         if unbounded_walk(attempt.program, converted_types) is None:
@@ -245,10 +251,10 @@ def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
 
 
 def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
-          converted: dict[str, Modes]) -> Lowered | Refused:
+          converted: dict[str, Modes], stored_outer: bool = False) -> Lowered | Refused:
     """The kernel's module, unless it would walk a converted operand whole for every
     coordinate of an outer loop (``rescanned``) or code generation refuses the nests."""
-    reason = rescanned(nests, types, converted)
+    reason = rescanned(nests, types, converted, stored_outer)
     if reason is not None:
         return Refused(ScheduleError(reason))
     if request.plan is not None:
