@@ -36,8 +36,8 @@ class OperandStats:
     @classmethod
     def from_row_counts(cls, shape: tuple[int, ...], counts: np.ndarray,
                         itemsize: int = 8) -> OperandStats:
-        """Statistics from the entries under each first coordinate (``np.diff`` of a
-        compressed level's pos array): O(rows)."""
+        """Statistics from the entries under each first coordinate (what evens out
+        threads' work, walk.entries_per_coordinate): O(rows)."""
         counts = np.asarray(counts)
         if counts.ndim != 1:
             raise ValueError(f"row counts must be one-dimensional, not shape {counts.shape}")

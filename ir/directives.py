@@ -3,7 +3,7 @@
 A schedule is a sequence of directives, each a rewrite of the kernel's iteration space
 that names index variables: ``reorder(i, j)``, ``split(i, i0, i1, 32)``,
 ``divide(i, i0, i1, 4)``, ``fuse(i, j, f)``, ``pos(i, ip, A(i,j))``, ``coord(ip, i)``,
-``bound(i, ib, 64, max_exact)``, ``precompute(A(i,j)*x(j), j, jw, dense)``,
+``bound(i, ib, 64, max_exact)``, ``precompute(A(i,k)*B(k,j), j, jw, hash)``,
 ``unroll(i1, 4)``, ``parallelize(i0, cpu_thread, no_races)``. Its text is the same
 directives separated by ``;``, so the CLI takes ``--schedule "..."``. Parsing checks
 each directive's own arguments (names, counts, units, race strategies); whether it fits
