@@ -118,6 +118,20 @@ class SchedulePlan:
     gpu: tuple[ParallelLoop, ...] = ()  # loops mapped to GPU units
     bounds: tuple[Bound, ...] = ()
 
+    def covered(self, index: str) -> tuple[str, ...]:
+        """The original indices a (derived) index's loop walks: a fusion's both."""
+        origin = self.origins.get(index)
+        if origin is None:
+            return (index,)
+        return tuple(v for parent in origin.parents for v in self.covered(parent))
+
+    def inner_of(self, outer: str) -> str:
+        """The inner index of the split or divide whose outer index is ``outer``."""
+        origin = self.origins[outer]
+        kind = origin.kind.replace("outer", "inner")
+        return next(n for n, o in self.origins.items()
+                    if o.kind == kind and o.parents == origin.parents)
+
     def root(self, index: str) -> str:
         """The original index ``index`` derives from (itself when original); a fused
         index derives from its outer one."""
@@ -251,7 +265,7 @@ def _apply(plan: SchedulePlan, kernel: KernelIndices, live: list[str], d: Direct
             if stored != indices:
                 raise ScheduleError(f"{text}: {tensor} is accessed as {tensor}"
                                     f"({','.join(stored)}) in this kernel")
-            covered = _covered(plan, index)
+            covered = plan.covered(index)
             if not set(covered) <= set(stored):
                 missing = ", ".join(v for v in covered if v not in stored)
                 raise ScheduleError(f"{text}: the loop over {index} does not iterate "
@@ -303,16 +317,6 @@ def _apply(plan: SchedulePlan, kernel: KernelIndices, live: list[str], d: Direct
                 plan.serial = False
 
 
-def _covered(plan: SchedulePlan, index: str) -> tuple[str, ...]:
-    """The original indices a (derived) index's loop walks."""
-    origin = plan.origins.get(index)
-    if origin is None:
-        return (index,)
-    if origin.kind == "fuse":
-        return tuple(v for p in origin.parents for v in _covered(plan, p))
-    return _covered(plan, origin.parents[0])
-
-
 def _precompute(plan: SchedulePlan, kernel: KernelIndices, d: Precompute, text: str) -> None:
     """The precompute this compiler lowers: the whole right-hand side into a workspace
     over the output's last index (paper 002), in the named policy's storage."""
@@ -335,15 +339,14 @@ def _original_order(plan: SchedulePlan, live: list[str]) -> tuple[str, ...]:
     for outer, origin in plan.origins.items():
         if not origin.kind.endswith("_outer"):
             continue
-        inner = next(n for n, o in plan.origins.items()
-                     if o.kind == origin.kind.replace("outer", "inner") and o.parents == origin.parents)
+        inner = plan.inner_of(outer)
         if outer in live and inner in live and live.index(inner) < live.index(outer):
             raise ScheduleError(f"the schedule runs {inner} outside {outer}, the inner loop of "
                                 "a split outside its outer one: that is not lowered yet")
     order: list[str] = []
     last: tuple[str, ...] = ()
     for name in live:
-        roots = _covered(plan, name)
+        roots = plan.covered(name)
         for root in roots:
             if root in order and root not in last:
                 raise ScheduleError(f"the schedule puts another loop between the loops "
@@ -362,7 +365,7 @@ def _check_parallel(plan: SchedulePlan, kernel: KernelIndices, live: list[str]) 
     if loop is None:
         return
     text = f"parallelize({loop.index}, {loop.unit}, {loop.races})"
-    covered = _covered(plan, loop.index)
+    covered = plan.covered(loop.index)
     root = covered[0]
     operator = None
     if root not in kernel.out_vars:

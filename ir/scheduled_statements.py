@@ -32,18 +32,11 @@ def _covering(plan: SchedulePlan, original: str) -> tuple[list[str], bool]:
     heads them (False: fused into the loop of an outer index)."""
     loops, heads = [], True
     for loop in plan.loops:
-        roots = _roots(plan, loop)
+        roots = plan.covered(loop)
         if original in roots:
             loops.append(loop)
             heads = heads and roots[0] == original
     return loops, heads
-
-
-def _roots(plan: SchedulePlan, name: str) -> tuple[str, ...]:
-    origin = plan.origins.get(name)
-    if origin is None:
-        return (name,)
-    return tuple(r for p in origin.parents for r in _roots(plan, p))
 
 
 def scheduled_statement(stmt: Stmt, plan: SchedulePlan) -> Stmt:
@@ -87,7 +80,7 @@ def check_nest_order(plan: SchedulePlan, order: tuple[str, ...]) -> None:
                             "assembly fixes it")
     for origin in plan.origins.values():
         if origin.kind == "fuse":
-            roots = [r for p in origin.parents for r in _roots(plan, p)]
+            roots = [r for p in origin.parents for r in plan.covered(p)]
             at = [order.index(r) for r in roots if r in order]
             if at and at != list(range(at[0], at[0] + len(at))):
                 raise ScheduleError(f"fuse({', '.join(origin.parents)}): the loops over "

@@ -235,8 +235,9 @@ class KernelCalls:
         if scheduled is None:
             return self._plan(extents[var], threads,
                               [] if even else self.entries_per_row(inputs, var))
-        weights = self.entries_per_row(inputs, var)
         chunks = scheduled.chunks
+        # Only the runtime's balanced split reads every operand's entries per row.
+        weights = self.entries_per_row(inputs, var) if chunks.by == "balanced" else []
         if scheduled.reduces and chunks.by == "balanced":  # one private output per thread
             chunks = Chunks("parts", threads)
         return chunked(chunks, extents[var], threads, inputs, weights)

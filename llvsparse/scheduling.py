@@ -124,8 +124,7 @@ def gpu_sizes(plan: SchedulePlan | None) -> dict[str, int]:
     for name, origin in plan.origins.items():
         if origin.kind != "split_outer":
             continue
-        inner = next(n for n, o in plan.origins.items()
-                     if o.kind == "split_inner" and o.parents == origin.parents)
+        inner = plan.inner_of(name)
         factor = int(origin.param)
         if units.get(name) == "gpu_block" and units.get(inner) == "gpu_thread":
             if factor > 1024 or factor % 32:
