@@ -25,6 +25,25 @@ class Operand:
         return f"{'!' if self.complement else ''}{self.tensor}({','.join(self.vars)})"
 
 
+# The uid of an index's universe (the range 0..extent), which no operand has.
+UNIVERSE_UID = -1
+
+
+@dataclass(frozen=True)
+class Iter:
+    """The level ``level`` of operand ``uid``, or the universe of a variable (uid -1)."""
+
+    uid: int
+    level: int
+
+    @property
+    def is_universe(self) -> bool:
+        return self.uid == UNIVERSE_UID
+
+    def __str__(self) -> str:
+        return "U" if self.is_universe else f"#{self.uid}.{self.level}"
+
+
 @dataclass(frozen=True)
 class Const:
     value: float

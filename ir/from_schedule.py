@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
 from .errors import ScheduleError
+from .loops import Bind, InRange, Statement
 from .operators import ADD, Operator
 from .precompute import replaced
 from .schedule import Nest, order_loops
@@ -148,3 +149,20 @@ def _through_workspace(builder: _Builder, nests: list[Nest], plan: WorkspacePlan
     for var in reversed(plan.hoisted):
         result = Forall(IndexVar(var), result)
     return result
+
+
+def statement_facts(nests: list[Nest]) -> tuple[Statement, ...]:
+    """What code generation needs of each nest beside its loops (loops.Statement): the
+    nests themselves stay in planning."""
+    return tuple(_facts(nest) for nest in nests)
+
+
+def _facts(nest: Nest) -> Statement:
+    assign = nest.assign
+    offsets, divisors = dict(assign.offsets), dict(assign.divisors)
+    derived = tuple(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
+                                       offsets.get(index, 0), divisors.get(index, 1)))
+                    for index, parts in assign.derived)
+    guards = tuple(InRange(index, tensor, level) for index, tensor, level in assign.guards)
+    return Statement(assign.vars, nest.order, tuple(operands(nest.body)), derived, guards,
+                     assign.accumulate, nest.reduce_op, nest.precomputes, nest.workspace)

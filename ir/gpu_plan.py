@@ -60,8 +60,8 @@ from .loops import (
     target_name,
     walk,
 )
+from .notes import CLEAR_ROWS, THREAD_ROWS
 from .operators import ADD
-from .opt.passes import CLEAR_ROWS, THREAD_ROWS
 from .parallel import dense_like
 from .types import TensorType
 

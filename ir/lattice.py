@@ -26,59 +26,17 @@ from .algebra import (
     sum_fill,
     zero_fill,
 )
-from .cin import Apply, Const, Expr, Operand, Sum
+from .cin import UNIVERSE_UID, Apply, Const, Expr, Iter, Operand, Sum
 from .errors import ScheduleError
 
-UNIVERSE_UID = -1
 # A union of n sparse operands has 2**n points, each a loop case of its own: past this
 # many the kernel takes minutes to build (8 sparse vectors into a sparse sum: 255 points,
 # 78 s) and is too large to run well.
 MAX_POINTS = 128
-# Each case of an outer loop holds its own copy of the inner loops, so cases multiply
-# across levels: four matrices of two sparse levels each, added into a third such one,
-# took 434 cases (3 MB of IR, over a minute to compile; five sparse vectors into a sparse
-# vector, 211 cases, take about 3 s). A nest stops here.
-MAX_NEST_CASES = 256
-
-
-# A kernel is lowered again for each phase of a threaded assembly and in its other form
-# (see codegen.KernelCompiler.other_form): all of them together stop at this many cases.
-MAX_KERNEL_CASES = 2 * MAX_NEST_CASES
-
-
-def variants_within_budget(cases: int, phases: tuple[str, ...], other_form: bool,
-                           limit: int = MAX_KERNEL_CASES) -> tuple[tuple[str, ...], bool]:
-    """The assembly phases and whether the other form to build beside a kernel of
-    ``cases`` cases: those that keep every copy within ``limit``, the other form given
-    up first (it is only sometimes faster), then the threaded assembly. Three sparse
-    matrices into an appended output (84 cases, 8 copies) took 40k instructions."""
-    def total(kept: tuple[str, ...], form: bool) -> int:
-        return cases * (1 + len(kept)) * (2 if form else 1)
-
-    if other_form and total(phases, True) > limit:
-        other_form = False
-    if total(phases, other_form) > limit:
-        phases = ()
-    return phases, other_form
 
 
 class KernelTooLargeError(ScheduleError):
-    """The loop nest would have more cases than a kernel may hold (MAX_NEST_CASES)."""
-
-
-@dataclass(frozen=True)
-class Iter:
-    """The level ``level`` of operand ``uid``, or the universe of a variable (uid -1)."""
-
-    uid: int
-    level: int
-
-    @property
-    def is_universe(self) -> bool:
-        return self.uid == UNIVERSE_UID
-
-    def __str__(self) -> str:
-        return "U" if self.is_universe else f"#{self.uid}.{self.level}"
+    """The loop nest would have more cases than a kernel may hold (legality.MAX_NEST_CASES)."""
 
 
 UNIVERSE = Iter(UNIVERSE_UID, 0)

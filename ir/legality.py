@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .cin import operands
-from .lattice import MAX_NEST_CASES
 from .loops import (
     Accumulate,
     Append,
@@ -34,6 +33,34 @@ from .loops import (
 )
 from .statements import Access, IndexVar
 from .types import LevelType, TensorType, unordered_append_output
+
+# Each case of an outer loop holds its own copy of the inner loops, so cases multiply
+# across levels: four matrices of two sparse levels each, added into a third such one,
+# took 434 cases (3 MB of IR, over a minute to compile; five sparse vectors into a sparse
+# vector, 211 cases, take about 3 s). A nest stops here.
+MAX_NEST_CASES = 256
+
+
+# A kernel is lowered again for each phase of a threaded assembly and in its other form
+# (backends/llvm/codegen.py: other_form): all of them together stop at this many cases.
+MAX_KERNEL_CASES = 2 * MAX_NEST_CASES
+
+
+def variants_within_budget(cases: int, phases: tuple[str, ...], other_form: bool,
+                           limit: int = MAX_KERNEL_CASES) -> tuple[tuple[str, ...], bool]:
+    """The assembly phases and whether the other form to build beside a kernel of
+    ``cases`` cases: those that keep every copy within ``limit``, the other form given
+    up first (it is only sometimes faster), then the threaded assembly. Three sparse
+    matrices into an appended output (84 cases, 8 copies) took 40k instructions."""
+    def total(kept: tuple[str, ...], form: bool) -> int:
+        return cases * (1 + len(kept)) * (2 if form else 1)
+
+    if other_form and total(phases, True) > limit:
+        other_form = False
+    if total(phases, other_form) > limit:
+        phases = ()
+    return phases, other_form
+
 
 
 def inserted_prefix(levels: Sequence[LevelType]) -> int:

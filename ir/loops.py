@@ -12,10 +12,14 @@ can be read and tested without generating code (``llvsparse dump --emit loops``)
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from .lattice import Iter, Lattice
+from .cin import Iter, Operand
 from .statements import Access, Affine, Expr, show_expr
-from .types import LevelType
+from .types import LevelType, TensorType
+
+if TYPE_CHECKING:
+    from .lattice import Lattice
 
 
 @dataclass(frozen=True)
@@ -77,16 +81,21 @@ class Ref:
 
 @dataclass(frozen=True)
 class Chosen:
-    """What code generation takes from a loop node rather than derive again: the lattice
-    of the loop's expression, the point this node runs, which of the point's levels it
-    iterates and which it locates at each coordinate, and each case's expression (one
-    per sub-point, absent operands folded into their fills; None: it computes nothing)."""
+    """What code generation takes from a loop node rather than derive again: the point
+    this node runs, which of the point's levels it iterates and which it locates at each
+    coordinate, each case's sub-point (the levels present) and expression (absent
+    operands folded into their fills; None: it computes nothing), the levels the
+    lattice's top point co-iterates (whose streams a merge's tails resume) and how many
+    points it has. ``lattice`` itself is kept for the lattice dump (ir/lattice_text.py)."""
 
-    lattice: Lattice
+    lattice: Lattice = field(compare=False, repr=False)
     point: frozenset[Iter]
     iterated: tuple[Iter, ...]
     located: tuple[Iter, ...]
     case_exprs: tuple[object, ...]
+    subpoints: tuple[frozenset[Iter], ...]
+    streams: frozenset[Iter]
+    points: int
 
 
 @dataclass(frozen=True)
@@ -303,6 +312,39 @@ Node = (Block | Loop | Merge | Bind | Locate | Accumulate | Insert | Append | Al
 LoopNode = Loop | Merge
 
 
+@dataclass(frozen=True)
+class Statement:
+    """What one statement of a kernel (a nest; a node's ``Site.nest`` says which) holds
+    beside its loops, for code generation: the output's indices and the loop order, the
+    operands it reads, the indices it derives from others (``let`` nodes show where each
+    is bound; code generation binds it as soon as its terms are, so the levels it
+    indexes are located there) with the levels each must lie within, whether it adds to
+    the output and the operator a scattered reduction folds it with, and the plans of
+    the temporaries it writes through (operand precomputes, the output's workspace)."""
+
+    out_vars: tuple[str, ...]
+    order: tuple[str, ...]
+    operands: tuple[Operand, ...]
+    derived: tuple[Bind, ...] = ()
+    guards: tuple[InRange, ...] = ()
+    accumulate: bool = False
+    reduce_op: object = None  # an Operator, or None: the output is written, not folded
+    precomputes: tuple[object, ...] = ()  # ir/precompute.Precompute
+    workspace: object = None  # ir/workspace_schedule.WorkspacePlan
+
+
+@dataclass(frozen=True)
+class CallingConvention:
+    """How a kernel is called: its arguments' names (the output first) and storage
+    types, the dtype values are computed in, and whether float operations may
+    reassociate. With the program, all a backend is given."""
+
+    arg_order: tuple[str, ...]
+    types: dict[str, TensorType] = field(hash=False)
+    dtype: str = "float64"
+    fastmath: bool = False
+
+
 @dataclass
 class Program:
     """A kernel's loop IR, with what passes need to know about its output."""
@@ -315,6 +357,7 @@ class Program:
     dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
     producer_runs: int = 1  # a workspace whose producers run twice (count, then place)
     phases: tuple[str, ...] = ()  # how threads assemble the output (ir/assembly_phases.py)
+    statements: tuple[Statement, ...] = ()  # one per nest, indexed by Site.nest
 
 
 def annotate(node: LoopNode, note: str) -> LoopNode:

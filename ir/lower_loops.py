@@ -28,6 +28,7 @@ from .cin import (
 )
 from .cin import Expr as CinExpr
 from .errors import ScheduleError
+from .from_schedule import statement_facts
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .loops import (
     Accumulate,
@@ -387,7 +388,9 @@ class NestLowering:
             refs = tuple(self.ref(it, state, it in runs) for it in iterated)
             site = replace(self.site, depth=depth, lattice_points=len(lattice.points),
                            additive=self.feeding is ADD)
-            chosen = Chosen(lattice, point, tuple(iterated), tuple(located), tuple(case_exprs))
+            chosen = Chosen(lattice, point, tuple(iterated), tuple(located), tuple(case_exprs),
+                            tuple(lattice.subpoints(point)), lattice.points[0],
+                            len(lattice.points))
             if len(iterated) == 1 and len(cases) == 1:
                 ref = refs[0]
                 over = "coordinates" if ref.universe or \
@@ -475,5 +478,6 @@ def lower(stmt: Stmt, types: dict[str, TensorType], output: str, nests: list[Nes
     parts = sequence_parts(stmt)
     roots = tuple(lowering.nest(k, part, nests[k].body) for k, part in enumerate(parts))
     root = roots[0] if len(roots) == 1 else Block(roots)
-    return Program(root, output, types[output].levels, len(roots), types[output].fill)
+    return Program(root, output, types[output].levels, len(roots), types[output].fill,
+                   statements=statement_facts(nests))
 

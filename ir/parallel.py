@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .cin import operands
-from .schedule import Nest
 from .types import TensorType
+
+if TYPE_CHECKING:
+    from .schedule import Nest
 
 
 def dense_like(out_type: TensorType) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .cin import Expr, operands
+from .from_schedule import statement_facts
 from .loops import Allocate, Block, Clear, Insert, Node, Program
 from .lower_loops import NestLowering, State
 from .precompute import Precompute, replaced
@@ -30,7 +31,8 @@ def lower_precomputed(stmt: Stmt, types: dict[str, TensorType], output: str,
     parts = sequence_parts(stmt)
     roots = tuple(lowering.lower_nest(k, part) for k, part in enumerate(parts))
     root = roots[0] if len(roots) == 1 else Block(roots)
-    return Program(root, output, types[output].levels, len(roots), types[output].fill)
+    return Program(root, output, types[output].levels, len(roots), types[output].fill,
+                   statements=statement_facts(nests))
 
 
 def without_precomputes(stmt: Stmt, plans: tuple[Precompute, ...]) -> Stmt:

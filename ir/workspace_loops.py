@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .cin import Apply, Operand, operands
 from .cin import Expr as CinExpr
+from .from_schedule import statement_facts
 from .lattice import Iter, substitute_absent
 from .legality import appends_in_order
 from .loops import (
@@ -54,7 +55,8 @@ def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
         raise ValueError(f"{len(producers)} producers for {len(bodies)} expressions")
     root = lowering.kernel(tuple(f.index.name for f in hoisted), producers, bodies)
     return Program(root, output, types[output].levels, len(bodies),
-                   producer_runs=2 if plan.policy.counts else 1)
+                   producer_runs=2 if plan.policy.counts else 1,
+                   statements=statement_facts(nests))
 
 
 class _WorkspaceLowering(NestLowering):

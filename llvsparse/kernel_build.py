@@ -15,9 +15,8 @@ from .format import Format, Level, named_format
 from .instance import Instance
 from .ir import notation as nt
 from .ir.from_schedule import statement_of
-from .ir.lattice import variants_within_budget
 from .ir.lattice_text import lattice_text
-from .ir.legality import case_count
+from .ir.legality import case_count, variants_within_budget
 from .ir.loops import Program, loops_of
 from .ir.opt import loop_ir
 from .ir.opt.passes import OTHER_FORMS, has_other_form
@@ -29,6 +28,7 @@ from .ir.transforms.lowering import (
     Lowered,
     Refused,
     Request,
+    calling_convention,
     lower_as_stored,
     lower_converting,
     lower_kernel,
@@ -85,7 +85,6 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
             start: float, lazy: bool = True) -> Instance:
     """The lowered kernel's other phases and form, compiled into an instance computing
     in ``request.dtype`` (its result is of the output's dtype: bool for ``A(i) < 0.5``)."""
-    dtype, fastmath = request.dtype, request.fastmath
     nests, types, builder, module = lowered.nests, lowered.types, lowered.builder, \
         lowered.module
     order = request.order  # the output first, then the inputs
@@ -94,10 +93,10 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
                                                 lowered.program.phases,
                                                 has_other_form(lowered.program))
     other_form = other_form and not request.counting  # a count is of one form
+    abi = calling_convention(request, types)
     for phase in phases:
-        KernelCompiler(nests, types, order, dtype, _phase_program(nests, types, order, request,
-                                                                  phase, lowered.program),
-                       fastmath=fastmath, phase=phase, module=module).compile()
+        KernelCompiler(_phase_program(nests, types, order, request, phase, lowered.program),
+                       abi, phase=phase, module=module).compile()
     other = functools.partial(_other_form, nests, types, order, request, lowered.program,
                               phases, builder.entry_name)
     if other_form and not lazy:
@@ -144,9 +143,9 @@ def _other_form(nests, types: dict[str, TensorType], order: list[str], request: 
     """A kernel's functions in their other form, added to ``module`` or a new one."""
     for phase in ("whole", *phases):
         program = _phase_program(nests, types, order, request, phase, whole)
-        module = KernelCompiler(nests, types, order, request.dtype, program,
-                                fastmath=request.fastmath, phase=phase, module=module,
-                                other_form=True, name=entry + OTHER_FORM_SUFFIX).compile()
+        module = KernelCompiler(program, calling_convention(request, types), phase=phase,
+                                module=module, other_form=True,
+                                name=entry + OTHER_FORM_SUFFIX).compile()
     return module
 
 

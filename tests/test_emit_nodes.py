@@ -10,7 +10,18 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Block, Case, Clear, If, Loop, Merge, Node, Sort, show
+from llvsparse.ir.loops import (
+    Block,
+    CallingConvention,
+    Case,
+    Clear,
+    If,
+    Loop,
+    Merge,
+    Node,
+    Sort,
+    show,
+)
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.schedule import schedule
 from llvsparse.ir.transforms import lowering
@@ -123,7 +134,7 @@ def test_a_node_code_generation_does_not_know_is_an_internal_error(
     program = loop_ir(nests, types, "y")
     with_a_sort = replace(program, root=Block((Sort("w", "radix"), program.root)))
     with pytest.raises(ls.InternalCompilerError, match="Sort"):
-        KernelCompiler(nests, types, list(formats), "float64", with_a_sort).compile()
+        KernelCompiler(with_a_sort, CallingConvention(tuple(formats), types)).compile()
 
 
 def test_two_sums_over_one_index_fill_two_temporaries() -> None:

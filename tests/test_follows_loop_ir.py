@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.errors import InternalCompilerError
 from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Block, Loop, Merge, loops_of
+from llvsparse.ir.loops import Block, CallingConvention, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.schedule import schedule
@@ -31,7 +31,7 @@ def _setup(statement: str, **formats: tuple[str, int]):
 
 
 def _compile(nests, types, order) -> KernelCompiler:
-    compiler = KernelCompiler(nests, types, order, "float64", loop_ir(nests, types, order[0]))
+    compiler = KernelCompiler(loop_ir(nests, types, order[0]), CallingConvention(tuple(order), types))
     compiler.compile()
     return compiler
 
@@ -41,7 +41,7 @@ def test_a_loop_missing_from_the_loop_ir_is_an_internal_error() -> None:
     nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     program = replace(loop_ir(nests, types, "C"), root=Block(()))
     with pytest.raises(InternalCompilerError, match="the loop IR has no loop over i in the nest"):
-        KernelCompiler(nests, types, ["C", "A", "B"], "float64", program).compile()
+        KernelCompiler(program, CallingConvention(("C", "A", "B"), types)).compile()
 
 
 def _intersection_only(node):
@@ -50,12 +50,11 @@ def _intersection_only(node):
     if isinstance(node, Block):
         items = [item for item in node.items if not (
             isinstance(item, (Loop, Merge)) and item.index == "j"
-            and item.chosen.point != item.chosen.lattice.points[0])]
+            and item.chosen.point != item.chosen.streams)]
         return Block(tuple(_intersection_only(item) for item in items))
     if isinstance(node, Merge) and node.index == "j":
         chosen = node.chosen
-        both = chosen.lattice.points[0]
-        chosen = replace(chosen, lattice=replace(chosen.lattice, points=[both]),
+        chosen = replace(chosen, subpoints=(chosen.streams,), points=1,
                          case_exprs=chosen.case_exprs[:1])
         return replace(node, cases=node.cases[:1], chosen=chosen)
     if isinstance(node, Loop):

@@ -173,3 +173,31 @@ for name in sys.argv[1:]:
                     if line.strip().startswith(("from llvsparse.", "import llvsparse"))
                     and not line.strip().startswith(("from llvsparse.ir", "from llvsparse.formats")))
     assert hidden == []
+
+
+# Planning: the scheduler, the lattices, loop lowering and the passes. The backend
+# translates the loop IR they produce and never reaches back into them.
+PLANNING = ("llvsparse.ir.schedule", "llvsparse.ir.lattice", "llvsparse.ir.lower_loops",
+            "llvsparse.ir.opt", "llvsparse.ir.transforms", "llvsparse.ir.from_schedule")
+
+
+def test_the_llvm_backend_loads_no_planning_module() -> None:
+    """Importing any module of backends/llvm first, in a fresh interpreter state, loads
+    none of planning's modules by any path: the backend is given a program of the loop
+    IR and its calling convention (``KernelCompiler(program, abi)``), nothing else."""
+    script = """
+import importlib, sys
+planning = tuple(sys.argv[1].split(','))
+for name in sys.argv[2:]:
+    for loaded in [m for m in sys.modules if m.split('.')[0] == 'llvsparse']:
+        del sys.modules[loaded]
+    importlib.import_module(name)
+    reached = sorted(m for m in sys.modules if m.startswith(planning))
+    if reached:
+        sys.exit(f'{name} loads {reached}')
+"""
+    backend = [name for name in _modules((llvsparse.backends,))
+               if name.startswith("llvsparse.backends.llvm")]
+    done = subprocess.run([sys.executable, "-c", script, ",".join(PLANNING), *backend],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr

@@ -21,7 +21,7 @@ def _types(**formats: tuple[str, int]):
             for n, (f, order) in formats.items()}
 
 
-def _never_emits(nests, types, request, program):
+def _never_emits(program, abi):
     pytest.fail("the emitter was asked for nests the loop IR already refuses")
 
 

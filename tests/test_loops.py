@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Block, Case, Loop, Merge, loops_of, show
+from llvsparse.ir.loops import Block, CallingConvention, Case, Loop, Merge, loops_of, show
 from llvsparse.ir.lower_loops import lower
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
@@ -171,7 +171,7 @@ def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
     order = list(formats)
     program = loop_ir(nests, types, order[0])
     noted = {note for n in loops_of(program.root) for note in n.notes}
-    other = KernelCompiler(nests, types, order, "float64", program, other_form=True)
+    other = KernelCompiler(program, CallingConvention(tuple(order), types), other_form=True)
     code = str(other.compile())
     assert (".jam8.head" in code) == (opt.JAM in noted)
     assert (".pairs" in code) == (opt.PAIRS in noted)
@@ -186,7 +186,7 @@ def test_the_emitter_reads_the_notes() -> None:
     bare = lower(statement_of(nests, types), types, "C", nests)
 
     def forms(program) -> tuple[bool, bool]:  # (jammed, rows cleared)
-        module = KernelCompiler(nests, types, list(formats), "float64", program).compile()
+        module = KernelCompiler(program, CallingConvention(tuple(formats), types)).compile()
         code = str(module.get_global("llvsparse_kernel_range"))
         return ".jam8.head" in code, 'call void @"llvm.memset' in code
 
@@ -241,7 +241,7 @@ def test_the_emitter_clamps_only_tagged_loops() -> None:
     nests = _nests(SPMV, types)
 
     def bounds_read(program) -> int:
-        module = KernelCompiler(nests, types, list(formats), "float64", program).compile()
+        module = KernelCompiler(program, CallingConvention(tuple(formats), types)).compile()
         function = module.get_global("llvsparse_kernel_range")
         lo, hi = function.args[1], function.args[2]
         body = "\n".join(str(block) for block in function.blocks)

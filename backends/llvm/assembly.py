@@ -250,7 +250,7 @@ class OutputAssembler:
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)
             old = scalars.load_value(b, stored, dtype, kc.dtype)
-            value = scalars.apply_op(b, kc.nest.reduce_op or ADD, [old, value], kc.dtype,
+            value = scalars.apply_op(b, kc.statement.reduce_op or ADD, [old, value], kc.dtype,
                                      kc.fastmath)
         self.store(value, address, dtype)
 
@@ -292,7 +292,7 @@ class OutputAssembler:
         """Whether a write stores its value (each output entry is written once) rather
         than adding it to what is there."""
         kc = self.kc
-        return not (kc.scatter or kc.repeats or kc.nest.assign.accumulate)
+        return not (kc.scatter or kc.repeats or kc.statement.accumulate)
 
     # -- hooks around loops of output indices ----------------------------------------------
     def hooks_for(self, var: str):

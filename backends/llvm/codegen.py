@@ -14,14 +14,11 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from ...ir.cin import Expr, Operand, linear_in, operands
+from ...ir.cin import Expr, Iter, Operand, linear_in
 from ...ir.errors import InternalCompilerError
 from ...ir.gpu_plan import ATOMIC_TAG, POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
-from ...ir.lattice import Iter
-from ...ir.loops import Block, LoopNode, Node, Program, loops_of
-from ...ir.opt import passes
-from ...ir.schedule import Nest
-from ...ir.types import TensorType
+from ...ir.loops import Block, CallingConvention, LoopNode, Node, Program, Statement, loops_of
+from ...ir.notes import CLEAR_ROWS, split_by_threads
 from . import jam, precompute_lower, scalars
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -50,18 +47,17 @@ from .workspace_lower import WorkspaceEmitter, lower_with_workspace
 
 
 class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
-    """Builds one kernel function for a list of nests writing one output."""
+    """Builds one kernel function from a program of the loop IR and its calling
+    convention, which are all it is given."""
 
-    def __init__(self, nests: list[Nest], types: dict[str, TensorType], arg_order: list[str],
-                 dtype: str, program: Program, name: str = "llvsparse_kernel",
-                 fastmath: bool = False, phase: str = "whole", module: ir.Module | None = None,
+    def __init__(self, program: Program, abi: CallingConvention, name: str = "llvsparse_kernel",
+                 phase: str = "whole", module: ir.Module | None = None,
                  other_form: bool = False):
-        self.nests = nests
         self.program = program  # the loop IR of this phase (ir/opt.loop_ir), with its forms
-        self.types = types
-        self.arg_order = arg_order
-        self.dtype = dtype
-        self.fastmath = fastmath
+        self.types = dict(abi.types)
+        self.arg_order = list(abi.arg_order)
+        self.dtype = abi.dtype
+        self.fastmath = abi.fastmath
         # Some loops have two forms, and which is faster depends on the input's pattern
         # (no count we found tells them apart), so a kernel with any is compiled both
         # ways and the runtime times them (see llvsparse/probe.py). The first form: a
@@ -102,9 +98,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.memset = self.module.declare_intrinsic("llvm.memset", [I8P, I64])
         self.fail_blocks: dict[int, ir.Block] = {}
         self.releases: list[Callable[[], None]] = []  # frees a failing call must do
-        self.tensors = {name: TensorIR(self, k, types[name], k == 0)
-                        for k, name in enumerate(arg_order)}
-        self.out_name = arg_order[0]
+        self.tensors = {name: TensorIR(self, k, self.types[name], k == 0)
+                        for k, name in enumerate(self.arg_order)}
+        self.out_name = self.arg_order[0]
         self.operands: dict[int, Operand] = {}
         self.temps: dict[str, Temp] = {}  # the scalar temporaries of the nest (emit_nodes)
         self.workspace: WorkspaceEmitter | None = None  # a workspace kernel's (workspace_lower)
@@ -134,20 +130,21 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         args = self.function.args
         start = args[-1] if self.phase in ("fill", "finish") else None
         tags = {t for loop in loops_of(program.root) for t in loop.tags}
+        statements = program.statements
         self.output = OutputAssembler(self, self.tensors[self.out_name], out_type,
-                                      self.nests[0].assign.vars, self.phase, start,
+                                      statements[0].out_vars, self.phase, start,
                                       ATOMIC_TAG in tags, WARP_SUMS_TAG in tags)
         self.output.prologue()
         if self.output.all_insert:
             self.tensors[self.out_name].freeze()
-        if self.phase in ("whole", "count", "fill", "append") and self.nests[0].workspace:
-            lower_with_workspace(self, self.nests, program.root)
+        if self.phase in ("whole", "count", "fill", "append") and statements[0].workspace:
+            lower_with_workspace(self, statements, program.root)
         elif self.phase in ("whole", "count", "fill", "append"):
-            for index, nest in enumerate(self.nests):
-                for op in operands(nest.body):
+            for index, statement in enumerate(statements):
+                for op in statement.operands:
                     self.operands[op.uid] = op
-                root = _nest_root(program.root, len(self.nests), index)
-                self.lower_nest(nest, root)
+                root = _nest_root(program.root, len(statements), index)
+                self.lower_nest(statement, root)
         if self.phase in ("count", "append"):
             self.b.store(self.output.entries(), args[-1])
         if self.phase in ("whole", "finish"):
@@ -157,14 +154,16 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
 
-    def lower_nest(self, nest: Nest, root: Node) -> None:
-        """Emit one nest from its loop IR ``root``."""
-        order = list(nest.order)
-        self.nest = nest
-        self.derived = dict(nest.assign.derived)
-        self.offsets = dict(nest.assign.offsets)
-        self.guards = {index: (t, k) for index, t, k in nest.assign.guards}
-        self.divisors = dict(nest.assign.divisors)
+    def enter(self, statement: Statement) -> None:
+        """Make ``statement`` the one whose loops are emitted: its derived indices and
+        their guards are bound from here on."""
+        self.statement = statement
+        self.derived = {bind.index: bind.value for bind in statement.derived}
+        self.guards = {g.index: (g.tensor, g.level) for g in statement.guards}
+
+    def lower_nest(self, statement: Statement, root: Node) -> None:
+        """Emit one statement from its loop IR ``root``."""
+        self.enter(statement)
         # Where the output's indices are bound, and whether a reduction loop runs outside
         # one of them (scattering into it), as lowering decided (ir/lower_loops.py).
         site = next((node.site for node in loops_of(root) if not node.site.copies), None)
@@ -173,14 +172,14 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.repeats = False  # set when a fused non-unique loop revisits output coordinates
         self.run_state: RunState | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
-            raise InternalCompilerError(f"output {nest.assign.tensor} cannot be scattered into")
+            raise InternalCompilerError(f"output {self.out_name} cannot be scattered into")
         free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
-        for plan in nest.precomputes:
+        for plan in statement.precomputes:
             self.operands[plan.replacement.uid] = plan.replacement
         looped = {node.index for node in loops_of(root)}
-        if missing := [v for v in order if v not in looped]:
+        if missing := [v for v in statement.order if v not in looped]:
             raise InternalCompilerError(f"the loop IR has no loop over {missing[0]} in the "
-                                        f"nest {' '.join(order)}")
+                                        f"nest {' '.join(statement.order)}")
         self.temps = {}
         self.emit_node(root, Ctx())
         free()
@@ -222,14 +221,15 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         """Bind a loop variable, then every index derived (blocked levels, affine
         subscripts) it completes."""
         ctx = ctx.bind(var, value)
-        for index, parts in self.derived.items():
+        for index, affine in self.derived.items():
+            parts = [(str(term), multiplier) for term, multiplier in affine.terms]
             if index not in ctx.bound and all(v in ctx.bound for v, _ in parts):
-                total = ir.Constant(I64, self.offsets.get(index, 0))
+                total = ir.Constant(I64, affine.offset)
                 for part, multiplier in parts:
                     scaled = self.b.mul(ctx.bound[part], ir.Constant(I64, multiplier))
                     total = self.b.add(total, scaled)
-                if index in self.divisors:  # a stride inverted: -1 where inexact
-                    divisor = ir.Constant(I64, self.divisors[index])
+                if affine.divisor != 1:  # a stride inverted: -1 where inexact
+                    divisor = ir.Constant(I64, affine.divisor)
                     exact = self.b.icmp_signed("==", self.b.srem(total, divisor), ZERO)
                     total = self.b.select(exact, self.b.sdiv(total, divisor),
                                           ir.Constant(I64, -1))
@@ -263,7 +263,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     def extent(self, var: str) -> ir.Value:
         candidates = [(op.tensor, k) for op in self.operands.values()
                       for k, v in enumerate(op.vars) if v == var]
-        candidates += [(self.out_name, k) for k, v in enumerate(self.nest.assign.vars)
+        candidates += [(self.out_name, k) for k, v in enumerate(self.statement.out_vars)
                        if v == var]
         if not candidates:
             raise InternalCompilerError(f"no operand gives the extent of index {var}")
@@ -282,15 +282,14 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         the other form (see pairs)."""
         var, expr = nodes[0].index, nodes[0].expr
         find = self.iter_of(ctx, var)
-        lattice = nodes[0].chosen.lattice
-        if passes.CLEAR_ROWS in nodes[0].notes:  # the pass checked every row is visited
+        if CLEAR_ROWS in nodes[0].notes:  # the pass checked every row is visited
             body = self.clearing_rows(body)
-        thread_rows = passes.clamped(nodes[0])
+        thread_rows = split_by_threads(nodes[0])
         positions = POSITION_SPLIT_TAG in nodes[0].tags
         lanes = WARP_LANES_TAG in nodes[0].tags  # (the loop's own iterator: lanes share it)
         shared = getattr(nodes[0], "iterator", None)
         states = {it: self.iterator_state(it, var, ctx, thread_rows, positions, lanes and (
-            it.uid, it.level) == (shared.uid, shared.level)) for it in lattice.points[0]}
+            it.uid, it.level) == (shared.uid, shared.level)) for it in nodes[0].chosen.streams}
         for node in nodes:
             PointEmitter(self, var, expr, ctx, node, states, find, body, hooks,
                          appends, jam_body, pair_body).emit()
@@ -363,7 +362,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         COO SpMV then adds into y once per row instead of once per entry (2-3x on
         real matrices). Where writes happen deeper anyway (MTTKRP's rank loop),
         visiting duplicates one by one is cheaper."""
-        order = self.nest.order
+        order = self.statement.order
         return (level.ordered and not self.scatter and var in order
                 and order.index(var) + 1 == self.out_depth)
 
@@ -380,11 +379,9 @@ def _nest_root(root: Node, nests: int, index: int) -> Node:
     return root.items[index] if nests > 1 and isinstance(root, Block) else root
 
 
-def emit_kernel(nests: list[Nest], types: dict[str, TensorType], request,
-                program: Program) -> tuple[KernelCompiler, ir.Module]:
+def emit_kernel(program: Program, abi: CallingConvention) -> tuple[KernelCompiler, ir.Module]:
     """The emitter lowering takes (``ir/transforms/lowering.Request.emit``): the kernel
-    compiler for a request's nests, emitting their loop IR ``program`` (whole phase),
-    and its module."""
-    builder = KernelCompiler(nests, types, request.order, request.dtype, program,
-                             fastmath=request.fastmath)
+    compiler emitting ``program`` (whole phase) for the calling convention ``abi``, and
+    its module."""
+    builder = KernelCompiler(program, abi)
     return builder, builder.compile()

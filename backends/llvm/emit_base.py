@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.lattice import Iter
+from ...ir.cin import Iter
 from .bodies import I64
 
 if TYPE_CHECKING:

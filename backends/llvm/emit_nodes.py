@@ -41,8 +41,8 @@ from ...ir.loops import (
     Nonempty,
     Touched,
 )
+from ...ir.notes import JAM, PAIRS
 from ...ir.operators import ADD
-from ...ir.opt import passes
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64
 from .emit_base import ONE, ZERO, Ctx, unclamped
@@ -101,7 +101,7 @@ class NodeEmitter:
             item = items[k]
             if isinstance(item, (Loop, Merge)):
                 group = [item]
-                while k + len(group) < len(items) and _same_lattice(items[k + len(group)], item):
+                while k + len(group) < len(items) and _resumes(items[k + len(group)]):
                     group.append(items[k + len(group)])
                 self.emit_loops(group, ctx)
                 k += len(group)
@@ -129,7 +129,7 @@ class NodeEmitter:
             self.workspace.allocate()
             return
         if node.layout:
-            if not any(p.temporary.name == node.name for p in self.nest.precomputes):
+            if not any(p.temporary.name == node.name for p in self.statement.precomputes):
                 raise InternalCompilerError(f"no storage for the workspace {node.name}")
             return
         conditions = [n.condition for n in block if isinstance(n, If)]
@@ -177,7 +177,7 @@ class NodeEmitter:
 
     def precompute_target(self: KernelCompiler, target: object):
         """The operand-workspace plan whose temporary ``target`` names, or None."""
-        return next((p for p in self.nest.precomputes
+        return next((p for p in self.statement.precomputes
                      if str(target) == f"{p.temporary.name}({p.var})"), None)
 
     def emit_if(self: KernelCompiler, node: If, ctx: Ctx) -> None:
@@ -209,7 +209,7 @@ class NodeEmitter:
         node = nodes[0]
         site = node.site
         var = node.index
-        self.nest = self.nests[site.nest]
+        self.statement = self.program.statements[site.nest]
         # A loop of the output's nest: not a sum's, nor a workspace producer's.
         in_output = site.depth >= 0 and not (self.workspace and self.workspace.producing)
         hooks = self.output.hooks_for(var) if in_output else None
@@ -217,9 +217,9 @@ class NodeEmitter:
         appends = self.output.appends and in_output and (
             site.depth + 1 == len(order) or (not site.scatter and site.depth + 1 == site.out_depth))
         jam_body = pair_body = None
-        if passes.JAM in node.notes:
+        if JAM in node.notes:
             jam_body = lambda lanes: jam.emit(self, node.body, lanes)
-        if passes.PAIRS in node.notes:
+        if PAIRS in node.notes:
             pair_body = lambda lanes: pairs.emit(self, node, lanes)
         self.emit_point_loops(nodes, ctx, self.emit_node,
                               hooks, jam_body, appends, pair_body)
@@ -234,10 +234,10 @@ class NodeEmitter:
         return lambda value, ctx: self.emit_write(writes[0], value, ctx)
 
 
-def _same_lattice(item: Node, first: LoopNode) -> bool:
-    """Whether ``item`` is another point's loop of ``first``'s lattice."""
-    return isinstance(item, (Loop, Merge)) and item.chosen is not None \
-        and item.chosen.lattice is first.chosen.lattice
+def _resumes(item: Node) -> bool:
+    """Whether ``item`` is a tail of the loop before it (another point of its lattice,
+    going on where it stopped): emitted with it, over the same iterator states."""
+    return isinstance(item, (Loop, Merge)) and item.resumes
 
 
 def _final_write(body: Node) -> Write | None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...ir.lattice import Iter
-from ...ir.opt import passes
+from ...ir.cin import Iter
+from ...ir.notes import GALLOP, LOCKSTEP
 from .bodies import I1, I64, TRUE, is_true
 from .emit_base import GALLOP_SKEW, ONE, ZERO, emit_counted_loop
 
@@ -21,7 +21,7 @@ class GallopEmitter:
         first, predicted where patterns coincide: A + Aᵀ on the stencil ran 8.9 ms as a
         merge, 9.9 with the check) whose iterators may gallop (see gallops), with no
         per-coordinate hooks or thread-range test (the gallop pass notes it)."""
-        return passes.LOCKSTEP in self.notes
+        return LOCKSTEP in self.notes
 
     def same_coordinates(self) -> ir.Value:
         """Whether the iterators' ranges hold the same coordinates in the same order (A .*
@@ -64,7 +64,7 @@ class GallopEmitter:
         the body runs only where all operands are present (an intersection), and each
         iterates the positions of an ordered, unique level whose every position holds
         a coordinate (a search over empty slots may step past a match)."""
-        return passes.GALLOP in self.notes
+        return GALLOP in self.notes
 
     def skewed(self) -> ir.Value:
         """Whether one iterator's range is over GALLOP_SKEW times another's: stepping

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.lattice import Iter
+from ...ir.cin import Iter
 from ...ir.loops import Accumulate, Append, Clear, Insert, Loop, LoopNode, Merge, walk
 from . import scalars
 from .bodies import I64

@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import operands
+from ...ir.cin import Iter, operands
 from ...ir.errors import InternalCompilerError
-from ...ir.lattice import Iter
 from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
-from ...ir.opt import passes
+from ...ir.notes import JAM, PAIRS, RUNNING_SUMS, SELECT, SELECT_OTHER, split_by_threads
 from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .emit_base import ONE, RUN_UNROLL, ZERO, Ctx, LevelPos, RunState, unroll
@@ -33,11 +32,11 @@ class PointEmitter(GallopEmitter):
         self.pair_body = pair_body
         self.appends = appends  # an iteration appends at most one entry to the output
         self.var, self.expr, self.ctx = var, expr, ctx
-        # What the loop IR chose for this loop (lower_loops): its lattice, this point,
-        # the levels iterated and located, and each case's expression and body.
+        # What the loop IR chose for this loop (lower_loops): its point, the levels
+        # iterated and located, and each case's sub-point, expression and body.
         self.node = node
         chosen = node.chosen
-        self.lattice, self.point = chosen.lattice, chosen.point
+        self.chosen, self.point = chosen, chosen.point
         self.iterated, self.located = list(chosen.iterated), list(chosen.located)
         self.states, self.find, self.body, self.hooks = states, find, body, hooks
         self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
@@ -54,7 +53,7 @@ class PointEmitter(GallopEmitter):
         state = self.states[self.iterated[0]]
         # Straight-line code reads the one position of a branchless level without a
         # bound test: not where a thread's range clamped it, which may leave it empty.
-        if (single and len(self.lattice.points) == 1 and state.kind == "position"
+        if (single and self.chosen.points == 1 and state.kind == "position"
                 and self.kc.level_type(state.it).branchless and not state.clamped
                 and (state.parent is None or state.parent.seg_end is None)):
             self.iteration(straight=True)
@@ -67,13 +66,13 @@ class PointEmitter(GallopEmitter):
         reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
         if reason is not None:
             raise InternalCompilerError(reason)
-        if self.jam_body is not None and passes.JAM in self.notes:
+        if self.jam_body is not None and JAM in self.notes:
             for lanes in jam.LANES:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
-        if self.pair_body is not None and passes.PAIRS in self.notes and self.kc.other_form:
+        if self.pair_body is not None and PAIRS in self.notes and self.kc.other_form:
             self.pair_loop()  # the loop below then runs the odd last iteration
         reserved = self.reserve_appends()
-        self.running = passes.RUNNING_SUMS in self.notes
+        self.running = RUNNING_SUMS in self.notes
         if self.running:
             run_coord = self.kc.alloca(I64, "run.coord")
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
@@ -250,7 +249,7 @@ class PointEmitter(GallopEmitter):
         in_range = self.late_found(ctx, located)
         ctx = located
         clamped = all(self.states[it].clamped for it in self.iterated)
-        if passes.clamped(self.node) and not clamped:
+        if split_by_threads(self.node) and not clamped:
             rows = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
             in_range = rows if in_range is None else b.and_(rows, in_range)
         if in_range is not None:
@@ -302,7 +301,7 @@ class PointEmitter(GallopEmitter):
                 and self.node.site.additive and not kc.sums_in_register(self.var, level)):
             ok = eq
             entry = LevelPos(cur, i)
-            if not level.unique and not self.running and self.var in kc.nest.assign.vars:
+            if not level.unique and not self.running and self.var in kc.statement.out_vars:
                 kc.repeats = True
         else:
             seg = self.segment_end(tensor, it, op, cur, st.end, i, env)
@@ -388,8 +387,7 @@ class PointEmitter(GallopEmitter):
         point_uids = {it.uid for it in self.point}
         node = self.node
         bodies = [node.body] if isinstance(node, Loop) else [case.body for case in node.cases]
-        subs = self.lattice.subpoints(self.point)
-        for sub, expr, body in zip(subs, node.chosen.case_exprs, bodies, strict=True):
+        for sub, expr, body in zip(self.chosen.subpoints, node.chosen.case_exprs, bodies, strict=True):
             sub_uids = {it.uid for it in sub}
             cond = TRUE
             for it in sub:
@@ -402,7 +400,7 @@ class PointEmitter(GallopEmitter):
     def selected_cases(self, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
         """The cases to compute unconditionally and pick by selects, where the
         case-selection pass noted the loop (ir/opt/passes.py: select_cases), or None."""
-        if passes.SELECT not in self.notes and passes.SELECT_OTHER not in self.notes:
+        if SELECT not in self.notes and SELECT_OTHER not in self.notes:
             return None
         chosen = []
         for cond, expr, case_ctx, _, body in self.cases(ctx, present):

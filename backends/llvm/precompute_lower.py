@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
-from ...ir.precompute import Precompute
 from . import scalars
 from .bodies import I1, I64, ArrayRef, emit_body
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, Ctx
 
 if TYPE_CHECKING:
+    from ...ir.precompute import Precompute
     from .codegen import KernelCompiler
 
 
@@ -66,7 +66,7 @@ def allocate(kc: KernelCompiler) -> Callable[[], None]:
     """Allocate the temporaries of the nest being lowered (at the builder's position,
     before its loops), failing the call cleanly where memory runs out; returns what
     frees them after the loops."""
-    plans = kc.nest.precomputes
+    plans = kc.statement.precomputes
     if not plans:
         return lambda: None
     b = kc.b

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import operands
-from ...ir.opt import passes
+from ...ir.notes import PREFETCH
 from .bodies import ArrayRef, emit_body, mark_access
 from .emit_base import I8P, I32, I64, ONE, ZERO, Ctx, LevelPos
 from .tensor_ir import TensorIR
@@ -101,7 +101,7 @@ def _call(tensor: TensorIR, level: int, function: str, **env: ir.Value) -> list[
 def ahead(pe: PointEmitter) -> None:
     """At the top of an iteration of a loop the pass noted: the prefetches for the
     position ``AHEAD`` further on."""
-    if passes.PREFETCH not in pe.notes or len(pe.iterated) != 1:
+    if PREFETCH not in pe.notes or len(pe.iterated) != 1:
         return
     state = pe.states[pe.iterated[0]]
     if state.kind != "position" or pe.iterated[0].is_universe:

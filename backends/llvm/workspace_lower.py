@@ -18,10 +18,18 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import operands
 from ...ir.errors import InternalCompilerError
-from ...ir.loops import Accumulate, Append, Entries, Insert, Node, Sort, Target, target_name
-from ...ir.schedule import Nest
+from ...ir.loops import (
+    Accumulate,
+    Append,
+    Entries,
+    Insert,
+    Node,
+    Sort,
+    Statement,
+    Target,
+    target_name,
+)
 from ...ir.statements import Access
 from ...ir.workspace_policies import BUCKET, DENSE, HASH, SORT
 from .emit_base import ZERO, Ctx
@@ -36,21 +44,19 @@ if TYPE_CHECKING:
     from .codegen import KernelCompiler
 
 
-def lower_with_workspace(kc: KernelCompiler, nests: list[Nest], root: Node) -> None:
+def lower_with_workspace(kc: KernelCompiler, statements: tuple[Statement, ...],
+                         root: Node) -> None:
     """Emit a workspace kernel from its loop IR ``root``."""
-    plan = nests[0].workspace
+    plan = statements[0].workspace
     assert plan is not None
-    for nest in nests:
-        if nest.workspace != plan:
+    for statement in statements:
+        if statement.workspace != plan:
             raise InternalCompilerError("nests of one kernel with different workspaces")
-        for op in operands(nest.body):
+        for op in statement.operands:
             kc.operands[op.uid] = op
     # The compiler's per-nest state, as for a scattering nest (see lower_nest).
-    kc.nest, kc.derived = nests[0], dict(nests[0].assign.derived)
-    kc.offsets = dict(nests[0].assign.offsets)
-    kc.guards = {index: (t, k) for index, t, k in nests[0].assign.guards}
-    kc.divisors = dict(nests[0].assign.divisors)
-    kc.out_depth, kc.scatter, kc.insert_output = len(nests[0].order), True, False
+    kc.enter(statements[0])
+    kc.out_depth, kc.scatter, kc.insert_output = len(statements[0].order), True, False
     kc.repeats, kc.run_state = False, None
     kc.workspace = WorkspaceEmitter(kc, plan)
     kc.temps = {}
@@ -95,7 +101,7 @@ class WorkspaceEmitter:
             if counting:  # the store's first pass counted: it places entries next
                 store.prepare()
         self.producing = False
-        self.kc.nest = self.kc.nests[0]
+        self.kc.statement = self.kc.program.statements[0]
         (entries,) = [item for item in consumer if isinstance(item, Entries)]
         if not isinstance(entries.body, (Insert, Append)) \
                 or not isinstance(entries.body.value, Access) or not self.names(entries.body.value):

@@ -31,23 +31,23 @@ from ..loops import (
     tag,
     walk,
 )
+from ..notes import (  # the vocabulary passes note (re-exported: passes.JAM, ...)
+    CLEAR_ROWS,
+    GALLOP,
+    JAM,
+    LOCKSTEP,
+    OTHER_FORMS,
+    PAIRS,
+    PREFETCH,
+    RUNNING_SUMS,
+    SELECT,
+    SELECT_OTHER,
+    THREAD_RANGE,
+    THREAD_ROWS,
+    split_by_threads,
+)
 from ..types import unordered_append_output
 from . import checks
-
-JAM = "jam 8, 4"
-PAIRS = "pairs (other form)"
-GALLOP = "gallop when skewed, always (other form)"
-LOCKSTEP = "lockstep when equal"
-RUNNING_SUMS = "running sums"
-SELECT = "select cases"
-SELECT_OTHER = "select cases (other form)"
-CLEAR_ROWS = "clear rows"
-PREFETCH = "prefetch next rows (other form)"
-THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
-# A tag: threads split this loop's range, over an index the output does not have (a
-# user's schedule), each into a private output: no rows of the output are theirs.
-THREAD_RANGE = "thread range"
-OTHER_FORMS = frozenset({PAIRS, GALLOP, SELECT_OTHER, PREFETCH})  # timed against the first
 
 
 @dataclass(frozen=True)
@@ -121,12 +121,7 @@ def _site(program: Program):
 def _range_loop(where: _Where, node: LoopNode) -> bool:
     """Whether the loop is clamped to a thread's range (the thread_rows pass tags it,
     and runs first)."""
-    return clamped(node)
-
-
-def clamped(node: LoopNode) -> bool:
-    """Whether threads split the loop's coordinates, each running its range [lo, hi)."""
-    return THREAD_ROWS in node.tags or THREAD_RANGE in node.tags
+    return split_by_threads(node)
 
 
 def thread_rows(where: _Where, node: LoopNode) -> LoopNode:

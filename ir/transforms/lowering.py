@@ -26,7 +26,7 @@ from ..errors import ScheduleError
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import output_refusal, program_refusal, too_large
-from ..loops import Program, loops_of
+from ..loops import CallingConvention, Program, loops_of
 from ..opt import loop_ir
 from ..opt.passes import THREAD_RANGE, Target
 from ..precompute import plan_precomputes
@@ -60,9 +60,9 @@ class Refused:
     error: ScheduleError
 
 
-# The backend's emitter: nests, their operand types, the request and the nests' loop IR,
-# to the compiler that emitted them and its module (backends/llvm/codegen.emit_kernel).
-Emitter = Callable[[list[Nest], dict[str, TensorType], "Request", Program], tuple[Any, Any]]
+# The backend's emitter: a program of the loop IR and its calling convention, all it is
+# given, to the compiler that emitted it and its module (backends/llvm/codegen.emit_kernel).
+Emitter = Callable[[Program, CallingConvention], tuple[Any, Any]]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,11 @@ class Request:
     # tags: ir/gpu_plan.py); None: the program as lowered and optimized.
     retag: Callable[[Program], Program] | None = None
     plan: SchedulePlan | None = None  # a user's schedule (ir/schedule_plan.py)
+
+
+def calling_convention(request: Request, types: dict[str, TensorType]) -> CallingConvention:
+    """How the kernel ``request`` asks for is called, with its operands' ``types``."""
+    return CallingConvention(tuple(request.order), types, request.dtype, request.fastmath)
 
 
 def target_of(request: Request, phase: str = "whole") -> Target:
@@ -283,5 +288,5 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
         return Refused(ScheduleError(reason))
     if request.retag is not None:
         program = request.retag(program)
-    builder, module = request.emit(nests, types, request, program)
+    builder, module = request.emit(program, calling_convention(request, types))
     return Lowered(nests, builder, module, types, program, dict(converted))
