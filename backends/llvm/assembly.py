@@ -212,7 +212,9 @@ class OutputAssembler:
             pos = self.insert_position(k, pos, ctx)
         return pos
 
-    def write(self, value: ir.Value, ctx: Ctx) -> None:
+    def write(self, value: ir.Value, ctx: Ctx, adds: bool) -> None:
+        """Write ``value`` at the output entry ``ctx`` binds; ``adds``: fold it into what
+        is there (an inserted level's entry written more than once) instead of storing."""
         b = self.b
         last = len(self.levels) - 1
         if self.phase == "count":  # the rows are array-free: only the count changes
@@ -234,19 +236,20 @@ class OutputAssembler:
         if self.warp:  # the warp's total, written (or added) by lane 0
             value = gpu_hooks.warp_sum(b, value)
             with b.if_then(b.icmp_signed("==", gpu_hooks.lane(b), ZERO)):
-                self.write_at(value, address, dtype, last)
+                self.write_at(value, address, dtype, last, adds)
             return
         if self.atomic:
             value = scalars.store_value(b, scalars.convert(b, value, kc.dtype, dtype), dtype)
             b.atomic_rmw("fadd" if isinstance(value.type, (ir.FloatType, ir.DoubleType)) else "add",
                          address, value, "monotonic")
             return
-        self.write_at(value, address, dtype, last)
+        self.write_at(value, address, dtype, last, adds)
 
-    def write_at(self, value: ir.Value, address: ir.Value, dtype: str, last: int) -> None:
+    def write_at(self, value: ir.Value, address: ir.Value, dtype: str, last: int,
+                 adds: bool) -> None:
         """Store ``value`` at ``address``, or reduce it into what is there."""
         b, kc = self.b, self.kc
-        if (self.prefix > last or self.blocks <= last) and not self.overwrites():
+        if (self.prefix > last or self.blocks <= last) and adds:
             stored = b.load(address)
             mark_access(stored, b.module, is_input=False)
             old = scalars.load_value(b, stored, dtype, kc.dtype)
@@ -287,12 +290,6 @@ class OutputAssembler:
         for k in range(self.blocks, len(self.levels)):
             (pos,) = self.call(k, "size", parent_size=pos)
         return pos
-
-    def overwrites(self) -> bool:
-        """Whether a write stores its value (each output entry is written once) rather
-        than adding it to what is there."""
-        kc = self.kc
-        return not (kc.scatter or kc.repeats or kc.statement.accumulate)
 
     # -- hooks around loops of output indices ----------------------------------------------
     def hooks_for(self, var: str):

@@ -14,10 +14,21 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from ...ir.cin import Expr, Iter, Operand, linear_in
+from ...ir.cin import Expr, Iter, Operand
 from ...ir.errors import InternalCompilerError
 from ...ir.gpu_plan import ATOMIC_TAG, POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
-from ...ir.loops import Block, CallingConvention, LoopNode, Node, Program, Statement, loops_of
+from ...ir.loops import (
+    Accumulate,
+    Append,
+    Block,
+    CallingConvention,
+    Insert,
+    LoopNode,
+    Node,
+    Program,
+    Statement,
+    loops_of,
+)
 from ...ir.notes import CLEAR_ROWS, split_by_threads
 from . import jam, precompute_lower, scalars
 from .assembly import OutputAssembler
@@ -169,7 +180,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         site = next((node.site for node in loops_of(root) if not node.site.copies), None)
         self.out_depth, self.scatter = (site.out_depth, site.scatter) if site else (0, False)
         self.insert_output = self.output.all_insert
-        self.repeats = False  # set when a fused non-unique loop revisits output coordinates
         self.run_state: RunState | None = None  # see running_sums
         if self.scatter and not (self.insert_output or self.output.unordered):
             raise InternalCompilerError(f"output {self.out_name} cannot be scattered into")
@@ -184,13 +194,21 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.emit_node(root, Ctx())
         free()
 
-    def write_sum(self, total: ir.Value, ctx: Ctx) -> None:
-        """Write a finished sum; where it is stored rather than added, + 0 turns an empty
-        sum's -0.0 into 0.0."""
-        if self.output.overwrites():
+    def adds(self, write: Accumulate | Insert | Append) -> bool:
+        """Whether ``write`` adds its value to the output entry rather than storing it:
+        the loop IR's accumulate does (a loop visiting an output coordinate once per
+        duplicate, a scattered reduction), and so does every write of a statement that
+        scatters or adds to its output (``+=``; a workspace's entries)."""
+        return isinstance(write, Accumulate) or self.scatter or self.statement.accumulate
+
+    def write_sum(self, total: ir.Value, ctx: Ctx, write: Insert | Append) -> None:
+        """Write a finished run's sum through its write node; where it is stored rather
+        than added, + 0 turns an empty sum's -0.0 into 0.0."""
+        adds = self.adds(write)
+        if not adds:
             total = scalars.apply(self.b, "add", [total, scalars.constant(self.dtype, 0)],
                                   self.dtype)
-        self.output.write(total, ctx)
+        self.output.write(total, ctx, adds)
 
     def continue_run(self, run: RunState, coord: ir.Value) -> None:
         """Where the coordinate changes, write the finished run and start a new sum.
@@ -210,7 +228,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         b = self.b
         coord = b.load(run.coord)
         with b.if_then(b.icmp_signed(">=", coord, ZERO)):
-            self.write_sum(b.load(run.total), self.bind(run.outer, run.var, coord))
+            if run.write is None:
+                raise InternalCompilerError("a running sum whose loop writes no sum")
+            self.write_sum(b.load(run.total), self.bind(run.outer, run.var, coord), run.write)
 
     def accumulate(self, value: ir.Value, acc: ir.Value) -> None:
         total = scalars.apply(self.b, "add", [self.b.load(acc), value], self.dtype,
@@ -355,23 +375,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         if level >= 2:
             env["i_grandparent"] = resolved[level - 2].coord
         return env
-
-    def sums_in_register(self, var: str, level) -> bool:
-        """Whether this loop binds the output's last index, so that summing a run of
-        duplicates (sorted, so adjacent) before one write keeps the sum in a register:
-        COO SpMV then adds into y once per row instead of once per entry (2-3x on
-        real matrices). Where writes happen deeper anyway (MTTKRP's rank loop),
-        visiting duplicates one by one is cheaper."""
-        order = self.statement.order
-        return (level.ordered and not self.scatter and var in order
-                and order.index(var) + 1 == self.out_depth)
-
-    def fusable(self, op: Operand, expr: Expr) -> bool:
-        """Duplicates may be visited one by one when the output only accumulates what
-        the expression is linear in (and, the loop's site says, by +: see
-        lower_loops.segments)."""
-        return (self.scatter or self.insert_output) and self.output.all_insert and \
-            linear_in(expr, op.uid)
 
 
 def _nest_root(root: Node, nests: int, index: int) -> Node:

@@ -59,12 +59,14 @@ class Ctx:
 class RunState:
     """A loop's running sum over sorted runs of duplicate coordinates (see running_sums):
     the coordinate of the open run (-1 before the first) and its sum so far, plus the
-    context outside the loop, in which a finished run's coordinate is bound to write it."""
+    context outside the loop, in which a finished run's coordinate is bound to write it,
+    and the loop IR's write of the sum (known once the loop's body reaches it)."""
 
     var: str
     coord: ir.AllocaInstr
     total: ir.AllocaInstr
     outer: Ctx
+    write: object = None  # the loops.Insert or loops.Append the run's sum goes through
 
 
 

@@ -13,7 +13,7 @@ says), so it emits nothing here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -85,6 +85,7 @@ class NodeEmitter:
 
     def emit_block(self: KernelCompiler, items: tuple[Node, ...], ctx: Ctx) -> None:
         if (run := self.running_write_point(items)) is not None:
+            self.run_state = replace(self.run_state, write=items[-1])
             self.continue_run(self.run_state, ctx.bound[self.run_state.var])
             self.temps[run.name] = Temp(self.run_state.total)
             for item in items[2:-1]:  # its sum goes on; the run's end writes it
@@ -173,7 +174,7 @@ class NodeEmitter:
         elif self.workspace is not None and self.workspace.names(node.target):
             self.workspace.add(node, value, ctx)
         else:
-            self.output.write(value, ctx)
+            self.output.write(value, ctx, self.adds(node))
 
     def precompute_target(self: KernelCompiler, target: object):
         """The operand-workspace plan whose temporary ``target`` names, or None."""

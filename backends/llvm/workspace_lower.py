@@ -57,7 +57,7 @@ def lower_with_workspace(kc: KernelCompiler, statements: tuple[Statement, ...],
     # The compiler's per-nest state, as for a scattering nest (see lower_nest).
     kc.enter(statements[0])
     kc.out_depth, kc.scatter, kc.insert_output = len(statements[0].order), True, False
-    kc.repeats, kc.run_state = False, None
+    kc.run_state = None
     kc.workspace = WorkspaceEmitter(kc, plan)
     kc.temps = {}
     kc.emit_node(root, Ctx())
