@@ -53,7 +53,9 @@ def _sources_digest() -> str:
         for path in sorted(folder.rglob("*.py")):
             digest.update(path.relative_to(folder).as_posix().encode())
             digest.update(path.read_bytes())
-    for name in ("api.py", "kernel_build.py"):
+    # The API modules that shape what is built for a key: the compile entry, the build,
+    # and the schedule a kernel's text resolves to.
+    for name in ("api.py", "kernel_build.py", "scheduling.py"):
         digest.update((package / name).read_bytes())
     return digest.hexdigest()
 
