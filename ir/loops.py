@@ -20,6 +20,9 @@ from .types import LevelType, TensorType
 
 if TYPE_CHECKING:
     from .lattice import Lattice
+    from .operators import Operator
+    from .precompute import Precompute
+    from .workspace_schedule import WorkspacePlan
 
 
 @dataclass(frozen=True)
@@ -328,9 +331,9 @@ class Statement:
     derived: tuple[Bind, ...] = ()
     guards: tuple[InRange, ...] = ()
     accumulate: bool = False
-    reduce_op: object = None  # an Operator, or None: the output is written, not folded
-    precomputes: tuple[object, ...] = ()  # ir/precompute.Precompute
-    workspace: object = None  # ir/workspace_schedule.WorkspacePlan
+    reduce_op: Operator | None = None  # None: the output is written, not folded into
+    precomputes: tuple[Precompute, ...] = ()
+    workspace: WorkspacePlan | None = None
 
 
 @dataclass(frozen=True)
