@@ -135,11 +135,9 @@ def test_emulator_matches_numpy(name, expression, formats, schedule, reference) 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(ENTRIES, [c for c in CATALOG if c[3] != COUNT_FILL],
-                         ids=[c[0] for c in CATALOG if c[3] != COUNT_FILL])
+@pytest.mark.parametrize(ENTRIES, CATALOG, ids=IDS)
 def test_catalog_on_a_gpu(name, expression, formats, schedule, reference) -> None:
-    """The emulator's checks, on a real GPU (skipped, saying why, without one); the
-    device path does not assemble sparse outputs yet (count_fill is emulated only)."""
+    """The emulator's checks, on a real GPU (skipped, saying why, without one)."""
     try:
         driver.device(0)
     except driver.NoDevice as error:
