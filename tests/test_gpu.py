@@ -194,6 +194,21 @@ def test_default_schedule_per_kernel_class(expression, formats, expected) -> Non
     assert ls.compile(expression, **formats).gpu_plan().schedule == expected
 
 
+@pytest.mark.parametrize(("expression", "formats", "expected"), [
+    ("y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"}, NONZERO_SPLIT),
+    ("C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "dense", "C": "dense"}, WARP_COLUMNS),
+    ("C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "csr"}, COUNT_FILL),
+    ("C(i,j) = A(i,j) + F(i,j)", {**CSR_ADD, "C": "csr"}, COUNT_FILL),
+])
+def test_schedule_names_the_default_gpu_schedule(expression, formats, expected) -> None:
+    """On a GPU target ``kernel.schedule`` names the schedule the rule gives the kernel
+    class when none is asked for, the one its calls run; on the CPU it names none."""
+    kernel = ls.compile(expression, target="cuda-emulated", **formats)
+    assert f"GPU schedule: {expected} (the default for this kernel class)" in kernel.schedule
+    assert kernel.gpu_plan().schedule == expected
+    assert "GPU schedule" not in ls.compile(expression, **formats).schedule
+
+
 def test_nonzero_split_evens_out_skewed_rows() -> None:
     """A heavy row gets a thread to itself; the other threads take about ENTRIES_PER_THREAD
     entries each, so the grid is sized by entries, not rows."""
