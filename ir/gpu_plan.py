@@ -15,6 +15,13 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   range of ``entries`` positions, so a row's entries may fall to several threads, which
   add their partial sums into the output with atomic adds (``atomicrmw``; the host
   zeroes the output first).
+- ``entry_split``: adds ``entry split``, ``atomic adds``, and ``entry window`` on the one
+  loop under the split loop that steps over an operand's stored positions (CSR SpMV's
+  row): each thread takes a window of ``entries`` consecutive positions of that level,
+  found on the host with the rows it touches, so one heavy row is spread over many
+  threads; a row cut by a window edge gets a partial sum from each thread that holds
+  part of it, and every row's sum is added into the output atomically (the host zeroes
+  it first).
 - ``warp_per_row``: tags ``gpu_block``, ``gpu_warp``, ``warp sums``: a warp of 32 lanes
   per coordinate; the innermost loop under it (tagged ``warp lanes``; the row's fast
   forms dropped) gives lane k its k-th, k+32-th, ... step: a row's positions (SpMV) or a
@@ -74,21 +81,24 @@ ATOMIC_TAG = "atomic adds"  # threads share output entries: writes add atomicall
 GPU_WARP = "gpu_warp"  # a warp per coordinate of the loop
 WARP_SUMS_TAG = "warp sums"  # its writes of lanes' partial sums are summed by shuffles
 WARP_LANES_TAG = "warp lanes"  # the warp's lanes share this loop's positions, strided
+ENTRY_SPLIT_TAG = "entry split"  # a window of an inner loop's positions a thread
+ENTRY_WINDOW_TAG = "entry window"  # ... this loop's positions, bounded by the window
 WARP_SIZE = 32
 BLOCK_SIZE = 128  # threads per block: four warps, a full occupancy unit on sm_70..sm_90
 ENTRIES_PER_THREAD = 32  # nonzero split: a thread's share of stored entries
 
 THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL = "thread_per_row", "nonzero_split", "count_fill"
 THREAD_PER_NONZERO, WARP_PER_ROW = "thread_per_nonzero", "warp_per_row"
-WARP_COLUMNS = "warp_per_row_columns"
+WARP_COLUMNS, ENTRY_SPLIT = "warp_per_row_columns", "entry_split"
 SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, THREAD_PER_NONZERO, WARP_PER_ROW, WARP_COLUMNS,
-             COUNT_FILL)
+             COUNT_FILL, ENTRY_SPLIT)
 _TAGS = {THREAD_PER_ROW: (GPU_BLOCK, GPU_THREAD),
          NONZERO_SPLIT: (GPU_BLOCK, GPU_THREAD, NONZERO_SPLIT_TAG),
          THREAD_PER_NONZERO: (GPU_BLOCK, GPU_THREAD, POSITION_SPLIT_TAG, ATOMIC_TAG),
          WARP_PER_ROW: (GPU_BLOCK, GPU_WARP, WARP_SUMS_TAG),
          WARP_COLUMNS: (GPU_BLOCK, GPU_WARP),
-         COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG)}
+         COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG),
+         ENTRY_SPLIT: (GPU_BLOCK, GPU_THREAD, ENTRY_SPLIT_TAG, ATOMIC_TAG)}
 
 
 class GpuMappingError(ValueError):
@@ -117,6 +127,11 @@ class GpuPlan:
     def splits_positions(self) -> bool:
         """Whether threads take ranges of the split loop's positions (atomic writes)."""
         return self.schedule == THREAD_PER_NONZERO
+
+    @property
+    def windows(self) -> bool:
+        """Whether threads take windows of an inner loop's positions (entry_split)."""
+        return self.schedule == ENTRY_SPLIT
 
     @property
     def lanes(self) -> int:
@@ -189,6 +204,37 @@ def position_split_refusal(program: Program, split: LoopNode) -> str | None:
     if split.chosen is not None and len(split.chosen.point) > 1:
         return ("another operand's level is iterated beside it, over coordinates a "
                 "position range does not bound")
+    if CLEAR_ROWS in split.notes:
+        return "it zeroes each row of the output itself, which another thread adds into"
+    if split.site is None or not split.site.additive:
+        return "its output is not reduced by +, the one reduction atomic adds do"
+    if program.dtype not in ATOMIC_DTYPES:
+        return f"its values are {program.dtype}, which atomic adds do not take"
+    return None
+
+
+def entry_window_loop(split: LoopNode) -> LoopNode | None:
+    """The loop an entry split windows: the one loop under ``split``, stepping over a
+    level's stored positions (operands it locates, or intersects, ride along: every
+    term needs an entry of the windowed level)."""
+    inner = loops_of(split)[1:]
+    if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].over != "positions" \
+            or inner[0].iterator.universe:
+        return None
+    return inner[0]
+
+
+def entry_split_refusal(program: Program, split: LoopNode) -> str | None:
+    """Why threads cannot take windows of the positions of the one loop under
+    ``split``, adding each row's partial sums atomically (None: they can)."""
+    if not isinstance(split, Loop) or split.over != "coordinates":
+        return "its split loop does not run over the coordinates of a full level (rows)"
+    if any(isinstance(n, Merge) for n in walk(split)):
+        return "it co-iterates operands by union, whose positions no one window bounds"
+    window = entry_window_loop(split)
+    if window is None or window.iterator.level != 1:
+        return ("the loop under its split loop is not one loop over the stored positions "
+                "of an operand's second level")
     if CLEAR_ROWS in split.notes:
         return "it zeroes each row of the output itself, which another thread adds into"
     if split.site is None or not split.site.additive:
@@ -325,6 +371,8 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
             "dense-like (use thread_per_row or nonzero_split)")
     if chosen == THREAD_PER_NONZERO and (why := position_split_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
+    if chosen == ENTRY_SPLIT and (why := entry_split_refusal(program, first)):
+        raise GpuMappingError(f"GPU schedule entry_split does not fit: {why}")
     if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule warp_per_row does not fit: {why}")
     phases = program.phases
@@ -338,6 +386,11 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
     if chosen == WARP_COLUMNS and (why := columns_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule {WARP_COLUMNS} does not fit: {why}")
     changes = {id(first): _tagged(_TAGS[chosen])}
+    if chosen == ENTRY_SPLIT:
+        changes = {id(loop): _plain for loop in loops_of(first)}
+        changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
+        changes[id(entry_window_loop(first))] = lambda node: tag(_plain(node),
+                                                                 ENTRY_WINDOW_TAG)
     if chosen == WARP_PER_ROW:
         changes = {id(loop): _plain for loop in loops_of(first)}
         changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))

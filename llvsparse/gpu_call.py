@@ -45,7 +45,7 @@ def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
     output the CPU gathers, a position split's atomic writes) built again from the
     loop IR with the plan's tags. GpuMappingError where an assembled output cannot be
     built in count and fill phases."""
-    if not plan.assembles and not plan.splits_positions and plan.lanes == 1:
+    if not (plan.assembles or plan.splits_positions or plan.windows) and plan.lanes == 1:
         return kernel.code_of(inst).jit
     if plan.assembles and "count" in kernel.code_of(inst).jit.assembly:
         return inst.jit
@@ -105,8 +105,8 @@ def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
     if found is None:
         plan = gpu_plan(kernel, inst)
         code = device_code(kernel, inst, plan)
-        found = cache[id(inst)] = (inst, plan, code, emulate(code.llvm_ir, code.name,
-                                                             device_phases(plan), plan.lanes))
+        found = cache[id(inst)] = (inst, plan, code, emulate(
+            code.llvm_ir, code.name, device_phases(plan), plan.lanes, plan.windows))
     _, plan, code, emulated = found  # (the instance kept alive: its id is the key)
     check_output(plan, bound)
     launch = launch_of(kernel, plan, bound)
@@ -116,7 +116,8 @@ def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
         table = runtime.descriptor_table(holders)
         status = emulated.launch(phase, launch.grid, launch.block, ctypes.addressof(table),
                                  launch.bounds_address, launch.threads,
-                                 0 if extra is None else extra.ctypes.data)
+                                 launch.windows_address if extra is None
+                                 else extra.ctypes.data)
         runtime.check_status(status, holders)
 
     if plan.assembles:

@@ -117,7 +117,7 @@ def _plan_and_functions(kernel: Kernel, bound: BoundCall, gpu: Device,
         plan = gpu_plan(kernel, inst)
         code = device_code(kernel, inst, plan)
         phases = device_phases(plan)
-        ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm, phases, plan.lanes)
+        ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm, phases, plan.lanes, plan.windows)
         functions = {phase: gpu.function(ptx, device_name(code.name, phase))
                      for phase in phases}
         found = cache[key] = ((inst, gpu), plan, functions, code)
@@ -161,7 +161,8 @@ def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
         output = runtime.DescriptorHolder(bound.extents, [values], bound.flat_params)
         holders = [output, *bound.inputs]
         address = table.mirror(holders, [h.arrays for h in holders])
-        _launch(gpu, functions["whole"], launch, table, address, holders)
+        windows = 0 if launch.windows is None else table.copy(launch.windows)
+        _launch(gpu, functions["whole"], launch, table, address, holders, windows)
         if values.size:
             gpu.to_host(table.arrays[0][0], values.view(np.uint8))
     finally:

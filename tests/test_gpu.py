@@ -14,6 +14,7 @@ from llvsparse.ir.gpu_plan import (
     BLOCK_SIZE,
     COUNT_FILL,
     ENTRIES_PER_THREAD,
+    ENTRY_SPLIT,
     NONZERO_SPLIT,
     THREAD_PER_NONZERO,
     THREAD_PER_ROW,
@@ -24,7 +25,7 @@ from llvsparse.ir.gpu_plan import (
 )
 
 import llvsparse as ls
-from llvsparse.gpu_launch import launch_of, split_points
+from llvsparse.gpu_launch import entry_windows, launch_of, split_points
 
 # The catalog: (name, expression, formats, GPU schedule, reference(operands) -> dense).
 CSR_ADD = {"A": "csr", "F": "csr"}
@@ -36,6 +37,10 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      NONZERO_SPLIT, lambda A, x: A @ x),
     ("csr_spmv_warp_per_row", "y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"},
      WARP_PER_ROW, lambda A, x: A @ x),
+    ("csr_spmv_entry_split", "y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"},
+     ENTRY_SPLIT, lambda A, x: A @ x),
+    ("csr_row_dot_entry_split", "y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"},
+     ENTRY_SPLIT, lambda A, F: np.asarray(A.multiply(F).sum(axis=1)).ravel()),
     ("csr_row_dot_warp_per_row", "y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"},
      WARP_PER_ROW, lambda A, F: np.asarray(A.multiply(F).sum(axis=1)).ravel()),
     ("coo_spmv_thread_per_row", "y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"},
@@ -170,6 +175,8 @@ def test_plan_tags_the_split_loop(name, expression, formats, schedule, reference
     assert ("nonzero split" in head) == (schedule == NONZERO_SPLIT)
     assert ("count, fill" in head) == (schedule == COUNT_FILL)
     assert ("position split, atomic adds" in head) == (schedule == THREAD_PER_NONZERO)
+    assert ("entry split, atomic adds" in head) == (schedule == ENTRY_SPLIT)
+    assert ("{entry window}" in shown) == (schedule == ENTRY_SPLIT)
     assert plan.grid(0) == 1 and plan.grid(BLOCK_SIZE) == 1 and plan.grid(BLOCK_SIZE + 1) == 2
 
 
@@ -258,7 +265,7 @@ def test_catalog_ptx_passes_ptxas(name, expression, formats, schedule, reference
     assert "%ctaid.x" in ptx and "%tid.x" in ptx and "%ntid.x" in ptx
     assert "malloc" not in ptx  # no device heap: outputs are sized on the host
     assert ("atom.add.f64" in ptx or "atom.global.add.f64" in ptx) == \
-        (schedule == THREAD_PER_NONZERO)  # threads sharing rows add atomically
+        (schedule in (THREAD_PER_NONZERO, ENTRY_SPLIT))  # threads sharing rows add atomically
     if schedule != WARP_COLUMNS:  # (which defines the warp sums without calling them)
         assert ("shfl.sync.bfly" in ptx) == (schedule == WARP_PER_ROW)  # lanes' sums meet
     check_ptx(ptx, arch)
@@ -295,6 +302,10 @@ SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
     ("y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"}, WARP_COLUMNS,
      "does not run over a full range"),
     (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "other than a sum the lanes hold"),
+    (ADD, {**CSR_ADD, "C": "dense"}, ENTRY_SPLIT, "co-iterates operands by union"),
+    (SDDMM_EXPR, {**SDDMM, "C": "dense"}, ENTRY_SPLIT, "not one loop over the stored"),
+    ("y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"}, ENTRY_SPLIT,
+     "does not run over the coordinates of a full level"),
     (ADD, {**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
     (ADD, {**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),
 ])
@@ -332,6 +343,47 @@ def test_thread_per_nonzero_splits_rows_and_adds_atomically() -> None:
     assert launch.bounds is not None and launch.bounds[-1] == A.nnz
     assert launch.threads == -(-A.nnz // ENTRIES_PER_THREAD)
     assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+
+
+def test_entry_split_spreads_a_heavy_row_over_threads() -> None:
+    """A power-law matrix whose one row holds most entries: each thread takes a window
+    of ENTRIES_PER_THREAD positions, so the heavy row falls to many threads whose
+    partial sums meet by atomic adds; windows cut rows mid-way; rows before, after and
+    between (some empty) come out right. Against numpy."""
+    rng = np.random.default_rng(12)
+    rows, cols = 300, 5000
+    lengths = np.minimum((rng.pareto(1.5, rows) * 2).astype(int), 40)
+    lengths[[0, 17, rows - 1]] = 0
+    lengths[150] = 4000  # most of the entries
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(cols, n, replace=False)) for n in lengths])
+    A = sp.csr_matrix((rng.standard_normal(indptr[-1]), indices, indptr), shape=(rows, cols))
+    x = rng.standard_normal(cols)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda-emulated",
+                        gpu_schedule=ENTRY_SPLIT)
+    launch = launch_of(kernel, kernel.gpu_plan(), kernel.bind(A=A, x=x))
+    assert launch.threads == -(-A.nnz // ENTRIES_PER_THREAD)
+    assert np.array_equal(launch.windows, np.append(np.arange(0, A.nnz, ENTRIES_PER_THREAD),
+                                                    A.nnz))
+    first, end = launch.bounds[:launch.threads], launch.bounds[launch.threads:]
+    on_heavy = np.flatnonzero((first <= 150) & (end > 150))
+    assert len(on_heavy) >= 4000 // ENTRIES_PER_THREAD  # the heavy row is shared
+    assert np.all(end - first >= 1)
+    assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+    for bad in (np.zeros((0, 0)), np.zeros((4, 3)), np.eye(3)):  # no entries, a diagonal
+        assert np.allclose(kernel(A=sp.csr_matrix(bad), x=np.ones(bad.shape[1])).to_numpy(),
+                           bad @ np.ones(bad.shape[1]))
+
+
+def test_entry_windows_find_the_rows_each_window_touches() -> None:
+    """Row bounds of windows over rows [begin, end) of positions, empty rows among
+    them; rows out of position order are refused."""
+    begin, end = np.array([0, 3, 3, 10]), np.array([3, 3, 10, 12])
+    windows, rows = entry_windows(begin, end, 4)
+    assert np.array_equal(windows, [0, 4, 8, 12])
+    assert np.array_equal(rows, [0, 2, 2, 3, 3, 4])  # firsts, then ends (row 1 is empty)
+    with pytest.raises(GpuMappingError, match="position order"):
+        entry_windows(np.array([5, 0]), np.array([8, 5]), 4)
 
 
 def test_warp_lanes_meet() -> None:

@@ -112,7 +112,7 @@ def emulated_launch(kernel: ls.Kernel):
     inst = kernel._with_code()
     plan = gpu_plan(kernel, inst)
     code = device_code(kernel, inst, plan)
-    emulated = emulate(code.llvm_ir, code.name, device_phases(plan), plan.lanes)
+    emulated = emulate(code.llvm_ir, code.name, device_phases(plan), plan.lanes, plan.windows)
     phases = {device_name(code.name, phase): phase for phase in device_phases(plan)}
     launches: list[tuple[int, int]] = []  # (grid, threads) of each launch
     launches_by_phase: list[str] = []
@@ -193,6 +193,26 @@ def test_device_call_mirrors_descriptors(expression, formats, reference, rows,
     (grid, threads), = fake.run.launches
     assert grid == max(1, -(-threads // 128))
     assert threads == rows if schedule == "thread_per_row" else threads <= max(rows, 1)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 200])
+def test_device_call_entry_split(rows) -> None:
+    """An entry split through the driver: the windows of positions and each window's
+    rows copied to the device, one launch, the atomically summed rows copied back."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda",
+                        gpu_schedule="entry_split")
+    rng = np.random.default_rng(rows)
+    dense = rng.standard_normal((rows, 300)) * (rng.random((rows, 300)) < 0.05)
+    if rows > 1:
+        dense[rows // 2] = rng.standard_normal(300)  # a row many windows share
+    A, x = sp.csr_matrix(dense), rng.standard_normal(300)
+    fake = FakeDriver(emulated_launch(kernel))
+    got = device_call(kernel, True, {"A": A, "x": x}, {}, gpu=driver.device(0, fake))
+    assert np.allclose(got.to_numpy(), A @ x)
+    (grid, threads), = fake.run.launches
+    assert threads == -(-A.nnz // 32) and grid == max(1, -(-threads // 128))
+    assert b"atom.global.add.f64" in fake.loaded[0] or b"atom.add.f64" in fake.loaded[0]
+    assert not fake.memory
 
 
 ADD_FORMATS = {"A": "csr", "F": "csr", "C": "csr"}

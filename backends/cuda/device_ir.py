@@ -117,7 +117,9 @@ def device_signature() -> ir.FunctionType:
     """``(table, status, bounds, threads, extra)``: ``bounds`` null gives thread t the
     coordinate t, else the range [bounds[t], bounds[t+1]) (t counts warps where a warp
     shares a range); threads from ``threads`` on do nothing; ``extra``: the per-thread
-    counts or offsets of an assembly's phases."""
+    counts or offsets of an assembly's phases. An entry split (``windows``) reads thread
+    t's rows as [bounds[t], bounds[threads + t]) and its window of positions as
+    [extra[t], extra[t + 1])."""
     i64p = I64.as_pointer()
     return ir.FunctionType(ir.VoidType(), [PTR, I32.as_pointer(), i64p, I64, i64p])
 
@@ -145,8 +147,20 @@ def _phase_call(module: ir.Module, b: ir.IRBuilder, name: str, phase: str, args,
     raise ValueError(f"unknown device phase {phase!r}; one of {', '.join(PHASES)}")
 
 
+def _windowed_call(module: ir.Module, b: ir.IRBuilder, name: str, args,
+                   thread: ir.Value) -> ir.Value:
+    """An entry split's thread (see device_signature): rows [bounds[t],
+    bounds[threads + t]) and positions [extra[t], extra[t + 1]) of the windowed loop."""
+    table, bounds, threads, extra = args[0], args[2], args[3], args[4]
+    rows = [b.load(b.gep(bounds, [at]), align=8) for at in (thread, b.add(threads, thread))]
+    window = [b.load(b.gep(extra, [at]), align=8)
+              for at in (thread, b.add(thread, ir.Constant(I64, 1)))]
+    callee = _declare(module, ir.FunctionType(I32, [PTR, I64, I64, I64, I64]), f"{name}_range")
+    return b.call(callee, [table, *rows, *window])
+
+
 def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
-               nvvm_kernel: bool, lanes: int) -> None:
+               nvvm_kernel: bool, lanes: int, windows: bool = False) -> None:
     kernel = ir.Function(module, device_signature(), device_name(name, phase))
     for argument in (kernel.args[2], kernel.args[4]):
         argument.add_attribute("noalias")
@@ -156,6 +170,13 @@ def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
     within = b.icmp_signed("<", thread, kernel.args[3])
     if lanes > 1:  # a warp per range: its lanes share it (threads counts lanes)
         thread = b.udiv(thread, ir.Constant(I64, lanes))
+    if windows:
+        with b.if_then(within):
+            status = _windowed_call(module, b, name, kernel.args, thread)
+            with b.if_then(b.icmp_signed("!=", status, ir.Constant(I32, 0)), likely=False):
+                b.store(status, kernel.args[1])
+        _finish_entry(module, b, kernel, nvvm_kernel)
+        return
     with b.if_then(within):
         bounds, next_ = kernel.args[2], b.add(thread, ir.Constant(I64, 1))
         ranged = b.icmp_unsigned("!=", bounds, ir.Constant(bounds.type, None))
@@ -175,6 +196,12 @@ def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
         status = _phase_call(module, b, name, phase, kernel.args, lo, hi, thread)
         with b.if_then(b.icmp_signed("!=", status, ir.Constant(I32, 0)), likely=False):
             b.store(status, kernel.args[1])
+    _finish_entry(module, b, kernel, nvvm_kernel)
+
+
+def _finish_entry(module: ir.Module, b: ir.IRBuilder, kernel: ir.Function,
+                  nvvm_kernel: bool) -> None:
+    """Return, and mark the entry a kernel for NVVM."""
     b.ret_void()
     if nvvm_kernel:
         mark = module.add_metadata([kernel, ir.MetaDataString(module, "kernel"),
@@ -184,15 +211,18 @@ def _add_entry(module: ir.Module, name: str, phase: str, hooks: TargetHooks,
 
 def device_kernel(name: str, hooks: TargetHooks, triple: str, data_layout: str,
                   nvvm_kernel: bool, phases: tuple[str, ...] = ("whole",),
-                  lanes: int = 1) -> ir.Module:
+                  lanes: int = 1, windows: bool = False) -> ir.Module:
     """A module holding one device entry per phase of ``phases`` (see device_signature),
     each running its threads' ranges through the translator's declared functions;
     ``lanes`` threads share each range (32: a warp schedule, whose lane and warp sums
-    the module defines)."""
+    the module defines); ``windows``: an entry split's threads, each a window of
+    positions."""
+    if windows and (lanes != 1 or phases != ("whole",)):
+        raise ValueError("an entry split runs one thread a window, in one phase")
     module = ir.Module(name=f"{name}_device")
     module.triple, module.data_layout = triple, data_layout
     for phase in phases:
-        _add_entry(module, name, phase, hooks, nvvm_kernel, lanes)
+        _add_entry(module, name, phase, hooks, nvvm_kernel, lanes, windows)
     if lanes > 1:
         hooks.define_warp(module)
     return module

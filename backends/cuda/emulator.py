@@ -183,14 +183,15 @@ def _launcher(module: ir.Module, name: str, phase: str) -> None:
 
 
 def emulate(host_ir: str, name: str, phases: tuple[str, ...] = ("whole",),
-            lanes: int = 1) -> EmulatedKernel:
+            lanes: int = 1, windows: bool = False) -> EmulatedKernel:
     """The emulated device kernels of ``phases`` of the translator's IR ``host_ir``
-    (entry ``name``); ``lanes``: threads per range (32: a warp schedule)."""
+    (entry ``name``); ``lanes``: threads per range (32: a warp schedule); ``windows``:
+    an entry split's threads."""
     target = llvm.Target.from_default_triple()
     machine = target.create_target_machine(opt=2, jit=True)
     device = device_kernel(name, EmulatedHooks(concurrent=lanes > 1), machine.triple,
                            str(machine.target_data), nvvm_kernel=False, phases=phases,
-                           lanes=lanes)
+                           lanes=lanes, windows=windows)
     for phase in phases:
         _launcher(device, name, phase)
     module = linked(host_ir, device)
