@@ -35,7 +35,10 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
 - ``count_fill``: adds ``count``, ``fill``: an assembled (sparse) output, sized on the
   host before the launch: a grid of threads counts each row's entries, the host scans
   the counts into offsets and allocates the output exactly, a second grid fills it. The
-  device never allocates.
+  device never allocates. A kernel with a workspace (SpGEMM's row accumulator) runs
+  only so: each thread takes a range of rows and its workspace from its own slice of
+  an arena the host sizes by the output's columns (gpu_launch.py), so the threads a
+  launch runs are bounded by the arena's memory.
 
 ``default_schedule`` is the autoscheduler's rule per kernel class. Anything without a
 mapping is refused with a ``GpuMappingError`` naming the construct, never compiled into
@@ -116,6 +119,7 @@ class GpuPlan:
     block: int = BLOCK_SIZE
     schedule: str = THREAD_PER_ROW
     entries: int = ENTRIES_PER_THREAD
+    workspace: bool = False  # a workspace per thread, in slices of a host-sized arena
 
     def grid(self, threads: int) -> int:
         """Blocks that hold ``threads`` threads (at least one block)."""
@@ -351,10 +355,6 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
                               "statement split) has no GPU mapping yet")
     workspace = next((n for n in walk(program.root) if isinstance(n, Allocate) and n.layout),
                      None)
-    if workspace is not None:
-        raise GpuMappingError(f"a workspace ({workspace.name}: {workspace.layout}) has no GPU "
-                              "mapping yet: it needs device memory for each thread, sized "
-                              "on the host")
     split = [loop for loop in loops_of(program.root) if THREAD_ROWS in loop.tags]
     if not split or not splittable:
         raise GpuMappingError("no loop of this kernel has a GPU thread mapping yet: none "
@@ -375,6 +375,10 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         raise GpuMappingError(f"GPU schedule entry_split does not fit: {why}")
     if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule warp_per_row does not fit: {why}")
+    if workspace is not None and chosen != COUNT_FILL:
+        raise GpuMappingError(f"a workspace ({workspace.name}: {workspace.layout}) has a GPU "
+                              f"mapping under count_fill only (threads' slices of an arena "
+                              f"sized on the host), not under {chosen}")
     phases = program.phases
     if chosen == COUNT_FILL:
         if not can_count_and_fill(program):
@@ -401,4 +405,4 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         changes[id(_columns(first))] = _lane_loop
     root = _retag(program.root, changes)
     return GpuPlan(replace(program, root=root, phases=phases), first.index, block, chosen,
-                   entries)
+                   entries, workspace is not None)

@@ -110,6 +110,8 @@ def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
     _, plan, code, emulated = found  # (the instance kept alive: its id is the key)
     check_output(plan, bound)
     launch = launch_of(kernel, plan, bound)
+    arena = np.empty(launch.arena_bytes, np.uint8)  # the threads' workspace slices
+    emulated.set_arena(arena.ctypes.data if arena.size else 0, launch.arena_slice)
 
     def run(phase: str, holders: list[runtime.DescriptorHolder],
             extra: np.ndarray | None) -> None:

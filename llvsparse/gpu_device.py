@@ -24,7 +24,7 @@ import numpy as np
 from . import runtime
 from .backends.cpu import JitKernel
 from .backends.cuda import emit_ptx
-from .backends.cuda.device_ir import device_name
+from .backends.cuda.device_ir import ARENA, ARENA_SLICE, device_name
 from .backends.cuda.driver import Device, device
 from .binding import BoundCall
 from .gpu_call import assemble, check_output, device_code, device_phases, gpu_plan
@@ -120,8 +120,23 @@ def _plan_and_functions(kernel: Kernel, bound: BoundCall, gpu: Device,
         ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm, phases, plan.lanes, plan.windows)
         functions = {phase: gpu.function(ptx, device_name(code.name, phase))
                      for phase in phases}
+        functions[PTX] = ptx
         found = cache[key] = ((inst, gpu), plan, functions, code)
     return found[1], found[2], found[3]  # (the instance and device kept alive: ids are the key)
+
+
+PTX = "ptx"  # where the functions of a plan keep the PTX text they come from
+
+
+def _set_arena(gpu: Device, ptx: str, table: DeviceTable, launch: Launch) -> None:
+    """A device arena of the launch's workspace slices (device_ir.define_arena), freed
+    with the table, its address and slice size written to the module's globals."""
+    if not launch.arena_slice:
+        return
+    arena = gpu.alloc(launch.arena_bytes)
+    table.owned.append(arena)
+    gpu.set_global(ptx, ARENA, arena)
+    gpu.set_global(ptx, ARENA_SLICE, launch.arena_slice)
 
 
 def _launch(gpu: Device, function: Any, launch: Launch, table: DeviceTable, address: int,
@@ -155,6 +170,7 @@ def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
     launch = launch_of(kernel, plan, bound)
     table = DeviceTable(gpu, resident)
     try:
+        _set_arena(gpu, functions[PTX], table, launch)
         if plan.assembles:
             return _assembled(gpu, functions, code, bound, launch, table)
         values = np.zeros(bound.size, bound.dtype)

@@ -5,6 +5,11 @@ An entry split runs a thread per window of ``plan.entries`` consecutive position
 windowed loop's level (an operand's rows' entries), with the rows each window touches:
 rows lie in increasing runs of positions, so a window's rows are found by two searches.
 
+A kernel with a workspace (count_fill only) gives each thread a slice of an arena of
+``ARENA_BUDGET`` bytes at most, sized by the output's columns (``ARENA_BYTES_PER_COLUMN``
+a column: a dense workspace's value, mark and list entries and a sort's spare copy):
+where a thread a row would not fit, threads take equal ranges of rows.
+
 A thread per row runs ``extent`` threads, thread t on coordinate t (no bounds array). A
 thread per nonzero runs a thread per ``plan.entries`` positions of the split loop's
 level, read from the operand's first level without walking it. A
@@ -16,6 +21,7 @@ heavier than a share gets a range of its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,6 +53,11 @@ class Launch:
     # An entry split's windows of positions (threads + 1 split points); its bounds are
     # then each thread's first row, then each thread's end row (2 * threads).
     windows: np.ndarray | None = None
+    arena_slice: int = 0  # bytes of each thread's workspace slice (0: no workspace)
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.arena_slice * self.threads
 
     @property
     def bounds_address(self) -> int:
@@ -104,6 +115,27 @@ def entry_windows(begin: np.ndarray, end: np.ndarray, entries: int
     return windows, np.concatenate([first, last]).astype(np.int64)
 
 
+ARENA_BUDGET = 1 << 28  # bytes of workspace arena a launch may take
+ARENA_BYTES_PER_COLUMN = 64
+ARENA_SLACK = 1 << 16  # a hash or sort workspace's first arrays, grown by copies
+
+
+def workspace_launch(plan: GpuPlan, extent: int, shape: tuple[int, ...]) -> Launch:
+    """A launch whose threads each hold a workspace slice (see the module's docstring):
+    a thread a row where the arena holds them, else equal ranges of rows."""
+    columns = math.prod(shape) // max(extent, 1) if extent else 0
+    piece = ARENA_BYTES_PER_COLUMN * columns + ARENA_SLACK
+    most = ARENA_BUDGET // piece
+    if most < 1:
+        raise GpuMappingError(f"a workspace of {columns} columns needs {piece} bytes a "
+                              f"thread, more than the {ARENA_BUDGET}-byte arena")
+    if extent <= most:
+        return Launch(extent, plan.grid(extent), plan.block, None, arena_slice=piece)
+    bounds = np.unique(np.linspace(0, extent, most + 1).astype(np.int64))
+    threads = len(bounds) - 1
+    return Launch(threads, plan.grid(threads), plan.block, bounds, arena_slice=piece)
+
+
 def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
     """The launch of ``plan`` for the binding ``bound``."""
     if plan.windows:
@@ -130,6 +162,8 @@ def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
         bounds = position_bounds(*first_level_positions(tensor), plan.entries)
         return Launch(len(bounds) - 1, plan.grid(len(bounds) - 1), plan.block, bounds)
     extent = extent_of(kernel, plan, bound.shape)
+    if plan.workspace:
+        return workspace_launch(plan, extent, bound.shape)
     if plan.schedule != NONZERO_SPLIT:  # a thread (or a warp's lanes) per coordinate
         threads = extent * plan.lanes
         return Launch(threads, plan.grid(threads), plan.block, None)

@@ -25,6 +25,7 @@ from llvsparse.ir.gpu_plan import (
 )
 
 import llvsparse as ls
+from llvsparse import gpu_launch
 from llvsparse.gpu_launch import entry_windows, launch_of, split_points
 
 # The catalog: (name, expression, formats, GPU schedule, reference(operands) -> dense).
@@ -69,6 +70,8 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      COUNT_FILL, lambda A, F: (A + F).toarray()),
     ("csr_multiply_into_csr", "C(i,j) = A(i,j) * F(i,j)", {**CSR_ADD, "C": "csr"},
      COUNT_FILL, lambda A, F: A.multiply(F).toarray()),
+    ("csr_spgemm_into_csr", "C(i,j) = A(i,k) * G(k,j)", {"A": "csr", "G": "csr", "C": "csr"},
+     COUNT_FILL, lambda A, G: (A @ G).toarray()),
 ]
 IDS = [entry[0] for entry in CATALOG]
 ENTRIES = ("name", "expression", "formats", "schedule", "reference")
@@ -98,6 +101,8 @@ def _operands(formats: dict[str, str], rows: int, cols: int, rng: np.random.Gene
                 heavy[rows // 2, :] = rng.standard_normal(cols)
                 m = sp.csr_matrix(m + heavy)
             made[name] = m
+        elif name == "G":
+            made[name] = sp.random(cols, 7, density=0.3, format="csr", random_state=rng)
         elif name == "x":
             made[name] = rng.standard_normal(cols)
         elif name == "B":
@@ -272,7 +277,6 @@ def test_catalog_ptx_passes_ptxas(name, expression, formats, schedule, reference
 
 
 @pytest.mark.parametrize(("expression", "formats", "match"), [
-    ("C(i,j) = A(i,k) * F(k,j)", {"A": "csr", "F": "csr", "C": "csr"}, "workspace"),
     ("a = A(i,j) * F(i,j)", {"A": "csr", "F": "csr"}, "no loop"),
     ("y(j) = A(i,j) * x(i)", {"A": "csr", "x": "dense"}, "no loop"),
 ])
@@ -384,6 +388,38 @@ def test_entry_windows_find_the_rows_each_window_touches() -> None:
     assert np.array_equal(rows, [0, 2, 2, 3, 3, 4])  # firsts, then ends (row 1 is empty)
     with pytest.raises(GpuMappingError, match="position order"):
         entry_windows(np.array([5, 0]), np.array([8, 5]), 4)
+
+
+SPGEMM = "C(i,j) = A(i,k) * F(k,j)"
+
+
+@pytest.mark.parametrize("policy", [None, "hash", "sort"])
+def test_spgemm_workspace_in_arena_slices(policy, monkeypatch) -> None:
+    """SpGEMM into CSR on the emulated device, each workspace policy: count and fill
+    grids whose threads take their row workspace from their own slice of a host-sized
+    arena (no device heap). An arena too small for a thread a row gives threads equal
+    ranges of rows; a slice too small for the workspace is the kernel's out-of-memory
+    error, not a wrong result."""
+    rng = np.random.default_rng(5)
+    A = sp.random(150, 90, density=0.05, format="csr", random_state=rng)
+    F = sp.random(90, 70, density=0.08, format="csr", random_state=rng)
+    kernel = ls.compile(SPGEMM, A="csr", F="csr", C="csr", target="cuda-emulated",
+                        workspace=policy)
+    plan = kernel.gpu_plan()
+    assert plan.schedule == COUNT_FILL and plan.workspace
+    launch = launch_of(kernel, plan, kernel.bind(A=A, F=F))
+    assert launch.threads == 150 and launch.bounds is None
+    assert launch.arena_slice == gpu_launch.ARENA_BYTES_PER_COLUMN * 70 + gpu_launch.ARENA_SLACK
+    got = kernel(A=A, F=F)
+    assert got.format.name == "csr" and np.allclose(got.to_numpy(), (A @ F).toarray())
+    monkeypatch.setattr(gpu_launch, "ARENA_BUDGET", 7 * launch.arena_slice)
+    launch = launch_of(kernel, plan, kernel.bind(A=A, F=F))
+    assert launch.threads == 7 and launch.bounds[0] == 0 and launch.bounds[-1] == 150
+    assert np.allclose(kernel(A=A, F=F).to_numpy(), (A @ F).toarray())
+    monkeypatch.setattr(gpu_launch, "ARENA_BYTES_PER_COLUMN", 0)
+    monkeypatch.setattr(gpu_launch, "ARENA_SLACK", 64)
+    with pytest.raises(ls.KernelRuntimeError, match="out of memory"):
+        kernel(A=A, F=F)
 
 
 def test_warp_lanes_meet() -> None:

@@ -76,6 +76,10 @@ class FakeDriver(types.SimpleNamespace):
         self.loaded.append(ctypes.string_at(image))
         return self._ok("cuModuleLoadData", "module")
 
+    def cuModuleGetGlobal(self, module, name):
+        """A global of the emulated module the launches run (its host address)."""
+        return self._ok("cuModuleGetGlobal", self.run.global_address(name.decode()), 8)
+
     def cuModuleGetFunction(self, module, name):
         return self._ok("cuModuleGetFunction", name.decode())
 
@@ -126,6 +130,7 @@ def emulated_launch(kernel: ls.Kernel):
         if failed:
             ctypes.c_int32.from_address(status).value = failed
     run.launches, run.phases = launches, launches_by_phase
+    run.global_address = emulated.engine.get_global_value_address
     return run
 
 
@@ -216,6 +221,7 @@ def test_device_call_entry_split(rows) -> None:
 
 
 ADD_FORMATS = {"A": "csr", "F": "csr", "C": "csr"}
+SPGEMM_FORMATS = {"A": "csr", "G": "csr", "C": "csr"}
 SDDMM_FORMATS = {"A": "csr", "D": "dense", "E": "dense", "C": "csr"}
 
 
@@ -224,6 +230,7 @@ SDDMM_FORMATS = {"A": "csr", "D": "dense", "E": "dense", "C": "csr"}
     ("C(i,j) = A(i,j) * F(i,j)", ADD_FORMATS, lambda A, F: A.multiply(F)),
     ("C(i,j) = A(i,j) * D(i,k) * E(j,k)", SDDMM_FORMATS,
      lambda A, D, E: A.multiply(D @ E.T)),
+    ("C(i,j) = A(i,k) * G(k,j)", SPGEMM_FORMATS, lambda A, G: A @ G),
 ])
 @pytest.mark.parametrize(("rows", "pattern"), [(0, "random"), (1, "random"), (200, "random"),
                                                (200, "no entries"), (130, "empty rows")])
@@ -240,6 +247,7 @@ def test_device_call_counts_then_fills(expression, formats, reference, rows, pat
     if pattern == "empty rows":
         A = sp.csr_matrix(sp.diags((np.arange(rows) % 3 != 0).astype(float)) @ A)
     operands = {"A": A, "F": sp.random(rows, 30, density=0.2, format="csr", random_state=rng),
+                "G": sp.random(30, 20, density=0.2, format="csr", random_state=rng),
                 "D": rng.random((rows, 4)), "E": rng.random((30, 4))}
     operands = {n: operands[n] for n in formats if n in operands}
     fake = FakeDriver(emulated_launch(kernel))

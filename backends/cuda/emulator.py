@@ -25,6 +25,8 @@ from llvmlite import ir
 
 from ..cpu import link_runtime
 from .device_ir import (
+    ARENA,
+    ARENA_SLICE,
     DEVICE_RUNTIME_IR,
     I32,
     I64,
@@ -130,6 +132,13 @@ class EmulatedKernel:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     warps: WarpRunner | None = None
     entries: dict[str, ctypes._CFuncPtr] = field(default_factory=dict)
+
+    def set_arena(self, address: int, slice_bytes: int) -> None:
+        """The workspace arena the next launches hand out (device_ir.define_arena):
+        host memory at ``address`` (0: none), ``slice_bytes`` a thread."""
+        where = self.engine.get_global_value_address
+        ctypes.c_void_p.from_address(where(ARENA)).value = address or None
+        ctypes.c_int64.from_address(where(ARENA_SLICE)).value = slice_bytes
 
     def launch(self, phase: str, grid: int, block: int, table: int, bounds: int,
                threads: int, extra: int) -> int:
