@@ -20,8 +20,8 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   row): each thread takes a window of ``entries`` consecutive positions of that level,
   found on the host with the rows it touches, so one heavy row is spread over many
   threads; a row cut by a window edge gets a partial sum from each thread that holds
-  part of it, and every row's sum is added into the output atomically (the host zeroes
-  it first).
+  part of it. Only a thread's first and last rows can be cut: their sums are added into
+  the output atomically (the host zeroes it first), the rows between are stored.
 - ``warp_per_row``: tags ``gpu_block``, ``gpu_warp``, ``warp sums``: a warp of 32 lanes
   per coordinate; the innermost loop under it (tagged ``warp lanes``; the row's fast
   forms dropped) gives lane k its k-th, k+32-th, ... step: a row's positions (SpMV) or a
