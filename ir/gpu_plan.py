@@ -40,6 +40,10 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   an arena the host sizes by the output's columns (gpu_launch.py), so the threads a
   launch runs are bounded by the arena's memory.
 
+``thread_per_nonzero`` asked of a loop over rows that lead to one loop over entries
+(CSR, as the scheduling language's ``fuse; pos; ...; atomics`` names it) is that
+split: ``entry_split``.
+
 ``default_schedule`` is the autoscheduler's rule per kernel class. Anything without a
 mapping is refused with a ``GpuMappingError`` naming the construct, never compiled into
 a kernel that races.
@@ -370,7 +374,9 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
             "GPU schedule count_fill assembles a sparse output; this kernel's output is "
             "dense-like (use thread_per_row or nonzero_split)")
     if chosen == THREAD_PER_NONZERO and (why := position_split_refusal(program, first)):
-        raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
+        if entry_split_refusal(program, first) is not None:
+            raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
+        chosen = ENTRY_SPLIT  # the same split where rows lead to the entries (CSR)
     if chosen == ENTRY_SPLIT and (why := entry_split_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule entry_split does not fit: {why}")
     if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):

@@ -379,6 +379,30 @@ def test_entry_split_spreads_a_heavy_row_over_threads() -> None:
                            bad @ np.ones(bad.shape[1]))
 
 
+def test_fused_position_schedule_on_csr_is_an_entry_split() -> None:
+    """Paper 001's nonzero-split SpMV schedule (fuse i and j, split the fused positions
+    over blocks and threads, atomics) on CSR runs as an entry split with the
+    schedule's block size; thread_per_nonzero asked by name does the same."""
+    schedule = ("fuse(i, j, f); pos(f, fp, A(i,j)); split(fp, b, t, 256); "
+                "parallelize(b, gpu_block, no_races); parallelize(t, gpu_thread, atomics)")
+    rng = np.random.default_rng(8)
+    A = sp.random(400, 300, density=0.03, format="csr", random_state=rng)
+    A = sp.csr_matrix(A + sp.csr_matrix((rng.standard_normal(300), ([5] * 300,
+                                                                     np.arange(300))),
+                                        shape=(400, 300)))
+    x = rng.standard_normal(300)
+    blocks = []
+    for kernel in (ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense",
+                              target="cuda-emulated", schedule=schedule),
+                   ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense",
+                              target="cuda-emulated", gpu_schedule=THREAD_PER_NONZERO)):
+        plan = kernel.gpu_plan()
+        assert plan.schedule == ENTRY_SPLIT
+        assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+        blocks.append(plan.block)
+    assert blocks == [256, BLOCK_SIZE]
+
+
 def test_entry_windows_find_the_rows_each_window_touches() -> None:
     """Row bounds of windows over rows [begin, end) of positions, empty rows among
     them; rows out of position order are refused."""
