@@ -105,6 +105,7 @@ def _input_cases(cupy: Any, name: str, A: sp.csr_matrix) -> list[GpuCase]:
         GpuCase("spmv_csr", name, A @ x, {
             "llvsparse-thread_per_row": spmv("csr", "thread_per_row", A_dev),
             "llvsparse-nonzero_split": spmv("csr", "nonzero_split", A_dev),
+            "llvsparse-entry_split": spmv("csr", "entry_split", A_dev),
             "llvsparse-coo-thread_per_nonzero": spmv("coo", "thread_per_nonzero", A_coo),
             "cusparse": synced(lambda: (A_gpu @ x_gpu).get())}),
         GpuCase("spmm_csr", name, A @ B, {
