@@ -27,7 +27,14 @@ from .backends.cuda import emit_ptx
 from .backends.cuda.device_ir import ARENA, ARENA_SLICE, device_name
 from .backends.cuda.driver import Device, device
 from .binding import BoundCall
-from .gpu_call import assemble, check_output, device_code, device_phases, gpu_plan
+from .gpu_call import (
+    assemble,
+    call_schedule,
+    check_output,
+    device_code,
+    device_phases,
+    gpu_plan,
+)
 from .gpu_launch import Launch, launch_of
 from .gpu_resident import DeviceTensor
 from .ir.gpu_plan import GpuPlan
@@ -111,10 +118,11 @@ def _plan_and_functions(kernel: Kernel, bound: BoundCall, gpu: Device,
     """The plan of ``bound``'s instance, its device entries on ``gpu`` by phase
     (loaded once per instance and device) and the translated code they come from."""
     inst = bound.inst
-    key = (id(inst), id(gpu))  # a function handle belongs to one device's context
+    schedule = call_schedule(kernel, bound)
+    key = (id(inst), id(gpu), schedule)  # a function handle belongs to one device's context
     found = cache.get(key)
     if found is None:
-        plan = gpu_plan(kernel, inst)
+        plan = gpu_plan(kernel, inst, schedule)
         code = device_code(kernel, inst, plan)
         phases = device_phases(plan)
         ptx = emit_ptx(code.llvm_ir, code.name, gpu.sm, phases, plan.lanes, plan.windows)

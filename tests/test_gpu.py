@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.cuda import check_ptx, driver
+from llvsparse.ir.autoschedule import ENTRY_SPLIT_ROW_SHARES, gpu_schedule
 from llvsparse.ir.gpu_plan import (
     BLOCK_SIZE,
     COUNT_FILL,
@@ -26,6 +27,7 @@ from llvsparse.ir.gpu_plan import (
 
 import llvsparse as ls
 from llvsparse import gpu_launch
+from llvsparse.gpu_call import call_schedule
 from llvsparse.gpu_launch import entry_windows, launch_of, split_points
 
 # The catalog: (name, expression, formats, GPU schedule, reference(operands) -> dense).
@@ -377,6 +379,32 @@ def test_entry_split_spreads_a_heavy_row_over_threads() -> None:
     for bad in (np.zeros((0, 0)), np.zeros((4, 3)), np.eye(3)):  # no entries, a diagonal
         assert np.allclose(kernel(A=sp.csr_matrix(bad), x=np.ones(bad.shape[1])).to_numpy(),
                            bad @ np.ones(bad.shape[1]))
+
+
+def test_autoscheduler_splits_inside_a_long_row() -> None:
+    """Without a named GPU schedule, a call whose operand holds a row longer than
+    ENTRY_SPLIT_ROW_SHARES threads' shares of a nonzero split runs as an entry split;
+    other calls, kernels the split does not fit and named schedules keep theirs."""
+    shares = ENTRY_SPLIT_ROW_SHARES * ENTRIES_PER_THREAD
+    assert gpu_schedule(NONZERO_SPLIT, shares, ENTRIES_PER_THREAD)[0] == NONZERO_SPLIT
+    pick, why = gpu_schedule(NONZERO_SPLIT, shares + 1, ENTRIES_PER_THREAD)
+    assert pick == ENTRY_SPLIT and f"a row of {shares + 1} entries" in why
+    assert gpu_schedule(WARP_COLUMNS, 10**6, ENTRIES_PER_THREAD)[0] == WARP_COLUMNS
+    rng = np.random.default_rng(9)
+    heavy = rng.standard_normal((60, 2000)) * (rng.random((60, 2000)) < 0.01)
+    heavy[20] = rng.standard_normal(2000)
+    even = sp.random(60, 2000, density=0.01, format="csr", random_state=rng)
+    x = rng.standard_normal(2000)
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda-emulated")
+    named = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda-emulated",
+                       gpu_schedule=NONZERO_SPLIT)
+    for A, expected in ((sp.csr_matrix(heavy), ENTRY_SPLIT), (even, None)):
+        assert call_schedule(spmv, spmv.bind(A=A, x=x)) == expected
+        assert call_schedule(named, named.bind(A=A, x=x)) is None
+        assert np.allclose(spmv(A=A, x=x).to_numpy(), A @ x)
+    sddmm = ls.compile(SDDMM_EXPR, target="cuda-emulated", **SDDMM, C="dense")
+    D, E = rng.standard_normal((60, 3)), rng.standard_normal((2000, 3))
+    assert call_schedule(sddmm, sddmm.bind(A=sp.csr_matrix(heavy), D=D, E=E)) is None
 
 
 def test_fused_position_schedule_on_csr_is_an_entry_split() -> None:
