@@ -16,7 +16,7 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   add their partial sums into the output with atomic adds (``atomicrmw``; the host
   zeroes the output first).
 - ``entry_split``: adds ``entry split``, ``atomic adds``, and ``entry window`` on the one
-  loop under the split loop that steps over an operand's stored positions (CSR SpMV's
+  loop under the split loop that steps over an operand's stored positions (SpMV's
   row): each thread takes a window of ``entries`` consecutive positions of that level,
   found on the host with the rows it touches, so one heavy row is spread over many
   threads; a row cut by a window edge gets a partial sum from each thread that holds
@@ -41,7 +41,7 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   launch runs are bounded by the arena's memory.
 
 ``thread_per_nonzero`` asked of a loop over rows that lead to one loop over entries
-(CSR, as the scheduling language's ``fuse; pos; ...; atomics`` names it) is that
+(as the scheduling language's ``fuse; pos; ...; atomics`` names it) is that
 split: ``entry_split``.
 
 ``default_schedule`` is the autoscheduler's rule per kernel class. Anything without a
@@ -376,7 +376,7 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
     if chosen == THREAD_PER_NONZERO and (why := position_split_refusal(program, first)):
         if entry_split_refusal(program, first) is not None:
             raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
-        chosen = ENTRY_SPLIT  # the same split where rows lead to the entries (CSR)
+        chosen = ENTRY_SPLIT  # the same split where rows lead to the entries
     if chosen == ENTRY_SPLIT and (why := entry_split_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule entry_split does not fit: {why}")
     if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):
