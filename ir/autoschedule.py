@@ -21,6 +21,7 @@ from .cost_model import (
     spgemm_estimates,
     split_kind,
 )
+from .gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT
 from .opt.passes import PAIRS, PREFETCH
 from .workspace_policies import DENSE, HASH, SORT
 
@@ -129,3 +130,20 @@ def _form(info: KernelInfo, stats: Mapping[str, OperandStats],
         return form
     reasons.append(f"loop form: timed on the first calls ({why})")
     return None
+
+
+# A row longer than this many threads' shares of a nonzero split is split inside.
+ENTRY_SPLIT_ROW_SHARES = 8
+
+
+def gpu_schedule(rule: str, max_per_row: int, entries: int) -> tuple[str, str]:
+    """The GPU schedule for a call, from the rule's (ir/gpu_plan.default_schedule) and
+    the longest row of the operands the split loop's rows lead to: a nonzero split
+    gives a row to one thread at most, so a row of many threads' shares of entries is
+    the launch's critical path; then threads split inside rows (entry_split, where it
+    fits: the caller checks). Returns (schedule, why)."""
+    if rule != NONZERO_SPLIT or max_per_row <= ENTRY_SPLIT_ROW_SHARES * entries:
+        return rule, f"{rule}, the rule's for this kernel class"
+    return ENTRY_SPLIT, (f"{ENTRY_SPLIT}: a row of {max_per_row} entries, more than "
+                         f"{ENTRY_SPLIT_ROW_SHARES} threads' shares of {entries}, would be "
+                         "one thread's under a nonzero split")

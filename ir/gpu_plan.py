@@ -15,6 +15,13 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
   range of ``entries`` positions, so a row's entries may fall to several threads, which
   add their partial sums into the output with atomic adds (``atomicrmw``; the host
   zeroes the output first).
+- ``entry_split``: adds ``entry split``, ``atomic adds``, and ``entry window`` on the one
+  loop under the split loop that steps over an operand's stored positions (SpMV's
+  row): each thread takes a window of ``entries`` consecutive positions of that level,
+  found on the host with the rows it touches, so one heavy row is spread over many
+  threads; a row cut by a window edge gets a partial sum from each thread that holds
+  part of it. Only a thread's first and last rows can be cut: their sums are added into
+  the output atomically (the host zeroes it first), the rows between are stored.
 - ``warp_per_row``: tags ``gpu_block``, ``gpu_warp``, ``warp sums``: a warp of 32 lanes
   per coordinate; the innermost loop under it (tagged ``warp lanes``; the row's fast
   forms dropped) gives lane k its k-th, k+32-th, ... step: a row's positions (SpMV) or a
@@ -28,7 +35,14 @@ writes only its own rows) is tagged for the grid. Its schedule says how threads 
 - ``count_fill``: adds ``count``, ``fill``: an assembled (sparse) output, sized on the
   host before the launch: a grid of threads counts each row's entries, the host scans
   the counts into offsets and allocates the output exactly, a second grid fills it. The
-  device never allocates.
+  device never allocates. A kernel with a workspace (SpGEMM's row accumulator) runs
+  only so: each thread takes a range of rows and its workspace from its own slice of
+  an arena the host sizes by the output's columns (gpu_launch.py), so the threads a
+  launch runs are bounded by the arena's memory.
+
+``thread_per_nonzero`` asked of a loop over rows that lead to one loop over entries
+(as the scheduling language's ``fuse; pos; ...; atomics`` names it) is that
+split: ``entry_split``.
 
 ``default_schedule`` is the autoscheduler's rule per kernel class. Anything without a
 mapping is refused with a ``GpuMappingError`` naming the construct, never compiled into
@@ -74,21 +88,24 @@ ATOMIC_TAG = "atomic adds"  # threads share output entries: writes add atomicall
 GPU_WARP = "gpu_warp"  # a warp per coordinate of the loop
 WARP_SUMS_TAG = "warp sums"  # its writes of lanes' partial sums are summed by shuffles
 WARP_LANES_TAG = "warp lanes"  # the warp's lanes share this loop's positions, strided
+ENTRY_SPLIT_TAG = "entry split"  # a window of an inner loop's positions a thread
+ENTRY_WINDOW_TAG = "entry window"  # ... this loop's positions, bounded by the window
 WARP_SIZE = 32
 BLOCK_SIZE = 128  # threads per block: four warps, a full occupancy unit on sm_70..sm_90
 ENTRIES_PER_THREAD = 32  # nonzero split: a thread's share of stored entries
 
 THREAD_PER_ROW, NONZERO_SPLIT, COUNT_FILL = "thread_per_row", "nonzero_split", "count_fill"
 THREAD_PER_NONZERO, WARP_PER_ROW = "thread_per_nonzero", "warp_per_row"
-WARP_COLUMNS = "warp_per_row_columns"
+WARP_COLUMNS, ENTRY_SPLIT = "warp_per_row_columns", "entry_split"
 SCHEDULES = (THREAD_PER_ROW, NONZERO_SPLIT, THREAD_PER_NONZERO, WARP_PER_ROW, WARP_COLUMNS,
-             COUNT_FILL)
+             COUNT_FILL, ENTRY_SPLIT)
 _TAGS = {THREAD_PER_ROW: (GPU_BLOCK, GPU_THREAD),
          NONZERO_SPLIT: (GPU_BLOCK, GPU_THREAD, NONZERO_SPLIT_TAG),
          THREAD_PER_NONZERO: (GPU_BLOCK, GPU_THREAD, POSITION_SPLIT_TAG, ATOMIC_TAG),
          WARP_PER_ROW: (GPU_BLOCK, GPU_WARP, WARP_SUMS_TAG),
          WARP_COLUMNS: (GPU_BLOCK, GPU_WARP),
-         COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG)}
+         COUNT_FILL: (GPU_BLOCK, GPU_THREAD, COUNT_TAG, FILL_TAG),
+         ENTRY_SPLIT: (GPU_BLOCK, GPU_THREAD, ENTRY_SPLIT_TAG, ATOMIC_TAG)}
 
 
 class GpuMappingError(ValueError):
@@ -106,6 +123,7 @@ class GpuPlan:
     block: int = BLOCK_SIZE
     schedule: str = THREAD_PER_ROW
     entries: int = ENTRIES_PER_THREAD
+    workspace: bool = False  # a workspace per thread, in slices of a host-sized arena
 
     def grid(self, threads: int) -> int:
         """Blocks that hold ``threads`` threads (at least one block)."""
@@ -117,6 +135,11 @@ class GpuPlan:
     def splits_positions(self) -> bool:
         """Whether threads take ranges of the split loop's positions (atomic writes)."""
         return self.schedule == THREAD_PER_NONZERO
+
+    @property
+    def windows(self) -> bool:
+        """Whether threads take windows of an inner loop's positions (entry_split)."""
+        return self.schedule == ENTRY_SPLIT
 
     @property
     def lanes(self) -> int:
@@ -189,6 +212,37 @@ def position_split_refusal(program: Program, split: LoopNode) -> str | None:
     if split.chosen is not None and len(split.chosen.point) > 1:
         return ("another operand's level is iterated beside it, over coordinates a "
                 "position range does not bound")
+    if CLEAR_ROWS in split.notes:
+        return "it zeroes each row of the output itself, which another thread adds into"
+    if split.site is None or not split.site.additive:
+        return "its output is not reduced by +, the one reduction atomic adds do"
+    if program.dtype not in ATOMIC_DTYPES:
+        return f"its values are {program.dtype}, which atomic adds do not take"
+    return None
+
+
+def entry_window_loop(split: LoopNode) -> LoopNode | None:
+    """The loop an entry split windows: the one loop under ``split``, stepping over a
+    level's stored positions (operands it locates, or intersects, ride along: every
+    term needs an entry of the windowed level)."""
+    inner = loops_of(split)[1:]
+    if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].over != "positions" \
+            or inner[0].iterator.universe:
+        return None
+    return inner[0]
+
+
+def entry_split_refusal(program: Program, split: LoopNode) -> str | None:
+    """Why threads cannot take windows of the positions of the one loop under
+    ``split``, adding each row's partial sums atomically (None: they can)."""
+    if not isinstance(split, Loop) or split.over != "coordinates":
+        return "its split loop does not run over the coordinates of a full level (rows)"
+    if any(isinstance(n, Merge) for n in walk(split)):
+        return "it co-iterates operands by union, whose positions no one window bounds"
+    window = entry_window_loop(split)
+    if window is None or window.iterator.level != 1:
+        return ("the loop under its split loop is not one loop over the stored positions "
+                "of an operand's second level")
     if CLEAR_ROWS in split.notes:
         return "it zeroes each row of the output itself, which another thread adds into"
     if split.site is None or not split.site.additive:
@@ -305,10 +359,6 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
                               "statement split) has no GPU mapping yet")
     workspace = next((n for n in walk(program.root) if isinstance(n, Allocate) and n.layout),
                      None)
-    if workspace is not None:
-        raise GpuMappingError(f"a workspace ({workspace.name}: {workspace.layout}) has no GPU "
-                              "mapping yet: it needs device memory for each thread, sized "
-                              "on the host")
     split = [loop for loop in loops_of(program.root) if THREAD_ROWS in loop.tags]
     if not split or not splittable:
         raise GpuMappingError("no loop of this kernel has a GPU thread mapping yet: none "
@@ -324,9 +374,17 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
             "GPU schedule count_fill assembles a sparse output; this kernel's output is "
             "dense-like (use thread_per_row or nonzero_split)")
     if chosen == THREAD_PER_NONZERO and (why := position_split_refusal(program, first)):
-        raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
+        if entry_split_refusal(program, first) is not None:
+            raise GpuMappingError(f"GPU schedule thread_per_nonzero does not fit: {why}")
+        chosen = ENTRY_SPLIT  # the same split where rows lead to the entries
+    if chosen == ENTRY_SPLIT and (why := entry_split_refusal(program, first)):
+        raise GpuMappingError(f"GPU schedule entry_split does not fit: {why}")
     if chosen == WARP_PER_ROW and (why := warp_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule warp_per_row does not fit: {why}")
+    if workspace is not None and chosen != COUNT_FILL:
+        raise GpuMappingError(f"a workspace ({workspace.name}: {workspace.layout}) has a GPU "
+                              f"mapping under count_fill only (threads' slices of an arena "
+                              f"sized on the host), not under {chosen}")
     phases = program.phases
     if chosen == COUNT_FILL:
         if not can_count_and_fill(program):
@@ -338,6 +396,11 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
     if chosen == WARP_COLUMNS and (why := columns_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule {WARP_COLUMNS} does not fit: {why}")
     changes = {id(first): _tagged(_TAGS[chosen])}
+    if chosen == ENTRY_SPLIT:
+        changes = {id(loop): _plain for loop in loops_of(first)}
+        changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
+        changes[id(entry_window_loop(first))] = lambda node: tag(_plain(node),
+                                                                 ENTRY_WINDOW_TAG)
     if chosen == WARP_PER_ROW:
         changes = {id(loop): _plain for loop in loops_of(first)}
         changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
@@ -348,4 +411,4 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         changes[id(_columns(first))] = _lane_loop
     root = _retag(program.root, changes)
     return GpuPlan(replace(program, root=root, phases=phases), first.index, block, chosen,
-                   entries)
+                   entries, workspace is not None)

@@ -21,6 +21,7 @@ from .interpreted import TARGETS
 from .ir import notation as nt
 from .ir.directives import Schedule
 from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
+from .ir.gpu_plan import GpuMappingError
 from .ir.operators import user_operators
 from .ir.result_fill import result_fill
 from .ir.result_type import as_computed, compute_dtype, result_dtype
@@ -178,8 +179,18 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
         return head + explain(self.plan, inst.parallel_mode,
                        tuple(ix.name for ix in self._assignment.lhs.indices
                              if isinstance(ix, nt.IndexVar)), self.workspace,
-                       self.gpu_schedule,
+                       self._gpu_line(),
                        getattr(last, "auto", None))
+
+    def _gpu_line(self) -> str | None:
+        """The GPU schedule ``schedule`` names: the user's, or on a GPU target the rule's
+        default for this kernel class (ir/gpu_plan.default_schedule), or why it has none."""
+        if self.gpu_schedule is not None or self.target not in ("cuda", "cuda-emulated"):
+            return self.gpu_schedule
+        try:
+            return f"{self.gpu_plan().schedule} (the default for this kernel class)"
+        except GpuMappingError as error:
+            return f"none: {error}"
 
     __repr__ = kernel_repr
     __reduce__ = reduce_kernel

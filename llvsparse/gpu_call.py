@@ -21,7 +21,8 @@ from .backends.cuda.emulator import EmulatedKernel, emulate
 from .binding import BoundCall
 from .gpu_launch import Launch, launch_of
 from .instance import Instance
-from .ir.gpu_plan import GpuMappingError, GpuPlan, plan_gpu
+from .ir.autoschedule import gpu_schedule
+from .ir.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT, GpuMappingError, GpuPlan, plan_gpu
 from .ir.loops import Program
 from .tensor import Tensor
 
@@ -31,13 +32,39 @@ if TYPE_CHECKING:
 ASSEMBLY_PHASES = ("count", "fill")  # the device's phases of an assembled output
 
 
-def gpu_plan(kernel: Kernel, inst: Instance) -> GpuPlan:
-    """The GPU mapping of ``inst`` under the kernel's ``gpu_schedule`` (GpuMappingError
-    where it has none)."""
+def gpu_plan(kernel: Kernel, inst: Instance, schedule: str | None = None) -> GpuPlan:
+    """The GPU mapping of ``inst`` under ``schedule``, else the kernel's
+    ``gpu_schedule`` (GpuMappingError where it has none)."""
     plan = plan_gpu(kernel.program(inst), inst.parallel_mode is not None,
-                    schedule=kernel.gpu_schedule, **kernel.gpu_sizes)
+                    schedule=schedule or kernel.gpu_schedule, **kernel.gpu_sizes)
     device_code(kernel, inst, plan)
     return plan
+
+
+def call_schedule(kernel: Kernel, bound: BoundCall) -> str | None:
+    """The GPU schedule of one call: the kernel's where it names one, else the
+    autoscheduler's pick for these operands (ir/autoschedule.gpu_schedule; None: the
+    rule's). What the pick weighs is planned once per instance."""
+    if kernel.gpu_schedule is not None:
+        return None
+    inst = bound.inst
+    key = ("pick", id(inst))
+    if key not in kernel.device_cache:  # the rule's plan, and whether entry_split fits
+        rule = plan_gpu(kernel.program(inst), inst.parallel_mode is not None,
+                        **kernel.gpu_sizes)
+        try:
+            plan_gpu(kernel.program(inst), True, schedule=ENTRY_SPLIT, **kernel.gpu_sizes)
+            fits = rule.schedule == NONZERO_SPLIT
+        except GpuMappingError:
+            fits = False
+        kernel.device_cache[key] = (inst, rule, fits)  # (the instance kept alive)
+    _, rule, fits = kernel.device_cache[key]
+    if not fits:
+        return None
+    weights = kernel.entries_per_row(bound.inputs_by_name, rule.index)
+    longest = int(np.sum(weights, axis=0).max()) if weights and len(weights[0]) else 0
+    pick, _ = gpu_schedule(rule.schedule, longest, rule.entries)
+    return None if pick == rule.schedule else pick
 
 
 def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
@@ -45,7 +72,7 @@ def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
     output the CPU gathers, a position split's atomic writes) built again from the
     loop IR with the plan's tags. GpuMappingError where an assembled output cannot be
     built in count and fill phases."""
-    if not plan.assembles and not plan.splits_positions and plan.lanes == 1:
+    if not (plan.assembles or plan.splits_positions or plan.windows) and plan.lanes == 1:
         return kernel.code_of(inst).jit
     if plan.assembles and "count" in kernel.code_of(inst).jit.assembly:
         return inst.jit
@@ -101,22 +128,26 @@ def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
     """What ``kernel(**tensors)`` returns, computed by the emulated device kernels."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
-    found = cache.get(id(inst))
+    schedule = call_schedule(kernel, bound)
+    found = cache.get((id(inst), schedule))
     if found is None:
-        plan = gpu_plan(kernel, inst)
+        plan = gpu_plan(kernel, inst, schedule)
         code = device_code(kernel, inst, plan)
-        found = cache[id(inst)] = (inst, plan, code, emulate(code.llvm_ir, code.name,
-                                                             device_phases(plan), plan.lanes))
+        found = cache[(id(inst), schedule)] = (inst, plan, code, emulate(
+            code.llvm_ir, code.name, device_phases(plan), plan.lanes, plan.windows))
     _, plan, code, emulated = found  # (the instance kept alive: its id is the key)
     check_output(plan, bound)
     launch = launch_of(kernel, plan, bound)
+    arena = np.empty(launch.arena_bytes, np.uint8)  # the threads' workspace slices
+    emulated.set_arena(arena.ctypes.data if arena.size else 0, launch.arena_slice)
 
     def run(phase: str, holders: list[runtime.DescriptorHolder],
             extra: np.ndarray | None) -> None:
         table = runtime.descriptor_table(holders)
         status = emulated.launch(phase, launch.grid, launch.block, ctypes.addressof(table),
                                  launch.bounds_address, launch.threads,
-                                 0 if extra is None else extra.ctypes.data)
+                                 launch.windows_address if extra is None
+                                 else extra.ctypes.data)
         runtime.check_status(status, holders)
 
     if plan.assembles:

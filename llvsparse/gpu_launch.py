@@ -1,6 +1,15 @@
 """What a planned GPU kernel's launch needs from one binding, the same on the emulator and
 on a device: how many threads run, and each thread's range of the split loop.
 
+An entry split runs a thread per window of ``plan.entries`` consecutive positions of the
+windowed loop's level (an operand's rows' entries), with the rows each window touches:
+rows lie in increasing runs of positions, so a window's rows are found by two searches.
+
+A kernel with a workspace (count_fill only) gives each thread a slice of an arena of
+``ARENA_BUDGET`` bytes at most, sized by the output's columns (``ARENA_BYTES_PER_COLUMN``
+a column: a dense workspace's value, mark and list entries and a sort's spare copy):
+where a thread a row would not fit, threads take equal ranges of rows.
+
 A thread per row runs ``extent`` threads, thread t on coordinate t (no bounds array). A
 thread per nonzero runs a thread per ``plan.entries`` positions of the split loop's
 level, read from the operand's first level without walking it. A
@@ -12,15 +21,22 @@ heavier than a share gets a range of its own.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .binding import BoundCall
-from .ir.gpu_plan import NONZERO_SPLIT, POSITION_SPLIT_TAG, GpuMappingError, GpuPlan
+from .ir.gpu_plan import (
+    ENTRY_WINDOW_TAG,
+    NONZERO_SPLIT,
+    POSITION_SPLIT_TAG,
+    GpuMappingError,
+    GpuPlan,
+)
 from .ir.loops import loops_of
-from .walk import first_level_positions
+from .walk import first_level_positions, second_level_bounds
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -34,10 +50,22 @@ class Launch:
     grid: int
     block: int
     bounds: np.ndarray | None  # int64, threads + 1 split points; None: one row a thread
+    # An entry split's windows of positions (threads + 1 split points); its bounds are
+    # then each thread's first row, then each thread's end row (2 * threads).
+    windows: np.ndarray | None = None
+    arena_slice: int = 0  # bytes of each thread's workspace slice (0: no workspace)
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.arena_slice * self.threads
 
     @property
     def bounds_address(self) -> int:
         return 0 if self.bounds is None else self.bounds.ctypes.data
+
+    @property
+    def windows_address(self) -> int:
+        return 0 if self.windows is None else self.windows.ctypes.data
 
 
 def extent_of(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
@@ -71,8 +99,59 @@ def position_bounds(begin: int, end: int, entries: int) -> np.ndarray:
         if end > begin else np.array([begin], np.int64)
 
 
+def entry_windows(begin: np.ndarray, end: np.ndarray, entries: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Windows of ``entries`` positions over rows whose entries are the positions
+    [begin[r], end[r]), and each window's rows [first, end): (windows, the firsts then
+    the ends). GpuMappingError where rows are not increasing runs of positions."""
+    if len(begin) and (np.any(begin[1:] < end[:-1]) or np.any(end < begin)):
+        raise GpuMappingError("an entry split needs each row's entries to follow the row "
+                              "before's in position order; these rows' positions do not")
+    nonempty = end > begin
+    windows = position_bounds(int(begin[nonempty].min()) if nonempty.any() else 0,
+                              int(end[nonempty].max()) if nonempty.any() else 0, entries)
+    first = np.searchsorted(end, windows[:-1], side="right")  # rows ending past the start
+    last = np.searchsorted(begin, windows[1:], side="left")  # rows starting before the end
+    return windows, np.concatenate([first, last]).astype(np.int64)
+
+
+ARENA_BUDGET = 1 << 28  # bytes of workspace arena a launch may take
+ARENA_BYTES_PER_COLUMN = 64
+ARENA_SLACK = 1 << 16  # a hash or sort workspace's first arrays, grown by copies
+
+
+def workspace_launch(plan: GpuPlan, extent: int, shape: tuple[int, ...]) -> Launch:
+    """A launch whose threads each hold a workspace slice (see the module's docstring):
+    a thread a row where the arena holds them, else equal ranges of rows."""
+    columns = math.prod(shape) // max(extent, 1) if extent else 0
+    piece = ARENA_BYTES_PER_COLUMN * columns + ARENA_SLACK
+    most = ARENA_BUDGET // piece
+    if most < 1:
+        raise GpuMappingError(f"a workspace of {columns} columns needs {piece} bytes a "
+                              f"thread, more than the {ARENA_BUDGET}-byte arena")
+    if extent <= most:
+        return Launch(extent, plan.grid(extent), plan.block, None, arena_slice=piece)
+    bounds = np.unique(np.linspace(0, extent, most + 1).astype(np.int64))
+    threads = len(bounds) - 1
+    return Launch(threads, plan.grid(threads), plan.block, bounds, arena_slice=piece)
+
+
 def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
     """The launch of ``plan`` for the binding ``bound``."""
+    if plan.windows:
+        window = next(loop for loop in loops_of(plan.program.root)
+                      if ENTRY_WINDOW_TAG in loop.tags)
+        tensor = bound.inputs_by_name[window.iterator.tensor]
+        if not hasattr(tensor, "level_arrays") or window.iterator.level != 1:
+            raise GpuMappingError(f"{window.iterator.tensor}: an entry split windows the "
+                                  "stored second level of an operand (copy a view first)")
+        try:
+            row_bounds = second_level_bounds(tensor)
+        except ValueError as error:
+            raise GpuMappingError(f"{window.iterator.tensor}: {error}") from None
+        windows, rows = entry_windows(*row_bounds, plan.entries)
+        threads = len(windows) - 1
+        return Launch(threads, plan.grid(threads), plan.block, rows, windows)
     if plan.splits_positions:
         split = next(loop for loop in loops_of(plan.program.root)
                      if POSITION_SPLIT_TAG in loop.tags)
@@ -83,6 +162,8 @@ def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
         bounds = position_bounds(*first_level_positions(tensor), plan.entries)
         return Launch(len(bounds) - 1, plan.grid(len(bounds) - 1), plan.block, bounds)
     extent = extent_of(kernel, plan, bound.shape)
+    if plan.workspace:
+        return workspace_launch(plan, extent, bound.shape)
     if plan.schedule != NONZERO_SPLIT:  # a thread (or a warp's lanes) per coordinate
         threads = extent * plan.lanes
         return Launch(threads, plan.grid(threads), plan.block, None)

@@ -77,7 +77,8 @@ class KernelInspection:
         inst = self._with_code()
         plan = gpu_plan(self, inst)
         code = device_code(self, inst, plan)
-        return emit_ptx(code.llvm_ir, code.name, sm, device_phases(plan), plan.lanes)
+        return emit_ptx(code.llvm_ir, code.name, sm, device_phases(plan), plan.lanes,
+                        plan.windows)
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
         """Write an object file (``.o``) or shared library (``.so``) plus a C header."""

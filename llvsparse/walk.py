@@ -285,3 +285,22 @@ def first_level_positions(tensor) -> tuple[int, int]:
                          _env(tensor, 0, np.zeros(1, dtype=np.int64), []),
                          tensor.level_arrays[0], f"level 0 ({level.kind})", 1)
     return int(begin[0]), int(end[0])
+
+
+def second_level_bounds(tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Per coordinate of a full first level, the positions [begin, end) of the second
+    level's entries under it (a level iterated by position), from the levels'
+    functions, without walking the entries: where a GPU's entry split finds the rows a
+    window of positions touches."""
+    levels = tensor.tensor_type.levels
+    if len(levels) < 2 or not levels[0].full or levels[1].definition.iterate == "coordinate":
+        raise ValueError("an entry split needs a full first level above a level iterated "
+                         "by position")
+    _, positions, coords, _ = _step(tensor, 0, np.zeros(1, np.int64), [], False)
+    begin, end = _bounds(levels[1].definition.functions["pos_bounds"],
+                         _env(tensor, 1, positions, [coords.astype(np.int64)]),
+                         tensor.level_arrays[1], f"level 1 ({levels[1].kind})", len(positions))
+    full_begin = np.zeros(tensor.level_extents[0], np.int64)
+    full_end = np.zeros(tensor.level_extents[0], np.int64)
+    full_begin[coords], full_end[coords] = begin, end
+    return full_begin, full_end

@@ -125,10 +125,17 @@ def test_dump_gpu_loops_shows_the_plan(cli: Cli) -> None:
 
 
 def test_dump_ptx_refuses_a_kernel_without_gpu_mapping(cli: Cli) -> None:
+    done = cli("dump", "y(j) = A(i,j) * x(i)", "-f", "A:csr", "--emit", "ptx")
+    assert done.returncode != 0
+    assert "--emit ptx: no loop of this kernel has a GPU thread mapping" in done.stderr
+
+
+def test_dump_spgemm_ptx_counts_and_fills_with_arena_workspaces(cli: Cli) -> None:
     done = cli("dump", "C(i,j) = A(i,k) * B(k,j)", "-f", "A:csr", "-f", "B:csr",
                "--out-format", "csr", "--emit", "ptx")
-    assert done.returncode != 0
-    assert "--emit ptx: a workspace (w: dense workspace" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert ".entry llvsparse_kernel_count_device(" in done.stdout
+    assert "llvsparse_arena" in done.stdout and "malloc" not in done.stdout
 
 
 @pytest.mark.parametrize(("formats", "schedule", "tags", "entries"), [
@@ -137,6 +144,7 @@ def test_dump_ptx_refuses_a_kernel_without_gpu_mapping(cli: Cli) -> None:
     (["-f", "A:coo"], "thread_per_nonzero", "position split, atomic adds}",
      ["llvsparse_kernel_device"]),
     (["-f", "A:csr"], "warp_per_row", "gpu_warp, warp sums}", ["llvsparse_kernel_device"]),
+    (["-f", "A:csr"], "entry_split", "entry split, atomic adds}", ["llvsparse_kernel_device"]),
 ])
 def test_dump_gpu_schedule_shows_and_assembles(cli: Cli, tmp_path: Path, formats, schedule,
                                                tags, entries,

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.cuda import check_ptx, driver
+from llvsparse.ir.autoschedule import ENTRY_SPLIT_ROW_SHARES, gpu_schedule
 from llvsparse.ir.gpu_plan import (
     BLOCK_SIZE,
     COUNT_FILL,
     ENTRIES_PER_THREAD,
+    ENTRY_SPLIT,
     NONZERO_SPLIT,
     THREAD_PER_NONZERO,
     THREAD_PER_ROW,
@@ -24,7 +26,9 @@ from llvsparse.ir.gpu_plan import (
 )
 
 import llvsparse as ls
-from llvsparse.gpu_launch import launch_of, split_points
+from llvsparse import gpu_launch
+from llvsparse.gpu_call import call_schedule
+from llvsparse.gpu_launch import entry_windows, launch_of, split_points
 
 # The catalog: (name, expression, formats, GPU schedule, reference(operands) -> dense).
 CSR_ADD = {"A": "csr", "F": "csr"}
@@ -36,6 +40,10 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      NONZERO_SPLIT, lambda A, x: A @ x),
     ("csr_spmv_warp_per_row", "y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"},
      WARP_PER_ROW, lambda A, x: A @ x),
+    ("csr_spmv_entry_split", "y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"},
+     ENTRY_SPLIT, lambda A, x: A @ x),
+    ("csr_row_dot_entry_split", "y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"},
+     ENTRY_SPLIT, lambda A, F: np.asarray(A.multiply(F).sum(axis=1)).ravel()),
     ("csr_row_dot_warp_per_row", "y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"},
      WARP_PER_ROW, lambda A, F: np.asarray(A.multiply(F).sum(axis=1)).ravel()),
     ("coo_spmv_thread_per_row", "y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"},
@@ -64,6 +72,8 @@ CATALOG: list[tuple[str, str, dict[str, str], str, Callable[..., np.ndarray]]] =
      COUNT_FILL, lambda A, F: (A + F).toarray()),
     ("csr_multiply_into_csr", "C(i,j) = A(i,j) * F(i,j)", {**CSR_ADD, "C": "csr"},
      COUNT_FILL, lambda A, F: A.multiply(F).toarray()),
+    ("csr_spgemm_into_csr", "C(i,j) = A(i,k) * G(k,j)", {"A": "csr", "G": "csr", "C": "csr"},
+     COUNT_FILL, lambda A, G: (A @ G).toarray()),
 ]
 IDS = [entry[0] for entry in CATALOG]
 ENTRIES = ("name", "expression", "formats", "schedule", "reference")
@@ -93,6 +103,8 @@ def _operands(formats: dict[str, str], rows: int, cols: int, rng: np.random.Gene
                 heavy[rows // 2, :] = rng.standard_normal(cols)
                 m = sp.csr_matrix(m + heavy)
             made[name] = m
+        elif name == "G":
+            made[name] = sp.random(cols, 7, density=0.3, format="csr", random_state=rng)
         elif name == "x":
             made[name] = rng.standard_normal(cols)
         elif name == "B":
@@ -135,11 +147,9 @@ def test_emulator_matches_numpy(name, expression, formats, schedule, reference) 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(ENTRIES, [c for c in CATALOG if c[3] != COUNT_FILL],
-                         ids=[c[0] for c in CATALOG if c[3] != COUNT_FILL])
+@pytest.mark.parametrize(ENTRIES, CATALOG, ids=IDS)
 def test_catalog_on_a_gpu(name, expression, formats, schedule, reference) -> None:
-    """The emulator's checks, on a real GPU (skipped, saying why, without one); the
-    device path does not assemble sparse outputs yet (count_fill is emulated only)."""
+    """The emulator's checks, on a real GPU (skipped, saying why, without one)."""
     try:
         driver.device(0)
     except driver.NoDevice as error:
@@ -172,6 +182,8 @@ def test_plan_tags_the_split_loop(name, expression, formats, schedule, reference
     assert ("nonzero split" in head) == (schedule == NONZERO_SPLIT)
     assert ("count, fill" in head) == (schedule == COUNT_FILL)
     assert ("position split, atomic adds" in head) == (schedule == THREAD_PER_NONZERO)
+    assert ("entry split, atomic adds" in head) == (schedule == ENTRY_SPLIT)
+    assert ("{entry window}" in shown) == (schedule == ENTRY_SPLIT)
     assert plan.grid(0) == 1 and plan.grid(BLOCK_SIZE) == 1 and plan.grid(BLOCK_SIZE + 1) == 2
 
 
@@ -194,6 +206,21 @@ def test_default_schedule_per_kernel_class(expression, formats, expected) -> Non
     stored rows, or one beside another operand's rows, runs a thread per row; a sparse
     output is counted, then filled."""
     assert ls.compile(expression, **formats).gpu_plan().schedule == expected
+
+
+@pytest.mark.parametrize(("expression", "formats", "expected"), [
+    ("y(i) = A(i,j) * x(j)", {"A": "csr", "x": "dense"}, NONZERO_SPLIT),
+    ("C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "dense", "C": "dense"}, WARP_COLUMNS),
+    ("C(i,j) = A(i,j) * D(i,k) * E(j,k)", {**SDDMM, "C": "csr"}, COUNT_FILL),
+    ("C(i,j) = A(i,j) + F(i,j)", {**CSR_ADD, "C": "csr"}, COUNT_FILL),
+])
+def test_schedule_names_the_default_gpu_schedule(expression, formats, expected) -> None:
+    """On a GPU target ``kernel.schedule`` names the schedule the rule gives the kernel
+    class when none is asked for, the one its calls run; on the CPU it names none."""
+    kernel = ls.compile(expression, target="cuda-emulated", **formats)
+    assert f"GPU schedule: {expected} (the default for this kernel class)" in kernel.schedule
+    assert kernel.gpu_plan().schedule == expected
+    assert "GPU schedule" not in ls.compile(expression, **formats).schedule
 
 
 def test_nonzero_split_evens_out_skewed_rows() -> None:
@@ -245,14 +272,13 @@ def test_catalog_ptx_passes_ptxas(name, expression, formats, schedule, reference
     assert "%ctaid.x" in ptx and "%tid.x" in ptx and "%ntid.x" in ptx
     assert "malloc" not in ptx  # no device heap: outputs are sized on the host
     assert ("atom.add.f64" in ptx or "atom.global.add.f64" in ptx) == \
-        (schedule == THREAD_PER_NONZERO)  # threads sharing rows add atomically
+        (schedule in (THREAD_PER_NONZERO, ENTRY_SPLIT))  # threads sharing rows add atomically
     if schedule != WARP_COLUMNS:  # (which defines the warp sums without calling them)
         assert ("shfl.sync.bfly" in ptx) == (schedule == WARP_PER_ROW)  # lanes' sums meet
     check_ptx(ptx, arch)
 
 
 @pytest.mark.parametrize(("expression", "formats", "match"), [
-    ("C(i,j) = A(i,k) * F(k,j)", {"A": "csr", "F": "csr", "C": "csr"}, "workspace"),
     ("a = A(i,j) * F(i,j)", {"A": "csr", "F": "csr"}, "no loop"),
     ("y(j) = A(i,j) * x(i)", {"A": "csr", "x": "dense"}, "no loop"),
 ])
@@ -282,6 +308,10 @@ SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
     ("y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"}, WARP_COLUMNS,
      "does not run over a full range"),
     (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "other than a sum the lanes hold"),
+    (ADD, {**CSR_ADD, "C": "dense"}, ENTRY_SPLIT, "co-iterates operands by union"),
+    (SDDMM_EXPR, {**SDDMM, "C": "dense"}, ENTRY_SPLIT, "not one loop over the stored"),
+    ("y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"}, ENTRY_SPLIT,
+     "does not run over the coordinates of a full level"),
     (ADD, {**CSR_ADD, "C": "csr"}, THREAD_PER_ROW, "needs count_fill"),
     (ADD, {**CSR_ADD, "C": "csr"}, NONZERO_SPLIT, "needs count_fill"),
 ])
@@ -319,6 +349,129 @@ def test_thread_per_nonzero_splits_rows_and_adds_atomically() -> None:
     assert launch.bounds is not None and launch.bounds[-1] == A.nnz
     assert launch.threads == -(-A.nnz // ENTRIES_PER_THREAD)
     assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+
+
+def test_entry_split_spreads_a_heavy_row_over_threads() -> None:
+    """A power-law matrix whose one row holds most entries: each thread takes a window
+    of ENTRIES_PER_THREAD positions, so the heavy row falls to many threads whose
+    partial sums meet by atomic adds; windows cut rows mid-way; rows before, after and
+    between (some empty) come out right. Against numpy."""
+    rng = np.random.default_rng(12)
+    rows, cols = 300, 5000
+    lengths = np.minimum((rng.pareto(1.5, rows) * 2).astype(int), 40)
+    lengths[[0, 17, rows - 1]] = 0
+    lengths[150] = 4000  # most of the entries
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(cols, n, replace=False)) for n in lengths])
+    A = sp.csr_matrix((rng.standard_normal(indptr[-1]), indices, indptr), shape=(rows, cols))
+    x = rng.standard_normal(cols)
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda-emulated",
+                        gpu_schedule=ENTRY_SPLIT)
+    launch = launch_of(kernel, kernel.gpu_plan(), kernel.bind(A=A, x=x))
+    assert launch.threads == -(-A.nnz // ENTRIES_PER_THREAD)
+    assert np.array_equal(launch.windows, np.append(np.arange(0, A.nnz, ENTRIES_PER_THREAD),
+                                                    A.nnz))
+    first, end = launch.bounds[:launch.threads], launch.bounds[launch.threads:]
+    on_heavy = np.flatnonzero((first <= 150) & (end > 150))
+    assert len(on_heavy) >= 4000 // ENTRIES_PER_THREAD  # the heavy row is shared
+    assert np.all(end - first >= 1)
+    assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+    for bad in (np.zeros((0, 0)), np.zeros((4, 3)), np.eye(3)):  # no entries, a diagonal
+        assert np.allclose(kernel(A=sp.csr_matrix(bad), x=np.ones(bad.shape[1])).to_numpy(),
+                           bad @ np.ones(bad.shape[1]))
+
+
+def test_autoscheduler_splits_inside_a_long_row() -> None:
+    """Without a named GPU schedule, a call whose operand holds a row longer than
+    ENTRY_SPLIT_ROW_SHARES threads' shares of a nonzero split runs as an entry split;
+    other calls, kernels the split does not fit and named schedules keep theirs."""
+    shares = ENTRY_SPLIT_ROW_SHARES * ENTRIES_PER_THREAD
+    assert gpu_schedule(NONZERO_SPLIT, shares, ENTRIES_PER_THREAD)[0] == NONZERO_SPLIT
+    pick, why = gpu_schedule(NONZERO_SPLIT, shares + 1, ENTRIES_PER_THREAD)
+    assert pick == ENTRY_SPLIT and f"a row of {shares + 1} entries" in why
+    assert gpu_schedule(WARP_COLUMNS, 10**6, ENTRIES_PER_THREAD)[0] == WARP_COLUMNS
+    rng = np.random.default_rng(9)
+    heavy = rng.standard_normal((60, 2000)) * (rng.random((60, 2000)) < 0.01)
+    heavy[20] = rng.standard_normal(2000)
+    even = sp.random(60, 2000, density=0.01, format="csr", random_state=rng)
+    x = rng.standard_normal(2000)
+    spmv = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda-emulated")
+    named = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda-emulated",
+                       gpu_schedule=NONZERO_SPLIT)
+    for A, expected in ((sp.csr_matrix(heavy), ENTRY_SPLIT), (even, None)):
+        assert call_schedule(spmv, spmv.bind(A=A, x=x)) == expected
+        assert call_schedule(named, named.bind(A=A, x=x)) is None
+        assert np.allclose(spmv(A=A, x=x).to_numpy(), A @ x)
+    sddmm = ls.compile(SDDMM_EXPR, target="cuda-emulated", **SDDMM, C="dense")
+    D, E = rng.standard_normal((60, 3)), rng.standard_normal((2000, 3))
+    assert call_schedule(sddmm, sddmm.bind(A=sp.csr_matrix(heavy), D=D, E=E)) is None
+
+
+def test_fused_position_schedule_on_csr_is_an_entry_split() -> None:
+    """Paper 001's nonzero-split SpMV schedule (fuse i and j, split the fused positions
+    over blocks and threads, atomics) on CSR runs as an entry split with the
+    schedule's block size; thread_per_nonzero asked by name does the same."""
+    schedule = ("fuse(i, j, f); pos(f, fp, A(i,j)); split(fp, b, t, 256); "
+                "parallelize(b, gpu_block, no_races); parallelize(t, gpu_thread, atomics)")
+    rng = np.random.default_rng(8)
+    A = sp.random(400, 300, density=0.03, format="csr", random_state=rng)
+    A = sp.csr_matrix(A + sp.csr_matrix((rng.standard_normal(300), ([5] * 300,
+                                                                     np.arange(300))),
+                                        shape=(400, 300)))
+    x = rng.standard_normal(300)
+    blocks = []
+    for kernel in (ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense",
+                              target="cuda-emulated", schedule=schedule),
+                   ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense",
+                              target="cuda-emulated", gpu_schedule=THREAD_PER_NONZERO)):
+        plan = kernel.gpu_plan()
+        assert plan.schedule == ENTRY_SPLIT
+        assert np.allclose(kernel(A=A, x=x).to_numpy(), A @ x)
+        blocks.append(plan.block)
+    assert blocks == [256, BLOCK_SIZE]
+
+
+def test_entry_windows_find_the_rows_each_window_touches() -> None:
+    """Row bounds of windows over rows [begin, end) of positions, empty rows among
+    them; rows out of position order are refused."""
+    begin, end = np.array([0, 3, 3, 10]), np.array([3, 3, 10, 12])
+    windows, rows = entry_windows(begin, end, 4)
+    assert np.array_equal(windows, [0, 4, 8, 12])
+    assert np.array_equal(rows, [0, 2, 2, 3, 3, 4])  # firsts, then ends (row 1 is empty)
+    with pytest.raises(GpuMappingError, match="position order"):
+        entry_windows(np.array([5, 0]), np.array([8, 5]), 4)
+
+
+SPGEMM = "C(i,j) = A(i,k) * F(k,j)"
+
+
+@pytest.mark.parametrize("policy", [None, "hash", "sort"])
+def test_spgemm_workspace_in_arena_slices(policy, monkeypatch) -> None:
+    """SpGEMM into CSR on the emulated device, each workspace policy: count and fill
+    grids whose threads take their row workspace from their own slice of a host-sized
+    arena (no device heap). An arena too small for a thread a row gives threads equal
+    ranges of rows; a slice too small for the workspace is the kernel's out-of-memory
+    error, not a wrong result."""
+    rng = np.random.default_rng(5)
+    A = sp.random(150, 90, density=0.05, format="csr", random_state=rng)
+    F = sp.random(90, 70, density=0.08, format="csr", random_state=rng)
+    kernel = ls.compile(SPGEMM, A="csr", F="csr", C="csr", target="cuda-emulated",
+                        workspace=policy)
+    plan = kernel.gpu_plan()
+    assert plan.schedule == COUNT_FILL and plan.workspace
+    launch = launch_of(kernel, plan, kernel.bind(A=A, F=F))
+    assert launch.threads == 150 and launch.bounds is None
+    assert launch.arena_slice == gpu_launch.ARENA_BYTES_PER_COLUMN * 70 + gpu_launch.ARENA_SLACK
+    got = kernel(A=A, F=F)
+    assert got.format.name == "csr" and np.allclose(got.to_numpy(), (A @ F).toarray())
+    monkeypatch.setattr(gpu_launch, "ARENA_BUDGET", 7 * launch.arena_slice)
+    launch = launch_of(kernel, plan, kernel.bind(A=A, F=F))
+    assert launch.threads == 7 and launch.bounds[0] == 0 and launch.bounds[-1] == 150
+    assert np.allclose(kernel(A=A, F=F).to_numpy(), (A @ F).toarray())
+    monkeypatch.setattr(gpu_launch, "ARENA_BYTES_PER_COLUMN", 0)
+    monkeypatch.setattr(gpu_launch, "ARENA_SLACK", 64)
+    with pytest.raises(ls.KernelRuntimeError, match="out of memory"):
+        kernel(A=A, F=F)
 
 
 def test_warp_lanes_meet() -> None:

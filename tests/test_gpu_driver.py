@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.cuda import driver
+from llvsparse.backends.cuda.device_ir import device_name
 from llvsparse.backends.cuda.emulator import emulate
 
 import llvsparse as ls
 from llvsparse import dlpack
+from llvsparse.gpu_call import device_code, device_phases, gpu_plan
 from llvsparse.gpu_device import device_call
 from llvsparse.gpu_resident import DeviceTensor
 
@@ -74,6 +76,10 @@ class FakeDriver(types.SimpleNamespace):
         self.loaded.append(ctypes.string_at(image))
         return self._ok("cuModuleLoadData", "module")
 
+    def cuModuleGetGlobal(self, module, name):
+        """A global of the emulated module the launches run (its host address)."""
+        return self._ok("cuModuleGetGlobal", self.run.global_address(name.decode()), 8)
+
     def cuModuleGetFunction(self, module, name):
         return self._ok("cuModuleGetFunction", name.decode())
 
@@ -97,7 +103,7 @@ class FakeDriver(types.SimpleNamespace):
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         """The device entry's five arguments (table, status, bounds, threads, extra)."""
         pointers = (ctypes.c_uint64 * 5).from_address(params)
-        self.run(gx, bx, *(ctypes.c_uint64.from_address(p).value for p in pointers))
+        self.run(function, gx, bx, *(ctypes.c_uint64.from_address(p).value for p in pointers))
         return self._ok("cuLaunchKernel")
 
     def cuStreamSynchronize(self, stream):
@@ -105,18 +111,26 @@ class FakeDriver(types.SimpleNamespace):
 
 
 def emulated_launch(kernel: ls.Kernel):
-    """A launch that runs ``kernel``'s emulated device kernel over the grid asked for."""
-    code = kernel.code_of(kernel._default()).jit
-    emulated = emulate(code.llvm_ir, code.name)
+    """A launch that runs ``kernel``'s emulated device kernels over the grid asked for,
+    the phase (whole, count, fill) named by the function launched."""
+    inst = kernel._with_code()
+    plan = gpu_plan(kernel, inst)
+    code = device_code(kernel, inst, plan)
+    emulated = emulate(code.llvm_ir, code.name, device_phases(plan), plan.lanes, plan.windows)
+    phases = {device_name(code.name, phase): phase for phase in device_phases(plan)}
     launches: list[tuple[int, int]] = []  # (grid, threads) of each launch
+    launches_by_phase: list[str] = []
 
-    def run(grid: int, block: int, table: int, status: int, bounds: int, threads: int,
-            extra: int) -> None:
+    def run(function: str, grid: int, block: int, table: int, status: int, bounds: int,
+            threads: int, extra: int) -> None:
         launches.append((grid, threads))
-        failed = emulated.launch("whole", grid, block, table, bounds, threads, extra)
+        launches_by_phase.append(phases[function])
+        failed = emulated.launch(phases[function], grid, block, table, bounds, threads,
+                                 extra)
         if failed:
             ctypes.c_int32.from_address(status).value = failed
-    run.launches = launches
+    run.launches, run.phases = launches, launches_by_phase
+    run.global_address = emulated.engine.get_global_value_address
     return run
 
 
@@ -186,14 +200,95 @@ def test_device_call_mirrors_descriptors(expression, formats, reference, rows,
     assert threads == rows if schedule == "thread_per_row" else threads <= max(rows, 1)
 
 
-def test_assembled_output_on_a_device_is_refused_clearly() -> None:
-    kernel = ls.compile("C(i,j) = A(i,j) + F(i,j)", A="csr", F="csr", C="csr",
-                        target="cuda")
-    fake = FakeDriver(emulated_launch(ls.compile("y(i) = A(i,j) * x(j)", A="csr",
-                                                 x="dense")))
-    A = sp.eye(3, format="csr")
-    with pytest.raises(ls.GpuMappingError, match="cuda-emulated"):
-        device_call(kernel, True, {"A": A, "F": A}, {}, gpu=driver.device(0, fake))
+@pytest.mark.parametrize("rows", [0, 1, 200])
+def test_device_call_entry_split(rows) -> None:
+    """An entry split through the driver: the windows of positions and each window's
+    rows copied to the device, one launch, the atomically summed rows copied back."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", target="cuda",
+                        gpu_schedule="entry_split")
+    rng = np.random.default_rng(rows)
+    dense = rng.standard_normal((rows, 300)) * (rng.random((rows, 300)) < 0.05)
+    if rows > 1:
+        dense[rows // 2] = rng.standard_normal(300)  # a row many windows share
+    A, x = sp.csr_matrix(dense), rng.standard_normal(300)
+    fake = FakeDriver(emulated_launch(kernel))
+    got = device_call(kernel, True, {"A": A, "x": x}, {}, gpu=driver.device(0, fake))
+    assert np.allclose(got.to_numpy(), A @ x)
+    (grid, threads), = fake.run.launches
+    assert threads == -(-A.nnz // 32) and grid == max(1, -(-threads // 128))
+    assert b"atom.global.add.f64" in fake.loaded[0] or b"atom.add.f64" in fake.loaded[0]
+    assert not fake.memory
+
+
+ADD_FORMATS = {"A": "csr", "F": "csr", "C": "csr"}
+SPGEMM_FORMATS = {"A": "csr", "G": "csr", "C": "csr"}
+SDDMM_FORMATS = {"A": "csr", "D": "dense", "E": "dense", "C": "csr"}
+
+
+@pytest.mark.parametrize(("expression", "formats", "reference"), [
+    ("C(i,j) = A(i,j) + F(i,j)", ADD_FORMATS, lambda A, F: A + F),
+    ("C(i,j) = A(i,j) * F(i,j)", ADD_FORMATS, lambda A, F: A.multiply(F)),
+    ("C(i,j) = A(i,j) * D(i,k) * E(j,k)", SDDMM_FORMATS,
+     lambda A, D, E: A.multiply(D @ E.T)),
+    ("C(i,j) = A(i,k) * G(k,j)", SPGEMM_FORMATS, lambda A, G: A @ G),
+])
+@pytest.mark.parametrize(("rows", "pattern"), [(0, "random"), (1, "random"), (200, "random"),
+                                               (200, "no entries"), (130, "empty rows")])
+def test_device_call_counts_then_fills(expression, formats, reference, rows, pattern) -> None:
+    """count_fill through the driver: a count launch, the counts copied back and
+    scanned on the host, the output's arrays allocated on the host and the device by
+    the count (no device heap), a fill launch, the arrays copied back; the result a
+    CSR tensor equal to scipy's, every device allocation freed."""
+    kernel = ls.compile(expression, target="cuda", **formats)
+    assert kernel.gpu_plan().schedule == "count_fill"
+    rng = np.random.default_rng(rows)
+    density = 0.0 if pattern == "no entries" else 0.2
+    A = sp.random(rows, 30, density=density, format="csr", random_state=rng)
+    if pattern == "empty rows":
+        A = sp.csr_matrix(sp.diags((np.arange(rows) % 3 != 0).astype(float)) @ A)
+    operands = {"A": A, "F": sp.random(rows, 30, density=0.2, format="csr", random_state=rng),
+                "G": sp.random(30, 20, density=0.2, format="csr", random_state=rng),
+                "D": rng.random((rows, 4)), "E": rng.random((30, 4))}
+    operands = {n: operands[n] for n in formats if n in operands}
+    fake = FakeDriver(emulated_launch(kernel))
+    cache: dict = {}
+    for _ in range(2):  # the second call reuses the loaded module
+        got = device_call(kernel, True, operands, cache, gpu=driver.device(0, fake))
+        expected = sp.csr_matrix(reference(**operands))
+        assert got.format.name == "csr" and got.shape == expected.shape
+        assert np.allclose(got.to_numpy(), expected.toarray())
+        assert got.to_scipy().nnz == got.values.size
+    assert fake.run.phases == ["count", "fill"] * 2
+    assert fake.calls.count("cuModuleLoadData") == 1
+    assert b".entry llvsparse_kernel_count_device(" in fake.loaded[0]
+    assert b".entry llvsparse_kernel_fill_device(" in fake.loaded[0]
+    assert b"malloc" not in fake.loaded[0]
+    assert not fake.memory  # every device allocation freed
+
+
+def test_device_fill_reads_the_scanned_offsets() -> None:
+    """The fill launch gets the exclusive scan of what the count launch wrote, as a
+    device array of threads + 1 offsets."""
+    kernel = ls.compile("C(i,j) = A(i,j) + F(i,j)", target="cuda", **ADD_FORMATS)
+    seen: list[np.ndarray] = []
+    inner = emulated_launch(kernel)
+
+    def run(function, grid, block, table, status, bounds, threads, extra):
+        inner(function, grid, block, table, status, bounds, threads, extra)
+        if function.endswith("_count_device"):
+            seen.append(np.ctypeslib.as_array((ctypes.c_int64 * threads).from_address(extra))
+                        .copy())
+        elif function.endswith("_fill_device"):
+            seen.append(np.ctypeslib.as_array((ctypes.c_int64 * (threads + 1))
+                                              .from_address(extra)).copy())
+    fake = FakeDriver(run)
+    A = sp.random(7, 9, density=0.4, format="csr", random_state=np.random.default_rng(2))
+    F = sp.random(7, 9, density=0.4, format="csr", random_state=np.random.default_rng(3))
+    got = device_call(kernel, True, {"A": A, "F": F}, {}, gpu=driver.device(0, fake))
+    counts, offsets = seen
+    assert np.array_equal(counts, np.diff((A + F).indptr))
+    assert np.array_equal(offsets, np.concatenate([[0], np.cumsum(counts)]))
+    assert np.allclose(got.to_numpy(), (A + F).toarray())
 
 
 def test_failing_launch_is_an_exception() -> None:

@@ -1,8 +1,12 @@
 """``llvsparse bench --gpu``: llvsparse's GPU kernels (target="cuda") against cuSPARSE
-through cupy, on the bench's generated matrices: SpMV (each GPU schedule) and SpMM; each
-result verified against scipy first, then timed in interleaved rounds (medians reported,
-ratios against cuSPARSE). SDDMM is not compared yet: no cuSPARSE SDDMM call
-(cusparseSDDMM) is wired up here.
+through cupy, on the bench's generated matrices: SpMV (each GPU schedule), SpMM and
+SDDMM into CSR (count_fill); each result verified against scipy first, then timed in
+interleaved rounds (medians reported, ratios against cuSPARSE).
+
+SDDMM's peer is cusparseSDDMM through cupy's cuSPARSE binding where that binding has it
+(``cupy_backends.cuda.libs.cusparse.sddmm``; its product with the sampled matrix's
+values is one more elementwise kernel), else a cupy gather (each entry's row of D times
+its column's row of E, summed), reported under that name, not as cuSPARSE.
 
 Both sides keep the matrix and the dense operands on the device. A llvsparse call still
 copies its descriptors over and its dense result back each call (gpu_device.py), which
@@ -32,6 +36,8 @@ from .bench_inputs import powerlaw, stencil5, uniform
 NEEDS = ("llvsparse bench --gpu needs a CUDA GPU, cuda-python (pip install "
          "'llvsparse[cuda]') and cupy (whose cupyx.scipy.sparse calls cuSPARSE)")
 SPMM_COLUMNS = 32
+SDDMM_RANK = 32
+SDDMM_CHUNK = 1 << 20  # entries per slice of the host reference's gathers
 
 
 @dataclass
@@ -90,16 +96,80 @@ def _input_cases(cupy: Any, name: str, A: sp.csr_matrix) -> list[GpuCase]:
 
     spmm = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr", B="dense", C="dense",
                       target="cuda")
+    D, E = rng.standard_normal((A.shape[0], SDDMM_RANK)), rng.standard_normal((A.shape[1],
+                                                                                SDDMM_RANK))
+    sddmm = ls.compile("C(i,j) = A(i,j) * D(i,k) * E(j,k)", A="csr", D="dense", E="dense",
+                       C="csr", target="cuda")
+    D_dev, E_dev = ls.Tensor.from_numpy(D).to_device(), ls.Tensor.from_numpy(E).to_device()
     return [
         GpuCase("spmv_csr", name, A @ x, {
             "llvsparse-thread_per_row": spmv("csr", "thread_per_row", A_dev),
             "llvsparse-nonzero_split": spmv("csr", "nonzero_split", A_dev),
+            "llvsparse-entry_split": spmv("csr", "entry_split", A_dev),
             "llvsparse-coo-thread_per_nonzero": spmv("coo", "thread_per_nonzero", A_coo),
             "cusparse": synced(lambda: (A_gpu @ x_gpu).get())}),
         GpuCase("spmm_csr", name, A @ B, {
             "llvsparse": lambda: spmm(A=A_dev, B=B_dev).to_numpy(),
             "cusparse": synced(lambda: (A_gpu @ B_gpu).get())}),
+        GpuCase("sddmm_csr", name, sddmm_values(A, D, E), {
+            "llvsparse-count_fill": lambda: sddmm(A=A_dev, D=D_dev, E=E_dev).values,
+            **sddmm_peer(cupy, A_gpu, cupy.asarray(D), cupy.asarray(E), synced)}),
     ]
+
+
+def sddmm_values(A: sp.csr_matrix, D: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """The stored values of A * (D @ E.T) on A's pattern, in A's order, by slices of
+    entries (never the dense product)."""
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    out = np.empty(A.nnz)
+    for start in range(0, A.nnz, SDDMM_CHUNK):
+        part = slice(start, start + SDDMM_CHUNK)
+        out[part] = A.data[part] * np.einsum("ij,ij->i", D[rows[part]], E[A.indices[part]])
+    return out
+
+
+def sddmm_peer(cupy: Any, A: Any, D: Any, E: Any,
+               synced: Callable[[Callable[[], Any]], Callable[[], Any]]) -> dict[str, Any]:
+    """cupy's SDDMM of ``A`` (cupyx CSR) with D, E on the device, by name: cusparseSDDMM
+    where cupy's binding has it, else the gather (see the module's docstring)."""
+    binding = importlib.import_module("cupy_backends.cuda.libs.cusparse")
+    rows = cupy.asarray(np.repeat(np.arange(A.shape[0]), np.diff(A.indptr.get())))
+
+    def gather() -> Any:
+        return (A.data * cupy.einsum("ij,ij->i", D[rows], E[A.indices])).get()
+    peers = {"cupy-gather": synced(gather)}
+    if hasattr(binding, "sddmm"):
+        try:
+            peers["cusparse"] = synced(_cusparse_sddmm(cupy, binding, A, D, E))
+        except (AttributeError, TypeError, RuntimeError) as error:  # CUSPARSEError too
+            print(f"cusparseSDDMM through cupy unavailable: {error}")
+    return peers
+
+
+def _cusparse_sddmm(cupy: Any, binding: Any, A: Any, D: Any, E: Any) -> Callable[[], Any]:
+    """cusparseSDDMM (generic API, float64, CSR of int32 indices, row-major D and E,
+    E transposed) into a copy of A's pattern, then times A's values."""
+    m, n = A.shape
+    k = D.shape[1]
+    values = cupy.zeros_like(A.data)
+    handle = cupy.cuda.device.get_cusparse_handle()
+    r64f, index32, base0, row_major, no_op, transposed = 1, 2, 0, 2, 0, 1  # enums' values
+    sampled = binding.createCsr(m, n, A.nnz, A.indptr.data.ptr, A.indices.data.ptr,
+                                values.data.ptr, index32, index32, base0, r64f)
+    left = binding.createDnMat(m, k, k, D.data.ptr, r64f, row_major)
+    right = binding.createDnMat(n, k, k, E.data.ptr, r64f, row_major)
+    scalars = np.array([1.0, 0.0])
+    alpha, beta = scalars.ctypes.data, scalars.ctypes.data + 8
+    size = binding.sddmm_bufferSize(handle, no_op, transposed, alpha, left, right, beta,
+                                    sampled, r64f, 0)
+    buffer = cupy.empty(max(int(size), 1), cupy.uint8)
+
+    def run() -> Any:
+        binding.sddmm(handle, no_op, transposed, alpha, left, right, beta, sampled, r64f, 0,
+                      buffer.data.ptr)
+        return (values * A.data).get()
+    run.keep = (scalars, buffer, sampled, left, right, values)  # alive while timed
+    return run
 
 
 def time_case(case: GpuCase, rounds: int) -> dict[str, float]:

@@ -71,15 +71,29 @@ class Device:
     sm: str  # the GPU's architecture, sm_NN from its compute capability
     modules: dict[str, Any] = field(default_factory=dict)
 
-    def function(self, ptx: str, name: str) -> Any:
-        """The kernel ``name`` of ``ptx``, the module loaded once per PTX text."""
+    def function_module(self, ptx: str) -> Any:
+        """The module of ``ptx``, loaded once per PTX text."""
         module = self.modules.get(ptx)
         if module is None:
             self.current()
             image = np.frombuffer(ptx.encode() + b"\0", np.uint8)  # a C string, by address
             module = self.modules[ptx] = call(self.driver, "cuModuleLoadData",
                                               image.ctypes.data)
-        return call(self.driver, "cuModuleGetFunction", module, name.encode())
+        return module
+
+    def function(self, ptx: str, name: str) -> Any:
+        """The kernel ``name`` of ``ptx``."""
+        return call(self.driver, "cuModuleGetFunction", self.function_module(ptx),
+                    name.encode())
+
+    def set_global(self, ptx: str, name: str, value: int) -> None:
+        """Write the 8-byte global ``name`` of the module of ``ptx`` (loaded first)."""
+        self.function_module(ptx)
+        pointer, size = call(self.driver, "cuModuleGetGlobal", self.modules[ptx], name.encode())
+        if int(size) != 8:
+            raise ValueError(f"global {name} holds {int(size)} bytes, not 8")
+        word = np.array([value], np.uint64)
+        call(self.driver, "cuMemcpyHtoD", pointer, word.ctypes.data, 8)
 
     def current(self) -> None:
         call(self.driver, "cuCtxSetCurrent", self.context)

@@ -25,6 +25,8 @@ from llvmlite import ir
 
 from ..cpu import link_runtime
 from .device_ir import (
+    ARENA,
+    ARENA_SLICE,
     DEVICE_RUNTIME_IR,
     I32,
     I64,
@@ -131,6 +133,13 @@ class EmulatedKernel:
     warps: WarpRunner | None = None
     entries: dict[str, ctypes._CFuncPtr] = field(default_factory=dict)
 
+    def set_arena(self, address: int, slice_bytes: int) -> None:
+        """The workspace arena the next launches hand out (device_ir.define_arena):
+        host memory at ``address`` (0: none), ``slice_bytes`` a thread."""
+        where = self.engine.get_global_value_address
+        ctypes.c_void_p.from_address(where(ARENA)).value = address or None
+        ctypes.c_int64.from_address(where(ARENA_SLICE)).value = slice_bytes
+
     def launch(self, phase: str, grid: int, block: int, table: int, bounds: int,
                threads: int, extra: int) -> int:
         """Run ``phase`` over ``grid`` blocks of ``block`` threads; the first failing
@@ -183,14 +192,15 @@ def _launcher(module: ir.Module, name: str, phase: str) -> None:
 
 
 def emulate(host_ir: str, name: str, phases: tuple[str, ...] = ("whole",),
-            lanes: int = 1) -> EmulatedKernel:
+            lanes: int = 1, windows: bool = False) -> EmulatedKernel:
     """The emulated device kernels of ``phases`` of the translator's IR ``host_ir``
-    (entry ``name``); ``lanes``: threads per range (32: a warp schedule)."""
+    (entry ``name``); ``lanes``: threads per range (32: a warp schedule); ``windows``:
+    an entry split's threads."""
     target = llvm.Target.from_default_triple()
     machine = target.create_target_machine(opt=2, jit=True)
     device = device_kernel(name, EmulatedHooks(concurrent=lanes > 1), machine.triple,
                            str(machine.target_data), nvvm_kernel=False, phases=phases,
-                           lanes=lanes)
+                           lanes=lanes, windows=windows)
     for phase in phases:
         _launcher(device, name, phase)
     module = linked(host_ir, device)

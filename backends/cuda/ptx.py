@@ -60,16 +60,18 @@ def check_ptx(ptx: str, sm: str = "sm_80") -> None:
 
 
 def emit_ptx(host_ir: str, name: str, sm: str = "sm_80",
-             phases: tuple[str, ...] = ("whole",), lanes: int = 1) -> str:
+             phases: tuple[str, ...] = ("whole",), lanes: int = 1,
+             windows: bool = False) -> str:
     """PTX of the planned kernel's device entries for ``phases`` (see device_ir): the
     translator's functions entered by a grid of threads (``lanes`` to a range: 32 for a
-    warp schedule), special registers and shuffles read by NVVM."""
+    warp schedule; ``windows``: an entry split's windows), special registers and
+    shuffles read by NVVM."""
     if not isinstance(sm, str) or not re.fullmatch(r"sm_\d+[a-z]?", sm):
         raise ValueError(f"GPU architecture {sm!r} is not of the form sm_NN (e.g. sm_80)")
     check_cpu(TRIPLE, sm)
     _initialize()
     device = device_kernel(name, NvvmHooks(), TRIPLE, DATA_LAYOUT, nvvm_kernel=True,
-                           phases=phases, lanes=lanes)
+                           phases=phases, lanes=lanes, windows=windows)
     module = linked(host_ir, device)
     link_runtime(module, DEVICE_RUNTIME_IR)
     module.verify()

@@ -238,12 +238,27 @@ class OutputAssembler:
             with b.if_then(b.icmp_signed("==", gpu_hooks.lane(b), ZERO)):
                 self.write_at(value, address, dtype, last, adds)
             return
+        if self.atomic and kc.window is not None:  # an entry split: of a thread's rows,
+            lo, hi = kc.lo, b.sub(kc.hi, ONE)  # only its first and last may be shared
+            row = self.coord(ctx, 0)
+            shared = b.or_(b.icmp_signed("==", row, lo), b.icmp_signed("==", row, hi))
+            with b.if_else(shared) as (cut, whole):
+                with cut:
+                    self.add_atomically(value, address, dtype)
+                with whole:
+                    self.write_at(value, address, dtype, last, adds)
+            return
         if self.atomic:
-            value = scalars.store_value(b, scalars.convert(b, value, kc.dtype, dtype), dtype)
-            b.atomic_rmw("fadd" if isinstance(value.type, (ir.FloatType, ir.DoubleType)) else "add",
-                         address, value, "monotonic")
+            self.add_atomically(value, address, dtype)
             return
         self.write_at(value, address, dtype, last, adds)
+
+    def add_atomically(self, value: ir.Value, address: ir.Value, dtype: str) -> None:
+        """Add ``value`` into the output's entry at ``address`` (threads share it)."""
+        b = self.b
+        value = scalars.store_value(b, scalars.convert(b, value, self.kc.dtype, dtype), dtype)
+        b.atomic_rmw("fadd" if isinstance(value.type, (ir.FloatType, ir.DoubleType)) else "add",
+                     address, value, "monotonic")
 
     def write_at(self, value: ir.Value, address: ir.Value, dtype: str, last: int,
                  adds: bool) -> None:

@@ -18,20 +18,26 @@ from .tensor_ir import TensorIR
 class IteratorEmitter:
     """KernelCompiler's iterator methods (a part of it, kept in a module of its own)."""
 
-    def clamp(self, begin: ir.Value, end: ir.Value) -> tuple[ir.Value, ir.Value]:
+    def clamp(self, begin: ir.Value, end: ir.Value,
+              bounds: tuple[ir.Value, ir.Value] | None = None) -> tuple[ir.Value, ir.Value]:
+        """[begin, end) within the thread's range [lo, hi) (or ``bounds``)."""
         b = self.b
-        begin = b.select(b.icmp_signed(">", self.lo, begin), self.lo, begin)
-        end = b.select(b.icmp_signed("<", self.hi, end), self.hi, end)
+        lo, hi = bounds or (self.lo, self.hi)
+        begin = b.select(b.icmp_signed(">", lo, begin), lo, begin)
+        end = b.select(b.icmp_signed("<", hi, end), hi, end)
         return begin, end
 
     def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool,
-                       positions: bool = False, lanes: bool = False) -> IterState:
+                       positions: bool = False, lanes: bool = False,
+                       window: bool = False) -> IterState:
         """The iterator's cursor and end; ``thread_rows``: the loop runs a thread's range
         [lo, hi) of its coordinates (the loop IR's tag), so the range is clamped;
         ``positions``: the range is of the level's positions instead (a position split
         tag: threads share coordinates, and the output's writes add atomically);
         ``lanes``: a warp's lanes share the loop, lane k taking its k-th, k+32-th, ...
-        position or coordinate (the warp lanes tag)."""
+        position or coordinate (the warp lanes tag); ``window``: its positions are
+        bounded by the thread's window (a GPU entry split's inner loop, the entry
+        window tag: a row's entries may fall to several threads)."""
         b = self.b
         step = ir.Constant(I64, WARP_SIZE) if lanes else None
         if it.is_universe:
@@ -69,8 +75,11 @@ class IteratorEmitter:
         if positions and (kind != "position" or not thread_rows):
             raise InternalCompilerError(f"{op.tensor}: a position split of level {it.level}, "
                                         "which the loop does not step over by position")
-        if positions:
-            begin, end = self.clamp(begin, end)
+        if window and (kind != "position" or self.window is None):
+            raise InternalCompilerError(f"{op.tensor}: an entry window over level {it.level}, "
+                                        "which the loop does not step over by position")
+        if positions or window:
+            begin, end = self.clamp(begin, end, self.window if window else None)
             clamped = True
         elif lanes:
             begin, clamped = b.add(begin, gpu_hooks.lane(b)), True
