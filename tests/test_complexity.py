@@ -343,51 +343,70 @@ def test_complexity_soak_long() -> None:
         [g for g in results if g.violation])
 
 
-def _tensor3_entries(n: int, seed: int, diagonal: int = 0, special: bool = False):
+def _tensor3_entries(n: int, seed: int, diagonal: int = 0, special: bool = False,
+                     cube: bool = False):
     """ENTRIES distinct coordinates of an n x n x n tensor, none with its first two
-    equal, then ``diagonal`` that have (A(k,k,i) stores them); ``special``: some
-    values inf, -inf or NaN."""
+    equal, then ``diagonal`` that have (A(k,k,i) stores them; with ``cube``, A(j,j,j));
+    values of either sign; ``special``: some inf, -inf or NaN."""
     rng = np.random.default_rng(seed)
     flat = rng.choice(n ** 3, min(ENTRIES, n ** 3 // 2), replace=False)
     coords = np.array(np.unravel_index(flat, (n, n, n)))
     coords = coords[:, coords[0] != coords[1]]
     on = rng.choice(n, (2, diagonal))
-    coords = np.concatenate([coords, np.stack([on[0], on[0], on[1]])], axis=1)
+    coords = np.concatenate([coords, np.stack([on[0], on[0], on[0] if cube else on[1]])],
+                            axis=1)
     coords = np.unique(coords, axis=1)
-    values = rng.random(coords.shape[1]) + 0.5
+    values = (rng.random(coords.shape[1]) + 0.5) * rng.choice([-1.0, 1.0], coords.shape[1])
     if special:
         values[:3] = [np.inf, -np.inf, np.nan]
     return coords, values
 
 
+def _kki(dense: np.ndarray) -> np.ndarray:
+    return np.einsum("kki->ik", dense)[:, None, :]
+
+
+def _jjj(dense: np.ndarray) -> np.ndarray:
+    return np.einsum("jjj->j", dense)[None, :, None]
+
+
+# The long soak's cases 1588 and 1981: the statement, the term's plane, numpy's form.
+ON_VALUES = [("Z(i,j,k) = A(i,j,k) / A(k,k,i)", False, lambda a, t: a / t, _kki),
+             ("Z(i,j,k) = min(A(i,j,k), A(j,j,j))", True, np.minimum, _jjj)]
+
+
 @pytest.mark.parametrize("fmt", ["coo", "csf"])
-def test_a_broadcast_term_under_a_division(fmt: str) -> None:
-    """``A(i,j,k) / A(k,k,i)`` (the long soak's case 1588): A(k,k,i) lacks j, and a
-    division reads an absent entry as its value 0 (no annihilator), so the kernel as
-    written walked j's extent for every (k, i) A's diagonal plane stores nothing at;
-    the term is a broadcast term under any operator that computes on values alone
+@pytest.mark.parametrize("statement, cube, function, term", ON_VALUES)
+def test_a_broadcast_term_under_an_operator_on_values(fmt, statement, cube, function,
+                                                      term) -> None:
+    """``A(i,j,k) / A(k,k,i)``: A(k,k,i) lacks j, and a division reads an absent entry
+    as its value 0 (no annihilator), so the kernel as written walked j's extent for
+    every (k, i) where A's diagonal plane stores nothing (and ``min`` likewise); such a
+    term is a broadcast term under any operator that computes on values alone
     (broadcast_terms.py), and the statement runs as ``A(i,j,k) / 0``."""
-    kernel = ls.compile("Z(i,j,k) = A(i,j,k) / A(k,k,i)", A=fmt, out_format="coo",
-                        counting=True)
+    kernel = ls.compile(statement, A=fmt, out_format=fmt, counting=True)
 
     def at(n):
-        coords, values = _tensor3_entries(n, 19)
+        coords, values = _tensor3_entries(n, 19, cube=cube)
 
         def check(result):
+            """Every coordinate A stores holds f(value, 0); any other, the fill."""
+            fill = function(np.float64(0.0), np.float64(0.0))
+            np.testing.assert_array_equal(result.fill_value, fill)
             got_coords, got = result.to_coo()
-            assert np.isnan(result.fill_value)
-            order = np.lexsort(got_coords[::-1])
-            np.testing.assert_array_equal(got_coords[:, order], coords)
-            np.testing.assert_array_equal(got[order], values / 0.0)
+            stored = dict(zip(zip(*got_coords.tolist()), got.tolist()))
+            for key, value in zip(zip(*coords.tolist()), function(values, 0.0).tolist()):
+                np.testing.assert_array_equal(stored.pop(key, fill), value)
+            np.testing.assert_array_equal(list(stored.values()), [fill] * len(stored))
         return {"A": ls.Tensor.from_coo(coords, values, (n,) * 3, format=fmt)}, check
     with np.errstate(divide="ignore", invalid="ignore"):
-        _bounded(_counts(kernel, at), f"A(i,j,k) / A(k,k,i), A in {fmt}")
+        _bounded(_counts(kernel, at), f"{statement}, A in {fmt}")
         for n, diagonal, special in ((9, 0, True), (9, 3, False), (9, 3, True), (7, 0, False)):
-            coords, values = _tensor3_entries(n, n + diagonal, diagonal, special)
+            coords, values = _tensor3_entries(n, n + diagonal, diagonal, special, cube)
             a = ls.Tensor.from_coo(coords, values, (n,) * 3, format=fmt)
             dense = a.to_numpy()
-            expected = dense / np.einsum("kki->ik", dense)[:, None, :]
-            np.testing.assert_array_equal(kernel(A=a).to_numpy(), expected)
+            np.testing.assert_array_equal(kernel(A=a).to_numpy(),
+                                          function(dense, term(dense)))
 
 
 @pytest.mark.parametrize("statement", ["Z(i,j) = A(j) / B(i,j)", "Z(i,j) = B(i,j) / A(j)",
