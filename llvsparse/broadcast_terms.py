@@ -39,11 +39,11 @@ def broadcast_terms(assignment: nt.Assignment) -> list[nt.Expr]:
     that read an absent entry as its plain value (``_by_value``), that read a tensor and
     use some, but not all, of the output's indices, each index plainly (no affine
     subscript): ``A(j,j)`` in ``A(j,i) + A(j,j)``, ``A(k,k,i)`` in ``A(i,j,k) /
-    A(k,k,i)``."""
+    A(k,k,i)``. A term used twice (``A(i) / (A(i) / B(i,j))``) is listed once."""
     lhs = assignment.lhs.indices
     if not all(isinstance(ix, IndexVar) for ix in lhs):
         return []
-    return list(_broadcast(assignment.rhs, set(lhs)))
+    return list(dict.fromkeys(_broadcast(assignment.rhs, set(lhs))))  # each once
 
 
 def _broadcast(expr: nt.Expr, lhs: set) -> Iterable[nt.Expr]:

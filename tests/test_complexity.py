@@ -412,6 +412,7 @@ def test_a_broadcast_term_under_an_operator_on_values(fmt, statement, cube, func
 @pytest.mark.parametrize("statement", ["Z(i,j) = A(j) / B(i,j)", "Z(i,j) = B(i,j) / A(j)",
                                        "Z(i,j) = max(B(i,j), A(j))",
                                        "Z(i,j) = B(i,j) < A(j)",
+                                       "Z(i,j) = A(j) / (A(j) / B(i,j)) + A(j)",
                                        "Z(i,j) = B(i,j) * A(j)"])
 def test_a_broadcast_term_under_other_operators_keeps_numpy_results(statement: str) -> None:
     """A term lacking an output index is replaced by its fill only under operators that
