@@ -25,7 +25,7 @@ import numpy as np
 from .format import Format, FormatError, as_format
 from .ir import notation as nt
 from .ir.errors import ScheduleError
-from .ir.operators import ADD, NEG, SUB
+from .ir.operators import Operator
 from .ir.subscripts import IndexVar, NotationError
 
 # What a kernel factory is asked for: a statement, its inputs' formats, the output's,
@@ -35,36 +35,43 @@ _REFUSALS = (ScheduleError, FormatError, NotationError)
 
 
 def broadcast_terms(assignment: nt.Assignment) -> list[nt.Expr]:
-    """The additive terms of the right-hand side (through ``+``, ``-`` and negation)
-    that read a tensor and use some, but not all, of the output's indices, each index
-    plainly (no affine subscript)."""
+    """The largest sub-expressions of the right-hand side, reached through operators
+    that read an absent entry as its plain value (``_by_value``), that read a tensor and
+    use some, but not all, of the output's indices, each index plainly (no affine
+    subscript): ``A(j,j)`` in ``A(j,i) + A(j,j)``, ``A(k,k,i)`` in ``A(i,j,k) /
+    A(k,k,i)``. A term used twice (``A(i) / (A(i) / B(i,j))``) is listed once."""
     lhs = assignment.lhs.indices
     if not all(isinstance(ix, IndexVar) for ix in lhs):
         return []
-    found = []
-    for term in _additive(assignment.rhs):
-        accesses = list(nt.iter_accesses(term))
-        free = nt.free_vars(term)
-        if accesses and free and free < set(lhs) and all(
-                isinstance(ix, IndexVar) for a in accesses for ix in a.indices):
-            found.append(term)
-    return found
+    return list(dict.fromkeys(_broadcast(assignment.rhs, set(lhs))))  # each once
 
 
-def _additive(expr: nt.Expr) -> Iterable[nt.Expr]:
-    """The terms of ``expr``'s sum (its top-level ``+``, ``-`` and negations)."""
-    if isinstance(expr, nt.Call) and expr.op in (ADD, SUB, NEG):
+def _broadcast(expr: nt.Expr, lhs: set) -> Iterable[nt.Expr]:
+    accesses = list(nt.iter_accesses(expr))
+    free = nt.free_vars(expr)
+    if accesses and free and free < lhs:
+        if all(isinstance(ix, IndexVar) for a in accesses for ix in a.indices):
+            yield expr
+    elif isinstance(expr, nt.Call) and _by_value(expr.op):
         for arg in expr.args:
-            yield from _additive(arg)
-    else:
-        yield expr
+            yield from _broadcast(arg, lhs)
+
+
+def _by_value(op: Operator) -> bool:
+    """Whether ``op`` computes on its arguments' values alone, an absent entry read as
+    its fill (no declared annihilator, no semiring's reading of absence): only then is
+    a sub-expression under it the same as its fill wherever it stores nothing (under a
+    product, an absent 0 annihilates even a NaN, where a literal 0 would not)."""
+    return op.annihilator is None and not op.absent_annihilates and not op.skips_absent
 
 
 def _substituted(expr: nt.Expr, new: dict[nt.Expr, nt.Expr]) -> nt.Expr:
-    """``expr`` with each additive term in ``new`` replaced by its value there."""
-    if isinstance(expr, nt.Call) and expr.op in (ADD, SUB, NEG):
+    """``expr`` with each broadcast term in ``new`` replaced by its value there."""
+    if expr in new:
+        return new[expr]
+    if isinstance(expr, nt.Call) and _by_value(expr.op):
         return nt.Call(expr.op, tuple(_substituted(arg, new) for arg in expr.args))
-    return new.get(expr, expr)
+    return expr
 
 
 def _literal(fill: object) -> nt.Literal | None:

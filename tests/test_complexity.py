@@ -341,3 +341,101 @@ def test_complexity_soak_long() -> None:
                               seed=int(os.environ.get("LLVSPARSE_COMPLEXITY_SEED", "1")))
     assert not [g for g in results if g.violation], _report(
         [g for g in results if g.violation])
+
+
+def _tensor3_entries(n: int, seed: int, diagonal: int = 0, special: bool = False,
+                     cube: bool = False):
+    """ENTRIES distinct coordinates of an n x n x n tensor, none with its first two
+    equal, then ``diagonal`` that have (A(k,k,i) stores them; with ``cube``, A(j,j,j));
+    values of either sign; ``special``: some inf, -inf or NaN."""
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(n ** 3, min(ENTRIES, n ** 3 // 2), replace=False)
+    coords = np.array(np.unravel_index(flat, (n, n, n)))
+    coords = coords[:, coords[0] != coords[1]]
+    on = rng.choice(n, (2, diagonal))
+    coords = np.concatenate([coords, np.stack([on[0], on[0], on[0] if cube else on[1]])],
+                            axis=1)
+    coords = np.unique(coords, axis=1)
+    values = (rng.random(coords.shape[1]) + 0.5) * rng.choice([-1.0, 1.0], coords.shape[1])
+    if special:
+        values[:3] = [np.inf, -np.inf, np.nan]
+    return coords, values
+
+
+def _kki(dense: np.ndarray) -> np.ndarray:
+    return np.einsum("kki->ik", dense)[:, None, :]
+
+
+def _jjj(dense: np.ndarray) -> np.ndarray:
+    return np.einsum("jjj->j", dense)[None, :, None]
+
+
+# The long soak's cases 1588 and 1981: the statement, the term's plane, numpy's form.
+ON_VALUES = [("Z(i,j,k) = A(i,j,k) / A(k,k,i)", False, lambda a, t: a / t, _kki),
+             ("Z(i,j,k) = min(A(i,j,k), A(j,j,j))", True, np.minimum, _jjj)]
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csf"])
+@pytest.mark.parametrize("statement, cube, function, term", ON_VALUES)
+def test_a_broadcast_term_under_an_operator_on_values(fmt, statement, cube, function,
+                                                      term) -> None:
+    """``A(i,j,k) / A(k,k,i)``: A(k,k,i) lacks j, and a division reads an absent entry
+    as its value 0 (no annihilator), so the kernel as written walked j's extent for
+    every (k, i) where A's diagonal plane stores nothing (and ``min`` likewise); such a
+    term is a broadcast term under any operator that computes on values alone
+    (broadcast_terms.py), and the statement runs as ``A(i,j,k) / 0``."""
+    kernel = ls.compile(statement, A=fmt, out_format=fmt, counting=True)
+
+    def at(n):
+        coords, values = _tensor3_entries(n, 19, cube=cube)
+
+        def check(result):
+            """Every coordinate A stores holds f(value, 0); any other, the fill."""
+            fill = function(np.float64(0.0), np.float64(0.0))
+            np.testing.assert_array_equal(result.fill_value, fill)
+            got_coords, got = result.to_coo()
+            stored = dict(zip(zip(*got_coords.tolist()), got.tolist()))
+            for key, value in zip(zip(*coords.tolist()), function(values, 0.0).tolist()):
+                np.testing.assert_array_equal(stored.pop(key, fill), value)
+            np.testing.assert_array_equal(list(stored.values()), [fill] * len(stored))
+        return {"A": ls.Tensor.from_coo(coords, values, (n,) * 3, format=fmt)}, check
+    with np.errstate(divide="ignore", invalid="ignore"):
+        _bounded(_counts(kernel, at), f"{statement}, A in {fmt}")
+        for n, diagonal, special in ((9, 0, True), (9, 3, False), (9, 3, True), (7, 0, False)):
+            coords, values = _tensor3_entries(n, n + diagonal, diagonal, special, cube)
+            a = ls.Tensor.from_coo(coords, values, (n,) * 3, format=fmt)
+            dense = a.to_numpy()
+            np.testing.assert_array_equal(kernel(A=a).to_numpy(),
+                                          function(dense, term(dense)))
+
+
+@pytest.mark.parametrize("statement", ["Z(i,j) = A(j) / B(i,j)", "Z(i,j) = B(i,j) / A(j)",
+                                       "Z(i,j) = max(B(i,j), A(j))",
+                                       "Z(i,j) = B(i,j) < A(j)",
+                                       "Z(i,j) = A(j) / (A(j) / B(i,j)) + A(j)",
+                                       "Z(i,j) = B(i,j) * A(j)"])
+def test_a_broadcast_term_under_other_operators_keeps_numpy_results(statement: str) -> None:
+    """A term lacking an output index is replaced by its fill only under operators that
+    compute on values alone: under a product an absent 0 annihilates even a stored NaN
+    or inf, which a literal 0 would not, so ``B(i,j) * A(j)`` keeps its kernel.
+    Checked against numpy with A storing nothing, or something, and B storing inf and
+    NaN."""
+    kernel = ls.compile(statement, A="coo", B="dcsr", out_format="dcsr")
+    n = 12
+    rng = np.random.default_rng(20)
+    b = sp.random(n, n, density=0.2, format="csr", random_state=3)
+    b.data[:3] = [np.inf, -np.inf, np.nan]
+    for a_at in ([], [2, 5]):
+        a_dense = np.zeros(n)
+        a_dense[a_at] = rng.random(len(a_at)) + 0.5
+        a = ls.Tensor.from_coo(np.array([a_at], dtype=np.int64).reshape(1, -1),
+                               a_dense[a_at], (n,), format="coo")
+        result = kernel(A=a, B=ls.Tensor.from_scipy(b, "dcsr")).to_numpy()
+        ns = {"A": a_dense[None, :], "B": b.toarray()}
+        with np.errstate(all="ignore"):
+            if "*" in statement:  # an absent entry annihilates the product
+                expected = np.where((ns["A"] != 0) & (ns["B"] != 0), ns["B"] * ns["A"], 0.0)
+            else:
+                expected = eval(statement.split("=")[1].replace("(j)", "").replace(
+                    "(i,j)", "").replace("max", "np.maximum"), {"np": np}, ns)
+        np.testing.assert_array_equal(result, expected)

@@ -68,7 +68,7 @@ _PEAK = textwrap.dedent("""
     import numpy as np, scipy.sparse as sp
     import llvsparse as ls
     n = 20000
-    a = sp.random(n, n, density=10 / n, format="csr", random_state=0)
+    a = sp.random(n, n, density=10 / n, format="csr", random_state=np.random.default_rng(0))
     kernel = ls.compile("C(i,j) = A(i,k) * A(k,j)", sys.argv[1], A="csr")
     operand = ls.Tensor.from_scipy(a, "csr")
     tiny = ls.Tensor.from_scipy(a[:50, :50].tocsr(), "csr")
