@@ -46,10 +46,14 @@ def lower_with_workspace(kc: KernelCompiler, nests: list[Nest], root: Node) -> N
         for op in operands(nest.body):
             kc.operands[op.uid] = op
     # The compiler's per-nest state, as for a scattering nest (see lower_nest).
-    kc.nest, kc.derived = nests[0], dict(nests[0].assign.derived)
-    kc.offsets = dict(nests[0].assign.offsets)
-    kc.guards = {index: (t, k) for index, t, k in nests[0].assign.guards}
-    kc.divisors = dict(nests[0].assign.divisors)
+    # Every nest's derived indices: a term's nest may derive one the first does not
+    # (B(i) + C(i+j): i = x - j in C's nest only); a nest binds only those whose parts
+    # its loops bind.
+    kc.nest = nests[0]
+    kc.derived = {i: p for nest in nests for i, p in nest.assign.derived}
+    kc.offsets = {i: o for nest in nests for i, o in nest.assign.offsets}
+    kc.guards = {i: (t, k) for nest in nests for i, t, k in nest.assign.guards}
+    kc.divisors = {i: d for nest in nests for i, d in nest.assign.divisors}
     kc.out_depth, kc.scatter, kc.insert_output = len(nests[0].order), True, False
     kc.repeats, kc.run_state = False, None
     kc.workspace = WorkspaceEmitter(kc, plan)
