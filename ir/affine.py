@@ -39,28 +39,29 @@ Parts = tuple[tuple[str, int], ...]
 @dataclass(frozen=True)
 class Derivation:
     """``index = (sum(c * var for var, c in parts) + offset) / divisor``, valid where the
-    division is exact and ``0 <= index < extent of level guard[1] of tensor guard[0]``."""
+    division is exact and ``0 <= index < extent of level guard[1] of tensor guard[0]``;
+    no guard where the index is in range by construction (blocked levels tile their
+    mode: ``j = 2 * jb + ji``)."""
 
     index: str
     parts: Parts
     offset: int
-    guard: tuple[str, int]
+    guard: tuple[str, int] | None
     divisor: int = 1
 
 
 @dataclass
 class AffinePlan:
-    """How one assignment's affine subscripts are reached: per access (by id), the name
-    each subscript takes and the fresh coordinates of inverted ones (to be summed over),
+    """How one assignment's affine subscripts and blocked levels are reached: per access
+    (by id), the name each subscript takes, the fresh coordinates of inverted subscripts
+    and blocked levels (to be summed over) and the names of its blocked levels (by level),
     and the derived indices in the order they can be bound."""
 
     names: dict[int, tuple[str, ...]] = field(default_factory=dict)
     inverted: bool = False  # some operand is walked, an index derived from it
     walked: dict[int, list[str]] = field(default_factory=dict)
+    levels: dict[int, dict[int, str]] = field(default_factory=dict)
     derivations: list[Derivation] = field(default_factory=list)
-
-    def derived(self) -> dict[str, Derivation]:
-        return {d.index: d for d in self.derivations}
 
 
 def _random_access(ttype: TensorType) -> bool:
@@ -114,15 +115,42 @@ def _level_of(ttype: TensorType, mode: int) -> int:
     return levels[0]
 
 
+def _blocked(access: nt.Access, ttype: TensorType, taken: set[str]
+             ) -> tuple[dict[int, str], list[Derivation]]:
+    """A blocked operand as an inverted one: its blocked levels' coordinates are walked
+    (fresh names, by level) and each blocked mode's index derived from them, as ``h``
+    is from a walked image's ``x`` (``j = 2 * jb + ji`` for blocks of 2: the storage's
+    own affine subscript, read backwards; no guard, the blocks tile the mode)."""
+    names: dict[int, str] = {}
+    parts: dict[int, list[tuple[str, int]]] = {}
+    for k, level in enumerate(ttype.levels):
+        if not level.block:
+            continue
+        index = access.indices[level.mode]
+        if isinstance(index, nt.AffineIndex):
+            raise ScheduleError(f"{access.tensor} has blocked levels: an affine subscript "
+                                "needs its operand in an unblocked format; convert it")
+        if access.indices.index(index) != level.mode:
+            # B(j,j): one index would be the sum of both modes' block parts
+            raise ScheduleError(f"{access.tensor} has blocked levels and index {index} on "
+                                "two of its modes (a diagonal); store it in full")
+        names[k] = nt.fresh_name(f"{access.tensor}_{k}", taken)
+        parts.setdefault(level.mode, []).append((names[k], 1 if level.inner else level.block))
+    return names, [Derivation(access.indices[mode].name, tuple(p), 0, None)
+                   for mode, p in parts.items()]
+
+
 def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
     """Decide, for every affine subscript of ``assignment``, whether its operand is
-    located or walked (see the module docstring); raise ScheduleError where neither
-    can be done."""
+    located or walked (see the module docstring), and derive blocked levels' indices
+    from their coordinates; raise ScheduleError where neither can be done."""
     result = AffinePlan()
     accesses = list(nt.iter_accesses(assignment.rhs))
-    if not any(isinstance(ix, nt.AffineIndex) for a in accesses for ix in a.indices):
+    affine_any = any(isinstance(ix, nt.AffineIndex) for a in accesses for ix in a.indices)
+    if not affine_any and not any(level.block for a in accesses
+                                  for level in types[a.tensor].levels):
         return result
-    if not assignment.lhs.indices and not any(
+    if affine_any and not assignment.lhs.indices and not any(
             nt.index_vars_of(ix) for a in accesses for ix in a.indices):
         raise ScheduleError("a constant subscript in a statement without index variables "
                             "(a = x(2)) is not supported: there is no loop to locate it in")
@@ -135,13 +163,24 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
     # per additive term: an index derived there is expanded only in that term's subscripts
     # (the terms are lowered as statements of their own), and derived in one term only
     inverted: list[dict[str, Derivation]] = [{} for _ in groups]
-    for access in accesses:  # first the walked operands: they fix the inverted variables
+    for access in accesses:  # first blocked operands: their indices are derived
+        level_names, blocked = _blocked(access, types[access.tensor], taken)
+        if not blocked:
+            continue
+        for derivation in blocked:
+            if any(derivation.index in d for d in inverted):
+                raise ScheduleError(f"index {derivation.index} is blocked in two operands; "
+                                    "convert one")
+            inverted[group_of[id(access)]][derivation.index] = derivation
+        result.names[id(access)] = tuple(ix.name for ix in access.indices)
+        result.walked[id(access)] = list(level_names.values())
+        result.levels[id(access)] = level_names
+    for access in accesses:  # then the walked operands: they fix the inverted variables
+        if id(access) in result.names:
+            continue
         ttype = types[access.tensor]
         beside = groups[group_of[id(access)]]
         affine = [isinstance(ix, nt.AffineIndex) for ix in access.indices]
-        if any(affine) and any(level.block for level in ttype.levels):
-            raise ScheduleError(f"{access.tensor} has blocked levels: an affine subscript "
-                                "needs its operand in an unblocked format; convert it")
         if not any(affine) or _random_access(ttype) \
                 or _by_subsections(access, lhs, beside, types, folded):
             continue
@@ -169,7 +208,7 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
         result.walked[id(access)] = walked
     for derivations in inverted:
         result.derivations.extend(derivations.values())
-    result.inverted = bool(result.derivations)
+    result.inverted = any(d.guard is not None for d in result.derivations)
     for access in accesses:  # then the located ones, at sums of loop variables
         if id(access) in result.names:
             continue
