@@ -107,3 +107,31 @@ def test_golden_t10_three_dimensional(image_format) -> None:
                          padding=padding)
         np.testing.assert_allclose(result.to_numpy(), ss.correlate(image, filt, mode=padding),
                                    atol=1e-12)
+
+
+@pytest.mark.parametrize("image_format", ["csr", "dcsr"])
+def test_a_masked_row_costs_its_window_not_its_entries(image_format: str) -> None:
+    """Under a mask (submanifold), each output reads row h + r of the image within the
+    window [w - 1, w + 2) through the ``subsection`` capability: two binary searches per
+    tap (their steps are counted loop heads), so 30x more entries in each row, far from
+    the mask, add a logarithm's worth per tap, not a walk of the row per output (that
+    would add about 30,000 loop heads here)."""
+    rng = np.random.default_rng(80)
+    filt = rng.standard_normal((3, 3))
+    mask = np.zeros((8, 400))
+    mask[rng.integers(0, 8, 12), rng.integers(0, 40, 12)] = 1.0
+    counts = []
+    for extra in (10, 300):
+        image = _sparse((8, 400), 0.0, 0)
+        image[mask != 0] = rng.standard_normal(int(mask.sum()))
+        far = np.arange(extra * 8)  # every row, columns 100 and beyond
+        image[far % 8, 100 + far // 8] = 1.0
+        kernel = ls.compile("O(h,w) = M(h,w) * I(h+r-1, w+s-1) * F(r,s)", I=image_format,
+                            M="dcsr", counting=True)
+        result = kernel(I=ls.Tensor.from_numpy(image, format=image_format),
+                        M=ls.Tensor.from_numpy(mask, format="dcsr"), F=filt)
+        np.testing.assert_allclose(result.to_numpy(),
+                                   mask * ss.correlate2d(image, filt, mode="same"), atol=1e-12)
+        counts.append(kernel.loop_count)
+    taps, outputs = 9, int(mask.sum())
+    assert counts[1] - counts[0] <= 2 * taps * outputs * (np.log2(8 + 300 + 12) + 1)
