@@ -19,7 +19,9 @@ levels can do (never from a format's name):
 Each derived index is guarded: where it falls outside the extent of the level it
 indexes, the point is skipped, which is reading the fill value (padding) when the
 operand multiplies the rest of the expression (``schedule._check_blocked_products``
-requires that), or not writing outside the output.
+requires that), or not writing outside the output. An operand added beside the rest
+(``B(i) + C(i+j)``, paper 000's disjunctive form) is planned with the operands of its
+own additive term only: the scheduler lowers each term as a statement of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 
 from . import notation as nt
 from .errors import ScheduleError
-from .operators import ADD, MUL
+from .operators import ADD, MUL, NEG, SUB
 from .types import TensorType
 
 Parts = tuple[tuple[str, int], ...]
@@ -37,28 +39,29 @@ Parts = tuple[tuple[str, int], ...]
 @dataclass(frozen=True)
 class Derivation:
     """``index = (sum(c * var for var, c in parts) + offset) / divisor``, valid where the
-    division is exact and ``0 <= index < extent of level guard[1] of tensor guard[0]``."""
+    division is exact and ``0 <= index < extent of level guard[1] of tensor guard[0]``;
+    no guard where the index is in range by construction (blocked levels tile their
+    mode: ``j = 2 * jb + ji``)."""
 
     index: str
     parts: Parts
     offset: int
-    guard: tuple[str, int]
+    guard: tuple[str, int] | None
     divisor: int = 1
 
 
 @dataclass
 class AffinePlan:
-    """How one assignment's affine subscripts are reached: per access (by id), the name
-    each subscript takes and the fresh coordinates of inverted ones (to be summed over),
+    """How one assignment's affine subscripts and blocked levels are reached: per access
+    (by id), the name each subscript takes, the fresh coordinates of inverted subscripts
+    and blocked levels (to be summed over) and the names of its blocked levels (by level),
     and the derived indices in the order they can be bound."""
 
     names: dict[int, tuple[str, ...]] = field(default_factory=dict)
     inverted: bool = False  # some operand is walked, an index derived from it
     walked: dict[int, list[str]] = field(default_factory=dict)
+    levels: dict[int, dict[int, str]] = field(default_factory=dict)
     derivations: list[Derivation] = field(default_factory=list)
-
-    def derived(self) -> dict[str, Derivation]:
-        return {d.index: d for d in self.derivations}
 
 
 def _random_access(ttype: TensorType) -> bool:
@@ -93,6 +96,17 @@ def _by_subsections(access: nt.Access, lhs: nt.Access, accesses: list[nt.Access]
     return False
 
 
+def _terms(expr: nt.Expr) -> list[list[nt.Access]]:
+    """The accesses of each additive term of ``expr`` (``B(i) + C(i+j)``: two terms, each
+    lowered as a statement of its own): which operand is walked and which index derived
+    depends only on what multiplies it, not on operands added beside it."""
+    if isinstance(expr, nt.Call) and expr.op in (ADD, SUB):
+        return [group for arg in expr.args for group in _terms(arg)]
+    if isinstance(expr, nt.Call) and expr.op is NEG:
+        return _terms(expr.args[0])
+    return [list(nt.iter_accesses(expr))]
+
+
 def _level_of(ttype: TensorType, mode: int) -> int:
     levels = ttype.levels_of_mode(mode)
     if len(levels) != 1 or ttype.levels[levels[0]].block:
@@ -101,15 +115,42 @@ def _level_of(ttype: TensorType, mode: int) -> int:
     return levels[0]
 
 
+def _blocked(access: nt.Access, ttype: TensorType, taken: set[str]
+             ) -> tuple[dict[int, str], list[Derivation]]:
+    """A blocked operand as an inverted one: its blocked levels' coordinates are walked
+    (fresh names, by level) and each blocked mode's index derived from them, as ``h``
+    is from a walked image's ``x`` (``j = 2 * jb + ji`` for blocks of 2: the storage's
+    own affine subscript, read backwards; no guard, the blocks tile the mode)."""
+    names: dict[int, str] = {}
+    parts: dict[int, list[tuple[str, int]]] = {}
+    for k, level in enumerate(ttype.levels):
+        if not level.block:
+            continue
+        index = access.indices[level.mode]
+        if isinstance(index, nt.AffineIndex):
+            raise ScheduleError(f"{access.tensor} has blocked levels: an affine subscript "
+                                "needs its operand in an unblocked format; convert it")
+        if access.indices.index(index) != level.mode:
+            # B(j,j): one index would be the sum of both modes' block parts
+            raise ScheduleError(f"{access.tensor} has blocked levels and index {index} on "
+                                "two of its modes (a diagonal); store it in full")
+        names[k] = nt.fresh_name(f"{access.tensor}_{k}", taken)
+        parts.setdefault(level.mode, []).append((names[k], 1 if level.inner else level.block))
+    return names, [Derivation(access.indices[mode].name, tuple(p), 0, None)
+                   for mode, p in parts.items()]
+
+
 def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
     """Decide, for every affine subscript of ``assignment``, whether its operand is
-    located or walked (see the module docstring); raise ScheduleError where neither
-    can be done."""
+    located or walked (see the module docstring), and derive blocked levels' indices
+    from their coordinates; raise ScheduleError where neither can be done."""
     result = AffinePlan()
     accesses = list(nt.iter_accesses(assignment.rhs))
-    if not any(isinstance(ix, nt.AffineIndex) for a in accesses for ix in a.indices):
+    affine_any = any(isinstance(ix, nt.AffineIndex) for a in accesses for ix in a.indices)
+    if not affine_any and not any(level.block for a in accesses
+                                  for level in types[a.tensor].levels):
         return result
-    if not assignment.lhs.indices and not any(
+    if affine_any and not assignment.lhs.indices and not any(
             nt.index_vars_of(ix) for a in accesses for ix in a.indices):
         raise ScheduleError("a constant subscript in a statement without index variables "
                             "(a = x(2)) is not supported: there is no loop to locate it in")
@@ -117,15 +158,31 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
     lhs = assignment.lhs
     folded = {id(a) for r in nt.iter_reductions(assignment.rhs) if r.op is not ADD
               for a in nt.iter_accesses(r.body)}
-    inverted: dict[str, Derivation] = {}
-    for access in accesses:  # first the walked operands: they fix the inverted variables
+    groups = _terms(assignment.rhs)
+    group_of = {id(a): k for k, group in enumerate(groups) for a in group}
+    # per additive term: an index derived there is expanded only in that term's subscripts
+    # (the terms are lowered as statements of their own), and derived in one term only
+    inverted: list[dict[str, Derivation]] = [{} for _ in groups]
+    for access in accesses:  # first blocked operands: their indices are derived
+        level_names, blocked = _blocked(access, types[access.tensor], taken)
+        if not blocked:
+            continue
+        for derivation in blocked:
+            if any(derivation.index in d for d in inverted):
+                raise ScheduleError(f"index {derivation.index} is blocked in two operands; "
+                                    "convert one")
+            inverted[group_of[id(access)]][derivation.index] = derivation
+        result.names[id(access)] = tuple(ix.name for ix in access.indices)
+        result.walked[id(access)] = list(level_names.values())
+        result.levels[id(access)] = level_names
+    for access in accesses:  # then the walked operands: they fix the inverted variables
+        if id(access) in result.names:
+            continue
         ttype = types[access.tensor]
+        beside = groups[group_of[id(access)]]
         affine = [isinstance(ix, nt.AffineIndex) for ix in access.indices]
-        if any(affine) and any(level.block for level in ttype.levels):
-            raise ScheduleError(f"{access.tensor} has blocked levels: an affine subscript "
-                                "needs its operand in an unblocked format; convert it")
         if not any(affine) or _random_access(ttype) \
-                or _by_subsections(access, lhs, accesses, types, folded):
+                or _by_subsections(access, lhs, beside, types, folded):
             continue
         if id(access) in folded:
             raise ScheduleError(
@@ -136,6 +193,7 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
             raise ScheduleError(f"!{access.tensor}: a complement at an affine subscript "
                                 "is not supported")
         names, walked = [], []
+        mine = inverted[group_of[id(access)]]
         for mode, ix in enumerate(access.indices):
             if not isinstance(ix, nt.AffineIndex):
                 names.append(ix.name)
@@ -143,12 +201,14 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
             x = nt.fresh_name(f"{access.tensor}_{mode}", taken)
             walked.append(x)
             names.append(x)
-            derivation = _invert(ix, x, lhs, accesses, types, inverted)
-            inverted[derivation.index] = derivation
+            taken_anywhere = {name for d in inverted for name in d}
+            derivation = _invert(ix, x, lhs, beside, types, mine, taken_anywhere)
+            mine[derivation.index] = derivation
         result.names[id(access)] = tuple(names)
         result.walked[id(access)] = walked
-    result.derivations.extend(inverted.values())
-    result.inverted = bool(inverted)
+    for derivations in inverted:
+        result.derivations.extend(derivations.values())
+    result.inverted = any(d.guard is not None for d in result.derivations)
     for access in accesses:  # then the located ones, at sums of loop variables
         if id(access) in result.names:
             continue
@@ -157,7 +217,7 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
             if not isinstance(ix, nt.AffineIndex):
                 names.append(ix.name)
                 continue
-            parts, offset = _expand(ix, inverted)
+            parts, offset = _expand(ix, inverted[group_of[id(access)]])
             if offset == 0 and len(parts) == 1 and parts[0][1] == 1:
                 names.append(parts[0][0])  # h + r with h = x - r: just x
                 continue
@@ -171,10 +231,13 @@ def plan(assignment: nt.Assignment, types: dict[str, TensorType]) -> AffinePlan:
 
 
 def _invert(ix: nt.AffineIndex, x: str, lhs: nt.Access, accesses: list[nt.Access],
-            types: dict[str, TensorType], inverted: dict[str, Derivation]) -> Derivation:
-    """``ix = x`` solved for one of its variables, preferring an output index and a
-    coefficient +-1: that variable is then derived from the walked coordinate ``x``
-    (divided by a stride, ``h = (x - r) / 2``, where it has none)."""
+            types: dict[str, TensorType], inverted: dict[str, Derivation],
+            taken: set[str]) -> Derivation:
+    """``ix = x`` solved for one of its variables (none in ``taken``: derived already),
+    preferring an output index and a coefficient +-1: that variable is then derived from
+    the walked coordinate ``x`` (divided by a stride, ``h = (x - r) / 2``, where it has
+    none). ``accesses`` are the operands multiplied with it, ``inverted`` the indices
+    derived among them."""
     def others_can_locate(var: nt.IndexVar) -> bool:
         for access in accesses:
             for mode, sub in enumerate(access.indices):
@@ -184,7 +247,7 @@ def _invert(ix: nt.AffineIndex, x: str, lhs: nt.Access, accesses: list[nt.Access
         return True
 
     candidates = [(var, c) for var, c in ix.terms
-                  if var.name not in inverted and others_can_locate(var)]
+                  if var.name not in taken and others_can_locate(var)]
     candidates.sort(key=lambda vc: (vc[0] not in lhs.indices, abs(vc[1]) != 1))
     if not candidates:
         raise ScheduleError(

@@ -13,33 +13,22 @@ from .types import TensorType
 
 
 def storage_vars(tensor: str, indices: tuple[str, ...], ttype: TensorType, uid: int,
-                 derived: dict[str, list[tuple[str, int]]] | None = None,
-                 ) -> tuple[tuple[str, ...], list[str]]:
-    """One variable per storage level; storage-only and blocked levels get fresh variables
-    (returned too, to be summed over). A blocked level's index is recorded in ``derived``
-    as sum(var * multiplier) of its levels' variables."""
+                 blocked: dict[int, str] | None = None) -> tuple[tuple[str, ...], list[str]]:
+    """One variable per storage level; storage-only levels get fresh variables (returned
+    too, to be summed over). Blocked levels take the names ``blocked`` gives them by level
+    (ir/affine.py derives their mode's index from them, and sums them)."""
     level_vars, fresh = [], []
-    split: dict[str, list[tuple[str, int]]] = {}
     for k, level in enumerate(ttype.levels):
-        if level.mode is None or level.block:
+        if level.block:
+            if blocked is None or k not in blocked:
+                raise ScheduleError(f"{tensor}: blocked levels are not supported here")
+            level_vars.append(blocked[k])
+        elif level.mode is None:
             var = f"{tensor}{uid}_{k}"
             fresh.append(var)
             level_vars.append(var)
-            if level.block:
-                index = indices[level.mode]
-                if index in split and indices.index(index) != level.mode:
-                    # B(j,j): one index would be the sum of both modes' block parts
-                    raise ScheduleError(f"{tensor} has blocked levels and index {index} on "
-                                        "two of its modes (a diagonal); store it in full")
-                split.setdefault(index, []).append((var, 1 if level.inner else level.block))
         else:
             level_vars.append(indices[level.mode])
-    if split and derived is None:
-        raise ScheduleError(f"{tensor}: blocked levels are not supported here")
-    for index, parts in split.items():
-        if index in derived:
-            raise ScheduleError(f"index {index} is blocked in two operands; convert one")
-        derived[index] = parts
     return tuple(level_vars), fresh
 
 
@@ -62,7 +51,7 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
                 return shared[expr.tensor, names, expr.complement]
             uid = next(uids)
             level_vars, hidden = storage_vars(expr.tensor, names, types[expr.tensor], uid,
-                                              derived)
+                                              plan.levels.get(id(expr)))
             hidden = walked + hidden
             if hidden and expr.complement:
                 raise ScheduleError(f"!{expr.tensor}: a complement needs a tensor without "
@@ -82,9 +71,10 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
         if expr.var.name in derived:
             if expr.op is not ADD:  # the loops' += would replace max, min-plus, ...
                 raise ScheduleError(f"{expr.op.name}({expr.var.name}, ...) reduces an index "
-                                    "of blocked levels, whose loops only sum; convert the "
-                                    "blocked operand to an unblocked format")
-            return body  # summed by the loops over its blocked levels
+                                    "of blocked levels (or one derived from a walked "
+                                    "operand's coordinates), whose loops only sum; convert "
+                                    "the blocked operand to an unblocked format")
+            return body  # summed by the loops over the coordinates it is derived from
         return Sum(expr.var.name, body, expr.op, hidden=expr.hidden)
 
     lhs = assignment.lhs
@@ -97,6 +87,7 @@ def to_concrete(assignment: nt.Assignment, types: dict[str, TensorType]) -> Assi
     frozen = tuple((index, tuple(parts)) for index, parts in derived.items())
     return Assign(lhs.tensor, out_vars, rhs, derived=frozen,
                   offsets=tuple((d.index, d.offset) for d in plan.derivations if d.offset),
-                  guards=tuple((d.index, *d.guard) for d in plan.derivations),
+                  guards=tuple((d.index, *d.guard) for d in plan.derivations
+                               if d.guard is not None),
                   divisors=tuple((d.index, d.divisor) for d in plan.derivations
                                  if d.divisor != 1))

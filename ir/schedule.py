@@ -13,7 +13,18 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .cin import Apply, Assign, Expr, Operand, Sum, expr_vars, hoist_sums, operands, peel_sums
+from .cin import (
+    Apply,
+    Assign,
+    Const,
+    Expr,
+    Operand,
+    Sum,
+    expr_vars,
+    hoist_sums,
+    operands,
+    peel_sums,
+)
 from .errors import ScheduleError
 from .operators import ADD, MUL, NEG, SUB, Operator
 from .types import TensorType, unordered_append_output
@@ -120,8 +131,14 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
     user placed (see ``_schedule_one``), so that the caller tries converted operands
     first.
     """
-    _check_blocked_products(assign.rhs, dict(assign.derived))  # before any split
+    guarded = {index for index, _, _ in assign.guards}  # affine; blocked ones are not
+    # Blocked levels' loops visit stored blocks only: refused before any split (the
+    # kernel converts the operand). An affine term is lowered as a statement of its own
+    # where the output takes its terms one at a time (below).
+    _check_blocked_products(assign.rhs, {index: parts for index, parts in assign.derived
+                                         if index not in guarded})
     try:
+        _check_blocked_products(assign.rhs, dict(assign.derived), guarded)
         if split:
             raise ScheduleError("the statement cannot be lowered as one loop nest")
         return [_schedule_one(assign, types, exact_sums)]
@@ -130,12 +147,23 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
         terms = additive_terms(assign.rhs)
         if len(terms) < 2 or not all(level.can_insert for level in out.levels):
             raise
+        # a term that is +'s identity adds nothing; lowered alone it would store it at
+        # every coordinate (``0 + C(i+j)``, a broadcast term replaced by its fill)
+        terms = [t for t in terms if not (isinstance(t, Const) and t.value == ADD.identity)
+                 ] or terms[:1]
         nests = []
+        hidden = [_hidden_sums(term) for term in terms]
+        everywhere = set().union(*hidden)
         for k, term in enumerate(terms):
             used = expr_vars(term)
+            # an index derived from this term's walked or blocked coordinates, or one its
+            # operands are located at from loop variables (B(i+1): t = i + 1); never one
+            # derived from another term's coordinates (B(i) + C(i+j): i = x - j is C's)
             derived = tuple((index, parts) for index, parts in assign.derived
-                            if any(p in used for p, _ in parts))
+                            if any(p in hidden[k] for p, _ in parts)
+                            or (index in used and not any(p in everywhere for p, _ in parts)))
             kept = {index for index, _ in derived}
+            _check_blocked_products(term, dict(derived), guarded)
             part = replace(assign, rhs=term, accumulate=assign.accumulate or k > 0,
                            derived=derived,
                            offsets=tuple(o for o in assign.offsets if o[0] in kept),
@@ -143,6 +171,16 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
                            divisors=tuple(d for d in assign.divisors if d[0] in kept))
             nests.append(_schedule_one(part, types, exact_sums))
         return nests
+
+
+def _hidden_sums(expr: Expr) -> set[str]:
+    """The variables of ``expr``'s hidden sums: a walked operand's coordinates and blocked
+    levels' variables, from which indices are derived."""
+    if isinstance(expr, Sum):
+        return ({expr.var} if expr.hidden else set()) | _hidden_sums(expr.body)
+    if isinstance(expr, Apply):
+        return set().union(*(_hidden_sums(a) for a in expr.args))
+    return set()
 
 
 def additive_terms(expr: Expr) -> list[Expr]:
@@ -266,28 +304,35 @@ def _refuse_scattered(assign: Assign, loop_vars: list[str], ops, types) -> None:
         "each once; that needs a workspace (not supported yet)") from None
 
 
-def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int], ...]]) -> None:
+def _check_blocked_products(body: Expr, derived: dict[str, tuple[tuple[str, int], ...]],
+                            guarded: frozenset[str] | set[str] = frozenset()) -> None:
     """The loops run over the blocked operand's stored blocks only, so it must multiply
     everything else: operands indexed by its indices are only located there, never
     iterated, and a term added beside it (``C(i,j) + 2``) would be missed outside its
-    blocks."""
+    blocks. Likewise an operand at affine subscripts (its derived indices ``guarded``):
+    its loops visit only in-range coordinates, or its stored ones where it is walked."""
     if not derived:
         return
-    block_vars = {var for parts in derived.values() for var, _ in parts}
+    blocked = {var for index, parts in derived.items() if index not in guarded
+               for var, _ in parts}
+    affine = {var for index, parts in derived.items() if index in guarded
+              for var, _ in parts} | (set(derived) & set(guarded))
 
     def walk(expr: Expr, through_products: bool) -> None:
         if isinstance(expr, Operand):
             if through_products:
                 return
-            if set(expr.vars) & block_vars:
+            if set(expr.vars) & blocked:
                 raise ScheduleError(f"{expr.tensor} has blocked levels, so its loops visit "
                                     "only its stored blocks: it must multiply the rest of "
                                     "the expression, not be added to it (convert it to an "
                                     "unblocked format)")
-            if set(expr.vars) & set(derived):
-                raise ScheduleError(f"{expr.tensor} is indexed by indices of blocked levels "
-                                    "or affine subscripts outside a product (it must "
-                                    "multiply the rest: out of range it reads nothing)")
+            if set(expr.vars) & (affine | set(derived)):
+                raise ScheduleError(
+                    f"{expr.tensor} is indexed by indices of blocked levels or affine "
+                    "subscripts outside a product (it must multiply the rest: out of range "
+                    "it reads nothing), or is added beside such an operand where the output "
+                    "cannot take the terms one at a time")
         elif isinstance(expr, Apply):
             product = expr.op is MUL or (expr.op is NEG and through_products)
             for arg in expr.args:

@@ -80,7 +80,10 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Worksp
         raise error from None
     out_vars = assign.vars
     hoisted = 0
-    while hoisted < len(out_vars) and all(
+    # Nests of several terms that each produce the output in order still meet in a
+    # workspace of the last index (B(i) + C(i+j) into CSR: both loop i, j).
+    shared = len(out_vars) - (len(nests) > 1)
+    while hoisted < shared and all(
             len(n.order) > hoisted and n.order[hoisted] == out_vars[hoisted] for n in nests):
         hoisted += 1
     ws_vars = tuple(out_vars[hoisted:])

@@ -94,7 +94,8 @@ class KernelCalls:
                      out_format: Format, plain: bool) -> KernelCalls:
                 kernel = type(self)(statement, formats, out_format, self.fastmath, None,
                                     self.convert, self.workspace, self.precompute,
-                                    self.finite, self.counting)
+                                    self.finite, self.counting,
+                                    extents=self.index_extents)
                 if plain:  # its terms are read as computed: bind it as it is
                     kernel._broadcast = BroadcastTerms(statement, {}, make, terms=False)
                 return kernel
@@ -276,7 +277,7 @@ class KernelCalls:
         return type(self)(self.assignment, formats, self.formats[out], self.fastmath,
                       self.out_index_dtype, self.convert, workspace, precompute=precompute,
                       finite=self.finite if finite is None else finite,
-                      counting=self.counting,
+                      counting=self.counting, extents=self.index_extents,
                       schedule=None if self.searching else self.schedule_text)
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llvsparse.ir import affine
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.schedule import schedule
 
@@ -124,3 +125,39 @@ def test_blocked_operand_into_an_appended_output_is_converted():
     result = kernel(A=A, B=ls.Tensor.from_numpy(M, format="bcsr2x2"))
     np.testing.assert_allclose(result.to_numpy(), (A @ M).T, rtol=1e-14)
     assert kernel.last.conversions == {"B": ls.named_format("coo", 2)}
+
+
+def test_blocked_indices_are_derived_by_the_affine_plan():
+    """BCSR's block coordinates are an instance of paper 000's index inversion
+    (ir/affine.py): the blocked levels are walked and ``i = 2*ib + ii``, ``j = 2*jb + ji``
+    derived from them, as ``h = x - r`` is from a walked image, with no guard (the
+    blocks tile their modes)."""
+    types = {"A": ls.named_format("bcsr2x2", 2).tensor_type("float64", "int32"),
+             "x": ls.named_format("dense", 1).tensor_type("float64", "int32"),
+             "y": ls.named_format("dense", 1).tensor_type("float64", "int32")}
+    statement = ls.parse("y(i) = A(i,j) * x(j)")
+    plan = affine.plan(statement, types)
+    access = statement.accesses()[1]  # A (the output first)
+    names = plan.levels[id(access)]
+    assert sorted(names) == [0, 1, 2, 3]
+    assert plan.derivations == [
+        affine.Derivation("i", ((names[0], 2), (names[2], 1)), 0, None),
+        affine.Derivation("j", ((names[1], 2), (names[3], 1)), 0, None)]
+    concrete = to_concrete(statement, types)
+    assert dict(concrete.derived) == {d.index: d.parts for d in plan.derivations}
+    assert concrete.guards == ()
+
+
+@pytest.mark.parametrize("target", ["cpu", "interpret"])
+@pytest.mark.parametrize("block", ["bcsr2x2", "bcsr1x3"])
+def test_blocked_operand_times_an_affine_subscript(target, block):
+    """One mechanism for both: x is located at j + 1 with j derived from A's blocks
+    (``let t = 2*jb + ji + 1``), not converted."""
+    rng = np.random.default_rng(31)
+    M = rng.standard_normal((6, 12)) * (rng.random((6, 12)) < 0.4)
+    x, w = rng.standard_normal(13), rng.standard_normal(6)
+    kernel = ls.compile("y(i) = A(i,j) * x(j+1) * w(i-1)", A=block, target=target)
+    result = kernel(A=ls.Tensor.from_numpy(M, format=block), x=x, w=w)
+    np.testing.assert_allclose(result.to_numpy(), (M @ x[1:]) * np.append(0.0, w[:-1]),
+                               atol=1e-12)
+    assert kernel.last.conversions == {}

@@ -5,14 +5,16 @@ scipy.signal.convolve2d on the same image stored dense.
 
 Per density (0.1%, 1%, 10%) and filter (3x3, 5x5, dense), the medians of ``rounds``
 interleaved runs (llvsparse, then scipy, alternately), their ratio, and llvsparse's time
-per stored entry (flat across densities when time grows with the stored entries). The
-results are checked against each other first. 'same' padding, a dense output; llvsparse
+per stored entry (flat across densities when time grows with the stored entries), and
+the 1-minute load average when the row finished (a shared machine's load moves absolute
+times). The results are checked against each other first. 'same' padding, a dense output; llvsparse
 on one thread (the kernel scatters into its output, which it does not split).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -67,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     ls.set_num_threads(1)
     print("| image | density | stored | filter | llvsparse ms | scipy convolve2d ms "
-          "| speedup | ns per stored entry |\n|---|---|---|---|---|---|---|---|")
+          "| speedup | ns per stored entry | load |\n|---|---|---|---|---|---|---|---|---|")
     for fmt in args.formats.split(","):
         empty = ls.Tensor.from_numpy(np.zeros((1, 1)), format=fmt)
         sides = [(args.size // 2, args.size - args.size // 2 + 1)] * 2  # a size² output
@@ -77,13 +79,13 @@ def main() -> None:
 
         fixed = statistics.median(timed(nothing) for _ in range(args.rounds))
         print(f"| {args.size}² {fmt} | no entries (the dense output's allocation) | 0 | 3x3 "
-              f"| {fixed * 1e3:.1f} | | | |", flush=True)
+              f"| {fixed * 1e3:.1f} | | | | {os.getloadavg()[0]:.1f} |", flush=True)
         for density in (float(d) for d in args.densities.split(",")):
             for k in (3, 5):
                 r = row(args.size, density, k, fmt, args.rounds)
                 print(f"| {args.size}² {fmt} | {density:.1%} | {r['nnz']} | {r['filter']} | "
                       f"{r['llvsparse_ms']:.1f} | {r['scipy_ms']:.1f} | {r['speedup']:.1f}x "
-                      f"| {r['ns_per_entry']:.1f} |", flush=True)
+                      f"| {r['ns_per_entry']:.1f} | {os.getloadavg()[0]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
