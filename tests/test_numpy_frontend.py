@@ -165,7 +165,9 @@ def test_result_formats_follow_the_pattern():
     assert (A * 3).format.name == "csr"
     assert (A + 1).format.name == "csr" and (A + 1).fill_value == 1
     assert (A / D).format.name == "dense"  # 0/0 is NaN where D is 0
-    assert (A @ np.ones(6)).format.name == "dense"
+    # a product with an ndarray is an ndarray, as pydata/sparse and scipy.sparse give it
+    assert type(A @ np.ones(6)) is np.ndarray and type(A @ D) is np.ndarray
+    assert np.allclose(A @ D, S.toarray() @ D)
     assert (A @ B).format.name == "csr"
     T = A.T  # a transposed view: the CSR's arrays read as CSC, nothing copied
     assert T.format.name == "csc" and np.shares_memory(T.values, A.values)
