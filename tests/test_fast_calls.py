@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from llvsparse.formats.interpret import CorruptTensorError
 
 import llvsparse as ls
 from llvsparse import api, eager_plans, fast_calls
-from llvsparse.formats.interpret import CorruptTensorError
 
 FORMATS = ("coo", "csr", "csc")
 CALLS = 6  # enough for the probe to settle and the fast lane to serve several
