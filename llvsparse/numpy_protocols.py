@@ -213,6 +213,7 @@ class ArrayOps:
     __floordiv__ = _via_ufunc(np.floor_divide)
     __rfloordiv__ = _via_ufunc(np.floor_divide, True)
     __mod__, __rmod__ = _via_ufunc(np.remainder), _via_ufunc(np.remainder, True)
+    __divmod__, __rdivmod__ = _via_ufunc(np.divmod), _via_ufunc(np.divmod, True)
     __lshift__, __rlshift__ = _via_ufunc(np.left_shift), _via_ufunc(np.left_shift, True)
     __rshift__, __rrshift__ = _via_ufunc(np.right_shift), _via_ufunc(np.right_shift, True)
     __hash__ = object.__hash__
