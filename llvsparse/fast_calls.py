@@ -35,6 +35,7 @@ from .tensor import Tensor
 
 _FAST: dict[tuple, _Checked] = {}
 FAST_KEPT = 64  # each keeps its operands alive: a bound kernel call holds them anyway
+_SEEN: dict[tuple, None] = {}  # keys of calls made once (ids only: nothing kept alive)
 
 
 def _operand_key(value: object) -> object:
@@ -73,6 +74,11 @@ def remember(operation: str, operands: tuple, bound: BoundCall | None,
     fast_key = key(operation, operands)
     if fast_key is None:
         return
+    if fast_key not in _SEEN:  # operands seen once (a chain's intermediate result, new
+        if len(_SEEN) >= FAST_KEPT:  # every call) get no fast call until seen again
+            del _SEEN[next(iter(_SEEN))]
+        _SEEN[fast_key] = None
+        return
     fast = None
     if pointwise is not None:
         fast = _Checked(operands, None, pointwise.unchecked)
@@ -88,6 +94,7 @@ def remember(operation: str, operands: tuple, bound: BoundCall | None,
 def forget() -> None:
     """Drop every fast call."""
     _FAST.clear()
+    _SEEN.clear()
 
 
 def _direct(bound: BoundCall, operands: tuple) -> bool:
