@@ -31,6 +31,7 @@ import numpy as np
 from . import runtime
 from .binding import BoundCall
 from .formats.registry import generation as registry_generation
+from .outputs import refused_insert_error
 from .tensor import Tensor
 
 _FAST: dict[tuple, _Checked] = {}
@@ -108,8 +109,12 @@ def _direct(bound: BoundCall, operands: tuple) -> bool:
         return False
     if bound.dense and bound.new_small is None:
         return False
+    # ndarray operands: only those the binding reads where they lie (no copy made)
     return len(bound.operands) == len(operands) and \
-        all(a is b for a, b in zip(bound.operands.values(), operands))
+        all(a is b for a, b in zip(bound.operands.values(), operands)) and \
+        all(name in bound.inputs_by_name and (type(value) is not np.ndarray
+                                             or name in bound.wrapped)
+            for name, value in bound.operands.items())
 
 
 def _objects(tensor: Tensor) -> tuple:
@@ -179,7 +184,7 @@ class _BoundKernel:
                 holder = self.inputs[by_name.index(name)]
                 self.arrays.append((k, holder, len(holder.arrays) - 1, value.dtype,
                                     value.shape))
-        self.dense = bound.dense
+        self.dense, self.format, self.out_type = bound.dense, bound.format, bound.out_type
         if self.dense:
             self.output = runtime.DescriptorHolder(bound.extents, [None], bound.flat_params)
             self.output.caps[0] = bound.size
@@ -224,6 +229,10 @@ class _BoundKernel:
             self.assembled.reserve(output)
             self.call()
             return self.assembled.adopt(output)
+        except runtime.KernelRuntimeError as error:  # as the binding's call says it
+            if error.status == runtime.STATUS_INSERT_REFUSED:
+                raise refused_insert_error(self.format, self.out_type, error) from error
+            raise
         finally:
             self.lock.release()
 
