@@ -50,11 +50,20 @@ def _checked(got: object, expected: object, what: tuple) -> None:
     assert np.allclose(dense, np.asarray(expected)), what
 
 
+# The clock of the timings: wall time, or with ``--clock cpu`` the process's CPU time,
+# which a loaded machine's preemption does not inflate (a small operation's batch
+# measured in wall time took 3-30x its time whenever the scheduler ran another
+# process in the middle; CPU time sums every thread's, so it is for one-thread rows).
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = [time.perf_counter]
+
+
 def _per_call(run: Way, batch: int) -> float:
-    start = time.perf_counter()
+    clock = _clock[0]
+    start = clock()
     for _ in range(batch):
         run()
-    return (time.perf_counter() - start) / batch
+    return (clock() - start) / batch
 
 
 def timed_row(name: str, ways: dict[str, Way], rounds: int, batch: int) -> dict:
@@ -166,7 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--nnz", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=500, help="calls per round, 10 x 10")
     parser.add_argument("--json")
+    parser.add_argument("--clock", choices=tuple(CLOCK), default="wall",
+                        help="wall time, or the process's CPU time (a loaded machine)")
     args = parser.parse_args(argv)
+    _clock[0] = CLOCK[args.clock]
     report = rows(10, 30, args.rounds, args.batch)
     if args.n > 0:
         report += rows(args.n, args.nnz, args.rounds, 1)
