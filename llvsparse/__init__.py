@@ -35,7 +35,7 @@ _HOMES = {
     "set_result_pool_bytes": "results",
     "KernelRuntimeError": "runtime", "get_num_threads": "runtime",
     "set_num_threads": "runtime",
-    "Tensor": "tensor", "sort": "sorting",
+    "Tensor": "tensor", "sort": "sorting", "tensordot": "numpy_functions",
     "LazyTensor": "lazy_tensor", "compute": "lazy_tensor", "lazy": "lazy_tensor",
     "WorkspacePolicy": "ir.workspace_policy",
     "register_workspace_policy": "policy_registry",
@@ -52,7 +52,8 @@ __all__ = [  # named_format is public but, as before, not starred
     "complement", "compute", "conv", "einsum", "evaluate", "get_num_threads", "index_vars", "lazy",
     "level_formats", "parse", "pool", "read", "register_level_format", "register_workspace_policy",
     "set_kernel_cache_bytes", "set_num_threads", "set_result_pool_bytes", "sort",
-    "unregister_level_format", "unregister_workspace_policy", "workspace_policies", "write",
+    "tensordot", "unregister_level_format", "unregister_workspace_policy",
+    "workspace_policies", "write",
 ]
 
 
@@ -96,6 +97,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .kernel_cache import set_kernel_cache_bytes
     from .lazy_tensor import LazyTensor, compute, lazy
     from .notation_parse import parse
+    from .numpy_functions import tensordot
     from .policy_registry import (
         register_workspace_policy,
         unregister_workspace_policy,

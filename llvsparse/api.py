@@ -127,6 +127,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
         self._signatures: dict[tuple, Instance] = {}  # call-path cache of instances
         self._last_plan: tuple | None = None  # (extent, threads), weights, Split
         self._last_bound: BoundCall | None = None
+        self.last_call: BoundCall | None = None  # the binding the last call ran (fast_calls)
         self._sparse: Kernel | None = None  # see _sparse_workspace
         self._merged: Kernel | None = None  # see _merging
         self._auto: dict[str, Kernel] = {}  # by workspace policy: see _auto_workspace

@@ -211,41 +211,60 @@ class BoundCall:
         return self
 
     def _sibling(self, tensors: dict, check: bool) -> BoundCall | None:
-        """This binding's kernel, output plan and chosen way on new Tensors of the same
-        format, fill, dtypes and shape, where binding afresh would choose the same: no
-        converted copies, diagonal patterns, finite-sums guard or threads, and few
-        entries (where a binding's fixed cost matters: an eager chain's intermediate
-        results are new tensors on every call). None where any of that fails."""
-        if self.guards or self.converted or self.patterned or self.plan is not None:
+        """This binding's kernel, output plan and chosen way on new operands where
+        binding afresh would choose the same: new Tensors of the same format, fill,
+        dtypes and shape with few entries (where a binding's fixed cost matters: an eager
+        chain's intermediate results are new tensors on every call), and new ndarrays of
+        the same shape and dtype that it reads in place (a solver's new ``x`` each
+        iteration: binding afresh cost 10 ms at 10^6 entries, threads' plan included,
+        which depends on the sparse operands only). None where any of that fails, or the
+        binding has converted copies, diagonal patterns or a finite-sums guard (and, for
+        new Tensors, threads)."""
+        if self.guards or self.converted or self.patterned:
             return None
         olds = list(self.operands.values())
         if len({id(t) for t in olds}) != len(olds):
             return None
-        swap: dict[int, Tensor] = {}
-        stored = 0
+        swap: dict[int, object] = {}
+        stored, new_tensors = 0, False
         for name, old in self.operands.items():
             new = tensors[name]
+            if type(new) is np.ndarray and new is not old:
+                flags = new.flags
+                if self.wrapped.get(name) != (new.shape, new.dtype) or \
+                        not (flags.c_contiguous and flags.aligned):
+                    return None
+                swap[id(old)] = new
+                continue
             if type(new) is not Tensor or type(old) is not Tensor:
                 return None
-            if new is not old and (new.format != old.format or new.dtype != old.dtype
-                                   or new.index_dtype != old.index_dtype
-                                   or new.shape != old.shape
-                                   or new.generation != old.generation):
-                return None
+            if new is not old:
+                if new.format != old.format or new.dtype != old.dtype \
+                        or new.index_dtype != old.index_dtype or new.shape != old.shape \
+                        or new.generation != old.generation:
+                    return None
+                new_tensors = True
             stored += len(new.values)
             swap[id(old)] = new
-        if stored > SIBLING_MAX_STORED:
+        if new_tensors and (stored > SIBLING_MAX_STORED or self.plan is not None):
             return None
         if check:
             for tensor in swap.values():
-                tensor.validate()
+                if type(tensor) is Tensor:
+                    tensor.validate()
         sibling = BoundCall.__new__(BoundCall)
         sibling.__dict__.update(self.__dict__)
-        sibling.inputs_by_name = {n: swap.get(id(t), t) for n, t in self.inputs_by_name.items()}
+        # The kernel's inputs: a new ndarray wrapped as the old one was (a view of it).
+        sibling.inputs_by_name = {
+            n: as_tensor(tensors[n], t.format, n) if n in self.wrapped
+            and tensors[n] is not self.operands[n] else swap.get(id(t), t)
+            for n, t in self.inputs_by_name.items()}
         sibling.inputs = [t.holder(check_shallow=not check)
                           for t in sibling.inputs_by_name.values()]
         sibling.operands = dict(tensors)
-        sibling.operand_holders = [t.holder(check_shallow=False) for t in tensors.values()]
+        sibling.operand_holders = [
+            (t if type(t) is Tensor else sibling.inputs_by_name[n]).holder(check_shallow=False)
+            for n, t in tensors.items()]
         sibling.code, sibling.calls, sibling.busy = {}, {}, threading.Lock()
         if self.dense:
             sibling.output = runtime.DescriptorHolder(self.extents, [None], self.flat_params)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import fast_calls
 from .api import Kernel
 from .coerce import natural_format
 from .ir import notation as nt
@@ -81,13 +82,22 @@ class Pointwise:
         if state is None:
             return None
         tensor.validate()  # as the kernel call would (remembered for sealed tensors)
+        return self.unchecked(operands)
+
+    def unchecked(self, operands: tuple) -> Tensor | None:
+        """The result for a sealed, validated tensor (None where numpy's dtype is not the
+        kernel's): its index arrays shared, its values numpy's."""
+        tensor = operands[self.position]
         values = self.values(tensor)
         if values.dtype != self.dtype:
             return None
-        result = Tensor(tensor.shape, self.format, self.dtype, tensor.index_dtype,
-                        tensor.level_extents, [dict(a) for a in tensor.level_arrays],
-                        [dict(p) for p in tensor.params], values)
-        result._seal()
+        result = Tensor.__new__(Tensor)
+        result.__dict__.update(
+            shape=tensor.shape, format=self.format, dtype=self.dtype,
+            index_dtype=tensor.index_dtype, level_extents=list(tensor.level_extents),
+            level_arrays=[dict(a) for a in tensor.level_arrays],
+            params=[dict(p) for p in tensor.params], values=values, name=None,
+            generation=tensor.generation, _sealed=True)
         result._validated = result._sealed_state()
         return result
 
@@ -149,23 +159,27 @@ def key(operation: object, operands: tuple) -> tuple | None:
     return (operation, *signatures)
 
 
-def replayed(operation: object, operands: tuple) -> Tensor | None:
-    """``operation`` on ``operands`` by a plan made before, None where there is none."""
+def replayed(operation: object, operands: tuple) -> object | None:
+    """``operation`` on ``operands`` by a fast call or a plan made before, None where
+    there is neither."""
+    fast = fast_calls.called(operation, operands)
+    if fast is not None:
+        return fast
     plan_key = key(operation, operands)
     plan = _PLANS.get(plan_key) if plan_key is not None else None
-    return None if plan is None else plan(operands)
+    return None if plan is None else _ran(plan, operation, operands)
 
 
-def run(operation: object, operands: tuple, make_node: Callable[[], Node]) -> Tensor:
+def run(operation: object, operands: tuple, make_node: Callable[[], Node]) -> object:
     """``operation`` on ``operands`` (none of them lazy), whose node ``make_node``
     builds: by the plan of their signatures, made on the first call."""
     plan_key = key(operation, operands)
     plan = _PLANS.get(plan_key, False) if plan_key is not None else None
     if plan:
-        return plan(operands)
+        return _ran(plan, operation, operands)
     node = make_node()
     if plan is None:
-        return compute_node(node)
+        return as_result(operation, operands, compute_node(node))
     result = None
     try:
         plan = _plan(node, operands)
@@ -177,7 +191,29 @@ def run(operation: object, operands: tuple, make_node: Callable[[], Node]) -> Te
     if len(_PLANS) >= PLANS_KEPT:
         del _PLANS[next(iter(_PLANS))]
     _PLANS[plan_key] = plan
-    return compute_node(node) if result is None else result
+    return as_result(operation, operands, compute_node(node) if result is None else result)
+
+
+def _ran(plan: Plan, operation: object, operands: tuple) -> object:
+    """``plan`` on ``operands``, and a fast call for them where it can serve the next."""
+    result = plan(operands)
+    dense = dense_result(operation, operands)
+    if isinstance(operation, str):
+        fast_calls.remember(operation, operands, plan.kernel.last_call,
+                            plan.pointwise, dense)
+    return result.to_numpy() if dense else result
+
+
+def dense_result(operation: object, operands: tuple) -> bool:
+    """Whether the result is an ndarray: a product with an ndarray operand, as
+    pydata/sparse (and scipy.sparse) give it."""
+    return operation == "matmul" and any(isinstance(x, np.ndarray) for x in operands)
+
+
+def as_result(operation: object, operands: tuple, result: Tensor) -> object:
+    """``result`` as the operation gives it (see ``dense_result``)."""
+    dense = dense_result(operation, operands) and isinstance(result, Tensor)
+    return result.to_numpy() if dense else result
 
 
 def _plan(node: Node, operands: tuple) -> Plan | None:
@@ -200,5 +236,6 @@ def _plan(node: Node, operands: tuple) -> Plan | None:
 
 
 def forget() -> None:
-    """Drop every plan (their kernels with them)."""
+    """Drop every plan (their kernels with them) and every fast call."""
     _PLANS.clear()
+    fast_calls.forget()

@@ -64,7 +64,7 @@ class KernelCalls:
         if bound is None:
             bound = self._last_bound = self.bind(check=check, threads=threads, **tensors)
         result = bound(out)
-        self.loop_count = bound.loop_count
+        self.loop_count, self.last_call = bound.loop_count, bound
         return result
 
     def bind(self, *, check: bool = True, threads: int | None = None,

@@ -488,13 +488,20 @@ def _run(node: Node, format: object) -> Tensor:
 
 
 def node_dtype(node: Node) -> np.dtype:
-    """The dtype of the node's values, numpy's for its expression."""
+    """The dtype of the node's values, numpy's for its expression; worked out once per
+    node (a chain's every operation asks its operands': canonicalising the chain each
+    time was half the cost of building it)."""
     from .ir.result_type import result_dtype
 
     if isinstance(node.expr, nt.Access):
         return np.dtype(node.leaves[node.expr.tensor].dtype)
-    assignment, operands = canonical(node)
-    return np.dtype(result_dtype(assignment, {n: t.dtype.name for n, t in operands.items()}))
+    known = node.__dict__.get("_dtype")
+    if known is None:
+        assignment, operands = canonical(node)
+        known = np.dtype(result_dtype(assignment, {n: t.dtype.name
+                                                   for n, t in operands.items()}))
+        object.__setattr__(node, "_dtype", known)  # (a cache: the node stays as it was)
+    return known
 
 
 class LazyTensor(ArrayOps):

@@ -44,17 +44,43 @@ def _nodes(*values):
     return nodes
 
 
+def product_result(result: object, operands: tuple, return_type: object = None) -> object:
+    """A product's result as pydata/sparse gives it: an ndarray where an operand is one,
+    else a tensor. ``return_type`` (pydata's option of ``tensordot``) asks for one:
+    ``np.ndarray``, or a sparse kind (a format name, or a class named after one, such
+    as pydata's ``COO`` and ``GCXS``)."""
+    if isinstance(result, _lazy_module().LazyTensor):
+        return result
+    if return_type is None:
+        dense = any(isinstance(x, np.ndarray) for x in operands)
+        return result.to_numpy() if dense and isinstance(result, Tensor) else result
+    if return_type is np.ndarray:
+        return result.to_numpy() if isinstance(result, Tensor) else np.asarray(result)
+    name = return_type if isinstance(return_type, str) else \
+        getattr(return_type, "__name__", None)
+    if not isinstance(name, str) or name.lower() not in ("coo", "gcxs", "csr", "csc",
+                                                         "csf", "dense"):
+        raise TypeError(f"return_type must be None, np.ndarray or a sparse kind (a format "
+                        f"name, COO or GCXS), not {return_type!r}")
+    tensor = result if isinstance(result, Tensor) else Tensor.from_numpy(np.asarray(result))
+    return tensor.asformat(name.lower()) if tensor.order else tensor
+
+
 def dot(a, b, out=None):
+    """``np.dot``: an ndarray where an operand is one (``product_result``)."""
     _no_options("np.dot", out=out)
     if any_complex((a, b)):
         return bilinear(dot, a, b)
-    return finish(_products().dot(*_nodes(a, b)), (a, b))
+    return product_result(finish(_products().dot(*_nodes(a, b)), (a, b)), (a, b))
 
 
-def _tensordot(a, b, axes=2):
+def tensordot(a, b, axes=2, *, return_type=None):
+    """``np.tensordot``, with pydata/sparse's ``return_type=`` (``product_result``)."""
     if any_complex((a, b)):
-        return bilinear(lambda x, y: _tensordot(x, y, axes), a, b)
-    return finish(_products().tensordot(*_nodes(a, b), axes), (a, b))
+        result = bilinear(lambda x, y: tensordot(x, y, axes), a, b)
+    else:
+        result = finish(_products().tensordot(*_nodes(a, b), axes), (a, b))
+    return product_result(result, (a, b), return_type)
 
 
 def _einsum(*args, out=None, dtype=None, optimize=False, **options):
@@ -159,7 +185,8 @@ def handlers() -> dict[Callable, Callable]:
         **{getattr(np, n): _nan_reduction(n)
            for n in ("nansum", "nanprod", "nanmax", "nanmin", "nanmean")},
         np.any: _method("any"), np.all: _method("all"),
-        np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: dot, np.tensordot: _tensordot,
+        np.transpose: lambda a, axes=None: a.transpose(axes), np.dot: dot,
+        np.tensordot: lambda a, b, axes=2: tensordot(a, b, axes),
         np.einsum: _einsum, np.where: _where,
         np.reshape: _reshape, np.squeeze: _method("squeeze"),
         np.swapaxes: _method("swapaxes"), np.broadcast_to: _method("broadcast_to"),

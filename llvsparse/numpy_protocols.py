@@ -61,6 +61,14 @@ def _plans():
     return eager_plans
 
 
+def _replayed(operation: str, operands: tuple) -> object | None:
+    """``eager_plans.replayed``, which this name becomes on its first call (the operator
+    path's fixed cost: the import statement cost 1 us a call)."""
+    global _replayed
+    _replayed = _plans().replayed
+    return _replayed(operation, operands)
+
+
 def finish(node, operands: tuple, operation: object = None) -> object:
     """A lazy result where an operand is lazy; else computed (a 0-d tensor for a full
     reduction, as pydata/sparse gives, following the array API standard). ``node`` may
@@ -79,12 +87,12 @@ def _binary(name: str, reflected: bool = False,
     """The operator method ``__name__`` (``__rname__`` where ``reflected``), applying
     the notation's ``name``, or what ``function`` picks for the operands."""
     def method(self, other):
-        lazy = _lazy_module()
         operands = (other, self) if reflected else (self, other)
         if function is None:
-            planned = _plans().replayed(name, operands)
+            planned = _replayed(name, operands)
             if planned is not None:
                 return planned
+        lazy = _lazy_module()
         if _complex().any_complex(operands):
             return getattr(np, function(operands) if function else name)(*operands)
         if lazy.as_node(other) is None:
@@ -205,6 +213,7 @@ class ArrayOps:
     __floordiv__ = _via_ufunc(np.floor_divide)
     __rfloordiv__ = _via_ufunc(np.floor_divide, True)
     __mod__, __rmod__ = _via_ufunc(np.remainder), _via_ufunc(np.remainder, True)
+    __divmod__, __rdivmod__ = _via_ufunc(np.divmod), _via_ufunc(np.divmod, True)
     __lshift__, __rlshift__ = _via_ufunc(np.left_shift), _via_ufunc(np.left_shift, True)
     __rshift__, __rrshift__ = _via_ufunc(np.right_shift), _via_ufunc(np.right_shift, True)
     __hash__ = object.__hash__
@@ -248,7 +257,7 @@ class ArrayOps:
 
     @staticmethod
     def _product(a, b):
-        planned = _plans().replayed("matmul", (a, b))
+        planned = _replayed("matmul", (a, b))
         if planned is not None:
             return planned
         lazy = _lazy_module()
@@ -260,9 +269,13 @@ class ArrayOps:
         if min(len(left.shape), len(right.shape)) >= 2 and \
                 left.shape[:-2] != right.shape[:-2]:  # numpy broadcasts the stacks
             stacks = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+            dense = isinstance(a, np.ndarray) or isinstance(b, np.ndarray)
             a = _shape_ops().broadcast_to(a, stacks + left.shape[-2:])
             b = _shape_ops().broadcast_to(b, stacks + right.shape[-2:])
             left, right = lazy.as_node(a), lazy.as_node(b)
+            result = finish(_products().matmul(left, right), (a, b))
+            return result.to_numpy() if dense and not isinstance(result, lazy.LazyTensor) \
+                else result  # an ndarray where an operand is one (eager_plans.dense_result)
         return finish(lambda: _products().matmul(left, right), (a, b), "matmul")
 
     def __bool__(self) -> bool:

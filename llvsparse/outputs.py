@@ -197,4 +197,6 @@ class AssembledOutput:
                                level_arrays=level_arrays,
                                params=[dict(p) for p in self.params], values=values,
                                name=None, _sealed=True, generation=self.generation)
-        return tensor._mark_valid() if self.trusted else tensor
+        if self.trusted:  # (what _mark_valid does, its check of the levels made once)
+            tensor._validated = tensor._sealed_state()
+        return tensor

@@ -112,14 +112,19 @@ class ValidationState:
 
     def _sealed_state(self) -> tuple | None:
         """What a remembered validation holds for: the arrays (by identity), shape,
-        format, dtypes, parameters and extents; None unless sealed and still read-only."""
-        if not self.__dict__.get("_sealed"):
+        format, dtypes, parameters and extents; None unless sealed and still read-only.
+        (On every kernel call and eager result: read from the fields directly.)"""
+        fields = self.__dict__
+        if not fields.get("_sealed"):
             return None
-        arrays = [a for level in self.level_arrays for a in level.values()]
-        if any(a.flags.writeable for a in arrays):
-            return None
-        return (SameObjects((*arrays, self.values)), self.shape, self.format, self.dtype,
-                self.index_dtype, *self._shape_key())
+        arrays = [a for level in fields["level_arrays"] for a in level.values()]
+        for array in arrays:
+            if array.flags.writeable:
+                return None
+        arrays.append(fields["values"])
+        return (SameObjects(arrays), fields["shape"], fields["format"], fields["dtype"],
+                fields["index_dtype"], tuple(fields["level_extents"]),
+                tuple(tuple(p.items()) for p in fields["params"]))
 
     def _shape_key(self) -> tuple[tuple, tuple]:
         """Level extents and parameters, as a comparable value."""

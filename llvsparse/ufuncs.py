@@ -36,14 +36,13 @@ def _checked_options(ufunc: np.ufunc, kwargs: dict) -> dict:
     if unknown:
         raise TypeError(f"np.{ufunc.__name__}: {', '.join(unknown)}= is not supported on "
                         "tensors")
-    if ufunc.nout != 1:
-        raise TypeError(f"np.{ufunc.__name__} gives {ufunc.nout} results; only ufuncs "
-                        "with one result are supported on tensors")
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tensor:
-    """``ufunc(*inputs)`` with every tensor computed first; see the module docstring."""
+def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tensor | tuple[Tensor, ...]:
+    """``ufunc(*inputs)`` with every tensor computed first; see the module docstring. A
+    ufunc of several results (``np.divmod``, ``np.modf``, ``np.frexp``) gives a tuple
+    of tensors, each with the stored entries' results and the fill's."""
     options = _checked_options(ufunc, kwargs)
     operands = [compute_node(as_node(x)) if isinstance(x, (Tensor, LazyTensor)) else x
                 for x in inputs]
@@ -53,17 +52,24 @@ def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tensor:
     sparse = [t for t in tensors if not _is_dense(t)]
     if not sparse or any(t.shape != shape for t in tensors) or any(np.ndim(x) for x in others):
         dense = [np.asarray(x) if isinstance(x, Tensor) else x for x in operands]
-        return Tensor.from_numpy(np.asarray(ufunc(*dense, **options)))
+        results = ufunc(*dense, **options)
+        return tuple(Tensor.from_numpy(np.asarray(r)) for r in results) if ufunc.nout > 1 \
+            else Tensor.from_numpy(np.asarray(results))
     coords, columns = aligned(tensors)
     values = ufunc(*[columns[id(x)] if isinstance(x, Tensor) else x for x in operands],
                    **options)
-    fill = ufunc(*[np.asarray(_fill(x), x.dtype) if isinstance(x, Tensor) else x
-                   for x in operands], **options)
-    values = np.asarray(values)
-    if values.dtype != np.asarray(fill).dtype:
-        values = values.astype(np.result_type(values, fill))
-    return Tensor.from_coo(coords, values, shape, named_format(sparse[0]), dtype=values.dtype,
-                           fill=np.asarray(fill).item())
+    fills = ufunc(*[np.asarray(_fill(x), x.dtype) if isinstance(x, Tensor) else x
+                    for x in operands], **options)
+    if ufunc.nout == 1:
+        values, fills = (values,), (fills,)
+    results = []
+    for value, fill in zip(values, fills):
+        value = np.asarray(value)
+        if value.dtype != np.asarray(fill).dtype:
+            value = value.astype(np.result_type(value, fill))
+        results.append(Tensor.from_coo(coords, value, shape, named_format(sparse[0]),
+                                       dtype=value.dtype, fill=np.asarray(fill).item()))
+    return results[0] if ufunc.nout == 1 else tuple(results)
 
 
 def _fill(tensor: Tensor) -> object:

@@ -247,8 +247,8 @@ def test_ufunc_refusals_name_the_problem():
     values, tensor = operand((3, 3), ("coo", None))
     close(np.log1p(tensor, dtype=np.complex128), np.log1p(values, dtype=np.complex128))
     close(tensor * 1j, values * 1j)
-    with pytest.raises(TypeError, match="2 results"):
-        np.modf(tensor)
+    with pytest.raises(TypeError, match=r"np.modf: where= is not supported"):
+        np.modf(tensor, where=np.ones((3, 3), bool))
     with pytest.raises(TypeError, match=r"np.sin\(..., out=\): out must be one Tensor"):
         np.sin(tensor, out=np.zeros((3, 3)))
     with pytest.raises(TypeError, match="where= is not supported"):
@@ -337,3 +337,25 @@ def test_a_0d_array_storing_nothing_holds_its_fill(fill):
     np.testing.assert_array_equal(got.todense(), np.array(fill))
     np.testing.assert_array_equal(ls.Tensor.from_coo(np.zeros((0, 0), int), [], (), fill=fill)
                                   .todense(), np.array(fill))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 4), (0, 3)])
+def test_ufuncs_of_two_results(layout, shape):
+    """np.divmod, np.modf, np.frexp and divmod() give a tuple of tensors, each with the
+    stored entries' results and the fill's."""
+    a, A = operand(shape, layout, seed=7)
+    b, B = operand(shape, layout, seed=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # x % 0, as numpy warns
+        for got, want in [(np.modf(A), np.modf(a)), (np.frexp(A), np.frexp(a)),
+                          (np.divmod(A, 3.0), np.divmod(a, 3.0)), (divmod(A, 2.0), divmod(a, 2.0)),
+                          (divmod(7.0, A), divmod(7.0, a)), (np.divmod(A, B), np.divmod(a, b))]:
+            assert isinstance(got, tuple) and len(got) == len(want) == 2
+            for part, expected in zip(got, want):
+                assert isinstance(part, ls.Tensor)
+                close(part, expected)
+    i = np.arange(-6, 6).reshape(3, 4) * (np.arange(12).reshape(3, 4) % 3 > 0)
+    I = ls.Tensor.from_numpy(i, format="csr")
+    for part, expected in zip(divmod(I, 4), divmod(i, 4)):
+        close(part, expected)

@@ -142,7 +142,7 @@ def assert_eq(x, y, check_nnz=True, compare_dtype=True, **kwargs) -> None:
 
 _NUMPY_FUNCTIONS = ("sum", "prod", "max", "min", "mean", "std", "var", "nansum", "nanprod",
                     "nanmax", "nanmin", "nanmean", "any", "all", "concatenate", "stack",
-                    "where", "dot", "matmul", "tensordot", "einsum", "transpose", "reshape",
+                    "where", "dot", "matmul", "einsum", "transpose", "reshape",
                     "moveaxis", "swapaxes", "squeeze", "expand_dims", "broadcast_to",
                     "roll", "tril", "triu", "clip", "isinf", "isnan", "nonzero", "kron",
                     "argmax", "argmin", "diagonal", "pad", "abs", "outer", "result_type",
@@ -152,8 +152,8 @@ _NUMPY_FUNCTIONS = ("sum", "prod", "max", "min", "mean", "std", "var", "nansum",
 
 
 # pydata functions whose numpy namesake lacks their options: llvsparse's own, as a user
-# switching writes ``ls.sort(x, descending=True)``.
-_OWN_FUNCTIONS = ("sort",)
+# switching writes ``ls.sort(x, descending=True)``, ``ls.tensordot(a, b, return_type=)``.
+_OWN_FUNCTIONS = ("sort", "tensordot")
 
 
 def _patch() -> None:

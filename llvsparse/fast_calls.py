@@ -1,0 +1,255 @@
+"""The operator path's fast lane: ``A @ x``, ``A * 2.0``, ``A + B`` on operands seen
+before go straight to the bound kernel (issue 33's fixed cost).
+
+An eager operation's plan (eager_plans.py) still paid, per call, its signature key, a
+dict of operands, ``Kernel.__call__``'s reuse check (the descriptor key, the sealed
+state of every Tensor) and the binding's general call path: 20 us of Python around a
+0.3 us kernel on a 10 x 10 matrix, where scipy's ``A @ x`` takes 3 us. Here a call is
+keyed by the operation and its operands' identities (a Tensor's ``id``, an ndarray's
+type, a number's type and value), and served by what the plan's binding prepared: its
+own descriptors and the kernel's chosen form, called directly.
+
+What makes that safe is checked per call, in O(1): each Tensor operand is the same
+object with the same arrays (by identity), shape, format, dtypes, parameters, extents
+and level definitions as when its kernel call validated it, and its index arrays are
+still read-only (sealed); each ndarray operand has the dtype and shape bound, and is
+C-contiguous and aligned, so the kernel reads it where it lies. Anything else, or a
+binding whose calls do more than run the kernel (threads, guards, converted operands,
+a probe still timing forms, a counting build, a large output), takes the plan's path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from collections.abc import Callable
+from operator import is_
+
+import numpy as np
+
+from . import runtime
+from .binding import BoundCall
+from .formats.registry import generation as registry_generation
+from .outputs import refused_insert_error
+from .tensor import Tensor
+
+_FAST: dict[tuple, _Checked] = {}
+FAST_KEPT = 64  # each keeps its operands alive: a bound kernel call holds them anyway
+_SEEN: dict[tuple, None] = {}  # keys of calls made once (ids only: nothing kept alive)
+
+
+def _operand_key(value: object) -> object:
+    """What identifies ``value`` in a fast call's key (None: no fast call takes it)."""
+    kind = type(value)
+    if kind is Tensor:
+        return id(value)
+    if kind is np.ndarray:
+        return kind
+    if kind is float:
+        return None if math.isnan(value) else (kind, value, math.copysign(1.0, value))
+    if kind is int:
+        return (kind, value)
+    return None
+
+
+def key(operation: str, operands: tuple) -> tuple | None:
+    """The fast call's key of ``operation`` on ``operands``, None where it has none."""
+    first = _operand_key(operands[0])
+    second = _operand_key(operands[1]) if len(operands) == 2 else 0
+    return None if first is None or second is None else (operation, first, second)
+
+
+def called(operation: str, operands: tuple) -> object | None:
+    """``operation`` on ``operands`` by a fast call made before; None where there is
+    none or its checks fail (the caller takes the plan's path)."""
+    fast = _FAST.get(key(operation, operands))
+    return None if fast is None else fast(operands)
+
+
+def remember(operation: str, operands: tuple, bound: BoundCall | None,
+             pointwise: Callable | None, dense_result: bool) -> None:
+    """After a planned call of ``operation`` on ``operands``: a fast call for them where
+    ``bound`` (the kernel's binding that just ran) or ``pointwise`` (the values path)
+    serves them; ``dense_result``: the result is an ndarray (see ``eager_plans``)."""
+    fast_key = key(operation, operands)
+    if fast_key is None:
+        return
+    if fast_key not in _SEEN:  # operands seen once (a chain's intermediate result, new
+        if len(_SEEN) >= FAST_KEPT:  # every call) get no fast call until seen again
+            del _SEEN[next(iter(_SEEN))]
+        _SEEN[fast_key] = None
+        return
+    fast = None
+    if pointwise is not None:
+        fast = _Checked(operands, None, pointwise.unchecked)
+    elif bound is not None and _direct(bound, operands):
+        fast = _Checked(operands, _BoundKernel(bound, operands, dense_result), None)
+    if fast is None or not fast.ready:
+        return
+    if len(_FAST) >= FAST_KEPT:
+        del _FAST[next(iter(_FAST))]
+    _FAST[fast_key] = fast
+
+
+def forget() -> None:
+    """Drop every fast call."""
+    _FAST.clear()
+    _SEEN.clear()
+
+
+def _direct(bound: BoundCall, operands: tuple) -> bool:
+    """Whether a call of ``bound`` only runs its kernel on one thread: its way chosen,
+    no guards, refreshes, converted copies, diagonal patterns or thread plan, not a
+    counting build, and a dense output small enough to come straight from numpy (or
+    an assembled one); its operands are ``operands``, by name, in order."""
+    if bound.way is None or bound.guards or bound.refreshes or bound.converted \
+            or bound.patterned or bound.plan is not None or bound.combine is not None \
+            or bound.inst.jit.counter or bound.scratch is not None:
+        return False
+    if bound.dense and bound.new_small is None:
+        return False
+    # ndarray operands: only those the binding reads where they lie (no copy made)
+    return len(bound.operands) == len(operands) and \
+        all(a is b for a, b in zip(bound.operands.values(), operands)) and \
+        all(name in bound.inputs_by_name and (type(value) is not np.ndarray
+                                             or name in bound.wrapped)
+            for name, value in bound.operands.items())
+
+
+def _objects(tensor: Tensor) -> tuple:
+    """What a Tensor's descriptor and its remembered validation hold by identity: its
+    shape, format, dtypes, level definitions' generation, values and index arrays."""
+    fields = tensor.__dict__
+    return (fields["shape"], fields["format"], fields["dtype"], fields["index_dtype"],
+            fields["generation"], fields["values"],
+            *[a for level in fields["level_arrays"] for a in level.values()])
+
+
+class _Checked:
+    """The per-call checks of a fast call's operands, then its work (``run``: a
+    binding's kernel; ``pointwise``: numpy on the values). ``ready``: the operands are
+    as the fast call needs them (sealed and validated Tensors), so it is worth keeping.
+
+    A Tensor passes while it holds the same objects (``_objects``; kept alive here, so
+    none can be another that took its place), the same parameters and extents, and its
+    index arrays are still read-only: what its remembered validation holds for."""
+
+    __slots__ = ("generation", "pointwise", "ready", "run", "tensors", "threads")
+
+    def __init__(self, operands: tuple, run: _BoundKernel | None, pointwise: Callable | None):
+        self.run, self.pointwise = run, pointwise
+        self.tensors = [(k, x, _objects(x), [dict(p) for p in x.params],
+                         list(x.level_extents),
+                         [a for level in x.level_arrays for a in level.values()])
+                        for k, x in enumerate(operands) if type(x) is Tensor]
+        self.ready = all(x._sealed_state() is not None and
+                         x.__dict__.get("_validated") == x._sealed_state()
+                         for _, x, _, _, _, _ in self.tensors)
+        self.generation = registry_generation()
+        self.threads = runtime.get_num_threads()
+
+    def __call__(self, operands: tuple) -> object | None:
+        for k, tensor, objects, params, extents, arrays in self.tensors:
+            if operands[k] is not tensor or not all(map(is_, _objects(tensor), objects)) \
+                    or tensor.params != params or tensor.level_extents != extents:
+                return None
+            for array in arrays:
+                if array.flags.writeable:
+                    return None
+        if registry_generation() != self.generation or \
+                runtime.get_num_threads() != self.threads:
+            return None
+        if self.pointwise is not None:
+            return self.pointwise(operands)
+        return self.run(operands)
+
+
+class _BoundKernel:
+    """A binding's kernel in its chosen form on descriptors of its own (the binding's
+    are the plan's path's): ndarray operands are pointed to where they lie on each call
+    (a solver's new ``x`` every iteration), the output is allocated fresh (dense) or
+    assembled and adopted as the binding does."""
+
+    def __init__(self, bound: BoundCall, operands: tuple, dense_result: bool):
+        code = bound._code(bound.way.form)
+        self.inputs = [runtime.DescriptorHolder(list(h.extents), list(h.arrays),
+                                                list(h.params)) for h in bound.inputs]
+        # ndarray operands: (position, the descriptor and slot the kernel reads it by,
+        # dtype, shape)
+        self.arrays = []
+        by_name = list(bound.inputs_by_name)
+        for k, (name, value) in enumerate(zip(bound.operands, operands)):
+            if type(value) is np.ndarray:
+                holder = self.inputs[by_name.index(name)]
+                self.arrays.append((k, holder, len(holder.arrays) - 1, value.dtype,
+                                    value.shape))
+        self.dense, self.format, self.out_type = bound.dense, bound.format, bound.out_type
+        if self.dense:
+            self.output = runtime.DescriptorHolder(bound.extents, [None], bound.flat_params)
+            self.output.caps[0] = bound.size
+            self.new, self.size, self.dtype = bound.new_small, bound.size, bound.dtype
+            row_major = [lv.mode for lv in bound.format.levels] == list(range(len(bound.shape)))
+            self.shape = bound.shape
+            self.result = bound.result if not dense_result else _ndarray_result(bound) \
+                if row_major else lambda values: bound.result(values).to_numpy()
+        else:
+            self.assembled = bound.assembled
+            self.output = bound.assembled.holder(reserve=False)
+            self.result = None
+        self.call = runtime.prepared_call(code.address, [self.output, *self.inputs])
+        self.lock = threading.Lock()  # the descriptors: one call at a time
+
+    def __call__(self, operands: tuple) -> object | None:
+        for k, holder, slot, dtype, shape in self.arrays:
+            array = operands[k]
+            if array.dtype != dtype or array.shape != shape:
+                return None
+            flags = array.flags
+            if not (flags.c_contiguous and flags.aligned):
+                return None
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            for k, holder, slot, _, _ in self.arrays:
+                array = operands[k]
+                if holder.arrays[slot] is not array:  # (the descriptor keeps it alive)
+                    holder.arrays[slot] = array
+                    holder.pointers[slot] = _address(array)
+            output = self.output
+            if self.dense:
+                values = self.new(self.size, self.dtype)
+                if self.size:  # (its capacity was set once; the pointer is this call's,
+                    # and the array is kept where a failed call's release looks)
+                    output.arrays[0] = values
+                    output.pointers[0] = ctypes.addressof(ctypes.c_byte.from_buffer(values))
+                self.call()
+                return self.result(values)
+            output.clear()
+            self.assembled.reserve(output)
+            self.call()
+            return self.assembled.adopt(output)
+        except runtime.KernelRuntimeError as error:  # as the binding's call says it
+            if error.status == runtime.STATUS_INSERT_REFUSED:
+                raise refused_insert_error(self.format, self.out_type, error) from error
+            raise
+        finally:
+            self.lock.release()
+
+
+def _address(array: np.ndarray) -> int | None:
+    """Where ``array``'s memory starts (``from_buffer`` is 5x cheaper than ``.ctypes``
+    but takes writeable arrays only)."""
+    if not array.size:
+        return None
+    if array.flags.writeable:
+        return ctypes.addressof(ctypes.c_byte.from_buffer(array))
+    return array.ctypes.data
+
+
+def _ndarray_result(bound: BoundCall) -> Callable[[np.ndarray], np.ndarray]:
+    """A dense result as an ndarray of the output's shape (row-major levels)."""
+    shape = bound.shape
+    if len(shape) == 1:
+        return lambda values: values
+    return lambda values: values.reshape(shape)
