@@ -122,7 +122,7 @@ def test_blocked_output_index_prints_its_derivation():
     types = _types(C=("dense", 2), A=("bcsr2x2", 2))
     stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", types), types)
     _, inner = loop_nest(stmt)
-    assert str(inner.access) == "C(2*A1_0 + A1_2, 2*A1_1 + A1_3)"
+    assert str(inner.access) == "C(2*A_0__1 + A_2__1, 2*A_1__1 + A_3__1)"
 
 
 def test_inner_sum_becomes_a_scalar_temporary():

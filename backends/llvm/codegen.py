@@ -237,12 +237,14 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             b.store(coord, run.coord)
 
     def finish_run(self, run: RunState) -> None:
-        """Write the open run's sum, if a run is open."""
+        """Write the open run's sum, if a run is open. Where the loop's body never reached
+        its sum (every case computes the fill: a structurally empty operand), no run was
+        ever opened and nothing is written."""
+        if run.write is None:
+            return
         b = self.b
         coord = b.load(run.coord)
         with b.if_then(b.icmp_signed(">=", coord, ZERO)):
-            if run.write is None:
-                raise InternalCompilerError("a running sum whose loop writes no sum")
             self.write_sum(b.load(run.total), self.bind(run.outer, run.var, coord), run.write)
 
     def accumulate(self, value: ir.Value, acc: ir.Value) -> None:
