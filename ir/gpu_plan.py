@@ -202,6 +202,18 @@ def _walks_positions_below(split: LoopNode) -> bool:
 ATOMIC_DTYPES = ("float32", "float64", "int32", "int64")  # what atomicrmw adds
 
 
+def _atomic_adds_refusal(program: Program, split: LoopNode) -> str | None:
+    """Why threads under ``split`` cannot add into shared output entries atomically
+    (None: they can): both position splits end here."""
+    if CLEAR_ROWS in split.notes:
+        return "it zeroes each row of the output itself, which another thread adds into"
+    if split.site is None or not split.site.additive:
+        return "its output is not reduced by +, the one reduction atomic adds do"
+    if program.dtype not in ATOMIC_DTYPES:
+        return f"its values are {program.dtype}, which atomic adds do not take"
+    return None
+
+
 def position_split_refusal(program: Program, split: LoopNode) -> str | None:
     """Why threads cannot take ranges of the split loop's positions, adding into the
     output atomically (None: they can)."""
@@ -212,13 +224,7 @@ def position_split_refusal(program: Program, split: LoopNode) -> str | None:
     if split.chosen is not None and len(split.chosen.point) > 1:
         return ("another operand's level is iterated beside it, over coordinates a "
                 "position range does not bound")
-    if CLEAR_ROWS in split.notes:
-        return "it zeroes each row of the output itself, which another thread adds into"
-    if split.site is None or not split.site.additive:
-        return "its output is not reduced by +, the one reduction atomic adds do"
-    if program.dtype not in ATOMIC_DTYPES:
-        return f"its values are {program.dtype}, which atomic adds do not take"
-    return None
+    return _atomic_adds_refusal(program, split)
 
 
 def entry_window_loop(split: LoopNode) -> LoopNode | None:
@@ -243,13 +249,7 @@ def entry_split_refusal(program: Program, split: LoopNode) -> str | None:
     if window is None or window.iterator.level != 1:
         return ("the loop under its split loop is not one loop over the stored positions "
                 "of an operand's second level")
-    if CLEAR_ROWS in split.notes:
-        return "it zeroes each row of the output itself, which another thread adds into"
-    if split.site is None or not split.site.additive:
-        return "its output is not reduced by +, the one reduction atomic adds do"
-    if program.dtype not in ATOMIC_DTYPES:
-        return f"its values are {program.dtype}, which atomic adds do not take"
-    return None
+    return _atomic_adds_refusal(program, split)
 
 
 def _sum_read(expr: object) -> bool:

@@ -178,23 +178,25 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
 
-    def enter(self, statement: Statement) -> None:
-        """Make ``statement`` the one whose loops are emitted: its derived indices and
-        their guards are bound from here on."""
+    def enter(self, statement: Statement, deriving: tuple[Statement, ...] = ()) -> None:
+        """Make ``statement`` the one whose loops are emitted: the derived indices of
+        ``deriving`` (by default its own) and their guards are bound from here on, each
+        as its terms' indices are (see bind)."""
         self.statement = statement
-        self.derived = {bind.index: bind.value for bind in statement.derived}
-        self.guards = {g.index: (g.tensor, g.level) for g in statement.guards}
+        sources = deriving or (statement,)
+        self.derived = {b.index: ([(str(t), m) for t, m in b.value.terms], b.value)
+                        for s in sources for b in s.derived}
+        self.guards = {g.index: (g.tensor, g.level) for s in sources for g in s.guards}
 
     def lower_nest(self, statement: Statement, root: Node) -> None:
         """Emit one statement from its loop IR ``root``."""
         self.enter(statement)
-        # Where the output's indices are bound, and whether a reduction loop runs outside
-        # one of them (scattering into it), as lowering decided (ir/lower_loops.py).
+        # Whether a reduction loop runs outside one of the output's indices (scattering
+        # into it), as lowering decided (ir/lower_loops.py).
         site = next((node.site for node in loops_of(root) if not node.site.copies), None)
-        self.out_depth, self.scatter = (site.out_depth, site.scatter) if site else (0, False)
-        self.insert_output = self.output.all_insert
+        self.scatter = site.scatter if site else False
         self.run_state: RunState | None = None  # see running_sums
-        if self.scatter and not (self.insert_output or self.output.unordered):
+        if self.scatter and not (self.output.all_insert or self.output.unordered):
             raise InternalCompilerError(f"output {self.out_name} cannot be scattered into")
         free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
         for plan in statement.precomputes:
@@ -256,8 +258,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         """Bind a loop variable, then every index derived (blocked levels, affine
         subscripts) it completes."""
         ctx = ctx.bind(var, value)
-        for index, affine in self.derived.items():
-            parts = [(str(term), multiplier) for term, multiplier in affine.terms]
+        for index, (parts, affine) in self.derived.items():
             if index not in ctx.bound and all(v in ctx.bound for v, _ in parts):
                 total = ir.Constant(I64, affine.offset)
                 for part, multiplier in parts:

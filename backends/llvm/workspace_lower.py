@@ -55,13 +55,11 @@ def lower_with_workspace(kc: KernelCompiler, statements: tuple[Statement, ...],
         for op in statement.operands:
             kc.operands[op.uid] = op
     # The compiler's per-nest state, as for a scattering nest (see lower_nest).
-    kc.enter(statements[0])
     # Every nest's derived indices: a term's nest may derive one the first does not
     # (B(i) + C(i+j): i = x - j in C's nest only); a nest binds only those whose parts
     # its loops bind.
-    kc.derived = {bind.index: bind.value for s in statements for bind in s.derived}
-    kc.guards = {g.index: (g.tensor, g.level) for s in statements for g in s.guards}
-    kc.out_depth, kc.scatter, kc.insert_output = len(statements[0].order), True, False
+    kc.enter(statements[0], statements)
+    kc.scatter = True
     kc.run_state = None
     kc.workspace = WorkspaceEmitter(kc, plan)
     kc.temps = {}
