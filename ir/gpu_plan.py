@@ -51,30 +51,36 @@ a kernel that races.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .assembly_phases import SPLIT_PHASES, can_count_and_fill
 from .cin import Operand
+from .entry_split import (
+    ATOMIC_TAG,
+    ENTRY_SPLIT_TAG,
+    atomic_adds_refusal,
+    entry_split_refusal,
+    plain,
+    retag,
+    split_entries,
+    tagged,
+)
 from .loops import (
     Accumulate,
     Allocate,
     Append,
-    Block,
-    Case,
     If,
     Insert,
     Loop,
     LoopNode,
     Merge,
-    Node,
     Program,
     loops_of,
     tag,
     target_name,
     walk,
 )
-from .notes import CLEAR_ROWS, THREAD_ROWS
+from .notes import THREAD_ROWS
 from .operators import ADD
 from .parallel import dense_like
 from .types import TensorType
@@ -84,12 +90,9 @@ GPU_THREAD = "gpu_thread"  # ... and over each block's threads
 NONZERO_SPLIT_TAG = "nonzero split"  # ... a range of coordinates a thread, by entries
 COUNT_TAG, FILL_TAG = "count", "fill"  # ... run twice: count a row's entries, then fill
 POSITION_SPLIT_TAG = "position split"  # ... a range of the loop's positions a thread
-ATOMIC_TAG = "atomic adds"  # threads share output entries: writes add atomically
 GPU_WARP = "gpu_warp"  # a warp per coordinate of the loop
 WARP_SUMS_TAG = "warp sums"  # its writes of lanes' partial sums are summed by shuffles
 WARP_LANES_TAG = "warp lanes"  # the warp's lanes share this loop's positions, strided
-ENTRY_SPLIT_TAG = "entry split"  # a window of an inner loop's positions a thread
-ENTRY_WINDOW_TAG = "entry window"  # ... this loop's positions, bounded by the window
 WARP_SIZE = 32
 BLOCK_SIZE = 128  # threads per block: four warps, a full occupancy unit on sm_70..sm_90
 ENTRIES_PER_THREAD = 32  # nonzero split: a thread's share of stored entries
@@ -152,40 +155,10 @@ class GpuPlan:
         return self.schedule == COUNT_FILL
 
 
-def _retag(node: Node, changes: dict[int, Callable[[LoopNode], LoopNode]]) -> Node:
-    """``node`` with each loop whose id ``changes`` names rewritten by its function."""
-    if id(node) in changes:
-        node = changes[id(node)](node)
-    if isinstance(node, Block):
-        return Block(tuple(_retag(item, changes) for item in node.items))
-    if isinstance(node, If):
-        return If(node.condition, _retag(node.then, changes))
-    if isinstance(node, Loop):
-        return replace(node, body=_retag(node.body, changes))
-    if isinstance(node, Merge):
-        return replace(node, cases=tuple(Case(c.present, _retag(c.body, changes))
-                                         for c in node.cases))
-    return node
-
-
-def _tagged(tags: tuple[str, ...]) -> Callable[[LoopNode], LoopNode]:
-    def add(node: LoopNode) -> LoopNode:
-        for mapping in tags:
-            node = tag(node, mapping)
-        return node
-    return add
-
-
 def _lane_loop(node: LoopNode) -> LoopNode:
     """The loop the warp's lanes share: strided, so its fast forms (jam, pairs,
     gallop, running sums...) do not apply."""
     return replace(tag(node, WARP_LANES_TAG), notes=())
-
-
-def _plain(node: LoopNode) -> LoopNode:
-    """A loop every lane of a warp runs whole: its fast forms dropped (a row cleared by
-    each lane, or jammed over the lanes' loop, would undo another lane's writes)."""
-    return replace(node, notes=())
 
 
 def _assembled(program: Program) -> bool:
@@ -199,21 +172,6 @@ def _walks_positions_below(split: LoopNode) -> bool:
                for loop in loops_of(split)[1:])
 
 
-ATOMIC_DTYPES = ("float32", "float64", "int32", "int64")  # what atomicrmw adds
-
-
-def _atomic_adds_refusal(program: Program, split: LoopNode) -> str | None:
-    """Why threads under ``split`` cannot add into shared output entries atomically
-    (None: they can): both position splits end here."""
-    if CLEAR_ROWS in split.notes:
-        return "it zeroes each row of the output itself, which another thread adds into"
-    if split.site is None or not split.site.additive:
-        return "its output is not reduced by +, the one reduction atomic adds do"
-    if program.dtype not in ATOMIC_DTYPES:
-        return f"its values are {program.dtype}, which atomic adds do not take"
-    return None
-
-
 def position_split_refusal(program: Program, split: LoopNode) -> str | None:
     """Why threads cannot take ranges of the split loop's positions, adding into the
     output atomically (None: they can)."""
@@ -224,32 +182,7 @@ def position_split_refusal(program: Program, split: LoopNode) -> str | None:
     if split.chosen is not None and len(split.chosen.point) > 1:
         return ("another operand's level is iterated beside it, over coordinates a "
                 "position range does not bound")
-    return _atomic_adds_refusal(program, split)
-
-
-def entry_window_loop(split: LoopNode) -> LoopNode | None:
-    """The loop an entry split windows: the one loop under ``split``, stepping over a
-    level's stored positions (operands it locates, or intersects, ride along: every
-    term needs an entry of the windowed level)."""
-    inner = loops_of(split)[1:]
-    if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].over != "positions" \
-            or inner[0].iterator.universe:
-        return None
-    return inner[0]
-
-
-def entry_split_refusal(program: Program, split: LoopNode) -> str | None:
-    """Why threads cannot take windows of the positions of the one loop under
-    ``split``, adding each row's partial sums atomically (None: they can)."""
-    if not isinstance(split, Loop) or split.over != "coordinates":
-        return "its split loop does not run over the coordinates of a full level (rows)"
-    if any(isinstance(n, Merge) for n in walk(split)):
-        return "it co-iterates operands by union, whose positions no one window bounds"
-    window = entry_window_loop(split)
-    if window is None or window.iterator.level != 1:
-        return ("the loop under its split loop is not one loop over the stored positions "
-                "of an operand's second level")
-    return _atomic_adds_refusal(program, split)
+    return atomic_adds_refusal(program, split)
 
 
 def _sum_read(expr: object) -> bool:
@@ -395,20 +328,18 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
         phases = SPLIT_PHASES  # the count and fill grids' functions, with setup and finish
     if chosen == WARP_COLUMNS and (why := columns_refusal(program, first)):
         raise GpuMappingError(f"GPU schedule {WARP_COLUMNS} does not fit: {why}")
-    changes = {id(first): _tagged(_TAGS[chosen])}
     if chosen == ENTRY_SPLIT:
-        changes = {id(loop): _plain for loop in loops_of(first)}
-        changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
-        changes[id(entry_window_loop(first))] = lambda node: tag(_plain(node),
-                                                                 ENTRY_WINDOW_TAG)
+        program = split_entries(program, first, (GPU_BLOCK, GPU_THREAD))
+        return GpuPlan(replace(program, phases=phases), first.index, block, chosen, entries)
+    changes = {id(first): tagged(_TAGS[chosen])}
     if chosen == WARP_PER_ROW:
-        changes = {id(loop): _plain for loop in loops_of(first)}
-        changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
+        changes = {id(loop): plain for loop in loops_of(first)}
+        changes[id(first)] = lambda node: tagged(_TAGS[chosen])(plain(node))
         changes[id(loops_of(first)[-1])] = _lane_loop
     if chosen == WARP_COLUMNS:
-        changes = {id(loop): _plain for loop in loops_of(first)}
-        changes[id(first)] = lambda node: _tagged(_TAGS[chosen])(_plain(node))
+        changes = {id(loop): plain for loop in loops_of(first)}
+        changes[id(first)] = lambda node: tagged(_TAGS[chosen])(plain(node))
         changes[id(_columns(first))] = _lane_loop
-    root = _retag(program.root, changes)
+    root = retag(program.root, changes)
     return GpuPlan(replace(program, root=root, phases=phases), first.index, block, chosen,
                    entries, workspace is not None)

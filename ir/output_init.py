@@ -1,7 +1,8 @@
 """Whether a kernel sets every entry of its dense output itself, read off its loop IR.
 
 Where it does, the caller need not zero the output first (``out=``, a recycled result).
-Three ways the program can promise it:
+Threads that add into shared entries atomically (an entry split) need it zeroed. Three
+ways the program can promise it otherwise:
 - a ``clear`` of the output (the start of a reduction other than + scattered into it);
 - the row-clearing pass's note on a loop that visits every row, whose body computes
   something (an expression folded to its fill emits no body, so no row is cleared);
@@ -12,6 +13,7 @@ Three ways the program can promise it:
 from __future__ import annotations
 
 from .cin import Operand
+from .entry_split import ATOMIC_TAG
 from .loops import Clear, Insert, Loop, LoopNode, Program, leading_locates, loops_of, walk
 from .opt.passes import CLEAR_ROWS
 
@@ -19,8 +21,8 @@ from .opt.passes import CLEAR_ROWS
 def initializes_output(program: Program) -> bool:
     """Whether ``program`` (a whole kernel of one nest) sets every output entry."""
     loops = [loop for loop in loops_of(program.root) if not loop.site.copies]
-    if program.nests != 1 or not loops:
-        return False
+    if program.nests != 1 or not loops or any(ATOMIC_TAG in loop.tags for loop in loops):
+        return False  # (threads that add into shared entries need them zeroed first)
     site = loops[0].site
     if any(isinstance(n, Clear) and n.name == program.output for n in walk(program.root)):
         return True

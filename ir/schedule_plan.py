@@ -15,7 +15,7 @@ compiler cannot lower yet (it says which).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import notation as nt
 from .directives import (
@@ -54,12 +54,16 @@ class Chunks:
     """How the parallel loop's coordinates are cut: ``by`` 'coordinates' (chunks of
     ``size`` coordinates), 'parts' (``size`` chunks of equal coordinates), 'entries'
     (chunks of about ``size`` stored entries of ``tensor``, or ``size`` equal parts of
-    them where ``parts``), or 'balanced' (the runtime's split by stored entries)."""
+    them where ``parts``), or 'balanced' (the runtime's split by stored entries).
+    ``within``: entries chunks cut inside coordinates too (the positions of a fusion of
+    the loop's index with the next, parallelized with atomics): a coordinate's entries
+    may fall to two threads, which add into the output atomically (ir/entry_split.py)."""
 
     by: str = "balanced"
     size: int = 0
     tensor: str = ""
     parts: bool = False
+    within: bool = False
 
     def describe(self) -> str:
         if self.by == "coordinates":
@@ -68,6 +72,10 @@ class Chunks:
             return f"{self.size} chunks of equal coordinates"
         if self.by == "entries":
             amount = f"{self.size} chunks of" if self.parts else f"chunks of about {self.size}"
+            if self.within:
+                return (f"{amount} {self.tensor}'s stored entries, cut anywhere: a "
+                        "coordinate cut by a chunk's edge gets each thread's partial sum, "
+                        "added atomically")
             return f"{amount} {self.tensor}'s stored entries, cut between coordinates"
         return "chunks of about equal stored entries"
 
@@ -374,8 +382,12 @@ def _check_parallel(plan: SchedulePlan, kernel: KernelIndices, live: list[str]) 
         kind = "rows"
     else:
         kind = "nested"
-    plan.parallel = ParallelLoop(root, loop.unit, loop.races, _chunks(plan, loop.index, text),
-                                 loop.index, kind, operator)
+    chunks = _chunks(plan, loop.index, text)
+    if chunks.by == "entries" and loop.races == "atomics" and kind == "rows" \
+            and len(covered) > 1:  # positions of a fusion: threads share coordinates
+        chunks = replace(chunks, within=True)
+    plan.parallel = ParallelLoop(root, loop.unit, loop.races, chunks, loop.index, kind,
+                                 operator)
 
 
 def _check_reduced(kernel: KernelIndices, loop: ParallelLoop, covered: tuple[str, ...],

@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .binding import BoundCall
+from .ir.entry_split import ENTRY_WINDOW_TAG
 from .ir.gpu_plan import (
-    ENTRY_WINDOW_TAG,
     NONZERO_SPLIT,
     POSITION_SPLIT_TAG,
     GpuMappingError,
     GpuPlan,
 )
 from .ir.loops import loops_of
-from .walk import first_level_positions, second_level_bounds
+from .walk import entry_windows, first_level_positions, position_bounds, second_level_bounds
 
 if TYPE_CHECKING:
     from .api import Kernel
@@ -92,29 +92,6 @@ def split_points(weights: np.ndarray, entries: int) -> np.ndarray:
                                      [extent]])).astype(np.int64)
 
 
-def position_bounds(begin: int, end: int, entries: int) -> np.ndarray:
-    """Split points of positions [begin, end) into ranges of ``entries`` (the last may
-    be shorter)."""
-    return np.append(np.arange(begin, end, entries, dtype=np.int64), np.int64(end)) \
-        if end > begin else np.array([begin], np.int64)
-
-
-def entry_windows(begin: np.ndarray, end: np.ndarray, entries: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Windows of ``entries`` positions over rows whose entries are the positions
-    [begin[r], end[r]), and each window's rows [first, end): (windows, the firsts then
-    the ends). GpuMappingError where rows are not increasing runs of positions."""
-    if len(begin) and (np.any(begin[1:] < end[:-1]) or np.any(end < begin)):
-        raise GpuMappingError("an entry split needs each row's entries to follow the row "
-                              "before's in position order; these rows' positions do not")
-    nonempty = end > begin
-    windows = position_bounds(int(begin[nonempty].min()) if nonempty.any() else 0,
-                              int(end[nonempty].max()) if nonempty.any() else 0, entries)
-    first = np.searchsorted(end, windows[:-1], side="right")  # rows ending past the start
-    last = np.searchsorted(begin, windows[1:], side="left")  # rows starting before the end
-    return windows, np.concatenate([first, last]).astype(np.int64)
-
-
 ARENA_BUDGET = 1 << 28  # bytes of workspace arena a launch may take
 ARENA_BYTES_PER_COLUMN = 64
 ARENA_SLACK = 1 << 16  # a hash or sort workspace's first arrays, grown by copies
@@ -146,10 +123,9 @@ def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
             raise GpuMappingError(f"{window.iterator.tensor}: an entry split windows the "
                                   "stored second level of an operand (copy a view first)")
         try:
-            row_bounds = second_level_bounds(tensor)
+            windows, rows = entry_windows(*second_level_bounds(tensor), plan.entries)
         except ValueError as error:
             raise GpuMappingError(f"{window.iterator.tensor}: {error}") from None
-        windows, rows = entry_windows(*row_bounds, plan.entries)
         threads = len(windows) - 1
         return Launch(threads, plan.grid(threads), plan.block, rows, windows)
     if plan.splits_positions:

@@ -115,10 +115,10 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     if other_form and lazy:
         compiled.other_builder = lambda: jit(other(None), builder.entry_name +
                                              OTHER_FORM_SUFFIX)
-    program = functools.partial(loop_ir, nests, types, order[0], target_of(request))
+    emitted = lowered.program  # what the backend translated, rewrites included
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     lattice_text(lowered.program, types), order, mode,
-                    initializes_output(lowered.program), workspace_meta(nests, types), program,
+                    initializes_output(lowered.program), workspace_meta(nests, types), lambda: emitted,
                     precompute_meta(nests, types), other_form_notes(lowered.program))
 
 

@@ -74,6 +74,8 @@ _BYTE = ctypes.c_char
 _TABLE = ctypes.POINTER(ctypes.POINTER(Descriptor))
 KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE)
 RANGE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64)
+# ... and an entry split's, which also takes its window of positions [lo, hi).
+WINDOW_RANGE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, *[ctypes.c_int64] * 4)
 SETUP_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE)
 COUNT_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, _TABLE, ctypes.c_int64, ctypes.c_int64,
                               ctypes.POINTER(ctypes.c_int64))
@@ -345,6 +347,9 @@ class Split:
     order: tuple[int, ...]
     threads: int
     work: tuple[int, ...] = ()  # per chunk: its rows' weights, plus one per row
+    # An entry split's: per chunk, the window of positions its rows are cut to (the
+    # kernel then adds a cut row's partial sum into the output atomically).
+    windows: tuple[tuple[int, int], ...] = ()
 
     @functools.cached_property
     def drawn_bounds(self) -> np.ndarray:
@@ -472,16 +477,21 @@ def call_parallel(range_address: int, holders: list[DescriptorHolder], plan: Spl
     shared too. (Doing it to each chunk just before its kernel measured slower: page
     faults mixed with the other thread's streaming cost more.)
     """
-    if prepare is None:
+    if prepare is None and not plan.windows:
         _run_chunks_natively(range_address, holders, plan)
         return
-    function, table = RANGE_TYPE(range_address), descriptor_table(holders)
+    table = descriptor_table(holders)
+    if plan.windows:  # a few chunks a thread: the chunk loop in Python costs little
+        windowed = WINDOW_RANGE_TYPE(range_address)
+        run = Phase(lambda k: windowed(table, *plan.chunks[k], *plan.windows[k]))
+    else:
+        function = RANGE_TYPE(range_address)
+        run = Phase(lambda k: function(table, *plan.chunks[k]))
 
     def prepare_chunk(k: int) -> int:
         prepare(*plan.chunks[k])
         return 0
-    run_phases(holders, plan, [Phase(prepare_chunk),
-                               Phase(lambda k: function(table, *plan.chunks[k]))])
+    run_phases(holders, plan, [Phase(prepare_chunk), run] if prepare else [run])
 
 
 def call_private_outputs(range_address: int, outputs: list[DescriptorHolder],

@@ -21,6 +21,7 @@ from .ir import notation as nt
 from .ir.errors import ScheduleError
 from .ir.operators import Operator
 from .ir.schedule_plan import Chunks, KernelIndices, SchedulePlan, plan_schedule
+from .walk import entry_windows, second_level_bounds
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -152,6 +153,8 @@ def check_bounds(plan: SchedulePlan | None, extents: dict[str, int]) -> None:
 def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, Tensor],
             weights: list[np.ndarray]) -> runtime.Split:
     """The parallel loop's coordinates [0, extent) cut as the schedule asks."""
+    if chunks.within:
+        return windowed_chunks(chunks, threads, inputs[chunks.tensor])
     if chunks.by == "balanced":
         total = np.sum(weights, axis=0) if weights else None
         return runtime.split(extent, threads, total)
@@ -168,6 +171,31 @@ def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, Tensor]
     cuts = np.unique(np.asarray(bounds, dtype=np.int64).clip(0, extent))
     ranges = tuple((int(lo), int(hi)) for lo, hi in itertools.pairwise(cuts) if hi > lo)
     return runtime.Split(ranges or ((0, extent),), tuple(range(len(ranges) or 1)), threads)
+
+
+def windowed_chunks(chunks: Chunks, threads: int, tensor: Tensor) -> runtime.Split:
+    """Windows of ``tensor``'s stored entries under the parallel loop's coordinates, cut
+    anywhere, each with the rows it touches (ir/entry_split.py). Consecutive windows of
+    the schedule's size are grouped so that each thread draws a few of them (static
+    chunking, as an OpenMP schedule of that size: windows still end at multiples of it);
+    a thread per window of 256 entries would pay Python's chunk loop per window."""
+    try:
+        begin, end = second_level_bounds(tensor)
+    except (AttributeError, ValueError) as error:
+        raise ScheduleError(f"pos over {chunks.tensor}: threads that cut its rows need its "
+                            f"stored positions per row ({error})") from None
+    stored = int(np.sum(end - begin))
+    most = threads * runtime.CHUNKS_PER_THREAD
+    size = -(-stored // chunks.size) if chunks.parts else chunks.size or -(-stored // most)
+    size = max(size, 1)
+    size *= max(1, -(-stored // (size * most)))
+    windows, rows = entry_windows(begin, end, size)
+    count = len(windows) - 1
+    if count < 1:
+        return runtime.Split(((0, 0),), (0,), threads, windows=((0, 0),))
+    cut = tuple((int(lo), int(hi)) for lo, hi in zip(rows[:count], rows[count:]))
+    spans = tuple((int(lo), int(hi)) for lo, hi in itertools.pairwise(windows))
+    return runtime.Split(cut, tuple(range(count)), threads, windows=spans)
 
 
 def combiner(op: Operator) -> Callable[[list[np.ndarray]], np.ndarray]:
@@ -216,6 +244,10 @@ def explain(plan: SchedulePlan | None, parallel_mode: int | None,
         lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}, "
                      f"which is reduced: {plan.parallel.chunks.describe()}, each into a "
                      f"private output, combined by {plan.parallel.operator.name} after")
+    elif plan.parallel is not None and plan.parallel.chunks.within:
+        lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}: "
+                     f"{plan.parallel.chunks.describe()}; each thread stores the rows it "
+                     "holds whole")
     elif plan.parallel is not None:
         lines.append(f"threads run loop {plan.parallel.name} over {plan.parallel.index}: "
                      f"{plan.parallel.chunks.describe()}; each thread owns whole "

@@ -304,3 +304,26 @@ def second_level_bounds(tensor) -> tuple[np.ndarray, np.ndarray]:
     full_end = np.zeros(tensor.level_extents[0], np.int64)
     full_begin[coords], full_end[coords] = begin, end
     return full_begin, full_end
+
+
+def position_bounds(begin: int, end: int, entries: int) -> np.ndarray:
+    """Split points of positions [begin, end) into ranges of ``entries`` (the last may
+    be shorter)."""
+    return np.append(np.arange(begin, end, entries, dtype=np.int64), np.int64(end)) \
+        if end > begin else np.array([begin], np.int64)
+
+
+def entry_windows(begin: np.ndarray, end: np.ndarray, entries: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Windows of ``entries`` positions over rows whose entries are the positions
+    [begin[r], end[r]), and each window's rows [first, end): (windows, the firsts then
+    the ends). ValueError where rows are not increasing runs of positions."""
+    if len(begin) and (np.any(begin[1:] < end[:-1]) or np.any(end < begin)):
+        raise ValueError("an entry split needs each row's entries to follow the row "
+                         "before's in position order; these rows' positions do not")
+    nonempty = end > begin
+    windows = position_bounds(int(begin[nonempty].min()) if nonempty.any() else 0,
+                              int(end[nonempty].max()) if nonempty.any() else 0, entries)
+    first = np.searchsorted(end, windows[:-1], side="right")  # rows ending past the start
+    last = np.searchsorted(begin, windows[1:], side="left")  # rows starting before the end
+    return windows, np.concatenate([first, last]).astype(np.int64)

@@ -28,7 +28,8 @@ from llvsparse.ir.gpu_plan import (
 import llvsparse as ls
 from llvsparse import gpu_launch
 from llvsparse.gpu_call import call_schedule
-from llvsparse.gpu_launch import entry_windows, launch_of, split_points
+from llvsparse.gpu_launch import launch_of, split_points
+from llvsparse.walk import entry_windows
 
 # The catalog: (name, expression, formats, GPU schedule, reference(operands) -> dense).
 CSR_ADD = {"A": "csr", "F": "csr"}
@@ -308,7 +309,7 @@ SDDMM_EXPR = "C(i,j) = A(i,j) * D(i,k) * E(j,k)"
     ("y(i) = A(i,j) * F(i,j)", {"A": "csr", "F": "dense"}, WARP_COLUMNS,
      "does not run over a full range"),
     (ADD, {**CSR_ADD, "C": "dense"}, WARP_PER_ROW, "other than a sum the lanes hold"),
-    (ADD, {**CSR_ADD, "C": "dense"}, ENTRY_SPLIT, "co-iterates operands by union"),
+    (ADD, {**CSR_ADD, "C": "dense"}, ENTRY_SPLIT, "merges operands. levels"),
     (SDDMM_EXPR, {**SDDMM, "C": "dense"}, ENTRY_SPLIT, "not one loop over the stored"),
     ("y(i) = A(i,j) * x(j)", {"A": "coo", "x": "dense"}, ENTRY_SPLIT,
      "does not run over the coordinates of a full level"),
@@ -438,7 +439,7 @@ def test_entry_windows_find_the_rows_each_window_touches() -> None:
     windows, rows = entry_windows(begin, end, 4)
     assert np.array_equal(windows, [0, 4, 8, 12])
     assert np.array_equal(rows, [0, 2, 2, 3, 3, 4])  # firsts, then ends (row 1 is empty)
-    with pytest.raises(GpuMappingError, match="position order"):
+    with pytest.raises(ValueError, match="position order"):
         entry_windows(np.array([5, 0]), np.array([8, 5]), 4)
 
 

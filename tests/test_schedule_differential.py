@@ -34,7 +34,7 @@ def _arrays(seed: int) -> dict[str, np.ndarray]:
 def _schedule(draw, used: list[str], summed: bool) -> str:
     """A schedule over i (rows) and j (columns)."""
     kind = draw(st.sampled_from(["none", "rows", "split", "divide", "entries", "reorder",
-                                 "reduced", "inner", "nested"]))
+                                 "reduced", "inner", "nested", "shared"]))
     sparse_rows = [n for n in used if n in MATRICES]
     if kind == "rows":
         return "parallelize(i, cpu_thread, no_races)"
@@ -48,6 +48,10 @@ def _schedule(draw, used: list[str], summed: bool) -> str:
         name = draw(st.sampled_from(sparse_rows))
         return f"pos(i, ip, {name}(i,j)); split(ip, c, t, {draw(st.integers(1, 30))}); " \
                "parallelize(c, cpu_thread, no_races)"
+    if kind == "shared" and sparse_rows:  # windows of entries cut rows: atomic adds
+        name = draw(st.sampled_from(sparse_rows))
+        return f"fuse(i, j, f); pos(f, fp, {name}(i,j)); " \
+               f"split(fp, c, t, {draw(st.integers(1, 30))}); parallelize(c, cpu_thread, atomics)"
     if kind == "reorder":
         return "reorder(j, i)"
     if kind == "reduced" and summed:
@@ -88,7 +92,8 @@ def test_random_expressions_under_random_schedules(tree, formats, seed, summed, 
     except ls.ScheduleError as error:
         assert any(reason in str(error) for reason in (
             "cannot be kept", "conflict", "threads cannot own rows", "dense-like output",
-            "threads split one loop of one nest")), \
+            "threads split one loop of one nest", "positions that cut coordinates",
+            "must be the loop directly inside", "its first level does not store")), \
             f"{statement} {given_formats} -> {out_format} under {schedule!r}: {error}"
         return
     for call, result in enumerate(results):  # a binding's calls alternate loop forms

@@ -15,14 +15,9 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.cin import Expr, Iter, Operand
+from ...ir.entry_split import ATOMIC_TAG, ENTRY_WINDOW_TAG, windowed
 from ...ir.errors import InternalCompilerError
-from ...ir.gpu_plan import (
-    ATOMIC_TAG,
-    ENTRY_WINDOW_TAG,
-    POSITION_SPLIT_TAG,
-    WARP_LANES_TAG,
-    WARP_SUMS_TAG,
-)
+from ...ir.gpu_plan import POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
 from ...ir.loops import (
     Accumulate,
     Append,
@@ -89,22 +84,22 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.entry_name, self.range_name = name, f"{name}_range"
         table = DESCRIPTOR.as_pointer().as_pointer()
         everything = ir.Constant(I64, 2**63 - 1)
-        # A GPU entry split (ir/gpu_plan.py) also bounds the positions of the loop tagged
+        # An entry split (ir/entry_split.py) also bounds the positions of the loop tagged
         # ``entry window``: two more arguments [window_lo, window_hi).
-        windowed = any(ENTRY_WINDOW_TAG in loop.tags for loop in loops_of(program.root))
+        windows = windowed(program)
         self.window: tuple[ir.Value, ir.Value] | None = None
         if phase == "whole":
             # The body takes a range [lo, hi) of the outermost loop's coordinates, so
             # threads can split it; ``name`` runs the whole range (the documented C entry).
             self.function = ir.Function(self.module, ir.FunctionType(
-                I32, [table, I64, I64] + [I64, I64] * windowed), name=f"{name}_range")
+                I32, [table, I64, I64] + [I64, I64] * windows), name=f"{name}_range")
             self.lo, self.hi = self.function.args[1], self.function.args[2]
-            if windowed:
+            if windows:
                 self.window = (self.function.args[3], self.function.args[4])
             whole = ir.Function(self.module, ir.FunctionType(I32, [table]), name=name)
             wb = ir.IRBuilder(whole.append_basic_block("entry"))
             wb.ret(wb.call(self.function, [whole.args[0], ZERO, everything]
-                           + [ZERO, everything] * windowed))
+                           + [ZERO, everything] * windows))
         else:
             self.function = ir.Function(self.module, ir.FunctionType(
                 I32, [table, *PHASE_ARGUMENTS[phase]]), name=f"{name}_{phase}")

@@ -22,11 +22,13 @@ from .. import notation as nt
 from ..bound import merged_tops, unbounded_walk
 from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
+from ..entry_split import entry_split_refusal, entry_window_loop, split_entries
 from ..errors import ScheduleError
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import output_refusal, program_refusal, too_large
 from ..loops import CallingConvention, Program, loops_of
+from ..notes import THREAD_ROWS
 from ..opt import loop_ir
 from ..opt.passes import THREAD_RANGE, Target
 from ..precompute import plan_precomputes
@@ -235,6 +237,27 @@ def _unsplit(request: Request, program: Program) -> str | None:
             f"over {parallel.index}")
 
 
+def _entries_shared(plan: SchedulePlan, program: Program) -> Program | Refused:
+    """``program`` with CPU threads taking windows of a row's entries where the user's
+    schedule cuts chunks inside coordinates (ir/entry_split.py); refused where the
+    kernel has no such split."""
+    parallel = plan.parallel
+    if parallel is None or not parallel.chunks.within:
+        return program
+    rows = [loop for loop in loops_of(program.root) if THREAD_ROWS in loop.tags]
+    why = "no loop over the output's first index is split by threads" if not rows \
+        else entry_split_refusal(program, rows[0])
+    window = entry_window_loop(rows[0]) if why is None else None
+    if window is not None and window.iterator.tensor != parallel.chunks.tensor:
+        why = (f"its loop over entries walks {window.iterator.tensor}'s, not those of "
+               f"{parallel.chunks.tensor}, which the positions count")
+    if why is not None:
+        return Refused(ScheduleError(
+            f"parallelize({parallel.name}, {parallel.unit}, {parallel.races}) over positions "
+            f"that cut coordinates of {parallel.index}: {why}"))
+    return split_entries(program, rows[0])
+
+
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
                policy: str | None = None, sparse: bool = True, exact_sums: bool = False
                ) -> list[Nest] | Refused:
@@ -286,6 +309,10 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
         program_refusal(program, types[output], nests[0].assign.vars)
     if reason is not None:
         return Refused(ScheduleError(reason))
+    if request.plan is not None:
+        program = _entries_shared(request.plan, program)
+        if isinstance(program, Refused):
+            return program
     if request.retag is not None:
         program = request.retag(program)
     builder, module = request.emit(program, calling_convention(request, types))
