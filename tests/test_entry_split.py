@@ -11,10 +11,10 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.ir.entry_split import ATOMIC_TAG, ENTRY_SPLIT_TAG, ENTRY_WINDOW_TAG
 from llvsparse.ir.loops import loops_of
-from llvsparse.scheduling import windowed_chunks
+from llvsparse.ir.schedule_plan import Chunks
 
 import llvsparse as ls
-from llvsparse.ir.schedule_plan import Chunks
+from llvsparse.scheduling import windowed_chunks
 
 SPMV = "y(i) = A(i,j) * x(j)"
 
