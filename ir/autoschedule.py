@@ -55,7 +55,7 @@ class KernelInfo:
 class AutoChoice:
     """What the autoscheduler picked: ``workspace`` (a policy name, None where the kernel
     has no workspace or the model keeps the rule's), ``form`` ("first", "other", or None:
-    timed on the first calls), ``split`` ("rows", "entries", or None on one thread) and
+    timed on the first calls), ``split`` ("rows", "entries", "windows", or None on one thread) and
     one sentence per pick in ``reasons``."""
 
     workspace: str | None
@@ -75,7 +75,8 @@ def autoschedule(info: KernelInfo, stats: Mapping[str, OperandStats]) -> AutoCho
     form = _form(info, stats, reasons)
     split = None
     if info.threads > 1:
-        kind, why = split_kind(stats.get(info.rows_operand) if info.rows_operand else None)
+        kind, why = split_kind(stats.get(info.rows_operand) if info.rows_operand else None,
+                               info.threads)
         split = kind
         reasons.append(f"thread split: {why}")
     return AutoChoice(workspace, form, split, tuple(reasons))

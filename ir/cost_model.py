@@ -221,10 +221,17 @@ def prefetch_form(located: OperandStats) -> tuple[str | None, str]:
 SPLIT_SKEW = 2.0
 
 
-def split_kind(rows: OperandStats | None) -> tuple[str, str]:
-    """'entries' or 'rows' for the operand whose rows the threads share, and why."""
+def split_kind(rows: OperandStats | None, threads: int = 2) -> tuple[str, str]:
+    """'windows', 'entries' or 'rows' for the operand whose rows ``threads`` share, and
+    why. Chunks of whole rows take at least the heaviest row's time, so where one row
+    holds more than a thread's share, threads take windows of entries that cut rows
+    (an entry split, ir/entry_split.py, where the kernel has one)."""
     if rows is None:
         return "rows", "no sparse operand stores the split index: equal row ranges"
+    if rows.stored and rows.max_per_row * threads > rows.stored:
+        return "windows", (f"one row holds {rows.max_per_row} of {rows.stored} entries, more "
+                           f"than each of {threads} threads' share: threads take windows of "
+                           "entries that cut rows")
     if rows.skew >= SPLIT_SKEW:
         return "entries", (f"rows are skewed (max/mean {rows.skew:.3g} >= {SPLIT_SKEW:g}): "
                            "threads take ranges of equal stored entries")

@@ -420,6 +420,8 @@ def _chunks(plan: SchedulePlan, index: str, text: str) -> Chunks:
     if origin.kind in ("split_inner", "divide_inner"):
         raise ScheduleError(f"{text}: {index} is the inner loop of a split; parallelize "
                             "its outer loop")
+    if origin.kind == "pos":
+        return Chunks("entries", 0, str(origin.param).split("(")[0])
     parent = origin.parents[0]
     size = int(origin.param)
     if origin.kind in ("split_outer", "divide_outer"):
@@ -431,6 +433,4 @@ def _chunks(plan: SchedulePlan, index: str, text: str) -> Chunks:
             raise ScheduleError(f"{text}: chunks of a {through.kind} index are not lowered "
                                 "yet")
         return Chunks("coordinates" if origin.kind == "split_outer" else "parts", size)
-    if origin.kind == "pos":
-        return Chunks("entries", 0, str(origin.param).split("(")[0])
     raise ScheduleError(f"{text}: a parallel {origin.kind} index is not lowered yet")

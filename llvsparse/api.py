@@ -132,6 +132,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
         self._merged: Kernel | None = None  # see _merging
         self._auto: dict[str, Kernel] = {}  # by workspace policy: see _auto_workspace
         self._finite: Kernel | None = None  # see _finite_sums
+        self._windows: Kernel | bool | None = None  # see _entry_split; False: it has none
         self._sums_move: bool | None = None
         self._broadcast: BroadcastTerms | None = None  # see _without_empty_terms
         self.last: Instance | None = None

@@ -5,6 +5,7 @@ of equal stored entries per chunk) says."""
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 
@@ -180,6 +181,17 @@ class KernelCalls:
                 and auto.workspace != inst.workspace[0].split()[0]:
             return self._auto_workspace(auto.workspace).bind(check=False, threads=threads,
                                                              **tensors)
+        if auto is not None and auto.split == "windows":
+            # A cut row's float sum is added in another order: only under fastmath.
+            exact = self.fastmath or not np.issubdtype(inst.types[out].dtype, np.floating)
+            windowed = self._entry_split(auto, threads, tensors) \
+                if self.plan is None and exact else None
+            if windowed is not None:
+                return windowed
+            auto = replace(auto, split="entries", reasons=(*auto.reasons, (
+                "no entry split fits this kernel's loops" if exact else "an entry split "
+                "would add a cut row's float sum in another order, which fastmath=True "
+                "allows") + ": chunks of whole rows, of equal stored entries"))
         holders = [inputs[n].holder(check_shallow=not check) for n in inputs]
         even = auto is not None and auto.split == "rows"
         plan = self._thread_plan(inst, threads, extents, inputs, even) if parallel else None
@@ -269,16 +281,57 @@ class KernelCalls:
             self._finite = self._variant(self.workspace, self.precompute, finite=True)
         return self._finite
 
+    def _entry_split(self, auto, threads: int, tensors: dict) -> BoundCall | None:
+        """A binding of this kernel whose threads take windows of the rows operand's
+        entries, cutting rows (the autoscheduler's ``windows``: one row holds more than
+        a thread's share), as the schedule ``fuse(i, j); pos(..., A(i,j,...));
+        parallelize(..., atomics)`` would; None where the kernel's loops have no entry
+        split (its variant is then never tried again)."""
+        if self._windows is None:
+            self._windows = self._entry_split_variant()
+        if self._windows is False:
+            return None
+        try:
+            bound = self._windows.bind(check=False, threads=threads, **tensors)
+        except ScheduleError:  # its loops are not one row loop over one loop of entries
+            self._windows = False
+            return None
+        bound.auto = replace(auto, reasons=(*auto.reasons, f"schedule: {self._windows.schedule_text}"))
+        return bound
+
+    def _entry_split_variant(self) -> KernelCalls | bool:
+        """This kernel under the schedule of an entry split over the sparse operand whose
+        first index is the output's first (False where there is none to name)."""
+        lhs = self.assignment.lhs
+        row = lhs.indices[0] if lhs.indices else None
+        taken = {v.name for a in (lhs, *self.assignment.accesses()) for v in a.indices
+                 if isinstance(v, nt.IndexVar)}
+        for access in self.assignment.accesses():
+            fmt = self.formats.get(access.tensor)
+            if fmt is None or access.tensor == lhs.tensor or len(access.indices) < 2 \
+                    or access.indices[0] != row or not isinstance(access.indices[1], nt.IndexVar):
+                continue
+            fused, positions = (next(n for n in (f"{base}{k}" for k in range(len(taken) + 1))
+                                     if n not in taken) for base in ("f", "fp"))
+            text = (f"fuse({row.name}, {access.indices[1].name}, {fused}); pos({fused}, "
+                    f"{positions}, {access}); parallelize({positions}, cpu_thread, atomics)")
+            try:
+                return self._variant(self.workspace, self.precompute, schedule=text)
+            except ScheduleError:
+                continue
+        return False
+
     def _variant(self, workspace: str | None, precompute: bool | None,
-                 finite: bool | None = None) -> KernelCalls:
-        """This kernel's statement and formats with another workspace choice."""
+                 finite: bool | None = None, schedule: str | None = None) -> KernelCalls:
+        """This kernel's statement and formats with another workspace choice (or
+        ``schedule``)."""
         out = self.assignment.lhs.tensor
         formats = {n: self.formats[n] for n in self._user_names if n != out}
         return type(self)(self.assignment, formats, self.formats[out], self.fastmath,
                       self.out_index_dtype, self.convert, workspace, precompute=precompute,
                       finite=self.finite if finite is None else finite,
                       counting=self.counting, extents=self.index_extents,
-                      schedule=None if self.searching else self.schedule_text)
+                      schedule=schedule or (None if self.searching else self.schedule_text))
 
     def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
         """The split of the last binding while its weights are the same arrays (cached on

@@ -312,3 +312,11 @@ def test_searched_binding_matches_scipy(tmp_path, monkeypatch):
     kernel = ls.compile(SPMV, "dense", A="csr", x="dense")
     bound = bind_searched(kernel, A=a, x=x)
     np.testing.assert_allclose(bound().to_numpy(), a @ x, rtol=1e-12)
+
+
+def test_split_kind_cuts_rows_only_past_a_threads_share():
+    heavy = cm.OperandStats.from_row_counts((4, 10), np.array([6, 1, 1, 1]))
+    assert cm.split_kind(heavy, threads=2)[0] == "windows"  # 6 of 9 > half
+    assert cm.split_kind(heavy, threads=1)[0] != "windows"
+    even = cm.OperandStats.from_row_counts((4, 10), np.array([4, 2, 1, 1]))
+    assert cm.split_kind(even, threads=2)[0] == "entries"  # 4 of 8: no more than half

@@ -134,3 +134,41 @@ def test_refusals_name_why(statement, formats, dtype, reason) -> None:
         operands["x"] = np.ones(30, dtype=dtype)
     with pytest.raises(ls.ScheduleError, match=reason):
         kernel(**operands, threads=2)
+
+
+def one_heavy_row(dtype=np.float64) -> sp.csr_matrix:
+    """Enough entries for threads (api.PARALLEL_MIN_WORK), most of them in one row."""
+    rng = np.random.default_rng(4)
+    n = 600_000
+    rows = np.concatenate([np.full(n, 7), rng.integers(0, n, 40_000)])
+    cols = np.concatenate([np.arange(n), rng.integers(0, n, 40_000)])
+    values = rng.integers(-9, 10, len(rows)).astype(dtype)
+    return sp.csr_matrix((values, (rows, cols)), shape=(n, n))
+
+
+@pytest.mark.parametrize("dtype, fastmath, windows", [
+    (np.float64, True, True),
+    (np.int64, False, True),  # integer sums are exact in any order
+    (np.float64, False, False),  # a cut row's float sum would be reassociated
+])
+def test_auto_cuts_a_row_heavier_than_a_threads_share(dtype, fastmath, windows) -> None:
+    matrix = one_heavy_row(dtype)
+    x = (np.arange(matrix.shape[1]) % 5 - 2).astype(dtype)
+    kernel = ls.compile(SPMV, A="csr", fastmath=fastmath)
+    bound = kernel.bind(A=ls.Tensor.from_scipy(matrix), x=x, threads=2)
+    assert bool(bound.plan.windows) == windows
+    assert bound.auto.split == ("windows" if windows else "entries")
+    explained = str(bound.auto)
+    assert "one row holds 600" in explained
+    assert ("fuse(i, j" in explained) if windows else ("fastmath=True" in explained)
+    np.testing.assert_array_equal(bound().to_numpy(), matrix @ x)
+
+
+def test_auto_keeps_whole_rows_where_no_entry_split_fits() -> None:
+    matrix = one_heavy_row()
+    dense = np.random.default_rng(0).random((matrix.shape[1], 2))
+    kernel = ls.compile("C(i,k) = A(i,j) * B(j,k)", A="csr", fastmath=True)
+    bound = kernel.bind(A=ls.Tensor.from_scipy(matrix), B=dense, threads=2)
+    assert bound.auto.split == "entries" and not bound.plan.windows
+    assert "no entry split fits" in str(bound.auto)
+    np.testing.assert_allclose(bound().to_numpy(), matrix @ dense, rtol=1e-12)

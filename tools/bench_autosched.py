@@ -10,7 +10,8 @@
   policies (dense in both loop forms), the model's binding, and the bench's 1-thread
   peers (bench_peers.discover: scipy, MKL, GraphBLAS where installed).
 - split: CSR SpMV on 2 threads, equal row ranges against ranges of equal stored entries
-  (runtime.split with weights), and what the model picks.
+  (runtime.split with weights) and windows of entries that cut rows (an entry split),
+  and what the model picks (with fastmath, which the entry split needs on floats).
 
 Medians of ``rounds`` interleaved rounds; each round calls each binding enough times for
 bench_timing.MIN_MEASURE_S; thread pools pinned as the bench does (bench_timing.pin_threads). Read ratios, not milliseconds, on a shared machine.
@@ -36,6 +37,8 @@ from .bench_timing import MIN_MEASURE_S, pin_threads
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
+# Threads take windows of A's entries that cut rows (ir/entry_split.py).
+ENTRY_SPLIT = "fuse(i,j,f); pos(f,fp,A(i,j)); parallelize(fp,cpu_thread,atomics)"
 REAL = ("bcsstk13", "bcsstk33", "bayer10", "cage11", "crack", "fidapex6", "mbeacxc",
         "ca-GrQc", "add32", "soc-sign-bitcoin-otc", "p2p-Gnutella04", "cage10")
 
@@ -80,9 +83,21 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str
 def matrices(names: list[str] | None) -> Iterator[tuple[str, sp.csr_matrix]]:
     generated = {"uniform-100k": lambda: uniform(100_000, 10),
                  "powerlaw-100k": lambda: powerlaw(100_000, 10),
-                 "stencil5-300x300": lambda: stencil5(300)}
+                 "stencil5-300x300": lambda: stencil5(300),
+                 "one-row-60%": lambda: heavy_rows(400_000, 1, 600_000, 1),
+                 "4-rows-of-100k": lambda: heavy_rows(200_000, 4, 100_000, 3)}
     for name in names or [*generated, *REAL]:
         yield name, generated[name]() if name in generated else load_real_matrix(name).matrix
+
+
+def heavy_rows(n: int, heavy: int, length: int, per_row: int) -> sp.csr_matrix:
+    """n x n: ``heavy`` rows of ``length`` entries each, the others ``per_row`` at random
+    columns (where a row split leaves threads idle behind the heavy rows)."""
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([np.repeat(np.arange(heavy) * (n // max(heavy, 1)), length),
+                           rng.integers(0, n, n * per_row)])
+    cols = np.concatenate([rng.integers(0, n, heavy * length), rng.integers(0, n, n * per_row)])
+    return canonical_csr(sp.csr_matrix((rng.random(len(rows)), (rows, cols)), shape=(n, n)))
 
 
 def forms(names: list[str] | None, rounds: int) -> None:
@@ -157,9 +172,10 @@ def spgemm(names: list[str] | None, rounds: int) -> None:
 
 def split(names: list[str] | None, rounds: int) -> None:
     print("| input | rows | stored | skew | top 1% rows' share | rows ms | entries ms | "
-          "entries / rows | model pick |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "windows ms | entries / rows | windows / rows | model pick |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     kernel = ls.compile(SPMV, "dense", A="csr", x="dense")
+    windowed = ls.compile(SPMV, "dense", A="csr", x="dense", schedule=ENTRY_SPLIT)
     for name, a in matrices(names):
         x = np.random.default_rng(0).random(a.shape[1])
         out = np.zeros(a.shape[0])
@@ -170,13 +186,16 @@ def split(names: list[str] | None, rounds: int) -> None:
         if binds["rows"].plan is None:
             print(f"| {name} | too small for threads (api.PARALLEL_MIN_WORK) |", flush=True)
             continue
-        model = kernel.bind(A=a, x=x, threads=2).auto.split
+        binds["windows"] = windowed.bind(A=a, x=x, threads=2)
+        model = ls.compile(SPMV, "dense", A="csr", x="dense", fastmath=True).bind(
+            A=a, x=x, threads=2).auto.split
         t = interleaved({k: (lambda b=b, out=out: b(out=out)) for k, b in binds.items()}, rounds)
         counts = np.sort(np.diff(a.indptr))[::-1]
         top = counts[:max(1, len(counts) // 100)].sum() / max(a.nnz, 1)
         print(f"| {name} | {a.shape[0]} | {a.nnz} | {counts[0] / counts.mean():.0f} | "
               f"{top:.2f} | {t['rows'] * 1e3:.3f} | {t['entries'] * 1e3:.3f} | "
-              f"{t['entries'] / t['rows']:.2f} | {model} |", flush=True)
+              f"{t['windows'] * 1e3:.3f} | {t['entries'] / t['rows']:.2f} | "
+              f"{t['windows'] / t['rows']:.2f} | {model} |", flush=True)
 
 
 SECTIONS = {"forms": forms, "spgemm": spgemm, "split": split}
