@@ -123,6 +123,7 @@ class Loop:
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
     tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
     resumes: bool = False  # a merge's tail: it goes on from where the merge before stopped
+    unroll: int = 1  # iterations per step of LLVM's unroller (a user's schedule asks)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class Merge:
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
     tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
     resumes: bool = False  # a tail of the merge before it, going on where that stopped
+    unroll: int = 1  # iterations per step of LLVM's unroller (a user's schedule asks)
 
 
 @dataclass(frozen=True)
@@ -420,7 +422,8 @@ def loops_of(node: Node) -> list[LoopNode]:
 
 # ---------------------------------------------------------------------------- printing
 
-def _notes(notes: tuple[str, ...], tags: tuple[str, ...] = ()) -> str:
+def _notes(notes: tuple[str, ...], tags: tuple[str, ...] = (), unroll: int = 1) -> str:
+    notes = (*notes, f"unroll {unroll}") if unroll > 1 else notes
     shown = f"  [{', '.join(notes)}]" if notes else ""
     return shown + (f"  {{{', '.join(tags)}}}" if tags else "")
 
@@ -452,12 +455,12 @@ def show(node: Node, depth: int = 0) -> str:
     if isinstance(node, Loop):
         over = f"runs of {node.over}" if node.iterator.facts.runs else node.over
         return (f"{pad}for {node.index} in {over} of {node.iterator}{_resuming(node)}:"
-                f"{_notes(node.notes, node.tags)}"
+                f"{_notes(node.notes, node.tags, node.unroll)}"
                 f"\n{show(node.body, depth + 1)}")
     if isinstance(node, Merge):
         located = f" locating {_refs(node.located)}" if node.located else ""
         head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}{_resuming(node)}:"
-        lines = [head + _notes(node.notes, node.tags)]
+        lines = [head + _notes(node.notes, node.tags, node.unroll)]
         for case in node.cases:
             empty = isinstance(case.body, Block) and not case.body.items
             lines.append(f"{pad}  case {_refs(case.present) or 'anywhere'}:"

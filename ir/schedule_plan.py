@@ -125,6 +125,7 @@ class SchedulePlan:
     workspace: str | None = None  # the workspace policy precompute named
     gpu: tuple[ParallelLoop, ...] = ()  # loops mapped to GPU units
     bounds: tuple[Bound, ...] = ()
+    unrolls: tuple[tuple[str, int], ...] = ()  # (original index, factor) unrolled
 
     def covered(self, index: str) -> tuple[str, ...]:
         """The original indices a (derived) index's loop walks: a fusion's both."""
@@ -302,11 +303,9 @@ def _apply(plan: SchedulePlan, kernel: KernelIndices, live: list[str], d: Direct
             _present(index, live, plan, text)
             _fresh(workspace_index, live, plan, "workspace index", text)
             _precompute(plan, kernel, d, text)
-        case Unroll(index, _):
+        case Unroll(index, factor):
             _present(index, live, plan, text)
-            raise ScheduleError(f"{text}: unroll is not lowered yet (llvmlite cannot attach "
-                                "LLVM's loop metadata; LLVM's own unroller runs on every "
-                                "kernel)")
+            _unroll(plan, index, factor, text)
         case Parallelize(index, unit, races):
             _present(index, live, plan, text)
             if (unit in CPU_UNITS) != (not target.startswith("cuda")):
@@ -338,6 +337,27 @@ def _precompute(plan: SchedulePlan, kernel: KernelIndices, d: Precompute, text: 
     if plan.workspace is not None:
         raise ScheduleError(f"{text}: the kernel already has a workspace ({plan.workspace})")
     plan.workspace = d.workspace
+
+
+def _unroll(plan: SchedulePlan, index: str, factor: int, text: str) -> None:
+    """The original loop an ``unroll`` applies to: the index itself, or the one a split's
+    inner index (or a bound) derives from, whose loop then steps ``factor`` at a time."""
+    covered = plan.covered(index)
+    origin = plan.origins.get(index)
+    if len(covered) != 1 or (origin is not None and origin.kind in ("pos", "fuse")):
+        raise ScheduleError(f"{text}: {index} walks {origin.kind if origin else 'several'} "
+                            "indices' positions; unroll an original index or a split's inner "
+                            "one")
+    if origin is not None and origin.kind.endswith("_outer"):
+        raise ScheduleError(f"{text}: {index} is the outer loop of a split (unrolling it would "
+                            f"jam {plan.inner_of(index)} into it, which is not lowered); "
+                            f"unroll {plan.inner_of(index)}")
+    if factor < 2:
+        raise ScheduleError(f"{text}: the factor must be at least 2")
+    root = covered[0]
+    if root in dict(plan.unrolls):
+        raise ScheduleError(f"{text}: the loop over {root} is unrolled twice")
+    plan.unrolls = (*plan.unrolls, (root, factor))
 
 
 def _original_order(plan: SchedulePlan, live: list[str]) -> tuple[str, ...]:

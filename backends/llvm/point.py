@@ -137,6 +137,8 @@ class PointEmitter(CaseDispatch, GallopEmitter):
             back = b.branch(head)
             if self.running:
                 unroll(back, RUN_UNROLL)
+            elif self.node.unroll > 1:  # a user's schedule asked (the loop IR says so)
+                unroll(back, self.node.unroll)
         b.position_at_end(done)
 
     def pair_loop(self) -> None:

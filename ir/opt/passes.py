@@ -60,6 +60,7 @@ class Target:
     fastmath: bool = False
     dtype: str = "float64"
     threads_over: str = ""  # the index a user's schedule splits among threads (not rows)
+    unrolls: tuple[tuple[str, int], ...] = ()  # (index, factor) a user's schedule unrolls
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,15 @@ def prefetch(where: _Where, node: LoopNode) -> LoopNode:
     return node
 
 
-PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, clear_rows, prefetch)
+def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
+    """A user's ``unroll(i, n)``: the loop over ``i`` runs ``n`` iterations per step of
+    LLVM's unroller (the backend attaches the count to the loop's back edge)."""
+    factor = dict(where.target.unrolls).get(node.index, 1)
+    return replace(node, unroll=factor) if factor > 1 else node
+
+
+PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, clear_rows, prefetch,
+          unroll_loops)
 
 
 def optimize(program: Program, target: Target | None = None,

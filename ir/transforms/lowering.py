@@ -101,7 +101,8 @@ def target_of(request: Request, phase: str = "whole") -> Target:
     dtype, and the reduced index a user's schedule runs threads over."""
     parallel = request.plan.parallel if request.plan is not None else None
     over = parallel.index if parallel is not None and parallel.ranged else ""
-    return Target(phase, request.fastmath, request.dtype, over)
+    unrolls = request.plan.unrolls if request.plan is not None else ()
+    return Target(phase, request.fastmath, request.dtype, over, unrolls)
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -223,6 +224,17 @@ def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[
     return None if bounded_only else fallback
 
 
+def _not_unrolled(request: Request, program: Program) -> str | None:
+    """Why a user's ``unroll`` has no loop to apply to (an index located, not iterated),
+    or None."""
+    walked = {loop.index for loop in loops_of(program.root)}
+    for index, factor in request.plan.unrolls if request.plan is not None else ():
+        if index not in walked:
+            return (f"unroll({index}, {factor}): no loop of this kernel runs over {index} "
+                    f"(its loops: {', '.join(sorted(walked)) or 'none'})")
+    return None
+
+
 def _unsplit(request: Request, program: Program) -> str | None:
     """Why threads cannot split the loop a user's schedule parallelizes (it must be one
     loop of one nest), or None."""
@@ -301,6 +313,8 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
         return Refused(error)
     # What the backend cannot emit is known from the loop IR before it is asked
     # (ir/legality.py); a backend that still cannot emits an InternalCompilerError.
+    if (reason := _not_unrolled(request, program)) is not None:
+        raise ScheduleError(reason)  # final: converting an operand to unroll would cost more
     if (reason := _unsplit(request, program)) is not None:
         return Refused(ScheduleError(reason))
     if (oversize := too_large(program)) is not None:
