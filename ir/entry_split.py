@@ -56,7 +56,7 @@ def tagged(tags: tuple[str, ...]) -> Callable[[LoopNode], LoopNode]:
 def plain(node: LoopNode) -> LoopNode:
     """A loop with its fast forms dropped: threads (or a warp's lanes) share its rows,
     which a jammed, paired or cleared row would cross."""
-    return replace(node, notes=())
+    return replace(node, notes=(), jam=())
 
 
 def atomic_adds_refusal(program: Program, split: LoopNode) -> str | None:

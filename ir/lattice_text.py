@@ -13,11 +13,10 @@ from .algebra import region_text
 from .cin import Operand, operands
 from .lattice import Iter, Lattice
 from .loops import Clear, LoopNode, Program, loops_of, named_levels, target_name, walk
-from .opt.passes import JAM, PAIRS
+from .opt.passes import PAIRS
 from .types import TensorType
 
-_FORMS = {JAM: "8, then 4 positions per step (jammed)",
-          PAIRS: "the two halves side by side, their sums in step (paired, other form)"}
+_FORMS = {PAIRS: "the two halves side by side, their sums in step (paired, other form)"}
 
 
 def lattice_text(program: Program, types: dict[str, TensorType]) -> str:
@@ -38,6 +37,9 @@ def lattice_text(program: Program, types: dict[str, TensorType]) -> str:
             region = region_text(node.expr, fill_of, lambda op: op.tensor)
             lines.append(f"{node.index}: {_points(lattice, names)}    over {node.expr}    "
                          f"region {region}")
+        if node.jam:
+            lanes = ", then ".join(str(n) for n in node.jam)
+            lines.append(f"{node.index}: {lanes} positions per step (jammed)")
         lines += [f"{node.index}: {_FORMS[note]}" for note in node.notes if note in _FORMS]
         previous = lattice
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .cin import Iter, Operand
+from .notes import jam_text
 from .statements import Access, Affine, Expr, show_expr
 from .types import LevelType, TensorType
 
@@ -124,6 +125,7 @@ class Loop:
     tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
     resumes: bool = False  # a merge's tail: it goes on from where the merge before stopped
     unroll: int = 1  # iterations per step of LLVM's unroller (a user's schedule asks)
+    jam: tuple[int, ...] = ()  # positions per step, jammed (ir/opt/passes.jam); (): not
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ class Merge:
     tags: tuple[str, ...] = ()  # how the loop maps onto parallel hardware (see tag)
     resumes: bool = False  # a tail of the merge before it, going on where that stopped
     unroll: int = 1  # iterations per step of LLVM's unroller (a user's schedule asks)
+    jam: tuple[int, ...] = ()  # positions per step, jammed (ir/opt/passes.jam); (): not
 
 
 @dataclass(frozen=True)
@@ -422,8 +425,10 @@ def loops_of(node: Node) -> list[LoopNode]:
 
 # ---------------------------------------------------------------------------- printing
 
-def _notes(notes: tuple[str, ...], tags: tuple[str, ...] = (), unroll: int = 1) -> str:
-    notes = (*notes, f"unroll {unroll}") if unroll > 1 else notes
+def _notes(node: LoopNode) -> str:
+    notes, tags = node.notes, node.tags
+    notes = (jam_text(node.jam), *notes) if node.jam else notes
+    notes = (*notes, f"unroll {node.unroll}") if node.unroll > 1 else notes
     shown = f"  [{', '.join(notes)}]" if notes else ""
     return shown + (f"  {{{', '.join(tags)}}}" if tags else "")
 
@@ -455,12 +460,12 @@ def show(node: Node, depth: int = 0) -> str:
     if isinstance(node, Loop):
         over = f"runs of {node.over}" if node.iterator.facts.runs else node.over
         return (f"{pad}for {node.index} in {over} of {node.iterator}{_resuming(node)}:"
-                f"{_notes(node.notes, node.tags, node.unroll)}"
+                f"{_notes(node)}"
                 f"\n{show(node.body, depth + 1)}")
     if isinstance(node, Merge):
         located = f" locating {_refs(node.located)}" if node.located else ""
         head = f"{pad}merge {node.index} over {_refs(node.iterators)}{located}{_resuming(node)}:"
-        lines = [head + _notes(node.notes, node.tags, node.unroll)]
+        lines = [head + _notes(node)]
         for case in node.cases:
             empty = isinstance(case.body, Block) and not case.body.items
             lines.append(f"{pad}  case {_refs(case.present) or 'anywhere'}:"

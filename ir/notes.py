@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .loops import LoopNode
 
-JAM = "jam 8, 4"
+JAM_LANES = (8, 4)  # positions per step of a jammed loop, in the order they run
+JAM = "jam 8, 4"  # how the loop IR prints those lanes (Loop.jam)
 PAIRS = "pairs (other form)"
 GALLOP = "gallop when skewed, always (other form)"
 LOCKSTEP = "lockstep when equal"
@@ -24,6 +25,11 @@ THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
 # user's schedule), each into a private output: no rows of the output are theirs.
 THREAD_RANGE = "thread range"
 OTHER_FORMS = frozenset({PAIRS, GALLOP, SELECT_OTHER, PREFETCH})  # timed against the first
+
+
+def jam_text(lanes: tuple[int, ...]) -> str:
+    """How the loop IR prints a jammed loop's lanes (``jam 8, 4``)."""
+    return "jam " + ", ".join(str(n) for n in lanes)
 
 
 def split_by_threads(node: LoopNode) -> bool:

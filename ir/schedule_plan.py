@@ -126,6 +126,7 @@ class SchedulePlan:
     gpu: tuple[ParallelLoop, ...] = ()  # loops mapped to GPU units
     bounds: tuple[Bound, ...] = ()
     unrolls: tuple[tuple[str, int], ...] = ()  # (original index, factor) unrolled
+    tiles: tuple[tuple[str, int], ...] = ()  # (original index, positions) tiled (jammed)
 
     def covered(self, index: str) -> tuple[str, ...]:
         """The original indices a (derived) index's loop walks: a fusion's both."""
@@ -376,13 +377,44 @@ def _original_order(plan: SchedulePlan, live: list[str]) -> tuple[str, ...]:
     for name in live:
         roots = plan.covered(name)
         for root in roots:
-            if root in order and root not in last:
+            if root in order and root not in last and not _position_tile(plan, live, name):
                 raise ScheduleError(f"the schedule puts another loop between the loops "
-                                    f"derived from {root} (tiling); this is not lowered yet")
+                                    f"derived from {root} (tiling); only a tile of an "
+                                    "index's positions, its inner loop innermost, is lowered")
             if root not in order:
                 order.append(root)
         last = roots
     return tuple(order)
+
+
+MAX_TILE = 16  # positions per step of a tiled (jammed) loop: each keeps a sum in a register
+
+
+def _position_tile(plan: SchedulePlan, live: list[str], inner: str) -> bool:
+    """Whether ``inner``, placed after other loops than its split's outer one, tiles an
+    index's positions (paper 001's SpMM: ``pos(j, jp, A(i,j)); split(jp, jp0, jp1, 8);
+    reorder(jp0, k, jp1)``): the inner index of a split of a ``pos`` index, innermost,
+    with only original indices between. Recorded in ``plan.tiles``; lowering runs such a
+    loop jammed, that many positions per step with the loops between inside (each
+    position's sums kept in their own order)."""
+    origin = plan.origins.get(inner)
+    if origin is None or origin.kind != "split_inner" or live[-1] != inner:
+        return False
+    through = plan.origins.get(origin.parents[0])
+    if through is None or through.kind != "pos" or len(plan.covered(inner)) != 1:
+        return False
+    outer = next(n for n, o in plan.origins.items()
+                 if o.kind == "split_outer" and o.parents == origin.parents)
+    between = live[live.index(outer) + 1:-1]
+    if outer not in live or not between or any(n in plan.origins for n in between):
+        return False
+    factor = int(origin.param)
+    if not 2 <= factor <= MAX_TILE:
+        raise ScheduleError(f"a tile of {factor} positions of {through.parents[0]}: tiles of "
+                            f"2 to {MAX_TILE} positions are lowered (a sum in a register "
+                            "each)")
+    plan.tiles = (*plan.tiles, (plan.covered(inner)[0], factor))
+    return True
 
 
 def _check_parallel(plan: SchedulePlan, kernel: KernelIndices, live: list[str]) -> None:

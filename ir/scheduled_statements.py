@@ -49,6 +49,10 @@ def scheduled_statement(stmt: Stmt, plan: SchedulePlan) -> Stmt:
             return Forall(stmt.index, body, stmt.tags)
         if not heads:
             return body
+        if name in dict(plan.tiles):  # a tile's inner loop runs innermost (the reorder)
+            inner = loops.pop()
+            body = _innermost(body, lambda s: Forall(derived_index(plan, inner), s,
+                                                     _tags(plan, inner)))
         for loop in reversed(loops):
             body = Forall(derived_index(plan, loop), body, _tags(plan, loop))
         return body
@@ -59,6 +63,13 @@ def scheduled_statement(stmt: Stmt, plan: SchedulePlan) -> Stmt:
         return Sequence(scheduled_statement(stmt.first, plan),
                         scheduled_statement(stmt.then, plan))
     return stmt
+
+
+def _innermost(stmt: Stmt, wrap) -> Stmt:
+    """``stmt`` with ``wrap`` applied inside its innermost loop."""
+    if isinstance(stmt, Forall):
+        return Forall(stmt.index, _innermost(stmt.body, wrap), stmt.tags)
+    return wrap(stmt)
 
 
 def _tags(plan: SchedulePlan, loop: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, CallingConvention, Case, Loop, Merge, loops_of, show
 from llvsparse.ir.lower_loops import lower
+from llvsparse.ir.notes import JAM, jam_text
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.schedule import schedule
@@ -47,7 +48,9 @@ def _program(statement: str, fastmath: bool = False, **formats: tuple[str, int])
 
 
 def _notes(program) -> dict[str, tuple[str, ...]]:
-    return {node.index: node.notes for node in loops_of(program.root)}
+    """Each loop's notes as the loop IR prints them (a jammed loop's lanes first)."""
+    return {node.index: (*((jam_text(node.jam),) if node.jam else ()), *node.notes)
+            for node in loops_of(program.root)}
 
 
 def test_spmv_csr_loops() -> None:
@@ -99,12 +102,12 @@ def test_a_sum_left_in_an_expression_fills_a_temporary() -> None:
 
 def test_jam_fires_on_spmm_not_on_spmv() -> None:
     spmm = _notes(_program(SPMM, C=("dense", 2), A=("csr", 2), B=("dense", 2)))
-    assert opt.JAM in spmm["j"] and opt.JAM not in spmm["i"] + spmm["k"]
+    assert JAM in spmm["j"] and JAM not in spmm["i"] + spmm["k"]
     spmv = _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
-    assert all(opt.JAM not in notes for notes in spmv.values())
+    assert all(JAM not in notes for notes in spmv.values())
     # a sparse B: its inner loop iterates and may miss, so nothing to jam
     sparse_b = _notes(_program(SPMM, C=("dense", 2), A=("csr", 2), B=("csr", 2)))
-    assert all(opt.JAM not in notes for notes in sparse_b.values())
+    assert all(JAM not in notes for notes in sparse_b.values())
 
 
 def test_pairs_fire_on_row_wise_spmv_only() -> None:
@@ -170,10 +173,10 @@ def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
     nests = _nests(statement, types)
     order = list(formats)
     program = loop_ir(nests, types, order[0])
-    noted = {note for n in loops_of(program.root) for note in n.notes}
+    noted = {note for notes in _notes(program).values() for note in notes}
     other = KernelCompiler(program, CallingConvention(tuple(order), types), other_form=True)
     code = str(other.compile())
-    assert (".jam8.head" in code) == (opt.JAM in noted)
+    assert (".jam8.head" in code) == (JAM in noted)
     assert (".pairs" in code) == (opt.PAIRS in noted)
 
 

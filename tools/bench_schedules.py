@@ -57,19 +57,21 @@ MATRIX_CASES = [
          "fuse(i, j, f); pos(f, fp, A(i,j)); split(fp, c, t, 2048); "
          "parallelize(c, cpu_thread, atomics)",
          "fuse(i, j, f); pos(f, fp, A(i,j)); split(fp, c, t, 2048); "
-         "parallelize(c, cpu_thread, no_races)",
+         "parallelize(c, cpu_thread, atomics)",
          lambda A: {"A": A, "x": _dense(A.shape[1], 1, 3)[:, 0]},
          lambda o: o["A"] @ o["x"]),
     Case("SpMM", "C(i,k) = A(i,j) * B(j,k)", {"A": "csr"}, "dense",
          "split(i, i0, i1, 16); pos(j, jpos, A(i,j)); split(jpos, jpos0, jpos1, 8); "
          "reorder(i0, i1, jpos0, k, jpos1); parallelize(i0, cpu_thread, no_races)",
-         "split(i, i0, i1, 16); parallelize(i0, cpu_thread, no_races)",
+         "split(i, i0, i1, 16); pos(j, jpos, A(i,j)); split(jpos, jpos0, jpos1, 8); "
+         "reorder(i0, i1, jpos0, k, jpos1); parallelize(i0, cpu_thread, no_races)",
          lambda A: {"A": A, "B": _dense(A.shape[1], 32, 4)},
          lambda o: o["A"] @ o["B"]),
     Case("SDDMM", "A(i,k) = B(i,k) * C(i,j) * D(j,k)", {"B": "csr"}, "csr",
          "split(i, i0, i1, 16); pos(k, kpos, B(i,k)); split(kpos, kpos0, kpos1, 8); "
          "reorder(i0, i1, kpos0, j, kpos1); parallelize(i0, cpu_thread, no_races)",
-         "split(i, i0, i1, 16); parallelize(i0, cpu_thread, no_races)",
+         "split(i, i0, i1, 16); pos(k, kpos, B(i,k)); split(kpos, kpos0, kpos1, 8); "
+         "reorder(i0, i1, kpos0, j, kpos1); parallelize(i0, cpu_thread, no_races)",
          lambda A: {"B": A, "C": _dense(A.shape[0], 16, 5), "D": _dense(16, A.shape[1], 6)},
          lambda o: o["B"].multiply(o["C"] @ o["D"]).toarray()),
 ]

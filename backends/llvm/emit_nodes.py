@@ -41,7 +41,7 @@ from ...ir.loops import (
     Nonempty,
     Touched,
 )
-from ...ir.notes import JAM, PAIRS
+from ...ir.notes import PAIRS
 from ...ir.operators import ADD
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64
@@ -218,7 +218,7 @@ class NodeEmitter:
         appends = self.output.appends and in_output and (
             site.depth + 1 == len(order) or (not site.scatter and site.depth + 1 == site.out_depth))
         jam_body = pair_body = None
-        if JAM in node.notes:
+        if node.jam:
             jam_body = lambda lanes: jam.emit(self, node.body, lanes)
         if PAIRS in node.notes:
             pair_body = lambda lanes: pairs.emit(self, node, lanes)

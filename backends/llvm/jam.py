@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from .codegen import KernelCompiler
     from .emit_base import Ctx
 
-LANES = (8, 4)  # positions per step of the jammed loops, in the order they run
 ZERO = ir.Constant(I64, 0)
 
 

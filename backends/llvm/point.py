@@ -13,7 +13,7 @@ from ...ir.cin import Iter, operands
 from ...ir.errors import InternalCompilerError
 from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
-from ...ir.notes import JAM, PAIRS, RUNNING_SUMS, split_by_threads
+from ...ir.notes import PAIRS, RUNNING_SUMS, split_by_threads
 from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .cases import CaseDispatch
@@ -73,8 +73,8 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
         if reason is not None:
             raise InternalCompilerError(reason)
-        if self.jam_body is not None and JAM in self.notes:
-            for lanes in jam.LANES:  # the loop below then runs the remaining iterations
+        if self.jam_body is not None and self.node.jam:
+            for lanes in self.node.jam:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
         if self.pair_body is not None and PAIRS in self.notes and self.kc.other_form:
             self.pair_loop()  # the loop below then runs the odd last iteration

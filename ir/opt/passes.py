@@ -31,10 +31,10 @@ from ..loops import (
     tag,
     walk,
 )
-from ..notes import (  # the vocabulary passes note (re-exported: passes.JAM, ...)
+from ..notes import (  # the vocabulary passes note (re-exported: passes.PAIRS, ...)
     CLEAR_ROWS,
     GALLOP,
-    JAM,
+    JAM_LANES,
     LOCKSTEP,
     OTHER_FORMS,
     PAIRS,
@@ -61,6 +61,9 @@ class Target:
     dtype: str = "float64"
     threads_over: str = ""  # the index a user's schedule splits among threads (not rows)
     unrolls: tuple[tuple[str, int], ...] = ()  # (index, factor) a user's schedule unrolls
+    # (index, positions) a user's schedule tiles: that many of its positions per step, with
+    # the loops inside it between them (jammed)
+    tiles: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,10 @@ def can_jam(where: _Where, node: LoopNode) -> bool:
 def jam(where: _Where, node: LoopNode) -> LoopNode:
     """Unroll-and-jam: a sparse loop whose inner loops only locate runs 8, then 4
     positions per step (backends/llvm/jam.py)."""
-    return annotate(node, JAM) if can_jam(where, node) else node
+    if not can_jam(where, node):
+        return node
+    tile = dict(where.target.tiles).get(node.index)
+    return replace(node, jam=(tile,) if tile else JAM_LANES)
 
 
 def pairs(where: _Where, node: LoopNode) -> LoopNode:
@@ -275,7 +281,7 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
     """Row clearing: the kernel zeroes each output row just before scattering into it."""
     site = node.site
     if not isinstance(node, Loop) or where.path or where.target.phase != "whole" \
-            or site.depth + 1 >= len(site.order) or JAM in node.notes:
+            or site.depth + 1 >= len(site.order) or node.jam:
         return node
     all_insert, full = _all_insert_full(where.program)
     covers_all = site.lattice_points == 1 and (node.iterator.universe or node.iterator.facts.full) \

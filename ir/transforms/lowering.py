@@ -101,8 +101,9 @@ def target_of(request: Request, phase: str = "whole") -> Target:
     dtype, and the reduced index a user's schedule runs threads over."""
     parallel = request.plan.parallel if request.plan is not None else None
     over = parallel.index if parallel is not None and parallel.ranged else ""
-    unrolls = request.plan.unrolls if request.plan is not None else ()
-    return Target(phase, request.fastmath, request.dtype, over, unrolls)
+    plan = request.plan
+    return Target(phase, request.fastmath, request.dtype, over,
+                  plan.unrolls if plan is not None else (), plan.tiles if plan is not None else ())
 
 
 def lower_kernel(request: Request, types: dict[str, TensorType],
@@ -224,14 +225,20 @@ def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[
     return None if bounded_only else fallback
 
 
-def _not_unrolled(request: Request, program: Program) -> str | None:
+def _not_as_scheduled(request: Request, program: Program) -> str | None:
     """Why a user's ``unroll`` has no loop to apply to (an index located, not iterated),
-    or None."""
-    walked = {loop.index for loop in loops_of(program.root)}
-    for index, factor in request.plan.unrolls if request.plan is not None else ():
+    or a tile no jammed loop, or None."""
+    walked = {loop.index: loop for loop in loops_of(program.root)}
+    plan = request.plan
+    for index, factor in plan.unrolls if plan is not None else ():
         if index not in walked:
             return (f"unroll({index}, {factor}): no loop of this kernel runs over {index} "
                     f"(its loops: {', '.join(sorted(walked)) or 'none'})")
+    for index, factor in plan.tiles if plan is not None else ():
+        if index not in walked or walked[index].jam != (factor,):
+            return (f"a tile of {factor} positions of {index} around the loops inside it: "
+                    f"those loops must only locate levels that always hold the coordinate "
+                    f"(a jammed loop, backends/llvm/jam.py), and in this kernel they do not")
     return None
 
 
@@ -313,7 +320,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
         return Refused(error)
     # What the backend cannot emit is known from the loop IR before it is asked
     # (ir/legality.py); a backend that still cannot emits an InternalCompilerError.
-    if (reason := _not_unrolled(request, program)) is not None:
+    if (reason := _not_as_scheduled(request, program)) is not None:
         raise ScheduleError(reason)  # final: converting an operand to unroll would cost more
     if (reason := _unsplit(request, program)) is not None:
         return Refused(ScheduleError(reason))
