@@ -67,3 +67,22 @@ def test_tiles_that_cannot_be_lowered_are_refused(formats, schedule, reason) -> 
                 if formats.get("B") == "csr" else rng.standard_normal((15, 5))}
     with pytest.raises(ls.ScheduleError, match=reason):
         ls.compile(SPMM, **formats, schedule=schedule)(**operands)
+
+
+@pytest.mark.parametrize("statement, schedule", [
+    (SPMM, tile(4)),
+    ("y(i) = A(i,j) * x(j)", "unroll(j, 4)"),
+    ("y(i) = A(i,j) * x(j)",
+     "fuse(i, j, f); pos(f, fp, A(i,j)); split(fp, c, t, 8); parallelize(c, cpu_thread, atomics)"),
+])
+def test_scheduled_programs_run_the_same_under_the_interpreter(statement, schedule) -> None:
+    """The interpreter walks the same loop IR (jam lanes, unroll counts and windows are
+    ways to run it, not new results): the contract holds for scheduled programs too."""
+    rng = np.random.default_rng(6)
+    A = rows_of_every_length((30, 20), 7)
+    operands = {"A": A, "B": rng.standard_normal((20, 5)), "x": rng.standard_normal(20)}
+    used = {n: v for n, v in operands.items() if f"{n}(" in statement}
+    compiled = ls.compile(statement, A="csr", schedule=schedule)(**used).to_numpy()
+    interpreted = ls.compile(statement, A="csr", schedule=schedule,
+                             target="interpret")(**used).to_numpy()
+    np.testing.assert_allclose(interpreted, compiled, rtol=1e-12, atol=1e-12)
