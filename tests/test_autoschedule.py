@@ -207,15 +207,16 @@ def forced(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(MATRICES))
 @pytest.mark.parametrize("form", ["first", "other"])
-@pytest.mark.parametrize("split", ["rows", "entries"])
+@pytest.mark.parametrize("split", ["rows", "entries", "windows"])
 def test_spmv_every_form_and_split_matches_scipy(name, form, split, forced, monkeypatch):
     monkeypatch.setattr(kernel_calls, "PARALLEL_MIN_WORK", 1)
     forced(form=form, split=split)
     a = MATRICES[name]
     x = np.random.default_rng(1).random(a.shape[1])
-    kernel = ls.compile(SPMV, "dense", A="csr", x="dense")
+    kernel = ls.compile(SPMV, "dense", A="csr", x="dense", fastmath=split == "windows")
     bound = kernel.bind(A=a, x=x, threads=2)
     assert bound.auto.split == split and bound.plan is not None
+    assert bool(bound.plan.windows) == (split == "windows")
     for _ in range(3):
         np.testing.assert_allclose(bound().to_numpy(), a @ x, rtol=1e-12, atol=1e-12)
 
