@@ -19,6 +19,7 @@ from .backends.cpu import (
     link_runtime,
     optimize,
 )
+from .ir.entry_split import windowed
 
 HEADER_STRUCT = """\
 #include <stdint.h>
@@ -79,15 +80,29 @@ def header_text(kernel, inst, name: str) -> str:
     return "\n".join([f"#ifndef {guard}", f"#define {guard}", HEADER_STRUCT,
                       "#ifdef __cplusplus", 'extern "C" {', "#endif", *doc,
                       f"int32_t {name}(llvsparse_tensor **tensors);",
-                      "/* Only the output's first index in [lo, hi); the output must be passed",
-                      "   allocated and zeroed. Disjoint ranges may run on different threads. */",
-                      f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);",
+                      *_range_declaration(name, windowed(kernel.program(inst))),
                       *_phase_declarations(name, inst.jit.assembly),
                       *(_other_form_declarations(name, inst.jit.other.assembly)
                         if inst.jit.other else []),
                       "#ifdef __cplusplus", "}", "#endif",
                       f"#endif  /* {guard} */",
                       ""])
+
+
+def _range_declaration(name: str, windows: bool) -> list[str]:
+    """The entry over a range of the output's first index (and, for a kernel whose
+    threads cut rows, a window of positions: ir/entry_split.py)."""
+    if not windows:
+        return ["/* Only the output's first index in [lo, hi); the output must be passed",
+                "   allocated and zeroed. Disjoint ranges may run on different threads. */",
+                f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi);"]
+    return ["/* Only the output's first index in [lo, hi), and of the entries its row loop",
+            "   walks only positions [window_lo, window_hi): pass the rows that hold those",
+            "   positions. Rows lo and hi - 1, which the window may cut, are added into",
+            "   atomically; the others are stored. The output must be passed allocated and",
+            "   zeroed. Disjoint windows may run on different threads. */",
+            f"int32_t {name}_range(llvsparse_tensor **tensors, int64_t lo, int64_t hi,",
+            "                      int64_t window_lo, int64_t window_hi);"]
 
 
 def _phase_declarations(name: str, phases) -> list[str]:

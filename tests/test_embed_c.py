@@ -242,3 +242,16 @@ def test_missing_tool_skips_except_under_ci(tool: Tool, tmp_path: Path,
     (tmp_path / "cc").write_text("#!/bin/sh\n")
     (tmp_path / "cc").chmod(0o755)
     assert tool("cc") == str(tmp_path / "cc")
+
+
+def test_an_entry_split_range_from_c(tmp_path: Path, tool: Tool) -> None:
+    """A kernel whose threads cut rows exports its range entry with the window of
+    positions (two windows cut row 1; each adds its part)."""
+    kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense", y="dense",
+                        schedule="fuse(i, j, f); pos(f, fp, A(i,j)); split(fp, c, t, 3); "
+                                 "parallelize(c, cpu_thread, atomics)")
+    kernel(A=sp.csr_matrix(A_DENSE), x=X)
+    out = build_and_run(kernel, "spmv", "spmv_windows_main.c", tmp_path, tool("cc"))
+    header = (tmp_path / "k.h").read_text()
+    assert "int64_t window_lo, int64_t window_hi);" in header
+    np.testing.assert_array_equal(out["y"], A_DENSE @ X)
