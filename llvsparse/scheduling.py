@@ -223,8 +223,9 @@ def explain(plan: SchedulePlan | None, parallel_mode: int | None,
         lines = ["auto: the compiler's rules chose this kernel's schedule"]
         if parallel_mode is not None:
             lines.append(f"threads split index {out_vars[parallel_mode]} (the output's "
-                         "first index) into chunks of about equal stored entries, on inputs "
-                         "large enough to pay for threads")
+                         "first index) on inputs large enough to pay for threads: into "
+                         "ranges of rows, or windows of entries that cut rows, as the "
+                         "thread split below says")
         else:
             lines.append("one thread: no loop is split among threads")
         lines.append(f"workspace: {workspace or 'the rule of paper 002 picks where needed'}")
