@@ -307,8 +307,7 @@ class KernelCalls:
         taken = {v.name for a in (lhs, *self.assignment.accesses()) for v in a.indices
                  if isinstance(v, nt.IndexVar)}
         for access in self.assignment.accesses():
-            fmt = self.formats.get(access.tensor)
-            if fmt is None or access.tensor == lhs.tensor or len(access.indices) < 2 \
+            if access.tensor == lhs.tensor or len(access.indices) < 2 \
                     or access.indices[0] != row or not isinstance(access.indices[1], nt.IndexVar):
                 continue
             fused, positions = (next(n for n in (f"{base}{k}" for k in range(len(taken) + 1))
