@@ -13,7 +13,7 @@ loop (llvsparse's runtime cuts the coordinates as the plan's ``Chunks`` say).
 from __future__ import annotations
 
 from .errors import ScheduleError
-from .schedule_plan import SchedulePlan
+from .schedule_types import SchedulePlan
 from .statements import Derived, Forall, IndexExpr, IndexVar, Sequence, Stmt, Where
 
 

@@ -25,7 +25,7 @@ from .ir import notation as nt
 from .ir.affine import valid_extent
 from .ir.errors import ScheduleError
 from .ir.parallel import dense_like
-from .ir.schedule_plan import Chunks
+from .ir.schedule_types import Chunks
 from .ir.types import fill_key
 from .live_copies import live_copy
 from .schedule_search import bind_searched

@@ -1,7 +1,8 @@
 """User schedules on kernels: the directive methods, the GPU schedule they name, the
 threads' chunks they ask for, and ``kernel.schedule``'s account of what runs.
 
-The language and its checks are in ir/ (directives.py, schedule_plan.py); this module
+The language and its checks are in ir/ (directives.py, schedule_plan.py and its
+schedule_types.py, schedule_loops.py); this module
 connects them to a compiled kernel: a directive method returns a new kernel with the
 directive appended, and a call cuts the parallel loop's coordinates as the plan says.
 """
@@ -20,7 +21,8 @@ from .ir import directives as dv
 from .ir import notation as nt
 from .ir.errors import ScheduleError
 from .ir.operators import Operator
-from .ir.schedule_plan import Chunks, KernelIndices, SchedulePlan, plan_schedule
+from .ir.schedule_plan import plan_schedule
+from .ir.schedule_types import Chunks, KernelIndices, SchedulePlan
 from .walk import entry_windows, second_level_bounds
 
 if TYPE_CHECKING:

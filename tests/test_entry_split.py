@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.ir.entry_split import ATOMIC_TAG, ENTRY_SPLIT_TAG, ENTRY_WINDOW_TAG
 from llvsparse.ir.loops import loops_of
-from llvsparse.ir.schedule_plan import Chunks
+from llvsparse.ir.schedule_types import Chunks
 
 import llvsparse as ls
 from llvsparse.scheduling import windowed_chunks

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from llvsparse.ir import directives as dv
 from llvsparse.ir.errors import ScheduleError
-from llvsparse.ir.schedule_plan import KernelIndices, plan_schedule
+from llvsparse.ir.schedule_plan import plan_schedule
+from llvsparse.ir.schedule_types import KernelIndices
 from llvsparse.ir.scheduled_statements import check_nest_order
 
 from llvsparse.notation_parse import parse

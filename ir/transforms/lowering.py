@@ -34,7 +34,7 @@ from ..opt.passes import THREAD_RANGE, Target
 from ..precompute import plan_precomputes
 from ..scattered_reduction import scattered_reduction
 from ..schedule import Nest
-from ..schedule_plan import SchedulePlan
+from ..schedule_types import SchedulePlan
 from ..scheduled_statements import check_nest_order
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
