@@ -1,10 +1,10 @@
 """User schedules on kernels: the directive methods, the GPU schedule they name, the
 threads' chunks they ask for, and ``kernel.schedule``'s account of what runs.
 
-The language and its checks are in ir/ (directives.py, schedule_plan.py and its
-schedule_types.py, schedule_loops.py); this module
-connects them to a compiled kernel: a directive method returns a new kernel with the
-directive appended, and a call cuts the parallel loop's coordinates as the plan says.
+The language and its checks are in ir/ (directives.py; schedule_plan.py with
+schedule_types.py and schedule_loops.py); this module connects them to a compiled
+kernel: a directive method returns a new kernel with the directive appended, and a call
+cuts the parallel loop's coordinates as the plan says.
 """
 
 from __future__ import annotations
