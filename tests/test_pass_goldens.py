@@ -55,8 +55,8 @@ for i in coordinates of A.0:
      "for i in coordinates of A.0:  [pairs (other form)]  {thread rows}"),
     ("gallop", "y(i) = A(i,j) * B(i,j)", {**SPMV_CSR, "B": ("csr", 2)}, passes.Target(),
      "  merge j over A.1, B.1:",
-     "  merge j over A.1, B.1:  [gallop when skewed, always (other form), lockstep when "
-     "equal]"),
+     ("  merge j over A.1, B.1:  [gallop when skewed, always (other form), lockstep when "
+     "equal]")),
     ("running_sums", "y(i) = A(i,j) * x(j)", {**SPMV_CSR, "A": ("coo", 2)}, passes.Target(),
      "for i in runs of positions of A.0:  {thread rows}",
      "for i in runs of positions of A.0:  [running sums]  {thread rows}"),
@@ -66,8 +66,8 @@ for i in coordinates of A.0:
      "for i in coordinates of A.0:  {thread rows}",
      "for i in coordinates of A.0:  [clear rows]  {thread rows}"),
     ("prefetch", "C(i,k) = A(i,j) * B(j,k)", SPMM_SPARSE_B, passes.Target(),
-     "  for j in positions of A.1:", "  for j in positions of A.1:  [prefetch next rows "
-     "(other form)]"),
+     "  for j in positions of A.1:", ("  for j in positions of A.1:  [prefetch next rows "
+     "(other form)]")),
     ("unroll_loops", "y(i) = A(i,j) * x(j)", SPMV_CSR, passes.Target(unrolls=(("j", 4),)),
      "  for j in positions of A.1:", "  for j in positions of A.1:  [unroll 4]"),
 ])
