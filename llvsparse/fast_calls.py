@@ -16,6 +16,14 @@ still read-only (sealed); each ndarray operand has the dtype and shape bound, an
 C-contiguous and aligned, so the kernel reads it where it lies. Anything else, or a
 binding whose calls do more than run the kernel (threads, guards, converted operands,
 a probe still timing forms, a counting build, a large output), takes the plan's path.
+
+A chain (``(A + B) * 2 - C``) reads results that are new objects on every call. A fast
+call's result is valid by construction (a shipped kernel assembled it, or it shares a
+validated tensor's index arrays), so it carries a ``Lane``: the fast call that made it
+and what it holds. A fast call's key names such an operand by its maker instead of its
+identity (every result of one maker has the same format, dtypes, shape, parameters and
+extents), and the call points its own descriptor at the operand's arrays: the next
+operation of the chain is a fast call too, with no validation.
 """
 
 from __future__ import annotations
@@ -40,10 +48,12 @@ _SEEN: dict[tuple, None] = {}  # keys of calls made once (ids only: nothing kept
 
 
 def _operand_key(value: object) -> object:
-    """What identifies ``value`` in a fast call's key (None: no fast call takes it)."""
+    """What identifies ``value`` in a fast call's key (None: no fast call takes it): a
+    Tensor's identity, or for a fast call's result the fast call that made it."""
     kind = type(value)
     if kind is Tensor:
-        return id(value)
+        lane = value.__dict__.get("_lane")
+        return id(value) if lane is None else lane.key
     if kind is np.ndarray:
         return kind
     if kind is float:
@@ -72,6 +82,10 @@ def remember(operation: str, operands: tuple, bound: BoundCall | None,
     """After a planned call of ``operation`` on ``operands``: a fast call for them where
     ``bound`` (the kernel's binding that just ran) or ``pointwise`` (the values path)
     serves them; ``dense_result``: the result is an ndarray (see ``eager_plans``)."""
+    for value in operands:  # a result changed since it was made is keyed by identity
+        lane = value.__dict__.get("_lane") if type(value) is Tensor else None
+        if lane is not None and not lane.holds(value):
+            del value.__dict__["_lane"]
     fast_key = key(operation, operands)
     if fast_key is None:
         return
@@ -128,24 +142,36 @@ def _objects(tensor: Tensor) -> tuple:
 
 class _Checked:
     """The per-call checks of a fast call's operands, then its work (``run``: a
-    binding's kernel; ``pointwise``: numpy on the values). ``ready``: the operands are
-    as the fast call needs them (sealed and validated Tensors), so it is worth keeping.
+    binding's kernel; ``pointwise``: numpy on the values), and its result's ``Lane``.
+    ``ready``: the operands are as the fast call needs them (sealed and validated
+    Tensors), so it is worth keeping.
 
     A Tensor passes while it holds the same objects (``_objects``; kept alive here, so
     none can be another that took its place), the same parameters and extents, and its
-    index arrays are still read-only: what its remembered validation holds for."""
+    index arrays are still read-only: what its remembered validation holds for. A
+    result of another fast call (``lanes``: its position and maker) passes while its
+    ``Lane`` holds."""
 
-    __slots__ = ("generation", "pointwise", "ready", "run", "tensors", "threads")
+    __slots__ = ("generation", "known", "lane_key", "lanes", "pointwise", "ready", "run",
+                 "tensors", "threads")
 
     def __init__(self, operands: tuple, run: _BoundKernel | None, pointwise: Callable | None):
         self.run, self.pointwise = run, pointwise
+        self.lane_key = ("lane", id(self))
+        laned = {k: x.__dict__["_lane"] for k, x in enumerate(operands)
+                 if type(x) is Tensor and "_lane" in x.__dict__}
+        self.lanes = [(k, lane.maker) for k, lane in laned.items()]
         self.tensors = [(k, x, _objects(x), [dict(p) for p in x.params],
                          list(x.level_extents),
                          [a for level in x.level_arrays for a in level.values()])
-                        for k, x in enumerate(operands) if type(x) is Tensor]
+                        for k, x in enumerate(operands)
+                        if type(x) is Tensor and k not in laned]
         self.ready = all(x._sealed_state() is not None and
                          x.__dict__.get("_validated") == x._sealed_state()
                          for _, x, _, _, _, _ in self.tensors)
+        # addresses of the index arrays a pointwise result shares with its operand
+        self.known = {id(a): a.ctypes.data for _, _, _, _, _, arrays in self.tensors
+                      for a in arrays if a.size} if pointwise is not None else {}
         self.generation = registry_generation()
         self.threads = runtime.get_num_threads()
 
@@ -157,12 +183,78 @@ class _Checked:
             for array in arrays:
                 if array.flags.writeable:
                     return None
+        for k, maker in self.lanes:
+            tensor = operands[k]
+            lane = tensor.__dict__.get("_lane") if type(tensor) is Tensor else None
+            if lane is None or lane.maker is not maker or not lane.holds(tensor):
+                return None
         if registry_generation() != self.generation or \
                 runtime.get_num_threads() != self.threads:
             return None
-        if self.pointwise is not None:
-            return self.pointwise(operands)
-        return self.run(operands)
+        result = self.pointwise(operands) if self.pointwise is not None else \
+            self.run(operands)
+        if type(result) is Tensor and "_validated" in result.__dict__:
+            known = self.known
+            if self.pointwise is not None and self.lanes:  # (sharing its index arrays)
+                known = operands[self.lanes[0][0]].__dict__["_lane"].addresses()
+            result.__dict__["_lane"] = Lane(self, result, known)
+        return result
+
+
+class Lane:
+    """A fast call's result, valid as made: its ``maker`` (the fast call) and what it
+    held then (``_objects``, parameters and extents; every result of one maker has the
+    same format, dtypes, shape, parameters and extents). It holds while the tensor
+    still holds those objects and its index arrays are read-only. ``known``: addresses
+    of arrays it shares with its maker's operands, by ``id`` (``.ctypes`` costs 2 us
+    an array, ``from_buffer`` takes writeable arrays only); ``pointers``: its
+    descriptor's slots, found on first use."""
+
+    __slots__ = ("extents", "key", "known", "maker", "objects", "params", "pointers")
+
+    def __init__(self, maker: _Checked, tensor: Tensor, known: dict[int, int]):
+        self.maker, self.key, self.known = maker, maker.lane_key, known
+        self.objects = _objects(tensor)
+        self.params = [dict(p) for p in tensor.params]
+        self.extents = list(tensor.level_extents)
+        self.pointers: tuple | None = None
+
+    def holds(self, tensor: Tensor) -> bool:
+        if not all(map(is_, _objects(tensor), self.objects)) or \
+                tensor.params != self.params or tensor.level_extents != self.extents:
+            return False
+        for array in self.objects[6:]:  # (the index arrays: see _objects)
+            if array.flags.writeable:
+                return False
+        return True
+
+    def slots(self, tensor: Tensor, names: list[tuple[int, str]]) -> tuple:
+        """(arrays, pointers, capacities) of ``tensor``'s descriptor, whose array slots
+        are ``names`` (level, array name), then the values."""
+        if self.pointers is None:
+            levels = tensor.level_arrays
+            arrays = [levels[k].get(name) for k, name in names]
+            arrays.append(tensor.values)
+            self.pointers = (arrays, [self.address(a) for a in arrays],
+                             [0 if a is None else len(a) for a in arrays])
+        return self.pointers
+
+    def address(self, array: np.ndarray | None) -> int | None:
+        if array is None or not array.size:
+            return None
+        known = self.known.get(id(array))
+        if known is None and not array.flags.writeable:
+            known = runtime.taken_address(array)
+        return known if known is not None else _address(array)
+
+    def addresses(self) -> dict[int, int]:
+        """The addresses of its index arrays found so far, by ``id`` (for a result that
+        shares them, and so keeps them alive)."""
+        if self.pointers is None:
+            return self.known
+        arrays, pointers = self.pointers[0][:-1], self.pointers[1][:-1]
+        return {**self.known, **{id(a): p for a, p in zip(arrays, pointers)
+                                 if a is not None and p is not None}}
 
 
 class _BoundKernel:
@@ -178,12 +270,18 @@ class _BoundKernel:
         # ndarray operands: (position, the descriptor and slot the kernel reads it by,
         # dtype, shape)
         self.arrays = []
+        # operands that are other fast calls' results: (position, their descriptor, its
+        # array slots' names)
+        self.laned: list[tuple[int, runtime.DescriptorHolder, list]] = []
         by_name = list(bound.inputs_by_name)
         for k, (name, value) in enumerate(zip(bound.operands, operands)):
             if type(value) is np.ndarray:
                 holder = self.inputs[by_name.index(name)]
                 self.arrays.append((k, holder, len(holder.arrays) - 1, value.dtype,
                                     value.shape))
+            elif type(value) is Tensor and "_lane" in value.__dict__:
+                self.laned.append((k, self.inputs[by_name.index(name)],
+                                   value._slot_names()))
         self.dense, self.format, self.out_type = bound.dense, bound.format, bound.out_type
         if self.dense:
             self.output = runtime.DescriptorHolder(bound.extents, [None], bound.flat_params)
@@ -216,6 +314,11 @@ class _BoundKernel:
                 if holder.arrays[slot] is not array:  # (the descriptor keeps it alive)
                     holder.arrays[slot] = array
                     holder.pointers[slot] = _address(array)
+            for k, holder, names in self.laned:  # (checked by _Checked: one maker's)
+                tensor = operands[k]
+                holder.arrays, pointers, caps = tensor.__dict__["_lane"].slots(tensor, names)
+                holder.pointers[:len(pointers)] = pointers
+                holder.caps[:len(caps)] = caps
             output = self.output
             if self.dense:
                 values = self.new(self.size, self.dtype)

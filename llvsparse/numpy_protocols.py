@@ -393,10 +393,14 @@ class ArrayOps:
         """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
         entry counting, a stored one or the fill, as in numpy's dense reduction."""
         _no_options(name, out=out)
-        if _complex().is_complex(self):
-            return _complex().reduction(self, name, axis, keepdims)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
+        if not keepdims:
+            planned = _replayed((name, axes), (self,))
+            if planned is not None:
+                return planned
+        if _complex().is_complex(self):
+            return _complex().reduction(self, name, axis, keepdims)
         result = finish(lambda: lazy.reduce(lazy.as_node(self), axes, name), (self,),
                         (name, axes))
         return _kept(result, axes, self.ndim) if keepdims else result
