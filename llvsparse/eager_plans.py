@@ -200,7 +200,7 @@ def _ran(plan: Plan, operation: object, operands: tuple) -> object:
     dense = dense_result(operation, operands)
     if isinstance(operation, (str, tuple)):  # (a reduction: its name and axes)
         fast_calls.remember(operation, operands, plan.kernel.last_call,
-                            plan.pointwise, dense)
+                            plan.pointwise, dense, plan.sources)
     return result.to_numpy() if dense else result
 
 

@@ -63,11 +63,10 @@ def _operand_key(value: object) -> object:
     return None
 
 
-def key(operation: str, operands: tuple) -> tuple | None:
+def key(operation: object, operands: tuple) -> tuple | None:
     """The fast call's key of ``operation`` on ``operands``, None where it has none."""
-    first = _operand_key(operands[0])
-    second = _operand_key(operands[1]) if len(operands) == 2 else 0
-    return None if first is None or second is None else (operation, first, second)
+    keys = tuple(map(_operand_key, operands))
+    return None if None in keys else (operation, *keys)
 
 
 def called(operation: str, operands: tuple) -> object | None:
@@ -77,11 +76,13 @@ def called(operation: str, operands: tuple) -> object | None:
     return None if fast is None else fast(operands)
 
 
-def remember(operation: str, operands: tuple, bound: BoundCall | None,
-             pointwise: Callable | None, dense_result: bool) -> None:
+def remember(operation: object, operands: tuple, bound: BoundCall | None,
+             pointwise: Callable | None, dense_result: bool, sources: tuple) -> None:
     """After a planned call of ``operation`` on ``operands``: a fast call for them where
     ``bound`` (the kernel's binding that just ran) or ``pointwise`` (the values path)
-    serves them; ``dense_result``: the result is an ndarray (see ``eager_plans``)."""
+    serves them; ``dense_result``: the result is an ndarray (see ``eager_plans``);
+    ``sources``: per kernel operand, (its name, the index of the operand it reads or
+    None, the constant it reads then), the plan's."""
     for value in operands:  # a result changed since it was made is keyed by identity
         lane = value.__dict__.get("_lane") if type(value) is Tensor else None
         if lane is not None and not lane.holds(value):
@@ -97,8 +98,9 @@ def remember(operation: str, operands: tuple, bound: BoundCall | None,
     fast = None
     if pointwise is not None:
         fast = _Checked(operands, None, pointwise.unchecked)
-    elif bound is not None and _direct(bound, operands):
-        fast = _Checked(operands, _BoundKernel(bound, operands, dense_result), None)
+    elif bound is not None and _direct(bound, operands, sources):
+        fast = _Checked(operands, _BoundKernel(bound, operands, dense_result, sources),
+                        None)
     if fast is None or not fast.ready:
         return
     if len(_FAST) >= FAST_KEPT:
@@ -112,11 +114,11 @@ def forget() -> None:
     _SEEN.clear()
 
 
-def _direct(bound: BoundCall, operands: tuple) -> bool:
+def _direct(bound: BoundCall, operands: tuple, sources: tuple) -> bool:
     """Whether a call of ``bound`` only runs its kernel on one thread: its way chosen,
     no guards, refreshes, converted copies, diagonal patterns or thread plan, not a
     counting build, and a dense output small enough to come straight from numpy (or
-    an assembled one); its operands are ``operands``, by name, in order."""
+    an assembled one); its operands are ``operands`` as ``sources`` name them."""
     if bound.way is None or bound.guards or bound.refreshes or bound.converted \
             or bound.patterned or bound.plan is not None or bound.combine is not None \
             or bound.inst.jit.counter or bound.scratch is not None:
@@ -124,8 +126,9 @@ def _direct(bound: BoundCall, operands: tuple) -> bool:
     if bound.dense and bound.new_small is None:
         return False
     # ndarray operands: only those the binding reads where they lie (no copy made)
-    return len(bound.operands) == len(operands) and \
-        all(a is b for a, b in zip(bound.operands.values(), operands)) and \
+    return len(bound.operands) == len(sources) and \
+        all(bound.operands.get(name) is (constant if k is None else operands[k])
+            for name, k, constant in sources) and \
         all(name in bound.inputs_by_name and (type(value) is not np.ndarray
                                              or name in bound.wrapped)
             for name, value in bound.operands.items())
@@ -263,7 +266,8 @@ class _BoundKernel:
     (a solver's new ``x`` every iteration), the output is allocated fresh (dense) or
     assembled and adopted as the binding does."""
 
-    def __init__(self, bound: BoundCall, operands: tuple, dense_result: bool):
+    def __init__(self, bound: BoundCall, operands: tuple, dense_result: bool,
+                 sources: tuple):
         code = bound._code(bound.way.form)
         self.inputs = [runtime.DescriptorHolder(list(h.extents), list(h.arrays),
                                                 list(h.params)) for h in bound.inputs]
@@ -274,7 +278,8 @@ class _BoundKernel:
         # array slots' names)
         self.laned: list[tuple[int, runtime.DescriptorHolder, list]] = []
         by_name = list(bound.inputs_by_name)
-        for k, (name, value) in enumerate(zip(bound.operands, operands)):
+        for name, k, _ in sources:
+            value = None if k is None else operands[k]
             if type(value) is np.ndarray:
                 holder = self.inputs[by_name.index(name)]
                 self.arrays.append((k, holder, len(holder.arrays) - 1, value.dtype,
