@@ -342,6 +342,8 @@ class _BoundKernel:
                 raise refused_insert_error(self.format, self.out_type, error) from error
             raise
         finally:
+            for _, holder, _ in self.laned:  # a chain's intermediate result is not kept
+                holder.arrays = []  # alive here (pointed to again before each call)
             self.lock.release()
 
 

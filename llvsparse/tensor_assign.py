@@ -65,6 +65,7 @@ def assign_items(target: Tensor, key, value) -> None:
     written twice keeps the last value, as numpy's does; a written value equal to the
     fill is not stored (pydata/sparse's DOK drops it too); the other stored entries stay."""
     shape = target.shape
+    key = _numpy_key(key)
     probe = np.broadcast_to(np.zeros((), np.bool_), shape)[key]  # numpy's errors, its
     check_fits_memory(probe.size * (8 * len(shape) + target.dtype.itemsize),  # shape
                       "the coordinates of the positions written")
@@ -100,3 +101,12 @@ def _last_of_each(coords: np.ndarray) -> np.ndarray:
     last = np.ones(len(order), dtype=bool)
     last[:-1] = np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)
     return order[last]
+
+
+def _numpy_key(key):
+    """``key`` with tensors in it (a bool Tensor as a mask) as numpy arrays."""
+    if isinstance(key, tuple):
+        return tuple(_numpy_key(k) for k in key)
+    if hasattr(key, "__array__") and not isinstance(key, np.ndarray):
+        return np.asarray(key)
+    return key

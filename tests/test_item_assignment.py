@@ -88,9 +88,12 @@ def test_values_and_dtypes_as_numpy_casts_them():
 
 
 def test_written_fill_values_are_not_stored():
-    """As pydata/sparse's DOK: writing the fill removes the entry."""
+    """As pydata/sparse's DOK: writing the fill removes the entry. A bool tensor is a
+    mask as numpy's bool array is."""
     a = _matrix(5)
     tensor = ls.Tensor.from_numpy(a, format="csr")
+    tensor[tensor > 4] = 0.0
+    assert np.array_equal(tensor.todense(), np.where(a > 4, 0.0, a))
     tensor[a != 0] = 0.0
     assert tensor.nnz == 0 and not tensor.todense().any()
     tensor[2, 3] = 1.5
