@@ -15,14 +15,15 @@ repeated on the same tensors goes to a fast call (fast_calls.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
 
-from . import eager_plans
+from . import eager_plans, lazy_tensor
 from .ir import notation as nt
-from .lazy_tensor import LazyTensor, Node, broadcast_shape, compute_node, node_dtype
+from .lazy_tensor import LazyTensor, Node, as_node, broadcast_shape, compute_node, node_dtype
 from .tensor import Tensor
 
 # What a recipe takes (anything else, a list or a scipy matrix, is built at once).
@@ -113,12 +114,23 @@ def _broadcast(shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
     return broadcast_shape(*shapes)
 
 
+def lazy(value: object) -> LazyTensor:
+    """``value`` (a Tensor, numpy array, scipy or pydata sparse array) as the start of
+    a lazy chain: a Tensor or an ndarray as a recipe of its own (its node, a leaf, built
+    when asked for)."""
+    if type(value) in (Tensor, np.ndarray) and value.ndim:
+        return Deferred(None, (value,), functools.partial(as_node, value), value.shape)
+    return lazy_tensor.lazy(value)
+
+
 def _structure(value: object, leaves: list) -> object:
     """``value``'s structure, its leaves (tensors, arrays, numbers) appended to
     ``leaves`` and named by position; None where a part has no recipe (a lazy node
     built otherwise: a transposed or reshaped one)."""
     if isinstance(value, Deferred):
         operation, operands = value.recipe
+        if operation is None:  # ls.lazy(A)
+            return _structure(operands[0], leaves)
         parts = []
         for operand in operands:
             part = _structure(operand, leaves)

@@ -47,8 +47,11 @@ def _ufuncs():
 
 
 def _complex():
+    """complex_values, which this name becomes on its first call (as _lazy_module)."""
+    global _complex
     from . import complex_values
 
+    _complex = functools.partial(_module, complex_values)
     return complex_values
 
 
@@ -71,8 +74,11 @@ def _plans():
 
 
 def _recipes():
+    """lazy_recipes, which this name becomes on its first call (as _lazy_module)."""
+    global _recipes
     from . import lazy_recipes
 
+    _recipes = functools.partial(_module, lazy_recipes)
     return lazy_recipes
 
 
