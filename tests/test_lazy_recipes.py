@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
-from llvsparse import api, eager_plans
+from llvsparse import api, eager_plans, lazy_recipes
 from llvsparse.lazy_recipes import Deferred
 
 FORMATS = ("coo", "csr", "csc")
@@ -101,3 +101,37 @@ def test_chains_with_views_and_lists_take_the_node_path():
         assert np.allclose(_dense(got), (a.T + b).sum(axis=0))
         got = ls.compute(ls.lazy(A) * [1.0, 2.0, 3.0, 4.0, 5.0])
         assert np.allclose(_dense(got), a * [1.0, 2.0, 3.0, 4.0, 5.0])
+
+
+class _Clock:
+    """A clock that each way's call moves on by its cost (the faster costs 1, the
+    other 3), in place of ``time`` in lazy_recipes."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def costing(self, run, cost: float):
+        def timed(*args):
+            self.now += cost
+            return run(*args)
+        return timed
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("faster", ["fused", "eager"])
+def test_fused_or_eager_is_timed_then_kept(fmt, faster, monkeypatch):
+    """Each chain is timed both ways on its first calls, then runs the faster; both ways
+    give numpy's values on every call."""
+    (a, A), (b, B), (c, C) = (_pair(s, fmt, fill=0.5) for s in (14, 15, 16))
+    clock, choice = _Clock(), lazy_recipes.Choice()
+    monkeypatch.setattr(lazy_recipes, "_CHOICES", choice)
+    monkeypatch.setattr(lazy_recipes, "time", clock)
+    choice.ways = {way: clock.costing(run, 1.0 if way == faster else 3.0)
+                   for way, run in choice.ways.items()}
+    for _ in range(10):
+        got = ls.compute((ls.lazy(A) * B + C) * 2)
+        assert np.allclose(_dense(got), (a * b + c) * 2)
+    assert list(lazy_recipes._CHOICES.chosen.values()) == [faster]
