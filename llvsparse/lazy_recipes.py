@@ -180,10 +180,13 @@ class Choice:
     whole chain reads every operand once, but its merge of many sparse operands can
     cost more per entry than the chain's operations one by one (``A * B + C`` at 10^6
     entries: the fused union of an intersection with C took 1.5x the two eager
-    kernels). Each way's first call (compiling) is not timed, then ``SAMPLES`` calls
-    of each are, alternately; the faster by its best time serves every later call."""
+    kernels). Each way's first ``WARM`` calls (compiling, binding, timing its kernels'
+    forms: probe.py's 6 calls, then a fast call made: fast_calls.py) are not counted,
+    then ``SAMPLES`` calls of each are, alternately; the faster by its best time serves
+    every later call."""
 
-    SAMPLES = 2
+    WARM = 10
+    SAMPLES = 3
     KEPT = 256
 
     def __init__(self):
@@ -206,11 +209,11 @@ class Choice:
         start = time.perf_counter()
         result = self.ways[way](operation, operands, chain)
         times[way].append(time.perf_counter() - start)
-        if all(len(t) > self.SAMPLES for t in times.values()):
+        if all(len(t) >= self.WARM + self.SAMPLES for t in times.values()):
             del self.timing[key]
             if len(self.chosen) >= self.KEPT:
                 del self.chosen[next(iter(self.chosen))]
-            self.chosen[key] = min(times, key=lambda w: min(times[w][1:]))
+            self.chosen[key] = min(times, key=lambda w: min(times[w][self.WARM:]))
         return result
 
 

@@ -131,7 +131,7 @@ def test_fused_or_eager_is_timed_then_kept(fmt, faster, monkeypatch):
     monkeypatch.setattr(lazy_recipes, "time", clock)
     choice.ways = {way: clock.costing(run, 1.0 if way == faster else 3.0)
                    for way, run in choice.ways.items()}
-    for _ in range(10):
+    for _ in range(30):
         got = ls.compute((ls.lazy(A) * B + C) * 2)
         assert np.allclose(_dense(got), (a * b + c) * 2)
     assert list(lazy_recipes._CHOICES.chosen.values()) == [faster]
