@@ -115,9 +115,9 @@ def _broadcast(shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
 
 def lazy(value: object) -> LazyTensor:
     """``value`` (a Tensor, numpy array, scipy or pydata sparse array) as the start of
-    a lazy chain: a Tensor or an ndarray as a recipe of its own (its node, a leaf, built
-    when asked for)."""
-    if type(value) in (Tensor, np.ndarray) and value.ndim:
+    a lazy chain: a real-valued Tensor or ndarray as a recipe of its own (its node, a
+    leaf, built when asked for); anything else (refused there) as ``lazy_tensor.lazy``."""
+    if type(value) in (Tensor, np.ndarray) and value.ndim and value.dtype.kind in "biuf":
         return Deferred(None, (value,), functools.partial(as_node, value), value.shape)
     return lazy_tensor.lazy(value)
 
