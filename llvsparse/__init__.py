@@ -36,7 +36,7 @@ _HOMES = {
     "KernelRuntimeError": "runtime", "get_num_threads": "runtime",
     "set_num_threads": "runtime",
     "Tensor": "tensor", "sort": "sorting", "tensordot": "numpy_functions",
-    "LazyTensor": "lazy_tensor", "compute": "lazy_tensor", "lazy": "lazy_tensor",
+    "LazyTensor": "lazy_tensor", "compute": "lazy_tensor", "lazy": "lazy_recipes",
     "WorkspacePolicy": "ir.workspace_policy",
     "register_workspace_policy": "policy_registry",
     "unregister_workspace_policy": "policy_registry",
@@ -95,7 +95,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
     from .ir.workspace_policy import WorkspacePolicy
     from .kernel_cache import set_kernel_cache_bytes
-    from .lazy_tensor import LazyTensor, compute, lazy
+    from .lazy_recipes import lazy
+    from .lazy_tensor import LazyTensor, compute
     from .notation_parse import parse
     from .numpy_functions import tensordot
     from .policy_registry import (

@@ -198,9 +198,9 @@ def _ran(plan: Plan, operation: object, operands: tuple) -> object:
     """``plan`` on ``operands``, and a fast call for them where it can serve the next."""
     result = plan(operands)
     dense = dense_result(operation, operands)
-    if isinstance(operation, str):
+    if isinstance(operation, (str, tuple)):  # (a reduction: its name and axes)
         fast_calls.remember(operation, operands, plan.kernel.last_call,
-                            plan.pointwise, dense)
+                            plan.pointwise, dense, plan.sources)
     return result.to_numpy() if dense else result
 
 

@@ -16,6 +16,14 @@ still read-only (sealed); each ndarray operand has the dtype and shape bound, an
 C-contiguous and aligned, so the kernel reads it where it lies. Anything else, or a
 binding whose calls do more than run the kernel (threads, guards, converted operands,
 a probe still timing forms, a counting build, a large output), takes the plan's path.
+
+A chain (``(A + B) * 2 - C``) reads results that are new objects on every call. A fast
+call's result is valid by construction (a shipped kernel assembled it, or it shares a
+validated tensor's index arrays), so it carries a ``Lane``: the fast call that made it
+and what it holds. A fast call's key names such an operand by its maker instead of its
+identity (every result of one maker has the same format, dtypes, shape, parameters and
+extents), and the call points its own descriptor at the operand's arrays: the next
+operation of the chain is a fast call too, with no validation.
 """
 
 from __future__ import annotations
@@ -40,10 +48,12 @@ _SEEN: dict[tuple, None] = {}  # keys of calls made once (ids only: nothing kept
 
 
 def _operand_key(value: object) -> object:
-    """What identifies ``value`` in a fast call's key (None: no fast call takes it)."""
+    """What identifies ``value`` in a fast call's key (None: no fast call takes it): a
+    Tensor's identity, or for a fast call's result the fast call that made it."""
     kind = type(value)
     if kind is Tensor:
-        return id(value)
+        lane = value.__dict__.get("_lane")
+        return id(value) if lane is None else lane.key
     if kind is np.ndarray:
         return kind
     if kind is float:
@@ -53,11 +63,10 @@ def _operand_key(value: object) -> object:
     return None
 
 
-def key(operation: str, operands: tuple) -> tuple | None:
+def key(operation: object, operands: tuple) -> tuple | None:
     """The fast call's key of ``operation`` on ``operands``, None where it has none."""
-    first = _operand_key(operands[0])
-    second = _operand_key(operands[1]) if len(operands) == 2 else 0
-    return None if first is None or second is None else (operation, first, second)
+    keys = tuple(map(_operand_key, operands))
+    return None if None in keys else (operation, *keys)
 
 
 def called(operation: str, operands: tuple) -> object | None:
@@ -67,11 +76,17 @@ def called(operation: str, operands: tuple) -> object | None:
     return None if fast is None else fast(operands)
 
 
-def remember(operation: str, operands: tuple, bound: BoundCall | None,
-             pointwise: Callable | None, dense_result: bool) -> None:
+def remember(operation: object, operands: tuple, bound: BoundCall | None,
+             pointwise: Callable | None, dense_result: bool, sources: tuple) -> None:
     """After a planned call of ``operation`` on ``operands``: a fast call for them where
     ``bound`` (the kernel's binding that just ran) or ``pointwise`` (the values path)
-    serves them; ``dense_result``: the result is an ndarray (see ``eager_plans``)."""
+    serves them; ``dense_result``: the result is an ndarray (see ``eager_plans``);
+    ``sources``: per kernel operand, (its name, the index of the operand it reads or
+    None, the constant it reads then), the plan's."""
+    for value in operands:  # a result changed since it was made is keyed by identity
+        lane = value.__dict__.get("_lane") if type(value) is Tensor else None
+        if lane is not None and not lane.holds(value):
+            del value.__dict__["_lane"]
     fast_key = key(operation, operands)
     if fast_key is None:
         return
@@ -83,8 +98,9 @@ def remember(operation: str, operands: tuple, bound: BoundCall | None,
     fast = None
     if pointwise is not None:
         fast = _Checked(operands, None, pointwise.unchecked)
-    elif bound is not None and _direct(bound, operands):
-        fast = _Checked(operands, _BoundKernel(bound, operands, dense_result), None)
+    elif bound is not None and _direct(bound, operands, sources):
+        fast = _Checked(operands, _BoundKernel(bound, operands, dense_result, sources),
+                        None)
     if fast is None or not fast.ready:
         return
     if len(_FAST) >= FAST_KEPT:
@@ -98,11 +114,11 @@ def forget() -> None:
     _SEEN.clear()
 
 
-def _direct(bound: BoundCall, operands: tuple) -> bool:
+def _direct(bound: BoundCall, operands: tuple, sources: tuple) -> bool:
     """Whether a call of ``bound`` only runs its kernel on one thread: its way chosen,
     no guards, refreshes, converted copies, diagonal patterns or thread plan, not a
     counting build, and a dense output small enough to come straight from numpy (or
-    an assembled one); its operands are ``operands``, by name, in order."""
+    an assembled one); its operands are ``operands`` as ``sources`` name them."""
     if bound.way is None or bound.guards or bound.refreshes or bound.converted \
             or bound.patterned or bound.plan is not None or bound.combine is not None \
             or bound.inst.jit.counter or bound.scratch is not None:
@@ -110,8 +126,9 @@ def _direct(bound: BoundCall, operands: tuple) -> bool:
     if bound.dense and bound.new_small is None:
         return False
     # ndarray operands: only those the binding reads where they lie (no copy made)
-    return len(bound.operands) == len(operands) and \
-        all(a is b for a, b in zip(bound.operands.values(), operands)) and \
+    return len(bound.operands) == len(sources) and \
+        all(bound.operands.get(name) is (constant if k is None else operands[k])
+            for name, k, constant in sources) and \
         all(name in bound.inputs_by_name and (type(value) is not np.ndarray
                                              or name in bound.wrapped)
             for name, value in bound.operands.items())
@@ -128,24 +145,36 @@ def _objects(tensor: Tensor) -> tuple:
 
 class _Checked:
     """The per-call checks of a fast call's operands, then its work (``run``: a
-    binding's kernel; ``pointwise``: numpy on the values). ``ready``: the operands are
-    as the fast call needs them (sealed and validated Tensors), so it is worth keeping.
+    binding's kernel; ``pointwise``: numpy on the values), and its result's ``Lane``.
+    ``ready``: the operands are as the fast call needs them (sealed and validated
+    Tensors), so it is worth keeping.
 
     A Tensor passes while it holds the same objects (``_objects``; kept alive here, so
     none can be another that took its place), the same parameters and extents, and its
-    index arrays are still read-only: what its remembered validation holds for."""
+    index arrays are still read-only: what its remembered validation holds for. A
+    result of another fast call (``lanes``: its position and maker) passes while its
+    ``Lane`` holds."""
 
-    __slots__ = ("generation", "pointwise", "ready", "run", "tensors", "threads")
+    __slots__ = ("generation", "known", "lane_key", "lanes", "pointwise", "ready", "run",
+                 "tensors", "threads")
 
     def __init__(self, operands: tuple, run: _BoundKernel | None, pointwise: Callable | None):
         self.run, self.pointwise = run, pointwise
+        self.lane_key = ("lane", id(self))
+        laned = {k: x.__dict__["_lane"] for k, x in enumerate(operands)
+                 if type(x) is Tensor and "_lane" in x.__dict__}
+        self.lanes = [(k, lane.maker) for k, lane in laned.items()]
         self.tensors = [(k, x, _objects(x), [dict(p) for p in x.params],
                          list(x.level_extents),
                          [a for level in x.level_arrays for a in level.values()])
-                        for k, x in enumerate(operands) if type(x) is Tensor]
+                        for k, x in enumerate(operands)
+                        if type(x) is Tensor and k not in laned]
         self.ready = all(x._sealed_state() is not None and
                          x.__dict__.get("_validated") == x._sealed_state()
                          for _, x, _, _, _, _ in self.tensors)
+        # addresses of the index arrays a pointwise result shares with its operand
+        self.known = {id(a): a.ctypes.data for _, _, _, _, _, arrays in self.tensors
+                      for a in arrays if a.size} if pointwise is not None else {}
         self.generation = registry_generation()
         self.threads = runtime.get_num_threads()
 
@@ -157,12 +186,78 @@ class _Checked:
             for array in arrays:
                 if array.flags.writeable:
                     return None
+        for k, maker in self.lanes:
+            tensor = operands[k]
+            lane = tensor.__dict__.get("_lane") if type(tensor) is Tensor else None
+            if lane is None or lane.maker is not maker or not lane.holds(tensor):
+                return None
         if registry_generation() != self.generation or \
                 runtime.get_num_threads() != self.threads:
             return None
-        if self.pointwise is not None:
-            return self.pointwise(operands)
-        return self.run(operands)
+        result = self.pointwise(operands) if self.pointwise is not None else \
+            self.run(operands)
+        if type(result) is Tensor and "_validated" in result.__dict__:
+            known = self.known
+            if self.pointwise is not None and self.lanes:  # (sharing its index arrays)
+                known = operands[self.lanes[0][0]].__dict__["_lane"].addresses()
+            result.__dict__["_lane"] = Lane(self, result, known)
+        return result
+
+
+class Lane:
+    """A fast call's result, valid as made: its ``maker`` (the fast call) and what it
+    held then (``_objects``, parameters and extents; every result of one maker has the
+    same format, dtypes, shape, parameters and extents). It holds while the tensor
+    still holds those objects and its index arrays are read-only. ``known``: addresses
+    of arrays it shares with its maker's operands, by ``id`` (``.ctypes`` costs 2 us
+    an array, ``from_buffer`` takes writeable arrays only); ``pointers``: its
+    descriptor's slots, found on first use."""
+
+    __slots__ = ("extents", "key", "known", "maker", "objects", "params", "pointers")
+
+    def __init__(self, maker: _Checked, tensor: Tensor, known: dict[int, int]):
+        self.maker, self.key, self.known = maker, maker.lane_key, known
+        self.objects = _objects(tensor)
+        self.params = [dict(p) for p in tensor.params]
+        self.extents = list(tensor.level_extents)
+        self.pointers: tuple | None = None
+
+    def holds(self, tensor: Tensor) -> bool:
+        if not all(map(is_, _objects(tensor), self.objects)) or \
+                tensor.params != self.params or tensor.level_extents != self.extents:
+            return False
+        for array in self.objects[6:]:  # (the index arrays: see _objects)
+            if array.flags.writeable:
+                return False
+        return True
+
+    def slots(self, tensor: Tensor, names: list[tuple[int, str]]) -> tuple:
+        """(arrays, pointers, capacities) of ``tensor``'s descriptor, whose array slots
+        are ``names`` (level, array name), then the values."""
+        if self.pointers is None:
+            levels = tensor.level_arrays
+            arrays = [levels[k].get(name) for k, name in names]
+            arrays.append(tensor.values)
+            self.pointers = (arrays, [self.address(a) for a in arrays],
+                             [0 if a is None else len(a) for a in arrays])
+        return self.pointers
+
+    def address(self, array: np.ndarray | None) -> int | None:
+        if array is None or not array.size:
+            return None
+        known = self.known.get(id(array))
+        if known is None and not array.flags.writeable:
+            known = runtime.taken_address(array)
+        return known if known is not None else _address(array)
+
+    def addresses(self) -> dict[int, int]:
+        """The addresses of its index arrays found so far, by ``id`` (for a result that
+        shares them, and so keeps them alive)."""
+        if self.pointers is None:
+            return self.known
+        arrays, pointers = self.pointers[0][:-1], self.pointers[1][:-1]
+        return {**self.known, **{id(a): p for a, p in zip(arrays, pointers)
+                                 if a is not None and p is not None}}
 
 
 class _BoundKernel:
@@ -171,19 +266,27 @@ class _BoundKernel:
     (a solver's new ``x`` every iteration), the output is allocated fresh (dense) or
     assembled and adopted as the binding does."""
 
-    def __init__(self, bound: BoundCall, operands: tuple, dense_result: bool):
+    def __init__(self, bound: BoundCall, operands: tuple, dense_result: bool,
+                 sources: tuple):
         code = bound._code(bound.way.form)
         self.inputs = [runtime.DescriptorHolder(list(h.extents), list(h.arrays),
                                                 list(h.params)) for h in bound.inputs]
         # ndarray operands: (position, the descriptor and slot the kernel reads it by,
         # dtype, shape)
         self.arrays = []
+        # operands that are other fast calls' results: (position, their descriptor, its
+        # array slots' names)
+        self.laned: list[tuple[int, runtime.DescriptorHolder, list]] = []
         by_name = list(bound.inputs_by_name)
-        for k, (name, value) in enumerate(zip(bound.operands, operands)):
+        for name, k, _ in sources:
+            value = None if k is None else operands[k]
             if type(value) is np.ndarray:
                 holder = self.inputs[by_name.index(name)]
                 self.arrays.append((k, holder, len(holder.arrays) - 1, value.dtype,
                                     value.shape))
+            elif type(value) is Tensor and "_lane" in value.__dict__:
+                self.laned.append((k, self.inputs[by_name.index(name)],
+                                   value._slot_names()))
         self.dense, self.format, self.out_type = bound.dense, bound.format, bound.out_type
         if self.dense:
             self.output = runtime.DescriptorHolder(bound.extents, [None], bound.flat_params)
@@ -216,6 +319,11 @@ class _BoundKernel:
                 if holder.arrays[slot] is not array:  # (the descriptor keeps it alive)
                     holder.arrays[slot] = array
                     holder.pointers[slot] = _address(array)
+            for k, holder, names in self.laned:  # (checked by _Checked: one maker's)
+                tensor = operands[k]
+                holder.arrays, pointers, caps = tensor.__dict__["_lane"].slots(tensor, names)
+                holder.pointers[:len(pointers)] = pointers
+                holder.caps[:len(caps)] = caps
             output = self.output
             if self.dense:
                 values = self.new(self.size, self.dtype)
@@ -234,6 +342,8 @@ class _BoundKernel:
                 raise refused_insert_error(self.format, self.out_type, error) from error
             raise
         finally:
+            for _, holder, _ in self.laned:  # a chain's intermediate result is not kept
+                holder.arrays = []  # alive here (pointed to again before each call)
             self.lock.release()
 
 

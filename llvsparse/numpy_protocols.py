@@ -8,15 +8,24 @@ operand is, else it is computed at once as one kernel. Nothing here is imported 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
 
 
 def _lazy_module():
-    from . import lazy_tensor as lazy
+    """lazy_tensor, which this name becomes on its first call (asked on every operation:
+    the import statement cost 1 us a call)."""
+    global _lazy_module
+    from . import lazy_tensor
 
-    return lazy
+    _lazy_module = functools.partial(_module, lazy_tensor)
+    return lazy_tensor
+
+
+def _module(module):
+    return module
 
 
 def _entry_reductions():
@@ -38,8 +47,11 @@ def _ufuncs():
 
 
 def _complex():
+    """complex_values, which this name becomes on its first call (as _lazy_module)."""
+    global _complex
     from . import complex_values
 
+    _complex = functools.partial(_module, complex_values)
     return complex_values
 
 
@@ -61,6 +73,15 @@ def _plans():
     return eager_plans
 
 
+def _recipes():
+    """lazy_recipes, which this name becomes on its first call (as _lazy_module)."""
+    global _recipes
+    from . import lazy_recipes
+
+    _recipes = functools.partial(_module, lazy_recipes)
+    return lazy_recipes
+
+
 def _replayed(operation: str, operands: tuple) -> object | None:
     """``eager_plans.replayed``, which this name becomes on its first call (the operator
     path's fixed cost: the import statement cost 1 us a call)."""
@@ -73,9 +94,12 @@ def finish(node, operands: tuple, operation: object = None) -> object:
     """A lazy result where an operand is lazy; else computed (a 0-d tensor for a full
     reduction, as pydata/sparse gives, following the array API standard). ``node`` may
     be a function making it: an ``operation`` named (whose node depends only on it and
-    its operands) is then run by the plan of its operands' signatures (eager_plans)."""
+    its operands) is then run by the plan of its operands' signatures (eager_plans),
+    or kept as a lazy recipe (lazy_recipes)."""
     lazy = _lazy_module()
     if any(isinstance(x, lazy.LazyTensor) for x in operands):
+        if operation is not None:  # a recipe, its node built when asked for
+            return _recipes().deferred(operation, operands, node)
         return lazy.LazyTensor(node() if callable(node) else node)
     if operation is not None:
         return _plans().run(operation, operands, node)
@@ -95,12 +119,18 @@ def _binary(name: str, reflected: bool = False,
         lazy = _lazy_module()
         if _complex().any_complex(operands):
             return getattr(np, function(operands) if function else name)(*operands)
-        if lazy.as_node(other) is None:
+        if not _is_operand(other):
             return NotImplemented
         chosen = function(operands) if function else name
         return finish(lambda: lazy.apply(chosen, *operands), operands, chosen)
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
+
+
+def _is_operand(value: object) -> bool:
+    """Whether ``value`` can be an operand (a tensor, lazy or not, without building a
+    node for it: a lazy recipe builds its own when asked)."""
+    return isinstance(value, ArrayOps) or _lazy_module().as_node(value) is not None
 
 
 def _is_bool(value: object) -> bool:
@@ -393,10 +423,14 @@ class ArrayOps:
         """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
         entry counting, a stored one or the fill, as in numpy's dense reduction."""
         _no_options(name, out=out)
-        if _complex().is_complex(self):
-            return _complex().reduction(self, name, axis, keepdims)
         lazy = _lazy_module()
         axes = lazy.reduce_axes(axis, self.ndim)
+        if not keepdims:
+            planned = _replayed((name, axes), (self,))
+            if planned is not None:
+                return planned
+        if _complex().is_complex(self):
+            return _complex().reduction(self, name, axis, keepdims)
         result = finish(lambda: lazy.reduce(lazy.as_node(self), axes, name), (self,),
                         (name, axes))
         return _kept(result, axes, self.ndim) if keepdims else result
@@ -440,7 +474,7 @@ class ArrayOps:
                                                if k not in ("out", "dtype")})
         if ufunc is not np.matmul and _complex().any_complex(inputs):
             return _ufuncs().on_entries(ufunc, inputs, kwargs)  # numpy's complex arithmetic
-        if any(lazy.as_node(x) is None for x in inputs):
+        if not all(_is_operand(x) for x in inputs):
             return NotImplemented
         if ufunc is np.matmul:
             return self._product(*inputs)

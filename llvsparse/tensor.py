@@ -371,10 +371,14 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
 
     def __setitem__(self, indices, value) -> None:
         """Assignment in index notation (``A[i, j] = B[i, j] * 2``), computed into this
-        tensor in its dtype (see tensor_assign.py)."""
-        from .tensor_assign import assign_notation
+        tensor in its dtype, or numpy's item assignment (``A[1, 2] = 3``, ``A[:, 0] =
+        x``, ``A[mask] = 0``), in its format, dtype and fill (see tensor_assign.py)."""
+        from . import fancy_index, tensor_assign
 
-        assign_notation(self, indices, value)
+        if fancy_index.is_index_key(indices):
+            tensor_assign.assign_items(self, indices, value)
+        else:
+            tensor_assign.assign_notation(self, indices, value)
 
 
 def _differs(array: np.ndarray, fill) -> np.ndarray:

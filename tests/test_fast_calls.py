@@ -211,3 +211,73 @@ def test_new_vectors_on_a_threaded_binding_are_not_bound_again(monkeypatch):
         assert np.allclose(A @ x.astype(np.float32), a @ x.astype(np.float32), rtol=1e-5)
     finally:
         ls.set_num_threads(before)
+
+
+def _chains(A, B, C, a, b, c):
+    """Eager chains and their numpy values: each operation reads the previous one's
+    result, a new tensor every call."""
+    return [((A + B) * 2 - C, (a + b) * 2 - c), (A * B + C, a * b + c),
+            (((A + B) * 2 - A * 3).sum(axis=1), ((a + b) * 2 - a * 3).sum(axis=1)),
+            ((A - B).max(axis=0), (a - b).max(axis=0)), ((A + B) @ np.ones(5), (a + b).sum(1)),
+            ((A * B + C) / 4 + (A + B), (a * b + c) / 4 + (a + b))]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fill", [None, 1.5])
+def test_chains_match_numpy_every_call(fmt, fill):
+    """A chain's intermediate results take the fast lane too (by the fast call that made
+    them): every call's result against numpy, on random inputs and an empty one."""
+    eager_plans.forget()
+    (a, A), (b, B), (c, C) = (_pair(s, fmt, fill=fill) for s in (21, 22, 23))
+    empty, E = _pair(24, fmt, density=0.0, fill=fill)
+    laned = 0
+    for _ in range(3 * CALLS):
+        for got, want in _chains(A, B, C, a, b, c) + _chains(E, B, E, empty, b, empty):
+            assert np.allclose(_dense(got), want), got
+            laned += "_lane" in getattr(got, "__dict__", {})
+    assert laned  # results of fast calls served some
+
+
+def test_chain_steps_skip_the_kernel_call_path(monkeypatch):
+    """Once settled, every step of ``(A + B) * 2 - C`` and of the sum chain is a fast
+    call: no ``Kernel.__call__``, no plan."""
+    eager_plans.forget()
+    (a, A), (b, B), (c, C) = (_pair(s, "csr") for s in (25, 26, 27))
+    for _ in range(60):  # until the probes of the kernels' forms have settled
+        (A + B) * 2 - C, ((A + B) * 2 - A * 3).sum(axis=1)
+    calls = []
+    original = api.Kernel.__call__
+    monkeypatch.setattr(api.Kernel, "__call__",
+                        lambda self, **kw: calls.append(1) or original(self, **kw))
+    monkeypatch.setattr(eager_plans, "_ran", lambda *args: calls.append(2))
+    for _ in range(3):
+        assert np.allclose(_dense((A + B) * 2 - C), (a + b) * 2 - c)
+        assert np.allclose(_dense(((A + B) * 2 - A * 3).sum(axis=1)),
+                           ((a + b) * 2 - a * 3).sum(axis=1))
+    assert not calls
+
+
+def test_changes_to_a_chain_result_are_noticed():
+    """A fast call's result changed after it was made (its values written or replaced,
+    an index array replaced by a corrupt writeable one) is read as it is now, or
+    refused; never through the arrays it held before."""
+    eager_plans.forget()
+    (a, A), (b, B) = _pair(28, "csr", shape=(6, 6), density=0.5), \
+        _pair(29, "csr", shape=(6, 6), density=0.5)
+    for _ in range(3 * CALLS):
+        R = A + B
+        assert np.allclose(_dense(R - B), a)
+    assert "_lane" in R.__dict__
+    R.values[...] = 1.0  # in place: read where it lies
+    assert np.allclose(_dense(R - B), (a + b != 0) - b)
+    R = A + B
+    R.values = R.values * 3  # a new array: the lane no longer holds
+    assert np.allclose(_dense(R - B), 3 * (a + b) - b)
+    R = A + B
+    crd = R.level_arrays[1]["crd"].copy()
+    crd[0] = 60
+    R.level_arrays[1]["crd"] = crd
+    with pytest.raises(CorruptTensorError):
+        R - B
+    with pytest.raises(CorruptTensorError):
+        R * 2.0

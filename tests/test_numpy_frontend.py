@@ -368,9 +368,13 @@ def test_a_lazy_chain_compiles_one_kernel(monkeypatch):
     text = str(calls[0])
     assert text == str(expr.assignment) and text.count("T0") == 2 and "T2" in text
     _close(result, ((a + b) * 2 - a * D).T.sum(axis=0))
+    kernels = []  # a chain of recipes runs by its plan's kernel, not through evaluate
+    original = api.Kernel.__call__
+    monkeypatch.setattr(api.Kernel, "__call__",
+                        lambda self, **kw: kernels.append(1) or original(self, **kw))
     chain = (ls.lazy(A) + B) * 3
     out = ls.compute(chain)
-    assert out.format.name == "csr" and len(calls) == 2
+    assert out.format.name == "csr" and len(kernels) == 1
     _close(out, (a + b) * 3)
     assert ls.compute(A) is A
 

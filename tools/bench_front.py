@@ -5,12 +5,12 @@ pydata/sparse doing the same in the same run.
         [--json out.json]
 
 Rows: the operator path's fixed cost on a 10 x 10 matrix (``A @ x`` with the same and
-with a new ``x`` each call, ``A * 2.0``, ``A + B``, the eager chain ``(A + B) * 2 - C``),
-then the same operations at n x n with
-nnz entries each, and ``((A + B) * 2 - A * 3).sum(axis=1)`` eager and through
-``ls.lazy``. Every way is checked against scipy first, warmed (kernels compiled), then
+with a new ``x`` each call, ``A * 2.0``, ``A + B``, the chains ``(A + B) * 2 - C``,
+``A * B + C`` and ``((A + B) * 2 - A * 3).sum(axis=1)``, each chain eager and through
+``ls.lazy``), then the same operations at n x n with nnz entries each. Every way is checked against scipy first, warmed (kernels compiled), then
 timed in interleaved rounds: each round times every way once (a batch of calls for the
-small rows, one call for the large ones); the time reported is the median over rounds.
+small rows, one call for the large ones); the time reported is the median over rounds,
+beside the load average (1 minute) at the row's start and end.
 The machine this runs on may be shared: compare within a row (ratios), not across runs.
 The closing table says per row whether issue 33's targets are met: the 10 x 10 ``A @ x``
 at most 2x scipy's time, every other row at or under scipy's, each under pydata/sparse's,
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -66,17 +67,27 @@ def _per_call(run: Way, batch: int) -> float:
     return (clock() - start) / batch
 
 
+WARM_CALLS = 30
+
+
 def timed_row(name: str, ways: dict[str, Way], rounds: int, batch: int) -> dict:
     """Check every way against ``ways['scipy']``, then median seconds per call over
     interleaved rounds, and each way's ratio to scipy and to pydata/sparse."""
     expected = ways["scipy"]()
     for way, run in ways.items():
         _checked(run(), expected, (name, way))
+        if way.startswith("llvsparse"):  # past the first calls' timing of kernel forms
+            for _ in range(WARM_CALLS):  # (probe.py) and of a lazy chain's two ways
+                run()  # (lazy_recipes.Choice: 26 calls)
+        _checked(run(), expected, (name, way))
     times: dict[str, list[float]] = {way: [] for way in ways}
+    load = [os.getloadavg()[0]]
     for _ in range(rounds):
         for way, run in ways.items():
             times[way].append(_per_call(run, batch))
-    row = {"row": name, **{f"{w}_s": statistics.median(t) for w, t in times.items()}}
+    load.append(os.getloadavg()[0])
+    row = {"row": name, **{f"{w}_s": statistics.median(t) for w, t in times.items()},
+           "load": load}
     for way in ways:
         if way.startswith("llvsparse"):
             row[f"{way}_over_scipy"] = row[f"{way}_s"] / row["scipy_s"]
@@ -120,7 +131,11 @@ def rows(n: int, nnz: int, rounds: int, batch: int) -> list[dict]:
         "A * 2.0": {"llvsparse": lambda: A * 2.0, "scipy": lambda: S * 2.0},
         "A + B": {"llvsparse": lambda: A + B, "scipy": lambda: S + R},
         "(A + B) * 2 - C": {"llvsparse": lambda: (A + B) * 2 - C,
+                            "llvsparse_lazy": lambda: ls.compute((ls.lazy(A) + B) * 2 - C),
                             "scipy": lambda: (S + R) * 2 - Q},
+        "A * B + C": {"llvsparse": lambda: A * B + C,
+                      "llvsparse_lazy": lambda: ls.compute(ls.lazy(A) * B + C),
+                      "scipy": lambda: S.multiply(R) + Q},
         "((A + B) * 2 - A * 3).sum(axis=1)": {
             "llvsparse": lambda: ((A + B) * 2 - A * 3).sum(axis=1),
             "llvsparse_lazy": lambda: ls.compute(((ls.lazy(A) + B) * 2 - A * 3).sum(axis=1)),
@@ -132,6 +147,7 @@ def rows(n: int, nnz: int, rounds: int, batch: int) -> list[dict]:
                   "A @ x, a new x each call": lambda: p0 @ xs[next(turns["pydata"])],
                   "A * 2.0": lambda: p0 * 2.0,
                   "A + B": lambda: p0 + p1, "(A + B) * 2 - C": lambda: (p0 + p1) * 2 - p2,
+                  "A * B + C": lambda: p0 * p1 + p2,
                   "((A + B) * 2 - A * 3).sum(axis=1)":
                       lambda: ((p0 + p1) * 2 - p0 * 3).sum(axis=1)}
         for name, run in pydata.items():
@@ -151,8 +167,8 @@ def table(report: list[dict]) -> str:
     """The rows as a markdown table: each llvsparse way's time, scipy's and
     pydata/sparse's, the ratios, and whether the targets are met (a lazy way is also
     held to the eager way's time: never slower than eager)."""
-    lines = ["| row | way | llvsparse | scipy | pydata | / scipy | target | met | / pydata |",
-             "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    header = "| row | way | llvsparse | scipy | pydata | / scipy | target | met | / pydata |"
+    lines = [header + " load |", "|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
     for row in report:
         for way in [w[:-2] for w in row if w.startswith("llvsparse") and w.endswith("_s")]:
             ratio, target = row[f"{way}_over_scipy"], row["target_over_scipy"]
@@ -164,7 +180,8 @@ def table(report: list[dict]) -> str:
             lines.append(f"| {row['row']} | {way} | {row[f'{way}_s'] * 1e6:,.1f} us | "
                          f"{row['scipy_s'] * 1e6:,.1f} us | {pydata} | {ratio:.2f} | "
                          f"{target:g} | {'yes' if met else 'NO'} | "
-                         f"{'' if over_pydata is None else f'{over_pydata:.2f}'} |")
+                         f"{'' if over_pydata is None else f'{over_pydata:.2f}'} | "
+                         f"{'-'.join(f'{x:.1f}' for x in row.get('load', []))} |")
     return "\n".join(lines)
 
 
