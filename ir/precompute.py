@@ -37,7 +37,9 @@ from dataclasses import dataclass, replace
 
 from ..formats.loader import PROPERTY_NAMES, LevelDef, load_level_text
 from .cin import Apply, Expr, Operand, Sum, nodes, operands
+from .errors import ScheduleError
 from .lattice import substitute_absent
+from .precompute_sums import SumShape, pays, product, sum_shape
 from .schedule import Nest
 from .statements import TensorVar
 from .types import LevelType, TensorType
@@ -77,7 +79,13 @@ def temporary_level() -> LevelDef:
 class Precompute:
     """``operand``'s slice over ``var`` scattered into ``temporary`` before the loop over
     ``at`` (once per coordinate of the loops outside it) and read as ``replacement``
-    (``temporary(var)``) inside."""
+    (``temporary(var)``) inside.
+
+    A sum workspace (precompute_sums.py) reduces ``expr`` over the ``summed`` loops (from
+    ``at``) and ``var`` into the temporary instead, and the loop over ``var`` computes
+    ``consumer`` from it; ``operand`` is then the factor whose mode sizes the temporary.
+    ``adds``: a value may arrive where one is stored already (a duplicate coordinate, a
+    sum), and is added to it."""
 
     operand: Operand
     at: str
@@ -85,12 +93,18 @@ class Precompute:
     temporary: TensorVar
     replacement: Operand
     reason: str
+    expr: Expr | None = None
+    summed: tuple[str, ...] = ()
+    consumer: Expr | None = None
+    adds: bool = False
 
 
 def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: bool | None,
-                     dtype: str) -> list[Nest]:
+                     dtype: str, factors: tuple[str, ...] | None = None) -> list[Nest]:
     """``nests`` with the operand workspaces the rule (or ``force``) chooses; the
-    temporaries hold ``dtype``, the kernel's value type (what the operand is read as)."""
+    temporaries hold ``dtype``, the kernel's value type (what the operand is read as).
+    ``factors``: the operands whose product a schedule reduces into a row (a
+    ScheduleError where a product nest splits otherwise)."""
     if force is False:
         return nests
     uids = [op.uid for n in nests for op in operands(n.body)]
@@ -98,6 +112,17 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
     taken = set(types)
     result = []
     for nest in nests:
+        shape = sum_shape(nest, types)
+        if factors is not None:
+            _check_factors(shape, factors)
+        why = None if isinstance(shape, str) else (pays(shape) or force and "forced by the caller")
+        if isinstance(shape, SumShape) and why:
+            name = _fresh("w", taken)
+            plan = _sum_plan(shape, TensorVar(name, _temporary_type(
+                dtype, types[shape.sizing.tensor])), next_uid, why)
+            next_uid += 1
+            result.append(replace(nest, precomputes=(plan,)))
+            continue
         plans = []
         for op in operands(nest.body):
             at = _invariant_loop(nest, op)
@@ -106,21 +131,52 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
             why = _pays(nest, op, types)
             if why is None and not force:
                 continue
-            name = f"{op.tensor}_ws"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            level = temporary_level()
-            props = tuple((p, level.properties[p].default) for p in PROPERTY_NAMES)
-            ttype = TensorType((LevelType(level, level.name, 0, props),), 1, dtype,
-                               types[op.tensor].index_dtype, types[op.tensor].fill_key)
-            temp = TensorVar(name, ttype)
+            name = _fresh(f"{op.tensor}_ws", taken)
+            temp = TensorVar(name, _temporary_type(dtype, types[op.tensor]))
             plans.append(Precompute(op, at, op.vars[-1], temp,
                                     Operand(name, (op.vars[-1],), next_uid),
-                                    why or "forced by the caller"))
+                                    why or "forced by the caller",
+                                    adds=not types[op.tensor].levels[-1].unique))
             next_uid += 1
         result.append(replace(nest, precomputes=tuple(plans)) if plans else nest)
     return result
+
+
+def _check_factors(shape: SumShape | str, factors: tuple[str, ...]) -> None:
+    """A ScheduleError where a product nest does not split into the schedule's
+    ``factors`` (a nest with a sum inside runs as placed: non-finite operands)."""
+    named = " * ".join(factors)
+    if isinstance(shape, str):
+        if shape.startswith("a sum is placed"):
+            return
+        raise ScheduleError(f"precompute({named}, ...): no sum workspace here: {shape}")
+    inner = sorted(op.tensor for f in shape.inner for op in operands(f))
+    if inner != sorted(factors):
+        raise ScheduleError(f"precompute({named}, ...): the loops sum over "
+                            f"{', '.join(shape.summed)} the product of {', '.join(inner)}")
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _temporary_type(dtype: str, like: TensorType) -> TensorType:
+    """The temporary level's one-level tensor of ``dtype``, indexed as ``like``."""
+    level = temporary_level()
+    props = tuple((p, level.properties[p].default) for p in PROPERTY_NAMES)
+    return TensorType((LevelType(level, level.name, 0, props),), 1, dtype,
+                      like.index_dtype, like.fill_key)
+
+
+def _sum_plan(shape: SumShape, temp: TensorVar, uid: int, why: str) -> Precompute:
+    """The sum workspace ``shape`` describes, into ``temp``."""
+    row = Operand(temp.name, (shape.var,), uid)
+    return Precompute(shape.sizing, shape.at, shape.var, temp, row, why,
+                      product(shape.inner), shape.summed, product((row, *shape.outer)),
+                      adds=True)
 
 
 def _invariant_loop(nest: Nest, op: Operand) -> str | None:
@@ -169,7 +225,10 @@ def _between(nest: Nest, op: Operand) -> str:
 
 
 def replaced(expr: Expr, plan: Precompute) -> Expr:
-    """``expr`` reading the temporary where it read the operand."""
+    """``expr`` reading the temporary where it read the operand (a sum workspace's
+    consumer, for the product it splits)."""
+    if plan.consumer is not None:
+        return plan.consumer
     if isinstance(expr, Operand):
         return plan.replacement if expr.uid == plan.operand.uid else expr
     if isinstance(expr, Apply):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .cin import Expr, operands
-from .from_schedule import statement_facts
+from .from_schedule import statement_facts, statement_of
 from .loops import Allocate, Block, Clear, Insert, Node, Program
 from .lower_loops import NestLowering, State
 from .precompute import Precompute, replaced
@@ -60,13 +60,20 @@ class _Lowering(NestLowering):
         allocations = tuple(Allocate(p.temporary.name, p.temporary.dtype,
                                      f"a value and a mark per coordinate of {p.var}")
                             for p in self.plans)
-        body = self.nest(number, without_precomputes(stmt, self.plans), nest.body)
+        plain = without_precomputes(stmt, self.plans)
+        if any(p.expr is not None for p in self.plans):  # the nest's own loops, the sum's too
+            plain = statement_of([replace(nest, precomputes=())], self.types)
+        body = self.nest(number, plain, nest.body)
         return Block((*allocations, body)) if allocations else body
 
     def var(self, var: str, expr: Expr, state: State, depth: int,
             body: Callable[[Expr, State], Node]) -> Node:
         for plan in self.plans:
             op = plan.operand
+            if plan.expr is not None:
+                if plan.at == var:
+                    return self._sum_row(plan, state)
+                continue
             if plan.at == var and state.levels(op.uid) == len(op.vars) - 1 and \
                     any(o.uid == op.uid for o in operands(expr)):
                 return self._around(plan, var, expr, state, depth, body)
@@ -83,3 +90,26 @@ class _Lowering(NestLowering):
                             lambda e, s: Clear(temp, plan.temporary.type.fill))
         self.site = site
         return Block((scatter, self.var(var, replaced(expr, plan), state, depth, body), clear))
+
+    def _sum_row(self, plan: Precompute, state: State) -> Node:
+        """A sum workspace (precompute_sums.py): the sum's loops reducing its factors
+        into the row, then the loop over the row's index computing the consumer and
+        clearing each entry it read (its factors are full: it reads every marked one)."""
+        temp = Access(plan.temporary, (IndexVar(plan.var),))
+        site = self.site
+        self.site = replace(site, scatter=True, accumulate=True, copies=True)
+        producer = self._reduce((*plan.summed, plan.var), plan.expr, state, temp)
+        self.site = site
+        depth = site.order.index(plan.var)
+        fill = plan.temporary.type.fill
+
+        def consume(expr: Expr, inner: State) -> Node:
+            return Block((self.loops(site.order, depth + 1, expr, inner), Clear(temp, fill)))
+        consumer = super().var(plan.var, plan.consumer, state, depth, consume)
+        return Block((producer, consumer))
+
+    def _reduce(self, vars_: tuple[str, ...], expr: Expr, state: State, temp: Access) -> Node:
+        if not vars_:
+            return Insert(temp, expr)
+        return super().var(vars_[0], expr, state, -1,
+                           lambda e, s: self._reduce(vars_[1:], e, s, temp))
