@@ -28,6 +28,10 @@ only where it pays, which the operands' capabilities and fill values decide:
   same last index, so the loop iterates it and locates the temporary.
 
 A caller may force it (``True``: wherever legal) or forbid it (``False``).
+
+``True`` also reduces a product's factors that share a summed loop into a dense row
+where a nest splits so (precompute_sums.py: MTTKRP's workspace form); the rule does
+not choose that yet.
 """
 
 from __future__ import annotations
@@ -67,12 +71,40 @@ capabilities:
     insert_coord: mark[p] = 1
 """
 
+# A sum workspace's row (precompute_sums.py): every coordinate exists, 0 where nothing
+# was added (finite values only reach it: 0 * x adds nothing), so it needs no marks.
+SUM_ROW_LEVEL = """\
+name: sum_workspace
+doc: A dense row of sums; positions are p_parent * N + i, 0 where nothing was added.
+params: {}
+arrays: {}
+properties:
+  full: true
+  ordered: true
+  unique: true
+  branchless: false
+  compact: true
+capabilities:
+  iterate: coordinate
+  coord_bounds: return 0, N
+  coord_access: return p_parent * N + i, True
+  locate: return p_parent * N + i, True
+  insert:
+    size: return parent_size * N
+    insert_coord: pass
+"""
+
 MARK_BYTES = 1  # a mark per coordinate, besides the value
 
 
 @functools.cache
 def temporary_level() -> LevelDef:
     return load_level_text(TEMPORARY_LEVEL, "<operand workspace>")
+
+
+@functools.cache
+def sum_row_level() -> LevelDef:
+    return load_level_text(SUM_ROW_LEVEL, "<sum workspace>")
 
 
 @dataclass(frozen=True)
@@ -119,7 +151,7 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
         if isinstance(shape, SumShape) and why:
             name = _fresh("w", taken)
             plan = _sum_plan(shape, TensorVar(name, _temporary_type(
-                dtype, types[shape.sizing.tensor])), next_uid, why)
+                dtype, types[shape.sizing.tensor], sum_row_level())), next_uid, why)
             next_uid += 1
             result.append(replace(nest, precomputes=(plan,)))
             continue
@@ -163,9 +195,11 @@ def _fresh(name: str, taken: set[str]) -> str:
     return name
 
 
-def _temporary_type(dtype: str, like: TensorType) -> TensorType:
-    """The temporary level's one-level tensor of ``dtype``, indexed as ``like``."""
-    level = temporary_level()
+def _temporary_type(dtype: str, like: TensorType, level: LevelDef | None = None
+                    ) -> TensorType:
+    """A one-level tensor of ``dtype`` (over the temporary level unless ``level`` is
+    given), indexed as ``like``."""
+    level = level or temporary_level()
     props = tuple((p, level.properties[p].default) for p in PROPERTY_NAMES)
     return TensorType((LevelType(level, level.name, 0, props),), 1, dtype,
                       like.index_dtype, like.fill_key)

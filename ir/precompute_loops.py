@@ -4,6 +4,11 @@ the loop a plan names, the operand's slice inserted into it by the operand's own
 that loop over the expression reading the temporary; then the slice's coordinates
 clearing it again.
 
+A sum workspace (precompute_sums.py) replaces the loop its plan names: the sum's loops
+reduce its factors into the row, then the loop over the row's index runs the consumer
+and sets each entry back to 0; both keep the nest's site, so passes note fast forms on
+them (the sum's loop is jammed as the plain nest's is).
+
 The scatter and clear loops are given a site that copies (a loop of their own, outside
 the nest's order, adding into a temporary): no pass notes a fast form on them, and only
 the thread rows' tag applies.
@@ -58,6 +63,8 @@ class _Lowering(NestLowering):
             self.types = {**self.types, plan.temporary.name: plan.temporary.type}
             self.operands[plan.replacement.uid] = plan.replacement
         allocations = tuple(Allocate(p.temporary.name, p.temporary.dtype,
+                                     f"a value per coordinate of {p.var}, kept at 0"
+                                     if p.expr is not None else
                                      f"a value and a mark per coordinate of {p.var}")
                             for p in self.plans)
         plain = without_precomputes(stmt, self.plans)
@@ -94,10 +101,11 @@ class _Lowering(NestLowering):
     def _sum_row(self, plan: Precompute, state: State) -> Node:
         """A sum workspace (precompute_sums.py): the sum's loops reducing its factors
         into the row, then the loop over the row's index computing the consumer and
-        clearing each entry it read (its factors are full: it reads every marked one)."""
+        setting each entry it read back to 0 (the row and the consumer's factors are
+        full: it reads every coordinate)."""
         temp = Access(plan.temporary, (IndexVar(plan.var),))
         site = self.site
-        self.site = replace(site, scatter=True, accumulate=True, copies=True)
+        self.site = replace(site, scatter=True, accumulate=True)
         producer = self._reduce((*plan.summed, plan.var), plan.expr, state, temp)
         self.site = site
         depth = site.order.index(plan.var)
@@ -111,5 +119,5 @@ class _Lowering(NestLowering):
     def _reduce(self, vars_: tuple[str, ...], expr: Expr, state: State, temp: Access) -> Node:
         if not vars_:
             return Insert(temp, expr)
-        return super().var(vars_[0], expr, state, -1,
+        return super().var(vars_[0], expr, state, self.site.order.index(vars_[0]),
                            lambda e, s: self._reduce(vars_[1:], e, s, temp))

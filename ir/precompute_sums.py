@@ -11,9 +11,10 @@ depend on ``l``. Reducing the factors that do into a row first,
 
 multiplies by ``C`` once per stored fibre ``B(i,k,:)``: the work is the product's
 iterations times the factors in the sum, plus the fibres times ``J`` times the factors
-outside it, never more than before (a fibre holds at least one entry). The row is the
-temporary level of operand workspaces (precompute.py): a value and a mark per
-coordinate of ``j``; the consumer clears each mark as it reads the entry.
+outside it, never more than before (a fibre holds at least one entry). The row is a
+full level of its own (precompute.py ``SUM_ROW_LEVEL``): a value per coordinate of
+``j``, 0 where nothing was added, so no marks; the consumer reads every coordinate and
+sets it back to 0.
 
 When it applies (``plan_sum``): a nest reducing by + a product of operands (no sum
 left inside, no output workspace, no derived index), whose last loop ``j`` is an output
@@ -111,9 +112,10 @@ def sum_shape(nest: Nest, types: dict[str, TensorType]) -> SumShape | str:
 
 
 def pays(shape: SumShape) -> str | None:
-    """Why the rule would choose the form unasked, or None: the work it saves is the
-    factors outside the sum times the entries a fibre holds beyond its first, which the
-    kernel does not know before a call; on fibres of about one entry (the bench's
-    uniform tensors) the row's stores, loads and marks cost more than the multiplies
-    saved, so the rule leaves it to the caller."""
+    """Why the rule would choose the form unasked, or None. It saves a multiply per
+    stored entry and coordinate of the row, but the row's load and store per term cost
+    more than that beside the plain nest, whose jammed loop keeps the output row in
+    registers over 8 entries: measured 1.13-1.6x the plain nest's CPU time on every
+    bench tensor (1-9 entries per fibre) and 0.94x at 16 (tools/bench_mttkrp_forms.py,
+    BENCHMARKS.md). So the rule leaves it to the caller for now."""
     return None

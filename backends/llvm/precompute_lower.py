@@ -118,14 +118,16 @@ def scatter(kc: KernelCompiler, plan: Precompute, value: ir.Value, ctx: Ctx) -> 
             total = b.select(seen, total, value)
         value = total  # a sum workspace's unmarked values are kept at 0 (clear_mark)
     b.store(scalars.store_value(b, value, kc.dtype), place)
-    b.store(ir.Constant(I8, 1), mark)
+    if plan.expr is None:  # a sum workspace's row is full: no marks
+        b.store(ir.Constant(I8, 1), mark)
 
 
 def clear_mark(kc: KernelCompiler, plan: Precompute, ctx: Ctx) -> None:
     """Unmark the temporary's entry at the slice's coordinate."""
     temp = kc.tensors[plan.temporary.name]
     at = ctx.bound[plan.var]
-    kc.b.store(ir.Constant(I8, 0), temp.marks.address(kc.b, at))
-    if plan.expr is not None:
+    if plan.expr is None:
+        kc.b.store(ir.Constant(I8, 0), temp.marks.address(kc.b, at))
+    else:  # a sum workspace's row: its value back to 0
         kc.b.store(scalars.store_value(kc.b, scalars.constant(kc.dtype, 0.0), kc.dtype),
                    temp.vals.address(kc.b, at))
