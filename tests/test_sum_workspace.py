@@ -45,6 +45,8 @@ def test_mttkrp_through_a_row_matches_numpy(fmt, n, entries, fibre) -> None:
     c, d = rng.uniform(-1, 1, (n, 5)), rng.uniform(-1, 1, (n, 5))
     np.testing.assert_allclose(kernel(B=b, C=c, D=d), _reference(b, c, d),
                                rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(kernel(B=b, C=c, D=d, threads=2), _reference(b, c, d),
+                               rtol=1e-12, atol=1e-12)  # a row per thread
 
 
 def test_the_loops_reduce_into_the_row_then_clear_it() -> None:
