@@ -43,7 +43,7 @@ from ..formats.loader import PROPERTY_NAMES, LevelDef, load_level_text
 from .cin import Apply, Expr, Operand, Sum, nodes, operands
 from .errors import ScheduleError
 from .lattice import substitute_absent
-from .precompute_sums import SumShape, pays, product, sum_shape
+from .precompute_sums import PLACED, SumShape, product, sum_shape
 from .schedule import Nest
 from .statements import TensorVar
 from .types import LevelType, TensorType
@@ -147,11 +147,11 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
         shape = sum_shape(nest, types)
         if factors is not None:
             _check_factors(shape, factors)
-        why = None if isinstance(shape, str) else (pays(shape) or force and "forced by the caller")
-        if isinstance(shape, SumShape) and why:
+        if isinstance(shape, SumShape) and force:  # the rule does not choose it (see there)
             name = _fresh("w", taken)
             plan = _sum_plan(shape, TensorVar(name, _temporary_type(
-                dtype, types[shape.sizing.tensor], sum_row_level())), next_uid, why)
+                dtype, types[shape.sizing.tensor], sum_row_level())), next_uid,
+                             "forced by the caller")
             next_uid += 1
             result.append(replace(nest, precomputes=(plan,)))
             continue
@@ -179,7 +179,7 @@ def _check_factors(shape: SumShape | str, factors: tuple[str, ...]) -> None:
     ``factors`` (a nest with a sum inside runs as placed: non-finite operands)."""
     named = " * ".join(factors)
     if isinstance(shape, str):
-        if shape.startswith("a sum is placed"):
+        if shape == PLACED:
             return
         raise ScheduleError(f"precompute({named}, ...): no sum workspace here: {shape}")
     inner = sorted(op.tensor for f in shape.inner for op in operands(f))

@@ -26,7 +26,11 @@ The product is the one the finite variant runs (finite_sums.py: a sum the user p
 with a factor outside it keeps IEEE results only in the exact plan, which moves nothing).
 
 When it is chosen: where a caller forces it (``precompute=True``, a schedule's
-``precompute`` of the sum's factors over ``j``); the rule leaves it out (``pays``).
+``precompute`` of the sum's factors over ``j``). The rule leaves it out: it saves a
+multiply per stored entry and coordinate of the row, but the row's load and store per
+term cost more than that beside the plain nest, whose jammed loop keeps the output row
+in registers over 8 entries (1.13-1.6x the plain nest's CPU time on every bench tensor,
+1-9 entries per fibre, and 0.94x at 16: tools/bench_mttkrp_forms.py, BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ from .cin import Apply, Expr, Operand, Sum, nodes
 from .operators import ADD, MUL
 from .schedule import Nest
 from .types import TensorType
+
+# Why a nest does not split where a sum the user placed stays inside its product (the
+# exact plan, for operands holding inf or NaN: finite_sums.py).
+PLACED = "a sum is placed inside its product (an operand holds inf or NaN)"
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,7 @@ def sum_shape(nest: Nest, types: dict[str, TensorType]) -> SumShape | str:
     if len(order) < 3 or order[-1] not in assign.vars or order[-2] in assign.vars:
         return "its last loop is no output index under a summed loop"
     if any(isinstance(node, Sum) for node in nodes(nest.body)):
-        return "a sum is placed inside its product (an operand holds inf or NaN)"
+        return PLACED
     parts = factors(nest.body)
     if parts is None or not all(lv.can_insert for lv in types[assign.tensor].levels):
         return "its body is no product of operands into an output that takes inserts"
@@ -109,13 +117,3 @@ def sum_shape(nest: Nest, types: dict[str, TensorType]) -> SumShape | str:
             return f"no factor of the sum is indexed by {var} last"
         return SumShape(summed[0], var, summed, inner, outer, sizing)
     return "every factor uses the summed loops"
-
-
-def pays(shape: SumShape) -> str | None:
-    """Why the rule would choose the form unasked, or None. It saves a multiply per
-    stored entry and coordinate of the row, but the row's load and store per term cost
-    more than that beside the plain nest, whose jammed loop keeps the output row in
-    registers over 8 entries: measured 1.13-1.6x the plain nest's CPU time on every
-    bench tensor (1-9 entries per fibre) and 0.94x at 16 (tools/bench_mttkrp_forms.py,
-    BENCHMARKS.md). So the rule leaves it to the caller for now."""
-    return None
