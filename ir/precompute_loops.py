@@ -21,8 +21,9 @@ from dataclasses import replace
 
 from .cin import Expr, operands
 from .from_schedule import statement_facts, statement_of
-from .loops import Allocate, Block, Clear, Insert, Node, Program
+from .loops import Accumulate, Allocate, Block, Clear, Insert, Node, Program
 from .lower_loops import NestLowering, State
+from .operators import ADD
 from .precompute import Precompute, replaced
 from .schedule import Nest
 from .statements import Access, Forall, IndexVar, Stmt, Where, sequence_parts
@@ -118,6 +119,6 @@ class _Lowering(NestLowering):
 
     def _reduce(self, vars_: tuple[str, ...], expr: Expr, state: State, temp: Access) -> Node:
         if not vars_:
-            return Insert(temp, expr)
+            return Accumulate(temp, "+", expr, ADD)
         return super().var(vars_[0], expr, state, self.site.order.index(vars_[0]),
                            lambda e, s: self._reduce(vars_[1:], e, s, temp))

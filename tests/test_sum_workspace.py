@@ -52,7 +52,7 @@ def test_mttkrp_through_a_row_matches_numpy(fmt, n, entries, fibre) -> None:
 def test_the_loops_reduce_into_the_row_then_clear_it() -> None:
     loops = ls.compile(BENCH, B="csf", C="dense", D="dense", precompute=True).loops
     assert "allocate w: float64" in loops and "if w.0 found" not in loops
-    assert "insert w(j) = B(i,k,l) * D(l,j)" in loops
+    assert "w(j) += B(i,k,l) * D(l,j)" in loops
     assert "A(i,j) += w(j) * C(k,j)" in loops and "clear w(j) = 0.0" in loops
 
 
