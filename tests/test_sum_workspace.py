@@ -123,3 +123,16 @@ def test_a_schedule_that_does_not_split_says_why(text, formats, message) -> None
     with pytest.raises(ScheduleError, match=message):
         kernel(B=_tensor(6, 20, 9, "csf"), C=c if formats["C"] == "dense"
                else ls.Tensor.from_scipy(sp.csr_matrix(c), "csr"), D=np.ones((6, 2)))
+
+
+def test_paper_001s_schedule_with_a_split_and_threads() -> None:
+    text = ("split(i, i1, i2, 4); reorder(i1, i2, k, l, j); "
+            "precompute(B(i,k,l) * D(l,j), j, j, w); parallelize(i1, cpu_thread, no_races)")
+    kernel = ls.compile(BENCH, B="csf", C="dense", D="dense", schedule=text)
+    assert FORM in kernel.concrete and "i1 = split_outer(i, 4)" in kernel.concrete
+    b = _tensor(25, 400, 10, "csf", 3)
+    rng = np.random.default_rng(11)
+    c, d = rng.uniform(-1, 1, (25, 6)), rng.uniform(-1, 1, (25, 6))
+    for threads in (1, 2):
+        np.testing.assert_allclose(kernel(B=b, C=c, D=d, threads=threads),
+                                   _reference(b, c, d), rtol=1e-12, atol=1e-12)
