@@ -29,8 +29,8 @@ When it is chosen: where a caller forces it (``precompute=True``, a schedule's
 ``precompute`` of the sum's factors over ``j``). The rule leaves it out: it saves a
 multiply per stored entry and coordinate of the row, but the row's load and store per
 term cost more than that beside the plain nest, whose jammed loop keeps the output row
-in registers over 8 entries (1.13-1.6x the plain nest's CPU time on every bench tensor,
-1-9 entries per fibre, and 0.94x at 16: tools/bench_mttkrp_forms.py, BENCHMARKS.md).
+in registers over 8 entries (1.05-1.9x the plain nest's CPU time on every bench tensor,
+1-9 entries per fibre, in two runs; 0.89-1.1x at 8-16: tools/bench_mttkrp_forms.py).
 """
 
 from __future__ import annotations
