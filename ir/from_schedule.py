@@ -15,7 +15,7 @@ from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
 from .errors import ScheduleError
 from .loops import Bind, InRange, Statement
 from .operators import ADD, Operator
-from .precompute import replaced
+from .precompute import Precompute, replaced
 from .schedule import Nest, order_loops
 from .statements import (
     Access,
@@ -78,9 +78,16 @@ class _Builder:
         for plan in nest.precomputes:  # read through operand workspaces (precompute.py)
             body = replaced(body, plan)
         stmt = self.assign(output_access(nest), reduce_op, body, set(nest.order), out)
+        summed = {v for p in nest.precomputes for v in p.summed}
         for var in reversed(nest.order):
+            sums = [p for p in nest.precomputes if p.at == var and p.expr is not None]
+            if sums:  # where(consumer, the sum's loops reducing into the row)
+                stmt = Where(stmt, sequence([_sum_producer(p) for p in sums]),
+                             tuple(p.temporary for p in sums))
+            if var in summed:
+                continue
             stmt = Forall(IndexVar(var), stmt)
-            plans = [p for p in nest.precomputes if p.at == var]
+            plans = [p for p in nest.precomputes if p.at == var and p.expr is None]
             if plans:  # each temporary filled before the loop its operand is invariant in
                 copies = [Forall(IndexVar(p.var), Assign(Access(p.temporary, (IndexVar(p.var),)),
                                                         None, p.operand)) for p in plans]
@@ -117,6 +124,15 @@ class _Builder:
         if producers:
             stmt = Where(stmt, sequence(producers), tuple(temporaries))
         return stmt
+
+
+def _sum_producer(plan: Precompute) -> Stmt:
+    """A sum workspace's producer: its loops reducing its factors into the row."""
+    stmt: Stmt = Assign(Access(plan.temporary, (IndexVar(plan.var),)), ADD,
+                        plan.expr if plan.expr is not None else plan.operand)
+    for var in reversed((*plan.summed, plan.var)):
+        stmt = Forall(IndexVar(var), stmt)
+    return stmt
 
 
 def statement_of(nests: list[Nest], types: dict[str, TensorType]) -> Stmt:

@@ -28,6 +28,10 @@ only where it pays, which the operands' capabilities and fill values decide:
   same last index, so the loop iterates it and locates the temporary.
 
 A caller may force it (``True``: wherever legal) or forbid it (``False``).
+
+``True`` also reduces a product's factors that share a summed loop into a dense row
+where a nest splits so (precompute_sums.py: MTTKRP's workspace form); the rule does
+not choose that yet.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from dataclasses import dataclass, replace
 
 from ..formats.loader import PROPERTY_NAMES, LevelDef, load_level_text
 from .cin import Apply, Expr, Operand, Sum, nodes, operands
+from .errors import ScheduleError
 from .lattice import substitute_absent
+from .precompute_sums import PLACED, SumShape, product, sum_shape
 from .schedule import Nest
 from .statements import TensorVar
 from .types import LevelType, TensorType
@@ -65,6 +71,29 @@ capabilities:
     insert_coord: mark[p] = 1
 """
 
+# A sum workspace's row (precompute_sums.py): every coordinate exists, 0 where nothing
+# was added (finite values only reach it: 0 * x adds nothing), so it needs no marks.
+SUM_ROW_LEVEL = """\
+name: sum_workspace
+doc: A dense row of sums; positions are p_parent * N + i, 0 where nothing was added.
+params: {}
+arrays: {}
+properties:
+  full: true
+  ordered: true
+  unique: true
+  branchless: false
+  compact: true
+capabilities:
+  iterate: coordinate
+  coord_bounds: return 0, N
+  coord_access: return p_parent * N + i, True
+  locate: return p_parent * N + i, True
+  insert:
+    size: return parent_size * N
+    insert_coord: pass
+"""
+
 MARK_BYTES = 1  # a mark per coordinate, besides the value
 
 
@@ -73,11 +102,22 @@ def temporary_level() -> LevelDef:
     return load_level_text(TEMPORARY_LEVEL, "<operand workspace>")
 
 
+@functools.cache
+def sum_row_level() -> LevelDef:
+    return load_level_text(SUM_ROW_LEVEL, "<sum workspace>")
+
+
 @dataclass(frozen=True)
 class Precompute:
     """``operand``'s slice over ``var`` scattered into ``temporary`` before the loop over
     ``at`` (once per coordinate of the loops outside it) and read as ``replacement``
-    (``temporary(var)``) inside."""
+    (``temporary(var)``) inside.
+
+    A sum workspace (precompute_sums.py) reduces ``expr`` over the ``summed`` loops (from
+    ``at``) and ``var`` into the temporary instead, and the loop over ``var`` computes
+    ``consumer`` from it; ``operand`` is then the factor whose mode sizes the temporary.
+    ``adds``: a value may arrive where one is stored already (a duplicate coordinate, a
+    sum), and is added to it."""
 
     operand: Operand
     at: str
@@ -85,12 +125,18 @@ class Precompute:
     temporary: TensorVar
     replacement: Operand
     reason: str
+    expr: Expr | None = None
+    summed: tuple[str, ...] = ()
+    consumer: Expr | None = None
+    adds: bool = False
 
 
 def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: bool | None,
-                     dtype: str) -> list[Nest]:
+                     dtype: str, factors: tuple[str, ...] | None = None) -> list[Nest]:
     """``nests`` with the operand workspaces the rule (or ``force``) chooses; the
-    temporaries hold ``dtype``, the kernel's value type (what the operand is read as)."""
+    temporaries hold ``dtype``, the kernel's value type (what the operand is read as).
+    ``factors``: the operands whose product a schedule reduces into a row (a
+    ScheduleError where a product nest splits otherwise)."""
     if force is False:
         return nests
     uids = [op.uid for n in nests for op in operands(n.body)]
@@ -98,6 +144,17 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
     taken = set(types)
     result = []
     for nest in nests:
+        shape = sum_shape(nest, types)
+        if factors is not None:
+            _check_factors(shape, factors)
+        if isinstance(shape, SumShape) and force:  # the rule does not choose it (see there)
+            name = _fresh("w", taken)
+            plan = _sum_plan(shape, TensorVar(name, _temporary_type(
+                dtype, types[shape.sizing.tensor], sum_row_level())), next_uid,
+                             "forced by the caller")
+            next_uid += 1
+            result.append(replace(nest, precomputes=(plan,)))
+            continue
         plans = []
         for op in operands(nest.body):
             at = _invariant_loop(nest, op)
@@ -106,21 +163,54 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
             why = _pays(nest, op, types)
             if why is None and not force:
                 continue
-            name = f"{op.tensor}_ws"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            level = temporary_level()
-            props = tuple((p, level.properties[p].default) for p in PROPERTY_NAMES)
-            ttype = TensorType((LevelType(level, level.name, 0, props),), 1, dtype,
-                               types[op.tensor].index_dtype, types[op.tensor].fill_key)
-            temp = TensorVar(name, ttype)
+            name = _fresh(f"{op.tensor}_ws", taken)
+            temp = TensorVar(name, _temporary_type(dtype, types[op.tensor]))
             plans.append(Precompute(op, at, op.vars[-1], temp,
                                     Operand(name, (op.vars[-1],), next_uid),
-                                    why or "forced by the caller"))
+                                    why or "forced by the caller",
+                                    adds=not types[op.tensor].levels[-1].unique))
             next_uid += 1
         result.append(replace(nest, precomputes=tuple(plans)) if plans else nest)
     return result
+
+
+def _check_factors(shape: SumShape | str, factors: tuple[str, ...]) -> None:
+    """A ScheduleError where a product nest does not split into the schedule's
+    ``factors`` (a nest with a sum inside runs as placed: non-finite operands)."""
+    named = " * ".join(factors)
+    if isinstance(shape, str):
+        if shape == PLACED:
+            return
+        raise ScheduleError(f"precompute({named}, ...): no sum workspace here: {shape}")
+    inner = sorted(op.tensor for f in shape.inner for op in operands(f))
+    if inner != sorted(factors):
+        raise ScheduleError(f"precompute({named}, ...): the loops sum over "
+                            f"{', '.join(shape.summed)} the product of {', '.join(inner)}")
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _temporary_type(dtype: str, like: TensorType, level: LevelDef | None = None
+                    ) -> TensorType:
+    """A one-level tensor of ``dtype`` (over the temporary level unless ``level`` is
+    given), indexed as ``like``."""
+    level = level or temporary_level()
+    props = tuple((p, level.properties[p].default) for p in PROPERTY_NAMES)
+    return TensorType((LevelType(level, level.name, 0, props),), 1, dtype,
+                      like.index_dtype, like.fill_key)
+
+
+def _sum_plan(shape: SumShape, temp: TensorVar, uid: int, why: str) -> Precompute:
+    """The sum workspace ``shape`` describes, into ``temp``."""
+    row = Operand(temp.name, (shape.var,), uid)
+    return Precompute(shape.sizing, shape.at, shape.var, temp, row, why,
+                      product(shape.inner), shape.summed, product((row, *shape.outer)),
+                      adds=True)
 
 
 def _invariant_loop(nest: Nest, op: Operand) -> str | None:
@@ -169,7 +259,10 @@ def _between(nest: Nest, op: Operand) -> str:
 
 
 def replaced(expr: Expr, plan: Precompute) -> Expr:
-    """``expr`` reading the temporary where it read the operand."""
+    """``expr`` reading the temporary where it read the operand (a sum workspace's
+    consumer, for the product it splits)."""
+    if plan.consumer is not None:
+        return plan.consumer
     if isinstance(expr, Operand):
         return plan.replacement if expr.uid == plan.operand.uid else expr
     if isinstance(expr, Apply):

@@ -4,6 +4,11 @@ the loop a plan names, the operand's slice inserted into it by the operand's own
 that loop over the expression reading the temporary; then the slice's coordinates
 clearing it again.
 
+A sum workspace (precompute_sums.py) replaces the loop its plan names: the sum's loops
+reduce its factors into the row, then the loop over the row's index runs the consumer
+and sets each entry back to 0; both keep the nest's site, so passes note fast forms on
+them (the sum's loop is jammed as the plain nest's is).
+
 The scatter and clear loops are given a site that copies (a loop of their own, outside
 the nest's order, adding into a temporary): no pass notes a fast form on them, and only
 the thread rows' tag applies.
@@ -15,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .cin import Expr, operands
-from .from_schedule import statement_facts
-from .loops import Allocate, Block, Clear, Insert, Node, Program
+from .from_schedule import statement_facts, statement_of
+from .loops import Accumulate, Allocate, Block, Clear, Insert, Node, Program
 from .lower_loops import NestLowering, State
+from .operators import ADD
 from .precompute import Precompute, replaced
 from .schedule import Nest
 from .statements import Access, Forall, IndexVar, Stmt, Where, sequence_parts
@@ -58,15 +64,24 @@ class _Lowering(NestLowering):
             self.types = {**self.types, plan.temporary.name: plan.temporary.type}
             self.operands[plan.replacement.uid] = plan.replacement
         allocations = tuple(Allocate(p.temporary.name, p.temporary.dtype,
+                                     f"a value per coordinate of {p.var}, kept at 0"
+                                     if p.expr is not None else
                                      f"a value and a mark per coordinate of {p.var}")
                             for p in self.plans)
-        body = self.nest(number, without_precomputes(stmt, self.plans), nest.body)
+        plain = without_precomputes(stmt, self.plans)
+        if any(p.expr is not None for p in self.plans):  # the nest's own loops, the sum's too
+            plain = statement_of([replace(nest, precomputes=())], self.types)
+        body = self.nest(number, plain, nest.body)
         return Block((*allocations, body)) if allocations else body
 
     def var(self, var: str, expr: Expr, state: State, depth: int,
             body: Callable[[Expr, State], Node]) -> Node:
         for plan in self.plans:
             op = plan.operand
+            if plan.expr is not None:
+                if plan.at == var:
+                    return self._sum_row(plan, state)
+                continue
             if plan.at == var and state.levels(op.uid) == len(op.vars) - 1 and \
                     any(o.uid == op.uid for o in operands(expr)):
                 return self._around(plan, var, expr, state, depth, body)
@@ -83,3 +98,27 @@ class _Lowering(NestLowering):
                             lambda e, s: Clear(temp, plan.temporary.type.fill))
         self.site = site
         return Block((scatter, self.var(var, replaced(expr, plan), state, depth, body), clear))
+
+    def _sum_row(self, plan: Precompute, state: State) -> Node:
+        """A sum workspace (precompute_sums.py): the sum's loops reducing its factors
+        into the row, then the loop over the row's index computing the consumer and
+        setting each entry it read back to 0 (the row and the consumer's factors are
+        full: it reads every coordinate)."""
+        temp = Access(plan.temporary, (IndexVar(plan.var),))
+        site = self.site
+        self.site = replace(site, scatter=True, accumulate=True)
+        producer = self._reduce((*plan.summed, plan.var), plan.expr, state, temp)
+        self.site = site
+        depth = site.order.index(plan.var)
+        fill = plan.temporary.type.fill
+
+        def consume(expr: Expr, inner: State) -> Node:
+            return Block((self.loops(site.order, depth + 1, expr, inner), Clear(temp, fill)))
+        consumer = super().var(plan.var, plan.consumer, state, depth, consume)
+        return Block((producer, consumer))
+
+    def _reduce(self, vars_: tuple[str, ...], expr: Expr, state: State, temp: Access) -> Node:
+        if not vars_:
+            return Accumulate(temp, "+", expr, ADD)
+        return super().var(vars_[0], expr, state, self.site.order.index(vars_[0]),
+                           lambda e, s: self._reduce(vars_[1:], e, s, temp))

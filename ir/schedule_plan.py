@@ -15,6 +15,8 @@ compiler cannot lower yet (it says which).
 
 from __future__ import annotations
 
+import re
+
 from .directives import (
     Bound,
     Coord,
@@ -32,6 +34,7 @@ from .directives import (
 from .errors import ScheduleError
 from .schedule_loops import check_parallel, original_order, unroll
 from .schedule_types import CPU_UNITS, KernelIndices, Origin, ParallelLoop, SchedulePlan
+from .workspace_policies import workspace_policies
 
 
 def plan_schedule(schedule: Schedule, kernel: KernelIndices, target: str) -> SchedulePlan:
@@ -132,7 +135,8 @@ def _apply(plan: SchedulePlan, kernel: KernelIndices, live: list[str], d: Direct
             plan.bounds = (*plan.bounds, d)
         case Precompute(_, index, workspace_index, _):
             _present(index, live, plan, text)
-            _fresh(workspace_index, live, plan, "workspace index", text)
+            if _whole(d.expr, kernel) or workspace_index != index:
+                _fresh(workspace_index, live, plan, "workspace index", text)
             _precompute(plan, kernel, d, text)
         case Unroll(index, factor):
             _present(index, live, plan, text)
@@ -162,9 +166,54 @@ def _precompute(plan: SchedulePlan, kernel: KernelIndices, d: Precompute, text: 
         raise ScheduleError(f"{text}: a workspace is lowered over the output's last index "
                             f"({', '.join(kernel.out_vars) or 'none: a scalar output'}) "
                             "only, for now")
-    if "".join(d.expr.split()) not in ["".join(form.split()) for form in kernel.rhs]:
-        raise ScheduleError(f"{text}: only the whole right-hand side ({kernel.rhs[-1]}) is "
-                            "precomputed into a workspace, for now")
+    if not _whole(d.expr, kernel):
+        _sum_workspace(plan, kernel, d, text)
+        return
     if plan.workspace is not None:
         raise ScheduleError(f"{text}: the kernel already has a workspace ({plan.workspace})")
     plan.workspace = d.workspace
+
+
+def _whole(expr: str, kernel: KernelIndices) -> bool:
+    """Whether ``expr`` is the whole right-hand side (with or without its sums)."""
+    return "".join(expr.split()) in ["".join(form.split()) for form in kernel.rhs]
+
+
+def _factors(expr: str, kernel: KernelIndices) -> list[str] | None:
+    """The operands of ``expr`` where it is a product of the right-hand side's operands
+    (``B(i,k,l) * D(l,j)``), as they are written; None otherwise."""
+    parts = [p.strip() for p in expr.split("*")]
+    found = []
+    for part in parts:
+        match = re.fullmatch(r"(\w+)\(([\w\s,]*)\)", part)
+        if match is None:
+            return None
+        indices = tuple(v.strip() for v in match.group(2).split(",") if v.strip())
+        if kernel.operands.get(match.group(1)) != indices:
+            return None
+        found.append(match.group(1))
+    return found
+
+
+def _sum_workspace(plan: SchedulePlan, kernel: KernelIndices, d: Precompute, text: str
+                   ) -> None:
+    """A product of some of the right-hand side's factors, reduced into a dense row over
+    the output's last index (ir/precompute_sums.py), the rest multiplying the row."""
+    names = _factors(d.expr, kernel)
+    if names is None or not 0 < len(set(names)) < len(kernel.operands):
+        raise ScheduleError(f"{text}: a workspace takes the whole right-hand side "
+                            f"({kernel.rhs[-1]}) or a product of some of its operands, "
+                            "not all of them")
+    inner = {v for n in names for v in kernel.operands[n]}
+    outer = {v for n, vars_ in kernel.operands.items() if n not in names for v in vars_}
+    summed = inner - outer - set(kernel.out_vars)
+    if not summed or d.index not in {kernel.operands[n][-1] for n in names}:
+        raise ScheduleError(f"{text}: a product precomputed into a row over {d.index} sums "
+                            f"an index the other factors lack and has an operand indexed "
+                            f"by {d.index} last ({d.expr} does not)")
+    if d.workspace in workspace_policies() and d.workspace != "dense":
+        raise ScheduleError(f"{text}: a product's sum is reduced into a dense row; name "
+                            f"the workspace 'dense' or give it a name, not {d.workspace!r}")
+    if plan.sum_workspace is not None or plan.workspace is not None:
+        raise ScheduleError(f"{text}: the kernel already has a workspace")
+    plan.sum_workspace = tuple(names)

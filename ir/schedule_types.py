@@ -99,6 +99,8 @@ class SchedulePlan:
     parallel: ParallelLoop | None = None
     serial: bool = False  # a schedule without parallelize: one thread
     workspace: str | None = None  # the workspace policy precompute named
+    # The operands (by name) whose product precompute reduces into a row
+    sum_workspace: tuple[str, ...] | None = None
     gpu: tuple[ParallelLoop, ...] = ()  # loops mapped to GPU units
     bounds: tuple[Bound, ...] = ()
     unrolls: tuple[tuple[str, int], ...] = ()  # (original index, factor) unrolled

@@ -147,6 +147,11 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
                                  f"into {plan.workspace!r}")
             checked_policy(plan.workspace)
             self.workspace = plan.workspace
+        if plan is not None and plan.sum_workspace is not None:  # ir/precompute_sums.py
+            if self.precompute is False:
+                raise ValueError("precompute=False but the schedule precomputes the product "
+                                 f"of {', '.join(plan.sum_workspace)} into a row")
+            self.precompute = True
         self.gpu_sizes = gpu_sizes(plan)  # threads per block, entries per thread
         mapped = gpu_schedule_of(plan)
         if mapped is not None:

@@ -97,7 +97,8 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int,
 def precompute_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
     """[name, the operand, the operand's mode its slice runs over, bytes per coordinate]
     of each operand workspace (ir/precompute.py), or None."""
-    entries = [[f"operand workspace {p.temporary.name}({p.var})", p.operand.tensor,
+    entries = [[f"{'operand' if p.expr is None else 'sum'} workspace {p.temporary.name}({p.var})",
+                p.operand.tensor,
                 types[p.operand.tensor].levels[-1].mode,
                 np.dtype(p.temporary.dtype).itemsize + MARK_BYTES]
                for nest in nests for p in nest.precomputes]

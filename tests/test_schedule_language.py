@@ -19,6 +19,7 @@ from llvsparse.notation_parse import parse
 
 SPMV = KernelIndices.of(parse("y(i) = A(i,j) * x(j)"))
 SPGEMM = KernelIndices.of(parse("C(i,j) = A(i,k) * B(k,j)"))
+MTTKRP = KernelIndices.of(parse("A(i,j) = B(i,k,l) * D(l,j) * C(k,j)"))
 INNER = KernelIndices.of(parse("a = A(i,j) * B(i,j)"))
 
 names = st.sampled_from(["i", "j", "k", "i0", "i1", "fp", "w"])
@@ -139,7 +140,10 @@ def test_chunks_follow_the_directives_that_derived_the_parallel_loop():
     ("unroll(j, 1)", SPMV, "at least 2"),
     ("unroll(j, 4); unroll(j, 2)", SPMV, "unrolled twice"),
     ("bound(i, ib, 8, min_exact)", SPMV, "only max_exact and max_constraint"),
-    ("precompute(A(i,k), j, jw, hash)", SPGEMM, "only the whole right-hand side"),
+    ("precompute(A(i,k), j, jw, hash)", SPGEMM, "sums an index the other factors lack"),
+    ("precompute(A(i,k) * X(k,j), j, jw, dense)", SPGEMM, "or a product of some of its"),
+    ("precompute(B(i,k,l) * D(l,j), j, j, hash)", MTTKRP, "reduced into a dense row"),
+    ("precompute(C(k,j), j, j, w)", MTTKRP, "sums an index the other factors lack"),
     ("precompute(A(i,k) * B(k,j), i, iw, hash)", SPGEMM, "over the output's last index"),
     ("parallelize(i, cpu_thread, no_races); parallelize(i, cpu_thread, no_races)", SPMV,
      "already parallel"),

@@ -85,8 +85,9 @@ TENSOR_CASES = [
          lambda T: {"B": T, "c": _dense(T.shape[2], 1, 7)[:, 0]},
          lambda o: np.einsum("ijk,k->ij", o["B"], o["c"])),
     Case("MTTKRP", "A(i,j) = B(i,k,l) * C(k,j) * D(l,j)", {"B": "csf"}, "dense",
+         # The paper's precompute of the factors sharing l (its D(l,j) is D(l,j) here).
          "split(i, i1, i2, 16); reorder(i1, i2, k, l, j); "
-         "precompute(B(i,k,l) * C(k,j), j, j, dense); parallelize(i1, cpu_thread, no_races)",
+         "precompute(B(i,k,l) * D(l,j), j, j, w); parallelize(i1, cpu_thread, no_races)",
          "split(i, i1, i2, 16); reorder(i1, i2, k, l, j); parallelize(i1, cpu_thread, no_races)",
          lambda T: {"B": T, "C": _dense(T.shape[1], 16, 8), "D": _dense(T.shape[2], 16, 9)},
          lambda o: np.einsum("ikl,kj,lj->ij", o["B"], o["C"], o["D"])),

@@ -38,7 +38,7 @@ class Temporary:
         self.vals_slot = 1
         element = scalars.element_type(self.type.dtype)
         self.slots = []
-        itemsize = np.dtype(self.type.dtype).itemsize
+        self.itemsize = itemsize = np.dtype(self.type.dtype).itemsize
         for name, width, kind in (("mark", 1, I8), ("vals", itemsize, element)):
             slot = kc.alloca(kind.as_pointer(), f"{plan.temporary.name}.{name}")
             raw = b.call(kc.malloc, [b.mul(b.add(extent, ONE), ir.Constant(I64, width))])
@@ -88,8 +88,12 @@ def allocate(kc: KernelCompiler) -> Callable[[], None]:
     b.cbranch(failed, kc.fail(STATUS_NO_MEMORY), ok)
     b.position_at_end(ok)
     for temp in made:
-        b.call(kc.memset, [b.bitcast(b.load(temp.slots[0]), I8P), ir.Constant(I8, 0),
-                           b.add(temp.extents[0], ONE), ir.Constant(I1, 0)])
+        # marks, and a sum workspace's values (kept at 0 where unmarked), zeroed
+        for slot, width in zip(temp.slots, (1, temp.itemsize)):
+            if width == 1 or temp.plan.expr is not None:
+                b.call(kc.memset, [b.bitcast(b.load(slot), I8P), ir.Constant(I8, 0),
+                                   b.mul(b.add(temp.extents[0], ONE), ir.Constant(I64, width)),
+                                   ir.Constant(I1, 0)])
 
     def free() -> None:
         for release in releases:
@@ -106,16 +110,24 @@ def scatter(kc: KernelCompiler, plan: Precompute, value: ir.Value, ctx: Ctx) -> 
     at = ctx.bound[plan.var]
     mark = temp.marks.address(b, at)
     place = temp.vals.address(b, at)
-    if not kc.types[plan.operand.tensor].levels[-1].unique:
-        # a duplicate adds to the value its first copy stored
+    if plan.adds:  # a duplicate or a sum's next term adds to the value stored first
         old = scalars.load_value(b, b.load(place), temp.type.dtype, kc.dtype)
-        seen = b.icmp_unsigned("!=", b.load(mark), ir.Constant(I8, 0))
-        value = b.select(seen, scalars.apply(b, "add", [old, value], kc.dtype), value)
+        total = scalars.apply(b, "add", [old, value], kc.dtype)
+        if plan.expr is None:
+            seen = b.icmp_unsigned("!=", b.load(mark), ir.Constant(I8, 0))
+            total = b.select(seen, total, value)
+        value = total  # a sum workspace's unmarked values are kept at 0 (clear_mark)
     b.store(scalars.store_value(b, value, kc.dtype), place)
-    b.store(ir.Constant(I8, 1), mark)
+    if plan.expr is None:  # a sum workspace's row is full: no marks
+        b.store(ir.Constant(I8, 1), mark)
 
 
 def clear_mark(kc: KernelCompiler, plan: Precompute, ctx: Ctx) -> None:
     """Unmark the temporary's entry at the slice's coordinate."""
     temp = kc.tensors[plan.temporary.name]
-    kc.b.store(ir.Constant(I8, 0), temp.marks.address(kc.b, ctx.bound[plan.var]))
+    at = ctx.bound[plan.var]
+    if plan.expr is None:
+        kc.b.store(ir.Constant(I8, 0), temp.marks.address(kc.b, at))
+    else:  # a sum workspace's row: its value back to 0
+        kc.b.store(scalars.store_value(kc.b, scalars.constant(kc.dtype, 0.0), kc.dtype),
+                   temp.vals.address(kc.b, at))

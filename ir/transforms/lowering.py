@@ -310,7 +310,8 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
                 check_nest_order(request.plan, nest.order)
         except ScheduleError as error:
             return Refused(error)
-    nests = plan_precomputes(nests, types, request.precompute, request.dtype)
+    nests = plan_precomputes(nests, types, request.precompute, request.dtype,
+                             request.plan.sum_workspace if request.plan is not None else None)
     output = request.order[0]
     if request.emit is None:
         raise TypeError("Request.emit: lowering needs the backend's emitter")
