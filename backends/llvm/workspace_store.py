@@ -100,6 +100,11 @@ class Store:
         del coords
         self.add(at, value)
 
+    def most_entries(self) -> ir.Value | None:
+        """At most how many entries the next drain writes (None: not known before it;
+        the output then checks its capacity at each entry)."""
+        return None
+
     def prepare(self) -> None:
         """Between the passes of a two-pass store (the others have one pass)."""
 
@@ -141,6 +146,9 @@ class DenseStore(Store):
                                b.mul(count, ir.Constant(I64, 8)), ir.Constant(I1, 0)])
         self.epoch = kc.alloca(I64, "ws.epoch")
         b.store(ONE, self.epoch)
+
+    def most_entries(self) -> ir.Value:
+        return self.b.load(self.count)
 
     def add(self, at: ir.Value, value: ir.Value) -> None:
         """Branch-free: the list always receives the coordinate, but its count only
@@ -277,6 +285,10 @@ class PairStore(Store):
         self.b.store(first, self.cap)
         self.keys = self.allocate(first, I64, "ws.keys")
         self.vals = self.allocate(first, self.value_type, "ws.vals")
+
+    def most_entries(self) -> ir.Value:
+        """The pairs held (a coordinate's pairs are summed into one entry)."""
+        return self.b.load(self.count)
 
     def emit_sorted_runs(self, n: ir.Value, ordered: bool, write: Write,
                          pairs: tuple[ir.AllocaInstr, ir.AllocaInstr] | None = None) -> None:
