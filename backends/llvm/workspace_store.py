@@ -44,6 +44,13 @@ BITMAP_WORDS_PER_ENTRY = 4
 # span pass, the marks and the scan cost more than the sort (luxembourg_osm A*A^T: 6.6
 # ms through the bitmap, 5.0 sorted; scipy 6.2).
 SORT_ROWS_UP_TO = SMALL
+# A run whose coordinates span at most this many per entry is drained by scanning its
+# span's marks, LANES at a time, for the run's epoch: no bitmap to set or clear, and
+# no store-to-load chain through a summary word that every entry of a narrow run sets
+# (Franz6 A*A^T: 103 entries a row over 7,576 columns, where marking took a quarter of
+# the kernel).
+SCAN_SPAN_PER_ENTRY = 16
+LANES = 8
 SIX, TWELVE = ir.Constant(I64, 6), ir.Constant(I64, 12)
 
 
@@ -136,12 +143,14 @@ class DenseStore(Store):
         words = b.add(b.lshr(size, SIX), ONE)
         summary = b.add(b.lshr(size, TWELVE), ONE)
         self.vals = self.allocate(size, self.value_type, "ws.vals")
-        self.marks = self.allocate(size, I64, "ws.marks")
+        # LANES spare marks (never an epoch) past the end: a scan's last load may read them.
+        self.marks = self.allocate(b.add(size, ir.Constant(I64, LANES)), I64, "ws.marks")
         self.list = self.allocate(b.add(size, ONE), I64, "ws.list")
         self.bits = self.allocate(words, I64, "ws.bits")  # a bit per touched coordinate
         self.summary = self.allocate(summary, I64, "ws.summary")  # a bit per nonzero word
         self.checked()
-        for slot, count in ((self.marks, size), (self.bits, words), (self.summary, summary)):
+        for slot, count in ((self.marks, b.add(size, ir.Constant(I64, LANES))),
+                            (self.bits, words), (self.summary, summary)):
             b.call(kc.memset, [b.bitcast(b.load(slot), I8P), ir.Constant(I8, 0),
                                b.mul(count, ir.Constant(I64, 8)), ir.Constant(I1, 0)])
         self.epoch = kc.alloca(I64, "ws.epoch")
@@ -205,7 +214,8 @@ class DenseStore(Store):
 
     def drain_long(self, n: ir.Value, entry: Callable[[ir.Value], None],
                    sorted_list: Callable[[], None]) -> None:
-        """The bitmap, where the run's coordinates span few enough summary words."""
+        """The marks scanned over the run's span where it is narrow enough; else the
+        bitmap, where the span covers few enough summary words; else the sorted list."""
         b, kc = self.b, self.kc
         low, high = kc.alloca(I64, "ws.low"), kc.alloca(I64, "ws.high")
         b.store(ir.Constant(I64, 2**63 - 1), low)
@@ -216,19 +226,67 @@ class DenseStore(Store):
             b.store(b.select(b.icmp_signed("<", at, b.load(low)), at, b.load(low)), low)
             b.store(b.select(b.icmp_signed(">", at, b.load(high)), at, b.load(high)), high)
         emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, span)
-        first, last = b.lshr(b.load(low), TWELVE), b.lshr(b.load(high), TWELVE)
-        words = b.sub(b.add(last, ONE), first)
-        few = b.icmp_signed("<=", words,
-                            b.mul(n, ir.Constant(I64, BITMAP_WORDS_PER_ENTRY)))
-        with b.if_else(few) as (bitmap, sort):
-            with bitmap:
-                emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, lambda q: self.mark(
-                    b.load(self.at(self.list, q))))
-                emit_counted_loop(b, kc.alloca(I64, "ws.word"), first, b.add(last, ONE),
-                                  lambda w: self.scan(self.summary, w, lambda v: self.scan(
-                                      self.bits, v, entry)))
-            with sort:
-                sorted_list()
+        lo, hi = b.load(low), b.load(high)
+        narrow = b.icmp_signed("<=", b.sub(hi, lo), b.mul(n, ir.Constant(I64, SCAN_SPAN_PER_ENTRY)))
+        with b.if_else(narrow) as (scan, wide):
+            with scan:
+                self.scan_marks(lo, hi, entry)
+            with wide:
+                first, last = b.lshr(lo, TWELVE), b.lshr(hi, TWELVE)
+                words = b.sub(b.add(last, ONE), first)
+                few = b.icmp_signed("<=", words,
+                                    b.mul(n, ir.Constant(I64, BITMAP_WORDS_PER_ENTRY)))
+                with b.if_else(few) as (bitmap, sort):
+                    with bitmap:
+                        emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, lambda q: self.mark(
+                            b.load(self.at(self.list, q))))
+                        emit_counted_loop(b, kc.alloca(I64, "ws.word"), first, b.add(last, ONE),
+                                          lambda w: self.scan(self.summary, w, lambda v: self.scan(
+                                              self.bits, v, entry)))
+                    with sort:
+                        sorted_list()
+
+    def scan_marks(self, lo: ir.Value, hi: ir.Value, entry: Callable[[ir.Value], None]) -> None:
+        """Visit the coordinates in [lo, hi] whose mark is this run's epoch, in order:
+        LANES marks compared at once, their matches a bit mask walked as in ``scan``."""
+        b, kc = self.b, self.kc
+        vector = ir.VectorType(I64, LANES)
+        epoch = b.load(self.epoch)
+        splat = ir.Constant(vector, ir.Undefined)
+        for lane in range(LANES):
+            splat = b.insert_element(splat, epoch, ir.Constant(ir.IntType(32), lane))
+        lanes = ir.Constant(I64, LANES)
+        start = b.and_(lo, ir.Constant(I64, -LANES))
+        chunks = b.add(b.udiv(b.sub(hi, start), lanes), ONE)
+
+        def chunk(c: ir.Value) -> None:
+            base = b.add(start, b.mul(c, lanes))
+            address = b.bitcast(self.at(self.marks, base), vector.as_pointer())
+            found = b.icmp_unsigned("==", b.load(address, align=8), splat)
+            mask = b.zext(b.bitcast(found, ir.IntType(LANES)), I64)
+            self.walk_bits(mask, base, entry)
+        emit_counted_loop(b, kc.alloca(I64, "ws.chunk"), ZERO, chunks, chunk)
+
+    def walk_bits(self, word: ir.Value, base: ir.Value, visit: Callable[[ir.Value], None]
+                  ) -> None:
+        """Visit ``base`` plus each set bit's index in ``word``, lowest first."""
+        b, kc = self.b, self.kc
+        cttz = b.module.globals.get("llvm.cttz.i64") or ir.Function(
+            b.module, ir.FunctionType(I64, [I64, I1]), "llvm.cttz.i64")
+        bits = kc.alloca(I64, "ws.bits.left")
+        b.store(word, bits)
+        head, body, done = (b.append_basic_block(f"ws.scan.{x}") for x in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        left = b.load(bits)
+        b.cbranch(b.icmp_unsigned("!=", left, ZERO), body, done)
+        b.position_at_end(body)
+        left = b.load(bits)
+        offset = b.call(cttz, [left, ir.Constant(I1, 1)])
+        b.store(b.and_(left, b.sub(left, ONE)), bits)
+        visit(b.add(base, offset))
+        b.branch(head)
+        b.position_at_end(done)
 
     def mark(self, at: ir.Value) -> None:
         """Set the coordinate's bit and its word's summary bit."""
@@ -242,25 +300,11 @@ class DenseStore(Store):
     def scan(self, slot: ir.AllocaInstr, w: ir.Value, visit: Callable[[ir.Value], None]) -> None:
         """Visit the indices set in word ``w`` of a bitmap in increasing order, and
         clear the word."""
-        b, kc = self.b, self.kc
-        cttz = b.module.globals.get("llvm.cttz.i64") or ir.Function(
-            b.module, ir.FunctionType(I64, [I64, I1]), "llvm.cttz.i64")
+        b = self.b
         address = self.at(slot, w)
-        bits = kc.alloca(I64, "ws.bits.left")
-        b.store(b.load(address), bits)
+        word = b.load(address)
         b.store(ZERO, address)
-        head, body, done = (b.append_basic_block(f"ws.scan.{x}") for x in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        left = b.load(bits)
-        b.cbranch(b.icmp_unsigned("!=", left, ZERO), body, done)
-        b.position_at_end(body)
-        left = b.load(bits)
-        offset = b.call(cttz, [left, ir.Constant(I1, 1)])
-        b.store(b.and_(left, b.sub(left, ONE)), bits)
-        visit(b.add(b.shl(w, SIX), offset))
-        b.branch(head)
-        b.position_at_end(done)
+        self.walk_bits(word, b.shl(w, SIX), visit)
 
 
 class PairStore(Store):
