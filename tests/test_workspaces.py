@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from llvsparse.backends.llvm.workspace_store import SORT_ROWS_UP_TO
+from llvsparse.backends.llvm.workspace_dense import SORT_ROWS_UP_TO
 from llvsparse.ir.schedule import ScatteredOutputError
 
 import llvsparse as ls

@@ -9,6 +9,10 @@ the same rounds. The other checkout runs in a worker process (its own interprete
 against scipy's, and times its bound kernel when asked; this process times its own
 kernel and the peers (scipy, sparse_dot_mkl, python-graphblas at one thread) in
 between. Medians of ``--rounds`` rounds; the load average is printed beside each row.
+Each sample is the process's CPU time (``time.process_time``, every thread of it), not
+wall time: on the shared 2-core machine at a load average of 8-10 a process runs in
+bursts, and wall-time medians of the same code moved 3x between neighbouring rows;
+``--wall`` times wall clock instead (for a quiet machine).
 
     python -m llvsparse.tools.bench_spgemm_ab --base-python /path/to/old/.venv/bin/python
 """
@@ -37,6 +41,9 @@ MEASURE_S = 0.02  # each timed sample repeats a call for about this long
 PEER_LIBRARIES = ("scipy", "sparse_dot_mkl", "graphblas")
 
 
+CLOCK = time.process_time
+
+
 def _worker(kernel: str, name: str) -> None:
     """The other checkout's side: bind its kernel on the case, verify, then answer each
     line ``repeat`` on stdin with the mean seconds per call."""
@@ -45,11 +52,8 @@ def _worker(kernel: str, name: str) -> None:
     problem = verify(prepared.result(prepared.call()), case.reference)
     print("ok" if problem is None else f"wrong: {problem}", flush=True)
     for line in sys.stdin:
-        repeat = int(line)
-        start = time.perf_counter()
-        for _ in range(repeat):
-            prepared.call()
-        print((time.perf_counter() - start) / repeat, flush=True)
+        clock, repeat = line.split()
+        print(_per_call(prepared.call, int(repeat), getattr(time, clock)), flush=True)
 
 
 class Worker:
@@ -64,7 +68,7 @@ class Worker:
 
     def time(self, repeat: int) -> float:
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(f"{repeat}\n")
+        self.process.stdin.write(f"{CLOCK.__name__} {repeat}\n")
         self.process.stdin.flush()
         return float(self.process.stdout.readline())
 
@@ -74,11 +78,12 @@ class Worker:
         self.process.wait()
 
 
-def _per_call(call: Callable[[], Any], repeat: int) -> float:
-    start = time.perf_counter()
+def _per_call(call: Callable[[], Any], repeat: int,
+              clock: Callable[[], float] = time.perf_counter) -> float:
+    start = clock()
     for _ in range(repeat):
         call()
-    return (time.perf_counter() - start) / repeat
+    return (clock() - start) / repeat
 
 
 def run(base_python: str, names: list[str], rounds: int) -> None:
@@ -119,7 +124,7 @@ def run(base_python: str, names: list[str], rounds: int) -> None:
                         times[key].append(worker.time(repeats[key]))
                     else:
                         next(i for i in [ours, *peers] if i.name == key).configure()
-                        times[key].append(_per_call(calls[key], repeats[key]))
+                        times[key].append(_per_call(calls[key], repeats[key], CLOCK))
             worker.close()
             med = {k: statistics.median(v) for k, v in times.items()}
             peer_names = [k for k in med if k not in ("llvsparse", "base")]
@@ -143,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-python", help="the other checkout's interpreter")
     parser.add_argument("--inputs", default="", help="comma-separated real matrix names")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--wall", action="store_true", help="wall-clock time, not CPU time")
     parser.add_argument("--worker", nargs=2, metavar=("KERNEL", "INPUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -150,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.base_python:
         parser.error("--base-python is required")
+    global CLOCK
+    CLOCK = time.perf_counter if args.wall else time.process_time
     names = args.inputs.split(",") if args.inputs else real_matrix_names(False)
     run(args.base_python, names, args.rounds)
     return 0

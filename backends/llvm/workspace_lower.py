@@ -34,7 +34,8 @@ from ...ir.statements import Access
 from ...ir.workspace_policies import BUCKET, DENSE, HASH, SORT
 from .emit_base import ZERO, Ctx
 from .workspace_bucket import BucketStore
-from .workspace_store import DenseStore, HashStore, SortStore, Store
+from .workspace_dense import DenseStore
+from .workspace_store import HashStore, SortStore, Store
 
 # The shipped policies' stores (ir/workspace_policies.py names none).
 SHIPPED_STORES = {DENSE: DenseStore, HASH: HashStore, SORT: SortStore, BUCKET: BucketStore}

@@ -5,10 +5,7 @@ linear coordinate) and ``drain(sorted, write)`` (hand every entry to ``write`` o
 in coordinate order when ``sorted``, then empty the store). Memory is allocated per
 kernel call, freed at its end and on its failure paths.
 
-* dense: a value per coordinate, a marker per coordinate holding the run it was last
-  touched in (so nothing is cleared between runs) and the list of touched coordinates;
-  a run is drained in coordinate order through a two-level bitmap of the touched
-  coordinates, or by sorting the list where they spread too far for the bitmap.
+* dense: a value and a mark per coordinate (workspace_dense).
 * sort: (coordinate, value) pairs appended as produced, sorted (by radix when there are
   many, workspace_radix), duplicates summed.
 * hash: an open-addressing table keyed by coordinate, doubled when half full, with the
@@ -27,7 +24,7 @@ from . import scalars
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_radix import RADIX_FROM, radix_function
-from .workspace_sort import SMALL, sort_function
+from .workspace_sort import sort_function
 
 if TYPE_CHECKING:
     from ...ir.workspace_schedule import WorkspacePlan
@@ -35,23 +32,6 @@ if TYPE_CHECKING:
 
 Write = Callable[[ir.Value, ir.Value], None]
 INITIAL = 1024  # entries a sparse store starts with
-# Summary words (each over 4096 coordinates) a drain may scan per entry (else the list
-# is sorted): a word costs a load and a test, a sorted entry about log2(entries)
-# mispredicted compares.
-BITMAP_WORDS_PER_ENTRY = 4
-# Runs of at most this many coordinates are sorted (an insertion sort, workspace_sort)
-# without a look at their span: a road graph's SpGEMM rows hold 3-4 entries, where the
-# span pass, the marks and the scan cost more than the sort (luxembourg_osm A*A^T: 6.6
-# ms through the bitmap, 5.0 sorted; scipy 6.2).
-SORT_ROWS_UP_TO = SMALL
-# A run whose coordinates span at most this many per entry is drained by scanning its
-# span's marks, LANES at a time, for the run's epoch: no bitmap to set or clear, and
-# no store-to-load chain through a summary word that every entry of a narrow run sets
-# (Franz6 A*A^T: 103 entries a row over 7,576 columns, where marking took a quarter of
-# the kernel).
-SCAN_SPAN_PER_ENTRY = 16
-LANES = 8
-SIX, TWELVE = ir.Constant(I64, 6), ir.Constant(I64, 12)
 
 
 class Store:
@@ -130,181 +110,6 @@ class Store:
         fn = sort_function(b.module, None if vals is None else self.value_type)
         arrays = [b.load(keys)] + ([] if vals is None else [b.load(vals)])
         b.call(fn, [*arrays, ZERO, n])
-
-
-class DenseStore(Store):
-    def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
-        super().__init__(kc)
-        b = self.b
-        size = ONE
-        for extent in extents:
-            size = b.mul(size, extent)
-        self.size = size
-        words = b.add(b.lshr(size, SIX), ONE)
-        summary = b.add(b.lshr(size, TWELVE), ONE)
-        self.vals = self.allocate(size, self.value_type, "ws.vals")
-        # LANES spare marks (never an epoch) past the end: a scan's last load may read them.
-        self.marks = self.allocate(b.add(size, ir.Constant(I64, LANES)), I64, "ws.marks")
-        self.list = self.allocate(b.add(size, ONE), I64, "ws.list")
-        self.bits = self.allocate(words, I64, "ws.bits")  # a bit per touched coordinate
-        self.summary = self.allocate(summary, I64, "ws.summary")  # a bit per nonzero word
-        self.checked()
-        for slot, count in ((self.marks, b.add(size, ir.Constant(I64, LANES))),
-                            (self.bits, words), (self.summary, summary)):
-            b.call(kc.memset, [b.bitcast(b.load(slot), I8P), ir.Constant(I8, 0),
-                               b.mul(count, ir.Constant(I64, 8)), ir.Constant(I1, 0)])
-        self.epoch = kc.alloca(I64, "ws.epoch")
-        b.store(ONE, self.epoch)
-
-    def most_entries(self) -> ir.Value:
-        return self.b.load(self.count)
-
-    def add(self, at: ir.Value, value: ir.Value) -> None:
-        """Branch-free: the list always receives the coordinate, but its count only
-        grows on the run's first touch (the list has one spare slot for that)."""
-        b = self.b
-        epoch, mark = b.load(self.epoch), self.at(self.marks, at)
-        fresh = b.icmp_signed("!=", b.load(mark), epoch)
-        place = self.at(self.vals, at)
-        start = b.select(fresh, scalars.sum_start(self.kc.dtype), b.load(place))
-        b.store(self.plus(start, value), place)
-        n = b.load(self.count)
-        b.store(at, self.at(self.list, n))
-        b.store(b.add(n, b.zext(fresh, I64)), self.count)
-        b.store(epoch, mark)
-
-    def drain(self, ordered: bool, write: Write) -> None:
-        """In coordinate order where ``ordered``: through a two-level bitmap of the
-        touched coordinates (a bit per coordinate, a summary bit per 64), scanned over
-        their span, when that span has at most BITMAP_WORDS_PER_ENTRY summary words per
-        entry; by sorting the list otherwise, and always for short runs (SORT_ROWS_UP_TO).
-        Quicksorting every row's list took most of Gustavson's time (cage10 A*A: 66 ms,
-        23 with a one-level bitmap; uniform 100k-row A*A^T, whose rows spread over all
-        columns, 2.8 s)."""
-        b, kc = self.b, self.kc
-        n = b.load(self.count)
-
-        def entry(at: ir.Value) -> None:
-            write(at, b.load(self.at(self.vals, at)))
-
-        def from_list() -> None:
-            emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n,
-                              lambda q: entry(b.load(self.at(self.list, q))))
-
-        def sorted_list() -> None:
-            self.sort(self.list, None, n)
-            from_list()
-
-        if not ordered:
-            from_list()
-        else:
-            with b.if_else(b.icmp_signed("<=", n, ir.Constant(I64, SORT_ROWS_UP_TO))) as (
-                    short, long):
-                with short:
-                    sorted_list()
-                with long:
-                    self.drain_long(n, entry, sorted_list)
-        self.next_run()
-
-    def next_run(self) -> None:
-        """Empty the list; the next run's epoch makes every mark stale."""
-        b = self.b
-        b.store(ZERO, self.count)
-        b.store(b.add(b.load(self.epoch), ONE), self.epoch)
-
-    def drain_long(self, n: ir.Value, entry: Callable[[ir.Value], None],
-                   sorted_list: Callable[[], None]) -> None:
-        """The marks scanned over the run's span where it is narrow enough; else the
-        bitmap, where the span covers few enough summary words; else the sorted list."""
-        b, kc = self.b, self.kc
-        low, high = kc.alloca(I64, "ws.low"), kc.alloca(I64, "ws.high")
-        b.store(ir.Constant(I64, 2**63 - 1), low)
-        b.store(ZERO, high)
-
-        def span(q: ir.Value) -> None:
-            at = b.load(self.at(self.list, q))
-            b.store(b.select(b.icmp_signed("<", at, b.load(low)), at, b.load(low)), low)
-            b.store(b.select(b.icmp_signed(">", at, b.load(high)), at, b.load(high)), high)
-        emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, span)
-        lo, hi = b.load(low), b.load(high)
-        narrow = b.icmp_signed("<=", b.sub(hi, lo), b.mul(n, ir.Constant(I64, SCAN_SPAN_PER_ENTRY)))
-        with b.if_else(narrow) as (scan, wide):
-            with scan:
-                self.scan_marks(lo, hi, entry)
-            with wide:
-                first, last = b.lshr(lo, TWELVE), b.lshr(hi, TWELVE)
-                words = b.sub(b.add(last, ONE), first)
-                few = b.icmp_signed("<=", words,
-                                    b.mul(n, ir.Constant(I64, BITMAP_WORDS_PER_ENTRY)))
-                with b.if_else(few) as (bitmap, sort):
-                    with bitmap:
-                        emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, lambda q: self.mark(
-                            b.load(self.at(self.list, q))))
-                        emit_counted_loop(b, kc.alloca(I64, "ws.word"), first, b.add(last, ONE),
-                                          lambda w: self.scan(self.summary, w, lambda v: self.scan(
-                                              self.bits, v, entry)))
-                    with sort:
-                        sorted_list()
-
-    def scan_marks(self, lo: ir.Value, hi: ir.Value, entry: Callable[[ir.Value], None]) -> None:
-        """Visit the coordinates in [lo, hi] whose mark is this run's epoch, in order:
-        LANES marks compared at once, their matches a bit mask walked as in ``scan``."""
-        b, kc = self.b, self.kc
-        vector = ir.VectorType(I64, LANES)
-        epoch = b.load(self.epoch)
-        splat = ir.Constant(vector, ir.Undefined)
-        for lane in range(LANES):
-            splat = b.insert_element(splat, epoch, ir.Constant(ir.IntType(32), lane))
-        lanes = ir.Constant(I64, LANES)
-        start = b.and_(lo, ir.Constant(I64, -LANES))
-        chunks = b.add(b.udiv(b.sub(hi, start), lanes), ONE)
-
-        def chunk(c: ir.Value) -> None:
-            base = b.add(start, b.mul(c, lanes))
-            address = b.bitcast(self.at(self.marks, base), vector.as_pointer())
-            found = b.icmp_unsigned("==", b.load(address, align=8), splat)
-            mask = b.zext(b.bitcast(found, ir.IntType(LANES)), I64)
-            self.walk_bits(mask, base, entry)
-        emit_counted_loop(b, kc.alloca(I64, "ws.chunk"), ZERO, chunks, chunk)
-
-    def walk_bits(self, word: ir.Value, base: ir.Value, visit: Callable[[ir.Value], None]
-                  ) -> None:
-        """Visit ``base`` plus each set bit's index in ``word``, lowest first."""
-        b, kc = self.b, self.kc
-        cttz = b.module.globals.get("llvm.cttz.i64") or ir.Function(
-            b.module, ir.FunctionType(I64, [I64, I1]), "llvm.cttz.i64")
-        bits = kc.alloca(I64, "ws.bits.left")
-        b.store(word, bits)
-        head, body, done = (b.append_basic_block(f"ws.scan.{x}") for x in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        left = b.load(bits)
-        b.cbranch(b.icmp_unsigned("!=", left, ZERO), body, done)
-        b.position_at_end(body)
-        left = b.load(bits)
-        offset = b.call(cttz, [left, ir.Constant(I1, 1)])
-        b.store(b.and_(left, b.sub(left, ONE)), bits)
-        visit(b.add(base, offset))
-        b.branch(head)
-        b.position_at_end(done)
-
-    def mark(self, at: ir.Value) -> None:
-        """Set the coordinate's bit and its word's summary bit."""
-        b = self.b
-        word = b.lshr(at, SIX)
-        for slot, index, bit in ((self.bits, word, at), (self.summary, b.lshr(word, SIX), word)):
-            address = self.at(slot, index)
-            mask = b.shl(ONE, b.and_(bit, ir.Constant(I64, 63)))
-            b.store(b.or_(b.load(address), mask), address)
-
-    def scan(self, slot: ir.AllocaInstr, w: ir.Value, visit: Callable[[ir.Value], None]) -> None:
-        """Visit the indices set in word ``w`` of a bitmap in increasing order, and
-        clear the word."""
-        b = self.b
-        address = self.at(slot, w)
-        word = b.load(address)
-        b.store(ZERO, address)
-        self.walk_bits(word, b.shl(w, SIX), visit)
 
 
 class PairStore(Store):
