@@ -1,9 +1,9 @@
-"""The dense workspace drains each run one of four ways, chosen from its entry count and
-span (backends/llvm/workspace_dense.py): a sorted list (short runs, and runs spread too
-wide), the marks scanned 8 at a time (narrow spans), a bitmap whose flagged words are
-found 64 at a time (wider spans). Each way is driven here by rows built for it, at the
-edges of the vectors it loads (first and last coordinate, widths around multiples of 8,
-64 and 4,096), and checked against scipy: the same entries, columns sorted in each row.
+"""The dense workspace drains each run one of three ways, chosen from its entry count
+and span (backends/llvm/workspace_dense.py): a sorted list (short runs, and runs spread
+too wide), or a bitmap whose flagged words are found 64 at a time. Each way is driven
+here by rows built for it, at the edges of the vectors it loads (first and last
+coordinate, narrow and wide spans, widths around multiples of 64 and 4,096), and
+checked against scipy: the same entries, columns sorted in each row.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from llvsparse.backends.llvm.workspace_dense import BITMAP_CHUNKS_PER_ENTRY, SORT_ROWS_UP_TO
 
 import llvsparse as ls
-from llvsparse.backends.llvm.workspace_dense import (
-    BITMAP_CHUNKS_PER_ENTRY,
-    SCAN_SPAN_PER_ENTRY,
-    SORT_ROWS_UP_TO,
-)
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
@@ -55,7 +51,7 @@ def test_each_way_at_the_edges_of_its_vectors(width: int) -> None:
     rng = np.random.default_rng(width)
     last = width - 1
     n = SORT_ROWS_UP_TO + 1
-    narrow_span = n * SCAN_SPAN_PER_ENTRY
+    narrow_span = n * 16  # a run this narrow fills its bitmap words densely
     rows = [
         [0, last],  # short: sorted
         list(range(SORT_ROWS_UP_TO)),  # short, the longest sorted run
@@ -63,7 +59,7 @@ def test_each_way_at_the_edges_of_its_vectors(width: int) -> None:
         list(range(max(0, width - n), width)),  # narrow up to the last coordinate
         sorted(rng.choice(min(width, narrow_span), n, replace=False).tolist()),
     ]
-    if width > narrow_span + 1:  # wide enough for the bitmap: its span's ends included
+    if width > narrow_span + 1:  # spread over many words: the span's ends included
         inner = rng.choice(np.arange(1, last), n - 2, replace=False).tolist()
         rows += [[0, last, *inner], [64 * 63, last, *rng.choice(last, n, replace=False)]]
     A = _rows(rows, width, rng)

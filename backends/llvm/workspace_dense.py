@@ -2,16 +2,19 @@
 run it was last touched in (so nothing is cleared between runs) and the list of the
 run's touched coordinates.
 
-A run is drained in coordinate order by one of four ways, chosen per run from its
+A run is drained in coordinate order by one of three ways, chosen per run from its
 entry count ``n`` and the span ``[lo, hi]`` of its coordinates (one pass over the list):
 
 * ``n <= SORT_ROWS_UP_TO``: the list sorted (an insertion sort, workspace_sort);
-* a narrow span (at most SCAN_SPAN_PER_ENTRY coordinates per entry): the span's marks
-  compared with the run's epoch LANES at a time, the matches walked as bit masks;
-* a wider one (at most BITMAP_CHUNKS_PER_ENTRY chunks of 4,096 coordinates per entry):
-  a bit per coordinate and a flag byte per 64 coordinates set for each entry, the
-  span's flags compared with zero 64 at a time, each flagged word's bits walked;
-* wider still: the list sorted.
+* a span of at most BITMAP_CHUNKS_PER_ENTRY chunks of 4,096 coordinates per entry: a
+  bit per coordinate and a flag byte per 64 coordinates set for each entry, the span's
+  flags compared with zero 64 at a time, each flagged word's bits walked;
+* wider: the list sorted.
+
+Scanning a run's marks for its epoch instead (8 at a time, no bitmap) was tried for
+spans of up to 16 coordinates per entry: 1.3-1.4x this bitmap's time on wiki-Vote and
+soc-sign-bitcoin-otc A*A (a mispredicted exit per chunk of 8 holding an entry), level
+or within 5% elsewhere.
 
 Quicksorting every row's list took most of Gustavson's time (cage10 A*A: 66 ms, 23 with
 a bitmap; uniform 100k-row A*A^T, whose rows spread over all columns, 2.8 s).
@@ -38,11 +41,6 @@ if TYPE_CHECKING:
 # more than the sort (luxembourg_osm A*A^T: 6.6 ms through the bitmap, 5.0 sorted;
 # scipy 6.2).
 SORT_ROWS_UP_TO = SMALL
-# Coordinates per entry up to which a run's span is scanned through its marks: no bitmap
-# to set or clear (Franz6 A*A^T: 103 entries a row over 7,576 columns, where setting
-# the bitmap took a quarter of the kernel).
-SCAN_SPAN_PER_ENTRY = 16
-LANES = 8  # marks compared at once
 # Chunks of 64 flags (4,096 coordinates) a bitmap drain may compare per entry (else the
 # list is sorted): a chunk costs a load and a compare, a sorted entry about log2(entries)
 # mispredicted compares. Flags are bytes, set by plain stores: a summary bit per word,
@@ -62,15 +60,14 @@ class DenseStore(Store):
             size = b.mul(size, extent)
         self.size = size
         words = b.add(b.lshr(size, SIX), ONE)
-        # Spare elements past the ends (never an epoch, never set) for a scan's last load.
-        marks, flags = b.add(size, ir.Constant(I64, LANES)), b.add(words, ir.Constant(I64, FLAGS))
+        flags = b.add(words, ir.Constant(I64, FLAGS))  # spare (zero) flags for a last load
         self.vals = self.allocate(size, self.value_type, "ws.vals")
-        self.marks = self.allocate(marks, I64, "ws.marks")
+        self.marks = self.allocate(size, I64, "ws.marks")
         self.list = self.allocate(b.add(size, ONE), I64, "ws.list")
         self.bits = self.allocate(words, I64, "ws.bits")  # a bit per touched coordinate
         self.flags = self.allocate(flags, I8, "ws.flags")  # a byte per nonzero word
         self.checked()
-        for slot, count, width in ((self.marks, marks, 8), (self.bits, words, 8),
+        for slot, count, width in ((self.marks, size, 8), (self.bits, words, 8),
                                    (self.flags, flags, 1)):
             b.call(kc.memset, [b.bitcast(b.load(slot), I8P), ir.Constant(I8, 0),
                                b.mul(count, ir.Constant(I64, width)), ir.Constant(I1, 0)])
@@ -96,7 +93,7 @@ class DenseStore(Store):
 
     def drain(self, ordered: bool, write: Write) -> None:
         """Every entry of the run, in coordinate order where ``ordered`` (the module's
-        four ways); then the next run."""
+        three ways); then the next run."""
         b, kc = self.b, self.kc
         n = b.load(self.count)
 
@@ -142,32 +139,13 @@ class DenseStore(Store):
             b.store(b.select(b.icmp_signed(">", at, b.load(high)), at, b.load(high)), high)
         emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, span)
         lo, hi = b.load(low), b.load(high)
-        narrow = b.icmp_signed("<=", b.sub(hi, lo),
-                               b.mul(n, ir.Constant(I64, SCAN_SPAN_PER_ENTRY)))
         chunks = b.sub(b.lshr(hi, ir.Constant(I64, 12)), b.lshr(lo, ir.Constant(I64, 12)))
         few = b.icmp_signed("<", chunks, b.mul(n, ir.Constant(I64, BITMAP_CHUNKS_PER_ENTRY)))
-        with b.if_else(narrow) as (marks, wide):
-            with marks:
-                self.scan_marks(lo, hi, entry)
-            with wide, b.if_else(few) as (bitmap, sort):
-                with bitmap:
-                    self.bitmap(n, lo, hi, entry)
-                with sort:
-                    sorted_list()
-
-    def scan_marks(self, lo: ir.Value, hi: ir.Value, entry: Callable[[ir.Value], None]) -> None:
-        """Visit the coordinates in [lo, hi] whose mark is this run's epoch, in order."""
-        b = self.b
-        vector = ir.VectorType(I64, LANES)
-        epoch = b.load(self.epoch)
-        splat = ir.Constant(vector, ir.Undefined)
-        for lane in range(LANES):
-            splat = b.insert_element(splat, epoch, ir.Constant(ir.IntType(32), lane))
-
-        def matches(base: ir.Value) -> ir.Value:
-            address = b.bitcast(self.at(self.marks, base), vector.as_pointer())
-            return b.icmp_unsigned("==", b.load(address, align=8), splat)
-        self.chunked(lo, hi, LANES, matches, entry)
+        with b.if_else(few) as (bitmap, sort):
+            with bitmap:
+                self.bitmap(n, lo, hi, entry)
+            with sort:
+                sorted_list()
 
     def bitmap(self, n: ir.Value, lo: ir.Value, hi: ir.Value,
                entry: Callable[[ir.Value], None]) -> None:
@@ -187,23 +165,21 @@ class DenseStore(Store):
             bits = b.load(address)
             b.store(ZERO, address)
             self.walk_bits(bits, b.shl(w, SIX), entry)
-        self.chunked(b.lshr(lo, SIX), b.lshr(hi, SIX), FLAGS, flagged, word)
+        self.chunked(b.lshr(lo, SIX), b.lshr(hi, SIX), flagged, word)
 
-    def chunked(self, lo: ir.Value, hi: ir.Value, width: int,
-                test: Callable[[ir.Value], ir.Value], visit: Callable[[ir.Value], None]
-                ) -> None:
+    def chunked(self, lo: ir.Value, hi: ir.Value, test: Callable[[ir.Value], ir.Value],
+                visit: Callable[[ir.Value], None]) -> None:
         """Visit, in order, each index in [lo, hi] whose lane of ``test(base)`` (a
-        vector of ``width`` tests of indices base, base + 1, ...) holds, ``width``
-        indices a step from lo rounded down to a multiple of ``width``."""
+        vector of FLAGS tests of indices base, base + 1, ...) holds, FLAGS indices a
+        step from lo rounded down to a multiple of FLAGS."""
         b, kc = self.b, self.kc
-        step = ir.Constant(I64, width)
-        start = b.and_(lo, ir.Constant(I64, -width))
+        step = ir.Constant(I64, FLAGS)
+        start = b.and_(lo, ir.Constant(I64, -FLAGS))
         count = b.add(b.udiv(b.sub(hi, start), step), ONE)
 
         def chunk(c: ir.Value) -> None:
             base = b.add(start, b.mul(c, step))
-            mask = b.bitcast(test(base), ir.IntType(width))
-            self.walk_bits(b.zext(mask, I64) if width < 64 else mask, base, visit)
+            self.walk_bits(b.bitcast(test(base), I64), base, visit)
         emit_counted_loop(b, kc.alloca(I64, "ws.chunk"), ZERO, count, chunk)
 
     def walk_bits(self, word: ir.Value, base: ir.Value, visit: Callable[[ir.Value], None]
