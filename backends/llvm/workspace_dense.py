@@ -12,9 +12,10 @@ entry count ``n`` and the span ``[lo, hi]`` of its coordinates (one pass over th
 * wider: the list sorted.
 
 Scanning a run's marks for its epoch instead (8 at a time, no bitmap) was tried for
-spans of up to 16 coordinates per entry: 1.3-1.4x this bitmap's time on wiki-Vote and
-soc-sign-bitcoin-otc A*A (a mispredicted exit per chunk of 8 holding an entry), level
-or within 5% elsewhere.
+spans of up to 16 coordinates per entry: 1.38-1.44x this bitmap's time on wiki-Vote
+and soc-sign-bitcoin-otc A*A, 1.17x on add32 (a mispredicted exit per chunk of 8 that
+holds an entry), within 5% elsewhere (tools/BENCHMARKS.md, "SpGEMM's dense workspace
+kernel").
 
 Quicksorting every row's list took most of Gustavson's time (cage10 A*A: 66 ms, 23 with
 a bitmap; uniform 100k-row A*A^T, whose rows spread over all columns, 2.8 s).
@@ -43,15 +44,18 @@ if TYPE_CHECKING:
 SORT_ROWS_UP_TO = SMALL
 # Chunks of 64 flags (4,096 coordinates) a bitmap drain may compare per entry (else the
 # list is sorted): a chunk costs a load and a compare, a sorted entry about log2(entries)
-# mispredicted compares. Flags are bytes, set by plain stores: a summary bit per word,
-# set by read-modify-writes of one summary word, chained every entry of a run through
-# memory (cage10 A*A: 83 entries a row, 3 summary words; 15% of the kernel).
+# mispredicted compares. Flags are bytes, set by plain stores; the summary bit per word
+# they replace was set by a read-modify-write of one summary word per 4,096 coordinates,
+# which chained every entry of a run through memory (cage10 A*A: 83 entries a row, 3
+# summary words; 15% of the kernel).
 BITMAP_CHUNKS_PER_ENTRY = 4
 FLAGS = 64  # flags compared at once
 SIX = ir.Constant(I64, 6)
 
 
 class DenseStore(Store):
+    """The store of one call: its arrays span every coordinate of the covered indices."""
+
     def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
         super().__init__(kc)
         b = self.b
