@@ -35,7 +35,8 @@ DENSE = _Dense(
     "dense", None,
     "dense workspace over {vars}: a value and a mark per coordinate, a list of the "
     "touched ones",
-    "its touched coordinates, by a bitmap scan or, where they spread, a sort",
+    "its touched coordinates, by a scan of its marks or a bitmap or, where they are "
+    "few or spread, a sort",
     "its touched list (marks of a new run)", kind=WorkspaceKind.DENSE)
 HASH = WorkspacePolicy(
     "hash", None,

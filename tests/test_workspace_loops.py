@@ -72,7 +72,8 @@ def test_gustavson_dense_workspace_loops():
         "    locate B.0 at k",
         "    for j in positions of B.1:",
         "      w(j) += A(i,k) * B(k,j)",
-        "  sort w: its touched coordinates, by a bitmap scan or, where they spread, a sort",
+        ("  sort w: its touched coordinates, by a scan of its marks or a bitmap or, where they "
+        "are few or spread, a sort"),
         "  for j in entries of w, in order:"]
     assert lines[8:] == ["    append C(i,j) = w(j)",
                          "  clear w = 0.0 through its touched list (marks of a new run)",

@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from llvsparse.backends.llvm.workspace_store import SORT_ROWS_UP_TO
+from llvsparse.backends.llvm.workspace_dense import SORT_ROWS_UP_TO
 from llvsparse.ir.schedule import ScatteredOutputError
 
 import llvsparse as ls
@@ -267,7 +267,7 @@ def _csr_spgemm_in_order(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
 def test_rows_spread_over_many_columns_are_sorted_or_scanned():
     """A row's coordinates come out in order both ways a dense workspace drains it: a
     bitmap scan where they are many for their spread, a sort where few spread wide
-    (10**6 columns span 245 summary words: a row of more than 61 entries is scanned)."""
+    (10**6 columns span 245 chunks of 4,096: a row of more than 61 entries is scanned)."""
     rng = np.random.default_rng(3)
     a = sp.csr_matrix((rng.random((60, 40)) < np.linspace(0.02, 0.6, 60)[:, None]) * 1.5)
     b = sp.random(40, 10**6, density=4e-6, format="csr", random_state=4)
@@ -278,8 +278,8 @@ def test_rows_spread_over_many_columns_are_sorted_or_scanned():
 
 def test_short_and_long_rows_drain_in_order():
     """Runs of at most SORT_ROWS_UP_TO coordinates are sorted without a look at their
-    span, longer ones within few summary words are scanned: rows of 0 to 40 entries
-    over 1,000 columns (one summary word) take both ways, either side of the bound."""
+    span, longer ones over few chunks of 4,096 columns are scanned: rows of 0 to 40 entries
+    over 1,000 columns (one chunk) take both ways, either side of the bound."""
     rng = np.random.default_rng(5)
     lengths = np.arange(41)
     rows = np.repeat(np.arange(41), lengths)

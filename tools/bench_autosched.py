@@ -1,14 +1,14 @@
 """The autoscheduler's picks against the ways it picks among, timed interleaved.
 
     python -m llvsparse.tools.bench_autosched [--sections forms,spgemm,split]
-        [--inputs NAME,...] [--rounds N]
+        [--inputs NAME,...] [--rounds N] [--cpu]
 
 - forms: CSR SpMV, one thread, the loop's first form, its other form ("two rows"), and
   the binding the model makes (its pick, or the probe where it cannot decide): the
   model's time against the faster form's.
 - spgemm: Gustavson A*A^T and A*A (CSR x CSR -> CSR), one thread: the workspace
-  policies (dense in both loop forms), the model's binding, and the bench's 1-thread
-  peers (bench_peers.discover: scipy, MKL, GraphBLAS where installed).
+  policies (dense in both loop forms; hash, sort, bucket), the model's binding, and the
+  bench's 1-thread peers (bench_peers.discover: scipy, MKL, GraphBLAS where installed).
 - split: CSR SpMV on 2 threads, equal row ranges against ranges of equal stored entries
   (runtime.split with weights) and windows of entries that cut rows (an entry split),
   and what the model picks (with fastmath, which the entry split needs on floats).
@@ -60,7 +60,14 @@ def fixed(model: dict[str, object], form: str | None = None) -> Iterator[None]:
         probe.FORCED.update(saved_probe)
 
 
-def interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+# What a one-thread section times with: wall clock, or (``--cpu``) the process's CPU time,
+# which a load average of 8-10 on the shared 2-core machine moves far less (wall-time
+# medians of the same code swung 3x between neighbouring rows there).
+CLOCK: dict[str, Callable[[], float]] = {"one thread": time.perf_counter}
+
+
+def interleaved(calls: dict[str, Callable[[], object]], rounds: int,
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Median seconds per call of each, over ``rounds`` rounds taking turns."""
     for call in calls.values():
         for _ in range(8):  # warm, and through the probe's timed calls
@@ -73,10 +80,10 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
-            start = time.perf_counter()
+            start = clock()
             for _ in range(repeat[name]):
                 call()
-            times[name].append((time.perf_counter() - start) / repeat[name])
+            times[name].append((clock() - start) / repeat[name])
     return {name: float(np.median(t)) for name, t in times.items()}
 
 
@@ -113,7 +120,7 @@ def forms(names: list[str] | None, rounds: int) -> None:
                 binds[form] = kernel.bind(A=a, x=x, threads=1)
         model = kernel.bind(A=a, x=x, threads=1)
         calls = {k: (lambda b=b, out=out: b(out=out)) for k, b in {**binds, "model": model}.items()}
-        t = interleaved(calls, rounds)
+        t = interleaved(calls, rounds, CLOCK["one thread"])
         pick = model.auto.form or f"probe: {model.probe.choice.form}"
         counts = np.diff(a.indptr)
         print(f"| {name} | {counts.mean():.1f} | {counts.max() / counts.mean():.1f} | "
@@ -131,9 +138,9 @@ def one_thread_peers() -> list[Impl]:
 def spgemm(names: list[str] | None, rounds: int) -> None:
     peers = one_thread_peers()
     print(f"peers: {', '.join(p.name for p in peers)}\n")
-    print("| input | product | dense first | dense other | hash | sort | model (pick) | "
+    print("| input | product | dense first | dense other | hash | sort | bucket | model (pick) | "
           "fastest 1t peer | model / peer | model / best |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     kernel = ls.compile(SPGEMM, "csr", A="csr", B="csr")
     ratios: dict[str, list[float]] = {"AAt": [], "AA": []}
     for name, a in matrices(names):
@@ -143,7 +150,7 @@ def spgemm(names: list[str] | None, rounds: int) -> None:
             b = canonical_csr(a.T if product == "AAt" else a.copy())
             calls: dict[str, Callable[[], object]] = {}
             for policy, form in (("dense", "first"), ("dense", "other"), ("hash", "first"),
-                                 ("sort", "first")):
+                                 ("sort", "first"), ("bucket", "first")):
                 with fixed({"workspace": policy}, form):
                     calls[f"{policy} {form}"] = kernel.bind(A=a, B=b, threads=1)
             model = kernel.bind(A=a, B=b, threads=1)
@@ -152,14 +159,15 @@ def spgemm(names: list[str] | None, rounds: int) -> None:
             for peer in peers:
                 peer.configure()
                 calls[peer.name] = peer.kernels["spgemm"](case).call
-            t = interleaved(calls, rounds)
+            t = interleaved(calls, rounds, CLOCK["one thread"])
             ours = [k for k in calls if k == "model" or " " in k]
             best = min(t[k] for k in ours if k != "model")
             fastest = min((k for k in t if k not in ours), key=t.__getitem__)
             pick = f"{model.auto.workspace}, " \
                 f"{model.auto.form or 'probe: ' + model.probe.choice.form}"
             cells = " | ".join(f"{t[k] * 1e3:.3g}" for k in ("dense first", "dense other",
-                                                              "hash first", "sort first"))
+                                                              "hash first", "sort first",
+                                                              "bucket first"))
             ratios[product].append(t["model"] / t[fastest])
             print(f"| {name} | {product} | {cells} | {t['model'] * 1e3:.3g} ({pick}) | "
                   f"{fastest} {t[fastest] * 1e3:.3g} | {t['model'] / t[fastest]:.2f} | "
@@ -206,7 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sections", default="forms,spgemm,split")
     parser.add_argument("--inputs", default=None, help="comma-separated input names")
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--cpu", action="store_true",
+                        help="one-thread sections time CPU time (time.process_time)")
     args = parser.parse_args(argv)
+    if args.cpu:
+        CLOCK["one thread"] = time.process_time
     names = args.inputs.split(",") if args.inputs else None
     for statement in pin_threads().statements:
         print(statement)

@@ -29,7 +29,8 @@ from llvmlite import ir
 
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
-from .workspace_store import DenseStore, Store, Write, _width
+from .workspace_dense import DenseStore
+from .workspace_store import Store, Write, _width
 
 if TYPE_CHECKING:
     from ...ir.workspace_schedule import WorkspacePlan

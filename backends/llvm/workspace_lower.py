@@ -34,7 +34,8 @@ from ...ir.statements import Access
 from ...ir.workspace_policies import BUCKET, DENSE, HASH, SORT
 from .emit_base import ZERO, Ctx
 from .workspace_bucket import BucketStore
-from .workspace_store import DenseStore, HashStore, SortStore, Store
+from .workspace_dense import DenseStore
+from .workspace_store import HashStore, SortStore, Store
 
 # The shipped policies' stores (ir/workspace_policies.py names none).
 SHIPPED_STORES = {DENSE: DenseStore, HASH: HashStore, SORT: SortStore, BUCKET: BucketStore}
@@ -128,6 +129,22 @@ class WorkspaceEmitter:
         self.store.add_at([ctx.bound[v] for v in self.plan.vars], self.linear(ctx), value)
 
     # -- consumer ----------------------------------------------------------------------
+    def reserve(self) -> set[int]:
+        """Before a drain, make room in the output's last append group for every entry
+        the store can hand out, and return the output slots whose stores then need no
+        capacity test: one test per drained run instead of one per entry and array, and
+        no grow path inside the drain's loops to spill their registers around (as
+        PointLoop.reserve_appends does for a loop that appends an entry an iteration)."""
+        kc = self.kc
+        most = self.store.most_entries()
+        if most is None or not kc.output.appends or kc.phase not in ("whole", "append"):
+            return set()
+        slots = kc.output.reserve_last_group(most)
+        tensor = kc.tensors[kc.out_name]
+        slots -= tensor.prechecked  # already reserved by an enclosing loop: theirs to drop
+        tensor.prechecked |= slots
+        return slots
+
     def consume(self, entries: Entries, ctx: Ctx) -> None:
         """Write the gathered entries to the output (in its storage order where
         ``entries`` says so), calling the output's segment hooks where a covered index
@@ -197,7 +214,9 @@ class WorkspaceEmitter:
                     b.store(key, run)
             kc.emit_write(entries.body, value, entry)
 
+        reserved = self.reserve()
         self.store.drain(entries.ordered, write)
+        kc.tensors[kc.out_name].prechecked -= reserved
         for (k, (_, close)), (run, saved) in reversed(list(zip(hooks, opened))):
             last = b.load(run)
             with b.if_then(b.icmp_signed(">=", last, ZERO)):

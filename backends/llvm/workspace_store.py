@@ -5,10 +5,7 @@ linear coordinate) and ``drain(sorted, write)`` (hand every entry to ``write`` o
 in coordinate order when ``sorted``, then empty the store). Memory is allocated per
 kernel call, freed at its end and on its failure paths.
 
-* dense: a value per coordinate, a marker per coordinate holding the run it was last
-  touched in (so nothing is cleared between runs) and the list of touched coordinates;
-  a run is drained in coordinate order through a two-level bitmap of the touched
-  coordinates, or by sorting the list where they spread too far for the bitmap.
+* dense: a value and a mark per coordinate (workspace_dense).
 * sort: (coordinate, value) pairs appended as produced, sorted (by radix when there are
   many, workspace_radix), duplicates summed.
 * hash: an open-addressing table keyed by coordinate, doubled when half full, with the
@@ -27,7 +24,7 @@ from . import scalars
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_radix import RADIX_FROM, radix_function
-from .workspace_sort import SMALL, sort_function
+from .workspace_sort import sort_function
 
 if TYPE_CHECKING:
     from ...ir.workspace_schedule import WorkspacePlan
@@ -35,16 +32,6 @@ if TYPE_CHECKING:
 
 Write = Callable[[ir.Value, ir.Value], None]
 INITIAL = 1024  # entries a sparse store starts with
-# Summary words (each over 4096 coordinates) a drain may scan per entry (else the list
-# is sorted): a word costs a load and a test, a sorted entry about log2(entries)
-# mispredicted compares.
-BITMAP_WORDS_PER_ENTRY = 4
-# Runs of at most this many coordinates are sorted (an insertion sort, workspace_sort)
-# without a look at their span: a road graph's SpGEMM rows hold 3-4 entries, where the
-# span pass, the marks and the scan cost more than the sort (luxembourg_osm A*A^T: 6.6
-# ms through the bitmap, 5.0 sorted; scipy 6.2).
-SORT_ROWS_UP_TO = SMALL
-SIX, TWELVE = ir.Constant(I64, 6), ir.Constant(I64, 12)
 
 
 class Store:
@@ -100,6 +87,11 @@ class Store:
         del coords
         self.add(at, value)
 
+    def most_entries(self) -> ir.Value | None:
+        """At most how many entries the next drain writes (None: not known before it;
+        the output then checks its capacity at each entry)."""
+        return None
+
     def prepare(self) -> None:
         """Between the passes of a two-pass store (the others have one pass)."""
 
@@ -118,141 +110,6 @@ class Store:
         fn = sort_function(b.module, None if vals is None else self.value_type)
         arrays = [b.load(keys)] + ([] if vals is None else [b.load(vals)])
         b.call(fn, [*arrays, ZERO, n])
-
-
-class DenseStore(Store):
-    def __init__(self, kc: KernelCompiler, extents: list[ir.Value]) -> None:
-        super().__init__(kc)
-        b = self.b
-        size = ONE
-        for extent in extents:
-            size = b.mul(size, extent)
-        self.size = size
-        words = b.add(b.lshr(size, SIX), ONE)
-        summary = b.add(b.lshr(size, TWELVE), ONE)
-        self.vals = self.allocate(size, self.value_type, "ws.vals")
-        self.marks = self.allocate(size, I64, "ws.marks")
-        self.list = self.allocate(b.add(size, ONE), I64, "ws.list")
-        self.bits = self.allocate(words, I64, "ws.bits")  # a bit per touched coordinate
-        self.summary = self.allocate(summary, I64, "ws.summary")  # a bit per nonzero word
-        self.checked()
-        for slot, count in ((self.marks, size), (self.bits, words), (self.summary, summary)):
-            b.call(kc.memset, [b.bitcast(b.load(slot), I8P), ir.Constant(I8, 0),
-                               b.mul(count, ir.Constant(I64, 8)), ir.Constant(I1, 0)])
-        self.epoch = kc.alloca(I64, "ws.epoch")
-        b.store(ONE, self.epoch)
-
-    def add(self, at: ir.Value, value: ir.Value) -> None:
-        """Branch-free: the list always receives the coordinate, but its count only
-        grows on the run's first touch (the list has one spare slot for that)."""
-        b = self.b
-        epoch, mark = b.load(self.epoch), self.at(self.marks, at)
-        fresh = b.icmp_signed("!=", b.load(mark), epoch)
-        place = self.at(self.vals, at)
-        start = b.select(fresh, scalars.sum_start(self.kc.dtype), b.load(place))
-        b.store(self.plus(start, value), place)
-        n = b.load(self.count)
-        b.store(at, self.at(self.list, n))
-        b.store(b.add(n, b.zext(fresh, I64)), self.count)
-        b.store(epoch, mark)
-
-    def drain(self, ordered: bool, write: Write) -> None:
-        """In coordinate order where ``ordered``: through a two-level bitmap of the
-        touched coordinates (a bit per coordinate, a summary bit per 64), scanned over
-        their span, when that span has at most BITMAP_WORDS_PER_ENTRY summary words per
-        entry; by sorting the list otherwise, and always for short runs (SORT_ROWS_UP_TO).
-        Quicksorting every row's list took most of Gustavson's time (cage10 A*A: 66 ms,
-        23 with a one-level bitmap; uniform 100k-row A*A^T, whose rows spread over all
-        columns, 2.8 s)."""
-        b, kc = self.b, self.kc
-        n = b.load(self.count)
-
-        def entry(at: ir.Value) -> None:
-            write(at, b.load(self.at(self.vals, at)))
-
-        def from_list() -> None:
-            emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n,
-                              lambda q: entry(b.load(self.at(self.list, q))))
-
-        def sorted_list() -> None:
-            self.sort(self.list, None, n)
-            from_list()
-
-        if not ordered:
-            from_list()
-        else:
-            with b.if_else(b.icmp_signed("<=", n, ir.Constant(I64, SORT_ROWS_UP_TO))) as (
-                    short, long):
-                with short:
-                    sorted_list()
-                with long:
-                    self.drain_long(n, entry, sorted_list)
-        self.next_run()
-
-    def next_run(self) -> None:
-        """Empty the list; the next run's epoch makes every mark stale."""
-        b = self.b
-        b.store(ZERO, self.count)
-        b.store(b.add(b.load(self.epoch), ONE), self.epoch)
-
-    def drain_long(self, n: ir.Value, entry: Callable[[ir.Value], None],
-                   sorted_list: Callable[[], None]) -> None:
-        """The bitmap, where the run's coordinates span few enough summary words."""
-        b, kc = self.b, self.kc
-        low, high = kc.alloca(I64, "ws.low"), kc.alloca(I64, "ws.high")
-        b.store(ir.Constant(I64, 2**63 - 1), low)
-        b.store(ZERO, high)
-
-        def span(q: ir.Value) -> None:
-            at = b.load(self.at(self.list, q))
-            b.store(b.select(b.icmp_signed("<", at, b.load(low)), at, b.load(low)), low)
-            b.store(b.select(b.icmp_signed(">", at, b.load(high)), at, b.load(high)), high)
-        emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, span)
-        first, last = b.lshr(b.load(low), TWELVE), b.lshr(b.load(high), TWELVE)
-        words = b.sub(b.add(last, ONE), first)
-        few = b.icmp_signed("<=", words,
-                            b.mul(n, ir.Constant(I64, BITMAP_WORDS_PER_ENTRY)))
-        with b.if_else(few) as (bitmap, sort):
-            with bitmap:
-                emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n, lambda q: self.mark(
-                    b.load(self.at(self.list, q))))
-                emit_counted_loop(b, kc.alloca(I64, "ws.word"), first, b.add(last, ONE),
-                                  lambda w: self.scan(self.summary, w, lambda v: self.scan(
-                                      self.bits, v, entry)))
-            with sort:
-                sorted_list()
-
-    def mark(self, at: ir.Value) -> None:
-        """Set the coordinate's bit and its word's summary bit."""
-        b = self.b
-        word = b.lshr(at, SIX)
-        for slot, index, bit in ((self.bits, word, at), (self.summary, b.lshr(word, SIX), word)):
-            address = self.at(slot, index)
-            mask = b.shl(ONE, b.and_(bit, ir.Constant(I64, 63)))
-            b.store(b.or_(b.load(address), mask), address)
-
-    def scan(self, slot: ir.AllocaInstr, w: ir.Value, visit: Callable[[ir.Value], None]) -> None:
-        """Visit the indices set in word ``w`` of a bitmap in increasing order, and
-        clear the word."""
-        b, kc = self.b, self.kc
-        cttz = b.module.globals.get("llvm.cttz.i64") or ir.Function(
-            b.module, ir.FunctionType(I64, [I64, I1]), "llvm.cttz.i64")
-        address = self.at(slot, w)
-        bits = kc.alloca(I64, "ws.bits.left")
-        b.store(b.load(address), bits)
-        b.store(ZERO, address)
-        head, body, done = (b.append_basic_block(f"ws.scan.{x}") for x in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        left = b.load(bits)
-        b.cbranch(b.icmp_unsigned("!=", left, ZERO), body, done)
-        b.position_at_end(body)
-        left = b.load(bits)
-        offset = b.call(cttz, [left, ir.Constant(I1, 1)])
-        b.store(b.and_(left, b.sub(left, ONE)), bits)
-        visit(b.add(b.shl(w, SIX), offset))
-        b.branch(head)
-        b.position_at_end(done)
 
 
 class PairStore(Store):
@@ -277,6 +134,10 @@ class PairStore(Store):
         self.b.store(first, self.cap)
         self.keys = self.allocate(first, I64, "ws.keys")
         self.vals = self.allocate(first, self.value_type, "ws.vals")
+
+    def most_entries(self) -> ir.Value:
+        """The pairs held (a coordinate's pairs are summed into one entry)."""
+        return self.b.load(self.count)
 
     def emit_sorted_runs(self, n: ir.Value, ordered: bool, write: Write,
                          pairs: tuple[ir.AllocaInstr, ir.AllocaInstr] | None = None) -> None:
