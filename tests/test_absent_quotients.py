@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
-from llvsparse import soakcases, soakcheck
+from llvsparse.soak import cases as soakcases
+from llvsparse.soak import check as soakcheck
 
 FILLS = (0.0, 1.0, math.nan, math.inf)
 FORMATS = ("csr", "coo", "hash", "dense")

@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.workspaces
+import llvsparse.calls.workspaces
+import llvsparse.kernel.api
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
@@ -114,7 +114,7 @@ def test_duplicates_of_a_coordinate_list_are_summed():
 def test_index_types(index_dtype):
     """The buckets keep the last index in the output's index type."""
     a, b = _random(120, 90, 0.05, 17), _random(90, 110, 0.05, 18)
-    kernel = ls.api.Kernel(SPGEMM, {"A": "csc", "B": "csr"}, "csr",
+    kernel = ls.kernel.api.Kernel(SPGEMM, {"A": "csc", "B": "csr"}, "csr",
                            out_index_dtype=index_dtype, workspace="bucket")
     got = kernel(A=ls.Tensor.from_scipy(a, format="csc", index_dtype=index_dtype),
                  B=ls.Tensor.from_scipy(b, format="csr", index_dtype=index_dtype))

@@ -85,7 +85,7 @@ def test_reduction_under_an_appending_loop_makes_room_before_the_loop(reserved, 
     loop's entries is made before it, and the store of each sum has no capacity test or
     grow call; without any reservation ahead of the call the room is grown there."""
     if not reserved:
-        monkeypatch.setattr(ls.outputs.AssembledOutput, "_reservations", lambda self, n: [])
+        monkeypatch.setattr(ls.calls.outputs.AssembledOutput, "_reservations", lambda self, n: [])
     kernel = ls.compile("A(i,j) = B(i,j,k) * c(k)", B="csf", out_format="csr")
     text = kernel.llvm_ir
     write = text.split("\nk.done.if:", 1)[1].split("store double", 1)  # sum to store

@@ -26,9 +26,9 @@ from llvsparse.ir.gpu_plan import (
 )
 
 import llvsparse as ls
-from llvsparse import gpu_launch
-from llvsparse.gpu_call import call_schedule
-from llvsparse.gpu_launch import entry_windows, launch_of, split_points
+from llvsparse.calls import gpu_launch
+from llvsparse.calls.gpu_call import call_schedule
+from llvsparse.calls.gpu_launch import entry_windows, launch_of, split_points
 
 # The catalog: (name, expression, formats, GPU schedule, reference(operands) -> dense).
 CSR_ADD = {"A": "csr", "F": "csr"}

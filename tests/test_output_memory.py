@@ -142,7 +142,7 @@ def test_an_output_larger_than_memory_is_refused_before_the_kernel_runs(
 
 def test_up_front_sizes_are_counted_without_wrapping():
     """2**32 rows of 2**32 buckets wrapped to 0 bytes in int64 and passed the check."""
-    from llvsparse.outputs import AssembledOutput
+    from llvsparse.calls.outputs import AssembledOutput
 
     fmt = ls.Format(["dense", "hashed"])
     with pytest.raises(MemoryError, match="GiB, more than this machine's"):

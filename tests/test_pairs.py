@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse.probe import Way
+from llvsparse.calls.probe import Way
 
 
 def _rows(lengths: list[int] | np.ndarray, cols: int, seed: int) -> sp.csr_matrix:
@@ -38,7 +38,7 @@ def _patterns(seed: int) -> list[sp.csr_matrix]:
 def _both_forms(kernel, monkeypatch, threads: int = 1, **operands) -> dict[str, np.ndarray]:
     results = {}
     for form in ("first", "other"):  # a binding reads FORCED when it is made
-        monkeypatch.setitem(ls.probe.FORCED, "form", form)
+        monkeypatch.setitem(ls.calls.probe.FORCED, "form", form)
         call = kernel.bind(threads=threads, **operands)
         assert call.way == Way(form, "direct")
         results[form] = call().to_numpy()

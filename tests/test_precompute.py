@@ -223,7 +223,7 @@ def test_kernel_from_disk_keeps_its_memory_check(tmp_path, monkeypatch):
     the disk cache still refuses a temporary larger than memory before running."""
     from llvsparse.backends.cpu import STATS
 
-    from llvsparse import api
+    from llvsparse.kernel import api
 
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(api, "_CACHE", {})

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llvsparse as ls
-from llvsparse import probe
+from llvsparse.calls import probe
 
 SHAPE = (7, 9)
 MATRIX_FORMATS = ["dense", "csr", "dcsr", "csc", "coo", "hash"]

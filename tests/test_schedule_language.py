@@ -14,7 +14,7 @@ from llvsparse.ir.errors import ScheduleError
 from llvsparse.ir.schedule_plan import KernelIndices, plan_schedule
 from llvsparse.ir.scheduled_statements import check_nest_order
 
-from llvsparse.notation_parse import parse
+from llvsparse.notation.parse import parse
 
 SPMV = KernelIndices.of(parse("y(i) = A(i,j) * x(j)"))
 SPGEMM = KernelIndices.of(parse("C(i,j) = A(i,k) * B(k,j)"))

@@ -16,8 +16,10 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import cli, soakcases, soakcheck
-from llvsparse.selftest import soak
+from llvsparse.commands import main as cli
+from llvsparse.soak import cases as soakcases
+from llvsparse.soak import check as soakcheck
+from llvsparse.soak.selftest import soak
 
 SLICE_SEED = 2026  # fixed: CI runs the same cases every time
 SLICE_CASES = 200

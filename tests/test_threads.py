@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.binding
-from llvsparse import runtime
+import llvsparse.calls.binding
+import llvsparse.kernel.api
+from llvsparse.abi import runtime
 
 
 def _matrix(rows: int, cols: int, per_row: int, seed: int):
@@ -66,7 +66,7 @@ def test_threads_match_serial_bit_for_bit(expr, formats, make, page_in, monkeypa
         offsets = (-9, -4, -2, 0, 1, 3, 5, 8)
         matrix = sp.diags([rng.random(3000 - abs(k)) for k in offsets], offsets,
                           shape=(3000, 3000)).tocsr()
-    assert matrix.nnz >= ls.kernel_calls.PARALLEL_MIN_WORK
+    assert matrix.nnz >= ls.calls.kernel_calls.PARALLEL_MIN_WORK
     operands = {"A": ls.Tensor.from_scipy(matrix, format=formats["A"]), **make(matrix, rng)}
     kernel = ls.compile(expr, **{n: f for n, f in formats.items()})
     serial = kernel(threads=1, **operands).to_numpy()

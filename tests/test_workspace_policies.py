@@ -18,8 +18,8 @@ from llvsparse.backends.llvm.workspace_store import PairStore, SortStore, Write
 from llvsparse.ir.workspace_policy import WorkspaceBytes, WorkspacePolicy
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.workspaces
+import llvsparse.calls.workspaces
+import llvsparse.kernel.api
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 

@@ -17,12 +17,12 @@ from llvsparse.backends.llvm.workspace_store import SORT_ROWS_UP_TO
 from llvsparse.ir.schedule import ScatteredOutputError
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.workspaces
+import llvsparse.calls.workspaces
+import llvsparse.kernel.api
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 POLICIES = ["dense", "hash", "sort", "bucket"]
-# Output formats assembled by appending (llvsparse/format.py's names).
+# Output formats assembled by appending (llvsparse/tensors/format.py's names).
 APPENDED = ["csr", "csc", "dcsr", "dcsc", "coo", "coo-unordered", "csf"]
 
 

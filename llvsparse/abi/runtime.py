@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.llvm.assembly import STATUS_INSERT_REFUSED
-from .backends.llvm.emit_base import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
+from ..backends.llvm.assembly import STATUS_INSERT_REFUSED
+from ..backends.llvm.emit_base import STATUS_NEGATIVE_STORE, STATUS_NO_MEMORY
 from .results import BUFFERS, MIN_BYTES, with_spare
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -41,7 +41,7 @@ _ALLOC_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
 
 @functools.cache
 def _chunk_runner():
-    from .backends.cpu import host_chunk_runner
+    from ..backends.cpu import host_chunk_runner
 
     run, close = host_chunk_runner()
     return _RUN_CHUNKS_TYPE(run), _CLOSE_TYPE(close)
@@ -49,7 +49,7 @@ def _chunk_runner():
 
 @functools.cache
 def _allocate():
-    from .backends.cpu import host_allocator
+    from ..backends.cpu import host_allocator
 
     return _ALLOC_TYPE(host_allocator())
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
-from . import __version__, runtime
-from . import ir as ir_package
-from .backends import cpu as cpu_backend
-from .formats import registry as level_registry
+from .. import __version__
+from .. import ir as ir_package
+from ..backends import cpu as cpu_backend
+from ..formats import registry as level_registry
 
 
 def cache_dir() -> Path | None:
@@ -45,18 +45,15 @@ def cache_dir() -> Path | None:
 def _sources_digest() -> str:
     """A hash of the compiler's own sources: any change to code generation or the kernel
     ABI invalidates every entry, even between releases. Sub-packages count too (ir/opt's
-    passes shape the loops the emitter emits)."""
-    package = Path(__file__).resolve().parent
+    passes shape the loops the emitter emits), and so does the whole API package (the
+    compile entry, the build and the schedule a kernel's text resolves to)."""
+    api_package = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256()
-    for module in (ir_package, cpu_backend, runtime, level_registry):
-        folder = Path(module.__file__).resolve().parent
+    for folder in (*(Path(module.__file__).resolve().parent
+                     for module in (ir_package, cpu_backend, level_registry)), api_package):
         for path in sorted(folder.rglob("*.py")):
             digest.update(path.relative_to(folder).as_posix().encode())
             digest.update(path.read_bytes())
-    # The API modules that shape what is built for a key: the compile entry, the build,
-    # and the schedule a kernel's text resolves to.
-    for name in ("api.py", "kernel_build.py", "scheduling.py"):
-        digest.update((package / name).read_bytes())
     return digest.hexdigest()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from .backends.cpu import (
+from ..backends.cpu import (
     HOST_RUNTIME_IR,
     OTHER_FORM_SUFFIX,
     host_target_machine,

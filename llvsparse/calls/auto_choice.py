@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .ir import notation as nt
-from .ir.autoschedule import AutoChoice, KernelInfo, autoschedule
-from .ir.cost_model import OperandStats
-from .tensor import Tensor
+from ..ir import notation as nt
+from ..ir.autoschedule import AutoChoice, KernelInfo, autoschedule
+from ..ir.cost_model import OperandStats
+from ..tensors.tensor import Tensor
 
 # Picks fixed instead of modelled: {"off": True} makes every binding keep the rule's
 # workspace, the probe's timing and weighted splits (the behaviour before the model);

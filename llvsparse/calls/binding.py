@@ -12,20 +12,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import runtime
-from .backends.cpu import JitKernel
-from .coerce import foreign_tensor, is_foreign_sparse
-from .describe import bound_summary
-from .format import Format, FormatError
-from .formats.registry import changed_since
+from ..abi import runtime
+from ..abi.results import MIN_BYTES, RESULTS, check_fits_memory
+from ..backends.cpu import JitKernel
+from ..formats.registry import changed_since
+from ..ir.parallel import dense_like
+from ..tensors.coerce import foreign_tensor, is_foreign_sparse
+from ..tensors.describe import bound_summary
+from ..tensors.format import Format, FormatError
+from ..tensors.tensor import Tensor
 from .gather import Scratch, gather_parallel
 from .instance import Instance
-from .ir.parallel import dense_like
 from .live_copies import Refresh
 from .outputs import AssembledOutput, output_params, refused_insert_error
 from .probe import ASSEMBLIES, FORCED, FORMS, Probe, Way
-from .results import MIN_BYTES, RESULTS, check_fits_memory
-from .tensor import Tensor
 
 
 class ShapeError(ValueError):

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from .format import Format, FormatError, as_format
-from .ir import notation as nt
-from .ir.errors import ScheduleError
-from .ir.operators import Operator
-from .ir.subscripts import IndexVar, NotationError
+from ..ir import notation as nt
+from ..ir.errors import ScheduleError
+from ..ir.operators import Operator
+from ..ir.subscripts import IndexVar, NotationError
+from ..tensors.format import Format, FormatError, as_format
 
 # What a kernel factory is asked for: a statement, its inputs' formats, the output's,
 # and whether the kernel is to bind as it is (not looking for broadcast terms itself).

@@ -17,12 +17,12 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from .ir import notation as nt
-from .ir.cin import Apply, Sum, expr_vars
-from .ir.frontend import to_concrete
-from .ir.operators import ADD, MUL
-from .ir.types import TensorType
-from .tensor import Tensor
+from ..ir import notation as nt
+from ..ir.cin import Apply, Sum, expr_vars
+from ..ir.frontend import to_concrete
+from ..ir.operators import ADD, MUL
+from ..ir.types import TensorType
+from ..tensors.tensor import Tensor
 
 
 def sums_move(assignment: nt.Assignment, types: dict[str, TensorType]) -> bool:

@@ -15,9 +15,9 @@ import itertools
 import threading
 from collections.abc import Callable
 
-from . import runtime
-from .backends.llvm.emit_base import STATUS_NO_MEMORY
-from .runtime import DescriptorHolder, Phase, Split
+from ..abi import runtime
+from ..abi.runtime import DescriptorHolder, Phase, Split
+from ..backends.llvm.emit_base import STATUS_NO_MEMORY
 
 
 class Scratch:

@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import runtime
-from .backends.cpu import JitKernel
-from .backends.cuda.emulator import EmulatedKernel, emulate
+from ..abi import runtime
+from ..backends.cpu import JitKernel
+from ..backends.cuda.emulator import EmulatedKernel, emulate
+from ..ir.autoschedule import gpu_schedule
+from ..ir.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT, GpuMappingError, GpuPlan, plan_gpu
+from ..ir.loops import Program
+from ..tensors.tensor import Tensor
 from .binding import BoundCall
 from .gpu_launch import Launch, launch_of
 from .instance import Instance
-from .ir.autoschedule import gpu_schedule
-from .ir.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT, GpuMappingError, GpuPlan, plan_gpu
-from .ir.loops import Program
-from .tensor import Tensor
 
 if TYPE_CHECKING:
-    from .api import Kernel
+    from ..kernel.api import Kernel
 
 ASSEMBLY_PHASES = ("count", "fill")  # the device's phases of an assembled output
 

@@ -21,27 +21,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import runtime
-from .backends.cpu import JitKernel
-from .backends.cuda import emit_ptx
-from .backends.cuda.device_ir import ARENA, ARENA_SLICE, device_name
-from .backends.cuda.driver import Device, device
+from ..abi import runtime
+from ..backends.cpu import JitKernel
+from ..backends.cuda import emit_ptx
+from ..backends.cuda.device_ir import ARENA, ARENA_SLICE, device_name
+from ..backends.cuda.driver import Device, device
+from ..ir.gpu_plan import GpuPlan
+from ..tensors.gpu_resident import DeviceTensor
+from ..tensors.tensor import Tensor
 from .binding import BoundCall
-from .gpu_call import (
-    assemble,
-    call_schedule,
-    check_output,
-    device_code,
-    device_phases,
-    gpu_plan,
-)
+from .gpu_call import assemble, call_schedule, check_output, device_code, device_phases, gpu_plan
 from .gpu_launch import Launch, launch_of
-from .gpu_resident import DeviceTensor
-from .ir.gpu_plan import GpuPlan
-from .tensor import Tensor
 
 if TYPE_CHECKING:
-    from .api import Kernel
+    from ..kernel.api import Kernel
 
 
 def _int64s(holder_array: ctypes.Array, count: int) -> np.ndarray:

@@ -27,19 +27,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .binding import BoundCall
-from .ir.gpu_plan import (
+from ..ir.gpu_plan import (
     ENTRY_WINDOW_TAG,
     NONZERO_SPLIT,
     POSITION_SPLIT_TAG,
     GpuMappingError,
     GpuPlan,
 )
-from .ir.loops import loops_of
-from .walk import first_level_positions, second_level_bounds
+from ..ir.loops import loops_of
+from ..tensors.walk import first_level_positions, second_level_bounds
+from .binding import BoundCall
 
 if TYPE_CHECKING:
-    from .api import Kernel
+    from ..kernel.api import Kernel
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backends.cpu import JitKernel
-from .describe import instance_repr
-from .format import Format
-from .ir.loops import Program
-from .ir.types import TensorType
+from ..backends.cpu import JitKernel
+from ..ir.loops import Program
+from ..ir.types import TensorType
+from ..tensors.describe import instance_repr
+from ..tensors.format import Format
 
 
 @dataclass

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .backends.interpret import run_program
-from .tensor import Tensor
+from ..backends.interpret import run_program
+from ..tensors.tensor import Tensor
 
 if TYPE_CHECKING:
-    from .api import Kernel
+    from ..kernel.api import Kernel
 
 TARGETS = ("cpu", "interpret", "cuda-emulated", "cuda")
 

@@ -8,28 +8,29 @@ import functools
 
 import numpy as np
 
-from . import auto_choice, runtime
+from ..abi import runtime
+from ..formats.registry import generation as registry_generation
+from ..ir import notation as nt
+from ..ir.affine import valid_extent
+from ..ir.errors import ScheduleError
+from ..ir.parallel import dense_like
+from ..ir.schedule_plan import Chunks
+from ..ir.types import fill_key
+from ..tensors.format import Format
+from ..tensors.tensor import Tensor, checked_index_dtype
+from . import auto_choice
 from .auto_choice import choose
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
 from .broadcast_terms import BroadcastTerms
 from .diagonals import diagonal_pattern
 from .finite_sums import all_finite, sums_move
-from .format import Format
-from .formats.registry import generation as registry_generation
 from .gpu_call import emulated_call
 from .gpu_device import device_call
 from .instance import Instance
 from .interpreted import interpret_call
-from .ir import notation as nt
-from .ir.affine import valid_extent
-from .ir.errors import ScheduleError
-from .ir.parallel import dense_like
-from .ir.schedule_plan import Chunks
-from .ir.types import fill_key
 from .live_copies import live_copy
 from .schedule_search import bind_searched
 from .scheduling import check_bounds, chunked, combiner
-from .tensor import Tensor, checked_index_dtype
 from .workspaces import check_precomputes, check_workspace
 
 # Stored input values below which handing work to the pool costs more than it saves

@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .format import Format
-from .tensor import Tensor
+from ..tensors.format import Format
+from ..tensors.tensor import Tensor
 
 Refresh = Callable[[], None]
 

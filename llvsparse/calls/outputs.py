@@ -14,13 +14,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from .format import Format
-from .formats.interpret import evaluate_expr, length_function, run_function
-from .formats.registry import generation as registry_generation
-from .formats.registry import is_shipped
-from .results import check_fits_memory, with_spare
-from .runtime import DescriptorHolder
-from .tensor import Tensor
+from ..abi.results import check_fits_memory, with_spare
+from ..abi.runtime import DescriptorHolder
+from ..formats.interpret import evaluate_expr, length_function, run_function
+from ..formats.registry import generation as registry_generation
+from ..formats.registry import is_shipped
+from ..tensors.format import Format
+from ..tensors.tensor import Tensor
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def output_params(fmt: Format, ttype, extents: list[int]) -> tuple[list[dict], l
 def refused_insert_error(fmt: Format, ttype, error: Exception) -> Exception:
     """A kernel's refused insert (status 3), naming the output levels whose fixed
     parameters bound the positions per parent, and how to give them more."""
-    from .runtime import KernelRuntimeError
+    from ..abi.runtime import KernelRuntimeError
 
     fixed = [f"level {k} ({level.kind}, {', '.join(f'{p}={v}' for p, v in level.params.items())})"
              for k, level in enumerate(fmt.levels)

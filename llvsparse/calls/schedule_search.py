@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..caching import disk as disk_cache
+from ..ir.workspace_policies import SHIPPED
 from . import auto_choice
-from . import cache as disk_cache
 from .binding import BoundCall
-from .ir.workspace_policies import SHIPPED
 
 ROUNDS = 5  # interleaved calls per candidate; the median counts
 _LOCK = threading.Lock()  # auto_choice.FORCED is process-wide while a candidate binds

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import runtime
-from .format import Format
-from .ir import directives as dv
-from .ir import notation as nt
-from .ir.errors import ScheduleError
-from .ir.operators import Operator
-from .ir.schedule_plan import Chunks, KernelIndices, SchedulePlan, plan_schedule
+from ..abi import runtime
+from ..ir import directives as dv
+from ..ir import notation as nt
+from ..ir.errors import ScheduleError
+from ..ir.operators import Operator
+from ..ir.schedule_plan import Chunks, KernelIndices, SchedulePlan, plan_schedule
+from ..tensors.format import Format
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from ..tensors.tensor import Tensor
 
 
 class ScheduleMethods:

@@ -16,10 +16,10 @@ import math
 
 import numpy as np
 
-from .ir.precompute import MARK_BYTES
-from .ir.schedule import Nest
-from .ir.types import TensorType
-from .results import physical_memory
+from ..abi.results import physical_memory
+from ..ir.precompute import MARK_BYTES
+from ..ir.schedule import Nest
+from ..ir.types import TensorType
 
 
 def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:

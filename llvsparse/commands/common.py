@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Kernel
-    from .ir.notation import Assignment
+    from ..ir.notation import Assignment
+    from ..kernel.api import Kernel
 
 class CliError(Exception):
     """A failure reported as one message on stderr; ``code`` 2 means the request was bad."""
@@ -39,8 +39,8 @@ def pairs(specs: Sequence[str] | None, option: str) -> dict[str, str]:
 
 def parse_notation(text: str) -> Assignment:
     """Parse notation; syntax errors keep the library's caret message (exit code 2)."""
-    from .ir.notation import NotationError
-    from .notation_parse import parse
+    from ..ir.notation import NotationError
+    from ..notation.parse import parse
 
     try:
         return parse(text)
@@ -53,8 +53,8 @@ def build_kernel(assignment: Assignment, formats: dict[str, object],
                  schedule: str | None = None, target: str = "cpu") -> Kernel:
     """Build a Kernel; unknown or mismatched formats (or GPU schedule), and a schedule
     that does not fit, become usage errors."""
-    from .api import compile as compile_api
-    from .ir.errors import ScheduleError
+    from ..ir.errors import ScheduleError
+    from ..kernel.api import compile as compile_api
 
     try:
         return compile_api(assignment, out_format=out_format, gpu_schedule=gpu_schedule,
@@ -65,9 +65,9 @@ def build_kernel(assignment: Assignment, formats: dict[str, object],
 
 def lowering_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "this expression cannot be compiled for these formats"."""
-    from .binding import ShapeError
-    from .format import FormatError
-    from .ir.errors import ScheduleError
+    from ..calls.binding import ShapeError
+    from ..ir.errors import ScheduleError
+    from ..tensors.format import FormatError
 
     return (ScheduleError, ShapeError, FormatError)
 

@@ -7,8 +7,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .format import NAMED_FORMATS, Level, named_format
-from .formats.registry import get_level, level_formats
+from ..formats.registry import get_level, level_formats
+from ..tensors.format import NAMED_FORMATS, Level, named_format
 
 _INDICES = "ijklmn"
 
@@ -16,8 +16,8 @@ _INDICES = "ijklmn"
 def _check_format_files(paths: Sequence[str]) -> int:
     """Validate plugin files the way the compiler will load them, locate cross-checked
     against iteration on a sample; 1 if any is bad."""
-    from .formats.loader import FormatFileError
-    from .level_check import check_level_file
+    from ..formats.loader import FormatFileError
+    from ..tensors.level_check import check_level_file
 
     status = 0
     for path in paths:

@@ -17,25 +17,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.io
 
-from . import Tensor, evaluate
-from .backends.cuda import PtxError, assemble, emit_ptx
-from .cli_common import (
-    CliError,
-    build_kernel,
-    bundled_path,
-    lowering_errors,
-    pairs,
-    parse_notation,
-)
-from .cli_formats import formats
-from .cli_run import run
-from .cli_selftest import add_parser as add_selftest_parser
-from .ir.gpu_plan import NONZERO_SPLIT, THREAD_PER_ROW, GpuMappingError
-from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
-from .ir.loops import show as show_loops
+from .. import Tensor, evaluate
+from ..backends.cuda import PtxError, assemble, emit_ptx
+from ..ir.gpu_plan import NONZERO_SPLIT, THREAD_PER_ROW, GpuMappingError
+from ..ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
+from ..ir.loops import show as show_loops
+from .common import CliError, build_kernel, bundled_path, lowering_errors, pairs, parse_notation
+from .formats import formats
+from .run import run
+from .selftest_command import add_parser as add_selftest_parser
 
 if TYPE_CHECKING:
-    from .api import Kernel
+    from ..kernel.api import Kernel
 
 
 def _bundled(name: str):
@@ -87,7 +80,7 @@ def demo(_args: argparse.Namespace) -> int:
     print(f"{'kernel':<20} {'format':<14} {'compile+run':>12}  check")
     for name, fmt, elapsed, good in rows:
         print(f"{name:<20} {fmt:<14} {elapsed * 1e3:>9.1f} ms  {'ok' if good else 'WRONG'}")
-    from .api import compile as compile_kernel
+    from ..kernel.api import compile as compile_kernel
 
     kernel = compile_kernel("y(i) = A(i,j) * x(j)", A="csr", x="dense")
     print("\nOptimized LLVM IR of CSR SpMV (first 25 lines):")
@@ -100,7 +93,7 @@ def _graph_rows(matrix) -> list[tuple[str, str, float, bool]]:
     ``matrix`` (its absolute values as weights), each checked against scipy's csgraph."""
     from scipy.sparse import csgraph
 
-    from . import graphs
+    from .. import graphs
 
     weights = abs(matrix)
     start = time.perf_counter()
@@ -170,8 +163,8 @@ class _Machine:
                  name: str | None) -> None:
         import llvmlite.binding as llvm
 
-        from .backends.cpu import link_runtime, optimize
-        from .backends.targets import check_cpu
+        from ..backends.cpu import link_runtime, optimize
+        from ..backends.targets import check_cpu
 
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
@@ -280,7 +273,7 @@ def dump(args: argparse.Namespace) -> int:
     except (*lowering_errors(), TypeError, ValueError) as error:
         raise CliError(str(error)) from None
     if args.name:
-        from .export import check_name
+        from ..caching.export import check_name
 
         try:
             check_name(args.name, kernel.llvm_ir, inst.jit.name)
@@ -345,7 +338,7 @@ def _add_format_options(parser: argparse.ArgumentParser) -> None:
 
 def bench(args: argparse.Namespace) -> int:
     """Run the benchmark suite (tools/bench.py); its own --help lists the options."""
-    from .tools.bench import main as bench_main
+    from ..tools.bench import main as bench_main
 
     return bench_main(args.bench_args)
 

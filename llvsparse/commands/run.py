@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import Tensor
-from .cli_common import (
+from .. import Tensor
+from ..ir.notation import AffineIndex
+from .common import (
     CliError,
     build_kernel,
     format_name,
@@ -21,11 +22,10 @@ from .cli_common import (
     pairs,
     parse_notation,
 )
-from .ir.notation import AffineIndex
 
 if TYPE_CHECKING:
-    from .api import Kernel
-    from .ir.notation import Access, Assignment
+    from ..ir.notation import Access, Assignment
+    from ..kernel.api import Kernel
 
 GENERATED = ("random", "ones", "zeros")
 FILE_TYPES = (".mtx.gz", ".tns.gz", ".mtx", ".tns", ".npy", ".npz")
@@ -70,7 +70,7 @@ def _load_inputs(assignment: Assignment, sources: dict[str, str], kernel: Kernel
     """Read file inputs, infer the shapes of generated ones from them, then generate;
     returns the tensors, each index variable's extent (and where it came from), and one
     description line per input."""
-    from .io import read
+    from ..tensors.io import read
 
     out = assignment.lhs.tensor
     uses = assignment.accesses()[1:]
@@ -130,7 +130,7 @@ def _load_inputs(assignment: Assignment, sources: dict[str, str], kernel: Kernel
 def run(args: argparse.Namespace) -> int:
     """Compile an expression, run it on files or generated data, time it, save the result;
     the quickest way to try a format on a real matrix."""
-    from .io import write
+    from ..tensors.io import write
 
     assignment = parse_notation(args.expr)
     if any(isinstance(ix, AffineIndex) for a in assignment.accesses() for ix in a.indices):
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     dtypes = {n: str(t.dtype) for n, t in tensors.items()}
     index_dtypes = {n: str(t.index_dtype) for n, t in tensors.items()}
     index_dtypes[out] = "int64" if max(out_shape, default=0) >= 2**31 - 1 else "int32"
-    from .runtime import KernelRuntimeError
+    from ..abi.runtime import KernelRuntimeError
 
     try:
         start = time.perf_counter()

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli_common import CliError
+from .common import CliError
 
 
 def selftest(args: argparse.Namespace) -> int:
     """Run random cases (expressions, formats, shapes, dtypes, inf/NaN, corrupted inputs)
     against numpy, each in a worker subprocess so that crashes and hangs are counted
     against their case; exit 1 if any case failed."""
-    from .selftest import show_case, soak
+    from ..soak.selftest import show_case, soak
 
     first, cases, seed = args.first, args.cases, args.seed
     if args.case:

@@ -12,7 +12,7 @@ expression keeps its summed variables in one block, which is always exact.
 The kernel is compiled here, once, for the blocks' formats and dtypes (where an output
 format cannot be produced yet, as CSR from SpGEMM, into ``coo-unordered`` and converted
 in the task), and enters the graph as one key: a worker receives it once, as the object
-code it pickles with (``llvsparse.pickling``), and runs it without LLVM.
+code it pickles with (``llvsparse.kernel.pickling``), and runs it without LLVM.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..api import Kernel
-from ..api import evaluate as evaluate_here
-from ..binding import ShapeError
-from ..coerce import is_foreign_sparse
-from ..format import Format, as_format
+from ..calls.binding import ShapeError
 from ..ir import notation as nt
 from ..ir import operators as ops
 from ..ir.errors import ScheduleError
-from ..notation_parse import parse
-from ..tensor import Tensor
+from ..kernel.api import Kernel
+from ..kernel.api import evaluate as evaluate_here
+from ..notation.parse import parse
+from ..tensors.coerce import is_foreign_sparse
+from ..tensors.format import Format, as_format
+from ..tensors.tensor import Tensor
 from .partitioned import Block, Partitioned, merged, same
 
 FALLBACK_FORMAT = "coo-unordered"  # what a scattered sparse output is produced in

@@ -12,9 +12,9 @@ import operator
 
 import numpy as np
 
+from ..tensors.tensor import Tensor
 from .lazy_tensor import normalize_axis
 from .shape_ops import moveaxis, reshape, tensor_of
-from .tensor import Tensor
 
 
 def take(a: object, indices: object, axis=None, out=None, mode: str = "raise") -> object:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..tensors.tensor import Tensor
 from . import entry_reductions
 from .lazy_tensor import LazyTensor, as_node, compute_node
-from .tensor import Tensor
 from .ufuncs import aligned, named_format
 
 

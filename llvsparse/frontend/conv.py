@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .api import Kernel
-from .coerce import natural_format
-from .tensor import Tensor
+from ..kernel.api import Kernel
+from ..tensors.coerce import natural_format
+from ..tensors.tensor import Tensor
 
 Padding = str | int | Sequence[int | tuple[int, int]]
 

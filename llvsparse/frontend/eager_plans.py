@@ -23,13 +23,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..ir import notation as nt
+from ..ir.errors import ScheduleError
+from ..kernel.api import Kernel
+from ..tensors.coerce import natural_format
+from ..tensors.tensor import Tensor
 from . import fast_calls
-from .api import Kernel
-from .coerce import natural_format
-from .ir import notation as nt
-from .ir.errors import ScheduleError
 from .lazy_tensor import Node, canonical, compute_node, output_format
-from .tensor import Tensor
 
 # Plans by (operation, operand signatures); None marks a signature the full path serves.
 _PLANS: dict[tuple, Plan | None] = {}

@@ -7,9 +7,9 @@ import re
 
 import numpy as np
 
-from .api import evaluate
-from .notation_parse import parse
-from .semirings import semiring_assignment
+from ..kernel.api import evaluate
+from ..notation.parse import parse
+from ..notation.semirings import semiring_assignment
 
 
 def einsum(subscripts: str, *operands, out_format: object = "dense",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tensors.tensor import Tensor
 from .lazy_tensor import normalize_axis
 from .shape_ops import tensor_of
-from .tensor import Tensor
 from .tensor_assign import in_dtype, replace_entries
 from .ufuncs import named_format
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..tensors.tensor import Tensor
 from .lazy_tensor import as_node, compute_node, reduce_axes
-from .tensor import Tensor
 
 
 @dataclass

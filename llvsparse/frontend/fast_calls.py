@@ -28,11 +28,11 @@ from operator import is_
 
 import numpy as np
 
-from . import runtime
-from .binding import BoundCall
-from .formats.registry import generation as registry_generation
-from .outputs import refused_insert_error
-from .tensor import Tensor
+from ..abi import runtime
+from ..calls.binding import BoundCall
+from ..calls.outputs import refused_insert_error
+from ..formats.registry import generation as registry_generation
+from ..tensors.tensor import Tensor
 
 _FAST: dict[tuple, _Checked] = {}
 FAST_KEPT = 64  # each keeps its operands alive: a bound kernel call holds them anyway

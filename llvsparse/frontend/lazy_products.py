@@ -1,5 +1,5 @@
 """Sums of products of lazy nodes: numpy's ``@``, ``np.dot``, ``np.tensordot`` and
-``np.einsum`` as one index-notation node each (llvsparse/lazy_tensor.py has the nodes)."""
+``np.einsum`` as one index-notation node each (llvsparse/frontend/lazy_tensor.py has the nodes)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .einsum_forms import expanded
-from .ir import notation as nt
-from .ir.operators import ADD, MUL, OR
+from ..ir import notation as nt
+from ..ir.operators import ADD, MUL, OR
+from ..notation.einsum_forms import expanded
 from .lazy_tensor import (
     LazyTensor,
     Node,

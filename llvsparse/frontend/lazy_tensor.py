@@ -22,12 +22,12 @@ from functools import cache, lru_cache
 
 import numpy as np
 
-from . import elementwise as ew
-from .format import Format, FormatError, Level, named_format
-from .ir import notation as nt
-from .ir.operators import ADD, AND, MAX, MIN, MUL, OR
+from ..ir import notation as nt
+from ..ir.operators import ADD, AND, MAX, MIN, MUL, OR
+from ..notation import elementwise as ew
+from ..tensors.format import Format, FormatError, Level, named_format
+from ..tensors.tensor import Tensor, checked_value_dtype
 from .numpy_protocols import ArrayOps
-from .tensor import Tensor, checked_value_dtype
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
 # it here cost more than the call).
@@ -112,7 +112,7 @@ def as_node(value: object) -> Node | None:
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)) \
             and math.isfinite(value):
         return _literal(value)
-    from .coerce import asarray, is_foreign_sparse
+    from ..tensors.coerce import asarray, is_foreign_sparse
 
     if is_foreign_sparse(value):
         return leaf(asarray(value))
@@ -470,8 +470,8 @@ def compute_node(node: Node, format: object = None) -> Tensor:
 
 def _run(node: Node, format: object) -> Tensor:
     """One kernel for the node's assignment, into ``format`` or the one chosen."""
-    from . import api
-    from .ir.errors import ScheduleError
+    from ..ir.errors import ScheduleError
+    from ..kernel import api
 
     assignment, operands = canonical(node)
     chosen = format if format is not None else \
@@ -491,7 +491,7 @@ def node_dtype(node: Node) -> np.dtype:
     """The dtype of the node's values, numpy's for its expression; worked out once per
     node (a chain's every operation asks its operands': canonicalising the chain each
     time was half the cost of building it)."""
-    from .ir.result_type import result_dtype
+    from ..ir.result_type import result_dtype
 
     if isinstance(node.expr, nt.Access):
         return np.dtype(node.leaves[node.expr.tensor].dtype)

@@ -11,9 +11,10 @@ from functools import cache
 
 import numpy as np
 
+from ..notation.einsum_forms import expanded, pairwise, sublists_to_string
+from ..tensors.tensor import Tensor
 from . import array_extras, entry_functions, sorting
 from .complex_values import any_complex, bilinear, multilinear
-from .einsum_forms import expanded, pairwise, sublists_to_string
 from .numpy_protocols import (
     ArrayOps,
     _cast,
@@ -24,7 +25,6 @@ from .numpy_protocols import (
     _shape_ops,
     finish,
 )
-from .tensor import Tensor
 from .tensor_assign import in_dtype, replace_entries
 
 
@@ -87,7 +87,7 @@ def _einsum(*args, out=None, dtype=None, optimize=False, **options):
     """numpy's einsum, string or sublist form; more than two operands whose storage
     orders conflict in one kernel are contracted pairwise (einsum_forms.pairwise)."""
     _no_options("np.einsum", out=out, **options)
-    from .ir.errors import ScheduleError  # loads the compiler, on first use as above
+    from ..ir.errors import ScheduleError  # loads the compiler, on first use as above
 
     subscripts, operands = (args[0], list(args[1:])) if isinstance(args[0], str) \
         else sublists_to_string(args)

@@ -1,7 +1,7 @@
 """The NumPy front end of Tensor and LazyTensor: operators, reductions, ``.T`` and
 numpy's dispatch protocols (``__array__``, ``__array_ufunc__``, ``__array_function__``).
 
-Every operation builds a lazy node (llvsparse/lazy_tensor.py); the result is lazy if any
+Every operation builds a lazy node (llvsparse/frontend/lazy_tensor.py); the result is lazy if any
 operand is, else it is computed at once as one kernel. Nothing here is imported by
 ``import llvsparse``, and the modules doing the work load on first use.
 """
@@ -416,7 +416,7 @@ class ArrayOps:
         return array.copy() if copy else array
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs, **kwargs):
-        from . import elementwise as ew
+        from ..notation import elementwise as ew
 
         lazy = _lazy_module()
         if method == "reduce" and ufunc.__name__ in _REDUCTIONS and len(inputs) == 1:
@@ -477,7 +477,7 @@ def _cast(result, dtype):
 
 def _kept(result, axes: tuple[int, ...], ndim: int):
     """``keepdims=True``: the reduced axes back with extent 1 (computed, then reshaped)."""
-    from .tensor import Tensor
+    from ..tensors.tensor import Tensor
 
     values = np.asarray(result)
     shape = [1 if k in axes else None for k in range(ndim)]

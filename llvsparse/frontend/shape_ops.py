@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .ir.types import fill_key
+from ..ir.types import fill_key
+from ..tensors.tensor import Tensor
 from .lazy_tensor import compute_node, node_of, normalize_axis
 from .lazy_tensor import transpose as transposed
-from .tensor import Tensor
 
 
 def is_dense(tensor: Tensor) -> bool:

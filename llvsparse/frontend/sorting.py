@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tensors.tensor import Tensor
 from .lazy_tensor import normalize_axis
 from .shape_ops import reshape, tensor_of
-from .tensor import Tensor
 
 
 def _lines(tensor: Tensor, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int,

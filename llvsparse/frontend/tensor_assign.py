@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .api import Kernel
-from .binding import ShapeError
-from .expr_api import make_assignment
-from .tensor import Tensor
+from ..calls.binding import ShapeError
+from ..kernel.api import Kernel
+from ..notation.expr_api import make_assignment
+from ..tensors.tensor import Tensor
 
 
 def in_dtype(value: Tensor, dtype: np.dtype, refusal: str) -> Tensor:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tensors.tensor import Tensor
 from .lazy_tensor import LazyTensor, as_node, compute_node
-from .tensor import Tensor
 
 _NAMED = ("csr", "csc", "coo")
 

@@ -6,48 +6,39 @@ import functools
 import threading
 from collections.abc import Callable
 
-from . import cache as disk_cache
-from .backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
-from .backends.llvm.codegen import emit_kernel
-from .binding import BoundCall
-from .broadcast_terms import BroadcastTerms
-from .coerce import natural_format
-from .describe import kernel_repr
-from .diagonals import PATTERN_FORMAT
-from .format import Format, FormatError, as_format
-from .formats.registry import generation as registry_generation
-from .instance import Instance
-from .interpreted import TARGETS
-from .ir import notation as nt
-from .ir.directives import Schedule
-from .ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
-from .ir.gpu_plan import GpuMappingError
-from .ir.operators import user_operators
-from .ir.result_fill import result_fill
-from .ir.result_type import as_computed, compute_dtype, result_dtype
-from .ir.transforms.aliases import separate_repeated_uses
-from .ir.transforms.diagonals import separate_diagonals
-from .ir.transforms.lowering import Request
-from .ir.types import TensorType, fill_key, type_key
-from .ir.workspace_policies import checked_policy, policy_key
-from .kernel_build import build, build_converting, conversion_formats, retyped
-from .kernel_cache import KERNELS
-from .kernel_calls import KernelCalls
-from .kernel_inspection import KernelInspection
-from .notation_parse import parse
+from ..backends.cpu import OTHER_FORM_SUFFIX, JitKernel, load_object
+from ..backends.llvm.codegen import emit_kernel
+from ..caching import disk as disk_cache
+from ..caching.memory import KERNELS
+from ..calls.binding import BoundCall
+from ..calls.broadcast_terms import BroadcastTerms
+from ..calls.diagonals import PATTERN_FORMAT
+from ..calls.instance import Instance
+from ..calls.interpreted import TARGETS
+from ..calls.kernel_calls import KernelCalls
+from ..calls.scheduling import ScheduleMethods, explain, gpu_schedule_of, gpu_sizes, resolve
+from ..calls.workspaces import checked_precompute_meta, checked_workspace_meta
+from ..formats.registry import generation as registry_generation
+from ..ir import notation as nt
+from ..ir.directives import Schedule
+from ..ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
+from ..ir.gpu_plan import GpuMappingError
+from ..ir.operators import user_operators
+from ..ir.result_fill import result_fill
+from ..ir.result_type import as_computed, compute_dtype, result_dtype
+from ..ir.transforms.aliases import separate_repeated_uses
+from ..ir.transforms.diagonals import separate_diagonals
+from ..ir.transforms.lowering import Request
+from ..ir.types import TensorType, fill_key, type_key
+from ..ir.workspace_policies import checked_policy, policy_key
+from ..notation.parse import parse
+from ..tensors.coerce import natural_format
+from ..tensors.describe import kernel_repr
+from ..tensors.format import Format, FormatError, as_format
+from ..tensors.tensor import Tensor, checked_index_dtype, checked_value_dtype
+from .build import build, build_converting, conversion_formats, retyped
+from .inspection import KernelInspection
 from .pickling import instance_meta, reduce_kernel
-from .scheduling import (
-    ScheduleMethods,
-    explain,
-    gpu_schedule_of,
-    gpu_sizes,
-    resolve,
-)
-from .tensor import Tensor, checked_index_dtype, checked_value_dtype
-from .workspaces import (
-    checked_precompute_meta,
-    checked_workspace_meta,
-)
 
 _CACHE = KERNELS  # compiled instances by specialization, bounded by bytes
 

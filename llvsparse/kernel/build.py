@@ -8,23 +8,23 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from .backends.cpu import OTHER_FORM_SUFFIX, jit
-from .backends.llvm.codegen import KernelCompiler
-from .backends.llvm.counting import count_loop_heads
-from .format import Format, Level, named_format
-from .instance import Instance
-from .ir import notation as nt
-from .ir.from_schedule import statement_of
-from .ir.lattice_text import lattice_text
-from .ir.legality import case_count, variants_within_budget
-from .ir.loops import Program, loops_of
-from .ir.opt import loop_ir
-from .ir.opt.passes import OTHER_FORMS, has_other_form
-from .ir.output_init import initializes_output
-from .ir.parallel import parallel_mode
-from .ir.scheduled_statements import scheduled_statement
-from .ir.statements import concrete_text
-from .ir.transforms.lowering import (
+from ..backends.cpu import OTHER_FORM_SUFFIX, jit
+from ..backends.llvm.codegen import KernelCompiler
+from ..backends.llvm.counting import count_loop_heads
+from ..calls.instance import Instance
+from ..calls.workspaces import precompute_meta, workspace_meta
+from ..ir import notation as nt
+from ..ir.from_schedule import statement_of
+from ..ir.lattice_text import lattice_text
+from ..ir.legality import case_count, variants_within_budget
+from ..ir.loops import Program, loops_of
+from ..ir.opt import loop_ir
+from ..ir.opt.passes import OTHER_FORMS, has_other_form
+from ..ir.output_init import initializes_output
+from ..ir.parallel import parallel_mode
+from ..ir.scheduled_statements import scheduled_statement
+from ..ir.statements import concrete_text
+from ..ir.transforms.lowering import (
     Lowered,
     Refused,
     Request,
@@ -34,9 +34,9 @@ from .ir.transforms.lowering import (
     lower_kernel,
     target_of,
 )
-from .ir.types import TensorType
+from ..ir.types import TensorType
+from ..tensors.format import Format, Level, named_format
 from .refusals import advised
-from .workspaces import precompute_meta, workspace_meta
 
 if TYPE_CHECKING:
     from llvmlite.ir import Module as LLVMModule

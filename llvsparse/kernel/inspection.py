@@ -8,13 +8,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from .backends.cpu import JitKernel
-from .backends.cuda import emit_ptx
-from .gpu_call import device_code, device_phases, gpu_plan
-from .instance import Instance
-from .ir.gpu_plan import GpuPlan
-from .ir.loops import Program, show_program
-from .kernel_build import build
+from ..backends.cpu import JitKernel
+from ..backends.cuda import emit_ptx
+from ..calls.gpu_call import device_code, device_phases, gpu_plan
+from ..calls.instance import Instance
+from ..ir.gpu_plan import GpuPlan
+from ..ir.loops import Program, show_program
+from .build import build
 
 
 class KernelInspection:
@@ -82,7 +82,7 @@ class KernelInspection:
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
         """Write an object file (``.o``) or shared library (``.so``) plus a C header."""
-        from .export import export_kernel
+        from ..caching.export import export_kernel
 
         return export_kernel(self, self._with_code(), Path(path), name)
 

@@ -26,10 +26,10 @@ import weakref
 
 import numpy as np
 
-from .backends.cpu import OTHER_FORM_SUFFIX, load_object
-from .cache import digest
-from .kernel_build import conversion_meta
-from .runtime import make_read_only
+from ..abi.runtime import make_read_only
+from ..backends.cpu import OTHER_FORM_SUFFIX, load_object
+from ..caching.disk import digest
+from .build import conversion_meta
 
 # Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
 # The instances each unpickled kernel received, so that pickling it again (a Dask
@@ -53,7 +53,7 @@ def tensor_state(tensor) -> dict:
 
 
 def restore_tensor(tensor, state: dict) -> None:
-    from .formats.registry import generation
+    from ..formats.registry import generation
 
     was_valid = state.pop(_WAS_VALID, False)
     tensor.__dict__.update(state)

@@ -15,16 +15,10 @@ import hashlib
 import inspect
 import uuid
 
-from .backends.llvm.workspace_store import Store
-from .ir.workspace import WorkspaceKind
-from .ir.workspace_policies import (
-    PLUGINS,
-    SHIPPED,
-    checked_policy,
-    policy_key,
-    workspace_policies,
-)
-from .ir.workspace_policy import WorkspacePolicy
+from ..backends.llvm.workspace_store import Store
+from ..ir.workspace import WorkspaceKind
+from ..ir.workspace_policies import PLUGINS, SHIPPED, checked_policy, policy_key, workspace_policies
+from ..ir.workspace_policy import WorkspacePolicy
 
 __all__ = ["checked_policy", "policy_key", "register_workspace_policy",
            "unregister_workspace_policy", "workspace_policies"]

@@ -3,8 +3,8 @@ what is structurally missing, and only here are formats named that work around i
 
 from __future__ import annotations
 
-from .ir.errors import ScheduleError
-from .ir.schedule import ScatteredOutputError
+from ..ir.errors import ScheduleError
+from ..ir.schedule import ScatteredOutputError
 
 
 def advised(error: ScheduleError) -> ScheduleError:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .ir import notation as nt
-from .ir.operators import ADD, DIV, MUL, SUB
-from .notation_parse import parse_expr
+from ..ir import notation as nt
+from ..ir.operators import ADD, DIV, MUL, SUB
+from .parse import parse_expr
 
 # numpy ufunc name -> candidate notation texts over placeholders p0, p1, p2 (the first
 # the notation parses into an expression, not a tensor access, is used).

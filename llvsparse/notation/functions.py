@@ -14,7 +14,6 @@ import ast
 import math
 from collections.abc import Callable, Sequence
 
-from llvsparse.expr_api import apply
 from llvsparse.formats.body_check import BodyChecker
 from llvsparse.formats.vocabulary import FormatFileError
 from llvsparse.formats.yaml_reader import Reader
@@ -39,6 +38,7 @@ from llvsparse.ir.operators import (
     register,
 )
 from llvsparse.ir.subscripts import is_valid_name
+from llvsparse.notation.expr_api import apply
 
 _BINARY = {ast.Add: ADD, ast.Sub: SUB, ast.Mult: MUL, ast.Div: DIV}
 _COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!=", ast.Gt: ">",

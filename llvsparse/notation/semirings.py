@@ -8,9 +8,9 @@ than 0 (see ``operators.semiring``).
 
 from __future__ import annotations
 
-from llvsparse.expr_api import semiring
 from llvsparse.ir import notation as nt
 from llvsparse.ir.operators import ADD, MUL
+from llvsparse.notation.expr_api import semiring
 
 
 def semiring_assignment(assignment: nt.Assignment, plus: object, times: object

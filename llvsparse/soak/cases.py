@@ -255,7 +255,7 @@ class CaseGenerator:
         return op
 
     def format(self, shape: list[int]) -> tuple[str, object]:
-        from .format import Format, Level
+        from ..tensors.format import Format, Level
 
         rng = self.rng
         named = list(ANY_ORDER_FORMATS)
@@ -312,8 +312,8 @@ def plugin_format(name: str, order: int):
     plugin copies in this process first."""
     from pathlib import Path
 
-    from .format import Format
-    from .formats.registry import get_level, level_formats, register_level_format
+    from ..formats.registry import get_level, level_formats, register_level_format
+    from ..tensors.format import Format
 
     folder = Path(tempfile.gettempdir()) / f"llvsparse-soak-levels-{os.getpid()}"
     folder.mkdir(exist_ok=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .soakcases import Case, Operand, plugin_format, reference
+from .cases import Case, Operand, plugin_format, reference
 
 INTERPRETED_EVERY = 5  # every fifth valid case also runs under target="interpret"
 
@@ -50,7 +50,7 @@ def _refusals() -> tuple[type[Exception], ...]:
 def _project_error(error: BaseException) -> bool:
     """Whether ``error`` is one of llvsparse's own exception classes."""
     return any(cls.__module__.split(".")[0] == "llvsparse" and cls.__module__ not in
-               (__name__, "llvsparse.soakcases") for cls in type(error).__mro__[:-1]
+               (__name__, "llvsparse.soak.cases") for cls in type(error).__mro__[:-1]
                if issubclass(cls, Exception) and cls.__module__ != "builtins")
 
 
@@ -127,7 +127,7 @@ def compiled(case: Case, target: str = "cpu"):
 
 
 def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
-    from . import kernel_calls, probe
+    from ..calls import kernel_calls, probe
 
     report_phase("bind (compiles)")
     kernel.bind(**operands)

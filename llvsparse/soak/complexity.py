@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .format import Format
-from .soakcases import Case, CaseGenerator, Node, placed
+from ..tensors.format import Format
+from .cases import Case, CaseGenerator, Node, placed
 
 SPARSE_FORMATS = ("coo", "csf", "hash")
 SPARSE_MATRIX_FORMATS = ("dcsr", "dcsc")
@@ -189,7 +189,7 @@ def _isolated(seed: int, index: int, timeout: float) -> Growth:
     """``measure`` of case ``index`` in a subprocess of its own (a plain one, with no
     inherited stdin: a multiprocessing child took down the pytest-xdist worker whose
     channel it shared), its Growth read back as JSON."""
-    command = [sys.executable, "-m", "llvsparse.complexity_soak", str(seed), str(index)]
+    command = [sys.executable, "-m", "llvsparse.soak.complexity", str(seed), str(index)]
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=timeout, check=False)

@@ -1,7 +1,7 @@
 """``llvsparse selftest``: a soak of random cases, each isolated so that a crash or a hang
 is counted against its case instead of ending the run.
 
-Worker subprocesses (``python -m llvsparse.selftest --worker``) each run a stream of
+Worker subprocesses (``python -m llvsparse.soak.selftest --worker``) each run a stream of
 cases, so imports and warm caches are paid once per worker. The parent sends a worker one
 case at a time (``SEED INDEX``), reads one JSON line back, and enforces the per-case
 timeout: a worker past it is killed (a hang) and one that dies (a crash: a signal, or an
@@ -91,8 +91,8 @@ def worker_main() -> int:
     stdout; anything the library prints goes to stderr instead."""
     import faulthandler
 
-    from . import soakcheck
-    from .soakcases import build_case
+    from . import check as soakcheck
+    from .cases import build_case
 
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     soakcheck.report_phase = lambda phase: answers.write(json.dumps({"phase": phase}) + "\n")
@@ -171,9 +171,9 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1, first:
          small: bool = False, worker: list[str] | None = None, progress=None) -> Report:
     """Run cases ``first .. first + cases - 1`` of ``seed`` on ``jobs`` workers
     (``worker``: another command speaking the worker's protocol, for tests)."""
-    from .soakcases import build_case
+    from .cases import build_case
 
-    command = worker or [sys.executable, "-m", "llvsparse.selftest", "--worker"]
+    command = worker or [sys.executable, "-m", "llvsparse.soak.selftest", "--worker"]
     env = dict(os.environ)
     scratch = None
     if "LLVSPARSE_CACHE_DIR" not in env:  # no kernel from an earlier run may mask a bug
@@ -258,7 +258,7 @@ def show_case(seed: int, index: int, small: bool = False) -> str:
     """A case's description and operands, for reproducing it by hand."""
     import numpy as np
 
-    from .soakcases import build_case
+    from .cases import build_case
 
     case = build_case(seed, index, small)
     lines = [case.describe()]

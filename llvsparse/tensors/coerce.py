@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 
+from ..ir.types import fill_key
 from .format import Format, checked_fill
-from .ir.types import fill_key
 from .tensor import Tensor
 
 # scipy.sparse formats stored the way an llvsparse format of the same name is.
@@ -65,7 +65,7 @@ def asarray(value: object, format: Format | str | None = None,
     as a dense tensor (or ``format``); a lazy expression computed (into ``format``).
     ``fill``: the value of entries not stored (a Tensor keeps its own; a different one
     is refused)."""
-    from .lazy_tensor import LazyTensor
+    from ..frontend.lazy_tensor import LazyTensor
 
     if isinstance(value, LazyTensor):
         value = value.compute(format)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..backends.cuda.driver import device
 from . import dlpack
-from .backends.cuda.driver import device
 from .format import named_format
 from .gpu_resident import DeviceTensor
 

@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from .ir.notation import AffineIndex, IndexVar
+from ..ir.notation import AffineIndex, IndexVar
 from .tensor import Tensor
 
 

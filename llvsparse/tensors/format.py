@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .formats.registry import generation as registry_generation
-from .formats.registry import get_level
-from .ir.types import PROPERTY_NAMES, LevelType, TensorType, fill_key
+from ..formats.registry import generation as registry_generation
+from ..formats.registry import get_level
+from ..ir.types import PROPERTY_NAMES, LevelType, TensorType, fill_key
 
 
 class FormatError(ValueError):

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.cuda.driver import CudaError, Device
 from . import dlpack
-from .backends.cuda.driver import CudaError, Device
 
 
 class DeviceTensor:

@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from .formats.interpret import CorruptTensorError, evaluate_expr, run_function
+from ..formats.interpret import CorruptTensorError, evaluate_expr, run_function
 
 _COORDS = ("i_parent", "i_grandparent")
 

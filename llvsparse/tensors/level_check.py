@@ -17,10 +17,10 @@ import os
 
 import numpy as np
 
-from .formats.interpret import CorruptTensorError, run_function
-from .formats.loader import FormatFileError, LevelDef, load_level_file
-from .formats.registry import registered_for_check
-from .runtime import KernelRuntimeError
+from ..abi.runtime import KernelRuntimeError
+from ..formats.interpret import CorruptTensorError, run_function
+from ..formats.loader import FormatFileError, LevelDef, load_level_file
+from ..formats.registry import registered_for_check
 
 # Rows with nothing, one entry, a full row and scattered entries (coordinate 0 and the
 # last included), so that probe sequences wrap and empty parents are asked too.
@@ -61,9 +61,9 @@ def _packed(name: str, function: str):
     """The sample packed under a dense row level into level ``name`` and walked
     (coordinates, positions), or None where ``name`` has no ``function`` or no kernel
     can assemble it."""
+    from ..formats.registry import get_level
+    from ..ir.errors import ScheduleError
     from .format import Format, Level
-    from .formats.registry import get_level
-    from .ir.errors import ScheduleError
     from .tensor import Tensor
     from .walk import walk_levels
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .formats.interpret import CorruptTensorError
+from ..formats.interpret import CorruptTensorError
 
 
 def scipy_entries(matrix) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:

@@ -8,20 +8,20 @@ from functools import partial
 
 import numpy as np
 
+from ..abi.runtime import DescriptorHolder
+from ..backends.cuda.driver import device
+from ..formats.registry import generation as registry_generation
+from ..frontend.numpy_protocols import ArrayOps
+from ..kernel.pickling import restore_tensor, tensor_state
+from ..notation.expr_api import access
 from . import convert
-from .backends.cuda.driver import device
 from .describe import tensor_repr
 from .dlpack_tensor import DLPackOps
-from .expr_api import access
 from .format import Format, as_format, checked_fill, named_format
-from .formats.registry import generation as registry_generation
 from .gpu_resident import DeviceTensor
-from .numpy_protocols import ArrayOps
 from .ordering import sorted_unique
 from .packers import PACKERS, pack_bcsr
-from .pickling import restore_tensor, tensor_state
 from .pydata_names import PydataNames
-from .runtime import DescriptorHolder
 from .scipy_input import scipy_entries
 from .tensor_convert import FormatConversions
 from .tensor_validation import ValidationState
@@ -372,7 +372,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
     def __setitem__(self, indices, value) -> None:
         """Assignment in index notation (``A[i, j] = B[i, j] * 2``), computed into this
         tensor in its dtype (see tensor_assign.py)."""
-        from .tensor_assign import assign_notation
+        from ..frontend.tensor_assign import assign_notation
 
         assign_notation(self, indices, value)
 

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..formats.interpret import evaluate_expr
+from ..formats.registry import generation as registry_generation
+from ..formats.registry import get_level
+from ..ir import notation as nt
+from ..ir.errors import ScheduleError
+from ..ir.types import fill_key
 from .convert import scipy_conversion, scipy_pair
 from .format import Format, Level, as_format
-from .formats.interpret import evaluate_expr
-from .formats.registry import generation as registry_generation
-from .formats.registry import get_level
-from .ir import notation as nt
-from .ir.errors import ScheduleError
-from .ir.types import fill_key
 from .ordering import most_children
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class FormatConversions:
         tensors packed here, whose validation cost more than the copy: 1.1 s of a 1.5 s
         CSR conversion of 4M entries). ``resort=False``: this tensor's entries are
         already in ``fmt``'s order, so a copy that cannot be scheduled is final."""
-        from .api import Kernel
+        from ..kernel.api import Kernel
 
         if fmt.layout_key() == self.format.layout_key() and fmt.fill == 0:
             return self  # (a conversion keeps the fill value)

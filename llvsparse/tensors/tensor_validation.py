@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .formats.interpret import CorruptTensorError
-from .formats.registry import is_shipped
+from ..abi.runtime import make_read_only
+from ..formats.interpret import CorruptTensorError
+from ..formats.registry import is_shipped
 from .lengths import check_lengths, declared_positions
-from .runtime import make_read_only
 from .tensor_convert import SameObjects
 from .validate import check_descriptor
 from .walk import Walk, walk_levels

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..formats.interpret import CorruptTensorError
+from ..formats.registry import generation as registry_generation
+from ..formats.registry import get_level
 from .format import PARAM_LIMIT
-from .formats.interpret import CorruptTensorError
-from .formats.registry import generation as registry_generation
-from .formats.registry import get_level
 
 INDEX_DTYPES = (np.dtype("int32"), np.dtype("int64"))
 INDEX_LIMIT = 2**31 - 1

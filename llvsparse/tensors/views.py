@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.llvm.window import windowed_definition
-from .format import Format, Level, checked_fill, named_format
-from .ir.types import (
+from ..backends.llvm.window import windowed_definition
+from ..ir.types import (
     NOT_WINDOWED,
     PROPERTY_NAMES,
     STRIDED,
@@ -26,6 +25,7 @@ from .ir.types import (
     TensorType,
     fill_key,
 )
+from .format import Format, Level, checked_fill, named_format
 from .tensor import Tensor
 
 

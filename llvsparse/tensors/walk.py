@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formats.interpret import CorruptTensorError, run_function
+from ..formats.interpret import CorruptTensorError, run_function
 from .ordering import lexicographic_order
 
 
