@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ir.transforms.diagonals import DiagonalUse
 from ..tensors.format import named_format
+from ..tensors.tensor import Tensor
 
 PATTERN_FORMAT = named_format("coo", 2)
 
@@ -21,8 +22,6 @@ def diagonal_pattern(tensor, use: DiagonalUse, size: int, index_dtype: str):
     stores an entry whose two modes of ``use`` agree (every one where its fill is not
     0: an entry it does not store is a value then), as a packed tensor; remembered
     while the tensor's index arrays are sealed and the same."""
-    from ..tensors.tensor import Tensor
-
     state = tensor._sealed_state()
     key = (use.modes, size, index_dtype)
     memo = tensor.__dict__.get("_diagonal_memo")

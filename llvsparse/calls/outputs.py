@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..abi.results import check_fits_memory, with_spare
-from ..abi.runtime import DescriptorHolder
+from ..abi.runtime import DescriptorHolder, KernelRuntimeError
 from ..formats.interpret import evaluate_expr, length_function, run_function
 from ..formats.registry import generation as registry_generation
 from ..formats.registry import is_shipped
@@ -43,8 +43,6 @@ def output_params(fmt: Format, ttype, extents: list[int]) -> tuple[list[dict], l
 def refused_insert_error(fmt: Format, ttype, error: Exception) -> Exception:
     """A kernel's refused insert (status 3), naming the output levels whose fixed
     parameters bound the positions per parent, and how to give them more."""
-    from ..abi.runtime import KernelRuntimeError
-
     fixed = [f"level {k} ({level.kind}, {', '.join(f'{p}={v}' for p, v in level.params.items())})"
              for k, level in enumerate(fmt.levels)
              if ttype.levels[k].can_insert and level.params]

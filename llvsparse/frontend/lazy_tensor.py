@@ -23,8 +23,13 @@ from functools import cache, lru_cache
 import numpy as np
 
 from ..ir import notation as nt
+from ..ir.errors import ScheduleError
 from ..ir.operators import ADD, AND, MAX, MIN, MUL, OR
+from ..ir.result_type import result_dtype
+from ..kernel import api
 from ..notation import elementwise as ew
+from ..tensors.coerce import asarray, is_foreign_sparse
+from ..tensors.deferred import Deferred
 from ..tensors.format import Format, FormatError, Level, named_format
 from ..tensors.tensor import Tensor, checked_value_dtype
 from .numpy_protocols import ArrayOps
@@ -112,8 +117,6 @@ def as_node(value: object) -> Node | None:
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)) \
             and math.isfinite(value):
         return _literal(value)
-    from ..tensors.coerce import asarray, is_foreign_sparse
-
     if is_foreign_sparse(value):
         return leaf(asarray(value))
     if isinstance(value, (np.ndarray, np.generic, list, tuple, bool, float)):
@@ -470,9 +473,6 @@ def compute_node(node: Node, format: object = None) -> Tensor:
 
 def _run(node: Node, format: object) -> Tensor:
     """One kernel for the node's assignment, into ``format`` or the one chosen."""
-    from ..ir.errors import ScheduleError
-    from ..kernel import api
-
     assignment, operands = canonical(node)
     chosen = format if format is not None else \
         output_format(node, assignment, operands)
@@ -491,8 +491,6 @@ def node_dtype(node: Node) -> np.dtype:
     """The dtype of the node's values, numpy's for its expression; worked out once per
     node (a chain's every operation asks its operands': canonicalising the chain each
     time was half the cost of building it)."""
-    from ..ir.result_type import result_dtype
-
     if isinstance(node.expr, nt.Access):
         return np.dtype(node.leaves[node.expr.tensor].dtype)
     known = node.__dict__.get("_dtype")
@@ -504,7 +502,7 @@ def node_dtype(node: Node) -> np.dtype:
     return known
 
 
-class LazyTensor(ArrayOps):
+class LazyTensor(ArrayOps, Deferred):
     """A deferred expression over tensors; ``ls.compute`` (or ``.compute()``) runs it."""
 
     __slots__ = ("node",)

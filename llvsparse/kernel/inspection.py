@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..backends.cpu import JitKernel
 from ..backends.cuda import emit_ptx
+from ..caching.export import export_kernel
 from ..calls.gpu_call import device_code, device_phases, gpu_plan
 from ..calls.instance import Instance
 from ..ir.gpu_plan import GpuPlan
@@ -82,8 +83,6 @@ class KernelInspection:
 
     def export(self, path: str | Path, name: str = "llvsparse_kernel") -> tuple[Path, Path]:
         """Write an object file (``.o``) or shared library (``.so``) plus a C header."""
-        from ..caching.export import export_kernel
-
         return export_kernel(self, self._with_code(), Path(path), name)
 
     @property

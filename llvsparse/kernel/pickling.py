@@ -1,4 +1,5 @@
-"""Pickling kernels and tensors, for multiprocessing, joblib and caches of results.
+"""Pickling kernels, for multiprocessing, joblib and caches of results (a Tensor
+pickles by tensors/tensor_pickle.py).
 
 A Kernel pickles as its specification (expression, formats, options) plus, for each
 dtype signature it was specialized to, the object code and metadata the disk cache
@@ -8,13 +9,6 @@ compiler sources) and the digest matches (a damaged pickle raises UnpicklingErro
 flipped byte of object code killed the process that ran it), and otherwise leaves the
 signature to be compiled again on first use. Bindings hold pointers into their
 operands' memory and are not picklable (they say so).
-
-A Tensor pickles as its arrays and format, without the descriptors and memos that
-belong to this process; a tensor llvsparse packed is sealed (read-only index arrays)
-again on the other side. Whether it was validated travels with it (for shipped level
-formats, whose checks are the same on both sides): the bytes arrive as they left, and
-unpickling already trusts its source with more than that. Walking it again cost a
-Dask worker 1-2 s per 6M-entry block it fetched, more than the SpMV it was fetched for.
 """
 
 from __future__ import annotations
@@ -24,68 +18,20 @@ import hashlib
 import pickle
 import weakref
 
-import numpy as np
-
-from ..abi.runtime import make_read_only
 from ..backends.cpu import OTHER_FORM_SUFFIX, load_object
 from ..caching.disk import digest
+from ..caching.memory import KERNELS
 from .build import conversion_meta
 
-# Per-process caches that must not travel (see Tensor: descriptors, memos, validation).
 # The instances each unpickled kernel received, so that pickling it again (a Dask
 # scheduler forwarding it to a worker) carries their object code on: they live in the
 # process's cache, not in the kernel's own call-path slots.
 _RECEIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-_TENSOR_LOCAL = ("_holder", "_type_cache", "_slots", "_entries", "_auto_stats", "_sorted_memo",
-                 "_validated", "generation")
-
-
-_WAS_VALID = "_valid_when_pickled"
-
-
-def tensor_state(tensor) -> dict:
-    state = {k: v for k, v in tensor.__dict__.items() if k not in _TENSOR_LOCAL}
-    validated = tensor.__dict__.get("_validated")
-    if validated is not None and validated == tensor._sealed_state():
-        state[_WAS_VALID] = True
-    return state
-
-
-def restore_tensor(tensor, state: dict) -> None:
-    from ..formats.registry import generation
-
-    was_valid = state.pop(_WAS_VALID, False)
-    tensor.__dict__.update(state)
-    _align_arrays(tensor)
-    tensor.generation = generation()  # laid out by the definitions this process has
-    if state.get("_sealed"):
-        for arrays in tensor.level_arrays:
-            for array in arrays.values():
-                make_read_only(array)
-        if was_valid:
-            tensor._mark_valid()  # shipped level formats only
-
-
-def _align_arrays(tensor) -> None:
-    """Copy arrays that arrived at unaligned addresses: pickle protocol 5 hands numpy
-    its out-of-band buffers where they lie (dask.distributed slices them out of a
-    message), and kernels refuse unaligned arrays (CorruptTensorError). A shared array
-    stays shared."""
-    copies: dict[int, np.ndarray] = {}
-
-    def aligned(array):
-        if not isinstance(array, np.ndarray) or array.flags.aligned:
-            return array
-        return copies.setdefault(id(array), np.require(array, requirements="CA"))
-
-    tensor.level_arrays = [{name: aligned(a) for name, a in arrays.items()}
-                           for arrays in tensor.level_arrays]
-    tensor.values = aligned(tensor.values)
-
 
 def reduce_kernel(kernel) -> tuple:
-    """``(rebuild_kernel, (spec, compiled))``: see the module docstring."""
+    """``(rebuild_kernel, (Kernel, spec, compiled))``: see the module docstring (the class
+    travels by name, so this module needs no import of it)."""
     out = kernel.assignment.lhs.tensor
     formats = {n: kernel.formats[n] for n in kernel.assignment.tensors() if n != out}
     # As text, which parses back to the same AST: pickled operators would be copies of
@@ -103,7 +49,7 @@ def reduce_kernel(kernel) -> tuple:
         obj, meta, other = inst.jit.object_code, instance_meta(inst), _other_object(inst.jit)
         compiled.append((dtypes, index_dtypes, key, obj, meta, fills, other,
                          _checksum(obj, meta, other)))
-    return rebuild_kernel, (spec, compiled)
+    return rebuild_kernel, (type(kernel), spec, compiled)
 
 
 def _checksum(obj: bytes, meta: dict, other: bytes | None) -> str | None:
@@ -153,17 +99,15 @@ def _dtypes(kernel, inst) -> tuple[dict[str, str], dict[str, str], dict[str, flo
     return dtypes, {n: inst.types[n].index_dtype for n in names}, fills
 
 
-def rebuild_kernel(spec: tuple, compiled: list) -> object:
+def rebuild_kernel(kernel_class: type, spec: tuple, compiled: list) -> object:
     """The Kernel of ``spec``, its signatures loaded from object code where this process
     would compile the same code."""
-    from .api import _CACHE, Kernel
-
     assignment, formats, out_format, fastmath, out_index_dtype, convert, *rest = spec
-    kernel = Kernel(assignment, formats, out_format, fastmath, out_index_dtype, convert,
-                    workspace=rest[0] if rest else None,  # older pickles have no policy
-                    precompute=rest[1] if len(rest) > 1 else None,
-                    extents=rest[2] if len(rest) > 2 else None,  # affine subscripts' padding
-                    schedule=rest[3] if len(rest) > 3 else None)  # a user's schedule
+    kernel = kernel_class(assignment, formats, out_format, fastmath, out_index_dtype, convert,
+                          workspace=rest[0] if rest else None,  # older pickles have no policy
+                          precompute=rest[1] if len(rest) > 1 else None,
+                          extents=rest[2] if len(rest) > 2 else None,  # affine subscripts' padding
+                          schedule=rest[3] if len(rest) > 3 else None)  # a user's schedule
     received = []
     for dtypes, index_dtypes, key, obj, meta, *rest in compiled:
         fills, other, checksum = (rest + [None] * 3)[:3]  # older pickles have none
@@ -174,12 +118,12 @@ def rebuild_kernel(spec: tuple, compiled: list) -> object:
             raise pickle.UnpicklingError(
                 f"pickled kernel {assignment!r}: the object code of its signature "
                 f"{dtypes} does not match its SHA-256 (the pickle is damaged)")
-        instance = _CACHE.get(memory_key)
+        instance = KERNELS.get(memory_key)
         if instance is None:
             instance = kernel.from_object(obj, meta, key, types, dtype)
             if instance is not None:
                 _attach_other(instance.jit, other, key)
-                instance = _CACHE.setdefault(memory_key, instance)
+                instance = KERNELS.setdefault(memory_key, instance)
         if instance is not None:
             received.append(instance)
     _RECEIVED[kernel] = received

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from ..ir.types import fill_key
+from .deferred import Deferred
 from .format import Format, checked_fill
 from .tensor import Tensor
 
@@ -65,9 +66,7 @@ def asarray(value: object, format: Format | str | None = None,
     as a dense tensor (or ``format``); a lazy expression computed (into ``format``).
     ``fill``: the value of entries not stored (a Tensor keeps its own; a different one
     is refused)."""
-    from ..frontend.lazy_tensor import LazyTensor
-
-    if isinstance(value, LazyTensor):
+    if isinstance(value, Deferred):
         value = value.compute(format)
     if isinstance(value, Tensor):
         if fill is not None and fill_key(checked_fill(fill)) != fill_key(value.fill_value):

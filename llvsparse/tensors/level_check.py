@@ -20,7 +20,11 @@ import numpy as np
 from ..abi.runtime import KernelRuntimeError
 from ..formats.interpret import CorruptTensorError, run_function
 from ..formats.loader import FormatFileError, LevelDef, load_level_file
-from ..formats.registry import registered_for_check
+from ..formats.registry import get_level, registered_for_check
+from ..ir.errors import ScheduleError
+from .format import Format, Level
+from .tensor import Tensor
+from .walk import _env, walk_levels
 
 # Rows with nothing, one entry, a full row and scattered entries (coordinate 0 and the
 # last included), so that probe sequences wrap and empty parents are asked too.
@@ -61,12 +65,6 @@ def _packed(name: str, function: str):
     """The sample packed under a dense row level into level ``name`` and walked
     (coordinates, positions), or None where ``name`` has no ``function`` or no kernel
     can assemble it."""
-    from ..formats.registry import get_level
-    from ..ir.errors import ScheduleError
-    from .format import Format, Level
-    from .tensor import Tensor
-    from .walk import walk_levels
-
     if function not in get_level(name).functions:
         return None
     try:
@@ -79,8 +77,6 @@ def _packed(name: str, function: str):
 def subsection_disagreement(name: str) -> str | None:
     """Where ``subsection`` of level ``name`` misses the positions iteration gives the
     coordinates of a window [lo, hi) of a row of the sample (every window), or None."""
-    from .walk import _env
-
     packed = _packed(name, "subsection")
     if packed is None:
         return None
@@ -106,8 +102,6 @@ def subsection_disagreement(name: str) -> str | None:
 
 def locate_disagreement(name: str) -> str | None:
     """What locate gets wrong on the sample packed into level ``name``, or None."""
-    from .walk import _env
-
     packed = _packed(name, "locate")
     if packed is None:
         return None

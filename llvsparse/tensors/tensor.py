@@ -12,7 +12,6 @@ from ..abi.runtime import DescriptorHolder
 from ..backends.cuda.driver import device
 from ..formats.registry import generation as registry_generation
 from ..frontend.numpy_protocols import ArrayOps
-from ..kernel.pickling import restore_tensor, tensor_state
 from ..notation.expr_api import access
 from . import convert
 from .describe import tensor_repr
@@ -24,6 +23,7 @@ from .packers import PACKERS, pack_bcsr
 from .pydata_names import PydataNames
 from .scipy_input import scipy_entries
 from .tensor_convert import FormatConversions
+from .tensor_pickle import restore_tensor, tensor_state
 from .tensor_validation import ValidationState
 from .walk import entries_per_coordinate, walk_levels
 
