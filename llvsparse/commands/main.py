@@ -91,7 +91,7 @@ def demo(_args: argparse.Namespace) -> int:
 def _graph_rows(matrix) -> list[tuple[str, str, float, bool]]:
     """BFS levels and Bellman-Ford distances (llvsparse.graphs) on the grid graph of
     ``matrix`` (its absolute values as weights), each checked against scipy's csgraph."""
-    from scipy.sparse import csgraph
+    from scipy.sparse import csgraph  # scipy's graph module: only the graph demo reads it
 
     from .. import graphs
 
@@ -161,7 +161,7 @@ class _Machine:
 
     def __init__(self, kernel: Kernel, triple: str | None, cpu: str | None,
                  name: str | None) -> None:
-        import llvmlite.binding as llvm
+        import llvmlite.binding as llvm  # LLVM only for the stages that print its IR
 
         from ..backends.cpu import link_runtime, optimize
         from ..backends.targets import check_cpu

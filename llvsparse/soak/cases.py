@@ -19,6 +19,7 @@ import operator
 import os
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -310,8 +311,6 @@ def plugin_format(name: str, order: int):
     """The Format an out_format of "plugin-csr" or "plugin-dcsr" stands for (a dense
     level, or a plugin compressed one, over plugin compressed levels), registering the
     plugin copies in this process first."""
-    from pathlib import Path
-
     from ..formats.registry import get_level, level_formats, register_level_format
     from ..tensors.format import Format
 

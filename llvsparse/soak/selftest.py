@@ -89,7 +89,7 @@ class Report:
 def worker_main() -> int:
     """Answer ``SEED INDEX SMALL`` lines with one JSON outcome line each, on the original
     stdout; anything the library prints goes to stderr instead."""
-    import faulthandler
+    import faulthandler  # a worker's own crash report
 
     from . import check as soakcheck
     from .cases import build_case
@@ -256,7 +256,7 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1, first:
 
 def show_case(seed: int, index: int, small: bool = False) -> str:
     """A case's description and operands, for reproducing it by hand."""
-    import numpy as np
+    import numpy as np  # numpy only when a case is shown
 
     from .cases import build_case
 

@@ -102,7 +102,7 @@ def _scipy_ready(tensor, layout: Layout, check: bool = True) -> bool:
 
 def _scipy_of(tensor, layout: Layout):
     """A scipy matrix on the tensor's own arrays (values and index arrays, no copies)."""
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # loaded on first use: import llvsparse stays light
 
     arrays = tensor.level_arrays
     if layout.kind == "coo":
@@ -135,7 +135,7 @@ def to_scipy(tensor, format: str = "csr"):
     """A scipy.sparse matrix. A CSR, CSC or COO tensor's arrays are handed over
     (shared: its values are the tensor's, its index arrays read-only where the
     tensor's are), then converted by scipy if ``format`` is another."""
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # loaded on first use: import llvsparse stays light
 
     if tensor.order != 2:
         raise ValueError("to_scipy needs a matrix")

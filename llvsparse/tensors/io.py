@@ -158,7 +158,7 @@ def load_npz(path: str):
     """The scipy.sparse matrix of a ``save_npz`` file, its index arrays checked (a
     ValueError naming the file otherwise); ``Tensor.from_scipy`` packs a CSR one
     without sorting, 5x faster than ``read``'s way through coordinates."""
-    import scipy.sparse
+    import scipy.sparse  # loaded on first use: import llvsparse stays light
 
     try:
         matrix = scipy.sparse.load_npz(path)
@@ -305,7 +305,7 @@ def write(path: PathLike | Tensor, tensor: object) -> None:
         with open(name, "wb") as fh:  # a file object stops numpy from renaming the file
             np.save(fh, tensor.to_numpy(), allow_pickle=False)
     else:
-        import scipy.sparse
+        import scipy.sparse  # loaded on first use: import llvsparse stays light
 
         _need_matrix(tensor, name)
         coords, values = _written_entries(tensor)

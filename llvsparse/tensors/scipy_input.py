@@ -17,7 +17,7 @@ from ..formats.interpret import CorruptTensorError
 def scipy_entries(matrix) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     """(coordinates (order, n) int64, values (n,), shape) of every stored entry of a
     scipy sparse matrix or array, repeats kept; corrupt arrays are refused."""
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # loaded on first use: import llvsparse stays light
 
     if not sp.issparse(matrix):
         raise TypeError(f"from_scipy needs a scipy sparse matrix or array (or a numpy "

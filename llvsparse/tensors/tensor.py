@@ -245,7 +245,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
     def to_pydata(self):
         """A pydata/sparse COO array with this tensor's fill value (needs the ``sparse``
         package)."""
-        import sparse
+        import sparse  # pydata/sparse: an optional package
 
         coords, values = self.to_coo()
         return sparse.COO(coords, values, shape=self.shape, has_duplicates=False,
