@@ -144,7 +144,7 @@ def test_a_kernel_pickled_after_its_probe_keeps_its_other_loop_form():
     script = textwrap.dedent("""
         import pickle, sys
         import numpy as np
-        from llvsparse import probe
+        from llvsparse.calls import probe
         from llvsparse.backends.cpu import STATS
         kernel, A, x, expected = pickle.loads(sys.stdin.buffer.read())
         probe.FORCED["form"] = "other"

@@ -139,7 +139,8 @@ def test_reference_lets_unstored_entries_annihilate_inf_as_scipy_does():
 CORRUPT_ALL = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from llvsparse import soakcases, soakcheck
+    from llvsparse.soak import cases as soakcases
+    from llvsparse.soak import check as soakcheck
     fmt = sys.argv[1]
     for how in soakcases.CORRUPTIONS:
         dense = np.array([[1.0, 0.0, 2.0, 0.0], [0.0, 0.0, 3.0, 1.0]])
