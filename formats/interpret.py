@@ -166,10 +166,15 @@ class Interpreter:
                 self.vars[target.id] = value
             else:
                 self.arrays[target.value.id][int(self.expr(target.slice))] = value
-        elif isinstance(node, ast.AugAssign):
-            current = self.expr(ast.Name(id=node.target.id, ctx=ast.Load()))
-            self.vars[node.target.id] = self.binop(type(node.op), current,
-                                                   self.expr(node.value))
+        elif isinstance(node, ast.AugAssign):  # a local or an array entry (pos[p] += 1)
+            target = node.target
+            if isinstance(target, ast.Name):
+                self.vars[target.id] = self.binop(type(node.op), self.vars[target.id],
+                                                  self.expr(node.value))
+            else:
+                current = self.subscript(target)
+                self.arrays[target.value.id][int(self.expr(target.slice))] = self.binop(
+                    type(node.op), current, self.expr(node.value))
         elif isinstance(node, ast.If):
             self.stmts(node.body if bool(self.expr(node.test)) else node.orelse)
         elif isinstance(node, ast.While):

@@ -114,3 +114,17 @@ def test_and_or_read_only_where_the_result_is_open(text, seed):
     assert np.asarray(got, dtype=bool).tolist() == expected
     for q, want in zip(p, expected):
         assert bool(_vectorized(text, {"p": int(q), "n": n, "k": k}, {"crd": crd})) == want
+
+
+def test_an_array_entry_updated_in_place():
+    """``pos[p] += 1`` (the body checker allows it where a level function stores; the
+    compiled bodies run it) raised AttributeError on the host instead of updating."""
+    import ast
+
+    from llvsparse.formats.interpret import Interpreter
+
+    pos = np.array([0, 2, 5], dtype=np.int64)
+    body = ast.parse("pos[p + 1] += n\npos[p] -= 1\nq = 3\nq += pos[p]\nreturn q").body
+    result = Interpreter({"p": 1, "n": 4}, {"pos": pos}, "test").run(body)
+    assert pos.tolist() == [0, 1, 9]
+    assert result == (4,)
