@@ -137,7 +137,7 @@ def test_three_index_workspace_and_transpose():
 def test_fixed_arrays_too_large_for_memory(monkeypatch):
     """The count per row and the accumulator over the last index are checked before the
     call: a MemoryError with the workspace's name and sizes."""
-    monkeypatch.setattr(ls.workspaces, "physical_memory", lambda: 2000)
+    monkeypatch.setattr(ls.calls.workspaces, "physical_memory", lambda: 2000)
     a, b = _random(100, 40, 0.1, 23), _random(40, 60, 0.1, 24)
     kernel = ls.compile(SPGEMM, A="csc", B="csr", C="csr", workspace="bucket")
     with pytest.raises(MemoryError, match=r"bucket workspace w\(i,j\) needs 2\.2 KiB "
@@ -147,8 +147,8 @@ def test_fixed_arrays_too_large_for_memory(monkeypatch):
 
 def test_threads_match_one_thread(monkeypatch):
     """Rows split over threads, each with its own buckets: the same entries as one."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
     a, b = _random(800, 600, 0.01, 25), _random(600, 700, 0.01, 26)
     one = _outer(a, b, threads=1).to_scipy()
     four = _outer(a, b, threads=4).to_scipy()

@@ -101,8 +101,8 @@ def _register(tmp_path: Path, name: str, append: str, finalize: str) -> ls.Forma
 
 @pytest.fixture
 def many_threads(monkeypatch):
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
 
 
 def _operands(seed: int):
@@ -161,7 +161,7 @@ def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monke
     serial = kernel(threads=1, **operands)
     always_gather.clear()
     real_split = ls.abi.runtime.split
-    monkeypatch.setattr(ls.runtime, "split", lambda *args: _starved(real_split(*args)))
+    monkeypatch.setattr(ls.abi.runtime, "split", lambda *args: _starved(real_split(*args)))
     for calls in (1, 2):  # the second call appends into the first one's buffers
         threaded = kernel(threads=threads, **operands)
         assert len(always_gather) == calls
@@ -188,7 +188,7 @@ def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
     call = kernel.bind(threads=2, **operands)
     gathered = []
     real = ls.calls.binding.gather_parallel
-    monkeypatch.setattr(ls.binding, "gather_parallel",
+    monkeypatch.setattr(ls.calls.binding, "gather_parallel",
                         lambda *args: gathered.append(1) or real(*args))
     probed = 3 * TIMED_CALLS  # each merge on one thread, then gathering (test_probe.py)
     for _ in range(probed + 3):

@@ -59,7 +59,7 @@ def _row_sums_in_order(A: sp.csr_matrix, x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("fmt", ["csr", "dcsr"])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_spmv_forms_are_exact(fmt: str, threads: int, monkeypatch):
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 100)  # threads on small inputs too
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 100)  # threads on small inputs
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A=fmt)
     assert kernel.instance().jit.other is not None and "pairs.body" in kernel.llvm_ir
     for seed in (1, 2, 3, 4):
