@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from .formats.interpret import CorruptTensorError
 from .ir import notation as nt
+from .kernel.api import compile as compile_kernel
 from .notation.parse import parse
 from .notation.semirings import semiring_assignment
 from .tensors.format import named_format
@@ -58,8 +59,6 @@ class ConvergenceError(RuntimeError):
 def _kernel(name: str) -> Kernel:
     """The kernel of one algorithm step, compiled on first use and kept for the process
     (its machine code is specialized per dtype once, in ``Kernel.instance``)."""
-    from .kernel.api import compile as compile_kernel
-
     if name == "bfs":
         return compile_kernel(BFS_STEP, G="csr", frontier="sparse", unvisited="dense")
     if name == "sssp":

@@ -41,6 +41,8 @@ _ALLOC_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
 
 @functools.cache
 def _chunk_runner():
+    # the JIT's host helpers, first needed by a threaded call: a tensor's descriptors
+    # (this module) need no LLVM
     from ..backends.cpu import host_chunk_runner
 
     run, close = host_chunk_runner()
@@ -49,6 +51,7 @@ def _chunk_runner():
 
 @functools.cache
 def _allocate():
+    # the JIT's allocator, first needed by an output: see _chunk_runner
     from ..backends.cpu import host_allocator
 
     return _ALLOC_TYPE(host_allocator())

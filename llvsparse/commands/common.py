@@ -39,6 +39,7 @@ def pairs(specs: Sequence[str] | None, option: str) -> dict[str, str]:
 
 def parse_notation(text: str) -> Assignment:
     """Parse notation; syntax errors keep the library's caret message (exit code 2)."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..ir.notation import NotationError
     from ..notation.parse import parse
 
@@ -53,6 +54,7 @@ def build_kernel(assignment: Assignment, formats: dict[str, object],
                  schedule: str | None = None, target: str = "cpu") -> Kernel:
     """Build a Kernel; unknown or mismatched formats (or GPU schedule), and a schedule
     that does not fit, become usage errors."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..ir.errors import ScheduleError
     from ..kernel.api import compile as compile_api
 
@@ -65,6 +67,7 @@ def build_kernel(assignment: Assignment, formats: dict[str, object],
 
 def lowering_errors() -> tuple[type[Exception], ...]:
     """Errors that mean "this expression cannot be compiled for these formats"."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..calls.binding import ShapeError
     from ..ir.errors import ScheduleError
     from ..tensors.format import FormatError

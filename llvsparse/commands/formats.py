@@ -16,6 +16,7 @@ _INDICES = "ijklmn"
 def _check_format_files(paths: Sequence[str]) -> int:
     """Validate plugin files the way the compiler will load them, locate cross-checked
     against iteration on a sample; 1 if any is bad."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..formats.loader import FormatFileError
     from ..tensors.level_check import check_level_file
 

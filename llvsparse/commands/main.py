@@ -80,6 +80,7 @@ def demo(_args: argparse.Namespace) -> int:
     print(f"{'kernel':<20} {'format':<14} {'compile+run':>12}  check")
     for name, fmt, elapsed, good in rows:
         print(f"{name:<20} {fmt:<14} {elapsed * 1e3:>9.1f} ms  {'ok' if good else 'WRONG'}")
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..kernel.api import compile as compile_kernel
 
     kernel = compile_kernel("y(i) = A(i,j) * x(j)", A="csr", x="dense")
@@ -93,6 +94,7 @@ def _graph_rows(matrix) -> list[tuple[str, str, float, bool]]:
     ``matrix`` (its absolute values as weights), each checked against scipy's csgraph."""
     from scipy.sparse import csgraph  # scipy's graph module: only the graph demo reads it
 
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from .. import graphs
 
     weights = abs(matrix)
@@ -163,6 +165,7 @@ class _Machine:
                  name: str | None) -> None:
         import llvmlite.binding as llvm  # LLVM only for the stages that print its IR
 
+        # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
         from ..backends.cpu import link_runtime, optimize
         from ..backends.targets import check_cpu
 
@@ -273,6 +276,7 @@ def dump(args: argparse.Namespace) -> int:
     except (*lowering_errors(), TypeError, ValueError) as error:
         raise CliError(str(error)) from None
     if args.name:
+        # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
         from ..caching.export import check_name
 
         try:
@@ -338,6 +342,7 @@ def _add_format_options(parser: argparse.ArgumentParser) -> None:
 
 def bench(args: argparse.Namespace) -> int:
     """Run the benchmark suite (tools/bench.py); its own --help lists the options."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..tools.bench import main as bench_main
 
     return bench_main(args.bench_args)

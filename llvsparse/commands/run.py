@@ -70,6 +70,7 @@ def _load_inputs(assignment: Assignment, sources: dict[str, str], kernel: Kernel
     """Read file inputs, infer the shapes of generated ones from them, then generate;
     returns the tensors, each index variable's extent (and where it came from), and one
     description line per input."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..tensors.io import read
 
     out = assignment.lhs.tensor
@@ -130,6 +131,7 @@ def _load_inputs(assignment: Assignment, sources: dict[str, str], kernel: Kernel
 def run(args: argparse.Namespace) -> int:
     """Compile an expression, run it on files or generated data, time it, save the result;
     the quickest way to try a format on a real matrix."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..tensors.io import write
 
     assignment = parse_notation(args.expr)
@@ -169,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     dtypes = {n: str(t.dtype) for n, t in tensors.items()}
     index_dtypes = {n: str(t.index_dtype) for n, t in tensors.items()}
     index_dtypes[out] = "int64" if max(out_shape, default=0) >= 2**31 - 1 else "int32"
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..abi.runtime import KernelRuntimeError
 
     try:

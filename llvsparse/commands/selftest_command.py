@@ -12,6 +12,7 @@ def selftest(args: argparse.Namespace) -> int:
     """Run random cases (expressions, formats, shapes, dtypes, inf/NaN, corrupted inputs)
     against numpy, each in a worker subprocess so that crashes and hangs are counted
     against their case; exit 1 if any case failed."""
+    # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
     from ..soak.selftest import show_case, soak
 
     first, cases, seed = args.first, args.cases, args.seed

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..notation import elementwise as ew
+
 
 def _lazy_module():
     from . import lazy_tensor as lazy
@@ -416,8 +418,6 @@ class ArrayOps:
         return array.copy() if copy else array
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs, **kwargs):
-        from ..notation import elementwise as ew
-
         lazy = _lazy_module()
         if method == "reduce" and ufunc.__name__ in _REDUCTIONS and len(inputs) == 1:
             options = dict(kwargs)  # np.add.reduce(A, axis=0): A.sum(axis=0)

@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..formats.registry import get_level, level_formats, register_level_format
+from ..tensors.format import Format, Level
+
 VARS = "ijk"
 LITERALS = ("2", "3", "0.5", "1e300", "2147483647")  # the last two rarely: dtype edges
 LITERAL_WEIGHTS = (10, 10, 10, 1, 1)
@@ -256,8 +259,6 @@ class CaseGenerator:
         return op
 
     def format(self, shape: list[int]) -> tuple[str, object]:
-        from ..tensors.format import Format, Level
-
         rng = self.rng
         named = list(ANY_ORDER_FORMATS)
         if len(shape) == 2:
@@ -311,9 +312,6 @@ def plugin_format(name: str, order: int):
     """The Format an out_format of "plugin-csr" or "plugin-dcsr" stands for (a dense
     level, or a plugin compressed one, over plugin compressed levels), registering the
     plugin copies in this process first."""
-    from ..formats.registry import get_level, level_formats, register_level_format
-    from ..tensors.format import Format
-
     folder = Path(tempfile.gettempdir()) / f"llvsparse-soak-levels-{os.getpid()}"
     folder.mkdir(exist_ok=True)
     for shipped, copy in PLUGIN_LEVELS.items():

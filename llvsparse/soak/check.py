@@ -17,6 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+import llvsparse as ls
+
+from ..calls import kernel_calls, probe
 from .cases import Case, Operand, plugin_format, reference
 
 INTERPRETED_EVERY = 5  # every fifth valid case also runs under target="interpret"
@@ -42,8 +45,6 @@ report_phase: Callable[[str], None] = _quiet
 
 def _refusals() -> tuple[type[Exception], ...]:
     """What a valid case may raise instead of a result: documented refusals."""
-    import llvsparse as ls
-
     return (ls.ScheduleError, ls.ShapeError, ls.FormatError, ls.NotationError)
 
 
@@ -70,8 +71,6 @@ def _unexpected(error: BaseException) -> Outcome:
 
 def build(op: Operand):
     """The operand as the case passes it: a packed Tensor, or a plain numpy array."""
-    import llvsparse as ls
-
     if op.as_array:
         return op.dense
     return ls.Tensor.from_numpy(op.dense, format=op.format, dtype=op.dtype,
@@ -118,8 +117,6 @@ def run_case(case: Case) -> Outcome:
 
 def compiled(case: Case, target: str = "cpu"):
     """``case``'s kernel, for ``target``."""
-    import llvsparse as ls
-
     formats = {n: ("dense" if op.as_array else op.format) for n, op in case.operands.items()}
     out_format = plugin_format(case.out_format, len(case.out_vars)) \
         if case.out_format.startswith("plugin") else case.out_format
@@ -127,8 +124,6 @@ def compiled(case: Case, target: str = "cpu"):
 
 
 def _check_valid(case: Case, kernel, operands: dict) -> Outcome:
-    from ..calls import kernel_calls, probe
-
     report_phase("bind (compiles)")
     kernel.bind(**operands)
     report_phase("call 1")
@@ -237,8 +232,6 @@ def _check_corrupt(case: Case, kernel, operands: dict) -> Outcome:
 def corrupt_tensor(case: Case, operands: dict):
     """``case.target`` rebuilt with ``ls.Tensor(...)`` from arrays mutated so that no
     reading of them is valid."""
-    import llvsparse as ls
-
     op = case.operands[case.target]
     packed = operands[case.target]
     if isinstance(packed, np.ndarray):
@@ -295,8 +288,6 @@ def _replace(arrays: list[dict], old: np.ndarray, new: np.ndarray) -> None:
 def _corrupt_scipy(case: Case):
     """A scipy matrix of A's values whose arrays are mutated after construction (scipy
     checks little then), then packed with ``from_scipy``."""
-    import llvsparse as ls
-
     op = case.operands["A"]
     kind = {"csc": "csc", "coo": "coo"}.get(op.format_name, "csr")
     matrix = getattr(sp, f"{kind}_matrix")(op.dense)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import llvsparse as ls
+
 from ..tensors.format import Format
 from .cases import Case, CaseGenerator, Node, placed
 
@@ -111,8 +113,6 @@ def build(seed: int, index: int) -> Case:
 
 
 def _operands(case: Case, n: int, seed: int) -> dict:
-    import llvsparse as ls
-
     rng = np.random.default_rng([seed, n])
     tensors = {}
     for name, op in case.operands.items():
@@ -126,8 +126,6 @@ def _operands(case: Case, n: int, seed: int) -> dict:
 
 def measure(case: Case) -> Growth:
     """Run ``case`` at each size in a counting build; a refusal is left out."""
-    import llvsparse as ls
-
     text = f"[{case.seed}:{case.index}] '{case.statement}' " + ", ".join(
         f"{o.name}:{o.format_name}" for o in case.operands.values()) + f" -> {case.out_format}"
     known = _broadcast_sum(case)
@@ -169,8 +167,6 @@ def _terms(node: Node) -> list[Node]:
 
 def _run(kernel, case: Case, n: int) -> tuple[int, int, int]:
     """(loop heads, stored entries, stored zeros) of ``kernel`` at size ``n``."""
-    import llvsparse as ls
-
     result = kernel(**_operands(case, n, case.index))
     if not isinstance(result, ls.Tensor):
         return kernel.loop_count, 1, 0

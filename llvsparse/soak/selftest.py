@@ -91,6 +91,7 @@ def worker_main() -> int:
     stdout; anything the library prints goes to stderr instead."""
     import faulthandler  # a worker's own crash report
 
+    # the worker's own modules, loaded in the worker only
     from . import check as soakcheck
     from .cases import build_case
 
@@ -171,6 +172,7 @@ def soak(cases: int, seed: int = 0, timeout: float = 60.0, jobs: int = 1, first:
          small: bool = False, worker: list[str] | None = None, progress=None) -> Report:
     """Run cases ``first .. first + cases - 1`` of ``seed`` on ``jobs`` workers
     (``worker``: another command speaking the worker's protocol, for tests)."""
+    # loaded when a soak starts: importing the driver (the CLI) stays light
     from .cases import build_case
 
     command = worker or [sys.executable, "-m", "llvsparse.soak.selftest", "--worker"]
@@ -258,6 +260,7 @@ def show_case(seed: int, index: int, small: bool = False) -> str:
     """A case's description and operands, for reproducing it by hand."""
     import numpy as np  # numpy only when a case is shown
 
+    # loaded when a soak starts: importing the driver (the CLI) stays light
     from .cases import build_case
 
     case = build_case(seed, index, small)
