@@ -260,7 +260,7 @@ def show_case(seed: int, index: int, small: bool = False) -> str:
     """A case's description and operands, for reproducing it by hand."""
     import numpy as np  # numpy only when a case is shown
 
-    # loaded when a soak starts: importing the driver (the CLI) stays light
+    # loaded when a case is shown: importing the driver (the CLI) stays light
     from .cases import build_case
 
     case = build_case(seed, index, small)
