@@ -53,12 +53,7 @@ class Interpreter:
             value = self.expr(node.operand)
             return np.negative(value) if isinstance(node.op, ast.USub) else np.logical_not(value)
         if isinstance(node, ast.BoolOp):
-            combine = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
-            values = [self.expr(v) for v in node.values]
-            result = values[0]
-            for value in values[1:]:
-                result = combine(result, value)
-            return result
+            return self.boolop(node)
         if isinstance(node, ast.Compare):
             left = self.expr(node.left)
             result = True
@@ -87,6 +82,25 @@ class Interpreter:
             return np.where(test, self.on_lanes(node.body, test),
                             self.on_lanes(node.orelse, ~test))
         raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
+
+    def boolop(self, node: ast.BoolOp) -> Any:
+        """``and`` / ``or`` short-circuit, as compiled bodies do: a later operand is read
+        only where the earlier ones leave the result open (``p < n and crd[p] == i``
+        must not read ``crd[n]``), lane by lane over arrays."""
+        is_and = isinstance(node.op, ast.And)
+        combine = np.logical_and if is_and else np.logical_or
+        result = self.expr(node.values[0])
+        for value in node.values[1:]:
+            if np.ndim(result) == 0:
+                if bool(result) != is_and:  # decided: False for and, True for or
+                    return bool(result)
+                result = combine(result, self.expr(value))
+                continue
+            result = np.asarray(result, dtype=bool)
+            open_lanes = result if is_and else ~result
+            if open_lanes.any():
+                result = combine(result, self.on_lanes(value, open_lanes))
+        return result
 
     def on_lanes(self, node: ast.expr, lanes: np.ndarray) -> Any:
         """``node`` where only ``lanes`` take it: the others' reads and divisions are
@@ -152,10 +166,15 @@ class Interpreter:
                 self.vars[target.id] = value
             else:
                 self.arrays[target.value.id][int(self.expr(target.slice))] = value
-        elif isinstance(node, ast.AugAssign):
-            current = self.expr(ast.Name(id=node.target.id, ctx=ast.Load()))
-            self.vars[node.target.id] = self.binop(type(node.op), current,
-                                                   self.expr(node.value))
+        elif isinstance(node, ast.AugAssign):  # a local or an array entry (pos[p] += 1)
+            target = node.target
+            if isinstance(target, ast.Name):
+                self.vars[target.id] = self.binop(type(node.op), self.vars[target.id],
+                                                  self.expr(node.value))
+            else:
+                current = self.subscript(target)
+                self.arrays[target.value.id][int(self.expr(target.slice))] = self.binop(
+                    type(node.op), current, self.expr(node.value))
         elif isinstance(node, ast.If):
             self.stmts(node.body if bool(self.expr(node.test)) else node.orelse)
         elif isinstance(node, ast.While):

@@ -139,8 +139,8 @@ def register_level_format(path: str | os.PathLike[str], replace: bool = False) -
 
 def _cross_check(level: LevelDef) -> None:
     """Pack a sample through the level and refuse it where locate and iteration
-    disagree (see llvsparse/level_check.py)."""
-    from ..level_check import cross_check
+    disagree (see llvsparse/tensors/level_check.py)."""
+    from ..tensors.level_check import cross_check
 
     cross_check(level)
 

@@ -2,7 +2,7 @@
 
 The compiler asks a policy object (ir/workspace_policy.py), never its name; these are
 the four llvsparse ships (their store emitters are the backend's, which knows them by
-name) and the ones ``llvsparse.register_workspace_policy`` adds (llvsparse/policy_registry.py
+name) and the ones ``llvsparse.register_workspace_policy`` adds (llvsparse/kernel/policy_registry.py
 checks a plugin and records it here). Pure data: ir/ never imports a backend.
 """
 

@@ -14,33 +14,37 @@ __version__ = "0.1.0"
 
 # Each public name and the module that defines it.
 _HOMES = {
-    "Kernel": "api", "ShapeError": "binding", "compile": "api", "einsum": "einsums",
-    "evaluate": "api",
-    "asarray": "coerce", "conv": "conv", "pool": "conv",
-    "complement": "expr_api",
-    "Format": "format", "FormatError": "format", "Level": "format", "named_format": "format",
+    "Kernel": "kernel.api", "compile": "kernel.api", "evaluate": "kernel.api",
+    "ShapeError": "calls.binding", "einsum": "frontend.einsums",
+    "asarray": "tensors.coerce", "conv": "frontend.conv", "pool": "frontend.conv",
+    "complement": "notation.expr_api",
+    "Format": "tensors.format", "FormatError": "tensors.format", "Level": "tensors.format",
+    "named_format": "tensors.format",
     "FormatFileError": "formats.loader",
     "level_formats": "formats.registry", "register_level_format": "formats.registry",
     "unregister_level_format": "formats.registry",
     "CorruptTensorError": "formats.interpret",
-    "read": "io", "write": "io",
+    "read": "tensors.io", "write": "tensors.io",
     "InternalCompilerError": "ir.errors", "ScheduleError": "ir.errors",
     "GpuMappingError": "ir.gpu_plan",
-    "set_kernel_cache_bytes": "kernel_cache",
+    "set_kernel_cache_bytes": "caching.memory",
     "IndexVar": "ir.notation", "NotationError": "ir.notation",
-    "NotationSyntaxError": "ir.notation", "index_vars": "ir.notation", "parse": "notation_parse",
-    "function": "functions", "semiring": "expr_api",
+    "NotationSyntaxError": "ir.notation", "index_vars": "ir.notation", "parse": "notation.parse",
+    "function": "notation.functions", "semiring": "notation.expr_api",
     **dict.fromkeys(("min", "max", "abs", "exp", "log", "sqrt", "pow", "where",
-                     "logical_and", "logical_or", "logical_xor", "logical_not"), "expr_api"),
-    "set_result_pool_bytes": "results",
-    "KernelRuntimeError": "runtime", "get_num_threads": "runtime",
-    "set_num_threads": "runtime",
-    "Tensor": "tensor", "sort": "sorting", "tensordot": "numpy_functions",
-    "LazyTensor": "lazy_tensor", "compute": "lazy_tensor", "lazy": "lazy_recipes",
+                     "logical_and", "logical_or", "logical_xor", "logical_not"),
+                    "notation.expr_api"),
+    "set_result_pool_bytes": "abi.results",
+    "KernelRuntimeError": "abi.runtime", "get_num_threads": "abi.runtime",
+    "set_num_threads": "abi.runtime",
+    "Tensor": "tensors.tensor", "sort": "frontend.sorting",
+    "tensordot": "frontend.numpy_functions",
+    "LazyTensor": "frontend.lazy_tensor", "compute": "frontend.lazy_tensor",
+    "lazy": "frontend.lazy_recipes",
     "WorkspacePolicy": "ir.workspace_policy",
-    "register_workspace_policy": "policy_registry",
-    "unregister_workspace_policy": "policy_registry",
-    "workspace_policies": "policy_registry",
+    "register_workspace_policy": "kernel.policy_registry",
+    "unregister_workspace_policy": "kernel.policy_registry",
+    "workspace_policies": "kernel.policy_registry",
 }
 
 __all__ = [  # named_format is public but, as before, not starred
@@ -58,7 +62,7 @@ __all__ = [  # named_format is public but, as before, not starred
 
 
 def __getattr__(name: str):
-    """A public name from its module, or a submodule (``llvsparse.api``), imported now."""
+    """A public name from its module, or a submodule (``llvsparse.kernel.api``), imported now."""
     home = _HOMES.get(name)
     if home is not None:
         value = getattr(importlib.import_module(f".{home}", __name__), name)
@@ -73,38 +77,52 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _submodule_getattr(package: str):
+    """A sub-package's module ``__getattr__``: ``llvsparse.calls.probe`` is imported on
+    first access, as ``llvsparse.kernel.api`` was before the modules had folders."""
+    def getattr_(name: str):
+        if not name.startswith("__"):
+            try:
+                return importlib.import_module(f".{name}", package)
+            except ModuleNotFoundError as error:
+                if error.name != f"{package}.{name}":
+                    raise
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    return getattr_
+
+
 def __dir__() -> list[str]:
     return sorted({*globals(), *_HOMES})
 
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .api import Kernel, compile, evaluate
-    from .binding import ShapeError
-    from .coerce import asarray
-    from .conv import conv, pool
-    from .einsums import einsum
-    from .expr_api import complement
-    from .format import Format, FormatError, Level
-    from .format import named_format as named_format
+    from .abi.results import set_result_pool_bytes
+    from .abi.runtime import KernelRuntimeError, get_num_threads, set_num_threads
+    from .caching.memory import set_kernel_cache_bytes
+    from .calls.binding import ShapeError
     from .formats.interpret import CorruptTensorError
     from .formats.loader import FormatFileError
     from .formats.registry import level_formats, register_level_format, unregister_level_format
-    from .io import read, write
+    from .frontend.conv import conv, pool
+    from .frontend.einsums import einsum
+    from .frontend.lazy_recipes import lazy
+    from .frontend.lazy_tensor import LazyTensor, compute
+    from .frontend.numpy_functions import tensordot
+    from .frontend.sorting import sort
     from .ir.errors import InternalCompilerError, ScheduleError
     from .ir.gpu_plan import GpuMappingError
     from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
     from .ir.workspace_policy import WorkspacePolicy
-    from .kernel_cache import set_kernel_cache_bytes
-    from .lazy_recipes import lazy
-    from .lazy_tensor import LazyTensor, compute
-    from .notation_parse import parse
-    from .numpy_functions import tensordot
-    from .policy_registry import (
+    from .kernel.api import Kernel, compile, evaluate
+    from .kernel.policy_registry import (
         register_workspace_policy,
         unregister_workspace_policy,
         workspace_policies,
     )
-    from .results import set_result_pool_bytes
-    from .runtime import KernelRuntimeError, get_num_threads, set_num_threads
-    from .sorting import sort
-    from .tensor import Tensor
+    from .notation.expr_api import complement
+    from .notation.parse import parse
+    from .tensors.coerce import asarray
+    from .tensors.format import Format, FormatError, Level
+    from .tensors.format import named_format as named_format
+    from .tensors.io import read, write
+    from .tensors.tensor import Tensor

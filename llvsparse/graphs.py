@@ -18,15 +18,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from .format import named_format
 from .formats.interpret import CorruptTensorError
 from .ir import notation as nt
-from .notation_parse import parse
-from .semirings import semiring_assignment
-from .tensor import Tensor
+from .kernel.api import compile as compile_kernel
+from .notation.parse import parse
+from .notation.semirings import semiring_assignment
+from .tensors.format import named_format
+from .tensors.tensor import Tensor
 
 if TYPE_CHECKING:
-    from .api import Kernel
+    from .kernel.api import Kernel
 
 # BFS: the vertices one step from the frontier that are not visited yet. On bool
 # operands * is and, and the reduction is or: the boolean semiring, whose reduction
@@ -58,8 +59,6 @@ class ConvergenceError(RuntimeError):
 def _kernel(name: str) -> Kernel:
     """The kernel of one algorithm step, compiled on first use and kept for the process
     (its machine code is specialized per dtype once, in ``Kernel.instance``)."""
-    from .api import compile as compile_kernel
-
     if name == "bfs":
         return compile_kernel(BFS_STEP, G="csr", frontier="sparse", unvisited="dense")
     if name == "sssp":

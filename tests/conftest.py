@@ -34,18 +34,18 @@ def pytest_configure(config: pytest.Config) -> None:
 def always_gather(monkeypatch) -> list[int]:
     """Bindings that may gather always do (no timing probe); the list records each
     gathered call, so a test can tell it ran."""
-    import llvsparse.binding
-    import llvsparse.probe
+    import llvsparse.calls.binding
+    import llvsparse.calls.probe
 
     calls: list[int] = []
-    real = llvsparse.binding.gather_parallel
+    real = llvsparse.calls.binding.gather_parallel
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setitem(llvsparse.probe.FORCED, "assembly", "gathered")
-    monkeypatch.setattr(llvsparse.binding, "gather_parallel", counted)
+    monkeypatch.setitem(llvsparse.calls.probe.FORCED, "assembly", "gathered")
+    monkeypatch.setattr(llvsparse.calls.binding, "gather_parallel", counted)
     return calls
 
 

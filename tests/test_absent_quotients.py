@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
-from llvsparse import soakcases, soakcheck
+from llvsparse.soak import cases as soakcases
+from llvsparse.soak import check as soakcheck
 
 FILLS = (0.0, 1.0, math.nan, math.inf)
 FORMATS = ("csr", "coo", "hash", "dense")
@@ -86,8 +87,8 @@ def test_quotients_of_absent_entries_match_numpy(expression, fill, out_format, m
     kernel = ls.compile(expression, out_format=out_format,
                         **{n: formats[n] for n in operands})
     _check(kernel, operands, expected, what)
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1)
     _check(kernel.bind(threads=2, **operands), {}, expected, f"{what}, threads")
 
 
@@ -107,8 +108,8 @@ def test_soak_case_1128_335_int_and_bool_operands(threads, monkeypatch):
     with np.errstate(all="ignore"):
         expected = a[:, None] / (a[:, None] / b) + c[:, None]
     if threads:
-        monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1)
-        monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1)
+        monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1)
+        monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1)
         kernel = kernel.bind(threads=2, **operands)
         operands = {}
     _check(kernel, operands, expected, statement)

@@ -12,7 +12,7 @@ from llvsparse.ir import notation as nt
 from llvsparse.tools import bench_submanifold
 
 import llvsparse as ls
-from llvsparse.notation_parse import parse
+from llvsparse.notation.parse import parse
 
 CONV = "O(h,w) = I(h+r, w+s) * F(r,s)"
 TARGETS = ["cpu", "interpret"]

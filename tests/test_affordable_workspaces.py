@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from llvsparse.workspaces import AFFORDABLE_FLOOR, AFFORDABLE_PER_VALUE, affordable
+from llvsparse.calls.workspaces import AFFORDABLE_FLOOR, AFFORDABLE_PER_VALUE, affordable
 
 
 def test_affordable_is_in_proportion_to_the_stored_values() -> None:

@@ -12,8 +12,9 @@ from llvsparse.ir.autoschedule import AutoChoice, KernelInfo, autoschedule
 from llvsparse.ir.opt.passes import GALLOP, PAIRS, PREFETCH
 
 import llvsparse as ls
-from llvsparse import api, auto_choice, kernel_calls, probe
-from llvsparse.schedule_search import Candidate, bind_searched, search
+from llvsparse.calls import auto_choice, kernel_calls, probe
+from llvsparse.calls.schedule_search import Candidate, bind_searched, search
+from llvsparse.kernel import api
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
-from llvsparse.runtime import KernelRuntimeError
+from llvsparse.abi.runtime import KernelRuntimeError
 
 B = np.array([[5, 1, 0, 0], [7, 3, 0, 0], [0, 0, 0, 0], [8, 0, 4, 9]], dtype=float)
 

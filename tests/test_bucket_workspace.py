@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.workspaces
+import llvsparse.calls.workspaces
+import llvsparse.kernel.api
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
@@ -114,7 +114,7 @@ def test_duplicates_of_a_coordinate_list_are_summed():
 def test_index_types(index_dtype):
     """The buckets keep the last index in the output's index type."""
     a, b = _random(120, 90, 0.05, 17), _random(90, 110, 0.05, 18)
-    kernel = ls.api.Kernel(SPGEMM, {"A": "csc", "B": "csr"}, "csr",
+    kernel = ls.kernel.api.Kernel(SPGEMM, {"A": "csc", "B": "csr"}, "csr",
                            out_index_dtype=index_dtype, workspace="bucket")
     got = kernel(A=ls.Tensor.from_scipy(a, format="csc", index_dtype=index_dtype),
                  B=ls.Tensor.from_scipy(b, format="csr", index_dtype=index_dtype))
@@ -137,7 +137,7 @@ def test_three_index_workspace_and_transpose():
 def test_fixed_arrays_too_large_for_memory(monkeypatch):
     """The count per row and the accumulator over the last index are checked before the
     call: a MemoryError with the workspace's name and sizes."""
-    monkeypatch.setattr(ls.workspaces, "physical_memory", lambda: 2000)
+    monkeypatch.setattr(ls.calls.workspaces, "physical_memory", lambda: 2000)
     a, b = _random(100, 40, 0.1, 23), _random(40, 60, 0.1, 24)
     kernel = ls.compile(SPGEMM, A="csc", B="csr", C="csr", workspace="bucket")
     with pytest.raises(MemoryError, match=r"bucket workspace w\(i,j\) needs 2\.2 KiB "
@@ -147,8 +147,8 @@ def test_fixed_arrays_too_large_for_memory(monkeypatch):
 
 def test_threads_match_one_thread(monkeypatch):
     """Rows split over threads, each with its own buckets: the same entries as one."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
     a, b = _random(800, 600, 0.01, 25), _random(600, 700, 0.01, 26)
     one = _outer(a, b, threads=1).to_scipy()
     four = _outer(a, b, threads=4).to_scipy()

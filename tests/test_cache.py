@@ -13,7 +13,7 @@ import llvsparse.backends
 import llvsparse.ir
 import pytest
 
-from llvsparse import cache
+from llvsparse.caching import disk as cache
 
 SCRIPT = """
 import json, numpy as np, llvsparse as ls
@@ -65,7 +65,7 @@ def test_cache_can_be_disabled(tmp_path):
 
 
 def test_size_bound_evicts_least_recently_used(tmp_path):
-    from llvsparse import cache
+    from llvsparse.caching import disk as cache
 
     for n, age in enumerate((300, 200, 100)):  # entry 0 is the oldest
         (tmp_path / f"k{n}.o").write_bytes(b"x" * 1000)
@@ -79,7 +79,7 @@ def test_size_bound_evicts_least_recently_used(tmp_path):
 
 
 def test_store_respects_the_size_bound(tmp_path, monkeypatch):
-    from llvsparse import cache
+    from llvsparse.caching import disk as cache
 
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LLVSPARSE_CACHE_MAX_MB", str(3000 / 2**20))
@@ -95,7 +95,7 @@ def test_store_respects_the_size_bound(tmp_path, monkeypatch):
 def test_stores_under_the_bound_list_the_folder_once(tmp_path, monkeypatch):
     """Every store listed the folder and stat'ed each entry to total it: 0.2 s a compile
     once the folder held 4,500 kernels, as the test suite's own cache did."""
-    from llvsparse import cache
+    from llvsparse.caching import disk as cache
 
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     listings = []
@@ -111,7 +111,7 @@ def test_stores_under_the_bound_list_the_folder_once(tmp_path, monkeypatch):
 def test_what_other_processes_store_counts_towards_the_bound(tmp_path, monkeypatch):
     """A process lists the folder again after RELIST stores of its own, so entries that
     others wrote meanwhile are evicted (oldest first) within that many stores."""
-    from llvsparse import cache
+    from llvsparse.caching import disk as cache
 
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("LLVSPARSE_CACHE_MAX_MB", str(20_000 / 2**20))
@@ -136,7 +136,7 @@ def test_a_kernel_from_disk_still_knows_it_zeroes_its_rows(tmp_path, monkeypatch
     from llvsparse.backends.cpu import STATS
 
     import llvsparse as ls
-    from llvsparse import api
+    from llvsparse.kernel import api
 
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(api, "_CACHE", {})
@@ -198,8 +198,8 @@ def test_a_process_keys_its_kernels_by_the_sources_it_imported():
     The sources are "edited" here by making every read of them return other bytes."""
     script = """
 import pathlib, sys
-import llvsparse.api
-from llvsparse.cache import compiler_fingerprint
+import llvsparse.kernel.api
+from llvsparse.caching.disk import compiler_fingerprint
 if sys.argv[1] == "edited":
     real = pathlib.Path.read_bytes
     pathlib.Path.read_bytes = lambda path: real(path) + b"# edited after the import"

@@ -18,7 +18,8 @@ import scipy.sparse as sp
 from llvsparse.backends.cpu import STATS
 
 import llvsparse as ls
-from llvsparse import api, cache
+from llvsparse.caching import disk as cache
+from llvsparse.kernel import api
 
 
 @pytest.fixture

@@ -92,8 +92,8 @@ def test_bound_call_writes_into_out(threads, shared_clear_bytes, monkeypatch):
     """``call(out=...)`` overwrites the caller's array (garbage in it is cleared first, by
     the threads or before them) and returns a Tensor over it, equal bit for bit to a fresh
     result (paged in by the threads or not)."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 100)
-    monkeypatch.setattr(ls.binding, "SHARED_CLEAR_BYTES", shared_clear_bytes)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(ls.calls.binding, "SHARED_CLEAR_BYTES", shared_clear_bytes)
     a = sp.random(300, 200, density=0.05, format="csr", random_state=4)
     b = np.random.default_rng(4).random((200, 16))
     kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", B="dense")

@@ -371,7 +371,7 @@ def test_formats_list(cli: Cli) -> None:
 
 def test_formats_lists_named_formats_with_their_levels(cli: Cli) -> None:
     """Only level formats were listed, not the names -f takes."""
-    from llvsparse.format import NAMED_FORMATS, named_format
+    from llvsparse.tensors.format import NAMED_FORMATS, named_format
 
     done = cli("formats")
     assert done.returncode == 0, done.stderr
@@ -450,7 +450,7 @@ def test_help(cli: Cli, command: list[str]) -> None:
 
 def test_help_describes_every_subcommand(cli: Cli) -> None:
     """The description named demo, dump, run and formats, but not bench."""
-    from llvsparse.cli import build_parser
+    from llvsparse.commands.main import build_parser
 
     done = cli("--help")
     prose = done.stdout.split("positional arguments")[0]

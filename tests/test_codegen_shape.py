@@ -85,7 +85,7 @@ def test_reduction_under_an_appending_loop_makes_room_before_the_loop(reserved, 
     loop's entries is made before it, and the store of each sum has no capacity test or
     grow call; without any reservation ahead of the call the room is grown there."""
     if not reserved:
-        monkeypatch.setattr(ls.outputs.AssembledOutput, "_reservations", lambda self, n: [])
+        monkeypatch.setattr(ls.calls.outputs.AssembledOutput, "_reservations", lambda self, n: [])
     kernel = ls.compile("A(i,j) = B(i,j,k) * c(k)", B="csf", out_format="csr")
     text = kernel.llvm_ir
     write = text.split("\nk.done.if:", 1)[1].split("store double", 1)  # sum to store
@@ -115,7 +115,7 @@ def test_sorted_coo_spmv_sums_rows_in_order(threads, monkeypatch):
     and restarts the sum where the row changes): the result is the row's left-to-right
     sum, bit for bit, on rows of every length (empty ones included) and on threads' row
     ranges."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 100)
     rng = np.random.default_rng(7)
     lengths = rng.integers(0, 9, 500)
     rows = np.repeat(np.arange(500), lengths)
@@ -140,7 +140,7 @@ def test_sorted_coo_ttv_runs_restart_under_each_outer_coordinate(entries, thread
     its last run is written when i's loop ends: TTV into a dense matrix equals the
     in-order per-entry sum bit for bit, with no entries, one, and runs that end exactly
     where a thread's rows or an i end."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 100)
     rng = np.random.default_rng(entries)
     shape = (40, 30, 20)
     flat = np.unique(rng.integers(0, np.prod(shape), entries))

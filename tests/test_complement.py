@@ -15,7 +15,8 @@ import pytest
 from llvsparse.ir import notation as nt
 
 import llvsparse as ls
-from llvsparse import soakcases, soakcheck
+from llvsparse.soak import cases as soakcases
+from llvsparse.soak import check as soakcheck
 
 FORMATS = ("csr", "coo", "dcsr", "hash", "dense")
 

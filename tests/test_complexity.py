@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse.complexity_soak import Growth, complexity_soak
+from llvsparse.soak.complexity import Growth, complexity_soak
 
 ENTRIES = 400
 SIZES = (4096, 16384)  # hypersparse at both: rows and fibres hold about one entry each
@@ -220,7 +220,7 @@ def test_a_term_broadcast_along_an_output_index(op: str, fa, out) -> None:
     """``A(j,i) + A(j,j)`` (the long soak's two violations): A(j,j) lacks i, so the
     kernel as written walks i's extent, and merged A's rows again for every i, even
     where A's diagonal stores nothing; then the statement runs as ``A(j,i) + 0``
-    (llvsparse/broadcast_terms.py), the check included in the count."""
+    (llvsparse/calls/broadcast_terms.py), the check included in the count."""
     fa = ls.Format(fa) if isinstance(fa, list) else fa
     out = ls.Format(out) if isinstance(out, list) else out
     kernel = ls.compile(f"Z(i,j) = A(j,i) {op} A(j,j)", A=fa, out_format=out,
@@ -326,7 +326,7 @@ def test_a_growth_beyond_the_result_is_a_violation() -> None:
 
 @pytest.mark.slow
 def test_complexity_soak_short() -> None:
-    """Random expressions over sparse formats at n and 4n (llvsparse/complexity_soak.py),
+    """Random expressions over sparse formats at n and 4n (llvsparse/soak/complexity.py),
     each in a process of its own."""
     results = complexity_soak(24, seed=COMPLEXITY_SEED, timeout=120)
     assert not [g for g in results if g.violation], _report(results)

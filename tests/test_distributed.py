@@ -52,7 +52,7 @@ def _check_same_compiler(client) -> None:
     this process imported them (commits landing during a test run), they run another
     compiler and rightly compile every kernel again instead of loading its pickled
     object code (a run failed 'assert 3 == 0' on llvm_compiles that way)."""
-    from llvsparse.cache import compiler_fingerprint
+    from llvsparse.caching.disk import compiler_fingerprint
 
     theirs = client.run(compiler_fingerprint)
     if set(theirs.values()) != {compiler_fingerprint()}:
@@ -235,7 +235,7 @@ def test_a_block_tells_dask_its_size():
 
 def _walks_of(tensor) -> list[int]:
     """How many times validating ``tensor`` walks its levels, and ``tensor @ X``."""
-    import llvsparse.tensor_validation as lt
+    import llvsparse.tensors.tensor_validation as lt
 
     calls, walk = [], lt.walk_levels
     lt.walk_levels = lambda *a, **k: (calls.append(1), walk(*a, **k))[1]

@@ -1,4 +1,4 @@
-"""Eager operations replayed by operand signature (llvsparse/eager_plans.py), bindings
+"""Eager operations replayed by operand signature (llvsparse/frontend/eager_plans.py), bindings
 serving new operands of their signature (BoundCall._sibling), kernel outputs remembered
 as valid, and the values path of a pointwise operation with a number: each checked
 against numpy on random and edge inputs, in COO, CSR, CSC and with a fill other than 0."""
@@ -10,7 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import eager_plans, tensor_validation
+from llvsparse.frontend import eager_plans
+from llvsparse.tensors import tensor_validation
 
 FORMATS = ("coo", "csr", "csc")
 

@@ -14,8 +14,9 @@ from llvsparse.backends.cpu import STATS
 from llvsparse.formats import loader
 
 import llvsparse as ls
-from llvsparse import api, auto_choice
-from llvsparse.format import Level, named_format
+from llvsparse.calls import auto_choice
+from llvsparse.kernel import api
+from llvsparse.tensors.format import Level, named_format
 
 MATRIX_FORMATS = ["dense", "csr", "csc", "coo", "coo-unordered", "dcsr", "dcsc", "hash",
                   "dia", "ell", "ell-rows", "bcsr2x2"]
@@ -161,13 +162,13 @@ def test_import_loads_nothing_until_a_name_is_used():
     come from their modules on first use, and the public API is the same objects."""
     script = (
         "import sys, llvsparse as ls\n"
-        "heavy = [m for m in ('numpy', 'llvmlite', 'yaml', 'llvsparse.api') if m in sys.modules]\n"
+        "heavy = [m for m in ('numpy', 'llvmlite', 'yaml', 'llvsparse.kernel.api') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
-        "from llvsparse.tensor import Tensor\n"
-        "from llvsparse.api import compile\n"
+        "from llvsparse.tensors.tensor import Tensor\n"
+        "from llvsparse.kernel.api import compile\n"
         "assert ls.Tensor is Tensor and ls.compile is compile\n"
         "assert all(hasattr(ls, name) for name in ls.__all__)\n"
-        "assert ls.format.named_format is ls.named_format\n"
+        "assert ls.tensors.format.named_format is ls.named_format\n"
         "try:\n    ls.no_such_name\nexcept AttributeError:\n    print('ok')\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False)
@@ -222,7 +223,7 @@ def test_the_other_form_compiles_when_first_run(tmp_path, monkeypatch):
     monkeypatch.setattr(api, "_CACHE", {})
     loads = STATS["disk_loads"]
     again = ls.compile("y(i) = A(i,j) * x(j)", A="csr", x="dense")
-    monkeypatch.setitem(ls.probe.FORCED, "form", "other")
+    monkeypatch.setitem(ls.calls.probe.FORCED, "form", "other")
     np.testing.assert_allclose(again(A=A, x=x).to_numpy(), a @ x)
     assert STATS["disk_loads"] == loads + 2 and STATS["llvm_compiles"] == compiles + 2
     assert "_other_form" in again.llvm_ir  # recompiled with both forms to show them

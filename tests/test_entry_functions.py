@@ -1,4 +1,4 @@
-"""np.clip, np.interp and np.diagonal on tensors (llvsparse/entry_functions.py), against
+"""np.clip, np.interp and np.diagonal on tensors (llvsparse/frontend/entry_functions.py), against
 numpy on random and edge inputs in COO, CSR and CSC, with fills other than 0."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from llvsparse.ir.loops import loops_of
 from llvsparse.ir.schedule_types import Chunks
 
 import llvsparse as ls
-from llvsparse.scheduling import windowed_chunks
+from llvsparse.calls.scheduling import windowed_chunks
 
 SPMV = "y(i) = A(i,j) * x(j)"
 

@@ -1,4 +1,4 @@
-"""The operator path's fast lane (llvsparse/fast_calls.py): repeated ``A @ x``, ``A * 2.0``,
+"""The operator path's fast lane (llvsparse/frontend/fast_calls.py): repeated ``A @ x``, ``A * 2.0``,
 ``A + B`` on operands seen before call the bound kernel directly. Each checked against
 numpy on every call (the first calls take the plan's path, the later ones the fast
 lane), on random and edge inputs, in COO, CSR and CSC and with a fill other than 0; and
@@ -12,7 +12,8 @@ import pytest
 from llvsparse.formats.interpret import CorruptTensorError
 
 import llvsparse as ls
-from llvsparse import api, eager_plans, fast_calls
+from llvsparse.frontend import eager_plans, fast_calls
+from llvsparse.kernel import api
 
 FORMATS = ("coo", "csr", "csc")
 CALLS = 6  # enough for the probe to settle and the fast lane to serve several
@@ -187,7 +188,7 @@ def test_new_vectors_on_a_threaded_binding_are_not_bound_again(monkeypatch):
     """A binding whose calls run on threads (no fast call) serves a new ndarray of its
     shape and dtype through a sibling, not a new binding (10 ms at 10^6 entries), and
     gives numpy's values; one of another shape or layout is bound afresh."""
-    from llvsparse import kernel_calls
+    from llvsparse.calls import kernel_calls
 
     monkeypatch.setattr(kernel_calls, "PARALLEL_MIN_WORK", 0)
     a, A = _pair(14, "csr", shape=(300, 40), density=0.2)

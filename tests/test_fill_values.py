@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from llvsparse.ir.types import fill_key, type_key
 
 import llvsparse as ls
-from llvsparse.format import Format, FormatError
+from llvsparse.tensors.format import Format, FormatError
 
 FILLS = (0.0, 1.0, math.inf, -math.inf, math.nan)
 FORMATS = ("csr", "coo", "dcsr", "hash", "dense")
@@ -256,7 +256,7 @@ def test_a_pickled_kernel_brings_each_instance_back_under_its_fills():
     as the fill-0 instance and gave fill-1 answers)."""
     import pickle
 
-    from llvsparse.kernel_cache import KERNELS
+    from llvsparse.caching.memory import KERNELS
 
     kernel = ls.compile("Z(i,j) = A(i,j) * B(i,j)", out_format="csr", A="csr", B="csr")
     a1, a0, b = _random(100, 1.0), _random(101, 0.0), _random(102, 0.0)

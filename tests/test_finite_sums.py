@@ -1,5 +1,5 @@
 """Sums the user placed keep IEEE results (0 * inf is NaN for an empty sum) but cost
-that only where a value is not finite (issue 32 item 2, llvsparse/finite_sums.py).
+that only where a value is not finite (issue 32 item 2, llvsparse/calls/finite_sums.py).
 
 MTTKRP ``A(i,j) = B(i,k,l) * D(l,j) * C(k,j)`` with B in CSF kept ``sum_l(B * D)`` under
 C, so its loops visited every (i, k) that B does not store to add ``0 * C(k,j)``: time

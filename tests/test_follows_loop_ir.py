@@ -19,7 +19,7 @@ from llvsparse.ir.schedule import schedule
 from llvsparse.ir.transforms import lowering
 
 import llvsparse as ls
-from llvsparse import kernel_build
+from llvsparse.kernel import build as kernel_build
 
 SPADD = "C(i,j) = A(i,j) + B(i,j)"
 
@@ -136,7 +136,7 @@ def test_an_operand_workspaces_copy_loops_take_no_fast_form(
     pass's note: the case-selection pass noted the clear loop's merge, whose emitter has
     no value to select, and the kernel's other form failed (soak case 1130:104: a
     TypeError in point.py)."""
-    from llvsparse import probe
+    from llvsparse.calls import probe
 
     statement = "Z(i,j) = 3 * max(A(j) * B(i,j), 2)"
     kernel = ls.compile(statement, A="sparse", B="ell")

@@ -15,7 +15,7 @@ from llvsparse.formats.registry import get_level, unregister_level_format
 from llvsparse.ir.relocatable import appends_relocatably
 
 import llvsparse as ls
-from llvsparse.probe import TIMED_CALLS
+from llvsparse.calls.probe import TIMED_CALLS
 
 HEADER = """
 name: {name}
@@ -101,8 +101,8 @@ def _register(tmp_path: Path, name: str, append: str, finalize: str) -> ls.Forma
 
 @pytest.fixture
 def many_threads(monkeypatch):
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
 
 
 def _operands(seed: int):
@@ -160,8 +160,8 @@ def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monke
     operands = {"A": ls.Tensor.from_scipy(a, "csr"), "B": ls.Tensor.from_scipy(b, "csr")}
     serial = kernel(threads=1, **operands)
     always_gather.clear()
-    real_split = ls.runtime.split
-    monkeypatch.setattr(ls.runtime, "split", lambda *args: _starved(real_split(*args)))
+    real_split = ls.abi.runtime.split
+    monkeypatch.setattr(ls.abi.runtime, "split", lambda *args: _starved(real_split(*args)))
     for calls in (1, 2):  # the second call appends into the first one's buffers
         threaded = kernel(threads=threads, **operands)
         assert len(always_gather) == calls
@@ -173,9 +173,9 @@ def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monke
     np.testing.assert_allclose(threaded.to_numpy(), (a - b).toarray(), rtol=1e-15)
 
 
-def _starved(plan: ls.runtime.Split) -> ls.runtime.Split:
+def _starved(plan: ls.abi.runtime.Split) -> ls.abi.runtime.Split:
     """The same chunks, reserving one entry each."""
-    return ls.runtime.Split(plan.chunks, plan.order, plan.threads, (1,) * len(plan.chunks))
+    return ls.abi.runtime.Split(plan.chunks, plan.order, plan.threads, (1,) * len(plan.chunks))
 
 
 def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
@@ -187,8 +187,8 @@ def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):
     serial = kernel(threads=1, **operands)
     call = kernel.bind(threads=2, **operands)
     gathered = []
-    real = ls.binding.gather_parallel
-    monkeypatch.setattr(ls.binding, "gather_parallel",
+    real = ls.calls.binding.gather_parallel
+    monkeypatch.setattr(ls.calls.binding, "gather_parallel",
                         lambda *args: gathered.append(1) or real(*args))
     probed = 3 * TIMED_CALLS  # each merge on one thread, then gathering (test_probe.py)
     for _ in range(probed + 3):

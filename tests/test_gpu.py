@@ -26,10 +26,10 @@ from llvsparse.ir.gpu_plan import (
 )
 
 import llvsparse as ls
-from llvsparse import gpu_launch
-from llvsparse.gpu_call import call_schedule
-from llvsparse.gpu_launch import launch_of, split_points
-from llvsparse.walk import entry_windows
+from llvsparse.calls import gpu_launch
+from llvsparse.calls.gpu_call import call_schedule
+from llvsparse.calls.gpu_launch import launch_of, split_points
+from llvsparse.tensors.walk import entry_windows
 
 # The catalog: (name, expression, formats, GPU schedule, reference(operands) -> dense).
 CSR_ADD = {"A": "csr", "F": "csr"}

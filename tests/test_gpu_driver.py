@@ -19,10 +19,10 @@ from llvsparse.backends.cuda.device_ir import device_name
 from llvsparse.backends.cuda.emulator import emulate
 
 import llvsparse as ls
-from llvsparse import dlpack
-from llvsparse.gpu_call import device_code, device_phases, gpu_plan
-from llvsparse.gpu_device import device_call
-from llvsparse.gpu_resident import DeviceTensor
+from llvsparse.calls.gpu_call import device_code, device_phases, gpu_plan
+from llvsparse.calls.gpu_device import device_call
+from llvsparse.tensors import dlpack
+from llvsparse.tensors.gpu_resident import DeviceTensor
 
 ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 100: "CUDA_ERROR_NO_DEVICE",
           218: "CUDA_ERROR_INVALID_PTX", 719: "CUDA_ERROR_LAUNCH_FAILED"}

@@ -13,7 +13,8 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 import llvsparse as ls
-from llvsparse import api, graphs
+from llvsparse import graphs
+from llvsparse.kernel import api
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = Path("/work/shared/data/matrices/ca-GrQc.mtx.gz")

@@ -73,7 +73,7 @@ _PEAK = textwrap.dedent("""
     operand = ls.Tensor.from_scipy(a, "csr")
     tiny = ls.Tensor.from_scipy(a[:50, :50].tocsr(), "csr")
     for _ in range(2):  # both loop forms compiled first: a binding's second call builds
-        kernel(A=tiny)  # the other (llvsparse/probe.py)
+        kernel(A=tiny)  # the other (llvsparse/calls/probe.py)
     def status(field):
         for line in open("/proc/self/status"):
             if line.startswith(field + ":"):

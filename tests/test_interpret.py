@@ -87,3 +87,44 @@ def test_lanes_that_take_no_branch_read_and_divide_nothing():
     assert got.tolist() == [4, 6]
     with pytest.raises(CorruptTensorError, match="divides by zero"):
         _vectorized("p // N if p > 5 else p", {"p": np.array([4, 6]), "N": 0}, {})
+
+
+GUARDED = {  # a body's guarded read, and what Python computes for one lane
+    "p < n and crd[p] == k": lambda p, n, k, crd: p < n and crd[p] == k,
+    "p >= n or crd[p] != k": lambda p, n, k, crd: p >= n or crd[p] != k,
+    "p < n and crd[p] >= 0 and crd[p] < k": lambda p, n, k, crd: p < n and 0 <= crd[p] < k,
+    "(p >= n or crd[p] == k) and p > 0": lambda p, n, k, crd: (p >= n or crd[p] == k) and p > 0,
+}
+
+
+@pytest.mark.parametrize("text", sorted(GUARDED))
+@pytest.mark.parametrize("seed", range(3))
+def test_and_or_read_only_where_the_result_is_open(text, seed):
+    """``and`` / ``or`` short-circuit as compiled bodies do (backends/llvm/bodies.py
+    branches around the later operands): ``p < n and crd[p] == k`` read crd[n] for the
+    lane past the end and reported a corrupt tensor. One lane and all lanes at once
+    agree with Python's own evaluation."""
+    rng = np.random.default_rng(seed)
+    crd = rng.integers(-2, 6, 7).astype(np.int32)
+    n, k = len(crd), int(rng.integers(0, 6))
+    p = rng.integers(0, n + 1, 40)
+    p[:2] = (n, 0)  # a lane past the end, always
+    expected = [bool(GUARDED[text](int(q), n, k, crd)) for q in p]
+    got = _vectorized(text, {"p": p, "n": n, "k": k}, {"crd": crd})
+    assert np.asarray(got, dtype=bool).tolist() == expected
+    for q, want in zip(p, expected):
+        assert bool(_vectorized(text, {"p": int(q), "n": n, "k": k}, {"crd": crd})) == want
+
+
+def test_an_array_entry_updated_in_place():
+    """``pos[p] += 1`` (the body checker allows it where a level function stores; the
+    compiled bodies run it) raised AttributeError on the host instead of updating."""
+    import ast
+
+    from llvsparse.formats.interpret import Interpreter
+
+    pos = np.array([0, 2, 5], dtype=np.int64)
+    body = ast.parse("pos[p + 1] += n\npos[p] -= 1\nq = 3\nq += pos[p]\nreturn q").body
+    result = Interpreter({"p": 1, "n": 4}, {"pos": pos}, "test").run(body)
+    assert pos.tolist() == [0, 1, 9]
+    assert result == (4,)

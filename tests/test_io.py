@@ -1,4 +1,4 @@
-"""llvsparse.io against scipy.io and hand-parsed files: what is read is what was written."""
+"""llvsparse.tensors.io against scipy.io and hand-parsed files: what is read is what was written."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import scipy.io as sio
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse.io import read, write
+from llvsparse.tensors.io import read, write
 
 DATA = Path("/work/shared/data")
 RNG_SEED = 20240611

@@ -31,7 +31,7 @@ def _in_order(terms: np.ndarray, axis: int) -> np.ndarray:
 @pytest.mark.parametrize("rank", [1, 7, 64])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_sddmm_jammed_is_exact(rank: int, threads: int, monkeypatch):
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)  # threads on small inputs too
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)  # threads on small inputs
     S = _ragged(300, 200, seed=rank)
     rng = np.random.default_rng(1)
     A, B = rng.standard_normal((300, rank)), rng.standard_normal((200, rank))

@@ -17,8 +17,8 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import api
-from llvsparse.kernel_cache import KERNELS, KernelCache, _bound_from_environment
+from llvsparse.caching.memory import KERNELS, KernelCache, _bound_from_environment
+from llvsparse.kernel import api
 
 BOUND = 1 << 20  # about ten small kernels
 

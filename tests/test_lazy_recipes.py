@@ -1,4 +1,4 @@
-"""Lazy chains as recipes (llvsparse/lazy_recipes.py): ``ls.compute`` runs a chain by
+"""Lazy chains as recipes (llvsparse/frontend/lazy_recipes.py): ``ls.compute`` runs a chain by
 the plan of its structure and its leaves' signatures, and the same chain on the same
 tensors by a fast call. Every result checked against numpy on every call, on random
 and edge inputs, in COO, CSR and CSC, with fill 0 and another."""
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
-from llvsparse import api, eager_plans, lazy_recipes
-from llvsparse.lazy_recipes import Deferred
+from llvsparse.frontend import eager_plans, lazy_recipes
+from llvsparse.frontend.lazy_recipes import Deferred
+from llvsparse.kernel import api
 
 FORMATS = ("coo", "csr", "csc")
 

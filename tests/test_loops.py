@@ -20,7 +20,7 @@ from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.schedule import schedule
 
 import llvsparse as ls
-from llvsparse.cli import main
+from llvsparse.commands.main import main
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPADD = "C(i,j) = A(i,j) + B(i,j)"

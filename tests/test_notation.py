@@ -39,8 +39,8 @@ from llvsparse.ir.operators import (
     WHERE,
 )
 
-from llvsparse.expr_api import ExprNode, TensorAccess, access, make_assignment
-from llvsparse.notation_parse import parse, parse_expr
+from llvsparse.notation.expr_api import ExprNode, TensorAccess, access, make_assignment
+from llvsparse.notation.parse import parse, parse_expr
 
 i, j, k = index_vars("i j k")
 

@@ -10,8 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import api, eager_plans
-from llvsparse.elementwise import UnsupportedFunctionError
+from llvsparse.frontend import eager_plans
+from llvsparse.kernel import api
+from llvsparse.notation.elementwise import UnsupportedFunctionError
 
 FORMATS = ["csr", "csc", "coo", "dense"]
 

@@ -20,7 +20,7 @@ from llvsparse.ir.operators import BUILTINS
 from scipy.sparse.csgraph import shortest_path
 
 import llvsparse as ls
-from llvsparse.notation_parse import parse
+from llvsparse.notation.parse import parse
 
 RNG = np.random.default_rng(23)
 

@@ -129,20 +129,20 @@ def test_an_output_larger_than_memory_is_refused_before_the_kernel_runs(
     a = sp.random(n, n, density=0.01, format="csr", random_state=3)
     A = ls.Tensor.from_scipy(a, "csr")
     kernel = ls.compile("C(i,j) = A(i,k) * B(k,j)", A="csr", B="csr", out_format=out_format)
-    monkeypatch.setattr(ls.results, "physical_memory", lambda: stored - 1)
+    monkeypatch.setattr(ls.abi.results, "physical_memory", lambda: stored - 1)
     with pytest.raises(MemoryError, match=r"GiB, more than this machine's"):
         kernel(A=A, B=A)
     if isinstance(out_format, str):  # dense
         into = np.empty((n, n))
         kernel(A=A, B=A, out=into)
         np.testing.assert_allclose(into, (a @ a).toarray())
-    monkeypatch.setattr(ls.results, "physical_memory", lambda: stored)
+    monkeypatch.setattr(ls.abi.results, "physical_memory", lambda: stored)
     np.testing.assert_allclose(kernel(A=A, B=A).to_numpy(), (a @ a).toarray())
 
 
 def test_up_front_sizes_are_counted_without_wrapping():
     """2**32 rows of 2**32 buckets wrapped to 0 bytes in int64 and passed the check."""
-    from llvsparse.outputs import AssembledOutput
+    from llvsparse.calls.outputs import AssembledOutput
 
     fmt = ls.Format(["dense", "hashed"])
     with pytest.raises(MemoryError, match="GiB, more than this machine's"):

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse.probe import Way
+from llvsparse.calls.probe import Way
 
 
 def _rows(lengths: list[int] | np.ndarray, cols: int, seed: int) -> sp.csr_matrix:
@@ -38,7 +38,7 @@ def _patterns(seed: int) -> list[sp.csr_matrix]:
 def _both_forms(kernel, monkeypatch, threads: int = 1, **operands) -> dict[str, np.ndarray]:
     results = {}
     for form in ("first", "other"):  # a binding reads FORCED when it is made
-        monkeypatch.setitem(ls.probe.FORCED, "form", form)
+        monkeypatch.setitem(ls.calls.probe.FORCED, "form", form)
         call = kernel.bind(threads=threads, **operands)
         assert call.way == Way(form, "direct")
         results[form] = call().to_numpy()
@@ -59,7 +59,7 @@ def _row_sums_in_order(A: sp.csr_matrix, x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("fmt", ["csr", "dcsr"])
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_spmv_forms_are_exact(fmt: str, threads: int, monkeypatch):
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 100)  # threads on small inputs too
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 100)  # threads on small inputs
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A=fmt)
     assert kernel.instance().jit.other is not None and "pairs.body" in kernel.llvm_ir
     for seed in (1, 2, 3, 4):

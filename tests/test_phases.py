@@ -11,8 +11,8 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import runtime
-from llvsparse.runtime import Phase, Split
+from llvsparse.abi import runtime
+from llvsparse.abi.runtime import Phase, Split
 
 PLAN = Split(((0, 1), (1, 2), (2, 3), (3, 4), (4, 5)), (4, 0, 1, 2, 3), 4, (1,) * 5)
 

@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse.pickling import _other_object
+from llvsparse.kernel.pickling import _other_object
 
 S = sp.random(40, 40, density=0.15, format="csr", random_state=3) + sp.eye(40)
 X = np.random.default_rng(1).random(40)
@@ -37,9 +37,9 @@ def _run_fresh(blob: bytes, env: dict) -> str:
         import pickle, sys
         import numpy as np
         from llvsparse.backends.cpu import STATS
-        import llvsparse.cache
+        import llvsparse.caching.disk
         if sys.argv[1] == "other-version":
-            llvsparse.cache.compiler_fingerprint = lambda: "another compiler"
+            llvsparse.caching.disk.compiler_fingerprint = lambda: "another compiler"
         kernel, tensors, result, reference = pickle.loads(sys.stdin.buffer.read())
         again = kernel(**tensors)
         ok = np.allclose(np.asarray(again.to_numpy()), reference) and \\
@@ -133,7 +133,7 @@ def test_a_kernel_pickled_after_its_probe_keeps_its_other_loop_form():
     """SpMV has two loop forms, the second compiled when a binding's probe first asks
     for it; a pickle carried only the first, so the receiver's bindings could never
     run (or time) the other. It travels as object code too: run there without LLVM."""
-    from llvsparse import probe
+    from llvsparse.calls import probe
 
     kernel = ls.compile("y(i) = A(i,j) * x(j)", A="csr")
     A = ls.asarray(S, format="csr")
@@ -144,7 +144,7 @@ def test_a_kernel_pickled_after_its_probe_keeps_its_other_loop_form():
     script = textwrap.dedent("""
         import pickle, sys
         import numpy as np
-        from llvsparse import probe
+        from llvsparse.calls import probe
         from llvsparse.backends.cpu import STATS
         kernel, A, x, expected = pickle.loads(sys.stdin.buffer.read())
         probe.FORCED["form"] = "other"

@@ -78,7 +78,7 @@ def test_product_through_an_operand_workspace(formats, dtype):
 def test_vector_result_on_threads_matches_serial(monkeypatch):
     """y(i) = sum over k, j of A(i,j) B(i,k) C(k,j): rows split among threads, each with
     its own temporary."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 100)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 100)
     A, B, C = (sp.random(300, 300, density=0.05, random_state=s, format="csr")
                for s in (7, 8, 9))
     kernel = ls.compile("y(i) = A(i,j) * B(i,k) * C(k,j)", A="csr", B="csr", C="csr")
@@ -192,7 +192,7 @@ def test_temporary_too_large_for_memory(monkeypatch):
     operands = {k: ls.Tensor.from_scipy(m, format="csr") for k, m in zip("ABC", (A, B, C))}
     expected = 1 * 1 * 5 + 2 * 2 * 7
     forced = ls.compile(PRODUCT, A="csr", B="csr", C="csr", precompute=True)
-    monkeypatch.setattr(ls.workspaces, "physical_memory", lambda: 2**30)
+    monkeypatch.setattr(ls.calls.workspaces, "physical_memory", lambda: 2**30)
     with pytest.raises(MemoryError, match=r"operand workspace A_ws\(j\) need 9216\.0 GiB"):
         forced(**operands)
     chosen = ls.compile(PRODUCT, A="csr", B="csr", C="csr")
@@ -223,7 +223,7 @@ def test_kernel_from_disk_keeps_its_memory_check(tmp_path, monkeypatch):
     the disk cache still refuses a temporary larger than memory before running."""
     from llvsparse.backends.cpu import STATS
 
-    from llvsparse import api
+    from llvsparse.kernel import api
 
     monkeypatch.setenv("LLVSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(api, "_CACHE", {})
@@ -236,7 +236,7 @@ def test_kernel_from_disk_keeps_its_memory_check(tmp_path, monkeypatch):
     C = sp.random(4, 5, density=0.5, random_state=5, format="csr")
     operands = {n: ls.Tensor.from_scipy(m, format="csr") for n, m in zip("ABC", (A, B, C))}
     with monkeypatch.context() as small:
-        small.setattr(ls.workspaces, "physical_memory", lambda: 8)  # < 5 x 9 bytes
+        small.setattr(ls.calls.workspaces, "physical_memory", lambda: 8)  # < 5 x 9 bytes
         with pytest.raises(MemoryError, match=r"operand workspace A_ws\(j\) need 45 bytes"):
             kernel(**operands)
     assert STATS.get("disk_loads", 0) == loads + 1

@@ -15,8 +15,8 @@ from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.workspace_schedule import schedule_kernel
 
 import llvsparse as ls
-from llvsparse.cli import main
-from llvsparse.probe import Way
+from llvsparse.calls.probe import Way
+from llvsparse.commands.main import main
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
@@ -113,7 +113,7 @@ def test_both_forms_match_scipy(name: str, a: sp.csr_matrix, b: sp.csr_matrix, o
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C=out)
     expected = (a @ b).toarray()
     for form in ("first", "other"):  # a binding reads FORCED when it is made
-        monkeypatch.setitem(ls.probe.FORCED, "form", form)
+        monkeypatch.setitem(ls.calls.probe.FORCED, "form", form)
         call = kernel.bind(A=a, B=b, threads=1)
         assert call.way == Way(form, "direct")
         np.testing.assert_allclose(call().to_numpy(), expected, rtol=1e-13, atol=0)

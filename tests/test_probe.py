@@ -11,8 +11,8 @@ import scipy.sparse as sp
 from llvsparse.backends.cpu import STATS
 
 import llvsparse as ls
-from llvsparse import api
-from llvsparse.probe import TIMED_CALLS, Probe, Way
+from llvsparse.calls.probe import TIMED_CALLS, Probe, Way
+from llvsparse.kernel import api
 
 # expression, numpy reference of the dense operands
 MERGED = {
@@ -56,7 +56,7 @@ def test_both_merges_match_the_reference_bit_for_bit(expr, out_format, fmt, monk
             operands = {"A": ls.Tensor.from_scipy(a, fmt), "B": ls.Tensor.from_scipy(b, fmt)}
             results = {}
             for form in ("first", "other"):  # a binding reads FORCED when it is made
-                monkeypatch.setitem(ls.probe.FORCED, "form", form)
+                monkeypatch.setitem(ls.calls.probe.FORCED, "form", form)
                 call = kernel.bind(**operands)
                 assert call.way == Way(form, "direct")
                 results[form] = call().to_numpy()
@@ -87,7 +87,7 @@ def test_the_other_form_comes_back_from_the_disk_cache(tmp_path, monkeypatch):
     loads = STATS.get("disk_loads", 0)
     kernel = ls.compile(expr, A="csr", B="csr", out_format="csr")
     a, b = _patterns(3)[0]
-    monkeypatch.setitem(ls.probe.FORCED, "form", "other")
+    monkeypatch.setitem(ls.calls.probe.FORCED, "form", "other")
     result = kernel(A=ls.Tensor.from_scipy(a, "csr"), B=ls.Tensor.from_scipy(b, "csr"))
     assert STATS.get("disk_loads", 0) == loads + 1
     assert kernel.last.jit.other is not None and kernel.last.jit.llvm_ir is None
@@ -155,14 +155,14 @@ def test_probe_without_a_choice_of_form_times_both_assemblies():
 def test_forced_or_single_ways_are_not_probed(monkeypatch):
     assert not Probe(("first",), ("direct",)).probing
     assert Probe(("first",), ("direct",)).next_way() == Way("first", "direct")
-    monkeypatch.setitem(ls.probe.FORCED, "form", "other")
+    monkeypatch.setitem(ls.calls.probe.FORCED, "form", "other")
     probe = Probe(("first", "other"), ("direct",))
     assert not probe.probing and probe.next_way() == Way("other", "direct")
     assert Probe(("first",), ("direct",)).next_way() == Way("first", "direct")
 
 
 def test_an_unknown_forced_dimension_is_an_error(monkeypatch):
-    monkeypatch.setitem(ls.probe.FORCED, "merge", "other")  # the name before "form"
+    monkeypatch.setitem(ls.calls.probe.FORCED, "merge", "other")  # the name before "form"
     with pytest.raises(ValueError, match="merge"):
         Probe(("first", "other"), ("direct",))
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llvsparse as ls
-from llvsparse import probe
+from llvsparse.calls import probe
 
 SHAPE = (7, 9)
 MATRIX_FORMATS = ["dense", "csr", "dcsr", "csc", "coo", "hash"]
@@ -176,8 +176,8 @@ THREAD_SHAPE = (38, 24)
                                                             "hash"]))
 def test_random_expression_on_threads_matches_numpy(tree, formats, seed, out_format,
                                                     monkeypatch):
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1)
     rng = np.random.default_rng(seed)
     arrays = {}
     for name, density in zip(MATRICES, (0.3, 0.6, 0.05)):

@@ -8,15 +8,8 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import binding, kernel_calls
-from llvsparse.results import (
-    BUFFERS,
-    DEFAULT_LIMIT,
-    MIN_BYTES,
-    RESULTS,
-    ResultPool,
-    with_spare,
-)
+from llvsparse.abi.results import BUFFERS, DEFAULT_LIMIT, MIN_BYTES, RESULTS, ResultPool, with_spare
+from llvsparse.calls import binding, kernel_calls
 
 ROWS = 12_000  # C is ROWS x 64 doubles: 6 MB, above MIN_BYTES
 
@@ -192,7 +185,7 @@ def test_small_results_that_kernels_overwrite_are_not_zeroed(monkeypatch):
     full of NaN comes back exact; one that skips rows still gets zeros."""
     from types import SimpleNamespace
 
-    from llvsparse import results
+    from llvsparse.abi import results
 
     def nan_empty(count, dtype):
         return np.full(count, np.nan, dtype)

@@ -15,7 +15,7 @@ from llvsparse.ir.schedule_plan import plan_schedule
 from llvsparse.ir.schedule_types import KernelIndices
 from llvsparse.ir.scheduled_statements import check_nest_order
 
-from llvsparse.notation_parse import parse
+from llvsparse.notation.parse import parse
 
 SPMV = KernelIndices.of(parse("y(i) = A(i,j) * x(j)"))
 SPGEMM = KernelIndices.of(parse("C(i,j) = A(i,k) * B(k,j)"))

@@ -16,8 +16,10 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import cli, soakcases, soakcheck
-from llvsparse.selftest import soak
+from llvsparse.commands import main as cli
+from llvsparse.soak import cases as soakcases
+from llvsparse.soak import check as soakcheck
+from llvsparse.soak.selftest import soak
 
 SLICE_SEED = 2026  # fixed: CI runs the same cases every time
 SLICE_CASES = 200
@@ -137,7 +139,8 @@ def test_reference_lets_unstored_entries_annihilate_inf_as_scipy_does():
 CORRUPT_ALL = textwrap.dedent("""
     import json, sys
     import numpy as np
-    from llvsparse import soakcases, soakcheck
+    from llvsparse.soak import cases as soakcases
+    from llvsparse.soak import check as soakcheck
     fmt = sys.argv[1]
     for how in soakcases.CORRUPTIONS:
         dense = np.array([[1.0, 0.0, 2.0, 0.0], [0.0, 0.0, 3.0, 1.0]])

@@ -37,7 +37,7 @@ import llvsparse as ls
 
 
 def _types(dtype: str = "float64", **formats: tuple[str, int]):
-    return {n: ls.format.as_format(f, order).tensor_type(dtype, "int32")
+    return {n: ls.tensors.format.as_format(f, order).tensor_type(dtype, "int32")
             for n, (f, order) in formats.items()}
 
 

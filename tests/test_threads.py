@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.binding
-from llvsparse import runtime
+import llvsparse.calls.binding
+import llvsparse.kernel.api
+from llvsparse.abi import runtime
 
 
 def _matrix(rows: int, cols: int, per_row: int, seed: int):
@@ -49,9 +49,9 @@ CASES = [
 def _threads_for_small_inputs(monkeypatch):
     """Exercise the threaded path, with outputs paged in by the threads, on test-sized
     inputs."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
-    monkeypatch.setattr(ls.binding, "SHARED_CLEAR_BYTES", 0)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.calls.binding, "SHARED_CLEAR_BYTES", 0)
 
 
 @pytest.mark.slow
@@ -59,14 +59,14 @@ def _threads_for_small_inputs(monkeypatch):
 @pytest.mark.parametrize(("expr", "formats", "make"), CASES)
 def test_threads_match_serial_bit_for_bit(expr, formats, make, page_in, monkeypatch):
     if not page_in:  # one kernel phase: the chunk loop runs in native code
-        monkeypatch.setattr(ls.binding, "SHARED_CLEAR_BYTES", 1 << 40)
+        monkeypatch.setattr(ls.calls.binding, "SHARED_CLEAR_BYTES", 1 << 40)
     rng = np.random.default_rng(3)
     matrix = _matrix(3000, 2500, 12, 7)
     if formats["A"] in ("dia", "ell"):  # banded
         offsets = (-9, -4, -2, 0, 1, 3, 5, 8)
         matrix = sp.diags([rng.random(3000 - abs(k)) for k in offsets], offsets,
                           shape=(3000, 3000)).tocsr()
-    assert matrix.nnz >= ls.kernel_calls.PARALLEL_MIN_WORK
+    assert matrix.nnz >= ls.calls.kernel_calls.PARALLEL_MIN_WORK
     operands = {"A": ls.Tensor.from_scipy(matrix, format=formats["A"]), **make(matrix, rng)}
     kernel = ls.compile(expr, **{n: f for n, f in formats.items()})
     serial = kernel(threads=1, **operands).to_numpy()
@@ -358,7 +358,7 @@ def test_sampled_merges_of_skewed_rows_assembled_by_threads(op, monkeypatch):
     """Rows of very different lengths (the intersection gallops over the long ones),
     sampling a rank-8 product, are counted and filled by threads in chunks of equal
     entries: the same arrays as one thread, and the reference values."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
     rng = np.random.default_rng(11)
     lengths = np.minimum(rng.pareto(0.9, 2000).astype(int) + 1, 1500)
     rows = np.repeat(np.arange(2000), lengths)
@@ -381,14 +381,14 @@ def test_sampled_merges_of_skewed_rows_assembled_by_threads(op, monkeypatch):
 def test_small_sparse_outputs_assembled_on_one_thread(monkeypatch):
     """Below ASSEMBLY_MIN_ENTRIES stored sparse entries the phases cost more than they
     save: one thread assembles, even with threads=2 and enough dense values."""
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 64_000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 64_000)
     rng = np.random.default_rng(8)
     a = _matrix(3000, 2500, 12, 1)
     kernel = ls.compile("C(i,j) = A(i,j) * U(i,k) * V(j,k)", A="csr", out_format="csr")
     operands = {"A": ls.Tensor.from_scipy(a, "csr"), "U": rng.random((3000, 4)),
                 "V": rng.random((2500, 4))}
     assert a.nnz < 64_000 and kernel.bind(threads=2, **operands).plan is None
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", a.nnz)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", a.nnz)
     assert kernel.bind(threads=2, **operands).plan is not None
 
 

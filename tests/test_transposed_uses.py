@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llvsparse as ls
-from llvsparse import api
+from llvsparse.kernel import api
 
 N = 6  # square, and a multiple of BCSR's 2x2 blocks
 MATRIX_FORMATS = ["dense", "csr", "csc", "coo", "dcsr", "dcsc", "hash", "dia", "ell",
@@ -68,7 +68,7 @@ def test_a_repeated_csr_operand_is_renamed_and_its_transposed_use_converted():
     converted = kernel.last.conversions
     assert list(converted) == ["A__1"]
     assert [level.mode for level in converted["A__1"].levels] == [1, 0]
-    assert A.format == ls.format.named_format("csr", 2)  # the caller's tensor is untouched
+    assert A.format == ls.tensors.format.named_format("csr", 2)  # the caller's tensor is untouched
 
 
 def test_transposing_copy_between_row_major_formats():
@@ -78,7 +78,7 @@ def test_transposing_copy_between_row_major_formats():
     dense[2] = 0
     kernel = ls.compile("C(j,i) = A(i,j)", A="csr", out_format="csr")
     result = kernel(A=ls.Tensor.from_numpy(dense, format="csr"))
-    assert result.format == ls.format.named_format("csr", 2)
+    assert result.format == ls.tensors.format.named_format("csr", 2)
     np.testing.assert_array_equal(result.to_numpy(), dense.T)
 
 
@@ -141,7 +141,7 @@ def test_counting_sort_order_is_lexsorts_order(shape, count, seed, data):
     """Transposed copies are sorted by a stable counting sort per mode (a comparison sort
     for a key spread far wider than the entries): the order, ties included, is
     lexsort's."""
-    from llvsparse.ordering import lexicographic_order
+    from llvsparse.tensors.ordering import lexicographic_order
 
     rng = np.random.default_rng(seed)
     coords = np.stack([rng.integers(0, min(s, 2**62), count) for s in shape])
@@ -191,7 +191,7 @@ def test_a_remembered_transposed_layout_follows_the_values(fmt, density, seed):
     rng = np.random.default_rng(seed)
     dense = _matrix(rng, density)
     A = ls.Tensor.from_numpy(dense.copy(), format=fmt)  # a dense one views its array
-    column_major = ls.format.named_format("coo", 2, [1, 0])
+    column_major = ls.tensors.format.named_format("coo", 2, [1, 0])
     first = A.asformat(column_major)
     np.testing.assert_array_equal(first.to_numpy(), dense)
     A.values[:] = A.values * 3 + (A.values != 0)
@@ -206,10 +206,10 @@ def test_a_remembered_transposed_layout_follows_the_values(fmt, density, seed):
 def test_arrays_the_caller_may_still_write_are_sorted_every_time():
     dense = np.triu(np.arange(1.0, 17.0).reshape(4, 4))
     S = __import__("scipy.sparse", fromlist=["csr_matrix"]).csr_matrix(dense)
-    A = ls.Tensor(S.shape, ls.format.named_format("csr", 2), "float64", "int32", [4, 4],
+    A = ls.Tensor(S.shape, ls.tensors.format.named_format("csr", 2), "float64", "int32", [4, 4],
                   [{}, {"pos": S.indptr.copy(), "crd": S.indices.copy()}], [{}, {}],
                   S.data.copy())
-    column_major = ls.format.named_format("coo", 2, [1, 0])
+    column_major = ls.tensors.format.named_format("coo", 2, [1, 0])
     np.testing.assert_array_equal(A.asformat(column_major).to_numpy(), dense)
     assert "_sorted_memo" not in A.__dict__
     A.level_arrays[1]["crd"][0] = 1  # row 0 now stores columns 1, 1, 2, 3: not unique

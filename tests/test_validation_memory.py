@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import tensor_validation
+from llvsparse.tensors import tensor_validation
 
 MATRIX = sp.random(40, 30, density=0.2, format="csr", random_state=3)
 X = np.random.default_rng(3).random(30)

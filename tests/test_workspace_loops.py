@@ -17,7 +17,7 @@ from llvsparse.ir.statements import Where
 from llvsparse.ir.workspace_loops import lower_workspace
 
 import llvsparse as ls
-from llvsparse.cli import main
+from llvsparse.commands.main import main
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPADD = "C(i,j) = A(i,j) + B(i,j)"

@@ -18,8 +18,8 @@ from llvsparse.backends.llvm.workspace_store import PairStore, SortStore, Write
 from llvsparse.ir.workspace_policy import WorkspaceBytes, WorkspacePolicy
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.workspaces
+import llvsparse.calls.workspaces
+import llvsparse.kernel.api
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
@@ -207,13 +207,13 @@ def test_replaced_policy_is_compiled_anew_not_served_from_the_cache(insertion):
 def test_memory_check_uses_the_policy_byte_estimate(insertion, monkeypatch):
     """The policy's arrays sized by the extents (a key and a value per column: 16 bytes)
     are checked before the call: a MemoryError naming it, not a killed process."""
-    monkeypatch.setattr(ls.workspaces, "physical_memory", lambda: 1000)
+    monkeypatch.setattr(ls.calls.workspaces, "physical_memory", lambda: 1000)
     a, b = _random(10, 20, 0.2, 9), _random(20, 100, 0.1, 10)
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace="insertion")
     with pytest.raises(MemoryError, match=r"the insertion workspace w\(j\) needs 1\.6 KiB "
                                           r"\(1 rows x 0 bytes \+ 100 columns x 16 bytes\)"):
         kernel(A=a, B=b)
-    monkeypatch.setattr(ls.workspaces, "physical_memory", lambda: 1600)
+    monkeypatch.setattr(ls.calls.workspaces, "physical_memory", lambda: 1600)
     _check(kernel, {"A": a, "B": b}, a @ b)
 
 
@@ -239,8 +239,8 @@ def test_rule_buckets_rows_the_output_holds_anyway(statement, formats, picked):
 
 def test_registered_policy_on_threads_matches_scipy(insertion, monkeypatch):
     """Rows split among threads, each with its own store of the registered policy."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
     a, b = _random(300, 200, 0.05, 11), _random(200, 250, 0.05, 12)
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace="insertion")
     assert kernel.bind(threads=2, A=a, B=b).plan is not None

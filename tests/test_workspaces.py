@@ -17,12 +17,12 @@ from llvsparse.backends.llvm.workspace_dense import SORT_ROWS_UP_TO
 from llvsparse.ir.schedule import ScatteredOutputError
 
 import llvsparse as ls
-import llvsparse.api
-import llvsparse.workspaces
+import llvsparse.calls.workspaces
+import llvsparse.kernel.api
 
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 POLICIES = ["dense", "hash", "sort", "bucket"]
-# Output formats assembled by appending (llvsparse/format.py's names).
+# Output formats assembled by appending (llvsparse/tensors/format.py's names).
 APPENDED = ["csr", "csc", "dcsr", "dcsc", "coo", "coo-unordered", "csf"]
 
 
@@ -135,7 +135,7 @@ def test_ttm_and_mttkrp_into_sparse_outputs_match_numpy():
 def test_dense_workspace_too_large_for_memory(monkeypatch):
     """A dense workspace larger than memory: a MemoryError naming it and its size when
     asked for by name, a sparse workspace (same result) when the rule chose it."""
-    monkeypatch.setattr(ls.workspaces, "physical_memory", lambda: 1000)  # < 50 x 24 bytes
+    monkeypatch.setattr(ls.calls.workspaces, "physical_memory", lambda: 1000)  # < 50 x 24 bytes
     forced = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace="dense")
     with pytest.raises(MemoryError, match=r"dense workspace w\(j\) needs 1\.2 KiB "
                                           r"\(50 coordinates x 24 bytes\)"):
@@ -148,8 +148,8 @@ def test_dense_workspace_too_large_for_memory(monkeypatch):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_spgemm_on_threads_matches_serial_bit_for_bit(policy, monkeypatch):
     """Rows split among threads, each with its own workspace (the gathered assembly)."""
-    monkeypatch.setattr(ls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
-    monkeypatch.setattr(ls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "PARALLEL_MIN_WORK", 1000)
+    monkeypatch.setattr(ls.calls.kernel_calls, "ASSEMBLY_MIN_ENTRIES", 1000)
     a, b = _matrix(400, 300, 0.05, 8), _matrix(300, 350, 0.05, 9)
     kernel = ls.compile(SPGEMM, A="csr", B="csr", C="csr", workspace=policy)
     assert kernel.bind(threads=2, A=a, B=b).plan is not None

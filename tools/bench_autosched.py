@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse import auto_choice, probe
+from llvsparse.calls import auto_choice, probe
 
 from .bench_inputs import canonical_csr, load_real_matrix, powerlaw, stencil5, uniform
 from .bench_kernels import Case, Impl

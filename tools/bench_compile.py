@@ -22,7 +22,7 @@ def compile_costs(quick: bool) -> dict:
     import tempfile
 
     import llvsparse as ls
-    from llvsparse import api
+    from llvsparse.kernel import api
 
     expr = "y(i) = A(i,j) * x(j)"
     small = sp.random(10, 10, density=0.3, format="csr", random_state=3)

@@ -69,7 +69,7 @@ def _cold_compile(rounds: int) -> dict[str, float]:
     """Median phases (ms) of a cold CSR SpMV compile, in-memory and disk caches bypassed,
     and of its first call in all."""
     import llvsparse as ls
-    from llvsparse import api
+    from llvsparse.kernel import api
 
     small = ls.Tensor.from_scipy(sp.random(10, 10, density=0.3, random_state=3))
     x = np.ones(10)

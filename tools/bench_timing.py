@@ -59,11 +59,11 @@ def pin_threads() -> Pinning:
     except (ImportError, ValueError):
         pass
     try:
-        from llvsparse import runtime
+        from llvsparse.abi import runtime
 
         if hasattr(runtime, "set_num_threads"):
             runtime.set_num_threads(1)
-            pinning.statements.append("llvsparse.runtime.set_num_threads(1); llvsparse columns "
+            pinning.statements.append("llvsparse.abi.runtime.set_num_threads(1); llvsparse columns "
                                       "pass threads=N per call")
     except ImportError:
         pass

@@ -72,7 +72,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.fastmath = abi.fastmath
         # Some loops have two forms, and which is faster depends on the input's pattern
         # (no count we found tells them apart), so a kernel with any is compiled both
-        # ways and the runtime times them (see llvsparse/probe.py). The first form: a
+        # ways and the runtime times them (see llvsparse/calls/probe.py). The first form: a
         # union branches per case and steps only the operands it holds; an intersection
         # searches past mismatches only where one range is far longer than the other;
         # rows are summed one at a time. The other (``other_form``): a union computes

@@ -15,7 +15,7 @@ and an empty array is read as a constant 0, so no address outside the arrays is 
 A prefetch changes no result; the NVPTX backend drops it.
 
 It is the kernel's other form, timed against the first on a binding's first calls
-(llvsparse/probe.py): it pays where the rows are long enough and come from memory
+(llvsparse/calls/probe.py): it pays where the rows are long enough and come from memory
 (uniform-100k A·A: 0.78x the time), and its dozen instructions per position cost more
 than they save where the rows are already in cache or mostly empty (cage10,
 powerlaw-100k A·A: up to 1.18x always on; see tools/BENCHMARKS.md).

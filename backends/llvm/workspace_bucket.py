@@ -16,7 +16,7 @@ over every row (prefix sum, drain, zeroing): suited to workspaces holding the wh
 product, as the outer product's does.
 
 The fixed arrays (a count per row, the accumulator) are checked against the machine's
-memory before the call (llvsparse/workspaces.py); the buckets, sized exactly by the
+memory before the call (llvsparse/calls/workspaces.py); the buckets, sized exactly by the
 count pass, are allocated inside the call (status: no memory when that fails).
 """
 

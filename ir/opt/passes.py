@@ -1,7 +1,7 @@
 """The loop-IR optimization passes: each finds the loops where its fast form is legal
 (``checks``) and notes the form on the loop node, which the printer shows.
 
-A form timed against another at run time (llvsparse/probe.py) is noted with
+A form timed against another at run time (llvsparse/calls/probe.py) is noted with
 ``(other form)``: the kernel's other form uses it, the first form does not.
 """
 
@@ -341,5 +341,5 @@ def optimize(program: Program, target: Target | None = None,
 
 def has_other_form(program: Program) -> bool:
     """Whether a loop of ``program`` has a second form, which the runtime times against
-    the first on the first calls (llvsparse/probe.py)."""
+    the first on the first calls (llvsparse/calls/probe.py)."""
     return any(note in OTHER_FORMS for loop in loops_of(program.root) for note in loop.notes)

@@ -6,7 +6,7 @@ levels that only iterate (no ``locate`` function) cannot. Such a use becomes
 coordinate list of (i, i) valued True. Its implicit zeros annihilate, so only A's stored
 diagonal entries count (inf or NaN elsewhere in A stay out, as in a trace over stored
 entries), and the intersection walks A's part under each ``i`` once.
-The pattern's values are bound on each call (llvsparse/diagonals.py).
+The pattern's values are bound on each call (llvsparse/calls/diagonals.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ expression keeps its summed variables in one block, which is always exact.
 The kernel is compiled here, once, for the blocks' formats and dtypes (where an output
 format cannot be produced yet, as CSR from SpGEMM, into ``coo-unordered`` and converted
 in the task), and enters the graph as one key: a worker receives it once, as the object
-code it pickles with (``llvsparse.pickling``), and runs it without LLVM.
+code it pickles with (``llvsparse.kernel.pickling``), and runs it without LLVM.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..api import Kernel
-from ..api import evaluate as evaluate_here
-from ..binding import ShapeError
-from ..coerce import is_foreign_sparse
-from ..format import Format, as_format
+from ..calls.binding import ShapeError
 from ..ir import notation as nt
 from ..ir import operators as ops
 from ..ir.errors import ScheduleError
-from ..notation_parse import parse
-from ..tensor import Tensor
+from ..kernel.api import Kernel
+from ..kernel.api import evaluate as evaluate_here
+from ..notation.parse import parse
+from ..tensors.coerce import is_foreign_sparse
+from ..tensors.format import Format, as_format
+from ..tensors.tensor import Tensor
 from .partitioned import Block, Partitioned, merged, same
 
 FALLBACK_FORMAT = "coo-unordered"  # what a scattered sparse output is produced in
@@ -73,7 +73,7 @@ def _sorted_operands(uses: dict[str, tuple[str, ...]], operands: dict
                      ) -> tuple[dict[str, Partitioned], dict[str, object]]:
     """Partitioned operands, and the dense ones as dask arrays; a sparse operand that
     is not partitioned is refused (which blocks would it have?)."""
-    import dask.array as da
+    import dask.array as da  # dask: the optional extra llvsparse[dask]
 
     parts, dense = {}, {}
     for name, value in operands.items():
@@ -185,7 +185,7 @@ def _add_sparse(shape: tuple[int, ...], a: Tensor, b: Tensor) -> Tensor:
 
 def _tree(parts: list, combine: Callable) -> object:
     """The partial results added pairwise, level by level (depth log2 of their count)."""
-    import dask
+    import dask  # dask: the optional extra
 
     while len(parts) > 1:
         pairs = [dask.delayed(combine)(a, b) for a, b in zip(parts[::2], parts[1::2])]
@@ -217,8 +217,8 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     arrays, lazily. A dense result is a dask array; a sparse one a ``Partitioned``
     (``.compute()`` assembles it). ``threads``: the kernel's threads per task (Dask
     runs tasks in parallel already)."""
-    import dask
-    import dask.array as da
+    import dask  # dask: the optional extra
+    import dask.array as da  # dask: the optional extra
 
     parsed = parse(assignment) if isinstance(assignment, str) else assignment
     uses = _uses(parsed)
@@ -273,7 +273,7 @@ def _tile_tasks(kernel_key: object, uses: dict[str, tuple[str, ...]],
                 out_vars: tuple[str, ...], options: tuple) -> dict[tuple[int, ...], list]:
     """One ``_apply`` task per tile of the split variables, grouped by the block of the
     result it contributes to (several where a summed variable is split)."""
-    import dask
+    import dask  # dask: the optional extra
 
     names = tuple(uses)
     split = [v for v in bounds if len(bounds[v]) > 2]

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..coerce import is_foreign_sparse, is_pydata_sparse, is_scipy_sparse
-from ..format import Format, as_format
-from ..tensor import Tensor
+from ..tensors.coerce import is_foreign_sparse, is_pydata_sparse, is_scipy_sparse
+from ..tensors.format import Format, as_format
+from ..tensors.tensor import Tensor
 
 Bounds = tuple[int, ...]  # block boundaries along one mode: 0 = b[0] < b[1] < ... = extent
 
@@ -44,7 +44,7 @@ def _register_sizeof() -> None:
     Tensor. Its scheduler then ran every SpMV task of a LocalCluster on the worker that
     held the 40 MB x and moved the 75 MB blocks there (transfers of 3 s, runs at half
     the speed of one process): a block's size is its arrays'."""
-    from dask.sizeof import sizeof
+    from dask.sizeof import sizeof  # dask: the optional extra llvsparse[dask]
 
     sizeof.register(Tensor)(tensor_bytes)
 
@@ -151,14 +151,14 @@ class Partitioned:
 
     def to_delayed(self) -> dict[tuple[int, ...], object]:
         """Each block as a ``dask.delayed`` Tensor."""
-        import dask
+        import dask  # dask: the optional extra
 
         return {index: dask.delayed(block.load)(block.arg)
                 for index, block in self.blocks.items()}
 
     def compute(self, **options) -> Tensor:
         """The whole tensor, assembled in this process (it must fit here)."""
-        import dask
+        import dask  # dask: the optional extra
 
         (tensors,) = dask.compute(self.to_delayed(), **options)
         parts = [(tuple(b[k] for b, k in zip(self.bounds, index)), Block(same, t))
@@ -183,7 +183,7 @@ def partition(value: object, chunks: Sequence[int] | int, format: Format | str =
               index_dtype: str | None = None) -> Partitioned:
     """A tensor in this process (a Tensor, scipy.sparse or pydata sparse array) split
     into blocks of ``chunks`` (one size per mode, or one for the first mode only)."""
-    import dask
+    import dask  # dask: the optional extra
 
     shape = tuple(int(s) for s in value.shape)
     sizes = [chunks] + list(shape[1:]) if isinstance(chunks, int) else list(chunks)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..convert import adopt_scipy
-from ..format import Format, as_format
-from ..io import load_npz, read
-from ..matrix_market import FIELDS, _expand_symmetry, _load_rows, _parse_header
-from ..tensor import Tensor
+from ..tensors.convert import adopt_scipy
+from ..tensors.format import Format, as_format
+from ..tensors.io import load_npz, read
+from ..tensors.matrix_market import FIELDS, _expand_symmetry, _load_rows, _parse_header
+from ..tensors.tensor import Tensor
 from .partitioned import Block, Partitioned, merged, pack, same, uniform_bounds
 
 PathLike = str | os.PathLike
@@ -117,7 +117,7 @@ def save_blocks(matrix: Partitioned, folder: PathLike, **compute_options) -> lis
     """Write each row block of ``matrix`` (a matrix split by rows only) as
     ``block-K.npz`` in ``folder``, each by its own task; ``from_files(folder)`` reads
     them back."""
-    import dask
+    import dask  # dask: the optional extra llvsparse[dask]
 
     if matrix.order != 2 or matrix.grid[1] != 1:
         raise ValueError(f"save_blocks writes row blocks of a matrix, not {matrix!r}")
@@ -131,7 +131,7 @@ def save_blocks(matrix: Partitioned, folder: PathLike, **compute_options) -> lis
 
 
 def _save_block(path: str, block: Block) -> None:
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # loaded on first use: import llvsparse stays light
 
     sp.save_npz(path, block.load(block.arg).to_scipy("csr"), compressed=False)
 
@@ -225,7 +225,7 @@ def from_mtx(path: PathLike, rows_per_block: int, format: Format | str = "csr",
     its entries from every range: the whole matrix passes through the workers' memory;
     for a matrix larger than that, ``save_blocks`` pieces of it and use ``from_files``).
     A gzipped file cannot be read from an offset: decompress it, or use ``ls.read``."""
-    import dask
+    import dask  # dask: the optional extra
 
     name = os.fspath(path)
     if name.lower().endswith(".gz"):

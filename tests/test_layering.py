@@ -1,0 +1,253 @@
+"""The package's layers read downwards (issue 31 item 6): each sub-package of llvsparse/
+imports only the ones beneath it, by any kind of import (at the top of a module, inside a
+function, or for type checkers only), and every module of the API package imports on its
+own in a fresh interpreter. The imports that still go up, and the imports inside
+functions that hide a cycle, are listed here with why: the lists must only shrink."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import llvsparse
+
+# Bottom to top. The folders of the design card install as llvsparse.ir, .backends,
+# .formats and .tools; the rest are the API package's own sub-packages (and graphs.py).
+LAYERS = ("formats", "ir", "backends", "abi", "notation", "tensors", "caching", "calls",
+          "kernel", "frontend", "graphs", "distributed", "soak", "tools", "commands", "__main__")
+
+# Imports that go up a layer, each (importer, imported): what still has to move.
+KNOWN_UPWARD = {
+    # A Tensor's methods compute: its NumPy operators are its mixin ArrayOps, asformat
+    # compiles a copy kernel, ``A[...] = expr`` assigns by a kernel. The fix is the public
+    # Tensor class on top (frontend/) over a storage class here, with every layer beneath
+    # making tensors through a factory it is given (see the layout report).
+    ("llvsparse.tensors.tensor", "llvsparse.frontend.numpy_protocols"): "Tensor's mixin",
+    ("llvsparse.tensors.tensor", "llvsparse.frontend.tensor_assign"): "Tensor.__setitem__",
+    ("llvsparse.tensors.tensor_convert", "llvsparse.kernel.api"): "asformat's copy kernel",
+    # Registering a YAML level cross-checks it on a tensor packed through it.
+    ("llvsparse.formats.registry", "llvsparse.tensors.level_check"): "the plugin check",
+    # Type checkers only: a workspace policy's emit hooks take the backend's compiler;
+    # the GPU and interpreter calls are given the Kernel they serve.
+    ("llvsparse.ir.workspace_policy", "llvsparse.backends.llvm.codegen"): "type hint",
+    ("llvsparse.ir.workspace_policy", "llvsparse.backends.llvm.workspace_store"): "type hint",
+    ("llvsparse.calls.gpu_call", "llvsparse.kernel.api"): "type hint",
+    ("llvsparse.calls.gpu_device", "llvsparse.kernel.api"): "type hint",
+    ("llvsparse.calls.gpu_launch", "llvsparse.kernel.api"): "type hint",
+    ("llvsparse.calls.interpreted", "llvsparse.kernel.api"): "type hint",
+}
+
+# Imports inside functions that close a cycle of modules (the rest inside functions
+# load heavy or optional code on first use, and close none).
+KNOWN_HIDDEN_CYCLES = {
+    # Tensor and the modules of its methods (views, files, conversions) import each other.
+    ("llvsparse.tensors.tensor", "llvsparse.tensors.io"),
+    ("llvsparse.tensors.tensor", "llvsparse.tensors.views"),
+    ("llvsparse.tensors.tensor", "llvsparse.tensors.fancy_index"),
+    ("llvsparse.tensors.tensor", "llvsparse.frontend.tensor_assign"),
+    ("llvsparse.tensors.tensor_convert", "llvsparse.tensors.tensor"),
+    ("llvsparse.tensors.tensor_convert", "llvsparse.kernel.api"),
+    ("llvsparse.tensors.convert", "llvsparse.tensors.tensor"),
+    # ArrayOps (Tensor's and LazyTensor's operators) and the front end that implements them.
+    *(("llvsparse.frontend.numpy_protocols", f"llvsparse.frontend.{name}")
+      for name in ("lazy_tensor", "entry_reductions", "shape_ops", "ufuncs", "complex_values",
+                   "numpy_functions", "lazy_products", "eager_plans", "lazy_recipes")),
+    ("llvsparse.frontend.numpy_protocols", "llvsparse.tensors.tensor"),
+    ("llvsparse.formats.registry", "llvsparse.tensors.level_check"),
+}
+
+ROOT = Path(llvsparse.__file__).parent
+_FOLDERS = {"llvsparse": ROOT, **{f"llvsparse.{name}": Path(getattr(llvsparse, name).__file__)
+                                   .parent for name in ("ir", "backends", "formats", "tools")}}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    imported: str
+    inside_function: bool
+    type_checking: bool
+    line: int
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in _FOLDERS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> list[Import]:
+    """Every import of a module of llvsparse that ``name`` makes, wherever it stands."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, in_function: bool, type_checking: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            targets: list[str] = []
+            if isinstance(child, ast.ImportFrom):
+                module = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    module = ".".join(parts[:len(parts) - child.level + 1] + ([module] if module
+                                                                               else []))
+                targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in MODULES else module
+                           for a in child.names]
+            elif isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            found.extend(Import(name, t, in_function, type_checking, child.lineno)
+                         for t in targets if t in MODULES and t != name)
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)),
+                  type_checking or (isinstance(child, ast.If)
+                                    and "TYPE_CHECKING" in ast.unparse(child.test)))
+
+    visit(ast.parse(path.read_text()), False, False)
+    return found
+
+
+IMPORTS = [i for name, path in MODULES.items() for i in _imports(name, path)]
+
+
+def _layer(module: str) -> str | None:
+    """The layer of a module: its sub-package (or module) under llvsparse; None for the
+    package itself, the facade every layer may name (``import llvsparse as ls``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_module_has_a_layer() -> None:
+    assert sorted({_layer(m) for m in MODULES} - set(LAYERS) - {None}) == []
+
+
+def test_imports_go_down_the_layers() -> None:
+    """Every import, of any kind, of one layer by another goes downwards, but the known
+    ones; a known one gone must leave the list too."""
+    upward = {(i.importer, i.imported) for i in IMPORTS
+              if None not in (_layer(i.importer), _layer(i.imported))
+              and _layer(i.importer) != _layer(i.imported)
+              and LAYERS.index(_layer(i.importer)) < LAYERS.index(_layer(i.imported))}
+    assert sorted(upward - set(KNOWN_UPWARD)) == [], "imports that go up a layer"
+    assert sorted(set(KNOWN_UPWARD) - upward) == [], "gone: take them off KNOWN_UPWARD"
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt == goal:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def _hidden_cycles(imports: list[Import]) -> set[tuple[str, str]]:
+    graph: dict[str, set[str]] = {}
+    for i in imports:
+        if not i.type_checking:
+            graph.setdefault(i.importer, set()).add(i.imported)
+    # a package's __init__ importing its own modules is not a cycle by itself
+    for name, targets in graph.items():
+        targets -= {p for p in graph if name.startswith(p + ".")}
+    return {(i.importer, i.imported) for i in imports if i.inside_function
+            and not i.type_checking and i.imported in graph.get(i.importer, ())
+            and _reaches(graph, i.imported, i.importer)}
+
+
+def test_no_new_cycle_hides_inside_a_function() -> None:
+    """An import inside a function that closes a cycle of modules is a cycle deferred,
+    not resolved; the known ones are listed, and no other may appear."""
+    found = _hidden_cycles(IMPORTS)
+    assert sorted(found - KNOWN_HIDDEN_CYCLES) == [], "new cycles hidden in functions"
+    assert sorted(KNOWN_HIDDEN_CYCLES - found) == [], "gone: take them off the list"
+
+
+def test_the_cycle_finder_sees_a_deferred_cycle() -> None:
+    imports = [Import("a", "b", False, False, 1), Import("b", "a", True, False, 2),
+               Import("b", "c", True, False, 3), Import("c", "a", False, True, 4)]
+    assert _hidden_cycles(imports) == {("b", "a")}
+
+
+def test_the_import_reader_reads_every_kind(tmp_path: Path) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text("from typing import TYPE_CHECKING\nfrom .format import Format\n"
+                      "if TYPE_CHECKING:\n    from ..kernel.api import Kernel\n"
+                      "def f():\n    from ..frontend import lazy_tensor\n")
+    found = {(i.imported, i.inside_function, i.type_checking)
+             for i in _imports("llvsparse.tensors.probe", source)}
+    assert found == {("llvsparse.tensors.format", False, False),
+                     ("llvsparse.kernel.api", False, True),
+                     ("llvsparse.frontend.lazy_tensor", True, False)}
+
+
+def _said(lines: list[str], line: int) -> bool:
+    """Whether the import on ``line`` (1-based) has a comment on its line, or above the
+    run of import lines it belongs to."""
+    if "#" in lines[line - 1]:
+        return True
+    above = line - 2
+    while above >= 0 and lines[above].strip().startswith(("from ", "import ")):
+        if "#" in lines[above]:
+            return True
+        above -= 1
+    return above >= 0 and lines[above].strip().startswith("#")
+
+
+def test_imports_inside_functions_say_why() -> None:
+    """An import inside a function of the API package is there on purpose (an optional
+    extra, a heavy module a light path should not load, a subcommand's own modules) and
+    says so in a comment, or it is a known hidden cycle (listed above)."""
+    silent = []
+    for name, path in MODULES.items():
+        if _layer(name) in ("ir", "backends", "formats", "tools"):
+            continue
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(node):
+                if not isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    continue
+                known = {(i.importer, i.imported) for i in IMPORTS
+                         if i.importer == name and i.line == inner.lineno}
+                if known and known <= KNOWN_HIDDEN_CYCLES:
+                    continue
+                if not _said(lines, inner.lineno):
+                    silent.append(f"{path.relative_to(ROOT.parent)}:{inner.lineno}")
+    assert sorted(set(silent)) == []
+
+
+def test_a_comment_above_a_run_of_imports_covers_it() -> None:
+    lines = ["def f():", "    # optional", "    import a", "    import b", "", "    import c"]
+    assert [_said(lines, n) for n in (3, 4, 6)] == [True, True, False]
+
+
+def test_each_module_of_the_api_package_imports_alone() -> None:
+    """Each module, imported first in a fresh interpreter state (every llvsparse module
+    forgotten before it), needs no other import order."""
+    script = """
+import importlib, sys
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split('.')[0] == 'llvsparse']:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        sys.exit(f'{name}: {error!r}')
+"""
+    names = [m for m in MODULES if _layer(m) not in ("ir", "backends", "formats", "tools",
+                                                     "__main__")]
+    done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True,
+                          text=True, timeout=600, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
