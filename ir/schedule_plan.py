@@ -34,7 +34,7 @@ from .directives import (
 from .errors import ScheduleError
 from .schedule_loops import check_parallel, original_order, unroll
 from .schedule_types import CPU_UNITS, KernelIndices, Origin, ParallelLoop, SchedulePlan
-from .workspace_policies import workspace_policies
+from .workspace_policies import DENSE, workspace_policies
 
 
 def plan_schedule(schedule: Schedule, kernel: KernelIndices, target: str) -> SchedulePlan:
@@ -211,9 +211,10 @@ def _sum_workspace(plan: SchedulePlan, kernel: KernelIndices, d: Precompute, tex
         raise ScheduleError(f"{text}: a product precomputed into a row over {d.index} sums "
                             f"an index the other factors lack and has an operand indexed "
                             f"by {d.index} last ({d.expr} does not)")
-    if d.workspace in workspace_policies() and d.workspace != "dense":
+    if d.workspace in workspace_policies() and d.workspace != DENSE.name:
         raise ScheduleError(f"{text}: a product's sum is reduced into a dense row; name "
-                            f"the workspace 'dense' or give it a name, not {d.workspace!r}")
+                            f"the workspace {DENSE.name!r} or give it a name, not "
+                            f"{d.workspace!r}")
     if plan.sum_workspace is not None or plan.workspace is not None:
         raise ScheduleError(f"{text}: the kernel already has a workspace")
     plan.sum_workspace = tuple(names)
