@@ -110,10 +110,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_each_ir_module_imports_alone() -> None:
-    """Each module, imported first (every llvsparse module forgotten before it), needs
-    no other import order."""
-    script = """
+IMPORT_ALONE = """
 import importlib, sys
 for name in sys.argv[1:]:
     for loaded in [m for m in sys.modules if m.split('.')[0] == 'llvsparse']:
@@ -123,8 +120,19 @@ for name in sys.argv[1:]:
     except Exception as error:
         sys.exit(f'{name}: {error!r}')
 """
-    done = subprocess.run([sys.executable, "-c", script, *_modules()], capture_output=True,
-                          text=True, timeout=300, check=False)
+
+
+def imported_alone(names, timeout: int) -> subprocess.CompletedProcess:
+    """Each module of ``names`` imported first in one fresh interpreter, every llvsparse
+    module forgotten before it (test_layering checks the API package so too)."""
+    return subprocess.run([sys.executable, "-c", IMPORT_ALONE, *names], capture_output=True,
+                          text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+
+
+def test_each_ir_module_imports_alone() -> None:
+    """Each module, imported first (every llvsparse module forgotten before it), needs
+    no other import order."""
+    done = imported_alone(_modules(), 300)
     assert done.returncode == 0, done.stderr
 
 

@@ -7,10 +7,10 @@ functions that hide a cycle, are listed here with why: the lists must only shrin
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from test_ir_imports import imported_alone
 
 import llvsparse
 
@@ -236,18 +236,7 @@ def test_a_comment_above_a_run_of_imports_covers_it() -> None:
 def test_each_module_of_the_api_package_imports_alone() -> None:
     """Each module, imported first in a fresh interpreter state (every llvsparse module
     forgotten before it), needs no other import order."""
-    script = """
-import importlib, sys
-for name in sys.argv[1:]:
-    for loaded in [m for m in sys.modules if m.split('.')[0] == 'llvsparse']:
-        del sys.modules[loaded]
-    try:
-        importlib.import_module(name)
-    except Exception as error:
-        sys.exit(f'{name}: {error!r}')
-"""
     names = [m for m in MODULES if _layer(m) not in ("ir", "backends", "formats", "tools",
                                                      "__main__")]
-    done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True,
-                          text=True, timeout=600, check=False, stdin=subprocess.DEVNULL)
+    done = imported_alone(names, 600)
     assert done.returncode == 0, done.stderr
