@@ -5,7 +5,7 @@ run's touched coordinates.
 A run is drained in coordinate order by one of three ways, chosen per run from its
 entry count ``n`` and the span ``[lo, hi]`` of its coordinates (one pass over the list):
 
-* ``n <= SORT_ROWS_UP_TO``: the list sorted (an insertion sort, workspace_sort);
+* ``n <= SORT_ROWS_UP_TO``: the list sorted (an insertion sort, workspace_sort, inlined);
 * a span of at most BITMAP_CHUNKS_PER_ENTRY chunks of 4,096 coordinates per entry: a
   bit per coordinate and a flag byte per 64 coordinates set for each entry, the span's
   flags compared with zero 64 at a time, each flagged word's bits walked;
@@ -108,8 +108,8 @@ class DenseStore(Store):
             emit_counted_loop(b, kc.alloca(I64, "ws.q"), ZERO, n,
                               lambda q: entry(b.load(self.at(self.list, q))))
 
-        def sorted_list() -> None:
-            self.sort(self.list, None, n)
+        def sorted_list(short: bool = False) -> None:
+            self.sort(self.list, None, n, short)
             from_list()
 
         if not ordered:
@@ -118,7 +118,7 @@ class DenseStore(Store):
             with b.if_else(b.icmp_signed("<=", n, ir.Constant(I64, SORT_ROWS_UP_TO))) as (
                     short, long):
                 with short:
-                    sorted_list()
+                    sorted_list(short=True)
                 with long:
                     self.drain_long(n, entry, sorted_list)
         self.next_run()

@@ -44,7 +44,7 @@ def sort_function(module: ir.Module, value: ir.Type | None) -> ir.Function:
     b.cbranch(b.icmp_signed("<=", b.sub(hi, lo), ir.Constant(I64, SMALL)), small, part)
 
     b.position_at_end(small)
-    _insertion_sort(fn, b, pair, lo, hi)
+    b.call(insertion_function(module, value), [*fn.args[:-2], lo, hi])
     b.ret_void()
 
     b.position_at_end(part)
@@ -85,6 +85,26 @@ def sort_function(module: ir.Module, value: ir.Type | None) -> ir.Function:
             b.call(fn, [*pass_args, split, hi])
             b.store(split, hi_s)
     b.branch(loop)
+    return fn
+
+
+def insertion_function(module: ir.Module, value: ir.Type | None) -> ir.Function:
+    """``insertion(keys, [values,] lo, hi)``: the insertion sort of ``sort_function``'s
+    short ranges, always inlined: a dense workspace's short runs call it from inside
+    the kernel's row loop, where a call spilled the loop's registers around it."""
+    name = "llvsparse_insertion_" + ("keys" if value is None else str(value).replace(" ", ""))
+    if name in module.globals:
+        return module.globals[name]
+    params = [I64.as_pointer()] + ([] if value is None else [value.as_pointer()]) + [I64, I64]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    for arg in fn.args[:-2]:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    _insertion_sort(fn, b, _Pairs(b, fn.args[0], fn.args[1] if value is not None else None),
+                    fn.args[-2], fn.args[-1])
+    b.ret_void()
     return fn
 
 

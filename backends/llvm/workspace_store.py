@@ -24,7 +24,7 @@ from . import scalars
 from .bodies import I1, I64
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_radix import RADIX_FROM, radix_function
-from .workspace_sort import sort_function
+from .workspace_sort import insertion_function, sort_function
 
 if TYPE_CHECKING:
     from ...ir.workspace_schedule import WorkspacePlan
@@ -105,9 +105,13 @@ class Store:
     def plus(self, old: ir.Value, value: ir.Value) -> ir.Value:
         return scalars.apply(self.b, "add", [old, value], self.kc.dtype, self.kc.fastmath)
 
-    def sort(self, keys: ir.AllocaInstr, vals: ir.AllocaInstr | None, n: ir.Value) -> None:
+    def sort(self, keys: ir.AllocaInstr, vals: ir.AllocaInstr | None, n: ir.Value,
+             short: bool = False) -> None:
+        """Sort the first ``n`` keys (and values); ``short``: n is at most
+        workspace_sort.SMALL, sorted inline."""
         b = self.b
-        fn = sort_function(b.module, None if vals is None else self.value_type)
+        value = None if vals is None else self.value_type
+        fn = insertion_function(b.module, value) if short else sort_function(b.module, value)
         arrays = [b.load(keys)] + ([] if vals is None else [b.load(vals)])
         b.call(fn, [*arrays, ZERO, n])
 
