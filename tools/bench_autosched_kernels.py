@@ -104,7 +104,10 @@ def tensor_inputs(names: list[str] | None) -> Iterator[TensorInput]:
             yield item
     for entry in real_tensor_entries():
         if not names or entry["name"] in names:
-            yield load_real_tensor(entry)
+            try:
+                yield load_real_tensor(entry)
+            except ValueError as error:  # not a 3-tensor (JF17K-3ary has 4 modes)
+                print(f"| {entry['name']} | skipped: {error} |", flush=True)
 
 
 def compile_candidate(spec: Any, candidate: str | None) -> ls.Kernel:
@@ -135,9 +138,21 @@ def result(value: Any, dense: bool) -> Any:
     return value.to_scipy()
 
 
+def picked(bound: Any) -> str:
+    """What the autoscheduler's binding runs: its loop form, the model's or the probe's
+    (timed on its first calls), or "-" where the kernel has one form."""
+    auto, probe = getattr(bound, "auto", None), getattr(bound, "probe", None)
+    if auto is not None and auto.form is not None:
+        return f"{auto.form} (model)"
+    if probe is not None and probe.choice is not None and len(probe.forms) > 1:
+        return f"{probe.choice.form} (probe)"
+    return "-"
+
+
 def measure(kernel: str, item: MatrixInput | TensorInput, rounds: int,
-            clock: Callable[[], float]) -> dict[str, float] | str:
-    """Median seconds per call of auto and each candidate, or why the row is skipped."""
+            clock: Callable[[], float]) -> tuple[dict[str, float], str] | str:
+    """Median seconds per call of auto and each candidate, and auto's loop form; or why
+    the row is skipped."""
     spec = KERNELS[kernel]
     case = make_case(kernel, item)
     ops = operands(kernel, case.ops)
@@ -148,7 +163,7 @@ def measure(kernel: str, item: MatrixInput | TensorInput, rounds: int,
         if problem is not None:
             return f"{label}: wrong result ({problem})"
         calls[label] = bound
-    return interleaved(calls, rounds, clock)
+    return interleaved(calls, rounds, clock), picked(calls["auto"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,21 +180,22 @@ def main(argv: list[str] | None = None) -> int:
         labels = list(CANDIDATES[kernel])
         print(f"\n{kernel}: {KERNELS[kernel].expr}\n")
         print("| input | auto ms | " + " | ".join(f"{x} ms" for x in labels)
-              + " | best | auto / best | load |")
-        print("|---|---|" + "---|" * len(labels) + "---|---|---|")
+              + " | best | auto / best | auto's form | load |")
+        print("|---|---|" + "---|" * len(labels) + "---|---|---|---|")
         inputs = tensor_inputs(names) if KERNELS[kernel].kind == "tensor" \
             else matrix_inputs(names)
         for item in inputs:
-            t = measure(kernel, item, args.rounds, clock)
-            if isinstance(t, str):
-                print(f"| {item.name} | skipped: {t} |", flush=True)
+            measured = measure(kernel, item, args.rounds, clock)
+            if isinstance(measured, str):
+                print(f"| {item.name} | skipped: {measured} |", flush=True)
                 continue
+            t, form = measured
             best = min(labels, key=t.__getitem__)
             ratio = t["auto"] / t[best]
             ratios.setdefault(kernel, []).append(ratio)
             cells = " | ".join(f"{t[x] * 1e3:.3g}" for x in labels)
             print(f"| {item.name} | {t['auto'] * 1e3:.3g} | {cells} | {best} | {ratio:.2f} | "
-                  f"{os.getloadavg()[0]:.1f} |", flush=True)
+                  f"{form} | {os.getloadavg()[0]:.1f} |", flush=True)
     print()
     for kernel, values in ratios.items():
         mean = math.exp(sum(math.log(v) for v in values) / len(values))
