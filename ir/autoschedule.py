@@ -18,11 +18,12 @@ from .cost_model import (
     cheapest,
     pairs_form,
     prefetch_form,
+    select_form,
     spgemm_estimates,
     split_kind,
 )
 from .gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT
-from .opt.passes import PAIRS, PREFETCH
+from .opt.passes import PAIRS, PREFETCH, SELECT_OTHER
 from .workspace_policies import DENSE, HASH, SORT
 
 # The workspace policies the model has terms for (cost_model.spgemm_estimates).
@@ -40,7 +41,9 @@ class KernelInfo:
     row-by-row product A(i,k)*B(k,j) (the one whose rows are walked, the one whose rows
     are located) and ``columns``, the extent of j. ``rows_operand``: the operand whose
     first level stores the output's first index (the rows threads share and a row-wise
-    sum walks). ``threads``: the threads a call runs on."""
+    sum walks). ``threads``: the threads a call runs on. ``matching_rows``: for a union
+    of two sparse operands stored in the output's order (A(i,j) + B(i,j)), the share of
+    rows where both store equally many entries (None: no such pair)."""
 
     other_forms: frozenset[str] | None = frozenset()
     workspace: str | None = None
@@ -49,6 +52,7 @@ class KernelInfo:
     columns: int = 0
     rows_operand: str | None = None
     threads: int = 1
+    matching_rows: float | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,8 @@ def _form(info: KernelInfo, stats: Mapping[str, OperandStats],
             picks.append(pairs_form(stats[info.rows_operand]))
         elif note == PREFETCH and info.product is not None and info.product[1] in stats:
             picks.append(prefetch_form(stats[info.product[1]]))
+        elif note == SELECT_OTHER and info.matching_rows is not None:
+            picks.append(select_form(info.matching_rows))
         else:
             picks.append((None, f"no model for {note!r}"))
     chosen = {form for form, _ in picks}

@@ -198,6 +198,32 @@ def pairs_form(rows: OperandStats) -> tuple[str | None, str]:
                      f"{PAIRS_LONG_ROWS:g}): one row at a time")
 
 
+# Case selection (ir/opt/passes.py's select_cases) against a branch per coordinate in a
+# union such as A + B: branches are predicted where the two operands store the same
+# coordinates (every step then takes the "both" case) and mispredict where their
+# patterns interleave. CSR + CSR -> CSR A + A^T, one thread, CPU time, medians of 7
+# interleaved calls, 2026-11-29 (spgemm6 branch, load 8-10), branch / select form:
+# structurally symmetric inputs, whose two operands store equally many entries in every
+# row, 0.77-0.82 (stencil5 300x300, bcsstk33, cage11, ca-GrQc, add32); unsymmetric ones
+# 1.17-1.53 (uniform-100k, soc-sign-bitcoin-otc, p2p-Gnutella04, wiki-Vote) but 0.83 on
+# powerlaw-100k, whose long rows take one case in long runs. Equal counts in a row are
+# necessary for equal patterns, not sufficient: the model picks branches only where
+# nearly every row matches, and leaves the rest to the probe.
+SELECT_SAME_ROWS = 0.95  # share of rows with equal entry counts from which branches win
+
+
+def select_form(matching_rows: float) -> tuple[str | None, str]:
+    """The form of a union's co-iteration: "first" (a branch per coordinate) where the
+    two operands store equally many entries in at least SELECT_SAME_ROWS of the rows
+    (``matching_rows``, a share), else None (timed on the first calls); and why."""
+    if matching_rows >= SELECT_SAME_ROWS:
+        return "first", (f"the merged operands store equally many entries in "
+                         f"{matching_rows:.0%} of rows (>= {SELECT_SAME_ROWS:.0%}): "
+                         "likely the same pattern, whose cases branches predict")
+    return None, (f"the merged operands' rows match in {matching_rows:.0%} of rows: "
+                  "branches or selects, timed on the first calls")
+
+
 def prefetch_form(located: OperandStats) -> tuple[str | None, str]:
     """Whether Gustavson's loop prefetches the next rows of the operand it locates rows
     of ("other") or not ("first"); None where the model cannot tell."""

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from llvsparse.backends.cpu import STATS
 from llvsparse.ir import cost_model as cm
 from llvsparse.ir.autoschedule import AutoChoice, KernelInfo, autoschedule
-from llvsparse.ir.opt.passes import GALLOP, PAIRS, PREFETCH
+from llvsparse.ir.opt.passes import GALLOP, PAIRS, PREFETCH, SELECT_OTHER
 
 import llvsparse as ls
 from llvsparse.calls import auto_choice, kernel_calls, probe
@@ -153,6 +153,38 @@ def test_forms_decided_only_when_every_note_agrees():
     small_b = autoschedule(KernelInfo(other_forms=frozenset({PREFETCH}), product=("A", "B"),
                                       columns=1000), s)
     assert small_b.form == "first"
+
+
+def test_union_form_from_matching_rows():
+    """A union's branch form where the two operands store equally many entries in nearly
+    every row (a symmetric pattern's A + A^T); the probe otherwise."""
+    union = frozenset({SELECT_OTHER})
+    same = autoschedule(KernelInfo(other_forms=union, matching_rows=1.0), {})
+    assert same.form == "first" and "100%" in same.reasons[0]
+    edge = autoschedule(KernelInfo(other_forms=union, matching_rows=cm.SELECT_SAME_ROWS), {})
+    assert edge.form == "first"
+    mixed = autoschedule(KernelInfo(other_forms=union, matching_rows=0.5), {})
+    assert mixed.form is None and "timed" in mixed.reasons[0]
+    assert autoschedule(KernelInfo(other_forms=union), {}).form is None  # no such pair
+
+
+def test_union_binding_picks_from_the_operands():
+    """SpAdd bound on A + A^T: a symmetric pattern gets the branch form from the model,
+    an unsymmetric one is left to the probe; both results match scipy."""
+    kernel = ls.compile("C(i,j) = A(i,j) + B(i,j)", "csr", A="csr", B="csr")
+    rng = np.random.default_rng(3)
+    lower = sp.random(200, 200, density=0.05, format="csr", random_state=4)
+    symmetric = sp.csr_matrix(lower + lower.T + sp.identity(200))
+    unsymmetric = sp.random(200, 200, density=0.05, format="csr", random_state=5)
+    for a, form in ((symmetric, "first"), (unsymmetric, None)):
+        b = sp.csr_matrix(a.T)
+        b.data = rng.random(b.nnz)
+        bound = kernel.bind(A=a, B=b, threads=1)
+        assert bound.auto.form == form, bound.auto
+        for _ in range(8):  # through the probe's calls too
+            np.testing.assert_allclose(bound().to_scipy().toarray(), (a + b).toarray())
+    empty = sp.csr_matrix((5, 5))
+    assert kernel.bind(A=empty, B=empty, threads=1).auto.form == "first"
 
 
 def test_every_pick_has_a_reason():

@@ -16,6 +16,7 @@ from dataclasses import replace
 from ..ir import notation as nt
 from ..ir.autoschedule import AutoChoice, KernelInfo, autoschedule
 from ..ir.cost_model import OperandStats
+from ..ir.notes import SELECT_OTHER
 from ..tensors.tensor import Tensor
 
 # Picks fixed instead of modelled: {"off": True} makes every binding keep the rule's
@@ -56,8 +57,11 @@ def kernel_info(lhs: nt.Access, accesses: Sequence[nt.Access], inst,
     ``accesses`` (by the kernel's names, as in ``inputs``)."""
     policy = inst.workspace[0].split()[0] if inst.workspace else None
     product, columns = _product(lhs, accesses, inputs)
-    return KernelInfo(other_forms(inst), policy, workspace_fixed, product, columns,
-                      _rows_operand(lhs, accesses, inputs), threads)
+    forms = other_forms(inst)
+    matching = _matching_rows(lhs, accesses, inputs) if forms and SELECT_OTHER in forms \
+        else None
+    return KernelInfo(forms, policy, workspace_fixed, product, columns,
+                      _rows_operand(lhs, accesses, inputs), threads, matching)
 
 
 def choose(lhs: nt.Access, accesses: Sequence[nt.Access], inst,
@@ -145,3 +149,19 @@ def _rows_operand(lhs: nt.Access, accesses: Sequence[nt.Access],
                 and _names(access)[first.mode] == out[0]:
             return access.tensor
     return None
+
+
+def _matching_rows(lhs: nt.Access, accesses: Sequence[nt.Access],
+                   inputs: Mapping[str, Tensor]) -> float | None:
+    """For a union of two sparse operands indexed as the output and stored in its order
+    (A(i,j) + B(i,j), both row-major): the share of rows where both store equally many
+    entries, from the counts the statistics already read (O(rows)); None otherwise."""
+    out = _names(lhs)
+    pair = [inputs[a.tensor] for a in accesses if a.tensor in inputs and _names(a) == out
+            and _sparse(inputs[a.tensor]) and _row_major(inputs[a.tensor])]
+    if len(pair) != 2 or tuple(pair[0].shape) != tuple(pair[1].shape):
+        return None
+    first, second = (t.entries_per_first_coordinate() for t in pair)
+    if len(first) != len(second) or not len(first):
+        return None
+    return float((first == second).mean())
