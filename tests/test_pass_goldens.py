@@ -52,22 +52,21 @@ for i in coordinates of A.0:
      "  for j in positions of A.1:", "  for j in positions of A.1:  [jam 16]"),
     ("pairs", "y(i) = A(i,j) * x(j)", SPMV_CSR, passes.Target(),
      "for i in coordinates of A.0:  {thread rows}",
-     "for i in coordinates of A.0:  [pairs (other form)]  {thread rows}"),
+     "for i in coordinates of A.0:  [other form: pairs]  {thread rows}"),
     ("gallop", "y(i) = A(i,j) * B(i,j)", {**SPMV_CSR, "B": ("csr", 2)}, passes.Target(),
      "  merge j over A.1, B.1:",
-     ("  merge j over A.1, B.1:  [gallop when skewed, always (other form), lockstep when "
-     "equal]")),
+     ("  merge j over A.1, B.1:  [gallop when skewed 8x, lockstep when equal; other form: "
+      "gallop always]")),
     ("running_sums", "y(i) = A(i,j) * x(j)", {**SPMV_CSR, "A": ("coo", 2)}, passes.Target(),
      "for i in runs of positions of A.0:  {thread rows}",
-     "for i in runs of positions of A.0:  [running sums]  {thread rows}"),
+     "for i in runs of positions of A.0:  [running sums, unroll 8]  {thread rows}"),
     ("select_cases", "C(i,j) = A(i,j) + B(i,j)", SPMM_SPARSE_B, passes.Target(),
-     "  merge j over A.1, B.1:", "  merge j over A.1, B.1:  [select cases (other form)]"),
+     "  merge j over A.1, B.1:", "  merge j over A.1, B.1:  [other form: select cases]"),
     ("clear_rows", "C(i,k) = A(i,j) * B(j,k)", SPMM_SPARSE_B, passes.Target(),
      "for i in coordinates of A.0:  {thread rows}",
      "for i in coordinates of A.0:  [clear rows]  {thread rows}"),
     ("prefetch", "C(i,k) = A(i,j) * B(j,k)", SPMM_SPARSE_B, passes.Target(),
-     "  for j in positions of A.1:", ("  for j in positions of A.1:  [prefetch next rows "
-     "(other form)]")),
+     "  for j in positions of A.1:", "  for j in positions of A.1:  [other form: prefetch 4 ahead]"),
     ("unroll_loops", "y(i) = A(i,j) * x(j)", SPMV_CSR, passes.Target(unrolls=(("j", 4),)),
      "  for j in positions of A.1:", "  for j in positions of A.1:  [unroll 4]"),
 ])
