@@ -372,3 +372,12 @@ def test_the_lattice_stage_is_printed_from_the_program() -> None:
     assert lattice_text(loop_ir(_nests(SPMM, spmm), spmm, "C"), spmm).splitlines()[1:3] == [
         "j: {A.1, B.0}    over (A(i,j) * B(j,k))    region A ∩ B",
         "j: 8, then 4 positions per step (jammed)"]
+
+
+def test_the_lattice_dump_names_the_paired_other_form() -> None:
+    """The ``lattice`` stage reads paired rows off the loop's other form, as it prints."""
+    spmv = ls.compile(SPMV, A="csr", x="dense")
+    assert "i: the two halves side by side, their sums in step (paired, other form)" in \
+        spmv.lattices.splitlines()
+    coo = ls.compile(SPMV, A="coo", x="dense")
+    assert "paired" not in coo.lattices
