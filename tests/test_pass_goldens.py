@@ -89,8 +89,8 @@ def test_a_pass_changes_only_the_line_of_its_loop(name, statement, formats, targ
      "for i in coordinates of A.0:  [other form: pairs]  {thread rows}",
      "for i in coordinates of A.0:  [pairs]  {thread rows}"),
     ("y(i) = A(i,j) * B(i,j)", {**SPMV_CSR, "B": ("csr", 2)},
-     "  merge j over A.1, B.1:  [gallop when skewed 8x, lockstep when equal; other form: "
-     "gallop always]",
+     ("  merge j over A.1, B.1:  [gallop when skewed 8x, lockstep when equal; other form: "
+      "gallop always]"),
      "  merge j over A.1, B.1:  [gallop always, lockstep when equal]"),
     ("C(i,j) = A(i,j) + B(i,j)", SPMM_SPARSE_B,
      "  merge j over A.1, B.1:  [other form: select cases]",
