@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .loops import Block, Case, If, Loop, LoopNode, Merge, Node, Program, loops_of, tag, walk
-from .notes import CLEAR_ROWS
+from .notes import without_forms
 from .parallel import dense_like
 from .types import TensorType
 
@@ -56,13 +56,13 @@ def tagged(tags: tuple[str, ...]) -> Callable[[LoopNode], LoopNode]:
 def plain(node: LoopNode) -> LoopNode:
     """A loop with its fast forms dropped: threads (or a warp's lanes) share its rows,
     which a jammed, paired or cleared row would cross."""
-    return replace(node, notes=(), jam=())
+    return without_forms(node)
 
 
 def atomic_adds_refusal(program: Program, split: LoopNode) -> str | None:
     """Why threads under ``split`` cannot add into shared output entries atomically
     (None: they can)."""
-    if CLEAR_ROWS in split.notes:
+    if split.forms.clear_rows:
         return "it zeroes each row of the output itself, which another thread adds into"
     if split.site is None or not split.site.additive:
         return "its output is not reduced by +, the one reduction atomic adds do"

@@ -158,7 +158,7 @@ class GpuPlan:
 def _lane_loop(node: LoopNode) -> LoopNode:
     """The loop the warp's lanes share: strided, so its fast forms (jam, pairs,
     gallop, running sums...) do not apply."""
-    return replace(tag(node, WARP_LANES_TAG), notes=(), jam=())
+    return tag(plain(node), WARP_LANES_TAG)
 
 
 def _assembled(program: Program) -> bool:

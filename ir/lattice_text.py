@@ -13,10 +13,7 @@ from .algebra import region_text
 from .cin import Operand, operands
 from .lattice import Iter, Lattice
 from .loops import Clear, LoopNode, Program, loops_of, named_levels, target_name, walk
-from .opt.passes import PAIRS
 from .types import TensorType
-
-_FORMS = {PAIRS: "the two halves side by side, their sums in step (paired, other form)"}
 
 
 def lattice_text(program: Program, types: dict[str, TensorType]) -> str:
@@ -40,7 +37,9 @@ def lattice_text(program: Program, types: dict[str, TensorType]) -> str:
         if node.jam:
             lanes = ", then ".join(str(n) for n in node.jam)
             lines.append(f"{node.index}: {lanes} positions per step (jammed)")
-        lines += [f"{node.index}: {_FORMS[note]}" for note in node.notes if note in _FORMS]
+        if node.other is not None and node.other.pairs:
+            lines.append(f"{node.index}: the two halves side by side, their sums in step "
+                         "(paired, other form)")
         previous = lattice
     return "\n".join(lines)
 

@@ -4,9 +4,10 @@ Concrete notation says which indices are looped over; the loop IR says how: a lo
 a coordinate range, over a level's positions, or a merge that co-iterates several
 levels and dispatches on which of them hold the coordinate (the lattice's cases); the
 levels located at a coordinate; what is accumulated, inserted or appended; the
-temporaries allocated and cleared. Optimization passes (``ir/opt/``) annotate loop nodes
-with the fast form they chose (``notes``), and the printer shows them, so every choice
-can be read and tested without generating code (``llvsparse dump --emit loops``).
+temporaries allocated and cleared. Optimization passes (``ir/opt/``) rewrite loop nodes
+with the fast forms they chose (``forms``, typed data a backend translates as given, and
+``other``: the forms of the kernel's other form), and the printer shows them, so every
+choice can be read and tested without generating code (``llvsparse dump --emit loops``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .cin import Iter, Operand
-from .notes import jam_text
+from .notes import NO_FORMS, Forms, changed, forms_text, jam_text
 from .statements import Access, Affine, Expr, show_expr
 from .types import LevelType, TensorType
 
@@ -118,7 +119,8 @@ class Loop:
     over: str
     iterator: Ref
     body: Node
-    notes: tuple[str, ...] = ()
+    forms: Forms = NO_FORMS  # the fast forms passes chose (ir/notes.py)
+    other: Forms | None = None  # its forms in the kernel's other form (None: it has none)
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
@@ -146,7 +148,8 @@ class Merge:
     iterators: tuple[Ref, ...]
     located: tuple[Ref, ...]
     cases: tuple[Case, ...]
-    notes: tuple[str, ...] = ()
+    forms: Forms = NO_FORMS  # the fast forms passes chose (ir/notes.py)
+    other: Forms | None = None  # its forms in the kernel's other form (None: it has none)
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
     chosen: Chosen | None = field(default=None, compare=False, repr=False)
@@ -368,11 +371,6 @@ class Program:
     statements: tuple[Statement, ...] = ()  # one per nest, indexed by Site.nest
 
 
-def annotate(node: LoopNode, note: str) -> LoopNode:
-    """``node`` with ``note`` added (once)."""
-    return node if note in node.notes else replace(node, notes=(*node.notes, note))
-
-
 def tag(node: LoopNode, mapping: str) -> LoopNode:
     """``node`` with the parallel ``mapping`` added (once): the threads that split its
     range, as the emitter then clamps it."""
@@ -426,11 +424,14 @@ def loops_of(node: Node) -> list[LoopNode]:
 # ---------------------------------------------------------------------------- printing
 
 def _notes(node: LoopNode) -> str:
-    notes, tags = node.notes, node.tags
-    notes = (jam_text(node.jam), *notes) if node.jam else notes
-    notes = (*notes, f"unroll {node.unroll}") if node.unroll > 1 else notes
-    shown = f"  [{', '.join(notes)}]" if notes else ""
-    return shown + (f"  {{{', '.join(tags)}}}" if tags else "")
+    notes = [jam_text(node.jam)] if node.jam else []
+    notes += forms_text(node.forms)
+    notes += [f"unroll {node.unroll}"] if node.unroll > 1 else []
+    other = forms_text(changed(node.forms, node.other or node.forms))
+    notes = [", ".join(notes)] if notes else []
+    notes += [f"other form: {', '.join(other)}"] if other else []
+    shown = f"  [{'; '.join(notes)}]" if notes else ""
+    return shown + (f"  {{{', '.join(node.tags)}}}" if node.tags else "")
 
 
 def _refs(refs: tuple[Ref, ...]) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from .cin import Operand
 from .entry_split import ATOMIC_TAG
 from .loops import Clear, Insert, Loop, LoopNode, Program, leading_locates, loops_of, walk
-from .opt.passes import CLEAR_ROWS
 
 
 def initializes_output(program: Program) -> bool:
@@ -26,7 +25,7 @@ def initializes_output(program: Program) -> bool:
     site = loops[0].site
     if any(isinstance(n, Clear) and n.name == program.output for n in walk(program.root)):
         return True
-    if any(CLEAR_ROWS in loop.notes and _computes(loop) for loop in loops):
+    if any(loop.forms.clear_rows and _computes(loop) for loop in loops):
         return True
     stored = all(lv.full for lv in program.output_levels) and any(
         isinstance(n, Insert) and _is_sum(n.value) for n in walk(program.root))

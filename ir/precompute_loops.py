@@ -6,11 +6,11 @@ clearing it again.
 
 A sum workspace (precompute_sums.py) replaces the loop its plan names: the sum's loops
 reduce its factors into the row, then the loop over the row's index runs the consumer
-and sets each entry back to 0; both keep the nest's site, so passes note fast forms on
+and sets each entry back to 0; both keep the nest's site, so passes choose fast forms for
 them (the sum's loop is jammed as the plain nest's is).
 
 The scatter and clear loops are given a site that copies (a loop of their own, outside
-the nest's order, adding into a temporary): no pass notes a fast form on them, and only
+the nest's order, adding into a temporary): no pass chooses a fast form for them, and only
 the thread rows' tag applies.
 """
 

@@ -7,7 +7,7 @@ has its own); per coordinate of the hoisted loops, each producer's loops reducin
 it, its entries brought into the output's order (the sort or scan of its policy), the
 consumer appending them to the output, and the workspace cleared for the next
 coordinate. The loops themselves are lowered as any nest's (lattices, locates, cases).
-The emitter takes no pass's notes for these nests, so none are run on them here.
+The emitter takes no pass's fast forms for these nests, so none are run on them here.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.ir.entry_split import ATOMIC_TAG, ENTRY_SPLIT_TAG, ENTRY_WINDOW_TAG
 from llvsparse.ir.loops import loops_of
+from llvsparse.ir.notes import Forms
 from llvsparse.ir.schedule_types import Chunks
 
 import llvsparse as ls
@@ -91,8 +92,9 @@ def test_the_loop_ir_shows_the_split_and_the_window() -> None:
     A = ls.Tensor.from_scipy(skewed(100, seed=1))
     kernel(A=A, x=np.ones(100))
     rows, window = loops_of(kernel.program(kernel.last).root)
-    assert {ENTRY_SPLIT_TAG, ATOMIC_TAG} <= set(rows.tags) and not rows.notes
-    assert ENTRY_WINDOW_TAG in window.tags and not window.notes
+    assert {ENTRY_SPLIT_TAG, ATOMIC_TAG} <= set(rows.tags) and rows.forms == Forms()
+    assert ENTRY_WINDOW_TAG in window.tags and window.forms == Forms()
+    assert rows.other is None and window.other is None and not rows.jam
     text = kernel.loops
     assert "{thread rows, entry split, atomic adds}" in text and "{entry window}" in text
     assert "cut anywhere" in kernel.schedule and "added atomically" in kernel.schedule

@@ -14,7 +14,6 @@ from llvsparse.ir.errors import InternalCompilerError
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, CallingConvention, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
-from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.schedule import schedule
 from llvsparse.ir.transforms import lowering
 
@@ -125,7 +124,7 @@ def test_the_pairs_driver_is_the_inner_loops_level() -> None:
     nests, types = _setup("y(i) = A(i,j) * x(j)", y=("dense", 1), A=("csr", 2),
                           x=("dense", 1))
     (outer,) = [n for n in loops_of(loop_ir(nests, types, "y").root) if n.index == "i"]
-    assert opt.PAIRS in outer.notes
+    assert outer.other.pairs and not outer.forms.pairs
     driver = driver_of(outer)
     assert (driver.level, driver.uid) == (1, outer.iterator.uid)
 

@@ -1,5 +1,6 @@
 """The loop IR: lowering concrete notation and lattices to loops, its printer, the
-optimization passes that annotate it (each fires where legal and nowhere else), and
+optimization passes that rewrite it with fast forms (each fires where legal and nowhere
+else), and
 ``kernel.loops`` / ``llvsparse dump --emit loops``."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, CallingConvention, Case, Loop, Merge, loops_of, show
 from llvsparse.ir.lower_loops import lower
-from llvsparse.ir.notes import JAM, jam_text
+from llvsparse.ir.notes import JAM, Forms, changed, forms_text, jam_text
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
 from llvsparse.ir.schedule import schedule
@@ -48,15 +49,18 @@ def _program(statement: str, fastmath: bool = False, **formats: tuple[str, int])
 
 
 def _notes(program) -> dict[str, tuple[str, ...]]:
-    """Each loop's notes as the loop IR prints them (a jammed loop's lanes first)."""
-    return {node.index: (*((jam_text(node.jam),) if node.jam else ()), *node.notes)
+    """Each loop's forms as the loop IR prints them (a jammed loop's lanes first; those
+    of the kernel's other form as ``other: ...``)."""
+    return {node.index: (*((jam_text(node.jam),) if node.jam else ()), *forms_text(node.forms),
+                         *(f"other: {text}" for text in
+                           forms_text(changed(node.forms, node.other or node.forms))))
             for node in loops_of(program.root)}
 
 
 def test_spmv_csr_loops() -> None:
     program = _program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1))
     assert show(program.root).splitlines() == [
-        "for i in coordinates of A.0:  [pairs (other form)]  {thread rows}",
+        "for i in coordinates of A.0:  [other form: pairs]  {thread rows}",
         "  allocate acc: float64",
         "  clear acc = 0.0",
         "  for j in positions of A.1:",
@@ -70,7 +74,7 @@ def test_spadd_is_a_merge_with_cases() -> None:
     assert show(program.root).splitlines() == [
         "for i in coordinates of A.0:  {thread rows}",
         "  locate B.0 at i",
-        "  merge j over A.1, B.1:  [select cases (other form)]",
+        "  merge j over A.1, B.1:  [other form: select cases]",
         "    case A.1, B.1:",
         "      append C(i,j) = A(i,j) + B(i,j)",
         "    case A.1:",
@@ -111,44 +115,55 @@ def test_jam_fires_on_spmm_not_on_spmv() -> None:
 
 
 def test_pairs_fire_on_row_wise_spmv_only() -> None:
-    assert opt.PAIRS in _notes(_program(SPMV, y=("dense", 1), A=("csr", 2),
-                                        x=("dense", 1)))["i"]
+    assert _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))["i"] == \
+        ("other: pairs",)  # the kernel's other form only
     fast = _notes(_program(SPMV, True, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
-    assert all(opt.PAIRS not in notes for notes in fast.values())  # fastmath reassociates
+    assert all("other: pairs" not in notes for notes in fast.values())  # fastmath reassociates
     coo = _notes(_program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1)))
-    assert all(opt.PAIRS not in notes for notes in coo.values())
+    assert all("other: pairs" not in notes for notes in coo.values())
 
 
 def test_gallop_fires_on_an_intersection_not_a_union() -> None:
     product = _notes(_program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2)))
-    assert opt.GALLOP in product["j"] and opt.LOCKSTEP in product["j"]
+    assert product["j"] == ("gallop when skewed 8x", "lockstep when equal",
+                            "other: gallop always")
     union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    assert all(opt.GALLOP not in n.notes for n in loops_of(union.root))
+    assert all(n.forms.gallop is None and (n.other is None or n.other.gallop is None)
+               for n in loops_of(union.root))
+
+
+def test_no_lockstep_test_on_a_loop_threads_split() -> None:
+    """Two sparse vectors' intersection: its merge is the loop threads split, whose
+    thread-range test the lockstep form would skip; it gallops all the same."""
+    product = _notes(_program("z(i) = x(i) * w(i)", z=("dense", 1), x=("coo", 1),
+                              w=("coo", 1)))
+    assert product["i"] == ("gallop when skewed 8x", "other: gallop always")
 
 
 def test_running_sums_fire_on_coordinate_lists_only() -> None:
-    coo = _notes(_program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1)))
-    assert coo["i"] == (opt.RUNNING_SUMS,)
+    coo = _program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1))
+    assert _notes(coo)["i"] == ("running sums",)
+    assert [n.unroll for n in loops_of(coo.root)] == [opt.RUN_UNROLL, 1]  # its own count
     csr = _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
-    assert all(opt.RUNNING_SUMS not in notes for notes in csr.values())
+    assert all("running sums" not in notes for notes in csr.values())
 
 
 def test_case_selection_fires_on_a_union_not_an_intersection() -> None:
     union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    assert [n.notes for n in loops_of(union.root) if isinstance(n, Merge)] == \
-        [(opt.SELECT_OTHER,)]
+    assert [(n.forms, n.other) for n in loops_of(union.root) if isinstance(n, Merge)] == \
+        [(Forms(), Forms(select=True))]  # the other form selects; the first branches
     product = _program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    assert all(opt.SELECT_OTHER not in n.notes and opt.SELECT not in n.notes
+    assert all(not n.forms.select and (n.other is None or not n.other.select)
                for n in loops_of(product.root))
 
 
 def test_row_clearing_fires_on_scattered_dense_rows_only() -> None:
-    assert opt.CLEAR_ROWS in _notes(_program(SPMM, C=("dense", 2), A=("csr", 2),
-                                             B=("dense", 2)))["i"]
+    assert "clear rows" in _notes(_program(SPMM, C=("dense", 2), A=("csr", 2),
+                                           B=("dense", 2)))["i"]
     spmv = _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
-    assert all(opt.CLEAR_ROWS not in notes for notes in spmv.values())
+    assert all("clear rows" not in notes for notes in spmv.values())
     into_csr = _notes(_program(SPMM, C=("csr", 2), A=("csr", 2), B=("dense", 2)))
-    assert all(opt.CLEAR_ROWS not in notes for notes in into_csr.values())
+    assert all("clear rows" not in notes for notes in into_csr.values())
 
 
 KERNELS = [
@@ -167,21 +182,22 @@ KERNELS = [
 
 @pytest.mark.parametrize("statement,formats", KERNELS)
 def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
-    """Where the emitted code has a jammed or paired loop, the passes noted it, and no
-    more (the emitter names those loops' blocks after their form)."""
+    """Where the emitted code of the kernel's other form has a jammed or paired loop,
+    the passes chose it, and no more (the emitter names those loops' blocks after their
+    form)."""
     types = _types(**formats)
     nests = _nests(statement, types)
     order = list(formats)
     program = loop_ir(nests, types, order[0])
     noted = {note for notes in _notes(program).values() for note in notes}
-    other = KernelCompiler(program, CallingConvention(tuple(order), types), other_form=True)
+    other = KernelCompiler(opt.other_form(program), CallingConvention(tuple(order), types))
     code = str(other.compile())
     assert (".jam8.head" in code) == (JAM in noted)
-    assert (".pairs" in code) == (opt.PAIRS in noted)
+    assert (".pairs" in code) == ("other: pairs" in noted)
 
 
-def test_the_emitter_reads_the_notes() -> None:
-    """With no pass run, the emitter emits no fast form: it reads the loops' notes
+def test_the_emitter_reads_the_forms() -> None:
+    """With no pass run, the emitter emits no fast form: it reads the loops' forms
     instead of deciding itself."""
     formats = {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}
     types = _types(**formats)
@@ -214,7 +230,7 @@ def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:
     x = np.arange(5.0)
     np.testing.assert_allclose(kernel(A=a, x=x).to_numpy(), a @ x)
     assert kernel.loops.splitlines()[0] == \
-        "for i in coordinates of A.0:  [pairs (other form)]  {thread rows}"
+        "for i in coordinates of A.0:  [other form: pairs]  {thread rows}"
     assert main(["dump", SPMV, "-f", "A:csr", "--emit", "loops", "--no-color"]) == 0
     assert kernel.loops in capsys.readouterr().out
 
@@ -356,3 +372,12 @@ def test_the_lattice_stage_is_printed_from_the_program() -> None:
     assert lattice_text(loop_ir(_nests(SPMM, spmm), spmm, "C"), spmm).splitlines()[1:3] == [
         "j: {A.1, B.0}    over (A(i,j) * B(j,k))    region A ∩ B",
         "j: 8, then 4 positions per step (jammed)"]
+
+
+def test_the_lattice_dump_names_the_paired_other_form() -> None:
+    """The ``lattice`` stage reads paired rows off the loop's other form, as it prints."""
+    spmv = ls.compile(SPMV, A="csr", x="dense")
+    assert "i: the two halves side by side, their sums in step (paired, other form)" in \
+        spmv.lattices.splitlines()
+    coo = ls.compile(SPMV, A="coo", x="dense")
+    assert "paired" not in coo.lattices

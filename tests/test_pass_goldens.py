@@ -52,22 +52,24 @@ for i in coordinates of A.0:
      "  for j in positions of A.1:", "  for j in positions of A.1:  [jam 16]"),
     ("pairs", "y(i) = A(i,j) * x(j)", SPMV_CSR, passes.Target(),
      "for i in coordinates of A.0:  {thread rows}",
-     "for i in coordinates of A.0:  [pairs (other form)]  {thread rows}"),
+     "for i in coordinates of A.0:  [other form: pairs]  {thread rows}"),
     ("gallop", "y(i) = A(i,j) * B(i,j)", {**SPMV_CSR, "B": ("csr", 2)}, passes.Target(),
      "  merge j over A.1, B.1:",
-     ("  merge j over A.1, B.1:  [gallop when skewed, always (other form), lockstep when "
-     "equal]")),
+     ("  merge j over A.1, B.1:  [gallop when skewed 8x, lockstep when equal; other form: "
+      "gallop always]")),
+    ("gallop", "z(i) = x(i) * w(i)", {"z": ("dense", 1), "x": ("coo", 1), "w": ("coo", 1)},
+     passes.Target(), "merge i over x.0, w.0:  {thread rows}",  # threads split it: no lockstep
+     "merge i over x.0, w.0:  [gallop when skewed 8x; other form: gallop always]  {thread rows}"),
     ("running_sums", "y(i) = A(i,j) * x(j)", {**SPMV_CSR, "A": ("coo", 2)}, passes.Target(),
      "for i in runs of positions of A.0:  {thread rows}",
-     "for i in runs of positions of A.0:  [running sums]  {thread rows}"),
+     "for i in runs of positions of A.0:  [running sums, unroll 8]  {thread rows}"),
     ("select_cases", "C(i,j) = A(i,j) + B(i,j)", SPMM_SPARSE_B, passes.Target(),
-     "  merge j over A.1, B.1:", "  merge j over A.1, B.1:  [select cases (other form)]"),
+     "  merge j over A.1, B.1:", "  merge j over A.1, B.1:  [other form: select cases]"),
     ("clear_rows", "C(i,k) = A(i,j) * B(j,k)", SPMM_SPARSE_B, passes.Target(),
      "for i in coordinates of A.0:  {thread rows}",
      "for i in coordinates of A.0:  [clear rows]  {thread rows}"),
     ("prefetch", "C(i,k) = A(i,j) * B(j,k)", SPMM_SPARSE_B, passes.Target(),
-     "  for j in positions of A.1:", ("  for j in positions of A.1:  [prefetch next rows "
-     "(other form)]")),
+     "  for j in positions of A.1:", "  for j in positions of A.1:  [other form: prefetch 4 ahead]"),
     ("unroll_loops", "y(i) = A(i,j) * x(j)", SPMV_CSR, passes.Target(unrolls=(("j", 4),)),
      "  for j in positions of A.1:", "  for j in positions of A.1:  [unroll 4]"),
 ])
@@ -80,3 +82,44 @@ def test_a_pass_changes_only_the_line_of_its_loop(name, statement, formats, targ
     changed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines())
                if line[:2] in ("- ", "+ ")]
     assert changed == [f"- {was}", f"+ {becomes}"]
+
+
+@pytest.mark.parametrize("statement, formats, was, becomes", [
+    ("y(i) = A(i,j) * x(j)", SPMV_CSR,
+     "for i in coordinates of A.0:  [other form: pairs]  {thread rows}",
+     "for i in coordinates of A.0:  [pairs]  {thread rows}"),
+    ("y(i) = A(i,j) * B(i,j)", {**SPMV_CSR, "B": ("csr", 2)},
+     ("  merge j over A.1, B.1:  [gallop when skewed 8x, lockstep when equal; other form: "
+      "gallop always]"),
+     "  merge j over A.1, B.1:  [gallop always, lockstep when equal]"),
+    ("C(i,j) = A(i,j) + B(i,j)", SPMM_SPARSE_B,
+     "  merge j over A.1, B.1:  [other form: select cases]",
+     "  merge j over A.1, B.1:  [select cases]"),
+    ("C(i,k) = A(i,j) * B(j,k)", SPMM_SPARSE_B,
+     "  for j in positions of A.1:  [other form: prefetch 4 ahead]",
+     "  for j in positions of A.1:  [prefetch 4 ahead]"),
+])
+def test_the_other_form_is_a_second_program(statement, formats, was, becomes) -> None:
+    """The kernel's other form, which the runtime times against the first, is the
+    program rewritten (passes.other_form): each loop's other forms become its forms,
+    and the line of that loop alone changes; the rewritten program has no other form."""
+    first = passes.optimize(lowered(statement, formats))
+    other = passes.other_form(first)
+    changed = [line for line in difflib.ndiff(show(first.root).splitlines(),
+                                              show(other.root).splitlines())
+               if line[:2] in ("- ", "+ ")]
+    assert changed == [f"- {was}", f"+ {becomes}"]
+    assert passes.has_other_form(first) and not passes.has_other_form(other)
+    assert passes.other_form(other) == other
+
+
+def test_a_program_without_other_forms_is_its_own_other_form() -> None:
+    """Row-wise SpMM into a dense result: jammed and its rows cleared, in one form."""
+    first = passes.optimize(lowered("C(i,k) = A(i,j) * B(j,k)", SPMM_DENSE_B))
+    assert show(first.root) == """\
+for i in coordinates of A.0:  [clear rows]  {thread rows}
+  for j in positions of A.1:  [jam 8, 4]
+    locate B.0 at j
+    for k in coordinates of B.1:
+      C(i,k) += A(i,j) * B(j,k)"""
+    assert not passes.has_other_form(first) and passes.other_form(first) == first

@@ -21,20 +21,22 @@ from llvsparse.commands.main import main
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
 
-def _noted(statement: str, **formats: tuple[str, int]) -> dict[str, tuple[str, ...]]:
+def _noted(statement: str, **formats: tuple[str, int]) -> dict[str, tuple[int, int]]:
+    """Each loop's prefetch distance: (in the first form, in the other form)."""
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
     concrete = to_concrete(ls.parse(statement), types)
     program = loop_ir(schedule_kernel(concrete, types), types, statement.split("(")[0])
-    return {node.index: node.notes for node in loops_of(program.root)}
+    return {node.index: (node.forms.prefetch, (node.other or node.forms).prefetch)
+            for node in loops_of(program.root)}
 
 
 def test_fires_on_gustavson_spgemm_only() -> None:
     gustavson = _noted(SPGEMM, C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    assert gustavson["k"] == (opt.PREFETCH,)
-    assert all(opt.PREFETCH not in gustavson[v] for v in ("i", "j"))
+    assert gustavson["k"] == (0, opt.AHEAD)  # the other form only
+    assert all(gustavson[v] == (0, 0) for v in ("i", "j"))
     into_dense = _noted(SPGEMM, C=("dense", 2), A=("csr", 2), B=("csr", 2))
-    assert opt.PREFETCH in into_dense["k"]
+    assert into_dense["k"] == (0, opt.AHEAD)
     for statement, formats in [
             ("y(i) = A(i,j) * x(j)", {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}),
             ("C(i,j) = A(i,j) + B(i,j)", {"C": ("csr", 2), "A": ("csr", 2), "B": ("csr", 2)}),
@@ -43,14 +45,14 @@ def test_fires_on_gustavson_spgemm_only() -> None:
             # B's first level cannot be located at k: it is co-iterated instead
             (SPGEMM, {"C": ("dense", 2), "A": ("csr", 2), "B": ("dcsr", 2)})]:
         notes = _noted(statement, **formats)
-        assert all(opt.PREFETCH not in n for n in notes.values()), statement
+        assert all(n == (0, 0) for n in notes.values()), statement
 
 
 def test_shown_in_emit_loops(capsys: pytest.CaptureFixture[str]) -> None:
     main(["dump", SPGEMM, "-f", "A:csr", "-f", "B:csr", "--out-format", "csr",
           "--emit", "loops", "--no-color"])
     line = next(t for t in capsys.readouterr().out.splitlines() if "for k" in t)
-    assert line.endswith(f"[{opt.PREFETCH}]")
+    assert line.endswith(f"[other form: prefetch {opt.AHEAD} ahead]")
 
 
 def _prefetching_functions(llvm_ir: str) -> dict[str, bool]:

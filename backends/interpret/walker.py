@@ -4,8 +4,9 @@ A second backend that proves the loop IR is the whole contract: it reads the pro
 and the operands' stored arrays and nothing else (no notation, no lattice, no
 scheduler state). Where it would need more, the program is incomplete, and it says so
 with an InternalCompilerError. It is slow (a Python step per stored entry) and meant
-for tests: differential checks against the LLVM backend. Pass notes (``[jam]`` ...)
-choose how a backend emits a loop, not what it computes, so they are not read.
+for tests: differential checks against the LLVM backend. A loop's fast forms
+(``[jam 8, 4]``, ``Loop.forms``, ``Loop.other``) choose how a backend emits it, not what it
+computes, so they are not read.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from llvmlite import ir
 
 from ...ir.cin import Iter
 from ...ir.loops import Loop
-from ...ir.notes import SELECT, SELECT_OTHER
 from .bodies import TRUE, is_true
 from .emit_base import Ctx
 
@@ -43,8 +42,8 @@ class CaseDispatch:
 
     def selected_cases(self: PointEmitter, ctx: Ctx, present: dict[Iter, ir.Value]) -> list | None:
         """The cases to compute unconditionally and pick by selects, where the
-        case-selection pass noted the loop (ir/opt/passes.py: select_cases), or None."""
-        if SELECT not in self.notes and SELECT_OTHER not in self.notes:
+        case-selection pass chose it for the loop (ir/opt/passes.py: select_cases), or None."""
+        if not self.forms.select:
             return None
         chosen = []
         for cond, expr, case_ctx, _, body in self.cases(ctx, present):

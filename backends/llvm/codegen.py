@@ -30,7 +30,7 @@ from ...ir.loops import (
     Statement,
     loops_of,
 )
-from ...ir.notes import CLEAR_ROWS, split_by_threads
+from ...ir.notes import split_by_threads
 from . import jam, precompute_lower, scalars
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -63,22 +63,12 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     convention, which are all it is given."""
 
     def __init__(self, program: Program, abi: CallingConvention, name: str = "llvsparse_kernel",
-                 phase: str = "whole", module: ir.Module | None = None,
-                 other_form: bool = False):
+                 phase: str = "whole", module: ir.Module | None = None):
         self.program = program  # the loop IR of this phase (ir/opt.loop_ir), with its forms
         self.types = dict(abi.types)
         self.arg_order = list(abi.arg_order)
         self.dtype = abi.dtype
         self.fastmath = abi.fastmath
-        # Some loops have two forms, and which is faster depends on the input's pattern
-        # (no count we found tells them apart), so a kernel with any is compiled both
-        # ways and the runtime times them (see llvsparse/calls/probe.py). The first form: a
-        # union branches per case and steps only the operands it holds; an intersection
-        # searches past mismatches only where one range is far longer than the other;
-        # rows are summed one at a time. The other (``other_form``): a union computes
-        # every case and selects, an intersection searches past every mismatch, and two
-        # rows' sums run side by side (see pairs.py).
-        self.other_form = other_form
         self.phase = phase
         self.module = module or ir.Module(name="llvsparse")
         self.entry_name, self.range_name = name, f"{name}_range"
@@ -313,7 +303,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         the other form (see pairs)."""
         var, expr = nodes[0].index, nodes[0].expr
         find = self.iter_of(ctx, var)
-        if CLEAR_ROWS in nodes[0].notes:  # the pass checked every row is visited
+        if nodes[0].forms.clear_rows:  # the pass checked every row is visited
             body = self.clearing_rows(body)
         thread_rows = split_by_threads(nodes[0])
         positions = POSITION_SPLIT_TAG in nodes[0].tags

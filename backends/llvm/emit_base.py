@@ -28,8 +28,6 @@ PHASE_ARGUMENTS = {"setup": [], "count": [I64, I64, I64.as_pointer()],
                    "finish": [I64]}
 ZERO = ir.Constant(I64, 0)
 ONE = ir.Constant(I64, 1)
-RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV on 4M entries 9.5 -> 7.4 ms (4x: 7.9)
-GALLOP_SKEW = 8  # see PointEmitter.skewed
 
 
 

@@ -41,7 +41,6 @@ from ...ir.loops import (
     Nonempty,
     Touched,
 )
-from ...ir.notes import PAIRS
 from ...ir.operators import ADD
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64
@@ -206,7 +205,7 @@ class NodeEmitter:
 
     # -- loops ---------------------------------------------------------------------------
     def emit_loops(self: KernelCompiler, nodes: list[LoopNode], ctx: Ctx) -> None:
-        """One loop of the nest, a node per lattice point, with the forms its notes ask."""
+        """One loop of the nest, a node per lattice point, with the forms it was given."""
         node = nodes[0]
         site = node.site
         var = node.index
@@ -220,14 +219,14 @@ class NodeEmitter:
         jam_body = pair_body = None
         if node.jam:
             jam_body = lambda lanes: jam.emit(self, node.body, lanes)
-        if PAIRS in node.notes:
+        if node.forms.pairs:
             pair_body = lambda lanes: pairs.emit(self, node, lanes)
         self.emit_point_loops(nodes, ctx, self.emit_node,
                               hooks, jam_body, appends, pair_body)
 
     def leaf_of(self: KernelCompiler, node: Merge) -> Callable[[ir.Value, Ctx], None]:
         """The write every case of a merge ends in, as a consumer of the value a selected
-        case computed (the case-selection pass notes only such merges)."""
+        case computed (the case-selection pass chooses only such merges)."""
         writes = [_final_write(case.body) for case in node.cases]
         if any(w is None or type(w) is not type(writes[0]) or w.target != writes[0].target
                for w in writes):

@@ -7,9 +7,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.cin import Iter
-from ...ir.notes import GALLOP, LOCKSTEP
 from .bodies import I1, I64, TRUE, is_true
-from .emit_base import GALLOP_SKEW, ONE, ZERO, emit_counted_loop
+from .emit_base import ONE, ZERO, emit_counted_loop
 
 
 class GallopEmitter:
@@ -17,11 +16,10 @@ class GallopEmitter:
 
     def may_step_together(self) -> bool:
         """Whether the iterators may be checked for holding the same coordinates, to be
-        stepped together: an intersection (a union's merge already branches on a match
-        first, predicted where patterns coincide: A + Aᵀ on the stencil ran 8.9 ms as a
-        merge, 9.9 with the check) whose iterators may gallop (see gallops), with no
-        per-coordinate hooks or thread-range test (the gallop pass notes it)."""
-        return LOCKSTEP in self.notes
+        stepped together (a union's merge already branches on a match first, predicted
+        where patterns coincide: A + Aᵀ on the stencil ran 8.9 ms as a merge, 9.9 with
+        the check): where the gallop pass chose it (ir/opt/passes.py: gallop)."""
+        return self.forms.lockstep
 
     def same_coordinates(self) -> ir.Value:
         """Whether the iterators' ranges hold the same coordinates in the same order (A .*
@@ -59,17 +57,10 @@ class GallopEmitter:
             emit_counted_loop(b, counter, ZERO, length, compare, name="same")
         return b.and_(lengths_match, b.load(equal))
 
-    def gallops(self) -> bool:
-        """Whether a mismatch may skip every iterator straight to the largest coordinate:
-        the body runs only where all operands are present (an intersection), and each
-        iterates the positions of an ordered, unique level whose every position holds
-        a coordinate (a search over empty slots may step past a match)."""
-        return GALLOP in self.notes
-
-    def skewed(self) -> ir.Value:
-        """Whether one iterator's range is over GALLOP_SKEW times another's: stepping
-        through the long one would cost more than searching it. On comparable ranges
-        the branch-free one-step merge is faster (uniform random rows: 23 vs 36 ms)."""
+    def skewed(self, skew: int) -> ir.Value:
+        """Whether one iterator's range is over ``skew`` times another's (the gallop
+        pass's threshold): stepping through the long one would cost more than searching
+        it."""
         b = self.b
         lengths = [b.sub(self.states[it].end, b.load(self.states[it].cur))
                    for it in self.iterated]
@@ -77,7 +68,7 @@ class GallopEmitter:
         for length in lengths[1:]:
             shortest = b.select(b.icmp_signed("<", length, shortest), length, shortest)
             longest = b.select(b.icmp_signed(">", length, longest), length, longest)
-        return b.icmp_signed(">", longest, b.mul(shortest, ir.Constant(I64, GALLOP_SKEW)))
+        return b.icmp_signed(">", longest, b.mul(shortest, ir.Constant(I64, skew)))
 
     def seek_common(self, coords: dict[Iter, ir.Value], i: ir.Value) -> None:
         """Move every iterator behind the largest current coordinate to its first

@@ -106,7 +106,7 @@ def emit(kc: KernelCompiler, node: Node, lanes: list[Ctx],
     elif isinstance(node, (Insert, Append)) and node.value.tensor in temps:
         for lane, acc in zip(lanes, temps[node.value.tensor]):
             kc.emit_write(node, b.load(acc), lane)
-    else:  # the jam pass notes only loops whose inner loops locate surely
+    else:  # the jam pass chooses only loops whose inner loops locate surely
         raise InternalCompilerError(f"a jammed loop holds what it cannot jam: {node}")
 
 

@@ -15,7 +15,7 @@ matrices (C, bcsstk33: 0.75 vs 0.37 ms; halves: 0.35).
 In C, with halves, against one row at a time: 0.76x on bcsstk16 (60 entries per row),
 0.80x bcsstk33, 0.84-0.94x on the stencil and uniform rows, but 1.09x on the power-law
 rows and 1.14x on ego-Twitter. So it is the other form of the loop
-(KernelCompiler.other_form), and a binding's first calls time both (llvsparse/calls/probe.py).
+(ir/opt/passes.py: other_form), and a binding's first calls time both (llvsparse/calls/probe.py).
 
 It applies to a statement whose output is full (written at every outer coordinate), whose
 outer loop visits each coordinate once without a test, and whose inner loop, the last,

@@ -13,11 +13,11 @@ from ...ir.cin import Iter, operands
 from ...ir.errors import InternalCompilerError
 from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
-from ...ir.notes import PAIRS, RUNNING_SUMS, split_by_threads
+from ...ir.notes import split_by_threads
 from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .cases import CaseDispatch
-from .emit_base import ONE, RUN_UNROLL, ZERO, Ctx, LevelPos, RunState, unroll
+from .emit_base import ONE, ZERO, Ctx, LevelPos, RunState, unroll
 from .gallop import GallopEmitter
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         self.lockstep = False  # every iterator holds the same coordinates (same_coordinates)
         self.absent: ir.Block | None = None  # straight-line code: where a miss goes
         # The fast forms the loop-IR passes chose for this loop (ir/opt/passes.py).
-        self.notes = node.notes
+        self.forms = node.forms
 
     def emit(self) -> None:
         b = self.b
@@ -76,10 +76,10 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         if self.jam_body is not None and self.node.jam:
             for lanes in self.node.jam:  # the loop below then runs the remaining iterations
                 self.jam_loop(lanes)
-        if self.pair_body is not None and PAIRS in self.notes and self.kc.other_form:
+        if self.pair_body is not None and self.forms.pairs:
             self.pair_loop()  # the loop below then runs the odd last iteration
         reserved = self.reserve_appends()
-        self.running = RUNNING_SUMS in self.notes
+        self.running = self.forms.running_sums
         if self.running:
             run_coord = self.kc.alloca(I64, "run.coord")
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
@@ -102,11 +102,12 @@ class PointEmitter(CaseDispatch, GallopEmitter):
 
     def emit_merge(self) -> None:
         b = self.b
-        if self.gallops() and self.kc.other_form:  # search past every mismatch
+        gallop = self.forms.gallop
+        if gallop is not None and not gallop.skew:  # search past every mismatch
             self.galloping = True
             self.emit_loop()
-        elif self.gallops():  # two versions of the loop: galloping pays off on skewed ranges
-            with b.if_else(self.skewed()) as (skewed, balanced):
+        elif gallop is not None:  # two versions of the loop: galloping pays off on skewed ranges
+            with b.if_else(self.skewed(gallop.skew)) as (skewed, balanced):
                 with skewed:
                     self.galloping = True
                     self.emit_loop()
@@ -135,9 +136,7 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         self.iteration(straight=False)
         if not b.block.is_terminated:
             back = b.branch(head)
-            if self.running:
-                unroll(back, RUN_UNROLL)
-            elif self.node.unroll > 1:  # a user's schedule asked (the loop IR says so)
+            if self.node.unroll > 1:  # a user's schedule, or running sums (the loop IR says)
                 unroll(back, self.node.unroll)
         b.position_at_end(done)
 
@@ -270,12 +269,7 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
             else (coords, i)
         chosen = None if straight else self.selected_cases(ctx, present)
-        if split and chosen:  # both merges apply: branch per case, or select (other_form)
-            if kc.other_form:
-                split = None
-            else:
-                chosen = None
-        if chosen:
+        if chosen:  # the cases computed and selected (the case-selection pass chose it)
             self.emit_selected(chosen, ctx)
             advanced = False
         else:

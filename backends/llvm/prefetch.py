@@ -3,7 +3,8 @@ ir/opt/passes.py).
 
 In ``A(i,k) * B(k,j)`` the loop over A's positions visits B's rows in a random order,
 and each row's first reads (its bounds, then its first coordinate and value) wait on
-memory. ``AHEAD`` positions further on, the loop reads the coordinate it will reach,
+memory. A few positions further on (the distance the pass chose: ``Loop.forms.prefetch``),
+the loop reads the coordinate it will reach,
 locates the other operand's levels there, reads the bounds of the row it will iterate
 and prefetches that row's first entry. Everything is asked of the levels' own
 functions (``pos_access``, ``locate``, ``pos_bounds``), so no format is named.
@@ -30,15 +31,12 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import operands
-from ...ir.notes import PREFETCH
 from .bodies import ArrayRef, emit_body, mark_access
 from .emit_base import I8P, I32, I64, ONE, ZERO, Ctx, LevelPos
 from .tensor_ir import TensorIR
 
 if TYPE_CHECKING:
     from .point import PointEmitter
-
-AHEAD = 4  # positions ahead whose rows are prefetched (4, 8 and 16 measured: 4 best)
 
 
 @dataclass
@@ -99,17 +97,14 @@ def _call(tensor: TensorIR, level: int, function: str, **env: ir.Value) -> list[
 
 
 def ahead(pe: PointEmitter) -> None:
-    """At the top of an iteration of a loop the pass noted: the prefetches for the
-    position ``AHEAD`` further on."""
-    if PREFETCH not in pe.notes or len(pe.iterated) != 1:
-        return
-    state = pe.states[pe.iterated[0]]
-    if state.kind != "position" or pe.iterated[0].is_universe:
-        return
-    if not pe.kc.other_form:
+    """At the top of an iteration of a loop whose forms prefetch (the pass chose it for
+    a loop over one level's positions): the prefetches for the position that many
+    further on."""
+    if not pe.forms.prefetch:
         return
     b = pe.b
-    at = b.add(b.load(state.cur), ir.Constant(I64, AHEAD))
+    state = pe.states[pe.iterated[0]]
+    at = b.add(b.load(state.cur), ir.Constant(I64, pe.forms.prefetch))
     for tensor, level, env in _rows(pe, at):
         begin = _call(tensor, level, "pos_bounds", **env)[0]
         emit_body(b, tensor.type.levels[level].definition.functions["pos_access"],

@@ -1,5 +1,6 @@
 """Optimization passes over the loop IR: each decides, with its own legality check,
-whether a fast form applies to a loop, and notes it on the loop node (see passes.py)."""
+whether a fast form applies to a loop, and rewrites the loop node with it as data
+(``Loop.forms``; ``Loop.other``: the kernel's other form, see passes.py)."""
 
 from __future__ import annotations
 

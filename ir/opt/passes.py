@@ -1,8 +1,10 @@
 """The loop-IR optimization passes: each finds the loops where its fast form is legal
-(``checks``) and notes the form on the loop node, which the printer shows.
+(``checks``) and rewrites the loop node with the form as data (``Loop.forms``), which the
+printer shows and a backend translates as given.
 
-A form timed against another at run time (llvsparse/calls/probe.py) is noted with
-``(other form)``: the kernel's other form uses it, the first form does not.
+A form timed against another at run time (llvsparse/calls/probe.py) goes in the loop's
+``other`` forms: ``other_form`` rewrites the program into the kernel's other form, a
+second program the runtime compiles and times against the first.
 """
 
 from __future__ import annotations
@@ -25,29 +27,31 @@ from ..loops import (
     Node,
     Program,
     Ref,
-    annotate,
     leading_locates,
     loops_of,
     tag,
     walk,
 )
-from ..notes import (  # the vocabulary passes note (re-exported: passes.PAIRS, ...)
-    CLEAR_ROWS,
+from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ...)
     GALLOP,
     JAM_LANES,
-    LOCKSTEP,
-    OTHER_FORMS,
     PAIRS,
     PREFETCH,
-    RUNNING_SUMS,
-    SELECT,
     SELECT_OTHER,
     THREAD_RANGE,
     THREAD_ROWS,
+    Forms,
+    Gallop,
     split_by_threads,
 )
 from ..types import unordered_append_output
 from . import checks
+
+GALLOP_SKEW = 8  # a merge gallops where one range is over this many times another's
+# (on comparable ranges the branch-free one-step merge is faster: uniform random rows
+# 23 ms stepping vs 36 galloping)
+RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV on 4M entries 9.5 -> 7.4 ms (4x: 7.9)
+AHEAD = 4  # positions ahead whose rows are prefetched (4, 8 and 16 measured: 4 best)
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,17 @@ def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
     return node
 
 
+def _choose(node: LoopNode, **forms: object) -> LoopNode:
+    """``node`` with ``forms`` chosen, in its first form and its other form alike."""
+    other = None if node.other is None else replace(node.other, **forms)
+    return replace(node, forms=replace(node.forms, **forms), other=other)
+
+
+def _other(node: LoopNode, **forms: object) -> LoopNode:
+    """``node`` whose other form (timed against the first) has ``forms``."""
+    return replace(node, other=replace(node.other or node.forms, **forms))
+
+
 def _all_insert_full(program: Program) -> tuple[bool, bool]:
     levels = program.output_levels
     return all(lv.can_insert for lv in levels), all(lv.full for lv in levels)
@@ -218,7 +233,7 @@ def pairs(where: _Where, node: LoopNode) -> LoopNode:
                            _hooks(where, node.index), unclamped,
                            [r.facts for r in leading_locates(node)]):
         return node
-    return annotate(node, PAIRS)
+    return _other(node, pairs=True)
 
 
 def _gallops(node: LoopNode) -> bool:
@@ -228,13 +243,17 @@ def _gallops(node: LoopNode) -> bool:
 
 
 def gallop(where: _Where, node: LoopNode) -> LoopNode:
-    """Galloping intersection, and the lockstep test of equal ranges it allows."""
+    """Galloping intersection: where one range is far longer than another (the first
+    form), or at every mismatch (the other form); and the lockstep test of equal
+    ranges it allows, where no per-coordinate hooks or thread-range test intervene (an
+    intersection's iterators then step together: A .* Aᵀ on the stencil 10.0 -> 8.7 ms;
+    a union's merge, which branches on a match first, is left without it)."""
     if not _gallops(node):
         return node
-    node = annotate(node, GALLOP)
+    node = _choose(node, gallop=Gallop(GALLOP_SKEW))
     if not _hooks(where, node.index) and not _range_loop(where, node):
-        node = annotate(node, LOCKSTEP)
-    return node
+        node = _choose(node, lockstep=True)
+    return _other(node, gallop=Gallop(0))
 
 
 def running_sums(where: _Where, node: LoopNode) -> LoopNode:
@@ -249,7 +268,7 @@ def running_sums(where: _Where, node: LoopNode) -> LoopNode:
                         _hooks(where, node.index), writes_next,
                         linear_in(node.expr, node.iterator.uid), full, site.accumulate,
                         site.scatter, all_insert):
-        return annotate(node, RUNNING_SUMS)
+        return replace(_choose(node, running_sums=True), unroll=RUN_UNROLL)
     return node
 
 
@@ -274,7 +293,7 @@ def select_cases(where: _Where, node: LoopNode) -> LoopNode:
     unclamped = _range_loop(where, node) and not all(
         r.universe or not r.facts.by_position or r.facts.ordered for r in node.iterators)
     split = not _hooks(where, node.index) and not unclamped
-    return annotate(node, SELECT_OTHER if split else SELECT)
+    return _other(node, select=True) if split else _choose(node, select=True)
 
 
 def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
@@ -289,7 +308,7 @@ def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
     if where.program.output_fill == 0 and checks.clears_rows(
             covers_all, THREAD_ROWS in node.tags, where.program.nests == 1, site.scatter,
             site.accumulate, all_insert, full):
-        return annotate(node, CLEAR_ROWS)
+        return _choose(node, clear_rows=True)
     return node
 
 
@@ -310,14 +329,17 @@ def prefetch(where: _Where, node: LoopNode) -> LoopNode:
                 and parent.level + 1 == item.iterator.level \
                 and checks.prefetches(node.iterator.facts, node.over == "positions",
                                       parent.facts, item.over == "positions"):
-            return annotate(node, PREFETCH)
+            return _other(node, prefetch=AHEAD)
     return node
 
 
 def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
     """A user's ``unroll(i, n)``: the loop over ``i`` runs ``n`` iterations per step of
-    LLVM's unroller (the backend attaches the count to the loop's back edge)."""
+    LLVM's unroller (the backend attaches the count to the loop's back edge); a
+    running-sum loop keeps its own count."""
     factor = dict(where.target.unrolls).get(node.index, 1)
+    if node.forms.running_sums:
+        return node
     return replace(node, unroll=factor) if factor > 1 else node
 
 
@@ -342,4 +364,34 @@ def optimize(program: Program, target: Target | None = None,
 def has_other_form(program: Program) -> bool:
     """Whether a loop of ``program`` has a second form, which the runtime times against
     the first on the first calls (llvsparse/calls/probe.py)."""
-    return any(note in OTHER_FORMS for loop in loops_of(program.root) for note in loop.notes)
+    return any(loop.other not in (None, loop.forms) for loop in loops_of(program.root))
+
+
+def other_form(program: Program) -> Program:
+    """The kernel's other form: ``program`` with each loop's other forms chosen. Which
+    of the two is faster depends on the input's pattern (no count we found tells them
+    apart), so a kernel with both is compiled both ways and the runtime times them
+    (llvsparse/calls/probe.py). The first form: a union branches per case and steps
+    only the operands it holds; an intersection searches past mismatches only where one
+    range is far longer than the other; rows are summed one at a time. The other: a
+    union computes every case and selects, an intersection searches past every
+    mismatch, two rows' sums run side by side, the rows of later positions are
+    prefetched."""
+    def swap(node: LoopNode, path: tuple[LoopNode, ...]) -> LoopNode:
+        return node if node.other is None else replace(node, forms=node.other, other=None)
+    return replace(program, root=_map(program.root, swap))
+
+
+def _other_form_names(first: Forms, other: Forms) -> set[str]:
+    """The names of the forms ``other`` adds to ``first``."""
+    names = {PAIRS} if other.pairs and not first.pairs else set()
+    names |= {GALLOP} if other.gallop != first.gallop else set()
+    names |= {SELECT_OTHER} if other.select and not first.select else set()
+    return names | ({PREFETCH} if other.prefetch and not first.prefetch else set())
+
+
+def other_form_notes(program: Program) -> tuple[str, ...]:
+    """The names of the forms ``program``'s other form adds (a kernel's metadata, which
+    ir/autoschedule.py's cost model reads), in order."""
+    return tuple(sorted({name for loop in loops_of(program.root) if loop.other is not None
+                         for name in _other_form_names(loop.forms, loop.other)}))

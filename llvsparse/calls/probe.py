@@ -3,11 +3,12 @@
 Two choices depend on the operands' data more than on anything a count can tell apart
 (see BENCHMARKS.md, "Measured and left alone"):
 
-- the form of the loops (KernelCompiler.other_form): the merge of each co-iteration (a
-  union that branches per case wins on regular patterns and loses on random ones, where
-  the branch mispredicts every other entry; an intersection that searches past every
-  mismatch wins where the unmatched entries come in runs), and whether two rows' sums run
-  side by side (backends/llvm/pairs.py: ahead on long rows, behind on short or irregular ones);
+- the form of the loops (the program or its other form, ir/opt/passes.py: other_form):
+  the merge of each co-iteration (a union that branches per case wins on regular
+  patterns and loses on random ones, where the branch mispredicts every other entry; an
+  intersection that searches past every mismatch wins where the unmatched entries come
+  in runs), and whether two rows' sums run side by side (backends/llvm/pairs.py: ahead
+  on long rows, behind on short or irregular ones);
 - whether threads gather a sparse output (gather.py): the copy costs what a merge that
   only streams costs.
 

@@ -17,9 +17,9 @@ from ..ir import notation as nt
 from ..ir.from_schedule import statement_of
 from ..ir.lattice_text import lattice_text
 from ..ir.legality import case_count, variants_within_budget
-from ..ir.loops import Program, loops_of
+from ..ir.loops import Program
 from ..ir.opt import loop_ir
-from ..ir.opt.passes import OTHER_FORMS, has_other_form
+from ..ir.opt.passes import has_other_form, other_form, other_form_notes
 from ..ir.output_init import initializes_output
 from ..ir.parallel import parallel_mode
 from ..ir.scheduled_statements import scheduled_statement
@@ -122,12 +122,6 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
                     precompute_meta(nests, types), other_form_notes(lowered.program))
 
 
-def other_form_notes(program: Program) -> tuple[str, ...]:
-    """The notes of ``program``'s loops that have an other form, in order."""
-    return tuple(sorted({note for loop in loops_of(program.root) for note in loop.notes
-                         if note in OTHER_FORMS}))
-
-
 def _phase_program(nests, types: dict[str, TensorType], order: list[str], request: Request,
                    phase: str, whole: Program) -> Program:
     """The loop IR of one phase of a kernel whose whole program is ``whole`` (a count
@@ -140,12 +134,12 @@ def _phase_program(nests, types: dict[str, TensorType], order: list[str], reques
 def _other_form(nests, types: dict[str, TensorType], order: list[str], request: Request,
                 whole: Program, phases: tuple[str, ...], entry: str,
                 module: LLVMModule | None) -> LLVMModule:
-    """A kernel's functions in their other form, added to ``module`` or a new one."""
+    """A kernel's functions in their other form (each phase's program rewritten by
+    ``other_form``), added to ``module`` or a new one."""
     for phase in ("whole", *phases):
-        program = _phase_program(nests, types, order, request, phase, whole)
+        program = other_form(_phase_program(nests, types, order, request, phase, whole))
         module = KernelCompiler(program, calling_convention(request, types), phase=phase,
-                                module=module, other_form=True,
-                                name=entry + OTHER_FORM_SUFFIX).compile()
+                                module=module, name=entry + OTHER_FORM_SUFFIX).compile()
     return module
 
 
