@@ -37,7 +37,7 @@ _HOMES = {
     "set_result_pool_bytes": "abi.results",
     "KernelRuntimeError": "abi.runtime", "get_num_threads": "abi.runtime",
     "set_num_threads": "abi.runtime",
-    "Tensor": "tensors.tensor", "sort": "frontend.sorting",
+    "Tensor": "frontend.tensor", "sort": "frontend.sorting",
     "tensordot": "frontend.numpy_functions",
     "LazyTensor": "frontend.lazy_tensor", "compute": "frontend.lazy_tensor",
     "lazy": "frontend.lazy_recipes",
@@ -109,6 +109,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .frontend.lazy_tensor import LazyTensor, compute
     from .frontend.numpy_functions import tensordot
     from .frontend.sorting import sort
+    from .frontend.tensor import Tensor
     from .ir.errors import InternalCompilerError, ScheduleError
     from .ir.gpu_plan import GpuMappingError
     from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
@@ -125,4 +126,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .tensors.format import Format, FormatError, Level
     from .tensors.format import named_format as named_format
     from .tensors.io import read, write
-    from .tensors.tensor import Tensor
+
+# Tensors are made as the public Tensor by every layer, those beneath the front end too
+# (tensors/made_as.py); naming it imports nothing until the first tensor is made.
+from .tensors.made_as import make_tensors_as
+
+make_tensors_as(lambda: importlib.import_module(".frontend.tensor", __name__).Tensor)

@@ -12,7 +12,7 @@ import scipy.io as sio
 import scipy.sparse as sp
 
 from llvsparse.tensors.io import read, write
-from llvsparse.tensors.tensor import Tensor
+from llvsparse.frontend.tensor import Tensor
 
 BANNER = b"%%MatrixMarket matrix coordinate real general\n"
 

@@ -13,7 +13,7 @@ from plugin_text import without_subsection
 
 import llvsparse as ls
 from llvsparse.kernel import api
-from llvsparse.tensors.views import TensorView
+from llvsparse.frontend.tensor import TensorView
 
 MATRIX_FORMATS = ["csr", "csc", "coo", "dcsr", "dense", "hash", "dia", "ell"]
 TENSOR3_FORMATS = ["csf", "coo", "dense", "hash"]

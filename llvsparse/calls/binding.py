@@ -20,7 +20,8 @@ from ..ir.parallel import dense_like
 from ..tensors.coerce import foreign_tensor, is_foreign_sparse
 from ..tensors.describe import bound_summary
 from ..tensors.format import Format, FormatError
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 from .gather import Scratch, gather_parallel
 from .instance import Instance
 from .live_copies import Refresh
@@ -79,7 +80,7 @@ class BoundCall:
             self.size = math.prod(self.extents)
             self.dtype = np.dtype(self.out_type.dtype)
             params, self.flat_params = output_params(out_format, self.out_type, self.extents)
-            self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
+            self.result = tensor_class().dense_outputs(out_shape, out_format, self.out_type,
                                                self.extents, params)
             # Below the pool's threshold a fresh result comes straight from numpy, left
             # uncleared where the kernel sets every entry (see ResultPool.zeros).
@@ -194,7 +195,7 @@ class BoundCall:
             given = tensors[name]
             if given is not bound:
                 return self._sibling(tensors, check)
-            if isinstance(given, Tensor):
+            if isinstance(given, StoredTensor):
                 if given.holder(check_shallow=True) is not holder:
                     return None
                 if self.patterned and given._sealed_state() is None:
@@ -236,7 +237,7 @@ class BoundCall:
                     return None
                 swap[id(old)] = new
                 continue
-            if type(new) is not Tensor or type(old) is not Tensor:
+            if type(new) is not tensor_class() or type(old) is not tensor_class():
                 return None
             if new is not old:
                 if new.format != old.format or new.dtype != old.dtype \
@@ -250,7 +251,7 @@ class BoundCall:
             return None
         if check:
             for tensor in swap.values():
-                if type(tensor) is Tensor:
+                if type(tensor) is tensor_class():
                     tensor.validate()
         sibling = BoundCall.__new__(BoundCall)
         sibling.__dict__.update(self.__dict__)
@@ -263,7 +264,7 @@ class BoundCall:
                           for t in sibling.inputs_by_name.values()]
         sibling.operands = dict(tensors)
         sibling.operand_holders = [
-            (t if type(t) is Tensor else sibling.inputs_by_name[n]).holder(check_shallow=False)
+            (t if type(t) is tensor_class() else sibling.inputs_by_name[n]).holder(check_shallow=False)
             for n, t in tensors.items()]
         sibling.code, sibling.calls, sibling.busy = {}, {}, threading.Lock()
         if self.dense:
@@ -355,7 +356,7 @@ class BoundCall:
             return self.assembled.adopt(holders[0])
         return self._assembled_on_one(form)
 
-    def _assembled_on_one(self, form: str) -> Tensor:
+    def _assembled_on_one(self, form: str) -> StoredTensor:
         if self.busy.acquire(blocking=False):
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()
@@ -368,7 +369,7 @@ class BoundCall:
         runtime.call(self._code(form).address, holders)
         return self.assembled.adopt(holders[0])
 
-    def _gathered(self, code: JitKernel) -> Tensor:
+    def _gathered(self, code: JitKernel) -> StoredTensor:
         """Threads append into the binding's kept buffers (or, while another thread is
         inside this binding, fresh ones) and copy them into the output."""
         holders = [self.assembled.holder(reserve=False), *self.inputs]
@@ -419,16 +420,16 @@ def views(values: np.ndarray, array: np.ndarray) -> bool:
         values.__array_interface__["data"][0] == array.__array_interface__["data"][0]
 
 
-def as_tensor(value: object, fmt: Format, name: str) -> Tensor:
+def as_tensor(value: object, fmt: Format, name: str) -> StoredTensor:
     """The caller's operand ``name`` as a Tensor stored in ``fmt`` (numpy and foreign
     sparse arrays are wrapped), refused where its order or format does not fit."""
-    order = value.order if isinstance(value, Tensor) else \
+    order = value.order if isinstance(value, StoredTensor) else \
         value.ndim if is_foreign_sparse(value) else np.ndim(value)
     if order != fmt.order:
         raise ShapeError(f"{name} is used with {fmt.order} "
                          f"{'index' if fmt.order == 1 else 'indices'} but has {order} "
                          f"{'dimension' if order == 1 else 'dimensions'}")
-    if isinstance(value, Tensor):
+    if isinstance(value, StoredTensor):
         if value.format.layout_key() != fmt.layout_key():  # the kernel takes its fill
             raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
                             f"compiled for {fmt!r}; convert it with .asformat()")
@@ -444,5 +445,5 @@ def as_tensor(value: object, fmt: Format, name: str) -> Tensor:
     array = np.asarray(value)
     if array.dtype == object:
         raise TypeError(f"{name}: cannot use a {type(value).__name__} as a tensor")
-    return Tensor.from_numpy(array, format=fmt)
+    return tensor_class().from_numpy(array, format=fmt)
 

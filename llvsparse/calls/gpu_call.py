@@ -21,7 +21,7 @@ from ..backends.cuda.emulator import EmulatedKernel, emulate
 from ..ir.autoschedule import gpu_schedule
 from ..ir.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT, GpuMappingError, GpuPlan, plan_gpu
 from ..ir.loops import Program
-from ..tensors.tensor import Tensor
+from ..tensors.tensor import StoredTensor
 from .binding import BoundCall
 from .gpu_launch import Launch, launch_of
 from .instance import Instance
@@ -104,7 +104,7 @@ def check_output(plan: GpuPlan, bound: BoundCall) -> None:
                               "output is assembled")
 
 
-def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Tensor:
+def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> StoredTensor:
     """The assembled output of ``bound`` (``code``: its phases on the host): setup and
     finish on the host, ``run(phase,
     holders, extra)`` launching the count and fill grids (``extra``: the per-thread
@@ -124,7 +124,7 @@ def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Ten
 
 
 def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
-                  cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]) -> Tensor:
+                  cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed by the emulated device kernels."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst

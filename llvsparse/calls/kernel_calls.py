@@ -18,7 +18,8 @@ from ..ir.parallel import dense_like
 from ..ir.schedule_types import Chunks
 from ..ir.types import fill_key
 from ..tensors.format import Format
-from ..tensors.tensor import Tensor, checked_index_dtype
+from ..tensors.tensor import StoredTensor
+from ..tensors.value_types import checked_index_dtype
 from . import auto_choice
 from .auto_choice import choose
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
@@ -239,7 +240,7 @@ class KernelCalls:
         return threads > 1 and out_shape[inst.parallel_mode] > 1
 
     def _thread_plan(self, inst: Instance, threads: int, extents: dict[str, int],
-                     inputs: dict[str, Tensor], even: bool = False) -> runtime.Split:
+                     inputs: dict[str, StoredTensor], even: bool = False) -> runtime.Split:
         """How threads share the split loop's coordinates: as a user's schedule says, or
         in chunks of about equal stored entries of the output's first index (``even``:
         equal row ranges, where the autoscheduler finds the rows even)."""
@@ -345,7 +346,7 @@ class KernelCalls:
         self._last_plan = ((extent, threads), weights, plan)
         return plan
 
-    def entries_per_row(self, inputs: dict[str, Tensor], var: str) -> list[np.ndarray]:
+    def entries_per_row(self, inputs: dict[str, StoredTensor], var: str) -> list[np.ndarray]:
         """Stored entries under each coordinate of ``var`` (the split loop's index) in
         each sparse input whose first level stores it: their sum evens out threads' work."""
         parts = []

@@ -26,7 +26,7 @@ from ..tensors.format import Format
 from ..tensors.walk import entry_windows, second_level_bounds
 
 if TYPE_CHECKING:
-    from ..tensors.tensor import Tensor
+    from ..tensors.tensor import StoredTensor
 
 
 class ScheduleMethods:
@@ -152,7 +152,7 @@ def check_bounds(plan: SchedulePlan | None, extents: dict[str, int]) -> None:
                                 f"{extent} in this call")
 
 
-def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, Tensor],
+def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, StoredTensor],
             weights: list[np.ndarray]) -> runtime.Split:
     """The parallel loop's coordinates [0, extent) cut as the schedule asks."""
     if chunks.within:
@@ -175,7 +175,7 @@ def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, Tensor]
     return runtime.Split(ranges or ((0, extent),), tuple(range(len(ranges) or 1)), threads)
 
 
-def windowed_chunks(chunks: Chunks, threads: int, tensor: Tensor) -> runtime.Split:
+def windowed_chunks(chunks: Chunks, threads: int, tensor: StoredTensor) -> runtime.Split:
     """Windows of ``tensor``'s stored entries under the parallel loop's coordinates, cut
     anywhere, each with the rows it touches (ir/entry_split.py). Consecutive windows of
     the schedule's size are grouped so that each thread draws a few of them (static

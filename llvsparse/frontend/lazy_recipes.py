@@ -23,12 +23,13 @@ from functools import lru_cache
 import numpy as np
 
 from ..ir import notation as nt
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 from . import eager_plans, lazy_tensor
 from .lazy_tensor import LazyTensor, Node, as_node, broadcast_shape, compute_node, node_dtype
 
 # What a recipe takes (anything else, a list or a scipy matrix, is built at once).
-_OPERANDS = (LazyTensor, Tensor, np.ndarray, int, float)
+_OPERANDS = (LazyTensor, StoredTensor, np.ndarray, int, float)
 
 
 _DTYPES: dict[tuple, np.dtype] = {}  # a recipe's dtype by its operation and operands'
@@ -117,7 +118,7 @@ def lazy(value: object) -> LazyTensor:
     """``value`` (a Tensor, numpy array, scipy or pydata sparse array) as the start of
     a lazy chain: a real-valued Tensor or ndarray as a recipe of its own (its node, a
     leaf, built when asked for); anything else (refused there) as ``lazy_tensor.lazy``."""
-    if type(value) in (Tensor, np.ndarray) and value.ndim and value.dtype.kind in "biuf":
+    if type(value) in (tensor_class(), np.ndarray) and value.ndim and value.dtype.kind in "biuf":
         return Deferred(None, (value,), functools.partial(as_node, value), value.shape)
     return lazy_tensor.lazy(value)
 

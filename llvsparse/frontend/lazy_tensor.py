@@ -31,12 +31,14 @@ from ..notation import elementwise as ew
 from ..tensors.coerce import asarray, is_foreign_sparse
 from ..tensors.deferred import Deferred
 from ..tensors.format import Format, FormatError, Level, named_format
-from ..tensors.tensor import Tensor, checked_value_dtype
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
+from ..tensors.value_types import checked_value_dtype
 from .numpy_protocols import ArrayOps
 
 # What a leaf reads: a Tensor, or a numpy array the kernel call wraps itself (wrapping
 # it here cost more than the call).
-Operand = Tensor | np.ndarray
+Operand = StoredTensor | np.ndarray
 
 _COUNTER = itertools.count()
 
@@ -112,7 +114,7 @@ def as_node(value: object) -> Node | None:
     NaN, bools)."""
     if isinstance(value, LazyTensor):
         return value.node
-    if isinstance(value, Tensor):
+    if isinstance(value, StoredTensor):
         return leaf(value)
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.generic)) \
             and math.isfinite(value):
@@ -260,10 +262,10 @@ def squeeze(node: Node, axes: Sequence[int]) -> Node:
     tensor = compute_node(node)
     shape = tuple(e for k, e in enumerate(tensor.shape) if k not in axes)
     if _is_dense(tensor):
-        return leaf(Tensor.from_numpy(tensor.to_numpy().reshape(shape)))
+        return leaf(tensor_class().from_numpy(tensor.to_numpy().reshape(shape)))
     coords, values = tensor.to_coo()
     keep = [k for k in range(tensor.order) if k not in axes]
-    return leaf(Tensor.from_coo(coords[keep], values, shape, _sparse_format(len(shape))))
+    return leaf(tensor_class().from_coo(coords[keep], values, shape, _sparse_format(len(shape))))
 
 
 def transpose(node: Node, axes: Sequence[int] | None = None) -> Node:
@@ -350,7 +352,7 @@ def _unblocked(node: Node) -> Node:
     """The node with blocked operands (BCSR) converted: their loops only sum (a max over
     their index is refused, see ir/frontend.py)."""
     leaves = {name: tensor.asformat(_sparse_format(tensor.ndim))
-              if isinstance(tensor, Tensor) and any(lv.block for lv in tensor.format.levels)
+              if isinstance(tensor, StoredTensor) and any(lv.block for lv in tensor.format.levels)
               else tensor for name, tensor in node.leaves.items()}
     if all(leaves[n] is t for n, t in node.leaves.items()):
         return node
@@ -417,14 +419,14 @@ def permuted_format(fmt: Format, new_modes: tuple[int, ...]) -> Format | None:
     return mapped
 
 
-def _view(tensor: Tensor, perm: Sequence[int]) -> Tensor | None:
+def _view(tensor: StoredTensor, perm: Sequence[int]) -> StoredTensor | None:
     """``tensor`` with axes reordered (axis k of the view is ``perm[k]`` of the tensor),
     sharing its arrays: only the levels' modes change."""
     new_modes = tuple(perm.index(m) for m in range(tensor.order))
     fmt = permuted_format(tensor.format, new_modes)
     if fmt is None:
         return None
-    view = Tensor(tuple(tensor.shape[k] for k in perm), fmt, tensor.dtype,
+    view = tensor_class()(tuple(tensor.shape[k] for k in perm), fmt, tensor.dtype,
                   tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
                   tensor.params, tensor.values, fill=tensor.fill, name=tensor.name)
     return view._seal()._mark_valid() if tensor.__dict__.get("_sealed") else view
@@ -455,7 +457,7 @@ def _vars_in_order(expr: nt.Expr) -> list[nt.IndexVar]:
     return found
 
 
-def compute_node(node: Node, format: object = None) -> Tensor:
+def compute_node(node: Node, format: object = None) -> StoredTensor:
     """The node's value as a Tensor: one kernel for the whole expression."""
     expr = node.expr
     if isinstance(expr, nt.Access) and set(expr.indices) == set(node.vars) and \
@@ -463,7 +465,7 @@ def compute_node(node: Node, format: object = None) -> Tensor:
         tensor = node.leaves[expr.tensor]  # the tensor itself, or a transposed view
         perm = [expr.indices.index(v) for v in node.vars]
         if isinstance(tensor, np.ndarray):
-            tensor = Tensor.from_numpy(np.transpose(tensor, perm))
+            tensor = tensor_class().from_numpy(np.transpose(tensor, perm))
         elif expr.indices != node.vars:
             view = _view(tensor, perm)
             tensor = view if view is not None else _run(node, None)
@@ -471,7 +473,7 @@ def compute_node(node: Node, format: object = None) -> Tensor:
     return _run(node, format)
 
 
-def _run(node: Node, format: object) -> Tensor:
+def _run(node: Node, format: object) -> StoredTensor:
     """One kernel for the node's assignment, into ``format`` or the one chosen."""
     assignment, operands = canonical(node)
     chosen = format if format is not None else \
@@ -523,7 +525,7 @@ class LazyTensor(ArrayOps, Deferred):
         """The fused index notation ``compute`` compiles."""
         return canonical(self.node)[0]
 
-    def compute(self, format: object = None) -> Tensor:
+    def compute(self, format: object = None) -> StoredTensor:
         return compute_node(self.node, format)
 
     def __repr__(self) -> str:
@@ -541,12 +543,12 @@ def lazy(value: object) -> LazyTensor:
     return LazyTensor(node)
 
 
-def compute(value: object, format: object = None) -> Tensor:
+def compute(value: object, format: object = None) -> StoredTensor:
     """Run a lazy chain as one kernel (a Tensor is returned as it is, or converted to
     ``format``)."""
     if isinstance(value, LazyTensor):
         return value.compute(format)
-    if isinstance(value, Tensor):
+    if isinstance(value, StoredTensor):
         return value if format is None else value.asformat(format)
     raise TypeError(f"ls.compute needs a lazy expression or a Tensor, not "
                     f"{type(value).__name__}")

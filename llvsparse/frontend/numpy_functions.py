@@ -12,7 +12,8 @@ from functools import cache
 import numpy as np
 
 from ..notation.einsum_forms import expanded, pairwise, sublists_to_string
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 from . import array_extras, entry_functions, sorting
 from .complex_values import any_complex, bilinear, multilinear
 from .numpy_protocols import (
@@ -53,16 +54,16 @@ def product_result(result: object, operands: tuple, return_type: object = None) 
         return result
     if return_type is None:
         dense = any(isinstance(x, np.ndarray) for x in operands)
-        return result.to_numpy() if dense and isinstance(result, Tensor) else result
+        return result.to_numpy() if dense and isinstance(result, StoredTensor) else result
     if return_type is np.ndarray:
-        return result.to_numpy() if isinstance(result, Tensor) else np.asarray(result)
+        return result.to_numpy() if isinstance(result, StoredTensor) else np.asarray(result)
     name = return_type if isinstance(return_type, str) else \
         getattr(return_type, "__name__", None)
     if not isinstance(name, str) or name.lower() not in ("coo", "gcxs", "csr", "csc",
                                                          "csf", "dense"):
         raise TypeError(f"return_type must be None, np.ndarray or a sparse kind (a format "
                         f"name, COO or GCXS), not {return_type!r}")
-    tensor = result if isinstance(result, Tensor) else Tensor.from_numpy(np.asarray(result))
+    tensor = result if isinstance(result, StoredTensor) else tensor_class().from_numpy(np.asarray(result))
     return tensor.asformat(name.lower()) if tensor.order else tensor
 
 
@@ -148,10 +149,10 @@ def written_into(out: object, result: object, what: str) -> object:
     """``result`` written into ``out=`` (one Tensor, not a view), which then holds it in
     its own dtype (numpy's same_kind casting), as numpy's in-place ufuncs do."""
     target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
-    if type(target) is not Tensor:
+    if type(target) is not tensor_class():
         raise TypeError(f"{what}(..., out=): out must be one Tensor (not a view or a "
                         f"{type(target).__name__})")
-    value = result if isinstance(result, Tensor) else Tensor.from_numpy(np.asarray(result))
+    value = result if isinstance(result, StoredTensor) else tensor_class().from_numpy(np.asarray(result))
     if value.shape != target.shape:
         raise ValueError(f"{what}(..., out=): the result has shape {value.shape}, out "
                          f"has {target.shape}")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..notation import elementwise as ew
+from ..tensors.made_as import tensor_class
 
 
 def _lazy_module():
@@ -511,9 +512,8 @@ def _cast(result, dtype):
 
 def _kept(result, axes: tuple[int, ...], ndim: int):
     """``keepdims=True``: the reduced axes back with extent 1 (computed, then reshaped)."""
-    from ..tensors.tensor import Tensor
-
     values = np.asarray(result)
     shape = [1 if k in axes else None for k in range(ndim)]
     rest = iter(values.shape)
-    return Tensor.from_numpy(values.reshape([next(rest) if e is None else 1 for e in shape]))
+    kept = values.reshape([next(rest) if e is None else 1 for e in shape])
+    return tensor_class().from_numpy(kept)

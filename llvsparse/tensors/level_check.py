@@ -23,7 +23,7 @@ from ..formats.loader import FormatFileError, LevelDef, load_level_file
 from ..formats.registry import get_level, registered_for_check
 from ..ir.errors import ScheduleError
 from .format import Format, Level
-from .tensor import Tensor
+from .made_as import tensor_class
 from .walk import _env, walk_levels
 
 # Rows with nothing, one entry, a full row and scattered entries (coordinate 0 and the
@@ -68,7 +68,7 @@ def _packed(name: str, function: str):
     if function not in get_level(name).functions:
         return None
     try:
-        tensor = Tensor.from_numpy(SAMPLE, format=Format([Level("dense", 0), Level(name, 1)]))
+        tensor = tensor_class().from_numpy(SAMPLE, format=Format([Level("dense", 0), Level(name, 1)]))
     except ScheduleError:  # no kernel can assemble it (as DIA's levels): nothing to pack
         return None
     return tensor, walk_levels(tensor, check=False)
