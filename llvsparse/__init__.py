@@ -21,7 +21,7 @@ _HOMES = {
     "Format": "tensors.format", "FormatError": "tensors.format", "Level": "tensors.format",
     "named_format": "tensors.format",
     "FormatFileError": "formats.loader",
-    "level_formats": "formats.registry", "register_level_format": "formats.registry",
+    "level_formats": "formats.registry", "register_level_format": "tensors.level_check",
     "unregister_level_format": "formats.registry",
     "CorruptTensorError": "formats.interpret",
     "read": "tensors.io", "write": "tensors.io",
@@ -102,7 +102,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .calls.binding import ShapeError
     from .formats.interpret import CorruptTensorError
     from .formats.loader import FormatFileError
-    from .formats.registry import level_formats, register_level_format, unregister_level_format
+    from .formats.registry import level_formats, unregister_level_format
     from .frontend.conv import conv, pool
     from .frontend.einsums import einsum
     from .frontend.lazy_recipes import lazy
@@ -126,6 +126,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .tensors.format import Format, FormatError, Level
     from .tensors.format import named_format as named_format
     from .tensors.io import read, write
+    from .tensors.level_check import register_level_format
 
 # Tensors are made as the public Tensor by every layer, those beneath the front end too
 # (tensors/made_as.py); naming it imports nothing until the first tensor is made.

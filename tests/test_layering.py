@@ -21,8 +21,6 @@ LAYERS = ("formats", "ir", "backends", "abi", "notation", "tensors", "caching", 
 
 # Imports that go up a layer, each (importer, imported): what still has to move.
 KNOWN_UPWARD = {
-    # Registering a YAML level cross-checks it on a tensor packed through it.
-    ("llvsparse.formats.registry", "llvsparse.tensors.level_check"): "the plugin check",
     # Type checkers only: a workspace policy's emit hooks take the backend's compiler;
     # the GPU and interpreter calls are given the Kernel they serve.
     ("llvsparse.ir.workspace_policy", "llvsparse.backends.llvm.codegen"): "type hint",
@@ -40,7 +38,6 @@ KNOWN_HIDDEN_CYCLES = {
     *(("llvsparse.frontend.numpy_protocols", f"llvsparse.frontend.{name}")
       for name in ("lazy_tensor", "entry_reductions", "shape_ops", "ufuncs", "complex_values",
                    "numpy_functions", "lazy_products", "eager_plans", "lazy_recipes")),
-    ("llvsparse.formats.registry", "llvsparse.tensors.level_check"),
 }
 
 ROOT = Path(llvsparse.__file__).parent
