@@ -10,7 +10,7 @@ import pytest
 
 import llvsparse as ls
 from llvsparse.frontend import eager_plans, lazy_recipes
-from llvsparse.frontend.lazy_recipes import Deferred
+from llvsparse.frontend.lazy_recipes import LazyRecipe
 from llvsparse.kernel import api
 
 FORMATS = ("coo", "csr", "csc")
@@ -72,8 +72,8 @@ def test_a_repeated_chain_runs_no_kernel_call_path(monkeypatch):
     original = api.Kernel.__call__
     monkeypatch.setattr(api.Kernel, "__call__",
                         lambda self, **kw: calls.append(1) or original(self, **kw))
-    built = Deferred.node
-    monkeypatch.setattr(Deferred, "node",
+    built = LazyRecipe.node
+    monkeypatch.setattr(LazyRecipe, "node",
                         property(lambda self: calls.append(2) or built.fget(self)))
     for _ in range(3):
         assert np.allclose(_dense(ls.compute(ls.lazy(A) * B + 2.0)), a * b + 2.0)

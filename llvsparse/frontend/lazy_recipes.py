@@ -36,7 +36,7 @@ _DTYPES: dict[tuple, np.dtype] = {}  # a recipe's dtype by its operation and ope
 DTYPES_KEPT = 1024
 
 
-class Deferred(LazyTensor):
+class LazyRecipe(LazyTensor):
     """A lazy operation whose node is built on first use: ``recipe`` is the operation
     and its operands (which eager_plans keys by), ``make`` builds the node."""
 
@@ -101,7 +101,7 @@ def deferred(operation: object, operands: tuple, make: Callable[[], Node]) -> La
         shape = tuple(n for k, n in enumerate(_shape(operands[0])) if k not in axes)
     else:
         return LazyTensor(make())
-    return Deferred(operation, operands, make, shape)
+    return LazyRecipe(operation, operands, make, shape)
 
 
 def _shape(value: object) -> tuple[int, ...]:
@@ -119,7 +119,7 @@ def lazy(value: object) -> LazyTensor:
     a lazy chain: a real-valued Tensor or ndarray as a recipe of its own (its node, a
     leaf, built when asked for); anything else (refused there) as ``lazy_tensor.lazy``."""
     if type(value) in (tensor_class(), np.ndarray) and value.ndim and value.dtype.kind in "biuf":
-        return Deferred(None, (value,), functools.partial(as_node, value), value.shape)
+        return LazyRecipe(None, (value,), functools.partial(as_node, value), value.shape)
     return lazy_tensor.lazy(value)
 
 
@@ -127,7 +127,7 @@ def _structure(value: object, leaves: list) -> object:
     """``value``'s structure, its leaves (tensors, arrays, numbers) appended to
     ``leaves`` and named by position; None where a part has no recipe (a lazy node
     built otherwise: a transposed or reshaped one)."""
-    if isinstance(value, Deferred):
+    if isinstance(value, LazyRecipe):
         operation, operands = value.recipe
         if operation is None:  # ls.lazy(A)
             return _structure(operands[0], leaves)
@@ -148,7 +148,7 @@ def _structure(value: object, leaves: list) -> object:
     return len(leaves) - 1
 
 
-def _fused(operation: tuple, operands: tuple, chain: Deferred) -> object:
+def _fused(operation: tuple, operands: tuple, chain: LazyRecipe) -> object:
     """The chain as one kernel, by its plan (eager_plans)."""
     done = eager_plans.replayed(operation, operands)
     if done is not None:
@@ -159,7 +159,7 @@ def _fused(operation: tuple, operands: tuple, chain: Deferred) -> object:
 def _eager(value: object) -> object:
     """The chain's operations one by one, each an eager operation (its plan, its fast
     call: eager_plans)."""
-    if not isinstance(value, Deferred):
+    if not isinstance(value, LazyRecipe):
         return value
     operation, operands = value.recipe
     if operation is None:
@@ -191,12 +191,12 @@ class Choice:
     KEPT = 256
 
     def __init__(self):
-        self.ways: dict[str, Callable[[tuple, tuple, Deferred], object]] = {
+        self.ways: dict[str, Callable[[tuple, tuple, LazyRecipe], object]] = {
             "fused": _fused, "eager": lambda operation, operands, chain: _eager(chain)}
         self.chosen: dict[tuple, str] = {}
         self.timing: dict[tuple, dict[str, list[float]]] = {}
 
-    def run(self, operation: tuple, operands: tuple, chain: Deferred) -> object:
+    def run(self, operation: tuple, operands: tuple, chain: LazyRecipe) -> object:
         key = eager_plans.key(operation, operands)
         way = "fused" if key is None else self.chosen.get(key)
         if way is not None:
