@@ -35,8 +35,8 @@ _HOMES = {
                      "logical_and", "logical_or", "logical_xor", "logical_not"),
                     "notation.expr_api"),
     "set_result_pool_bytes": "abi.results",
-    "KernelRuntimeError": "abi.runtime", "get_num_threads": "abi.runtime",
-    "set_num_threads": "abi.runtime",
+    "KernelRuntimeError": "abi.runtime", "get_num_threads": "abi.thread_calls",
+    "set_num_threads": "abi.thread_calls",
     "Tensor": "frontend.tensor", "sort": "frontend.sorting",
     "tensordot": "frontend.numpy_functions",
     "LazyTensor": "frontend.lazy_tensor", "compute": "frontend.lazy_tensor",
@@ -97,7 +97,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from .abi.results import set_result_pool_bytes
-    from .abi.runtime import KernelRuntimeError, get_num_threads, set_num_threads
+    from .abi.runtime import KernelRuntimeError
+    from .abi.thread_calls import get_num_threads, set_num_threads
     from .caching.memory import set_kernel_cache_bytes
     from .calls.binding import ShapeError
     from .formats.interpret import CorruptTensorError

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..abi import runtime
+from ..abi import runtime, thread_calls
 from ..abi.results import MIN_BYTES, RESULTS, check_fits_memory
 from ..backends.cpu import JitKernel
 from ..formats.registry import changed_since
@@ -53,7 +53,7 @@ class BoundCall:
     """
 
     def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
-                 inputs: list[runtime.DescriptorHolder], plan: runtime.Split | None,
+                 inputs: list[runtime.DescriptorHolder], plan: thread_calls.Split | None,
                  expected: int = 0, form: str | None = None):
         self.inst, self.format, self.shape = inst, out_format, out_shape
         # (still valid?, the binding to run instead), checked in order before every
@@ -133,7 +133,7 @@ class BoundCall:
                    prepare: Callable[[int, int], None] | None = None) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], self.flat_params)
         if self.plan:
-            runtime.call_parallel(code.range_address, [output, *self.inputs],
+            thread_calls.call_parallel(code.range_address, [output, *self.inputs],
                                   self.plan, prepare)
         else:
             runtime.call(code.address, [output, *self.inputs])
@@ -144,7 +144,7 @@ class BoundCall:
         parts = [np.zeros(self.size, self.dtype) for _ in self.plan.chunks]
         outputs = [runtime.DescriptorHolder(self.extents, [part], self.flat_params)
                    for part in parts]
-        runtime.call_private_outputs(code.range_address, outputs, self.inputs, self.plan)
+        thread_calls.call_private_outputs(code.range_address, outputs, self.inputs, self.plan)
         return self.combine(parts)
 
     def _run_one(self, form: str, values: np.ndarray) -> None:
@@ -188,7 +188,7 @@ class BoundCall:
         without a copy) and the thread request matches; else a sibling for new Tensors
         of the same signature where that is safe (``_sibling``). ``check`` validates the
         Tensors again (remembered for sealed ones, see ``Tensor.validate``)."""
-        wanted = runtime.get_num_threads() if threads is None else threads
+        wanted = thread_calls.get_num_threads() if threads is None else threads
         if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
             return None
         for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
@@ -350,7 +350,7 @@ class BoundCall:
             return self._gathered(self._code(form))
         if self.plan and not self.scratch:  # threads count, then fill (see can_split_assembly)
             holders = [self.assembled.holder(reserve=False), *self.inputs]
-            runtime.assemble_parallel(
+            thread_calls.assemble_parallel(
                 self._code(form).assembly, holders, self.plan,
                 lambda total: self.assembled.reserve_for(holders[0], total))
             return self.assembled.adopt(holders[0])

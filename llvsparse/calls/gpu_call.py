@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abi import runtime
+from ..abi import runtime, thread_calls
 from ..backends.cpu import JitKernel
 from ..backends.cuda.emulator import EmulatedKernel, emulate
 from ..ir.autoschedule import gpu_schedule
@@ -112,14 +112,14 @@ def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Sto
     addresses = code.assembly
     holders = [bound.assembled.holder(reserve=False), *bound.inputs]
     table = runtime.descriptor_table(holders)
-    runtime.check_status(runtime.SETUP_TYPE(addresses["setup"])(table), holders)
+    runtime.check_status(thread_calls.SETUP_TYPE(addresses["setup"])(table), holders)
     counts = np.zeros(max(launch.threads, 1), np.int64)
     run("count", holders, counts)
     offsets = np.concatenate([[0], np.cumsum(counts[:launch.threads])]).astype(np.int64)
     total = int(offsets[-1])
     bound.assembled.reserve_for(holders[0], total)
     run("fill", holders, offsets)
-    runtime.check_status(runtime.FINISH_TYPE(addresses["finish"])(table, total), holders)
+    runtime.check_status(thread_calls.FINISH_TYPE(addresses["finish"])(table, total), holders)
     return bound.assembled.adopt(holders[0])
 
 

@@ -36,7 +36,7 @@ from operator import is_
 
 import numpy as np
 
-from ..abi import runtime
+from ..abi import runtime, thread_calls
 from ..calls.binding import BoundCall
 from ..calls.outputs import refused_insert_error
 from ..formats.registry import generation as registry_generation
@@ -177,7 +177,7 @@ class _Checked:
         self.known = {id(a): a.ctypes.data for _, _, _, _, _, arrays in self.tensors
                       for a in arrays if a.size} if pointwise is not None else {}
         self.generation = registry_generation()
-        self.threads = runtime.get_num_threads()
+        self.threads = thread_calls.get_num_threads()
 
     def __call__(self, operands: tuple) -> object | None:
         for k, tensor, objects, params, extents, arrays in self.tensors:
@@ -193,7 +193,7 @@ class _Checked:
             if lane is None or lane.maker is not maker or not lane.holds(tensor):
                 return None
         if registry_generation() != self.generation or \
-                runtime.get_num_threads() != self.threads:
+                thread_calls.get_num_threads() != self.threads:
             return None
         result = self.pointwise(operands) if self.pointwise is not None else \
             self.run(operands)
