@@ -40,7 +40,7 @@ _HOMES = {
     "Tensor": "frontend.tensor", "sort": "frontend.sorting",
     "tensordot": "frontend.numpy_functions",
     "LazyTensor": "frontend.lazy_tensor", "compute": "frontend.lazy_tensor",
-    "lazy": "frontend.lazy_recipes",
+    "lazy": "frontend.lazy_tensor",
     "WorkspacePolicy": "ir.workspace_policy",
     "register_workspace_policy": "kernel.policy_registry",
     "unregister_workspace_policy": "kernel.policy_registry",
@@ -106,8 +106,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .formats.registry import level_formats, unregister_level_format
     from .frontend.conv import conv, pool
     from .frontend.einsums import einsum
-    from .frontend.lazy_recipes import lazy
-    from .frontend.lazy_tensor import LazyTensor, compute
+    from .frontend.lazy_tensor import LazyTensor, compute, lazy
     from .frontend.numpy_functions import tensordot
     from .frontend.sorting import sort
     from .frontend.tensor import Tensor

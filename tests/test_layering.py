@@ -33,12 +33,7 @@ KNOWN_UPWARD = {
 
 # Imports inside functions that close a cycle of modules (the rest inside functions
 # load heavy or optional code on first use, and close none).
-KNOWN_HIDDEN_CYCLES = {
-    # ArrayOps (Tensor's and LazyTensor's operators) and the front end that implements them.
-    *(("llvsparse.frontend.numpy_protocols", f"llvsparse.frontend.{name}")
-      for name in ("lazy_tensor", "entry_reductions", "shape_ops", "ufuncs", "complex_values",
-                   "numpy_functions", "lazy_products", "eager_plans", "lazy_recipes")),
-}
+KNOWN_HIDDEN_CYCLES: set[tuple[str, str]] = set()  # none left: keep it so
 
 ROOT = Path(llvsparse.__file__).parent
 _FOLDERS = {"llvsparse": ROOT, **{f"llvsparse.{name}": Path(getattr(llvsparse, name).__file__)

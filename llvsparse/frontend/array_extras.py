@@ -14,7 +14,7 @@ import numpy as np
 
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
-from .lazy_tensor import normalize_axis
+from .lazy_nodes import normalize_axis
 from .shape_ops import moveaxis, reshape, tensor_of
 
 

@@ -17,7 +17,8 @@ import numpy as np
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
 from . import entry_reductions
-from .lazy_tensor import LazyTensor, as_node, compute_node
+from .lazy_compute import compute_node
+from .lazy_nodes import NodeHolder, as_node
 from .ufuncs import aligned, named_format
 
 
@@ -34,7 +35,7 @@ def any_complex(values) -> bool:
 
 
 def _computed(value: object) -> object:
-    return compute_node(as_node(value)) if isinstance(value, (StoredTensor, LazyTensor)) else value
+    return compute_node(as_node(value)) if isinstance(value, (StoredTensor, NodeHolder)) else value
 
 
 def _part(tensor: StoredTensor, values: np.ndarray, fill: float) -> StoredTensor:

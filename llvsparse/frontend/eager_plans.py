@@ -30,7 +30,8 @@ from ..tensors.coerce import natural_format
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
 from . import fast_calls
-from .lazy_tensor import Node, canonical, compute_node, output_format
+from .lazy_compute import compute_node, output_format
+from .lazy_nodes import Node, canonical
 
 # Plans by (operation, operand signatures); None marks a signature the full path serves.
 _PLANS: dict[tuple, Plan | None] = {}

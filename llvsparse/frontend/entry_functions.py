@@ -12,7 +12,7 @@ import numpy as np
 
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
-from .lazy_tensor import normalize_axis
+from .lazy_nodes import normalize_axis
 from .shape_ops import tensor_of
 from .tensor_assign import in_dtype, replace_entries
 from .ufuncs import named_format

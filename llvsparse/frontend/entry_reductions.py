@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..tensors.made_as import tensor_class
-from .lazy_tensor import as_node, compute_node, reduce_axes
+from .lazy_compute import compute_node
+from .lazy_nodes import as_node, reduce_axes
 
 
 @dataclass

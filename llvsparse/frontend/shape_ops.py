@@ -17,8 +17,9 @@ import numpy as np
 from ..ir.types import fill_key
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
-from .lazy_tensor import compute_node, node_of, normalize_axis
-from .lazy_tensor import transpose as transposed
+from .lazy_compute import compute_node
+from .lazy_nodes import node_of, normalize_axis
+from .lazy_nodes import transpose as transposed
 
 
 def is_dense(tensor: StoredTensor) -> bool:

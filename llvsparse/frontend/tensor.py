@@ -1,6 +1,6 @@
 """The public Tensor: a StoredTensor (tensors/tensor.py: levels, arrays, checks and the
 conversions that need no compiled kernel) with what computes through the layers beneath
-it: numpy's operators and protocols (ArrayOps), index notation and slicing, item
+it: numpy's operators and protocols (NumpyArray), index notation and slicing, item
 assignment, writing files, and conversions by a compiled copy kernel. Every tensor the
 package makes is one (tensors/made_as.py); a view of one is a TensorView."""
 
@@ -15,12 +15,12 @@ from ..tensors.format import Format
 from ..tensors.tensor import StoredTensor
 from ..tensors.views import WindowStorage, is_window_key, view
 from . import tensor_assign
-from .numpy_protocols import ArrayOps
+from .numpy_dispatch import NumpyArray
 
 
-class Tensor(StoredTensor, ArrayOps):
+class Tensor(StoredTensor, NumpyArray):
     """A tensor stored level by level (see StoredTensor), with numpy's operators,
-    reductions and protocols (ArrayOps, numpy_protocols.py)."""
+    reductions and protocols (NumpyArray: numpy_protocols.py, numpy_dispatch.py)."""
 
     def __getitem__(self, indices):
         """Index notation (``A[i, j]`` with index variables), or a slice of the tensor

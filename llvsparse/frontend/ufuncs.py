@@ -16,7 +16,8 @@ import numpy as np
 
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
-from .lazy_tensor import LazyTensor, as_node, compute_node
+from .lazy_compute import compute_node
+from .lazy_nodes import NodeHolder, as_node
 
 _NAMED = ("csr", "csc", "coo")
 
@@ -45,7 +46,7 @@ def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> StoredTensor | t
     ufunc of several results (``np.divmod``, ``np.modf``, ``np.frexp``) gives a tuple
     of tensors, each with the stored entries' results and the fill's."""
     options = _checked_options(ufunc, kwargs)
-    operands = [compute_node(as_node(x)) if isinstance(x, (StoredTensor, LazyTensor)) else x
+    operands = [compute_node(as_node(x)) if isinstance(x, (StoredTensor, NodeHolder)) else x
                 for x in inputs]
     tensors = [x for x in operands if isinstance(x, StoredTensor)]
     others = [x for x in operands if not isinstance(x, StoredTensor)]
