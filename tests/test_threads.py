@@ -224,8 +224,9 @@ def test_phases_run_in_order_with_one_step_between():
             log.append((name, k))
             return 0
         return run_chunk
-    thread_calls.run_phases([], plan, [thread_calls.Phase(step("a"), lambda: log.append(("between", -1))),
-                                   thread_calls.Phase(step("b"))])
+    thread_calls.run_phases([], plan,
+                            [thread_calls.Phase(step("a"), lambda: log.append(("between", -1))),
+                             thread_calls.Phase(step("b"))])
     names = [name for name, _ in log]
     chunks = len(plan.chunks)
     assert names == ["a"] * chunks + ["between"] + ["b"] * chunks

@@ -63,8 +63,8 @@ def pin_threads() -> Pinning:
 
         if hasattr(thread_calls, "set_num_threads"):
             thread_calls.set_num_threads(1)
-            pinning.statements.append("llvsparse.abi.thread_calls.set_num_threads(1); llvsparse columns "
-                                      "pass threads=N per call")
+            pinning.statements.append("llvsparse.abi.thread_calls.set_num_threads(1); "
+                                      "llvsparse columns pass threads=N per call")
     except ImportError:
         pass
     pinning.statements.append("GraphBLAS: gb.ss.config['nthreads'] = 1 or 2 per column; "

@@ -81,7 +81,7 @@ class BoundCall:
             self.dtype = np.dtype(self.out_type.dtype)
             params, self.flat_params = output_params(out_format, self.out_type, self.extents)
             self.result = tensor_class().dense_outputs(out_shape, out_format, self.out_type,
-                                               self.extents, params)
+                                                       self.extents, params)
             # Below the pool's threshold a fresh result comes straight from numpy, left
             # uncleared where the kernel sets every entry (see ResultPool.zeros).
             if self.size * self.dtype.itemsize < MIN_BYTES:
@@ -263,8 +263,9 @@ class BoundCall:
         sibling.inputs = [t.holder(check_shallow=not check)
                           for t in sibling.inputs_by_name.values()]
         sibling.operands = dict(tensors)
+        made = tensor_class()
         sibling.operand_holders = [
-            (t if type(t) is tensor_class() else sibling.inputs_by_name[n]).holder(check_shallow=False)
+            (t if type(t) is made else sibling.inputs_by_name[n]).holder(check_shallow=False)
             for n, t in tensors.items()]
         sibling.code, sibling.calls, sibling.busy = {}, {}, threading.Lock()
         if self.dense:

@@ -36,7 +36,7 @@ def diagonal_pattern(tensor, use: DiagonalUse, size: int, index_dtype: str):
         diagonal = np.unique(first[first == second])
     pattern = tensor_class().from_coo(np.stack([diagonal, diagonal]),
                               np.ones(len(diagonal), dtype=bool), (size, size), PATTERN_FORMAT,
-                              dtype="bool", index_dtype=index_dtype)
+                                      dtype="bool", index_dtype=index_dtype)
     if state is not None:
         tensor._diagonal_memo = (state, key, pattern)
     return pattern

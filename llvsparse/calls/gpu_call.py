@@ -124,7 +124,8 @@ def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Sto
 
 
 def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
-                  cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]) -> StoredTensor:
+                  cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]
+                  ) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed by the emulated device kernels."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst

@@ -26,4 +26,4 @@ def interpret_call(kernel: Kernel, check: bool, tensors: dict[str, Any]) -> Stor
     out_type = bound.out_type
     stored = np.asarray(values, dtype=program.dtype).astype(out_type.dtype)
     return tensor_class().from_coo(coords, stored, bound.shape, bound.format, dtype=out_type.dtype,
-                           index_dtype=out_type.index_dtype, fill=bound.format.fill)
+                                   index_dtype=out_type.index_dtype, fill=bound.format.fill)

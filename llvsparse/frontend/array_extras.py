@@ -64,7 +64,7 @@ def pad(array: object, pad_width: object, mode: str = "constant", **kwargs) -> S
     coords, values = tensor.to_coo()
     shape = tuple(int(n + before + after) for n, (before, after) in zip(tensor.shape, widths))
     return tensor_class().from_coo(coords + widths[:, :1], values, shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+                                   fill=tensor.fill_value)
 
 
 def vecdot(x1: object, x2: object, axis: int = -1) -> object:
@@ -106,7 +106,7 @@ def _triangle(m: object, k: int, upper: bool) -> StoredTensor:
     offset = coords[-1] - coords[-2]
     keep = offset >= k if upper else offset <= k
     return tensor_class().from_coo(coords[:, keep], values[keep], tensor.shape, "coo",
-                           dtype=tensor.dtype)
+                                   dtype=tensor.dtype)
 
 
 def triu(m: object, k: int = 0) -> StoredTensor:
@@ -148,8 +148,8 @@ def rounded(a: object, decimals: int = 0) -> StoredTensor:
     tensor = tensor_of(a, "round")
     fill = np.round(np.asarray(tensor.fill_value, tensor.dtype), decimals).item()
     return tensor_class()(tensor.shape, tensor.format.with_fill(fill), tensor.dtype,
-                  tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
-                  tensor.params, np.round(tensor.values, decimals))
+                          tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
+                          tensor.params, np.round(tensor.values, decimals))
 
 
 def matrix_transpose(x: object) -> object:
@@ -206,7 +206,7 @@ def repeat(a: object, repeats: object, axis=None) -> StoredTensor:
     coords[axis] = coords[axis] * count + np.tile(np.arange(count), len(values))
     shape = tuple(n * count if k == axis else n for k, n in enumerate(tensor.shape))
     return tensor_class().from_coo(coords, np.repeat(values, count), shape, "coo",
-                           dtype=tensor.dtype, fill=tensor.fill_value)
+                                   dtype=tensor.dtype, fill=tensor.fill_value)
 
 
 def diff(a: object, n: int = 1, axis: int = -1, prepend=None, append=None) -> object:

@@ -41,8 +41,8 @@ def _computed(value: object) -> object:
 def _part(tensor: StoredTensor, values: np.ndarray, fill: float) -> StoredTensor:
     """``tensor``'s entries with other (real) values: the same index arrays."""
     return tensor_class()(tensor.shape, tensor.format.with_fill(fill), values.dtype,
-                  tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
-                  tensor.params, values, name=tensor.name)
+                          tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
+                          tensor.params, values, name=tensor.name)
 
 
 def parts(value: object) -> tuple[object, object]:
@@ -72,7 +72,7 @@ def combined(real: object, imag: object, dtype: np.dtype) -> object:
     values.real, values.imag = columns[id(real)], columns[id(imag)]
     fill = complex(real.fill_value, imag.fill_value)
     return tensor_class().from_coo(coords, values, real.shape, named_format(real), dtype=dtype,
-                           fill=fill if fill.imag else fill.real)
+                                   fill=fill if fill.imag else fill.real)
 
 
 def bilinear(product: Callable[[object, object], object], a: object, b: object) -> object:

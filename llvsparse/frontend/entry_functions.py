@@ -58,7 +58,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     fill = np.asarray(mapped(np.asarray(x.fill_value, x.dtype))).item()
     result = np.asarray(mapped(values))
     return tensor_class().from_coo(coords, result, x.shape, named_format(x), dtype=result.dtype,
-                           fill=fill)
+                                   fill=fill)
 
 
 def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> StoredTensor:
@@ -80,5 +80,5 @@ def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> StoredTensor
     kept = np.vstack([coords[rest][:, on], place[on][None, :]])
     shape = tuple(tensor.shape[k] for k in rest) + (length,)
     return tensor_class().from_coo(kept, values[on], shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+                                   fill=tensor.fill_value)
 

@@ -72,8 +72,8 @@ def _view(tensor: StoredTensor, perm: Sequence[int]) -> StoredTensor | None:
     if fmt is None:
         return None
     view = tensor_class()(tuple(tensor.shape[k] for k in perm), fmt, tensor.dtype,
-                  tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
-                  tensor.params, tensor.values, fill=tensor.fill, name=tensor.name)
+                          tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
+                          tensor.params, tensor.values, fill=tensor.fill, name=tensor.name)
     return view._seal()._mark_valid() if tensor.__dict__.get("_sealed") else view
 
 

@@ -1,5 +1,5 @@
 """Sums of products of lazy nodes: numpy's ``@``, ``np.dot``, ``np.tensordot`` and
-``np.einsum`` as one index-notation node each (llvsparse/frontend/lazy_tensor.py has the nodes)."""
+``np.einsum`` as one index-notation node each (lazy_nodes.py has the nodes)."""
 
 from __future__ import annotations
 

@@ -44,14 +44,14 @@ class NumpyArray(ArrayOps):
         if method == "__call__" and kwargs.get("out") is not None:
             options = {k: v for k, v in kwargs.items() if k != "out"}
             return numpy_functions.written_into(kwargs["out"], ufunc(*inputs, **options),
-                                             f"np.{ufunc.__name__}")
+                                                f"np.{ufunc.__name__}")
         if method == "outer" and len(inputs) == 2 and not kwargs:
             return numpy_functions.array_extras.outer(ufunc, *inputs)
         if method != "__call__":
             return NotImplemented
         if ufunc.signature is not None and ufunc is not np.matmul:  # vecdot, matvec
             return numpy_functions.gufunc(ufunc, {k: v for k, v in kwargs.items()
-                                               if k != "out" or v is not None}, inputs)
+                                                  if k != "out" or v is not None}, inputs)
         _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
                                                if k not in ("out", "dtype")})
         if ufunc is not np.matmul and complex_values.any_complex(inputs):

@@ -1,5 +1,5 @@
 """numpy's functions on tensors (``np.dot``, ``np.einsum``, ``np.concatenate``, ...):
-the handlers ``__array_function__`` dispatches to (numpy_protocols.ArrayOps).
+the handlers ``__array_function__`` dispatches to (numpy_dispatch.NumpyArray).
 
 A function missing from ``handlers()`` raises numpy's TypeError naming it.
 """
@@ -55,7 +55,8 @@ def product_result(result: object, operands: tuple, return_type: object = None) 
                                                          "csf", "dense"):
         raise TypeError(f"return_type must be None, np.ndarray or a sparse kind (a format "
                         f"name, COO or GCXS), not {return_type!r}")
-    tensor = result if isinstance(result, StoredTensor) else tensor_class().from_numpy(np.asarray(result))
+    tensor = result if isinstance(result, StoredTensor) else \
+        tensor_class().from_numpy(np.asarray(result))
     return tensor.asformat(name.lower()) if tensor.order else tensor
 
 
@@ -95,7 +96,7 @@ def _einsum(*args, out=None, dtype=None, optimize=False, **options):
         result, term = operands[0], terms[0]
         for _, k, letters in pairwise(terms, output):
             result = finish(lazy_products.einsum(f"{term},{terms[k]}->{letters}", result,
-                                               operands[k]), (result, operands[k]))
+                                                 operands[k]), (result, operands[k]))
             term = letters
     return result if dtype is None else _cast(result, dtype)
 
@@ -143,7 +144,8 @@ def written_into(out: object, result: object, what: str) -> object:
     if type(target) is not tensor_class():
         raise TypeError(f"{what}(..., out=): out must be one Tensor (not a view or a "
                         f"{type(target).__name__})")
-    value = result if isinstance(result, StoredTensor) else tensor_class().from_numpy(np.asarray(result))
+    value = result if isinstance(result, StoredTensor) else \
+        tensor_class().from_numpy(np.asarray(result))
     if value.shape != target.shape:
         raise ValueError(f"{what}(..., out=): the result has shape {value.shape}, out "
                          f"has {target.shape}")
@@ -184,7 +186,7 @@ def handlers() -> dict[Callable, Callable]:
         np.swapaxes: _method("swapaxes"), np.broadcast_to: _method("broadcast_to"),
         np.expand_dims: lambda a, axis: shape_ops.expand_dims(a, axis),
         np.moveaxis: lambda a, source, destination: shape_ops.moveaxis(a, source,
-                                                                          destination),
+                                                                       destination),
         np.concatenate: _concatenate, np.stack: _stack,
         np.roll: lambda a, shift, axis=None: shape_ops.roll(a, shift, axis),
         np.result_type: lambda *args: np.result_type(

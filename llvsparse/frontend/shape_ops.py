@@ -45,7 +45,7 @@ def _moved(tensor: StoredTensor, shape: tuple[int, ...], numpy_op, coords_op) ->
     dense, else by ``coords_op`` on its stored entries' coordinates."""
     if is_dense(tensor):
         return tensor_class().from_numpy(np.ascontiguousarray(numpy_op(tensor.to_numpy())),
-                                 fill=tensor.fill_value)
+                                         fill=tensor.fill_value)
     coords, values = tensor.to_coo()
     new_coords, values = coords_op(coords, values)
     return _sparse(new_coords, values, shape, tensor.fill_value)
@@ -216,7 +216,7 @@ def concatenate(values: Sequence[object], axis: object = 0) -> StoredTensor:
     dtype = np.result_type(*[t.dtype for t in tensors])
     if all(is_dense(t) for t in tensors):
         return tensor_class().from_numpy(np.concatenate([t.to_numpy() for t in tensors], axis)
-                                 .astype(dtype))
+                                         .astype(dtype))
     fills = {fill_key(t.fill_value) for t in tensors if not is_dense(t)}
     if len(fills) > 1:
         raise ValueError("concatenate: sparse operands have different fill values "

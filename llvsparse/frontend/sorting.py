@@ -66,7 +66,7 @@ def sort(x: object, axis: int = -1, *, descending: bool = False,
         new[others] = np.array(np.unravel_index(line, line_shape)).reshape(len(others), -1)
     new[axis] = position
     return tensor_class().from_coo(new, values, tensor.shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+                                   fill=tensor.fill_value)
 
 
 def _extreme(x: object, axis, keepdims: bool, largest: bool, name: str) -> object:

@@ -24,7 +24,7 @@ class Tensor(StoredTensor, NumpyArray):
 
     def __getitem__(self, indices):
         """Index notation (``A[i, j]`` with index variables), or a slice of the tensor
-        without a copy (``A[2:10:2, :]``, ``A[:, 5]``, ``A[1, 2]``; see views.py)."""
+        without a copy (``A[2:10:2, :]``, ``A[:, 5]``, ``A[1, 2]``; see tensors/views.py)."""
         if is_window_key(indices):
             return view(self, indices, TensorView)
         if fancy_index.is_index_key(indices):

@@ -90,7 +90,7 @@ def assign_items(target: StoredTensor, key, value) -> None:
         else values[kept] == fill
     kept = kept[~(is_fill & (kept >= old.shape[1]))]  # written fills are not stored
     result = tensor_class().from_coo(coords[:, kept], values[kept], shape, format=target.format,
-                             dtype=target.dtype, index_dtype=target.index_dtype)
+                                     dtype=target.dtype, index_dtype=target.index_dtype)
     replace_entries(target, result)
 
 

@@ -41,7 +41,8 @@ def _checked_options(ufunc: np.ufunc, kwargs: dict) -> dict:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> StoredTensor | tuple[StoredTensor, ...]:
+def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict
+               ) -> StoredTensor | tuple[StoredTensor, ...]:
     """``ufunc(*inputs)`` with every tensor computed first; see the module docstring. A
     ufunc of several results (``np.divmod``, ``np.modf``, ``np.frexp``) gives a tuple
     of tensors, each with the stored entries' results and the fill's."""

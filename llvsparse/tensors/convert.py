@@ -212,4 +212,4 @@ def _wrapped(shape: tuple[int, ...], idx: np.dtype, name: str | None, fmt, targe
         arrays = [{}, {"pos": pos, "crd": crd}]
     values = np.ascontiguousarray(matrix.data)
     return tensor_class()(shape, fmt, values.dtype, idx, extents, arrays,
-                  [{} for _ in fmt.levels], values, name=name)._seal()._mark_valid()
+                          [{} for _ in fmt.levels], values, name=name)._seal()._mark_valid()

@@ -198,4 +198,4 @@ def _built(tensor: StoredTensor, dims: list, values: np.ndarray) -> object:
     coords = np.array([np.zeros(count, np.int64) if c is None else c for c, _ in dims],
                       np.int64).reshape(len(dims), count)
     return tensor_class().from_coo(coords, values, shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+                                   fill=tensor.fill_value)

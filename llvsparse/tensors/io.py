@@ -120,7 +120,7 @@ def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = N
         _check_shape(name, found, shape)
     target = np.dtype(dtype) if dtype is not None else _supported_dtype(values.dtype, name)
     return tensor_class().from_coo(coords, _exactly_as(values, target, name), found, format, None,
-                           index_dtype)
+                                   index_dtype)
 
 
 def _dense_entries(array: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:

@@ -79,7 +79,8 @@ def _packed(name: str, function: str):
     if function not in get_level(name).functions:
         return None
     try:
-        tensor = tensor_class().from_numpy(SAMPLE, format=Format([Level("dense", 0), Level(name, 1)]))
+        tensor = tensor_class().from_numpy(SAMPLE,
+                                           format=Format([Level("dense", 0), Level(name, 1)]))
     except ScheduleError:  # no kernel can assemble it (as DIA's levels): nothing to pack
         return None
     return tensor, walk_levels(tensor, check=False)

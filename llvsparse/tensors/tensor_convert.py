@@ -97,7 +97,7 @@ class FormatConversions:
         if template is None:
             coords, values = self.to_coo()
             return tensor_class().from_coo(coords, values, self.shape, fmt, self.dtype,
-                                   self.index_dtype, self.name, self.fill_value)
+                                           self.index_dtype, self.name, self.fill_value)
         return self._gathered(template, sources)
 
     def _remembered_plan(self, fmt: Format) -> tuple[StoredTensor | None, np.ndarray | None] | None:
@@ -131,9 +131,9 @@ class FormatConversions:
     def _gathered(self, template: StoredTensor, sources: np.ndarray) -> StoredTensor:
         """``template``'s layout holding this tensor's values at ``sources``."""
         return tensor_class()(self.shape, template.format, self.dtype, self.index_dtype,
-                      template.level_extents, template.level_arrays, template.params,
-                      self.values[sources], fill=self.fill,
-                      name=self.name)._seal()._mark_valid()
+                              template.level_extents, template.level_arrays, template.params,
+                              self.values[sources], fill=self.fill,
+                              name=self.name)._seal()._mark_valid()
 
     def _gather_plan(self, fmt: Format) -> tuple[StoredTensor | None, np.ndarray | None]:
         """``fmt``'s index arrays for this tensor's entries, and the value position each
