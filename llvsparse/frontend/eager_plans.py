@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..ir import notation as nt
 from ..ir.errors import ScheduleError
-from ..kernel.api import Kernel
 from ..tensors.coerce import natural_format
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
 from . import fast_calls
 from .lazy_compute import compute_node, output_format
 from .lazy_nodes import Node, canonical
+
+if TYPE_CHECKING:
+    from ..kernel.api import Kernel
 
 # Plans by (operation, operand signatures); None marks a signature the full path serves.
 _PLANS: dict[tuple, Plan | None] = {}
@@ -234,6 +237,9 @@ def _plan(node: Node, operands: tuple) -> Plan | None:
         sources.append((name, k, tensor if k is None else None))
     formats = {n: t.format if isinstance(t, StoredTensor) else natural_format(t)
                for n, t in tensors.items()}
+    # the compiler, loaded by the first plan made (ls.Tensor needs none)
+    from ..kernel.api import Kernel
+
     kernel = Kernel(assignment, formats, output_format(node, assignment, tensors))
     return Plan(kernel, tuple(sources))
 

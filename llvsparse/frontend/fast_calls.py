@@ -33,15 +33,17 @@ import math
 import threading
 from collections.abc import Callable
 from operator import is_
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..abi import runtime, thread_calls
-from ..calls.binding import BoundCall
-from ..calls.outputs import refused_insert_error
 from ..formats.registry import generation as registry_generation
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
+
+if TYPE_CHECKING:
+    from ..calls.binding import BoundCall
 
 _FAST: dict[tuple, _Checked] = {}
 FAST_KEPT = 64  # each keeps its operands alive: a bound kernel call holds them anyway
@@ -340,6 +342,9 @@ class _BoundKernel:
             return self.assembled.adopt(output)
         except runtime.KernelRuntimeError as error:  # as the binding's call says it
             if error.status == runtime.STATUS_INSERT_REFUSED:
+                # the calls layer, loaded by this refusal alone (ls.Tensor needs none)
+                from ..calls.outputs import refused_insert_error
+
                 raise refused_insert_error(self.format, self.out_type, error) from error
             raise
         finally:

@@ -12,7 +12,6 @@ import numpy as np
 
 from ..ir import notation as nt
 from ..ir.errors import ScheduleError
-from ..kernel import api
 from ..tensors.format import Format, FormatError, Level, named_format
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
@@ -95,6 +94,9 @@ def compute_node(node: Node, format: object = None) -> StoredTensor:
 
 def _run(node: Node, format: object) -> StoredTensor:
     """One kernel for the node's assignment, into ``format`` or the one chosen."""
+    # the compiler, loaded by the first computed node (ls.Tensor needs none)
+    from ..kernel import api
+
     assignment, operands = canonical(node)
     chosen = format if format is not None else \
         output_format(node, assignment, operands)

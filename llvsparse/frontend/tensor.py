@@ -6,9 +6,10 @@ package makes is one (tensors/made_as.py); a view of one is a TensorView."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..formats.registry import generation as registry_generation
 from ..ir import notation as nt
-from ..kernel.api import Kernel
 from ..notation.expr_api import access
 from ..tensors import fancy_index, io
 from ..tensors.format import Format
@@ -16,6 +17,9 @@ from ..tensors.tensor import StoredTensor
 from ..tensors.views import WindowStorage, is_window_key, view
 from . import tensor_assign
 from .numpy_dispatch import NumpyArray
+
+if TYPE_CHECKING:
+    from ..kernel.api import Kernel
 
 
 class Tensor(StoredTensor, NumpyArray):
@@ -64,6 +68,9 @@ _COPY_KERNELS: dict = {}
 def _copy_kernel(order: int, source: Format, target: Format, index_dtype: str) -> Kernel:
     key = (order, source, target, index_dtype, registry_generation())
     if key not in _COPY_KERNELS:
+        # the compiler, loaded by the first compiled conversion (ls.Tensor needs none)
+        from ..kernel.api import Kernel
+
         idx = nt.index_vars(" ".join(f"i{k}" for k in range(order)))
         copy = nt.Assignment(nt.Access("B", idx), nt.Access("A", idx))
         _COPY_KERNELS[key] = Kernel(copy, {"A": source}, target, out_index_dtype=index_dtype,

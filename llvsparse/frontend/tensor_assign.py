@@ -8,8 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..abi.results import check_fits_memory
-from ..calls.binding import ShapeError
-from ..kernel.api import Kernel
 from ..notation.expr_api import make_assignment
 from ..tensors.coerce import asarray, is_foreign_sparse
 from ..tensors.made_as import tensor_class
@@ -40,6 +38,10 @@ def replace_entries(target: StoredTensor, value: StoredTensor) -> StoredTensor:
 def assign_notation(target: StoredTensor, indices, value) -> None:
     """``target[indices] = value`` in index notation, one kernel, the result written
     into ``target`` in its own dtype."""
+    # the compiler, loaded by the first assignment (ls.Tensor needs none)
+    from ..calls.binding import ShapeError
+    from ..kernel.api import Kernel
+
     assignment, objects = make_assignment(target, indices, value)
     inputs = {n: t for n, t in objects.items() if t is not target}
     formats = {n: t.format for n, t in inputs.items()}
