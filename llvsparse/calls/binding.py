@@ -17,6 +17,7 @@ from ..abi.results import MIN_BYTES, RESULTS, check_fits_memory
 from ..backends.cpu import JitKernel
 from ..formats.registry import changed_since
 from ..ir.parallel import dense_like
+from ..tensors import made_as
 from ..tensors.coerce import foreign_tensor, is_foreign_sparse
 from ..tensors.describe import bound_summary
 from ..tensors.format import Format, FormatError
@@ -237,7 +238,7 @@ class BoundCall:
                     return None
                 swap[id(old)] = new
                 continue
-            if type(new) is not tensor_class() or type(old) is not tensor_class():
+            if type(new) is not made_as.made or type(old) is not made_as.made:
                 return None
             if new is not old:
                 if new.format != old.format or new.dtype != old.dtype \
@@ -251,7 +252,7 @@ class BoundCall:
             return None
         if check:
             for tensor in swap.values():
-                if type(tensor) is tensor_class():
+                if type(tensor) is made_as.made:
                     tensor.validate()
         sibling = BoundCall.__new__(BoundCall)
         sibling.__dict__.update(self.__dict__)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..ir import notation as nt
 from ..ir.errors import ScheduleError
+from ..tensors import made_as
 from ..tensors.coerce import natural_format
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
@@ -111,7 +112,7 @@ class Pointwise:
     def of(operation: object, operands: tuple, result: StoredTensor) -> Pointwise | None:
         """The values path, where ``result`` (the kernel's) shows it holds."""
         ufunc = getattr(np, operation, None) if isinstance(operation, str) else None
-        tensors = [k for k, x in enumerate(operands) if type(x) is tensor_class()]
+        tensors = [k for k, x in enumerate(operands) if type(x) is made_as.made]
         if not isinstance(ufunc, np.ufunc) or ufunc.nin != 2 or len(operands) != 2 or \
                 len(tensors) != 1 or type(operands[1 - tensors[0]]) not in (int, float):
             return None
@@ -136,7 +137,7 @@ class Pointwise:
 def _signature(value: object) -> tuple | None:
     """What the front end's choices depend on, for the operands a plan can take."""
     kind = type(value)
-    if kind is tensor_class():
+    if kind is made_as.made:
         if not value.shape or value.dtype.kind == "c":
             return None
         return (kind, value.format.key(), value.dtype, value.index_dtype, value.shape)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..abi import runtime, thread_calls
 from ..formats.registry import generation as registry_generation
-from ..tensors.made_as import tensor_class
+from ..tensors import made_as
 from ..tensors.tensor import StoredTensor
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def _operand_key(value: object) -> object:
     """What identifies ``value`` in a fast call's key (None: no fast call takes it): a
     Tensor's identity, or for a fast call's result the fast call that made it."""
     kind = type(value)
-    if kind is tensor_class():
+    if kind is made_as.made:
         lane = value.__dict__.get("_lane")
         return id(value) if lane is None else lane.key
     if kind is np.ndarray:
@@ -87,7 +87,7 @@ def remember(operation: object, operands: tuple, bound: BoundCall | None,
     ``sources``: per kernel operand, (its name, the index of the operand it reads or
     None, the constant it reads then), the plan's."""
     for value in operands:  # a result changed since it was made is keyed by identity
-        lane = value.__dict__.get("_lane") if type(value) is tensor_class() else None
+        lane = value.__dict__.get("_lane") if type(value) is made_as.made else None
         if lane is not None and not lane.holds(value):
             del value.__dict__["_lane"]
     fast_key = key(operation, operands)
@@ -165,13 +165,13 @@ class _Checked:
         self.run, self.pointwise = run, pointwise
         self.lane_key = ("lane", id(self))
         laned = {k: x.__dict__["_lane"] for k, x in enumerate(operands)
-                 if type(x) is tensor_class() and "_lane" in x.__dict__}
+                 if type(x) is made_as.made and "_lane" in x.__dict__}
         self.lanes = [(k, lane.maker) for k, lane in laned.items()]
         self.tensors = [(k, x, _objects(x), [dict(p) for p in x.params],
                          list(x.level_extents),
                          [a for level in x.level_arrays for a in level.values()])
                         for k, x in enumerate(operands)
-                        if type(x) is tensor_class() and k not in laned]
+                        if type(x) is made_as.made and k not in laned]
         self.ready = all(x._sealed_state() is not None and
                          x.__dict__.get("_validated") == x._sealed_state()
                          for _, x, _, _, _, _ in self.tensors)
@@ -191,7 +191,7 @@ class _Checked:
                     return None
         for k, maker in self.lanes:
             tensor = operands[k]
-            lane = tensor.__dict__.get("_lane") if type(tensor) is tensor_class() else None
+            lane = tensor.__dict__.get("_lane") if type(tensor) is made_as.made else None
             if lane is None or lane.maker is not maker or not lane.holds(tensor):
                 return None
         if registry_generation() != self.generation or \
@@ -199,7 +199,7 @@ class _Checked:
             return None
         result = self.pointwise(operands) if self.pointwise is not None else \
             self.run(operands)
-        if type(result) is tensor_class() and "_validated" in result.__dict__:
+        if type(result) is made_as.made and "_validated" in result.__dict__:
             known = self.known
             if self.pointwise is not None and self.lanes:  # (sharing its index arrays)
                 known = operands[self.lanes[0][0]].__dict__["_lane"].addresses()
@@ -287,7 +287,7 @@ class _BoundKernel:
                 holder = self.inputs[by_name.index(name)]
                 self.arrays.append((k, holder, len(holder.arrays) - 1, value.dtype,
                                     value.shape))
-            elif type(value) is tensor_class() and "_lane" in value.__dict__:
+            elif type(value) is made_as.made and "_lane" in value.__dict__:
                 self.laned.append((k, self.inputs[by_name.index(name)],
                                    value._slot_names()))
         self.dense, self.format, self.out_type = bound.dense, bound.format, bound.out_type

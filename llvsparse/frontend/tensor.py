@@ -13,6 +13,7 @@ from ..ir import notation as nt
 from ..notation.expr_api import access
 from ..tensors import fancy_index, io
 from ..tensors.format import Format
+from ..tensors.made_as import tensors_are
 from ..tensors.tensor import StoredTensor
 from ..tensors.views import WindowStorage, is_window_key, view
 from . import tensor_assign
@@ -61,6 +62,8 @@ class TensorView(WindowStorage, Tensor):
     def __setitem__(self, indices, value) -> None:
         raise TypeError("a view is read-only: write to the tensor it views")
 
+
+tensors_are(Tensor)
 
 _COPY_KERNELS: dict = {}
 

@@ -1,28 +1,35 @@
 """The class every tensor is made as. The layers beneath the front end hold tensors by
 their storage (``StoredTensor``, tensor.py) but must hand users the public ``Tensor``
 (frontend/tensor.py: operators, item assignment, compiled conversions), which sits above
-them; the package (llvsparse/__init__.py) names it here once, when it is first imported,
-so that no layer beneath has to import upwards to build a result."""
+them. The package (llvsparse/__init__.py) says where it is, once, when it is first
+imported, and the class names itself here when it is defined, so that no layer beneath
+has to import upwards to build a result."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+# The public class once it is defined (None before): hot paths test ``type(x) is made``.
+made: type | None = None
 _loader: list[Callable[[], type]] = []
-_made: list[type] = []
 
 
 def make_tensors_as(loader: Callable[[], type]) -> None:
-    """Have tensors made as the class ``loader()`` returns (called on the first tensor
-    made, so that naming it here imports nothing)."""
+    """Have tensors made as the class ``loader()`` returns, loaded when the first tensor
+    is made (so that naming it here imports nothing)."""
     _loader[:] = [loader]
-    _made.clear()
+
+
+def tensors_are(cls: type) -> None:
+    """``cls`` is the class tensors are made as (its module says so when it defines it)."""
+    global made
+    made = cls
 
 
 def tensor_class() -> type:
     """The class tensors are made as (a subclass of StoredTensor)."""
-    if not _made:
+    if made is None:
         if not _loader:
             raise RuntimeError("no tensor class was named: import llvsparse first")
-        _made.append(_loader[0]())
-    return _made[0]
+        tensors_are(_loader[0]())
+    return made
