@@ -127,9 +127,3 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .tensors.format import named_format as named_format
     from .tensors.io import read, write
     from .tensors.level_check import register_level_format
-
-# Tensors are made as the public Tensor by every layer, those beneath the front end too
-# (tensors/made_as.py); naming it imports nothing until the first tensor is made.
-from .tensors.made_as import make_tensors_as
-
-make_tensors_as(lambda: importlib.import_module(".frontend.tensor", __name__).Tensor)
