@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 
@@ -117,11 +117,15 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def register_level_format(path: str | os.PathLike[str], replace: bool = False) -> LevelDef:
+def register_level_format(path: str | os.PathLike[str], replace: bool = False,
+                          check: Callable[[LevelDef], None] | None = None) -> LevelDef:
     """Load, validate and register a plugin level format file; returns its definition.
 
     Re-registering the same file reloads it (handy while editing a plugin); any other name
-    clash raises LevelFormatClash unless replace=True.
+    clash raises LevelFormatClash unless replace=True. ``check`` is called with the
+    definition while it is registered for it, and may refuse it by raising (the package's
+    ``ls.register_level_format`` passes its cross-check of locate against iteration on a
+    packed sample, llvsparse/tensors/level_check.py: packing needs the layers above).
     """
     level = load_level_file(path)
     with _LOCK:
@@ -130,19 +134,12 @@ def register_level_format(path: str | os.PathLike[str], replace: bool = False) -
             raise LevelFormatClash(
                 f"{level.path}: level format {level.name!r} already exists (from "
                 f"{existing.path}); rename it or pass replace=True")
-    with registered_for_check(level):
-        _cross_check(level)
+    if check is not None:
+        with registered_for_check(level):
+            check(level)
     with _LOCK:
         _set(level.name, level)
     return level
-
-
-def _cross_check(level: LevelDef) -> None:
-    """Pack a sample through the level and refuse it where locate and iteration
-    disagree (see llvsparse/tensors/level_check.py)."""
-    from ..tensors.level_check import cross_check
-
-    cross_check(level)
 
 
 def _set(name: str, level: LevelDef | None) -> None:

@@ -21,7 +21,7 @@ _HOMES = {
     "Format": "tensors.format", "FormatError": "tensors.format", "Level": "tensors.format",
     "named_format": "tensors.format",
     "FormatFileError": "formats.loader",
-    "level_formats": "formats.registry", "register_level_format": "formats.registry",
+    "level_formats": "formats.registry", "register_level_format": "tensors.level_check",
     "unregister_level_format": "formats.registry",
     "CorruptTensorError": "formats.interpret",
     "read": "tensors.io", "write": "tensors.io",
@@ -35,12 +35,12 @@ _HOMES = {
                      "logical_and", "logical_or", "logical_xor", "logical_not"),
                     "notation.expr_api"),
     "set_result_pool_bytes": "abi.results",
-    "KernelRuntimeError": "abi.runtime", "get_num_threads": "abi.runtime",
-    "set_num_threads": "abi.runtime",
-    "Tensor": "tensors.tensor", "sort": "frontend.sorting",
+    "KernelRuntimeError": "abi.runtime", "get_num_threads": "abi.thread_calls",
+    "set_num_threads": "abi.thread_calls",
+    "Tensor": "frontend.tensor", "sort": "frontend.sorting",
     "tensordot": "frontend.numpy_functions",
     "LazyTensor": "frontend.lazy_tensor", "compute": "frontend.lazy_tensor",
-    "lazy": "frontend.lazy_recipes",
+    "lazy": "frontend.lazy_tensor",
     "WorkspacePolicy": "ir.workspace_policy",
     "register_workspace_policy": "kernel.policy_registry",
     "unregister_workspace_policy": "kernel.policy_registry",
@@ -97,18 +97,19 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what type checkers and IDEs see
     from .abi.results import set_result_pool_bytes
-    from .abi.runtime import KernelRuntimeError, get_num_threads, set_num_threads
+    from .abi.runtime import KernelRuntimeError
+    from .abi.thread_calls import get_num_threads, set_num_threads
     from .caching.memory import set_kernel_cache_bytes
     from .calls.binding import ShapeError
     from .formats.interpret import CorruptTensorError
     from .formats.loader import FormatFileError
-    from .formats.registry import level_formats, register_level_format, unregister_level_format
+    from .formats.registry import level_formats, unregister_level_format
     from .frontend.conv import conv, pool
     from .frontend.einsums import einsum
-    from .frontend.lazy_recipes import lazy
-    from .frontend.lazy_tensor import LazyTensor, compute
+    from .frontend.lazy_tensor import LazyTensor, compute, lazy
     from .frontend.numpy_functions import tensordot
     from .frontend.sorting import sort
+    from .frontend.tensor import Tensor
     from .ir.errors import InternalCompilerError, ScheduleError
     from .ir.gpu_plan import GpuMappingError
     from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
@@ -125,4 +126,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .tensors.format import Format, FormatError, Level
     from .tensors.format import named_format as named_format
     from .tensors.io import read, write
-    from .tensors.tensor import Tensor
+    from .tensors.level_check import register_level_format

@@ -19,12 +19,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .formats.interpret import CorruptTensorError
+from .frontend.tensor import Tensor
 from .ir import notation as nt
 from .kernel.api import compile as compile_kernel
 from .notation.parse import parse
 from .notation.semirings import semiring_assignment
 from .tensors.format import named_format
-from .tensors.tensor import Tensor
 
 if TYPE_CHECKING:
     from .kernel.api import Kernel

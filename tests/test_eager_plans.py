@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 import llvsparse as ls
 from llvsparse.frontend import eager_plans
+from llvsparse.kernel import api
 from llvsparse.tensors import tensor_validation
 
 FORMATS = ("coo", "csr", "csc")
@@ -80,8 +81,8 @@ def test_a_literal_is_part_of_the_signature_with_its_type_and_the_sign_of_zero()
 def test_a_signature_is_planned_once(monkeypatch):
     """The second call of a signature makes no kernel: it calls the plan's."""
     made = []
-    kernel = eager_plans.Kernel
-    monkeypatch.setattr(eager_plans, "Kernel",
+    kernel = api.Kernel  # (eager_plans loads it from kernel.api when it makes a plan)
+    monkeypatch.setattr(api, "Kernel",
                         lambda *args, **kw: made.append(str(args[0])) or kernel(*args, **kw))
     eager_plans.forget()
     x = np.ones(5)

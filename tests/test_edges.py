@@ -164,7 +164,7 @@ def test_import_loads_nothing_until_a_name_is_used():
         "import sys, llvsparse as ls\n"
         "heavy = [m for m in ('numpy', 'llvmlite', 'yaml', 'llvsparse.kernel.api') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
-        "from llvsparse.tensors.tensor import Tensor\n"
+        "from llvsparse.frontend.tensor import Tensor\n"
         "from llvsparse.kernel.api import compile\n"
         "assert ls.Tensor is Tensor and ls.compile is compile\n"
         "assert all(hasattr(ls, name) for name in ls.__all__)\n"

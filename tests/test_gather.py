@@ -160,8 +160,8 @@ def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monke
     operands = {"A": ls.Tensor.from_scipy(a, "csr"), "B": ls.Tensor.from_scipy(b, "csr")}
     serial = kernel(threads=1, **operands)
     always_gather.clear()
-    real_split = ls.abi.runtime.split
-    monkeypatch.setattr(ls.abi.runtime, "split", lambda *args: _starved(real_split(*args)))
+    real_split = ls.abi.thread_calls.split
+    monkeypatch.setattr(ls.abi.thread_calls, "split", lambda *args: _starved(real_split(*args)))
     for calls in (1, 2):  # the second call appends into the first one's buffers
         threaded = kernel(threads=threads, **operands)
         assert len(always_gather) == calls
@@ -173,9 +173,9 @@ def test_gathered_union_with_skewed_rows_and_growth(many_threads, threads, monke
     np.testing.assert_allclose(threaded.to_numpy(), (a - b).toarray(), rtol=1e-15)
 
 
-def _starved(plan: ls.abi.runtime.Split) -> ls.abi.runtime.Split:
+def _starved(plan: ls.abi.thread_calls.Split) -> ls.abi.thread_calls.Split:
     """The same chunks, reserving one entry each."""
-    return ls.abi.runtime.Split(plan.chunks, plan.order, plan.threads, (1,) * len(plan.chunks))
+    return ls.abi.thread_calls.Split(plan.chunks, plan.order, plan.threads, (1,) * len(plan.chunks))
 
 
 def test_a_binding_probes_then_keeps_its_choice(many_threads, monkeypatch):

@@ -21,15 +21,6 @@ LAYERS = ("formats", "ir", "backends", "abi", "notation", "tensors", "caching", 
 
 # Imports that go up a layer, each (importer, imported): what still has to move.
 KNOWN_UPWARD = {
-    # A Tensor's methods compute: its NumPy operators are its mixin ArrayOps, asformat
-    # compiles a copy kernel, ``A[...] = expr`` assigns by a kernel. The fix is the public
-    # Tensor class on top (frontend/) over a storage class here, with every layer beneath
-    # making tensors through a factory it is given (see the layout report).
-    ("llvsparse.tensors.tensor", "llvsparse.frontend.numpy_protocols"): "Tensor's mixin",
-    ("llvsparse.tensors.tensor", "llvsparse.frontend.tensor_assign"): "Tensor.__setitem__",
-    ("llvsparse.tensors.tensor_convert", "llvsparse.kernel.api"): "asformat's copy kernel",
-    # Registering a YAML level cross-checks it on a tensor packed through it.
-    ("llvsparse.formats.registry", "llvsparse.tensors.level_check"): "the plugin check",
     # Type checkers only: a workspace policy's emit hooks take the backend's compiler;
     # the GPU and interpreter calls are given the Kernel they serve.
     ("llvsparse.ir.workspace_policy", "llvsparse.backends.llvm.codegen"): "type hint",
@@ -42,22 +33,7 @@ KNOWN_UPWARD = {
 
 # Imports inside functions that close a cycle of modules (the rest inside functions
 # load heavy or optional code on first use, and close none).
-KNOWN_HIDDEN_CYCLES = {
-    # Tensor and the modules of its methods (views, files, conversions) import each other.
-    ("llvsparse.tensors.tensor", "llvsparse.tensors.io"),
-    ("llvsparse.tensors.tensor", "llvsparse.tensors.views"),
-    ("llvsparse.tensors.tensor", "llvsparse.tensors.fancy_index"),
-    ("llvsparse.tensors.tensor", "llvsparse.frontend.tensor_assign"),
-    ("llvsparse.tensors.tensor_convert", "llvsparse.tensors.tensor"),
-    ("llvsparse.tensors.tensor_convert", "llvsparse.kernel.api"),
-    ("llvsparse.tensors.convert", "llvsparse.tensors.tensor"),
-    # ArrayOps (Tensor's and LazyTensor's operators) and the front end that implements them.
-    *(("llvsparse.frontend.numpy_protocols", f"llvsparse.frontend.{name}")
-      for name in ("lazy_tensor", "entry_reductions", "shape_ops", "ufuncs", "complex_values",
-                   "numpy_functions", "lazy_products", "eager_plans", "lazy_recipes")),
-    ("llvsparse.frontend.numpy_protocols", "llvsparse.tensors.tensor"),
-    ("llvsparse.formats.registry", "llvsparse.tensors.level_check"),
-}
+KNOWN_HIDDEN_CYCLES: set[tuple[str, str]] = set()  # none left: keep it so
 
 ROOT = Path(llvsparse.__file__).parent
 _FOLDERS = {"llvsparse": ROOT, **{f"llvsparse.{name}": Path(getattr(llvsparse, name).__file__)

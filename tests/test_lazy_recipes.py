@@ -1,4 +1,4 @@
-"""Lazy chains as recipes (llvsparse/frontend/lazy_recipes.py): ``ls.compute`` runs a chain by
+"""Lazy chains as recipes (llvsparse/frontend/lazy_tensor.py): ``ls.compute`` runs a chain by
 the plan of its structure and its leaves' signatures, and the same chain on the same
 tensors by a fast call. Every result checked against numpy on every call, on random
 and edge inputs, in COO, CSR and CSC, with fill 0 and another."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import llvsparse as ls
-from llvsparse.frontend import eager_plans, lazy_recipes
-from llvsparse.frontend.lazy_recipes import Deferred
+from llvsparse.frontend import eager_plans, lazy_tensor
+from llvsparse.frontend.lazy_tensor import LazyRecipe
 from llvsparse.kernel import api
 
 FORMATS = ("coo", "csr", "csc")
@@ -72,8 +72,8 @@ def test_a_repeated_chain_runs_no_kernel_call_path(monkeypatch):
     original = api.Kernel.__call__
     monkeypatch.setattr(api.Kernel, "__call__",
                         lambda self, **kw: calls.append(1) or original(self, **kw))
-    built = Deferred.node
-    monkeypatch.setattr(Deferred, "node",
+    built = LazyRecipe.node
+    monkeypatch.setattr(LazyRecipe, "node",
                         property(lambda self: calls.append(2) or built.fget(self)))
     for _ in range(3):
         assert np.allclose(_dense(ls.compute(ls.lazy(A) * B + 2.0)), a * b + 2.0)
@@ -106,7 +106,7 @@ def test_chains_with_views_and_lists_take_the_node_path():
 
 class _Clock:
     """A clock that each way's call moves on by its cost (the faster costs 1, the
-    other 3), in place of ``time`` in lazy_recipes."""
+    other 3), in place of ``time`` in lazy_tensor."""
 
     def __init__(self):
         self.now = 0.0
@@ -127,12 +127,12 @@ def test_fused_or_eager_is_timed_then_kept(fmt, faster, monkeypatch):
     """Each chain is timed both ways on its first calls, then runs the faster; both ways
     give numpy's values on every call."""
     (a, A), (b, B), (c, C) = (_pair(s, fmt, fill=0.5) for s in (14, 15, 16))
-    clock, choice = _Clock(), lazy_recipes.Choice()
-    monkeypatch.setattr(lazy_recipes, "_CHOICES", choice)
-    monkeypatch.setattr(lazy_recipes, "time", clock)
+    clock, choice = _Clock(), lazy_tensor.Choice()
+    monkeypatch.setattr(lazy_tensor, "_CHOICES", choice)
+    monkeypatch.setattr(lazy_tensor, "time", clock)
     choice.ways = {way: clock.costing(run, 1.0 if way == faster else 3.0)
                    for way, run in choice.ways.items()}
     for _ in range(30):
         got = ls.compute((ls.lazy(A) * B + C) * 2)
         assert np.allclose(_dense(got), (a * b + c) * 2)
-    assert list(lazy_recipes._CHOICES.chosen.values()) == [faster]
+    assert list(lazy_tensor._CHOICES.chosen.values()) == [faster]

@@ -11,8 +11,8 @@ import pytest
 import scipy.io as sio
 import scipy.sparse as sp
 
+from llvsparse.frontend.tensor import Tensor
 from llvsparse.tensors.io import read, write
-from llvsparse.tensors.tensor import Tensor
 
 BANNER = b"%%MatrixMarket matrix coordinate real general\n"
 

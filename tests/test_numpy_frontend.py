@@ -96,11 +96,11 @@ def test_numpy_scalars_keep_their_dtype_and_over_dense_operands_their_kernel(mon
     A = ls.Tensor.from_numpy(a, format="csr")
     x = ls.Tensor.from_numpy(np.arange(3.0))
     calls = []
-    evaluate, kernel = api.evaluate, eager_plans.Kernel
+    evaluate, kernel = api.evaluate, api.Kernel
     monkeypatch.setattr(api, "evaluate", lambda *args, **kw: calls.append(str(args[0])) or
                         evaluate(*args, **kw))
-    monkeypatch.setattr(eager_plans, "Kernel", lambda *args, **kw: calls.append(
-        str(args[0])) or kernel(*args, **kw))  # a plan's kernel (eager_plans.py)
+    monkeypatch.setattr(api, "Kernel", lambda *args, **kw: calls.append(
+        str(args[0])) or kernel(*args, **kw))  # a plan's kernel (eager_plans.py loads it)
     eager_plans.forget()
     for scale in (np.float64(2), np.float64(3)):
         result = A * scale

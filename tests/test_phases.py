@@ -1,4 +1,4 @@
-"""runtime.run_phases: phases in order, each ``after`` once between them, and no thread
+"""thread_calls.run_phases: phases in order, each ``after`` once between them, and no thread
 ever waiting for a helper that has not started (two calls sharing the pool deadlocked
 at a barrier over all their threads, each holding workers the other waited for)."""
 
@@ -11,8 +11,8 @@ import pytest
 import scipy.sparse as sp
 
 import llvsparse as ls
-from llvsparse.abi import runtime
-from llvsparse.abi.runtime import Phase, Split
+from llvsparse.abi import thread_calls
+from llvsparse.abi.thread_calls import Phase, Split
 
 PLAN = Split(((0, 1), (1, 2), (2, 3), (3, 4), (4, 5)), (4, 0, 1, 2, 3), 4, (1,) * 5)
 
@@ -41,9 +41,9 @@ def _recorded_phases(log: list) -> list[Phase]:
 
 def test_the_caller_finishes_alone_when_no_helper_starts(monkeypatch):
     helpers = _Helpers()
-    monkeypatch.setattr(runtime, "_pool", lambda workers: helpers)
+    monkeypatch.setattr(thread_calls, "_pool", lambda workers: helpers)
     log: list = []
-    runtime.run_phases([], PLAN, _recorded_phases(log))
+    thread_calls.run_phases([], PLAN, _recorded_phases(log))
     assert len(helpers.jobs) == 3  # asked for, never started
     assert log == [("count", k) for k in PLAN.order] + [("after", None)] + \
         [("fill", k) for k in PLAN.order]
@@ -51,9 +51,9 @@ def test_the_caller_finishes_alone_when_no_helper_starts(monkeypatch):
 
 def test_late_helpers_leave_a_finished_call_alone(monkeypatch):
     helpers = _Helpers()
-    monkeypatch.setattr(runtime, "_pool", lambda workers: helpers)
+    monkeypatch.setattr(thread_calls, "_pool", lambda workers: helpers)
     log: list = []
-    runtime.run_phases([], PLAN, _recorded_phases(log))
+    thread_calls.run_phases([], PLAN, _recorded_phases(log))
     before = list(log)
     for thread in helpers.release():
         thread.join(timeout=10)
@@ -63,7 +63,7 @@ def test_late_helpers_leave_a_finished_call_alone(monkeypatch):
 
 def test_a_failing_chunk_stops_the_call_and_is_raised(monkeypatch):
     helpers = _Helpers()
-    monkeypatch.setattr(runtime, "_pool", lambda workers: helpers)
+    monkeypatch.setattr(thread_calls, "_pool", lambda workers: helpers)
 
     def count(k: int) -> int:
         if k == 1:
@@ -71,7 +71,7 @@ def test_a_failing_chunk_stops_the_call_and_is_raised(monkeypatch):
         return 0
     fills: list = []
     with pytest.raises(RuntimeError, match="chunk 1 broke"):
-        runtime.run_phases([], PLAN, [Phase(count), Phase(lambda k: fills.append(k) or 0)])
+        thread_calls.run_phases([], PLAN, [Phase(count), Phase(lambda k: fills.append(k) or 0)])
     assert fills == []
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import llvsparse as ls
 import llvsparse.calls.binding
 import llvsparse.kernel.api
-from llvsparse.abi import runtime
+from llvsparse.abi import runtime, thread_calls
 
 
 def _matrix(rows: int, cols: int, per_row: int, seed: int):
@@ -187,13 +187,13 @@ def test_split_partitions_rows_into_even_chunks(weights, heavy, threads):
     plus one coordinate's work; threads draw the heaviest first."""
     work = np.array(weights, dtype=float)
     work[len(work) // 2] += heavy
-    plan = runtime.split(len(work), threads, work)
+    plan = thread_calls.split(len(work), threads, work)
     bounds = [lo for lo, _ in plan.chunks] + [plan.chunks[-1][1]]
     assert bounds[0] == 0 and bounds[-1] == len(work)
     assert all(lo < hi for lo, hi in plan.chunks)
     assert all(hi == lo for (_, hi), (lo, _) in zip(plan.chunks, plan.chunks[1:]))
     cost = [float((work[lo:hi] + 1).sum()) for lo, hi in plan.chunks]
-    count = min(len(work), threads * runtime.CHUNKS_PER_THREAD)
+    count = min(len(work), threads * thread_calls.CHUNKS_PER_THREAD)
     assert max(cost) <= (work + 1).sum() / count + (work + 1).max() + 1e-9
     assert sorted(plan.order) == list(range(len(plan.chunks)))
     assert [cost[k] for k in plan.order] == sorted(cost, reverse=True)
@@ -202,20 +202,20 @@ def test_split_partitions_rows_into_even_chunks(weights, heavy, threads):
 
 @pytest.mark.parametrize("threads", [2, 3])
 def test_chunks_run_on_the_requested_number_of_threads(threads):
-    plan = runtime.split(64, threads)
+    plan = thread_calls.split(64, threads)
     seen: list[tuple[int, int]] = []
 
     def run_chunk(k: int) -> int:
         time.sleep(0.001)  # long enough that every worker takes a chunk
         seen.append((k, threading.get_ident()))
         return 0
-    runtime.run_phases([], plan, [runtime.Phase(run_chunk)])
+    thread_calls.run_phases([], plan, [thread_calls.Phase(run_chunk)])
     assert sorted(k for k, _ in seen) == list(range(len(plan.chunks)))
     assert len({ident for _, ident in seen}) == threads
 
 
 def test_phases_run_in_order_with_one_step_between():
-    plan = runtime.split(40, 2)
+    plan = thread_calls.split(40, 2)
     log: list[tuple[str, int]] = []
 
     def step(name: str):
@@ -224,20 +224,21 @@ def test_phases_run_in_order_with_one_step_between():
             log.append((name, k))
             return 0
         return run_chunk
-    runtime.run_phases([], plan, [runtime.Phase(step("a"), lambda: log.append(("between", -1))),
-                                   runtime.Phase(step("b"))])
+    thread_calls.run_phases([], plan,
+                            [thread_calls.Phase(step("a"), lambda: log.append(("between", -1))),
+                             thread_calls.Phase(step("b"))])
     names = [name for name, _ in log]
     chunks = len(plan.chunks)
     assert names == ["a"] * chunks + ["between"] + ["b"] * chunks
 
 
 def test_a_failing_chunk_stops_later_phases_and_raises():
-    plan = runtime.split(40, 2)
+    plan = thread_calls.split(40, 2)
     ran_second: list[int] = []
     with pytest.raises(runtime.KernelRuntimeError, match="status 1"):
-        runtime.run_phases([_EmptyHolder()], plan, [
-            runtime.Phase(lambda k: int(k == 3)),
-            runtime.Phase(lambda k: ran_second.append(k) or 0)])
+        thread_calls.run_phases([_EmptyHolder()], plan, [
+            thread_calls.Phase(lambda k: int(k == 3)),
+            thread_calls.Phase(lambda k: ran_second.append(k) or 0)])
     assert ran_second == []
 
 
@@ -245,7 +246,7 @@ def test_a_failing_chunk_stops_later_phases_and_raises():
 def test_an_exception_in_any_thread_reaches_the_caller(where):
     """Raised by a chunk in the caller's thread or a worker's, in the first phase or in
     the step between phases: the caller gets it, and no thread waits forever."""
-    plan = runtime.split(40, 2)
+    plan = thread_calls.split(40, 2)
 
     def boom(k: int) -> int:
         time.sleep(0.0005)
@@ -255,10 +256,10 @@ def test_an_exception_in_any_thread_reaches_the_caller(where):
 
     def after() -> None:
         raise ZeroDivisionError("between")
-    phases = [runtime.Phase(boom), runtime.Phase(lambda k: 0)] if where == 0 else \
-        [runtime.Phase(lambda k: 0, after), runtime.Phase(lambda k: 0)]
+    phases = [thread_calls.Phase(boom), thread_calls.Phase(lambda k: 0)] if where == 0 else \
+        [thread_calls.Phase(lambda k: 0, after), thread_calls.Phase(lambda k: 0)]
     with pytest.raises(ZeroDivisionError):
-        runtime.run_phases([], plan, phases)
+        thread_calls.run_phases([], plan, phases)
 
 
 _CHUNK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -268,7 +269,7 @@ _CHUNK = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctype
 def test_native_chunk_loop_runs_each_chunk_once_and_reports_failure(fail_at):
     """Both threads draw chunks from the native loop; each chunk runs once; a failing
     chunk's status is raised and the chunks not yet drawn are skipped."""
-    plan = runtime.split(4000, 2)
+    plan = thread_calls.split(4000, 2)
     ran: list[tuple[int, int]] = []
     threads_seen: set[int] = set()
 
@@ -282,11 +283,11 @@ def test_native_chunk_loop_runs_each_chunk_once_and_reports_failure(fail_at):
     address = ctypes.cast(chunk, ctypes.c_void_p).value
     holders = [runtime.DescriptorHolder([1], [None], [])]
     if fail_at is None:
-        runtime.call_parallel(address, holders, plan)
+        thread_calls.call_parallel(address, holders, plan)
         assert sorted(ran) == list(plan.chunks) and len(threads_seen) == 2
     else:
         with pytest.raises(runtime.KernelRuntimeError, match="status 1"):
-            runtime.call_parallel(address, holders, plan)
+            thread_calls.call_parallel(address, holders, plan)
         assert len(ran) < len(plan.chunks) and len(set(ran)) == len(ran)
 
 

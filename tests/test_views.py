@@ -12,8 +12,8 @@ from llvsparse.formats import registry
 from plugin_text import without_subsection
 
 import llvsparse as ls
+from llvsparse.frontend.tensor import TensorView
 from llvsparse.kernel import api
-from llvsparse.tensors.views import TensorView
 
 MATRIX_FORMATS = ["csr", "csc", "coo", "dcsr", "dense", "hash", "dia", "ell"]
 TENSOR3_FORMATS = ["csf", "coo", "dense", "hash"]

@@ -10,7 +10,7 @@
   policies (dense in both loop forms; hash, sort, bucket), the model's binding, and the
   bench's 1-thread peers (bench_peers.discover: scipy, MKL, GraphBLAS where installed).
 - split: CSR SpMV on 2 threads, equal row ranges against ranges of equal stored entries
-  (runtime.split with weights) and windows of entries that cut rows (an entry split),
+  (thread_calls.split with weights) and windows of entries that cut rows (an entry split),
   and what the model picks (with fastmath, which the entry split needs on floats).
 
 Medians of ``rounds`` interleaved rounds; each round calls each binding enough times for

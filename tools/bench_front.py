@@ -78,7 +78,7 @@ def timed_row(name: str, ways: dict[str, Way], rounds: int, batch: int) -> dict:
         _checked(run(), expected, (name, way))
         if way.startswith("llvsparse"):  # past the first calls' timing of kernel forms
             for _ in range(WARM_CALLS):  # (probe.py) and of a lazy chain's two ways
-                run()  # (lazy_recipes.Choice: 26 calls)
+                run()  # (lazy_tensor.Choice: 26 calls)
         _checked(run(), expected, (name, way))
     times: dict[str, list[float]] = {way: [] for way in ways}
     load = [os.getloadavg()[0]]

@@ -10,7 +10,7 @@ interleaved rounds; the load average beside each row, since two threads on the s
 
 - rows: ``parallelize(i, cpu_thread, no_races)``, equal ranges of rows;
 - auto: the default schedule (the model's split: ranges of about equal stored entries
-  where rows are skewed, runtime.split);
+  where rows are skewed, thread_calls.split);
 - nonzero: ``fuse(i,j,f); pos(f,fp,A(i,j)); split(fp,c,t,CHUNK);
   parallelize(c,cpu_thread,atomics)``, the paper's schedule as written;
 - 1 thread: the default schedule on one thread, for scale.

@@ -59,12 +59,12 @@ def pin_threads() -> Pinning:
     except (ImportError, ValueError):
         pass
     try:
-        from llvsparse.abi import runtime
+        from llvsparse.abi import thread_calls
 
-        if hasattr(runtime, "set_num_threads"):
-            runtime.set_num_threads(1)
-            pinning.statements.append("llvsparse.abi.runtime.set_num_threads(1); llvsparse columns "
-                                      "pass threads=N per call")
+        if hasattr(thread_calls, "set_num_threads"):
+            thread_calls.set_num_threads(1)
+            pinning.statements.append("llvsparse.abi.thread_calls.set_num_threads(1); "
+                                      "llvsparse columns pass threads=N per call")
     except ImportError:
         pass
     pinning.statements.append("GraphBLAS: gb.ss.config['nthreads'] = 1 or 2 per column; "

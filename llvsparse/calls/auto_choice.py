@@ -17,7 +17,7 @@ from ..ir import notation as nt
 from ..ir.autoschedule import AutoChoice, KernelInfo, autoschedule
 from ..ir.cost_model import OperandStats
 from ..ir.notes import SELECT_OTHER
-from ..tensors.tensor import Tensor
+from ..tensors.tensor import StoredTensor
 
 # Picks fixed instead of modelled: {"off": True} makes every binding keep the rule's
 # workspace, the probe's timing and weighted splits (the behaviour before the model);
@@ -25,7 +25,7 @@ from ..tensors.tensor import Tensor
 FORCED: dict[str, object] = {}
 
 
-def operand_stats(tensor: Tensor) -> OperandStats:
+def operand_stats(tensor: StoredTensor) -> OperandStats:
     """``tensor``'s statistics, computed once per descriptor (its arrays)."""
     holder = tensor.holder()
     cached = tensor.__dict__.get("_auto_stats")
@@ -51,7 +51,7 @@ def other_forms(inst) -> frozenset[str] | None:
 
 
 def kernel_info(lhs: nt.Access, accesses: Sequence[nt.Access], inst,
-                inputs: Mapping[str, Tensor], workspace_fixed: bool,
+                inputs: Mapping[str, StoredTensor], workspace_fixed: bool,
                 threads: int) -> KernelInfo:
     """What the bound kernel leaves open, from its assignment's ``lhs`` and operand
     ``accesses`` (by the kernel's names, as in ``inputs``)."""
@@ -65,7 +65,7 @@ def kernel_info(lhs: nt.Access, accesses: Sequence[nt.Access], inst,
 
 
 def choose(lhs: nt.Access, accesses: Sequence[nt.Access], inst,
-           inputs: Mapping[str, Tensor], workspace_fixed: bool,
+           inputs: Mapping[str, StoredTensor], workspace_fixed: bool,
            threads: int) -> AutoChoice | None:
     """The model's choice for a binding, or None when ``FORCED`` turns it off."""
     if FORCED.get("off"):
@@ -85,7 +85,7 @@ class _Stats(Mapping):
     """Operands' statistics by name, each computed when the model first reads it (a
     kernel with nothing open reads none: O(rows) saved per binding)."""
 
-    def __init__(self, inputs: Mapping[str, Tensor]):
+    def __init__(self, inputs: Mapping[str, StoredTensor]):
         self.inputs = inputs
 
     def __getitem__(self, name: str) -> OperandStats:
@@ -101,7 +101,7 @@ class _Stats(Mapping):
         return len(self.inputs)
 
 
-def _sparse(tensor: Tensor) -> bool:
+def _sparse(tensor: StoredTensor) -> bool:
     return not all(level.full for level in tensor.tensor_type.levels)
 
 
@@ -110,7 +110,7 @@ def _names(access: nt.Access) -> tuple[str | None, ...]:
 
 
 def _product(lhs: nt.Access, accesses: Sequence[nt.Access],
-             inputs: Mapping[str, Tensor]) -> tuple[tuple[str, str] | None, int]:
+             inputs: Mapping[str, StoredTensor]) -> tuple[tuple[str, str] | None, int]:
     """(A, B) of an output C(i,j) = A(i,k) * B(k,j) over two sparse row-major operands
     (their first level stores their first index), and j's extent."""
     out = _names(lhs)
@@ -129,13 +129,13 @@ def _product(lhs: nt.Access, accesses: Sequence[nt.Access],
     return None, 0
 
 
-def _row_major(tensor: Tensor) -> bool:
+def _row_major(tensor: StoredTensor) -> bool:
     levels = tensor.tensor_type.levels
     return bool(levels) and levels[0].mode == 0
 
 
 def _rows_operand(lhs: nt.Access, accesses: Sequence[nt.Access],
-                  inputs: Mapping[str, Tensor]) -> str | None:
+                  inputs: Mapping[str, StoredTensor]) -> str | None:
     """The sparse operand whose first level stores the output's first index."""
     out = _names(lhs)
     if not out or out[0] is None:
@@ -152,7 +152,7 @@ def _rows_operand(lhs: nt.Access, accesses: Sequence[nt.Access],
 
 
 def _matching_rows(lhs: nt.Access, accesses: Sequence[nt.Access],
-                   inputs: Mapping[str, Tensor]) -> float | None:
+                   inputs: Mapping[str, StoredTensor]) -> float | None:
     """For a union of two sparse operands indexed as the output and stored in its order
     (A(i,j) + B(i,j), both row-major): the share of rows where both store equally many
     entries, from the counts the statistics already read (O(rows)); None otherwise."""

@@ -12,15 +12,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..abi import runtime
+from ..abi import runtime, thread_calls
 from ..abi.results import MIN_BYTES, RESULTS, check_fits_memory
 from ..backends.cpu import JitKernel
 from ..formats.registry import changed_since
 from ..ir.parallel import dense_like
+from ..tensors import made_as
 from ..tensors.coerce import foreign_tensor, is_foreign_sparse
 from ..tensors.describe import bound_summary
 from ..tensors.format import Format, FormatError
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 from .gather import Scratch, gather_parallel
 from .instance import Instance
 from .live_copies import Refresh
@@ -52,7 +54,7 @@ class BoundCall:
     """
 
     def __init__(self, inst: Instance, out_format: Format, out_shape: tuple[int, ...],
-                 inputs: list[runtime.DescriptorHolder], plan: runtime.Split | None,
+                 inputs: list[runtime.DescriptorHolder], plan: thread_calls.Split | None,
                  expected: int = 0, form: str | None = None):
         self.inst, self.format, self.shape = inst, out_format, out_shape
         # (still valid?, the binding to run instead), checked in order before every
@@ -79,8 +81,8 @@ class BoundCall:
             self.size = math.prod(self.extents)
             self.dtype = np.dtype(self.out_type.dtype)
             params, self.flat_params = output_params(out_format, self.out_type, self.extents)
-            self.result = Tensor.dense_outputs(out_shape, out_format, self.out_type,
-                                               self.extents, params)
+            self.result = tensor_class().dense_outputs(out_shape, out_format, self.out_type,
+                                                       self.extents, params)
             # Below the pool's threshold a fresh result comes straight from numpy, left
             # uncleared where the kernel sets every entry (see ResultPool.zeros).
             if self.size * self.dtype.itemsize < MIN_BYTES:
@@ -132,7 +134,7 @@ class BoundCall:
                    prepare: Callable[[int, int], None] | None = None) -> None:
         output = runtime.DescriptorHolder(self.extents, [values], self.flat_params)
         if self.plan:
-            runtime.call_parallel(code.range_address, [output, *self.inputs],
+            thread_calls.call_parallel(code.range_address, [output, *self.inputs],
                                   self.plan, prepare)
         else:
             runtime.call(code.address, [output, *self.inputs])
@@ -143,7 +145,7 @@ class BoundCall:
         parts = [np.zeros(self.size, self.dtype) for _ in self.plan.chunks]
         outputs = [runtime.DescriptorHolder(self.extents, [part], self.flat_params)
                    for part in parts]
-        runtime.call_private_outputs(code.range_address, outputs, self.inputs, self.plan)
+        thread_calls.call_private_outputs(code.range_address, outputs, self.inputs, self.plan)
         return self.combine(parts)
 
     def _run_one(self, form: str, values: np.ndarray) -> None:
@@ -187,14 +189,14 @@ class BoundCall:
         without a copy) and the thread request matches; else a sibling for new Tensors
         of the same signature where that is safe (``_sibling``). ``check`` validates the
         Tensors again (remembered for sealed ones, see ``Tensor.validate``)."""
-        wanted = runtime.get_num_threads() if threads is None else threads
+        wanted = thread_calls.get_num_threads() if threads is None else threads
         if wanted != self.requested_threads or tensors.keys() != self.operands.keys():
             return None
         for (name, bound), holder in zip(self.operands.items(), self.operand_holders):
             given = tensors[name]
             if given is not bound:
                 return self._sibling(tensors, check)
-            if isinstance(given, Tensor):
+            if isinstance(given, StoredTensor):
                 if given.holder(check_shallow=True) is not holder:
                     return None
                 if self.patterned and given._sealed_state() is None:
@@ -236,7 +238,7 @@ class BoundCall:
                     return None
                 swap[id(old)] = new
                 continue
-            if type(new) is not Tensor or type(old) is not Tensor:
+            if type(new) is not made_as.made or type(old) is not made_as.made:
                 return None
             if new is not old:
                 if new.format != old.format or new.dtype != old.dtype \
@@ -250,7 +252,7 @@ class BoundCall:
             return None
         if check:
             for tensor in swap.values():
-                if type(tensor) is Tensor:
+                if type(tensor) is made_as.made:
                     tensor.validate()
         sibling = BoundCall.__new__(BoundCall)
         sibling.__dict__.update(self.__dict__)
@@ -262,8 +264,9 @@ class BoundCall:
         sibling.inputs = [t.holder(check_shallow=not check)
                           for t in sibling.inputs_by_name.values()]
         sibling.operands = dict(tensors)
+        made = tensor_class()
         sibling.operand_holders = [
-            (t if type(t) is Tensor else sibling.inputs_by_name[n]).holder(check_shallow=False)
+            (t if type(t) is made else sibling.inputs_by_name[n]).holder(check_shallow=False)
             for n, t in tensors.items()]
         sibling.code, sibling.calls, sibling.busy = {}, {}, threading.Lock()
         if self.dense:
@@ -349,13 +352,13 @@ class BoundCall:
             return self._gathered(self._code(form))
         if self.plan and not self.scratch:  # threads count, then fill (see can_split_assembly)
             holders = [self.assembled.holder(reserve=False), *self.inputs]
-            runtime.assemble_parallel(
+            thread_calls.assemble_parallel(
                 self._code(form).assembly, holders, self.plan,
                 lambda total: self.assembled.reserve_for(holders[0], total))
             return self.assembled.adopt(holders[0])
         return self._assembled_on_one(form)
 
-    def _assembled_on_one(self, form: str) -> Tensor:
+    def _assembled_on_one(self, form: str) -> StoredTensor:
         if self.busy.acquire(blocking=False):
             try:  # the shared descriptor, emptied by adoption or by a failed call
                 self.output.clear()
@@ -368,7 +371,7 @@ class BoundCall:
         runtime.call(self._code(form).address, holders)
         return self.assembled.adopt(holders[0])
 
-    def _gathered(self, code: JitKernel) -> Tensor:
+    def _gathered(self, code: JitKernel) -> StoredTensor:
         """Threads append into the binding's kept buffers (or, while another thread is
         inside this binding, fresh ones) and copy them into the output."""
         holders = [self.assembled.holder(reserve=False), *self.inputs]
@@ -419,16 +422,16 @@ def views(values: np.ndarray, array: np.ndarray) -> bool:
         values.__array_interface__["data"][0] == array.__array_interface__["data"][0]
 
 
-def as_tensor(value: object, fmt: Format, name: str) -> Tensor:
+def as_tensor(value: object, fmt: Format, name: str) -> StoredTensor:
     """The caller's operand ``name`` as a Tensor stored in ``fmt`` (numpy and foreign
     sparse arrays are wrapped), refused where its order or format does not fit."""
-    order = value.order if isinstance(value, Tensor) else \
+    order = value.order if isinstance(value, StoredTensor) else \
         value.ndim if is_foreign_sparse(value) else np.ndim(value)
     if order != fmt.order:
         raise ShapeError(f"{name} is used with {fmt.order} "
                          f"{'index' if fmt.order == 1 else 'indices'} but has {order} "
                          f"{'dimension' if order == 1 else 'dimensions'}")
-    if isinstance(value, Tensor):
+    if isinstance(value, StoredTensor):
         if value.format.layout_key() != fmt.layout_key():  # the kernel takes its fill
             raise TypeError(f"{name} is stored as {value.format!r}, but the kernel was "
                             f"compiled for {fmt!r}; convert it with .asformat()")
@@ -444,5 +447,5 @@ def as_tensor(value: object, fmt: Format, name: str) -> Tensor:
     array = np.asarray(value)
     if array.dtype == object:
         raise TypeError(f"{name}: cannot use a {type(value).__name__} as a tensor")
-    return Tensor.from_numpy(array, format=fmt)
+    return tensor_class().from_numpy(array, format=fmt)
 

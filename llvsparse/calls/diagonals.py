@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir.transforms.diagonals import DiagonalUse
 from ..tensors.format import named_format
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
 
 PATTERN_FORMAT = named_format("coo", 2)
 
@@ -34,9 +34,9 @@ def diagonal_pattern(tensor, use: DiagonalUse, size: int, index_dtype: str):
         coords, _ = tensor._stored_entries()
         first, second = coords[use.modes[0]], coords[use.modes[1]]
         diagonal = np.unique(first[first == second])
-    pattern = Tensor.from_coo(np.stack([diagonal, diagonal]),
+    pattern = tensor_class().from_coo(np.stack([diagonal, diagonal]),
                               np.ones(len(diagonal), dtype=bool), (size, size), PATTERN_FORMAT,
-                              dtype="bool", index_dtype=index_dtype)
+                                      dtype="bool", index_dtype=index_dtype)
     if state is not None:
         tensor._diagonal_memo = (state, key, pattern)
     return pattern

@@ -22,7 +22,7 @@ from ..ir.cin import Apply, Sum, expr_vars
 from ..ir.frontend import to_concrete
 from ..ir.operators import ADD, MUL
 from ..ir.types import TensorType
-from ..tensors.tensor import Tensor
+from ..tensors.tensor import StoredTensor
 
 
 def sums_move(assignment: nt.Assignment, types: dict[str, TensorType]) -> bool:
@@ -51,7 +51,7 @@ def all_finite(operands: dict[str, object]) -> bool:
     and bool operands always are)."""
     for operand in operands.values():
         fill = 0.0
-        if isinstance(operand, Tensor):
+        if isinstance(operand, StoredTensor):
             values, fill = operand.values, operand.fill_value
         elif sp.issparse(operand):  # dok and lil have no data array of their own
             values = operand.tocoo().data

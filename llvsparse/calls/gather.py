@@ -15,8 +15,9 @@ import itertools
 import threading
 from collections.abc import Callable
 
-from ..abi import runtime
-from ..abi.runtime import DescriptorHolder, Phase, Split
+from ..abi import runtime, thread_calls
+from ..abi.runtime import DescriptorHolder
+from ..abi.thread_calls import Phase, Split
 from ..backends.llvm.emit_base import STATUS_NO_MEMORY
 
 
@@ -55,13 +56,13 @@ def gather_parallel(addresses: dict[str, int], holders: list[DescriptorHolder], 
     each chunk appends into its scratch descriptor; ``reserve(total)`` sizes the output
     exactly; the threads copy each chunk's buffers to its offset; ``finish``."""
     table = runtime.descriptor_table(holders)
-    runtime.check_status(runtime.SETUP_TYPE(addresses["setup"])(table), holders)
+    runtime.check_status(thread_calls.SETUP_TYPE(addresses["setup"])(table), holders)
     output = holders[0]
     own = scratch.for_output(output)  # after setup: they share its row cells
     tables = [runtime.descriptor_table([mine, *holders[1:]]) for mine in own]
     counts = [ctypes.c_int64(0) for _ in plan.chunks]
     offsets: list[int] = []
-    append = runtime.APPEND_TYPE(addresses["append"])
+    append = thread_calls.APPEND_TYPE(addresses["append"])
 
     def size_output() -> None:
         offsets.extend(itertools.accumulate((c.value for c in counts), initial=0))
@@ -78,8 +79,8 @@ def gather_parallel(addresses: dict[str, int], holders: list[DescriptorHolder], 
                            own[k].pointers[slot], entries * itemsize)
         return 0
 
-    runtime.run_phases(holders, plan, [
+    thread_calls.run_phases(holders, plan, [
         Phase(lambda k: append(tables[k], *plan.chunks[k], ctypes.byref(counts[k])),
               size_output),
         Phase(copy)])
-    runtime.check_status(runtime.FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)
+    runtime.check_status(thread_calls.FINISH_TYPE(addresses["finish"])(table, offsets[-1]), holders)

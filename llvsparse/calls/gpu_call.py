@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..abi import runtime
+from ..abi import runtime, thread_calls
 from ..backends.cpu import JitKernel
 from ..backends.cuda.emulator import EmulatedKernel, emulate
 from ..ir.autoschedule import gpu_schedule
 from ..ir.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT, GpuMappingError, GpuPlan, plan_gpu
 from ..ir.loops import Program
-from ..tensors.tensor import Tensor
+from ..tensors.tensor import StoredTensor
 from .binding import BoundCall
 from .gpu_launch import Launch, launch_of
 from .instance import Instance
@@ -104,7 +104,7 @@ def check_output(plan: GpuPlan, bound: BoundCall) -> None:
                               "output is assembled")
 
 
-def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Tensor:
+def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> StoredTensor:
     """The assembled output of ``bound`` (``code``: its phases on the host): setup and
     finish on the host, ``run(phase,
     holders, extra)`` launching the count and fill grids (``extra``: the per-thread
@@ -112,19 +112,20 @@ def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Ten
     addresses = code.assembly
     holders = [bound.assembled.holder(reserve=False), *bound.inputs]
     table = runtime.descriptor_table(holders)
-    runtime.check_status(runtime.SETUP_TYPE(addresses["setup"])(table), holders)
+    runtime.check_status(thread_calls.SETUP_TYPE(addresses["setup"])(table), holders)
     counts = np.zeros(max(launch.threads, 1), np.int64)
     run("count", holders, counts)
     offsets = np.concatenate([[0], np.cumsum(counts[:launch.threads])]).astype(np.int64)
     total = int(offsets[-1])
     bound.assembled.reserve_for(holders[0], total)
     run("fill", holders, offsets)
-    runtime.check_status(runtime.FINISH_TYPE(addresses["finish"])(table, total), holders)
+    runtime.check_status(thread_calls.FINISH_TYPE(addresses["finish"])(table, total), holders)
     return bound.assembled.adopt(holders[0])
 
 
 def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
-                  cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]) -> Tensor:
+                  cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]
+                  ) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed by the emulated device kernels."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst

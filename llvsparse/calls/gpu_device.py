@@ -28,7 +28,7 @@ from ..backends.cuda.device_ir import ARENA, ARENA_SLICE, device_name
 from ..backends.cuda.driver import Device, device
 from ..ir.gpu_plan import GpuPlan
 from ..tensors.gpu_resident import DeviceTensor
-from ..tensors.tensor import Tensor
+from ..tensors.tensor import StoredTensor
 from .binding import BoundCall
 from .gpu_call import assemble, call_schedule, check_output, device_code, device_phases, gpu_plan
 from .gpu_launch import Launch, launch_of
@@ -154,7 +154,7 @@ def _launch(gpu: Device, function: Any, launch: Launch, table: DeviceTable, addr
 
 def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
                 cache: dict[tuple[int, int], tuple[Any, ...]], ordinal: int = 0,
-                gpu: Device | None = None) -> Tensor:
+                gpu: Device | None = None) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed on GPU ``ordinal`` (or ``gpu``)."""
     gpu = gpu or device(ordinal)
     resident: dict[int, int] = {}
@@ -188,7 +188,7 @@ def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
 
 
 def _assembled(gpu: Device, functions: dict[str, Any], code: JitKernel, bound: BoundCall,
-               launch: Launch, table: DeviceTable) -> Tensor:
+               launch: Launch, table: DeviceTable) -> StoredTensor:
     """The sparse output of ``bound``: count and fill grids on ``gpu`` (see the
     module's docstring), between the host's setup, scan and finish."""
     output = bound.assembled

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backends.interpret import run_program
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 
 if TYPE_CHECKING:
     from ..kernel.api import Kernel
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 TARGETS = ("cpu", "interpret", "cuda-emulated", "cuda")
 
 
-def interpret_call(kernel: Kernel, check: bool, tensors: dict[str, Any]) -> Tensor:
+def interpret_call(kernel: Kernel, check: bool, tensors: dict[str, Any]) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed by walking its loop IR."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
@@ -24,5 +25,5 @@ def interpret_call(kernel: Kernel, check: bool, tensors: dict[str, Any]) -> Tens
     coords, values = run_program(program, bound.inputs_by_name, bound.shape)
     out_type = bound.out_type
     stored = np.asarray(values, dtype=program.dtype).astype(out_type.dtype)
-    return Tensor.from_coo(coords, stored, bound.shape, bound.format, dtype=out_type.dtype,
-                           index_dtype=out_type.index_dtype, fill=bound.format.fill)
+    return tensor_class().from_coo(coords, stored, bound.shape, bound.format, dtype=out_type.dtype,
+                                   index_dtype=out_type.index_dtype, fill=bound.format.fill)

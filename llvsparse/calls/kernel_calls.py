@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..abi import runtime
+from ..abi import thread_calls
 from ..formats.registry import generation as registry_generation
 from ..ir import notation as nt
 from ..ir.affine import valid_extent
@@ -18,7 +18,8 @@ from ..ir.parallel import dense_like
 from ..ir.schedule_types import Chunks
 from ..ir.types import fill_key
 from ..tensors.format import Format
-from ..tensors.tensor import Tensor, checked_index_dtype
+from ..tensors.tensor import StoredTensor
+from ..tensors.value_types import checked_index_dtype
 from . import auto_choice
 from .auto_choice import choose
 from .binding import BoundCall, ShapeError, as_tensor, expected_entries, views
@@ -148,8 +149,8 @@ class KernelCalls:
             converted.append(inputs[name])
             inputs[name], refresh = live_copy(inputs[name], fmt, self._user_name(name))
             refreshes.append(refresh)
-        threads = runtime.get_num_threads() if threads is None else \
-            runtime.checked_thread_count(threads)
+        threads = thread_calls.get_num_threads() if threads is None else \
+            thread_calls.checked_thread_count(threads)
         expected = expected_entries(inputs.values())
         parallel = (threads > 1 and inst.parallel_mode is not None
                     and out_shape[inst.parallel_mode] > 1
@@ -239,7 +240,7 @@ class KernelCalls:
         return threads > 1 and out_shape[inst.parallel_mode] > 1
 
     def _thread_plan(self, inst: Instance, threads: int, extents: dict[str, int],
-                     inputs: dict[str, Tensor], even: bool = False) -> runtime.Split:
+                     inputs: dict[str, StoredTensor], even: bool = False) -> thread_calls.Split:
         """How threads share the split loop's coordinates: as a user's schedule says, or
         in chunks of about equal stored entries of the output's first index (``even``:
         equal row ranges, where the autoscheduler finds the rows even)."""
@@ -333,7 +334,7 @@ class KernelCalls:
                       counting=self.counting, extents=self.index_extents,
                       schedule=schedule or (None if self.searching else self.schedule_text))
 
-    def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> runtime.Split:
+    def _plan(self, extent: int, threads: int, weights: list[np.ndarray]) -> thread_calls.Split:
         """The split of the last binding while its weights are the same arrays (cached on
         their tensors): splitting 800k rows costs 4 ms, a call on them 8."""
         last = self._last_plan
@@ -341,11 +342,11 @@ class KernelCalls:
                 and all(a is b for a, b in zip(last[1], weights)):
             return last[2]
         total = functools.reduce(np.add, weights) if weights else None
-        plan = runtime.split(extent, threads, total)
+        plan = thread_calls.split(extent, threads, total)
         self._last_plan = ((extent, threads), weights, plan)
         return plan
 
-    def entries_per_row(self, inputs: dict[str, Tensor], var: str) -> list[np.ndarray]:
+    def entries_per_row(self, inputs: dict[str, StoredTensor], var: str) -> list[np.ndarray]:
         """Stored entries under each coordinate of ``var`` (the split loop's index) in
         each sparse input whose first level stores it: their sum evens out threads' work."""
         parts = []

@@ -24,12 +24,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ..tensors.format import Format
-from ..tensors.tensor import Tensor
+from ..tensors.tensor import StoredTensor
 
 Refresh = Callable[[], None]
 
 
-def live_copy(tensor: Tensor, fmt: Format, name: str) -> tuple[Tensor, Refresh]:
+def live_copy(tensor: StoredTensor, fmt: Format, name: str) -> tuple[StoredTensor, Refresh]:
     """``tensor`` (the operand ``name``) in ``fmt``, and a refresh that sets the copy's
     values to the tensor's current ones."""
     template, sources = (None, None) if not tensor.order else \
@@ -60,7 +60,7 @@ def _one_at_a_time(refresh: Refresh) -> Refresh:
     return locked
 
 
-def _convert_again(tensor: Tensor, fmt: Format, copy: Tensor, name: str) -> None:
+def _convert_again(tensor: StoredTensor, fmt: Format, copy: StoredTensor, name: str) -> None:
     values = tensor._convert(fmt, check=False).values
     if values.shape != copy.values.shape:
         raise _changed(name)

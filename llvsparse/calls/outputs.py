@@ -20,7 +20,8 @@ from ..formats.interpret import evaluate_expr, length_function, run_function
 from ..formats.registry import generation as registry_generation
 from ..formats.registry import is_shipped
 from ..tensors.format import Format
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ class AssembledOutput:
         for slot, count, itemsize in self.last or self.reservations:
             holder.reserve(slot, count, itemsize)
 
-    def adopt(self, holder: DescriptorHolder) -> Tensor:
+    def adopt(self, holder: DescriptorHolder) -> StoredTensor:
         """The kernel's arrays as a numpy-owned Tensor, sealed: its index arrays are made
         read-only as they are taken (see Tensor._seal), its values stay writeable; valid
         (not walked again before the next kernel) where shipped levels assembled it."""
@@ -189,7 +190,8 @@ class AssembledOutput:
         if self.reservations:
             lengths.append((self.values_slot, len(values), self.dtype.itemsize))
             self.last = [(slot, with_spare(n), size) for slot, n, size in lengths]
-        tensor = Tensor.__new__(Tensor)
+        made = tensor_class()
+        tensor = made.__new__(made)
         tensor.__dict__.update(shape=self.shape, format=self.format, dtype=self.dtype,
                                index_dtype=self.index_dtype, level_extents=list(self.extents),
                                level_arrays=level_arrays,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..abi import runtime
+from ..abi import thread_calls
 from ..ir import directives as dv
 from ..ir import notation as nt
 from ..ir.errors import ScheduleError
@@ -26,7 +26,7 @@ from ..tensors.format import Format
 from ..tensors.walk import entry_windows, second_level_bounds
 
 if TYPE_CHECKING:
-    from ..tensors.tensor import Tensor
+    from ..tensors.tensor import StoredTensor
 
 
 class ScheduleMethods:
@@ -152,14 +152,14 @@ def check_bounds(plan: SchedulePlan | None, extents: dict[str, int]) -> None:
                                 f"{extent} in this call")
 
 
-def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, Tensor],
-            weights: list[np.ndarray]) -> runtime.Split:
+def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, StoredTensor],
+            weights: list[np.ndarray]) -> thread_calls.Split:
     """The parallel loop's coordinates [0, extent) cut as the schedule asks."""
     if chunks.within:
         return windowed_chunks(chunks, threads, inputs[chunks.tensor])
     if chunks.by == "balanced":
         total = np.sum(weights, axis=0) if weights else None
-        return runtime.split(extent, threads, total)
+        return thread_calls.split(extent, threads, total)
     if chunks.by == "coordinates":
         bounds = np.arange(0, extent + chunks.size, chunks.size).clip(max=extent)
     elif chunks.by == "parts":
@@ -172,10 +172,10 @@ def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, Tensor]
         bounds = np.concatenate([[0], np.searchsorted(cost, targets, side="left"), [extent]])
     cuts = np.unique(np.asarray(bounds, dtype=np.int64).clip(0, extent))
     ranges = tuple((int(lo), int(hi)) for lo, hi in itertools.pairwise(cuts) if hi > lo)
-    return runtime.Split(ranges or ((0, extent),), tuple(range(len(ranges) or 1)), threads)
+    return thread_calls.Split(ranges or ((0, extent),), tuple(range(len(ranges) or 1)), threads)
 
 
-def windowed_chunks(chunks: Chunks, threads: int, tensor: Tensor) -> runtime.Split:
+def windowed_chunks(chunks: Chunks, threads: int, tensor: StoredTensor) -> thread_calls.Split:
     """Windows of ``tensor``'s stored entries under the parallel loop's coordinates, cut
     anywhere, each with the rows it touches (ir/entry_split.py). Consecutive windows of
     the schedule's size are grouped so that each thread draws a few of them (static
@@ -187,17 +187,17 @@ def windowed_chunks(chunks: Chunks, threads: int, tensor: Tensor) -> runtime.Spl
         raise ScheduleError(f"pos over {chunks.tensor}: threads that cut its rows need its "
                             f"stored positions per row ({error})") from None
     stored = int(np.sum(end - begin))
-    most = threads * runtime.CHUNKS_PER_THREAD
+    most = threads * thread_calls.CHUNKS_PER_THREAD
     size = -(-stored // chunks.size) if chunks.parts else chunks.size or -(-stored // most)
     size = max(size, 1)
     size *= max(1, -(-stored // (size * most)))
     windows, rows = entry_windows(begin, end, size)
     count = len(windows) - 1
     if count < 1:
-        return runtime.Split(((0, 0),), (0,), threads, windows=((0, 0),))
+        return thread_calls.Split(((0, 0),), (0,), threads, windows=((0, 0),))
     cut = tuple((int(lo), int(hi)) for lo, hi in zip(rows[:count], rows[count:]))
     spans = tuple((int(lo), int(hi)) for lo, hi in itertools.pairwise(windows))
-    return runtime.Split(cut, tuple(range(count)), threads, windows=spans)
+    return thread_calls.Split(cut, tuple(range(count)), threads, windows=spans)
 
 
 def combiner(op: Operator) -> Callable[[list[np.ndarray]], np.ndarray]:

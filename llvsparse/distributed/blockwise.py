@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..calls.binding import ShapeError
+from ..frontend.tensor import Tensor
 from ..ir import notation as nt
 from ..ir import operators as ops
 from ..ir.errors import ScheduleError
@@ -35,7 +36,6 @@ from ..kernel.api import evaluate as evaluate_here
 from ..notation.parse import parse
 from ..tensors.coerce import is_foreign_sparse
 from ..tensors.format import Format, as_format
-from ..tensors.tensor import Tensor
 from .partitioned import Block, Partitioned, merged, same
 
 FALLBACK_FORMAT = "coo-unordered"  # what a scattered sparse output is produced in

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..frontend.tensor import Tensor
 from ..tensors.coerce import is_foreign_sparse, is_pydata_sparse, is_scipy_sparse
 from ..tensors.format import Format, as_format
-from ..tensors.tensor import Tensor
 
 Bounds = tuple[int, ...]  # block boundaries along one mode: 0 = b[0] < b[1] < ... = extent
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..frontend.tensor import Tensor
 from ..tensors.convert import adopt_scipy
 from ..tensors.format import Format, as_format
 from ..tensors.io import load_npz, read
 from ..tensors.matrix_market import FIELDS, _expand_symmetry, _load_rows, _parse_header
-from ..tensors.tensor import Tensor
 from .partitioned import Block, Partitioned, merged, pack, same, uniform_bounds
 
 PathLike = str | os.PathLike

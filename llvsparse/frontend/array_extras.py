@@ -12,8 +12,9 @@ import operator
 
 import numpy as np
 
-from ..tensors.tensor import Tensor
-from .lazy_tensor import normalize_axis
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
+from .lazy_nodes import normalize_axis
 from .shape_ops import moveaxis, reshape, tensor_of
 
 
@@ -43,7 +44,7 @@ def _pad_widths(pad_width: object, ndim: int) -> np.ndarray:
     return widths.astype(np.int64)
 
 
-def pad(array: object, pad_width: object, mode: str = "constant", **kwargs) -> Tensor:
+def pad(array: object, pad_width: object, mode: str = "constant", **kwargs) -> StoredTensor:
     """numpy's constant pad: the stored entries moved by the leading widths. The padding
     holds the fill, so ``constant_values`` must equal it (pydata/sparse's rule)."""
     if mode != "constant":
@@ -62,8 +63,8 @@ def pad(array: object, pad_width: object, mode: str = "constant", **kwargs) -> T
     widths = _pad_widths(pad_width, tensor.order)
     coords, values = tensor.to_coo()
     shape = tuple(int(n + before + after) for n, (before, after) in zip(tensor.shape, widths))
-    return Tensor.from_coo(coords + widths[:, :1], values, shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+    return tensor_class().from_coo(coords + widths[:, :1], values, shape, "coo", dtype=tensor.dtype,
+                                   fill=tensor.fill_value)
 
 
 def vecdot(x1: object, x2: object, axis: int = -1) -> object:
@@ -92,7 +93,7 @@ def flip(m: object, axis=None) -> object:
     return tensor[tuple(key)]
 
 
-def _triangle(m: object, k: int, upper: bool) -> Tensor:
+def _triangle(m: object, k: int, upper: bool) -> StoredTensor:
     """The entries on and above (``upper``) or below diagonal ``k`` of the last two axes;
     the others become 0, so the fill must be 0 (pydata/sparse's rule)."""
     tensor = tensor_of(m, "triu" if upper else "tril")
@@ -104,19 +105,19 @@ def _triangle(m: object, k: int, upper: bool) -> Tensor:
     coords, values = tensor.to_coo()
     offset = coords[-1] - coords[-2]
     keep = offset >= k if upper else offset <= k
-    return Tensor.from_coo(coords[:, keep], values[keep], tensor.shape, "coo",
-                           dtype=tensor.dtype)
+    return tensor_class().from_coo(coords[:, keep], values[keep], tensor.shape, "coo",
+                                   dtype=tensor.dtype)
 
 
-def triu(m: object, k: int = 0) -> Tensor:
+def triu(m: object, k: int = 0) -> StoredTensor:
     return _triangle(m, operator.index(k), True)
 
 
-def tril(m: object, k: int = 0) -> Tensor:
+def tril(m: object, k: int = 0) -> StoredTensor:
     return _triangle(m, operator.index(k), False)
 
 
-def kron(a: object, b: object) -> Tensor:
+def kron(a: object, b: object) -> StoredTensor:
     """numpy's kron: every pair of stored entries, at ``coords_a * shape_b + coords_b``
     (the fewer dimensions padded with leading ones). Both fills must be 0: a product
     with an entry not stored is then 0 too."""
@@ -133,7 +134,7 @@ def kron(a: object, b: object) -> Tensor:
     coords = (ca[:, :, None] * shape_b[:, None, None] + cb[:, None, :]).reshape(order, -1)
     values = np.multiply.outer(va, vb).ravel()
     shape = tuple(int(x) for x in np.array(shape_a) * shape_b)
-    return Tensor.from_coo(coords, values, shape, "coo", dtype=values.dtype)
+    return tensor_class().from_coo(coords, values, shape, "coo", dtype=values.dtype)
 
 
 def outer(ufunc: np.ufunc, a: object, b: object) -> object:
@@ -142,13 +143,13 @@ def outer(ufunc: np.ufunc, a: object, b: object) -> object:
     return ufunc(reshape(left, left.shape + (1,) * right.order), right)
 
 
-def rounded(a: object, decimals: int = 0) -> Tensor:
+def rounded(a: object, decimals: int = 0) -> StoredTensor:
     """numpy's round on the stored values and the fill (same entries, same format)."""
     tensor = tensor_of(a, "round")
     fill = np.round(np.asarray(tensor.fill_value, tensor.dtype), decimals).item()
-    return Tensor(tensor.shape, tensor.format.with_fill(fill), tensor.dtype,
-                  tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
-                  tensor.params, np.round(tensor.values, decimals))
+    return tensor_class()(tensor.shape, tensor.format.with_fill(fill), tensor.dtype,
+                          tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
+                          tensor.params, np.round(tensor.values, decimals))
 
 
 def matrix_transpose(x: object) -> object:
@@ -188,7 +189,7 @@ def unique_counts(x: object) -> tuple[np.ndarray, np.ndarray]:
     return _distinct(x, "unique_counts")
 
 
-def repeat(a: object, repeats: object, axis=None) -> Tensor:
+def repeat(a: object, repeats: object, axis=None) -> StoredTensor:
     """numpy's repeat by one count: each entry at ``c`` along ``axis`` (of the flattened
     tensor where None) stored at ``c * repeats + k`` for every ``k < repeats``."""
     if np.ndim(repeats) != 0:
@@ -204,8 +205,8 @@ def repeat(a: object, repeats: object, axis=None) -> Tensor:
     coords = np.repeat(coords, count, axis=1)
     coords[axis] = coords[axis] * count + np.tile(np.arange(count), len(values))
     shape = tuple(n * count if k == axis else n for k, n in enumerate(tensor.shape))
-    return Tensor.from_coo(coords, np.repeat(values, count), shape, "coo",
-                           dtype=tensor.dtype, fill=tensor.fill_value)
+    return tensor_class().from_coo(coords, np.repeat(values, count), shape, "coo",
+                                   dtype=tensor.dtype, fill=tensor.fill_value)
 
 
 def diff(a: object, n: int = 1, axis: int = -1, prepend=None, append=None) -> object:
@@ -219,7 +220,7 @@ def diff(a: object, n: int = 1, axis: int = -1, prepend=None, append=None) -> ob
     for extra in (prepend, tensor, append):
         if extra is None:
             continue
-        if np.ndim(extra) == 0 and not isinstance(extra, Tensor):
+        if np.ndim(extra) == 0 and not isinstance(extra, StoredTensor):
             shape = tuple(1 if k == axis else e for k, e in enumerate(tensor.shape))
             extra = np.broadcast_to(np.asarray(extra), shape)
         parts.append(extra)

@@ -14,9 +14,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 from . import entry_reductions
-from .lazy_tensor import LazyTensor, as_node, compute_node
+from .lazy_compute import compute_node
+from .lazy_nodes import NodeHolder, as_node
 from .ufuncs import aligned, named_format
 
 
@@ -33,20 +35,20 @@ def any_complex(values) -> bool:
 
 
 def _computed(value: object) -> object:
-    return compute_node(as_node(value)) if isinstance(value, (Tensor, LazyTensor)) else value
+    return compute_node(as_node(value)) if isinstance(value, (StoredTensor, NodeHolder)) else value
 
 
-def _part(tensor: Tensor, values: np.ndarray, fill: float) -> Tensor:
+def _part(tensor: StoredTensor, values: np.ndarray, fill: float) -> StoredTensor:
     """``tensor``'s entries with other (real) values: the same index arrays."""
-    return Tensor(tensor.shape, tensor.format.with_fill(fill), values.dtype,
-                  tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
-                  tensor.params, values, name=tensor.name)
+    return tensor_class()(tensor.shape, tensor.format.with_fill(fill), values.dtype,
+                          tensor.index_dtype, tensor.level_extents, tensor.level_arrays,
+                          tensor.params, values, name=tensor.name)
 
 
 def parts(value: object) -> tuple[object, object]:
     """The real and imaginary parts of a complex tensor, array or number."""
     value = _computed(value)
-    if isinstance(value, Tensor):
+    if isinstance(value, StoredTensor):
         fill = complex(value.fill_value)
         return (_part(value, np.ascontiguousarray(value.values.real), fill.real),
                 _part(value, np.ascontiguousarray(value.values.imag), fill.imag))
@@ -57,20 +59,20 @@ def parts(value: object) -> tuple[object, object]:
 def combined(real: object, imag: object, dtype: np.dtype) -> object:
     """The complex values ``real + i imag`` of two results of one shape, exactly (no
     products by ``1j``, which turn an infinite part into NaN)."""
-    if not isinstance(real, Tensor) and not isinstance(imag, Tensor):
+    if not isinstance(real, StoredTensor) and not isinstance(imag, StoredTensor):
         out = np.empty(np.shape(real), dtype)
         out.real, out.imag = real, imag
         return out
-    real, imag = (x if isinstance(x, Tensor) else Tensor.from_numpy(np.asarray(x))
+    real, imag = (x if isinstance(x, StoredTensor) else tensor_class().from_numpy(np.asarray(x))
                   for x in (real, imag))
     if real.order == 0:  # a full reduction's: a 0-d tensor
-        return Tensor.from_numpy(combined(np.asarray(real), np.asarray(imag), dtype))
+        return tensor_class().from_numpy(combined(np.asarray(real), np.asarray(imag), dtype))
     coords, columns = aligned([real, imag])
     values = np.empty(coords.shape[1], dtype)
     values.real, values.imag = columns[id(real)], columns[id(imag)]
     fill = complex(real.fill_value, imag.fill_value)
-    return Tensor.from_coo(coords, values, real.shape, named_format(real), dtype=dtype,
-                           fill=fill if fill.imag else fill.real)
+    return tensor_class().from_coo(coords, values, real.shape, named_format(real), dtype=dtype,
+                                   fill=fill if fill.imag else fill.real)
 
 
 def bilinear(product: Callable[[object, object], object], a: object, b: object) -> object:

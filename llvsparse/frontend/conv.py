@@ -17,7 +17,8 @@ import numpy as np
 
 from ..kernel.api import Kernel
 from ..tensors.coerce import natural_format
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 
 Padding = str | int | Sequence[int | tuple[int, int]]
 
@@ -95,7 +96,7 @@ def _extents(shapes: list[tuple[int, ...]], sides: list[tuple[int, int]],
 
 
 def conv(image: object, filter: object, padding: Padding = "valid", stride: int = 1,
-         out_format: object = "dense", target: str = "cpu") -> Tensor:
+         out_format: object = "dense", target: str = "cpu") -> StoredTensor:
     """The correlation of ``image`` with ``filter`` (no flip, as scipy.signal.correlate
     and deep learning's convolutions): ``O[i] = sum_r I[stride*i + r - pad] * F[r]``,
     where a coordinate outside the image reads its fill. Both operands have one order;
@@ -109,14 +110,14 @@ def conv(image: object, filter: object, padding: Padding = "valid", stride: int 
     sides = pads(padding, shapes[1])
     extents = _extents(shapes, sides, [stride] * len(sides))
     text = notation(len(shapes[0]), [lo for lo, _ in sides], stride)
-    formats = {name: x.format if isinstance(x, Tensor) else natural_format(x)
+    formats = {name: x.format if isinstance(x, StoredTensor) else natural_format(x)
                for name, x in (("I", image), ("F", filter))}
     return _kernel(text, extents, formats, out_format, target)(I=image, F=filter)
 
 
 def pool(image: object, window: Sequence[int], op: str = "max",
          stride: int | Sequence[int] | None = None, padding: Padding = "valid",
-         out_format: object = "dense", target: str = "cpu") -> Tensor:
+         out_format: object = "dense", target: str = "cpu") -> StoredTensor:
     """Pooling: ``O[i] = op over r in the window of I[stride*i + r - pad]`` (``op``
     'max', 'min' or 'sum'; ``stride`` defaults to the window, as deep learning's pools).
     An entry the image does not store, and a window position in the padding, reads the
@@ -140,7 +141,7 @@ def pool(image: object, window: Sequence[int], op: str = "max",
     sides = pads(padding, sizes)
     extents = _extents([shape, sizes], sides, strides)
     text = notation(len(shape), [lo for lo, _ in sides], strides, op)
-    ones = Tensor.from_numpy(np.ones(sizes), format="dense", fill=1.0)
-    formats = {"I": image.format if isinstance(image, Tensor) else natural_format(image),
+    ones = tensor_class().from_numpy(np.ones(sizes), format="dense", fill=1.0)
+    formats = {"I": image.format if isinstance(image, StoredTensor) else natural_format(image),
                "F": ones.format}
     return _kernel(text, extents, formats, out_format, target)(I=image, F=ones)

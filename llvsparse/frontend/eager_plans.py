@@ -20,16 +20,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..ir import notation as nt
 from ..ir.errors import ScheduleError
-from ..kernel.api import Kernel
+from ..tensors import made_as
 from ..tensors.coerce import natural_format
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 from . import fast_calls
-from .lazy_tensor import Node, canonical, compute_node, output_format
+from .lazy_compute import compute_node, output_format
+from .lazy_nodes import Node, canonical
+
+if TYPE_CHECKING:
+    from ..kernel.api import Kernel
 
 # Plans by (operation, operand signatures); None marks a signature the full path serves.
 _PLANS: dict[tuple, Plan | None] = {}
@@ -47,7 +53,7 @@ class Plan:
         self.kernel, self.sources = kernel, sources
         self.pointwise: Pointwise | None = None
 
-    def __call__(self, operands: tuple) -> Tensor:
+    def __call__(self, operands: tuple) -> StoredTensor:
         if self.pointwise is not None:
             result = self.pointwise(operands)
             if result is not None:
@@ -65,17 +71,17 @@ class Pointwise:
 
     __slots__ = ("dtype", "format", "number", "position", "ufunc")
 
-    def __init__(self, ufunc: np.ufunc, position: int, number: object, result: Tensor):
+    def __init__(self, ufunc: np.ufunc, position: int, number: object, result: StoredTensor):
         self.ufunc, self.position, self.number = ufunc, position, number
         self.format, self.dtype = result.format, result.dtype
 
-    def values(self, tensor: Tensor) -> np.ndarray:
+    def values(self, tensor: StoredTensor) -> np.ndarray:
         pair = (tensor.values, self.number) if self.position == 0 else \
             (self.number, tensor.values)
         with np.errstate(all="ignore"):  # the kernel's IEEE results, without warnings
             return np.asarray(self.ufunc(*pair))
 
-    def __call__(self, operands: tuple) -> Tensor | None:
+    def __call__(self, operands: tuple) -> StoredTensor | None:
         """The result, None where the tensor's index arrays may be written (not sealed)."""
         tensor = operands[self.position]
         state = tensor._sealed_state()
@@ -84,14 +90,15 @@ class Pointwise:
         tensor.validate()  # as the kernel call would (remembered for sealed tensors)
         return self.unchecked(operands)
 
-    def unchecked(self, operands: tuple) -> Tensor | None:
+    def unchecked(self, operands: tuple) -> StoredTensor | None:
         """The result for a sealed, validated tensor (None where numpy's dtype is not the
         kernel's): its index arrays shared, its values numpy's."""
         tensor = operands[self.position]
         values = self.values(tensor)
         if values.dtype != self.dtype:
             return None
-        result = Tensor.__new__(Tensor)
+        made = tensor_class()
+        result = made.__new__(made)
         result.__dict__.update(
             shape=tensor.shape, format=self.format, dtype=self.dtype,
             index_dtype=tensor.index_dtype, level_extents=list(tensor.level_extents),
@@ -102,10 +109,10 @@ class Pointwise:
         return result
 
     @staticmethod
-    def of(operation: object, operands: tuple, result: Tensor) -> Pointwise | None:
+    def of(operation: object, operands: tuple, result: StoredTensor) -> Pointwise | None:
         """The values path, where ``result`` (the kernel's) shows it holds."""
         ufunc = getattr(np, operation, None) if isinstance(operation, str) else None
-        tensors = [k for k, x in enumerate(operands) if type(x) is Tensor]
+        tensors = [k for k, x in enumerate(operands) if type(x) is made_as.made]
         if not isinstance(ufunc, np.ufunc) or ufunc.nin != 2 or len(operands) != 2 or \
                 len(tensors) != 1 or type(operands[1 - tensors[0]]) not in (int, float):
             return None
@@ -130,10 +137,10 @@ class Pointwise:
 def _signature(value: object) -> tuple | None:
     """What the front end's choices depend on, for the operands a plan can take."""
     kind = type(value)
-    if kind is Tensor:
+    if kind is made_as.made:
         if not value.shape or value.dtype.kind == "c":
             return None
-        return (Tensor, value.format.key(), value.dtype, value.index_dtype, value.shape)
+        return (kind, value.format.key(), value.dtype, value.index_dtype, value.shape)
     if kind is np.ndarray:
         if not value.ndim or value.dtype.kind not in "biuf":
             return None
@@ -210,9 +217,9 @@ def dense_result(operation: object, operands: tuple) -> bool:
     return operation == "matmul" and any(isinstance(x, np.ndarray) for x in operands)
 
 
-def as_result(operation: object, operands: tuple, result: Tensor) -> object:
+def as_result(operation: object, operands: tuple, result: StoredTensor) -> object:
     """``result`` as the operation gives it (see ``dense_result``)."""
-    dense = dense_result(operation, operands) and isinstance(result, Tensor)
+    dense = dense_result(operation, operands) and isinstance(result, StoredTensor)
     return result.to_numpy() if dense else result
 
 
@@ -229,8 +236,11 @@ def _plan(node: Node, operands: tuple) -> Plan | None:
                               and not tensor.flags.writeable):
             return None  # a tensor made for this call, not a kept constant
         sources.append((name, k, tensor if k is None else None))
-    formats = {n: t.format if isinstance(t, Tensor) else natural_format(t)
+    formats = {n: t.format if isinstance(t, StoredTensor) else natural_format(t)
                for n, t in tensors.items()}
+    # the compiler, loaded by the first plan made (ls.Tensor needs none)
+    from ..kernel.api import Kernel
+
     kernel = Kernel(assignment, formats, output_format(node, assignment, tensors))
     return Plan(kernel, tuple(sources))
 

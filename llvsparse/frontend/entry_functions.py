@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensors.tensor import Tensor
-from .lazy_tensor import normalize_axis
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
+from .lazy_nodes import normalize_axis
 from .shape_ops import tensor_of
 from .tensor_assign import in_dtype, replace_entries
 from .ufuncs import named_format
@@ -34,7 +35,7 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **options):
     if out is None:
         return result
     target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
-    if type(target) is not Tensor or target.shape != result.shape:
+    if type(target) is not tensor_class() or target.shape != result.shape:
         raise ValueError("np.clip(..., out=): out must be one Tensor of the result's shape "
                          f"{result.shape}")
     return replace_entries(target, in_dtype(result, target.dtype, "np.clip(..., out=): "
@@ -49,18 +50,18 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
     def mapped(values):
         return np.interp(values, xp, fp, left, right, period)
-    if not isinstance(x, Tensor):
+    if not isinstance(x, StoredTensor):
         return mapped(np.asarray(x))
     if not x.shape:
-        return Tensor.from_numpy(np.asarray(mapped(x.item())))
+        return tensor_class().from_numpy(np.asarray(mapped(x.item())))
     coords, values = x.to_coo()
     fill = np.asarray(mapped(np.asarray(x.fill_value, x.dtype))).item()
     result = np.asarray(mapped(values))
-    return Tensor.from_coo(coords, result, x.shape, named_format(x), dtype=result.dtype,
-                           fill=fill)
+    return tensor_class().from_coo(coords, result, x.shape, named_format(x), dtype=result.dtype,
+                                   fill=fill)
 
 
-def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> StoredTensor:
     """numpy's diagonal: the other axes first, then the diagonal's (a COO tensor of the
     stored entries on it, the fill kept)."""
     tensor = tensor_of(a, "np.diagonal")
@@ -78,6 +79,6 @@ def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     place = coords[first] if offset >= 0 else coords[second]
     kept = np.vstack([coords[rest][:, on], place[on][None, :]])
     shape = tuple(tensor.shape[k] for k in rest) + (length,)
-    return Tensor.from_coo(kept, values[on], shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+    return tensor_class().from_coo(kept, values[on], shape, "coo", dtype=tensor.dtype,
+                                   fill=tensor.fill_value)
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tensors.tensor import Tensor
-from .lazy_tensor import as_node, compute_node, reduce_axes
+from ..tensors.made_as import tensor_class
+from .lazy_compute import compute_node
+from .lazy_nodes import as_node, reduce_axes
 
 
 @dataclass
@@ -90,8 +91,8 @@ def _result(groups: Groups, cells: np.ndarray, dtype: np.dtype, keepdims: bool) 
     if keepdims:
         kept = iter(groups.kept_shape)
         shape = [1 if k in groups.axes else next(kept) for k in range(groups.ndim)]
-        return Tensor.from_numpy(array.reshape(shape))
-    return Tensor.from_numpy(array)  # 0-d for a full reduction, as the kernels give
+        return tensor_class().from_numpy(array.reshape(shape))
+    return tensor_class().from_numpy(array)  # 0-d for a full reduction, as the kernels give
 
 
 def var(value: object, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False,

@@ -33,14 +33,17 @@ import math
 import threading
 from collections.abc import Callable
 from operator import is_
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..abi import runtime
-from ..calls.binding import BoundCall
-from ..calls.outputs import refused_insert_error
+from ..abi import runtime, thread_calls
 from ..formats.registry import generation as registry_generation
-from ..tensors.tensor import Tensor
+from ..tensors import made_as
+from ..tensors.tensor import StoredTensor
+
+if TYPE_CHECKING:
+    from ..calls.binding import BoundCall
 
 _FAST: dict[tuple, _Checked] = {}
 FAST_KEPT = 64  # each keeps its operands alive: a bound kernel call holds them anyway
@@ -51,7 +54,7 @@ def _operand_key(value: object) -> object:
     """What identifies ``value`` in a fast call's key (None: no fast call takes it): a
     Tensor's identity, or for a fast call's result the fast call that made it."""
     kind = type(value)
-    if kind is Tensor:
+    if kind is made_as.made:
         lane = value.__dict__.get("_lane")
         return id(value) if lane is None else lane.key
     if kind is np.ndarray:
@@ -84,7 +87,7 @@ def remember(operation: object, operands: tuple, bound: BoundCall | None,
     ``sources``: per kernel operand, (its name, the index of the operand it reads or
     None, the constant it reads then), the plan's."""
     for value in operands:  # a result changed since it was made is keyed by identity
-        lane = value.__dict__.get("_lane") if type(value) is Tensor else None
+        lane = value.__dict__.get("_lane") if type(value) is made_as.made else None
         if lane is not None and not lane.holds(value):
             del value.__dict__["_lane"]
     fast_key = key(operation, operands)
@@ -134,7 +137,7 @@ def _direct(bound: BoundCall, operands: tuple, sources: tuple) -> bool:
             for name, value in bound.operands.items())
 
 
-def _objects(tensor: Tensor) -> tuple:
+def _objects(tensor: StoredTensor) -> tuple:
     """What a Tensor's descriptor and its remembered validation hold by identity: its
     shape, format, dtypes, level definitions' generation, values and index arrays."""
     fields = tensor.__dict__
@@ -162,13 +165,13 @@ class _Checked:
         self.run, self.pointwise = run, pointwise
         self.lane_key = ("lane", id(self))
         laned = {k: x.__dict__["_lane"] for k, x in enumerate(operands)
-                 if type(x) is Tensor and "_lane" in x.__dict__}
+                 if type(x) is made_as.made and "_lane" in x.__dict__}
         self.lanes = [(k, lane.maker) for k, lane in laned.items()]
         self.tensors = [(k, x, _objects(x), [dict(p) for p in x.params],
                          list(x.level_extents),
                          [a for level in x.level_arrays for a in level.values()])
                         for k, x in enumerate(operands)
-                        if type(x) is Tensor and k not in laned]
+                        if type(x) is made_as.made and k not in laned]
         self.ready = all(x._sealed_state() is not None and
                          x.__dict__.get("_validated") == x._sealed_state()
                          for _, x, _, _, _, _ in self.tensors)
@@ -176,7 +179,7 @@ class _Checked:
         self.known = {id(a): a.ctypes.data for _, _, _, _, _, arrays in self.tensors
                       for a in arrays if a.size} if pointwise is not None else {}
         self.generation = registry_generation()
-        self.threads = runtime.get_num_threads()
+        self.threads = thread_calls.get_num_threads()
 
     def __call__(self, operands: tuple) -> object | None:
         for k, tensor, objects, params, extents, arrays in self.tensors:
@@ -188,15 +191,15 @@ class _Checked:
                     return None
         for k, maker in self.lanes:
             tensor = operands[k]
-            lane = tensor.__dict__.get("_lane") if type(tensor) is Tensor else None
+            lane = tensor.__dict__.get("_lane") if type(tensor) is made_as.made else None
             if lane is None or lane.maker is not maker or not lane.holds(tensor):
                 return None
         if registry_generation() != self.generation or \
-                runtime.get_num_threads() != self.threads:
+                thread_calls.get_num_threads() != self.threads:
             return None
         result = self.pointwise(operands) if self.pointwise is not None else \
             self.run(operands)
-        if type(result) is Tensor and "_validated" in result.__dict__:
+        if type(result) is made_as.made and "_validated" in result.__dict__:
             known = self.known
             if self.pointwise is not None and self.lanes:  # (sharing its index arrays)
                 known = operands[self.lanes[0][0]].__dict__["_lane"].addresses()
@@ -215,14 +218,14 @@ class Lane:
 
     __slots__ = ("extents", "key", "known", "maker", "objects", "params", "pointers")
 
-    def __init__(self, maker: _Checked, tensor: Tensor, known: dict[int, int]):
+    def __init__(self, maker: _Checked, tensor: StoredTensor, known: dict[int, int]):
         self.maker, self.key, self.known = maker, maker.lane_key, known
         self.objects = _objects(tensor)
         self.params = [dict(p) for p in tensor.params]
         self.extents = list(tensor.level_extents)
         self.pointers: tuple | None = None
 
-    def holds(self, tensor: Tensor) -> bool:
+    def holds(self, tensor: StoredTensor) -> bool:
         if not all(map(is_, _objects(tensor), self.objects)) or \
                 tensor.params != self.params or tensor.level_extents != self.extents:
             return False
@@ -231,7 +234,7 @@ class Lane:
                 return False
         return True
 
-    def slots(self, tensor: Tensor, names: list[tuple[int, str]]) -> tuple:
+    def slots(self, tensor: StoredTensor, names: list[tuple[int, str]]) -> tuple:
         """(arrays, pointers, capacities) of ``tensor``'s descriptor, whose array slots
         are ``names`` (level, array name), then the values."""
         if self.pointers is None:
@@ -284,7 +287,7 @@ class _BoundKernel:
                 holder = self.inputs[by_name.index(name)]
                 self.arrays.append((k, holder, len(holder.arrays) - 1, value.dtype,
                                     value.shape))
-            elif type(value) is Tensor and "_lane" in value.__dict__:
+            elif type(value) is made_as.made and "_lane" in value.__dict__:
                 self.laned.append((k, self.inputs[by_name.index(name)],
                                    value._slot_names()))
         self.dense, self.format, self.out_type = bound.dense, bound.format, bound.out_type
@@ -339,6 +342,9 @@ class _BoundKernel:
             return self.assembled.adopt(output)
         except runtime.KernelRuntimeError as error:  # as the binding's call says it
             if error.status == runtime.STATUS_INSERT_REFUSED:
+                # the calls layer, loaded by this refusal alone (ls.Tensor needs none)
+                from ..calls.outputs import refused_insert_error
+
                 raise refused_insert_error(self.format, self.out_type, error) from error
             raise
         finally:

@@ -1,5 +1,5 @@
 """Sums of products of lazy nodes: numpy's ``@``, ``np.dot``, ``np.tensordot`` and
-``np.einsum`` as one index-notation node each (llvsparse/frontend/lazy_tensor.py has the nodes)."""
+``np.einsum`` as one index-notation node each (lazy_nodes.py has the nodes)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,9 @@ import numpy as np
 from ..ir import notation as nt
 from ..ir.operators import ADD, MUL, OR
 from ..notation.einsum_forms import expanded
-from .lazy_tensor import (
-    LazyTensor,
-    Node,
-    apply,
-    compute_node,
-    fresh,
-    merged,
-    node_dtype,
-    node_of,
-    normalize_axis,
-)
+from .lazy_compute import compute_node
+from .lazy_nodes import Node, fresh, merged, node_dtype, node_of, normalize_axis
+from .lazy_ops import apply
 
 
 def _summed(product: nt.Expr, summed: Sequence[nt.IndexVar], nodes: Sequence[Node],
@@ -83,7 +75,7 @@ def dot(a: Node, b: Node) -> Node:
     """``np.dot``: a product with a scalar, else a sum over a's last axis and b's
     second-to-last (its only one for a vector)."""
     if not a.shape or not b.shape:
-        return apply("multiply", LazyTensor(a), LazyTensor(b))
+        return apply("multiply", a, b)
     return contract(a, b, [len(a.shape) - 1], [max(len(b.shape) - 2, 0)])
 
 

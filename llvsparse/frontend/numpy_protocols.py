@@ -1,111 +1,39 @@
-"""The NumPy front end of Tensor and LazyTensor: operators, reductions, ``.T`` and
-numpy's dispatch protocols (``__array__``, ``__array_ufunc__``, ``__array_function__``).
+"""The NumPy front end of Tensor and LazyTensor: attributes, operators, reductions,
+``.T`` and ``__array__`` (numpy's ``__array_ufunc__`` and ``__array_function__`` are
+numpy_dispatch.py's, above the functions they dispatch to).
 
-Every operation builds a lazy node (llvsparse/frontend/lazy_tensor.py); the result is lazy if any
-operand is, else it is computed at once as one kernel. Nothing here is imported by
-``import llvsparse``, and the modules doing the work load on first use.
+Every operation builds a lazy node (lazy_nodes.py, lazy_ops.py); the result is lazy if
+any operand is (made by the lazy operand's class), else it is computed at once as one
+kernel (lazy_compute.py), by the plan of its operands' signatures where it has one
+(eager_plans.py).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
 
-from ..notation import elementwise as ew
-
-
-def _lazy_module():
-    """lazy_tensor, which this name becomes on its first call (asked on every operation:
-    the import statement cost 1 us a call)."""
-    global _lazy_module
-    from . import lazy_tensor
-
-    _lazy_module = functools.partial(_module, lazy_tensor)
-    return lazy_tensor
-
-
-def _module(module):
-    return module
-
-
-def _entry_reductions():
-    from . import entry_reductions
-
-    return entry_reductions
-
-
-def _shape_ops():
-    from . import shape_ops
-
-    return shape_ops
-
-
-def _ufuncs():
-    from . import ufuncs
-
-    return ufuncs
-
-
-def _complex():
-    """complex_values, which this name becomes on its first call (as _lazy_module)."""
-    global _complex
-    from . import complex_values
-
-    _complex = functools.partial(_module, complex_values)
-    return complex_values
-
-
-def _functions():
-    from . import numpy_functions
-
-    return numpy_functions
-
-
-def _products():
-    from . import lazy_products
-
-    return lazy_products
-
-
-def _plans():
-    from . import eager_plans
-
-    return eager_plans
-
-
-def _recipes():
-    """lazy_recipes, which this name becomes on its first call (as _lazy_module)."""
-    global _recipes
-    from . import lazy_recipes
-
-    _recipes = functools.partial(_module, lazy_recipes)
-    return lazy_recipes
-
-
-def _replayed(operation: str, operands: tuple) -> object | None:
-    """``eager_plans.replayed``, which this name becomes on its first call (the operator
-    path's fixed cost: the import statement cost 1 us a call)."""
-    global _replayed
-    _replayed = _plans().replayed
-    return _replayed(operation, operands)
+from ..tensors.made_as import tensor_class
+from . import complex_values, eager_plans, entry_reductions, lazy_products, shape_ops
+from .lazy_compute import compute_node
+from .lazy_nodes import NodeHolder, as_node, reduce_axes
+from .lazy_nodes import transpose as transposed
+from .lazy_ops import apply, power, reduce
 
 
 def finish(node, operands: tuple, operation: object = None) -> object:
-    """A lazy result where an operand is lazy; else computed (a 0-d tensor for a full
-    reduction, as pydata/sparse gives, following the array API standard). ``node`` may
-    be a function making it: an ``operation`` named (whose node depends only on it and
-    its operands) is then run by the plan of its operands' signatures (eager_plans),
-    or kept as a lazy recipe (lazy_recipes)."""
-    lazy = _lazy_module()
-    if any(isinstance(x, lazy.LazyTensor) for x in operands):
-        if operation is not None:  # a recipe, its node built when asked for
-            return _recipes().deferred(operation, operands, node)
-        return lazy.LazyTensor(node() if callable(node) else node)
+    """A lazy result where an operand is lazy (made by its class: LazyTensor.chained);
+    else computed (a 0-d tensor for a full reduction, as pydata/sparse gives, following
+    the array API standard). ``node`` may be a function making it: an ``operation``
+    named (whose node depends only on it and its operands) is then run by the plan of its
+    operands' signatures (eager_plans), or kept as a lazy recipe."""
+    for x in operands:
+        if isinstance(x, NodeHolder):
+            return type(x).chained(operation, operands, node)
     if operation is not None:
-        return _plans().run(operation, operands, node)
-    return lazy.compute_node(node() if callable(node) else node)
+        return eager_plans.run(operation, operands, node)
+    return compute_node(node() if callable(node) else node)
 
 
 def _binary(name: str, reflected: bool = False,
@@ -115,16 +43,15 @@ def _binary(name: str, reflected: bool = False,
     def method(self, other):
         operands = (other, self) if reflected else (self, other)
         if function is None:
-            planned = _replayed(name, operands)
+            planned = eager_plans.replayed(name, operands)
             if planned is not None:
                 return planned
-        lazy = _lazy_module()
-        if _complex().any_complex(operands):
+        if complex_values.any_complex(operands):
             return getattr(np, function(operands) if function else name)(*operands)
         if not _is_operand(other):
             return NotImplemented
         chosen = function(operands) if function else name
-        return finish(lambda: lazy.apply(chosen, *operands), operands, chosen)
+        return finish(lambda: apply(chosen, *operands), operands, chosen)
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
 
@@ -132,7 +59,7 @@ def _binary(name: str, reflected: bool = False,
 def _is_operand(value: object) -> bool:
     """Whether ``value`` can be an operand (a tensor, lazy or not, without building a
     node for it: a lazy recipe builds its own when asked)."""
-    return isinstance(value, ArrayOps) or _lazy_module().as_node(value) is not None
+    return isinstance(value, ArrayOps) or as_node(value) is not None
 
 
 def _is_bool(value: object) -> bool:
@@ -168,7 +95,7 @@ def _via_ufunc(ufunc: np.ufunc, reflected: bool = False) -> Callable:
     """The operator method of numpy's ``ufunc`` (``//``, ``%``, ``<<``, ...), through
     ``__array_ufunc__``."""
     def method(self, other):
-        if _lazy_module().as_node(other) is None:
+        if as_node(other) is None:
             return NotImplemented
         return ufunc(other, self) if reflected else ufunc(self, other)
     method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
@@ -182,7 +109,8 @@ def _no_options(what: str, **options: object) -> None:
 
 
 class ArrayOps:
-    """NumPy behaviour on anything with ``shape`` that ``lazy.as_node`` can read."""
+    """NumPy behaviour on anything with ``shape`` that ``as_node`` can read: attributes,
+    operators and reductions (numpy's dispatch protocols are NumpyArray's, numpy_dispatch.py)."""
 
     __slots__ = ()
     __array_priority__ = 20.0  # scipy.sparse and numpy defer their operators to ours
@@ -208,27 +136,26 @@ class ArrayOps:
         return self.transpose()
 
     def transpose(self, *axes):
-        lazy = _lazy_module()
         order = axes[0] if len(axes) == 1 and (axes[0] is None or
                                                not isinstance(axes[0], int)) else axes
-        return finish(lazy.transpose(lazy.as_node(self), order or None), (self,))
+        return finish(transposed(as_node(self), order or None), (self,))
 
     def reshape(self, *shape, order="C"):
         """numpy's reshape (C order): stored entries re-raveled, the fill kept."""
-        return _shape_ops().reshape(self, shape[0] if len(shape) == 1 else shape, order)
+        return shape_ops.reshape(self, shape[0] if len(shape) == 1 else shape, order)
 
     def flatten(self, order="C"):
         """The entries in one axis (C order), a new tensor."""
-        return _shape_ops().reshape(self, -1, order)
+        return shape_ops.reshape(self, -1, order)
 
     def squeeze(self, axis=None):
-        return _shape_ops().squeeze(self, axis)
+        return shape_ops.squeeze(self, axis)
 
     def swapaxes(self, axis1, axis2):
-        return _shape_ops().swapaxes(self, axis1, axis2)
+        return shape_ops.swapaxes(self, axis1, axis2)
 
     def broadcast_to(self, shape):
-        return _shape_ops().broadcast_to(self, shape)
+        return shape_ops.broadcast_to(self, shape)
 
     # -- operators ----------------------------------------------------------------------
     __add__, __radd__ = _binary("add"), _binary("add", True)
@@ -253,62 +180,56 @@ class ArrayOps:
     def __invert__(self):
         if not _is_bool(self):
             return np.invert(self)
-        return finish(_lazy_module().apply(_logical("invert", (self,)), self), (self,))
+        return finish(apply(_logical("invert", (self,)), self), (self,))
 
     def __pow__(self, other):
         """Small whole powers are products (numpy's x**2 is x*x); others need pow."""
-        lazy = _lazy_module()
-        if _complex().any_complex((self, other)):
+        if complex_values.any_complex((self, other)):
             return np.power(self, other)
-        if lazy.as_node(other) is None:
+        if as_node(other) is None:
             return NotImplemented
-        return finish(lazy.power(self, other), (self, other))
+        return finish(power(self, other), (self, other))
 
     def __neg__(self):
-        if _complex().is_complex(self):
+        if complex_values.is_complex(self):
             return np.negative(self)
-        return finish(lambda: _lazy_module().apply("negative", self), (self,), "negative")
+        return finish(lambda: apply("negative", self), (self,), "negative")
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        if _complex().is_complex(self):
+        if complex_values.is_complex(self):
             return np.absolute(self)
-        return finish(lambda: _lazy_module().apply("absolute", self), (self,), "absolute")
+        return finish(lambda: apply("absolute", self), (self,), "absolute")
 
     def __matmul__(self, other):
         return self._product(self, other)
-
-    def dot(self, other):
-        """``np.dot(self, other)``, as pydata/sparse's method."""
-        return _functions().dot(self, other)
 
     def __rmatmul__(self, other):
         return self._product(other, self)
 
     @staticmethod
     def _product(a, b):
-        planned = _replayed("matmul", (a, b))
+        planned = eager_plans.replayed("matmul", (a, b))
         if planned is not None:
             return planned
-        lazy = _lazy_module()
-        left, right = lazy.as_node(a), lazy.as_node(b)
+        left, right = as_node(a), as_node(b)
         if left is None or right is None:
             return NotImplemented
-        if _complex().any_complex((a, b)):
-            return _complex().bilinear(ArrayOps._product, a, b)
+        if complex_values.any_complex((a, b)):
+            return complex_values.bilinear(ArrayOps._product, a, b)
         if min(len(left.shape), len(right.shape)) >= 2 and \
                 left.shape[:-2] != right.shape[:-2]:  # numpy broadcasts the stacks
             stacks = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
             dense = isinstance(a, np.ndarray) or isinstance(b, np.ndarray)
-            a = _shape_ops().broadcast_to(a, stacks + left.shape[-2:])
-            b = _shape_ops().broadcast_to(b, stacks + right.shape[-2:])
-            left, right = lazy.as_node(a), lazy.as_node(b)
-            result = finish(_products().matmul(left, right), (a, b))
-            return result.to_numpy() if dense and not isinstance(result, lazy.LazyTensor) \
+            a = shape_ops.broadcast_to(a, stacks + left.shape[-2:])
+            b = shape_ops.broadcast_to(b, stacks + right.shape[-2:])
+            left, right = as_node(a), as_node(b)
+            result = finish(lazy_products.matmul(left, right), (a, b))
+            return result.to_numpy() if dense and not isinstance(result, NodeHolder) \
                 else result  # an ndarray where an operand is one (eager_plans.dense_result)
-        return finish(lambda: _products().matmul(left, right), (a, b), "matmul")
+        return finish(lambda: lazy_products.matmul(left, right), (a, b), "matmul")
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -359,37 +280,31 @@ class ArrayOps:
         _no_options("mean", out=out)
         if dtype is not None:
             return _cast(self.astype(dtype).mean(axis, keepdims=keepdims), dtype)
-        lazy = _lazy_module()
-        axes = lazy.reduce_axes(axis, self.ndim)
+        axes = reduce_axes(axis, self.ndim)
         count = int(np.prod([self.shape[k] for k in axes], dtype=np.int64))
-        if _complex().is_complex(self):
+        if complex_values.is_complex(self):
             return self.sum(axis, keepdims=keepdims) / count
-        total = lazy.LazyTensor(lazy.reduce(lazy.as_node(self), axes, "sum"))
-        result = finish(lazy.apply("divide", total, count), (self,))
+        total = reduce(as_node(self), axes, "sum")
+        result = finish(apply("divide", total, count), (self,))
         return _kept(result, axes, self.ndim) if keepdims else result
 
     def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         """numpy's var, from the stored entries and the fill (entry_reductions)."""
         _no_options("var", out=out)
-        return _entry_reductions().var(self, axis, dtype, ddof, keepdims)
+        return entry_reductions.var(self, axis, dtype, ddof, keepdims)
 
     def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
         _no_options("std", out=out)
-        return _entry_reductions().var(self, axis, dtype, ddof, keepdims, std=True)
+        return entry_reductions.var(self, axis, dtype, ddof, keepdims, std=True)
 
     @property
     def real(self):
         """The real parts (this tensor's index arrays, new values)."""
-        return _complex().parts(self)[0]
+        return complex_values.parts(self)[0]
 
     @property
     def imag(self):
-        return _complex().parts(self)[1]
-
-    @property
-    def mT(self):
-        """The last two axes swapped."""
-        return _functions().array_extras.matrix_transpose(self)
+        return complex_values.parts(self)[1]
 
     def round(self, decimals: int = 0, out=None):
         return np.round(self, decimals, out=out)
@@ -418,22 +333,20 @@ class ArrayOps:
     def astype(self, dtype, copy: bool = True):
         """The values cast to ``dtype`` (Tensor.astype); a lazy chain is computed first,
         notation having no cast."""
-        lazy = _lazy_module()
-        return lazy.compute_node(lazy.as_node(self)).astype(dtype, copy=copy)
+        return compute_node(as_node(self)).astype(dtype, copy=copy)
 
     def _reduce(self, name: str, axis, out, keepdims: bool):
         """A reduction kernel over the operator's monoid (``max(j, ...)`` for max), every
         entry counting, a stored one or the fill, as in numpy's dense reduction."""
         _no_options(name, out=out)
-        lazy = _lazy_module()
-        axes = lazy.reduce_axes(axis, self.ndim)
+        axes = reduce_axes(axis, self.ndim)
         if not keepdims:
-            planned = _replayed((name, axes), (self,))
+            planned = eager_plans.replayed((name, axes), (self,))
             if planned is not None:
                 return planned
-        if _complex().is_complex(self):
-            return _complex().reduction(self, name, axis, keepdims)
-        result = finish(lambda: lazy.reduce(lazy.as_node(self), axes, name), (self,),
+        if complex_values.is_complex(self):
+            return complex_values.reduction(self, name, axis, keepdims)
+        result = finish(lambda: reduce(as_node(self), axes, name), (self,),
                         (name, axes))
         return _kept(result, axes, self.ndim) if keepdims else result
 
@@ -441,8 +354,7 @@ class ArrayOps:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """The dense values (a view of a dense tensor's own). ``copy=False`` is refused
         where they are a new array, as numpy 2 refuses it."""
-        lazy = _lazy_module()
-        tensor = lazy.compute_node(lazy.as_node(self))
+        tensor = compute_node(as_node(self))
         if copy is False and (tensor is not self or any(tensor.level_arrays)):
             raise ValueError(f"the dense values of this {type(self).__name__} are a new "
                              "array; copy=False cannot be honoured")
@@ -450,48 +362,6 @@ class ArrayOps:
         if dtype is not None:
             array = array.astype(dtype, copy=False)
         return array.copy() if copy else array
-
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs, **kwargs):
-        lazy = _lazy_module()
-        if method == "reduce" and ufunc.__name__ in _REDUCTIONS and len(inputs) == 1:
-            options = dict(kwargs)  # np.add.reduce(A, axis=0): A.sum(axis=0)
-            axis, keepdims = options.pop("axis", 0), options.pop("keepdims", False)
-            _no_options(f"np.{ufunc.__name__}.reduce", **options)
-            return getattr(inputs[0], _REDUCTIONS[ufunc.__name__])(axis=axis,
-                                                                 keepdims=keepdims)
-        if method == "__call__" and kwargs.get("out") is not None:
-            options = {k: v for k, v in kwargs.items() if k != "out"}
-            return _functions().written_into(kwargs["out"], ufunc(*inputs, **options),
-                                             f"np.{ufunc.__name__}")
-        if method == "outer" and len(inputs) == 2 and not kwargs:
-            return _functions().array_extras.outer(ufunc, *inputs)
-        if method != "__call__":
-            return NotImplemented
-        if ufunc.signature is not None and ufunc is not np.matmul:  # vecdot, matvec
-            return _functions().gufunc(ufunc, {k: v for k, v in kwargs.items()
-                                               if k != "out" or v is not None}, inputs)
-        _no_options(f"np.{ufunc.__name__}", **{k: v for k, v in kwargs.items()
-                                               if k not in ("out", "dtype")})
-        if ufunc is not np.matmul and _complex().any_complex(inputs):
-            return _ufuncs().on_entries(ufunc, inputs, kwargs)  # numpy's complex arithmetic
-        if not all(_is_operand(x) for x in inputs):
-            return NotImplemented
-        if ufunc is np.matmul:
-            return self._product(*inputs)
-        if ufunc is np.power:
-            return finish(lazy.power(*inputs), inputs)
-        name = ufunc.__name__
-        if name in _BITWISE and all(_is_bool(x) for x in inputs):
-            name = _BITWISE[name]
-        if not ew.is_known(name) or kwargs.get("dtype") is not None:
-            return _ufuncs().on_entries(ufunc, inputs, kwargs)
-        return finish(lambda: lazy.apply(name, *inputs), inputs, name)
-
-    def __array_function__(self, func, types, args, kwargs):
-        handler = _functions().handlers().get(func)
-        if handler is None or not all(issubclass(t, (ArrayOps, np.ndarray)) for t in types):
-            return NotImplemented  # numpy raises a TypeError naming the function
-        return handler(*args, **kwargs)
 
 
 # numpy's bitwise ufuncs, which are logical on bools.
@@ -511,9 +381,8 @@ def _cast(result, dtype):
 
 def _kept(result, axes: tuple[int, ...], ndim: int):
     """``keepdims=True``: the reduced axes back with extent 1 (computed, then reshaped)."""
-    from ..tensors.tensor import Tensor
-
     values = np.asarray(result)
     shape = [1 if k in axes else None for k in range(ndim)]
     rest = iter(values.shape)
-    return Tensor.from_numpy(values.reshape([next(rest) if e is None else 1 for e in shape]))
+    kept = values.reshape([next(rest) if e is None else 1 for e in shape])
+    return tensor_class().from_numpy(kept)

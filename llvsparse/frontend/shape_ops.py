@@ -15,35 +15,37 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir.types import fill_key
-from ..tensors.tensor import Tensor
-from .lazy_tensor import compute_node, node_of, normalize_axis
-from .lazy_tensor import transpose as transposed
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
+from .lazy_compute import compute_node
+from .lazy_nodes import node_of, normalize_axis
+from .lazy_nodes import transpose as transposed
 
 
-def is_dense(tensor: Tensor) -> bool:
+def is_dense(tensor: StoredTensor) -> bool:
     """Every level stores every coordinate (a property levels declare)."""
     return all(level.full for level in tensor.tensor_type.levels)
 
 
-def tensor_of(value: object, what: str) -> Tensor:
+def tensor_of(value: object, what: str) -> StoredTensor:
     """``value`` (a tensor, lazy chain, array or number) as a computed Tensor."""
     return compute_node(node_of(value, what))
 
 
 def _sparse(coords: np.ndarray, values: np.ndarray, shape: tuple[int, ...],
-            fill: object) -> Tensor:
+            fill: object) -> StoredTensor:
     if not shape:  # a 0-d result holds its one value
         value = values[0] if len(values) else np.asarray(fill, values.dtype)
-        return Tensor.from_numpy(np.asarray(value, values.dtype))
-    return Tensor.from_coo(coords, values, shape, "coo", fill=fill)
+        return tensor_class().from_numpy(np.asarray(value, values.dtype))
+    return tensor_class().from_coo(coords, values, shape, "coo", fill=fill)
 
 
-def _moved(tensor: Tensor, shape: tuple[int, ...], numpy_op, coords_op) -> Tensor:
+def _moved(tensor: StoredTensor, shape: tuple[int, ...], numpy_op, coords_op) -> StoredTensor:
     """``tensor`` moved into ``shape``: by ``numpy_op`` on its dense values if it is
     dense, else by ``coords_op`` on its stored entries' coordinates."""
     if is_dense(tensor):
-        return Tensor.from_numpy(np.ascontiguousarray(numpy_op(tensor.to_numpy())),
-                                 fill=tensor.fill_value)
+        return tensor_class().from_numpy(np.ascontiguousarray(numpy_op(tensor.to_numpy())),
+                                         fill=tensor.fill_value)
     coords, values = tensor.to_coo()
     new_coords, values = coords_op(coords, values)
     return _sparse(new_coords, values, shape, tensor.fill_value)
@@ -68,7 +70,7 @@ def new_shape(shape: object, size: int) -> tuple[int, ...]:
     return wanted
 
 
-def reshape(value: object, shape: object, order: str | None = "C") -> Tensor:
+def reshape(value: object, shape: object, order: str | None = "C") -> StoredTensor:
     """The entries in ``shape``, read in C order (or F: the first index fastest)."""
     if order not in ("C", "F", None):
         raise ValueError(f"reshape order must be 'C' or 'F', not {order!r}")
@@ -94,7 +96,7 @@ def _new_axes(axis: object, ndim: int) -> list[int]:
     return result
 
 
-def expand_dims(value: object, axis: object) -> Tensor:
+def expand_dims(value: object, axis: object) -> StoredTensor:
     """New axes of extent 1 at ``axis`` (an int or a tuple, counted in the result)."""
     tensor = tensor_of(value, "expand_dims")
     axes = _new_axes(axis, tensor.order + (len(axis) if isinstance(axis, (tuple, list))
@@ -109,7 +111,7 @@ def expand_dims(value: object, axis: object) -> Tensor:
     return _moved(tensor, shape, lambda a: a.reshape(shape), coords_op)
 
 
-def squeeze(value: object, axis: object = None) -> Tensor:
+def squeeze(value: object, axis: object = None) -> StoredTensor:
     """Without the extent-1 ``axis`` (all of them by default)."""
     tensor = tensor_of(value, "squeeze")
     if axis is None:
@@ -126,7 +128,7 @@ def squeeze(value: object, axis: object = None) -> Tensor:
                   lambda coords, values: (coords[keep], values))
 
 
-def broadcast_to(value: object, shape: object) -> Tensor:
+def broadcast_to(value: object, shape: object) -> StoredTensor:
     """The tensor repeated along new leading axes and its extent-1 axes (numpy's rules;
     a shape it does not broadcast to is a ValueError naming both)."""
     tensor = tensor_of(value, "broadcast_to")
@@ -173,7 +175,7 @@ def swapaxes(value: object, axis1: int, axis2: int):
     return compute_node(transposed(node, order))
 
 
-def roll(value: object, shift: object, axis: object = None) -> Tensor:
+def roll(value: object, shift: object, axis: object = None) -> StoredTensor:
     """numpy's roll: entries shifted along ``axis`` (None: the flattened entries),
     wrapping around; each stored entry's coordinate moves, the fill stays."""
     tensor = tensor_of(value, "roll")
@@ -194,7 +196,7 @@ def roll(value: object, shift: object, axis: object = None) -> Tensor:
     return _moved(tensor, tensor.shape, lambda a: np.roll(a, shift, axis), coords_op)
 
 
-def concatenate(values: Sequence[object], axis: object = 0) -> Tensor:
+def concatenate(values: Sequence[object], axis: object = 0) -> StoredTensor:
     """The operands joined along ``axis`` (None: flattened first). Sparse operands must
     share a fill value (the result has one); dense ones store every entry."""
     tensors = [tensor_of(v, "concatenate") for v in values]
@@ -213,8 +215,8 @@ def concatenate(values: Sequence[object], axis: object = 0) -> Tensor:
                          f"{[t.shape for t in tensors]} differ off that axis")
     dtype = np.result_type(*[t.dtype for t in tensors])
     if all(is_dense(t) for t in tensors):
-        return Tensor.from_numpy(np.concatenate([t.to_numpy() for t in tensors], axis)
-                                 .astype(dtype))
+        return tensor_class().from_numpy(np.concatenate([t.to_numpy() for t in tensors], axis)
+                                         .astype(dtype))
     fills = {fill_key(t.fill_value) for t in tensors if not is_dense(t)}
     if len(fills) > 1:
         raise ValueError("concatenate: sparse operands have different fill values "
@@ -232,7 +234,7 @@ def concatenate(values: Sequence[object], axis: object = 0) -> Tensor:
                    np.concatenate([v for _, v in parts]), shape, fill)
 
 
-def stack(values: Sequence[object], axis: int = 0) -> Tensor:
+def stack(values: Sequence[object], axis: int = 0) -> StoredTensor:
     """The operands (one shape) along a new ``axis``."""
     tensors = [tensor_of(v, "stack") for v in values]
     if not tensors:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensors.tensor import Tensor
-from .lazy_tensor import normalize_axis
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
+from .lazy_nodes import normalize_axis
 from .shape_ops import reshape, tensor_of
 
 
-def _lines(tensor: Tensor, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int,
+def _lines(tensor: StoredTensor, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int,
                                                tuple[int, ...]]:
     """Each stored entry's line (the flat index of its other coordinates), its position
     on the line, and its value; the line length and the shape of the lines."""
@@ -36,7 +37,7 @@ def _before(a: np.ndarray, b) -> np.ndarray:
 
 
 def sort(x: object, axis: int = -1, *, descending: bool = False,
-         stable: bool | None = None, kind: str | None = None) -> Tensor:
+         stable: bool | None = None, kind: str | None = None) -> StoredTensor:
     """Sorted along ``axis`` (pydata/sparse's ``descending=``: numpy's ``-sort(-x)``
     order, NaN last); a COO tensor with the same fill."""
     tensor = tensor_of(x, "sort")
@@ -64,8 +65,8 @@ def sort(x: object, axis: int = -1, *, descending: bool = False,
     if others:
         new[others] = np.array(np.unravel_index(line, line_shape)).reshape(len(others), -1)
     new[axis] = position
-    return Tensor.from_coo(new, values, tensor.shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+    return tensor_class().from_coo(new, values, tensor.shape, "coo", dtype=tensor.dtype,
+                                   fill=tensor.fill_value)
 
 
 def _extreme(x: object, axis, keepdims: bool, largest: bool, name: str) -> object:
@@ -120,7 +121,7 @@ def _extreme(x: object, axis, keepdims: bool, largest: bool, name: str) -> objec
     fill_wins &= missing[best_line] < length
     result[best_line[fill_wins]] = missing[best_line][fill_wins]
     out = result.reshape(line_shape)
-    return Tensor.from_numpy(np.expand_dims(out, axis) if keepdims else out)
+    return tensor_class().from_numpy(np.expand_dims(out, axis) if keepdims else out)
 
 
 def argmax(x: object, axis=None, out=None, *, keepdims: bool = False) -> object:

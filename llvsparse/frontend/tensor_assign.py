@@ -8,14 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..abi.results import check_fits_memory
-from ..calls.binding import ShapeError
-from ..kernel.api import Kernel
 from ..notation.expr_api import make_assignment
 from ..tensors.coerce import asarray, is_foreign_sparse
-from ..tensors.tensor import Tensor
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
 
 
-def in_dtype(value: Tensor, dtype: np.dtype, refusal: str) -> Tensor:
+def in_dtype(value: StoredTensor, dtype: np.dtype, refusal: str) -> StoredTensor:
     """``value`` in ``dtype``, that of the tensor it is written into, where numpy's
     same_kind rule allows the cast (float64 into float32, not into int64); else a
     TypeError saying ``refusal``."""
@@ -26,7 +25,7 @@ def in_dtype(value: Tensor, dtype: np.dtype, refusal: str) -> Tensor:
     return value.astype(dtype)
 
 
-def replace_entries(target: Tensor, value: Tensor) -> Tensor:
+def replace_entries(target: StoredTensor, value: StoredTensor) -> StoredTensor:
     """``target`` holding ``value``'s entries (its name kept): no memo of the old
     entries (descriptor, validation, conversions) survives."""
     name = target.name
@@ -36,9 +35,13 @@ def replace_entries(target: Tensor, value: Tensor) -> Tensor:
     return target
 
 
-def assign_notation(target: Tensor, indices, value) -> None:
+def assign_notation(target: StoredTensor, indices, value) -> None:
     """``target[indices] = value`` in index notation, one kernel, the result written
     into ``target`` in its own dtype."""
+    # the compiler, loaded by the first assignment (ls.Tensor needs none)
+    from ..calls.binding import ShapeError
+    from ..kernel.api import Kernel
+
     assignment, objects = make_assignment(target, indices, value)
     inputs = {n: t for n, t in objects.items() if t is not target}
     formats = {n: t.format for n, t in inputs.items()}
@@ -54,7 +57,7 @@ def assign_notation(target: Tensor, indices, value) -> None:
                                      f"result to a {target.dtype} tensor"))
 
 
-def assign_items(target: Tensor, key, value) -> None:
+def assign_items(target: StoredTensor, key, value) -> None:
     """``target[key] = value`` as numpy assigns (integers, slices with any step, ``...``,
     ``None``, integer and boolean arrays), in ``target``'s format, dtype and fill.
 
@@ -73,7 +76,7 @@ def assign_items(target: Tensor, key, value) -> None:
     written[...] = np.asarray(asarray(value) if is_foreign_sparse(value) else value)
     if not shape:  # a 0-d tensor: its one value
         if written.size:
-            replace_entries(target, Tensor.from_numpy(written.reshape(-1)[-1],
+            replace_entries(target, tensor_class().from_numpy(written.reshape(-1)[-1],
                                                       format=target.format))
         return
     grids = [np.broadcast_to(np.arange(n).reshape([-1 if d == k else 1
@@ -88,8 +91,8 @@ def assign_items(target: Tensor, key, value) -> None:
     is_fill = np.isnan(values[kept]) if isinstance(fill, float) and np.isnan(fill) \
         else values[kept] == fill
     kept = kept[~(is_fill & (kept >= old.shape[1]))]  # written fills are not stored
-    result = Tensor.from_coo(coords[:, kept], values[kept], shape, format=target.format,
-                             dtype=target.dtype, index_dtype=target.index_dtype)
+    result = tensor_class().from_coo(coords[:, kept], values[kept], shape, format=target.format,
+                                     dtype=target.dtype, index_dtype=target.index_dtype)
     replace_entries(target, result)
 
 

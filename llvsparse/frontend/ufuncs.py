@@ -14,20 +14,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensors.tensor import Tensor
-from .lazy_tensor import LazyTensor, as_node, compute_node
+from ..tensors.made_as import tensor_class
+from ..tensors.tensor import StoredTensor
+from .lazy_compute import compute_node
+from .lazy_nodes import NodeHolder, as_node
 
 _NAMED = ("csr", "csc", "coo")
 
 
-def named_format(tensor: Tensor) -> str:
+def named_format(tensor: StoredTensor) -> str:
     """The named format the result keeps (pydata's COO for anything else)."""
     name = getattr(tensor.format, "name", None)
     return name if name in _NAMED and tensor.format.levels and \
         len(tensor.format.levels) == tensor.order else "coo"
 
 
-def _is_dense(tensor: Tensor) -> bool:
+def _is_dense(tensor: StoredTensor) -> bool:
     return all(level.full for level in tensor.tensor_type.levels)
 
 
@@ -39,26 +41,27 @@ def _checked_options(ufunc: np.ufunc, kwargs: dict) -> dict:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tensor | tuple[Tensor, ...]:
+def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict
+               ) -> StoredTensor | tuple[StoredTensor, ...]:
     """``ufunc(*inputs)`` with every tensor computed first; see the module docstring. A
     ufunc of several results (``np.divmod``, ``np.modf``, ``np.frexp``) gives a tuple
     of tensors, each with the stored entries' results and the fill's."""
     options = _checked_options(ufunc, kwargs)
-    operands = [compute_node(as_node(x)) if isinstance(x, (Tensor, LazyTensor)) else x
+    operands = [compute_node(as_node(x)) if isinstance(x, (StoredTensor, NodeHolder)) else x
                 for x in inputs]
-    tensors = [x for x in operands if isinstance(x, Tensor)]
-    others = [x for x in operands if not isinstance(x, Tensor)]
+    tensors = [x for x in operands if isinstance(x, StoredTensor)]
+    others = [x for x in operands if not isinstance(x, StoredTensor)]
     shape = tensors[0].shape
     sparse = [t for t in tensors if not _is_dense(t)]
     if not sparse or any(t.shape != shape for t in tensors) or any(np.ndim(x) for x in others):
-        dense = [np.asarray(x) if isinstance(x, Tensor) else x for x in operands]
+        dense = [np.asarray(x) if isinstance(x, StoredTensor) else x for x in operands]
         results = ufunc(*dense, **options)
-        return tuple(Tensor.from_numpy(np.asarray(r)) for r in results) if ufunc.nout > 1 \
-            else Tensor.from_numpy(np.asarray(results))
+        return tuple(tensor_class().from_numpy(np.asarray(r)) for r in results) if ufunc.nout > 1 \
+            else tensor_class().from_numpy(np.asarray(results))
     coords, columns = aligned(tensors)
-    values = ufunc(*[columns[id(x)] if isinstance(x, Tensor) else x for x in operands],
+    values = ufunc(*[columns[id(x)] if isinstance(x, StoredTensor) else x for x in operands],
                    **options)
-    fills = ufunc(*[np.asarray(_fill(x), x.dtype) if isinstance(x, Tensor) else x
+    fills = ufunc(*[np.asarray(_fill(x), x.dtype) if isinstance(x, StoredTensor) else x
                     for x in operands], **options)
     if ufunc.nout == 1:
         values, fills = (values,), (fills,)
@@ -67,16 +70,16 @@ def on_entries(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Tensor | tuple[T
         value = np.asarray(value)
         if value.dtype != np.asarray(fill).dtype:
             value = value.astype(np.result_type(value, fill))
-        results.append(Tensor.from_coo(coords, value, shape, named_format(sparse[0]),
+        results.append(tensor_class().from_coo(coords, value, shape, named_format(sparse[0]),
                                        dtype=value.dtype, fill=np.asarray(fill).item()))
     return results[0] if ufunc.nout == 1 else tuple(results)
 
 
-def _fill(tensor: Tensor) -> object:
+def _fill(tensor: StoredTensor) -> object:
     return tensor.fill_value if not _is_dense(tensor) else 0
 
 
-def aligned(tensors: list[Tensor]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+def aligned(tensors: list[StoredTensor]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """The union of the tensors' stored coordinates, and each tensor's values there (its
     fill where it stores nothing), keyed by ``id``."""
     shape = tensors[0].shape

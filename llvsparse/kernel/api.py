@@ -35,7 +35,8 @@ from ..notation.parse import parse
 from ..tensors.coerce import natural_format
 from ..tensors.describe import kernel_repr
 from ..tensors.format import Format, FormatError, as_format
-from ..tensors.tensor import Tensor, checked_index_dtype, checked_value_dtype
+from ..tensors.tensor import StoredTensor
+from ..tensors.value_types import checked_index_dtype, checked_value_dtype
 from .build import build, build_converting, conversion_formats, retyped
 from .inspection import KernelInspection
 from .pickling import instance_meta, reduce_kernel
@@ -398,7 +399,7 @@ def evaluate(assignment: str | nt.Assignment, out_format: object = "dense",
     parsed = parse(assignment) if isinstance(assignment, str) else assignment
     formats = {}
     for name, value in tensors.items():
-        formats[name] = value.format if isinstance(value, Tensor) else natural_format(value)
+        formats[name] = value.format if isinstance(value, StoredTensor) else natural_format(value)
     out_spec = out_format
     key = (str(parsed), tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, Format))),
            tuple(sorted((n, f) for n, f in formats.items() if isinstance(f, str))),

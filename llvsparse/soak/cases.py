@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..formats.registry import get_level, level_formats, register_level_format
+from ..formats.registry import get_level, level_formats
 from ..tensors.format import Format, Level
+from ..tensors.level_check import register_level_format
 
 VARS = "ijk"
 LITERALS = ("2", "3", "0.5", "1e300", "2147483647")  # the last two rarely: dtype edges

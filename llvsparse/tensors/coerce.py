@@ -14,7 +14,8 @@ import numpy as np
 from ..ir.types import fill_key
 from .deferred import Deferred
 from .format import Format, checked_fill
-from .tensor import Tensor
+from .made_as import tensor_class
+from .tensor import StoredTensor
 
 # scipy.sparse formats stored the way an llvsparse format of the same name is.
 _SCIPY_FORMATS = {"csr": "csr", "csc": "csc", "coo": "coo"}
@@ -49,17 +50,17 @@ def natural_format(value: object) -> str:
 
 
 def foreign_tensor(value: object, fmt: Format | str, name: str | None = None
-                   ) -> Tensor | None:
+                   ) -> StoredTensor | None:
     """``value`` packed in ``fmt`` if it is a scipy or pydata sparse array, else None."""
     if is_scipy_sparse(value):
-        return Tensor.from_scipy(value, format=fmt, name=name)
+        return tensor_class().from_scipy(value, format=fmt, name=name)
     if is_pydata_sparse(value):
-        return Tensor.from_pydata(value, format=fmt, name=name)
+        return tensor_class().from_pydata(value, format=fmt, name=name)
     return None
 
 
 def asarray(value: object, format: Format | str | None = None,
-            name: str | None = None, fill=None) -> Tensor:
+            name: str | None = None, fill=None) -> StoredTensor:
     """``value`` as a Tensor, for the operator API (``ls.asarray(x)[j]``) and anywhere
     a Tensor is wanted: a Tensor as it is (converted if ``format`` differs), a scipy or
     pydata sparse array in its natural format (or ``format``), anything numpy can read
@@ -68,13 +69,13 @@ def asarray(value: object, format: Format | str | None = None,
     is refused)."""
     if isinstance(value, Deferred):
         value = value.compute(format)
-    if isinstance(value, Tensor):
+    if isinstance(value, StoredTensor):
         if fill is not None and fill_key(checked_fill(fill)) != fill_key(value.fill_value):
             raise ValueError(f"the tensor's fill value is {value.fill_value}, not {fill}")
         return value if format is None else value.asformat(format)
     fmt = natural_format(value) if format is None else format
     if is_scipy_sparse(value):
-        return Tensor.from_scipy(value, format=fmt, name=name, fill=fill)
+        return tensor_class().from_scipy(value, format=fmt, name=name, fill=fill)
     tensor = foreign_tensor(value, fmt, name)
     if tensor is not None:
         if fill is not None:
@@ -84,4 +85,4 @@ def asarray(value: object, format: Format | str | None = None,
     array = np.asarray(value)
     if array.dtype == object:
         raise TypeError(f"cannot use a {type(value).__name__} as a tensor")
-    return Tensor.from_numpy(array, format=fmt, name=name, fill=fill)
+    return tensor_class().from_numpy(array, format=fmt, name=name, fill=fill)

@@ -15,6 +15,8 @@ import math
 import numpy as np
 
 from .layouts import Layout, layout_of
+from .made_as import tensor_class
+from .value_types import checked_index_dtype
 
 # The scipy format each tensor layout hands its arrays to.
 SCIPY_FORMATS = ("csr", "csc", "coo")
@@ -189,8 +191,6 @@ def adopt_scipy(matrix, fmt, index_dtype=None):
     (its arrays become the tensor's, read-only); None where ``fmt`` does not lay
     entries out as ``matrix`` does or the matrix is not canonical. Packing it instead
     went through coordinates: 0.44 s for 4M entries that scipy loaded in 0.09 s."""
-    from .tensor import checked_index_dtype
-
     idx = checked_index_dtype(index_dtype, *matrix.shape, matrix.nnz)
     target = layout_of(fmt.tensor_type(matrix.dtype.name, idx.name))
     if target is None or target.kind != matrix.format or not target.canonical \
@@ -202,8 +202,6 @@ def adopt_scipy(matrix, fmt, index_dtype=None):
 def _wrapped(shape: tuple[int, ...], idx: np.dtype, name: str | None, fmt, target: Layout,
              matrix):
     """A sealed, validated Tensor on a canonical scipy matrix's arrays."""
-    from .tensor import Tensor
-
     pos = matrix.indptr.astype(idx, copy=False)
     crd = matrix.indices.astype(idx, copy=False)
     extents = [shape[m] for m in target.modes]
@@ -213,5 +211,5 @@ def _wrapped(shape: tuple[int, ...], idx: np.dtype, name: str | None, fmt, targe
     else:
         arrays = [{}, {"pos": pos, "crd": crd}]
     values = np.ascontiguousarray(matrix.data)
-    return Tensor(shape, fmt, values.dtype, idx, extents, arrays,
-                  [{} for _ in fmt.levels], values, name=name)._seal()._mark_valid()
+    return tensor_class()(shape, fmt, values.dtype, idx, extents, arrays,
+                          [{} for _ in fmt.levels], values, name=name)._seal()._mark_valid()

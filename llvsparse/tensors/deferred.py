@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from .tensor import StoredTensor
 
 
 class Deferred:
@@ -15,5 +15,5 @@ class Deferred:
 
     __slots__ = ()
 
-    def compute(self, format: object = None) -> Tensor:
+    def compute(self, format: object = None) -> StoredTensor:
         raise NotImplementedError(f"{type(self).__name__} does not say how it computes")

@@ -14,14 +14,14 @@ from .format import named_format
 from .gpu_resident import DeviceTensor
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from .tensor import StoredTensor
 
 
 class DLPackOps:
     """Tensor's DLPack methods."""
 
     @classmethod
-    def from_dlpack(cls, array: Any, format="dense") -> Tensor | DeviceTensor:
+    def from_dlpack(cls, array: Any, format="dense") -> StoredTensor | DeviceTensor:
         """A tensor of a DLPack array (numpy, cupy, torch...): a host array through
         numpy, without a copy where ``format`` is dense; a CUDA array as a device tensor
         borrowing its memory (target="cuda" kernels read it there; cuda-python needed)."""

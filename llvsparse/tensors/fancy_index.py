@@ -17,7 +17,8 @@ import operator
 import numpy as np
 
 from ..ir.notation import AffineIndex, IndexVar
-from .tensor import Tensor
+from .made_as import tensor_class
+from .tensor import StoredTensor
 
 
 def is_index_key(indices) -> bool:
@@ -114,7 +115,7 @@ def _consumes(key) -> bool:
     return not (key is None or isinstance(key, tuple) and key[0] in ("mask", "gap"))
 
 
-def getitem(tensor: Tensor, indices) -> object:
+def getitem(tensor: StoredTensor, indices) -> object:
     """``tensor[indices]`` as numpy gives it, computed on the stored entries (a COO
     tensor, or the entry itself where every dimension is indexed by an integer)."""
     keys = _normalized(indices, tensor.shape)
@@ -155,7 +156,7 @@ def getitem(tensor: Tensor, indices) -> object:
     return _joined(tensor, keys, advanced, coords, values, columns)
 
 
-def _joined(tensor: Tensor, keys: list, advanced: list[int], coords: np.ndarray,
+def _joined(tensor: StoredTensor, keys: list, advanced: list[int], coords: np.ndarray,
             values: np.ndarray, columns: list) -> object:
     """The advanced indices joined against the entries: an entry appears once for every
     position of the broadcast index arrays that names its coordinates."""
@@ -187,7 +188,7 @@ def _joined(tensor: Tensor, keys: list, advanced: list[int], coords: np.ndarray,
     return _built(tensor, out, values[entry])
 
 
-def _built(tensor: Tensor, dims: list, values: np.ndarray) -> object:
+def _built(tensor: StoredTensor, dims: list, values: np.ndarray) -> object:
     """A COO tensor of the given (coordinate per entry, extent) dimensions (None: a new
     dimension, coordinate 0); the entry itself where there are no dimensions."""
     shape = tuple(int(n) for _, n in dims)
@@ -196,5 +197,5 @@ def _built(tensor: Tensor, dims: list, values: np.ndarray) -> object:
         return values[0] if count else np.asarray(tensor.fill_value, tensor.dtype)[()]
     coords = np.array([np.zeros(count, np.int64) if c is None else c for c, _ in dims],
                       np.int64).reshape(len(dims), count)
-    return Tensor.from_coo(coords, values, shape, "coo", dtype=tensor.dtype,
-                           fill=tensor.fill_value)
+    return tensor_class().from_coo(coords, values, shape, "coo", dtype=tensor.dtype,
+                                   fill=tensor.fill_value)

@@ -20,8 +20,10 @@ from numpy.typing import DTypeLike
 
 from .coerce import asarray
 from .format import Format
+from .made_as import tensor_class
 from .matrix_market import read_matrix_market, write_matrix_market
-from .tensor import VALUE_DTYPES, Tensor, checked_shape
+from .tensor import StoredTensor
+from .value_types import VALUE_DTYPES, checked_shape
 
 PathLike = str | os.PathLike
 FormatSpec = Format | str | Sequence
@@ -96,7 +98,7 @@ def _check_shape(path: str, found: tuple[int, ...], shape: Sequence[int] | None)
 # -- reading ---------------------------------------------------------------------------------
 def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = None,
          index_dtype: DTypeLike | None = None, *,
-         shape: Sequence[int] | None = None) -> Tensor:
+         shape: Sequence[int] | None = None) -> StoredTensor:
     """Load a tensor from ``path``, packed into ``format``.
 
     ``dtype`` defaults to the file's value type (pattern Matrix Market files and FROSTT
@@ -117,8 +119,8 @@ def read(path: PathLike, format: FormatSpec = "coo", dtype: DTypeLike | None = N
     if kind not in (".tns", ".tns.gz"):
         _check_shape(name, found, shape)
     target = np.dtype(dtype) if dtype is not None else _supported_dtype(values.dtype, name)
-    return Tensor.from_coo(coords, _exactly_as(values, target, name), found, format, None,
-                           index_dtype)
+    return tensor_class().from_coo(coords, _exactly_as(values, target, name), found, format, None,
+                                   index_dtype)
 
 
 def _dense_entries(array: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -277,7 +279,7 @@ def _tns_locate_error(path: str, order: int, shape: Sequence[int] | None) -> Non
 
 
 # -- writing ---------------------------------------------------------------------------------
-def write(path: PathLike | Tensor, tensor: object) -> None:
+def write(path: PathLike | StoredTensor, tensor: object) -> None:
     """Save ``tensor`` to ``path`` in the format its extension names.
 
     ``write(path, tensor)``, as ``np.save`` and ``scipy.io.mmwrite`` order them, or
@@ -318,7 +320,7 @@ def _is_path(value: object) -> bool:
     return isinstance(value, (str, os.PathLike))
 
 
-def _written_entries(tensor: Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _written_entries(tensor: StoredTensor) -> tuple[np.ndarray, np.ndarray]:
     """The entries a file records: every stored one, but for formats that pad (ELL's
     short rows, BCSR's blocks, storage-only or blocked levels) the zeros, which are
     padding there and would read back as explicit entries (as scipy drops DIA's)."""
@@ -329,12 +331,12 @@ def _written_entries(tensor: Tensor) -> tuple[np.ndarray, np.ndarray]:
     return coords, values
 
 
-def _need_matrix(tensor: Tensor, path: str) -> None:
+def _need_matrix(tensor: StoredTensor, path: str) -> None:
     if tensor.order != 2:
         raise ValueError(f"{path}: this format holds matrices, not order-{tensor.order} tensors")
 
 
-def _write_mtx(tensor: Tensor, path: str, compress: bool) -> None:
+def _write_mtx(tensor: StoredTensor, path: str, compress: bool) -> None:
     """Matrix Market coordinate file in general symmetry, so every stored entry (explicit
     zeros included, padding not) is written as is."""
     _need_matrix(tensor, path)
@@ -351,7 +353,7 @@ def _format_value(dtype: np.dtype) -> Callable[[object], str]:
     return repr  # shortest string that round-trips a Python float
 
 
-def _write_tns(tensor: Tensor, path: str) -> None:
+def _write_tns(tensor: StoredTensor, path: str) -> None:
     """FROSTT text, 1-based coordinates then value, one stored entry per line."""
     if tensor.order == 0:
         raise ValueError(f"{path}: FROSTT files hold tensors of order 1 or more")

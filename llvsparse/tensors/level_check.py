@@ -8,7 +8,8 @@ dense row level), iterated with the interpreter, and ``locate`` must find exactl
 iterated coordinates at the iterated positions and report every other coordinate as
 not found; ``subsection`` must give, for every window of every row, the positions of
 the iterated coordinates inside it. Levels without these functions, or that no kernel
-can assemble, are not checked.
+can assemble, are not checked. ``ls.register_level_format`` is the registry's, given
+this check (the registry, beneath the tensors, cannot pack one).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import os
 import numpy as np
 
 from ..abi.runtime import KernelRuntimeError
+from ..formats import registry
 from ..formats.interpret import CorruptTensorError, run_function
 from ..formats.loader import FormatFileError, LevelDef, load_level_file
 from ..formats.registry import get_level, registered_for_check
 from ..ir.errors import ScheduleError
 from .format import Format, Level
-from .tensor import Tensor
+from .made_as import tensor_class
 from .walk import _env, walk_levels
 
 # Rows with nothing, one entry, a full row and scattered entries (coordinate 0 and the
@@ -33,6 +35,15 @@ SAMPLE = np.array([[0, 0, 0, 0, 0, 0, 0],
                    [1, 2, 3, 4, 5, 6, 7],
                    [8, 0, 0, 9, 0, 0, 5],
                    [0, 0, 0, 0, 0, 0, 2]], dtype=float)
+
+
+def register_level_format(path: str | os.PathLike[str], replace: bool = False) -> LevelDef:
+    """Load, validate and register a plugin level format file; returns its definition.
+
+    Re-registering the same file reloads it (handy while editing a plugin); any other name
+    clash raises LevelFormatClash unless replace=True.
+    """
+    return registry.register_level_format(path, replace, check=cross_check)
 
 
 def check_level_file(path: str | os.PathLike[str]) -> LevelDef:
@@ -68,7 +79,8 @@ def _packed(name: str, function: str):
     if function not in get_level(name).functions:
         return None
     try:
-        tensor = Tensor.from_numpy(SAMPLE, format=Format([Level("dense", 0), Level(name, 1)]))
+        tensor = tensor_class().from_numpy(SAMPLE,
+                                           format=Format([Level("dense", 0), Level(name, 1)]))
     except ScheduleError:  # no kernel can assemble it (as DIA's levels): nothing to pack
         return None
     return tensor, walk_levels(tensor, check=False)

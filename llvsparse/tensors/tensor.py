@@ -1,8 +1,10 @@
-"""Tensor: shape, format, dtypes and the numpy arrays of every level."""
+"""StoredTensor: shape, format, dtypes and the numpy arrays of every level, and all a
+tensor does without compiling a kernel. The public Tensor (frontend/tensor.py) adds
+operators, indexing and item assignment, writing files and conversions by a compiled
+copy kernel; tensors are made as it (made_as.py) wherever a layer beneath builds one."""
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from functools import partial
 
@@ -11,8 +13,6 @@ import numpy as np
 from ..abi.runtime import DescriptorHolder
 from ..backends.cuda.driver import device
 from ..formats.registry import generation as registry_generation
-from ..frontend.numpy_protocols import ArrayOps
-from ..notation.expr_api import access
 from . import convert
 from .describe import tensor_repr
 from .dlpack_tensor import DLPackOps
@@ -25,34 +25,8 @@ from .scipy_input import scipy_entries
 from .tensor_convert import FormatConversions
 from .tensor_pickle import restore_tensor, tensor_state
 from .tensor_validation import ValidationState
+from .value_types import checked_index_dtype, checked_shape, checked_value_dtype
 from .walk import entries_per_coordinate, walk_levels
-
-VALUE_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint64",
-                "uint32", "uint16", "uint8", "bool", "complex128", "complex64")
-INDEX_LIMIT = 2**31 - 1
-
-
-def checked_index_dtype(requested, *sizes: int) -> np.dtype:
-    if requested is not None:
-        dtype = np.dtype(requested)
-        if dtype not in (np.dtype("int32"), np.dtype("int64")):
-            raise TypeError(f"index dtype must be int32 or int64, not {dtype}")
-        if dtype == np.dtype("int32") and max(sizes, default=0) > INDEX_LIMIT:
-            raise ValueError(f"index dtype int32 cannot hold a size of {max(sizes)}; "
-                             "use int64")
-        return dtype
-    return np.dtype("int64") if max(sizes, default=0) >= INDEX_LIMIT else np.dtype("int32")
-
-
-def checked_shape(shape) -> tuple[int, ...]:
-    """``shape`` as non-negative integers; 2.9 is refused rather than truncated to 2."""
-    try:
-        extents = tuple(operator.index(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a sequence of integers, not {shape!r}") from None
-    if any(e < 0 for e in extents):
-        raise ValueError(f"shape {extents} has a negative extent")
-    return extents
 
 
 def _coordinate_array(coords, order: int, count: int) -> np.ndarray:
@@ -72,19 +46,12 @@ def _coordinate_array(coords, order: int, count: int) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def checked_value_dtype(dtype) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if str(dtype) not in VALUE_DTYPES:
-        raise TypeError(f"value dtype must be one of {', '.join(VALUE_DTYPES)}, not {dtype}")
-    return dtype
-
-
-class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOps):
+class StoredTensor(ValidationState, FormatConversions, PydataNames, DLPackOps):
     """A tensor stored level by level.
 
     ``level_arrays[k]`` maps the array names declared by level k's YAML definition to
     numpy arrays (a shared array is the same object in every level that declares it).
-    Operators, reductions and numpy's protocols come from ``ArrayOps`` (numpy_protocols).
+    Instances are the public Tensor (frontend/tensor.py), which adds what computes.
     """
 
     def __init__(self, shape, format: Format, dtype, index_dtype, level_extents,
@@ -139,7 +106,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_coo(cls, coords, values, shape, format="coo", dtype=None, index_dtype=None,
-                 name: str | None = None, fill=None) -> Tensor:
+                 name: str | None = None, fill=None) -> StoredTensor:
         """Pack coordinates ((order, nnz), as in pydata/sparse) and values; sums duplicates.
         ``fill``: the value of every entry not given (default: the format's, 0)."""
         shape = checked_shape(shape)
@@ -163,7 +130,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
         return source._convert(fmt, check=False, resort=False)._mark_valid()
 
     @classmethod
-    def _coo(cls, coords, values, shape, modes, idx, name, fill: float = 0.0) -> Tensor:
+    def _coo(cls, coords, values, shape, modes, idx, name, fill: float = 0.0) -> StoredTensor:
         fmt = named_format("coo", len(shape), modes) if shape else Format([])
         arrays: list[dict] = []
         for k, mode in enumerate(modes):
@@ -178,7 +145,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
                    [{} for _ in modes], values, fill, name=name)._seal()._mark_valid()
 
     @classmethod
-    def _pack_named(cls, fmt: Format, coords, values, shape, idx, name) -> Tensor:
+    def _pack_named(cls, fmt: Format, coords, values, shape, idx, name) -> StoredTensor:
         packer = PACKERS.get(fmt.name or "")
         if (fmt.name or "").startswith("bcsr"):
             block = (fmt.levels[0].block, fmt.levels[1].block)
@@ -194,7 +161,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
 
     @classmethod
     def from_numpy(cls, array, format="dense", dtype=None, index_dtype=None,
-                   name: str | None = None, fill=None) -> Tensor:
+                   name: str | None = None, fill=None) -> StoredTensor:
         """Pack a dense array: entries equal to the fill value (``fill``, else the
         format's, 0 by default; NaN equal to NaN) are not stored."""
         array = np.asarray(array)
@@ -210,7 +177,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
                             index_dtype, name)
 
     @classmethod
-    def _wrap_dense(cls, array, fmt: Format, dtype, index_dtype, name) -> Tensor:
+    def _wrap_dense(cls, array, fmt: Format, dtype, index_dtype, name) -> StoredTensor:
         """Row-major dense storage is the array itself: no copy when it is contiguous."""
         values = np.ascontiguousarray(array, dtype=checked_value_dtype(dtype or array.dtype))
         idx = checked_index_dtype(index_dtype, *array.shape)
@@ -220,7 +187,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
 
     @classmethod
     def from_scipy(cls, matrix, format="csr", dtype=None, index_dtype=None,
-                   name: str | None = None, fill=None) -> Tensor:
+                   name: str | None = None, fill=None) -> StoredTensor:
         """From any scipy sparse matrix or array, its arrays checked first (a corrupt
         indptr is refused, not silently dropped entries); a numpy array is packed.
         ``fill``: the value the matrix's entries that are not stored stand for (scipy
@@ -232,7 +199,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
 
     @classmethod
     def from_pydata(cls, array, format="coo", dtype=None, index_dtype=None,
-                    name: str | None = None) -> Tensor:
+                    name: str | None = None) -> StoredTensor:
         """From a pydata/sparse array (anything with ``coords``, ``data`` and ``shape``;
         GCXS converts through ``tocoo``, DOK through ``to_coo``), keeping its
         ``fill_value``: the entries it does not store hold it."""
@@ -299,7 +266,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
 
     @classmethod
     def dense_outputs(cls, shape, fmt: Format, ttype, extents, params: list[dict]
-                      ) -> Callable[[np.ndarray], Tensor]:
+                      ) -> Callable[[np.ndarray], StoredTensor]:
         """A maker of outputs whose levels need no arrays, around preallocated values (the
         fast path of a kernel call: no validation, no kernel-owned memory to adopt). The
         fields every such output shares are worked out once, here, not per call; so are
@@ -310,7 +277,7 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
                   "generation": registry_generation()}
         levels = range(len(extents))
 
-        def make(values: np.ndarray) -> Tensor:
+        def make(values: np.ndarray) -> StoredTensor:
             tensor = cls.__new__(cls)
             fields = tensor.__dict__
             fields.update(shared)
@@ -350,36 +317,6 @@ class Tensor(ValidationState, FormatConversions, PydataNames, ArrayOps, DLPackOp
         """A scipy.sparse matrix, on this tensor's own arrays where it is laid out as
         CSR, CSC or COO (see convert)."""
         return convert.to_scipy(self, format)
-
-    def write(self, path) -> None:
-        """Write to Matrix Market (.mtx[.gz]), FROSTT (.tns[.gz]), .npy or .npz."""
-        from .io import write
-
-        write(self, path)
-
-    # -- index notation -----------------------------------------------------------------
-    def __getitem__(self, indices):
-        """Index notation (``A[i, j]`` with index variables), or a slice of the tensor
-        without a copy (``A[2:10:2, :]``, ``A[:, 5]``, ``A[1, 2]``; see views.py)."""
-        from . import fancy_index, views
-
-        if views.is_window_key(indices):
-            return views.view(self, indices)
-        if fancy_index.is_index_key(indices):
-            return fancy_index.getitem(self, indices)
-        return access(self, indices)
-
-    def __setitem__(self, indices, value) -> None:
-        """Assignment in index notation (``A[i, j] = B[i, j] * 2``), computed into this
-        tensor in its dtype, or numpy's item assignment (``A[1, 2] = 3``, ``A[:, 0] =
-        x``, ``A[mask] = 0``), in its format, dtype and fill (see tensor_assign.py)."""
-        from ..frontend import tensor_assign
-        from . import fancy_index
-
-        if fancy_index.is_index_key(indices):
-            tensor_assign.assign_items(self, indices, value)
-        else:
-            tensor_assign.assign_notation(self, indices, value)
 
 
 def _differs(array: np.ndarray, fill) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Tensor's conversions between formats (``asformat``): scipy's sorts for CSR, CSC and
-COO, a compiled copy kernel for other layouts, a host sort where storage orders differ,
-and the gather plans that let a sealed tensor convert again by gathering its values;
-and between value dtypes (``astype``)."""
+COO, a compiled copy kernel for other layouts (the public Tensor's ``_kernel_copy``,
+frontend/tensor.py: kernels are compiled above this layer), a host sort where storage
+orders differ, and the gather plans that let a sealed tensor convert again by gathering
+its values; and between value dtypes (``astype``)."""
 
 from __future__ import annotations
 
@@ -10,40 +11,30 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..formats.interpret import evaluate_expr
-from ..formats.registry import generation as registry_generation
 from ..formats.registry import get_level
-from ..ir import notation as nt
 from ..ir.errors import ScheduleError
 from ..ir.types import fill_key
 from .convert import scipy_conversion, scipy_pair
 from .format import Format, Level, as_format
+from .made_as import tensor_class
 from .ordering import most_children
+from .value_types import checked_value_dtype
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
-
-
-def tensor_class() -> type[Tensor]:
-    """Tensor itself (not a view's class), imported when first converting: tensor.py
-    imports this module."""
-    from .tensor import Tensor
-
-    return Tensor
+    from .tensor import StoredTensor
 
 
 class FormatConversions:
     """Tensor's conversion methods (a part of it, kept in a module of its own)."""
 
-    def asformat(self, format) -> Tensor:
+    def asformat(self, format) -> StoredTensor:
         """Convert through a compiled copy kernel (or a named packer)."""
         return self._convert(as_format(format, self.order), check=True)
 
-    def astype(self, dtype, copy: bool = True) -> Tensor:
+    def astype(self, dtype, copy: bool = True) -> StoredTensor:
         """The values cast to ``dtype`` as numpy casts them, the fill value too, in the
         same format (the index arrays shared); this tensor where ``copy=False`` and the
         dtype is its own."""
-        from .tensor import checked_value_dtype
-
         dtype = checked_value_dtype(dtype)
         if dtype == self.dtype and not copy:
             return self
@@ -55,13 +46,11 @@ class FormatConversions:
                               self.params, self.values.astype(dtype), name=self.name)
         return cast._seal()._mark_valid() if self.__dict__.get("_sealed") else cast
 
-    def _convert(self, fmt: Format, check: bool, resort: bool = True) -> Tensor:
+    def _convert(self, fmt: Format, check: bool, resort: bool = True) -> StoredTensor:
         """``asformat``; ``check=False`` skips validating this tensor's arrays (for
         tensors packed here, whose validation cost more than the copy: 1.1 s of a 1.5 s
         CSR conversion of 4M entries). ``resort=False``: this tensor's entries are
         already in ``fmt``'s order, so a copy that cannot be scheduled is final."""
-        from ..kernel.api import Kernel
-
         if fmt.layout_key() == self.format.layout_key() and fmt.fill == 0:
             return self  # (a conversion keeps the fill value)
         if fmt.fill != 0 and fill_key(fmt.fill) != fill_key(self.fill_value):
@@ -80,12 +69,8 @@ class FormatConversions:
             return scipy_conversion(self, fmt, *layouts)
         if fmt.has_hidden_levels or self.order == 0 or self.dtype.kind == "c":
             return self._sorted_into(fmt)  # (complex values: no copy kernel holds them)
-        idx = nt.index_vars(" ".join(f"i{k}" for k in range(self.order)))
-        copy = nt.Assignment(nt.Access("B", idx), nt.Access("A", idx))
-        kernel = _copy_kernel(copy, self.format, self._with_packed_params(fmt),
-                              str(self.index_dtype), Kernel)
         try:
-            result = kernel(check=check, A=self)
+            result = self._kernel_copy(self._with_packed_params(fmt), check)
         except ScheduleError as error:
             if not resort:
                 raise ScheduleError(f"cannot pack a tensor into {fmt}: {error}") from None
@@ -95,7 +80,13 @@ class FormatConversions:
         result.format = fmt  # parameters chosen from the data are the tensor's, not the format's
         return result
 
-    def _sorted_into(self, fmt: Format) -> Tensor:
+    def _kernel_copy(self, fmt: Format, check: bool) -> StoredTensor:
+        """This tensor copied into ``fmt`` by a compiled kernel (ScheduleError where none
+        can be scheduled): the public Tensor's, which sits above the kernel layer."""
+        raise TypeError(f"a {type(self).__name__} cannot compile the copy into {fmt!r}; "
+                        "tensors are made as llvsparse.Tensor, which can")
+
+    def _sorted_into(self, fmt: Format) -> StoredTensor:
         """``fmt`` packed from this tensor's entries sorted on the host. A sealed tensor's
         index arrays cannot change, so where each entry of the result takes its value
         from is remembered, and converting it again (a transposed operand, on every
@@ -106,10 +97,10 @@ class FormatConversions:
         if template is None:
             coords, values = self.to_coo()
             return tensor_class().from_coo(coords, values, self.shape, fmt, self.dtype,
-                                   self.index_dtype, self.name, self.fill_value)
+                                           self.index_dtype, self.name, self.fill_value)
         return self._gathered(template, sources)
 
-    def _remembered_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None] | None:
+    def _remembered_plan(self, fmt: Format) -> tuple[StoredTensor | None, np.ndarray | None] | None:
         """``_gather_plan(fmt)``, remembered while this tensor is sealed (keyed by its
         index arrays, not its values, plus extents, parameters and ``fmt``); None when
         nothing can be kept."""
@@ -122,7 +113,7 @@ class FormatConversions:
             memo = self._sorted_memo = (key, *self._gather_plan(fmt))
         return memo[1], memo[2]
 
-    def _padded_gather(self, fmt: Format) -> Tensor:
+    def _padded_gather(self, fmt: Format) -> StoredTensor:
         """``fmt`` holding this tensor's (unique) entries where the format pads with
         entries it was not given (a dense level): their positions packed by a kernel
         (int64, which kernels hold, unlike complex), each padded entry the fill."""
@@ -137,14 +128,14 @@ class FormatConversions:
                               values, fill=self.fill,
                               name=self.name)._seal()._mark_valid()
 
-    def _gathered(self, template: Tensor, sources: np.ndarray) -> Tensor:
+    def _gathered(self, template: StoredTensor, sources: np.ndarray) -> StoredTensor:
         """``template``'s layout holding this tensor's values at ``sources``."""
         return tensor_class()(self.shape, template.format, self.dtype, self.index_dtype,
-                      template.level_extents, template.level_arrays, template.params,
-                      self.values[sources], fill=self.fill,
-                      name=self.name)._seal()._mark_valid()
+                              template.level_extents, template.level_arrays, template.params,
+                              self.values[sources], fill=self.fill,
+                              name=self.name)._seal()._mark_valid()
 
-    def _gather_plan(self, fmt: Format) -> tuple[Tensor | None, np.ndarray | None]:
+    def _gather_plan(self, fmt: Format) -> tuple[StoredTensor | None, np.ndarray | None]:
         """``fmt``'s index arrays for this tensor's entries, and the value position each
         of its entries reads; (None, None) where entries are summed or padded, so that a
         result is not a plain gather."""
@@ -178,17 +169,6 @@ class FormatConversions:
             levels[k] = Level(level.kind, level.mode, level.properties,
                               {**level.params, **chosen}, level.block, level.inner)
         return Format(levels, name=fmt.name)
-
-
-_COPY_KERNELS: dict = {}
-
-
-def _copy_kernel(assignment, source: Format, target: Format, index_dtype: str, kernel_type):
-    key = (source, target, str(assignment), index_dtype, registry_generation())
-    if key not in _COPY_KERNELS:
-        _COPY_KERNELS[key] = kernel_type(assignment, {"A": source}, target,
-                                         out_index_dtype=index_dtype, convert=False)
-    return _COPY_KERNELS[key]
 
 
 class SameObjects(tuple):

@@ -16,7 +16,7 @@ from .validate import check_descriptor
 from .walk import Walk, walk_levels
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from .tensor import StoredTensor
 
 
 class ValidationState:
@@ -89,7 +89,7 @@ class ValidationState:
             raise CorruptTensorError(f"values has {len(self.values)} entries, but the levels "
                                      f"hold {declared} positions")
 
-    def _seal(self) -> Tensor:
+    def _seal(self) -> StoredTensor:
         """Make the index arrays read-only, with every array they view, so that their
         validation can be remembered (a kernel call on a 4M-entry CSR: 120 ms of
         validation against 8 ms of SpMV). Only for tensors whose arrays llvsparse made:
@@ -100,7 +100,7 @@ class ValidationState:
         self._sealed = True
         return self
 
-    def _mark_valid(self) -> Tensor:
+    def _mark_valid(self) -> StoredTensor:
         """Remember a sealed tensor as validated without walking it: for tensors packed
         from coordinates that were range-checked, sorted and deduplicated (the first call
         on a 4M-entry CSR from ``from_scipy`` skipped a 0.1-0.4 s walk). Only for

@@ -1,6 +1,7 @@
 """Slicing a tensor without copying it: ``A[10:100:2, :]``, ``A[:, 5]``, ``A[i, j]``.
 
-A view (``TensorView``) shares its base tensor's arrays. Its format is the base format
+A view (frontend/tensor.py's ``TensorView``, over ``WindowStorage`` here) shares its base
+tensor's arrays. Its format is the base format
 with each sliced level marked windowed (or strided); a dimension indexed by an integer
 keeps its level, now storage-only over a one-coordinate window, which the compiler sums
 over as a hidden index (the entry there, or nothing). The window numbers (start, step,
@@ -26,7 +27,7 @@ from ..ir.types import (
     fill_key,
 )
 from .format import Format, Level, checked_fill, named_format
-from .tensor import Tensor
+from .tensor import StoredTensor
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,11 @@ def is_window_key(indices) -> bool:
                for k in keys)
 
 
-def view(tensor: Tensor, indices):
-    """``tensor[indices]``: a view, or the entry itself when every index is an integer."""
+def view(tensor: StoredTensor, indices, view_class: type[WindowStorage]):
+    """``tensor[indices]``: a view (of ``view_class``), or the entry itself when every
+    index is an integer."""
     keys = _expanded(indices if isinstance(indices, tuple) else (indices,), tensor.order)
-    if isinstance(tensor, TensorView):
+    if isinstance(tensor, WindowStorage):
         base, windows = tensor.base, list(tensor.windows)
     else:
         base, windows = tensor, [Window(0, 1, n) for n in tensor.shape]
@@ -89,8 +91,8 @@ def view(tensor: Tensor, indices):
         windows[d] = windows[d].then(key, windows[d].count)
     if all(w.dropped for w in windows):
         ones = [Window(w.start, w.step, 1, True) for w in windows]
-        return TensorView(base, ones).to_numpy()[(0,) * len(ones)]
-    return TensorView(base, windows)
+        return view_class(base, ones).to_numpy()[(0,) * len(ones)]
+    return view_class(base, windows)
 
 
 def _expanded(keys: tuple, order: int) -> tuple:
@@ -173,11 +175,15 @@ def windowed_format(base: Format, windows: list[Window]) -> WindowedFormat:
     return fmt
 
 
-class TensorView(Tensor):
+class WindowStorage:
     """A window onto a tensor, sharing its arrays: usable wherever a Tensor is read
-    (kernel operands, ``to_numpy``, ``to_scipy``, ``evaluate``, ``einsum``)."""
+    (kernel operands, ``to_numpy``, ``to_scipy``, ``evaluate``, ``einsum``). The storage
+    half of a view, mixed before a tensor class (frontend/tensor.py's TensorView)."""
 
-    def __init__(self, base: Tensor, windows: list[Window]):
+    base: StoredTensor
+    windows: tuple[Window, ...]
+
+    def __init__(self, base: StoredTensor, windows: list[Window]):
         fmt = windowed_format(base.format, windows)
         params = [dict(p) for p in base.params]
         for k, level in enumerate(base.format.levels):
@@ -191,14 +197,6 @@ class TensorView(Tensor):
         self.base = base
         self.base_shape = base.shape
         self.windows = tuple(windows)
-
-    def __getitem__(self, indices):
-        if is_window_key(indices):
-            return view(self, indices)
-        return super().__getitem__(indices)
-
-    def __setitem__(self, indices, value) -> None:
-        raise TypeError("a view is read-only: write to the tensor it views")
 
     def __repr__(self) -> str:
         return f"<view {self.shape} of {self.base!r}>"
@@ -222,7 +220,7 @@ class TensorView(Tensor):
         self.validate_shallow()
         self.base.validate()
 
-    def _copied(self, name: str) -> Tensor:
+    def _copied(self, name: str) -> StoredTensor:
         """The view's entries in a new tensor of the named format: a copy kernel that
         visits only the window, or, where none can be scheduled, a sort on the host."""
         return self._convert(named_format(name, self.order), check=True)
