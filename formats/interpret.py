@@ -1,5 +1,6 @@
 """Evaluate level-function bodies in Python, vectorized over numpy arrays where possible:
-the host's one meaning of the YAML level language.
+the host's interpreter of the level language's normalised form (body_ir.py), which the
+compiler's LLVM emitter walks too.
 
 The compiler turns bodies into IR; this interpreter serves the host side: walking a
 tensor's levels to unpack or validate it, and sizing output arrays. Array subscripts are
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from . import body_ir as bir
+
 
 class CorruptTensorError(ValueError):
     """A tensor's index arrays are inconsistent with its format."""
@@ -25,14 +28,15 @@ class _Return(Exception):
         self.values = values
 
 
-_BINOPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply,
-           ast.FloorDiv: np.floor_divide, ast.Mod: np.mod}
-_CMPS = {ast.Eq: np.equal, ast.NotEq: np.not_equal, ast.Lt: np.less, ast.LtE: np.less_equal,
-         ast.Gt: np.greater, ast.GtE: np.greater_equal}
+_ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide,
+          "%": np.mod}
+_COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}
 
 
 class Interpreter:
-    """Runs one body with ``env`` (scalars or equal-length arrays) and ``arrays``."""
+    """Runs one normalised body (body_ir.py) with ``env`` (scalars or equal-length
+    arrays) and ``arrays``."""
 
     def __init__(self, env: dict[str, Any], arrays: dict[str, np.ndarray], where: str):
         self.vars = dict(env)
@@ -40,54 +44,45 @@ class Interpreter:
         self.where = where
         self.active: np.ndarray | None = None  # lanes still in a vectorized while loop
 
-    def expr(self, node: ast.expr) -> Any:
-        if isinstance(node, ast.Constant):
+    def expr(self, node: bir.Expr) -> Any:
+        if isinstance(node, bir.Const):
             return node.value
-        if isinstance(node, ast.Name):
-            if node.id in ("True", "False"):
-                return node.id == "True"
-            return self.vars[node.id]
-        if isinstance(node, ast.BinOp):
-            return self.binop(type(node.op), self.expr(node.left), self.expr(node.right))
-        if isinstance(node, ast.UnaryOp):
-            value = self.expr(node.operand)
-            return np.negative(value) if isinstance(node.op, ast.USub) else np.logical_not(value)
-        if isinstance(node, ast.BoolOp):
-            return self.boolop(node)
-        if isinstance(node, ast.Compare):
-            left = self.expr(node.left)
-            result = True
-            for op, comp in zip(node.ops, node.comparators):
-                right = self.expr(comp)
-                result = np.logical_and(result, _CMPS[type(op)](left, right))
-                left = right
+        if isinstance(node, bir.Var):
+            return self.vars[node.name]
+        if isinstance(node, bir.Load):
+            return self.load(node.array, node.index)
+        if isinstance(node, bir.Arith):
+            return self.arith(node.op, self.expr(node.left), self.expr(node.right))
+        if isinstance(node, bir.Compare):
+            return _COMPARE[node.op](self.expr(node.left), self.expr(node.right))
+        if isinstance(node, bir.Negate):
+            return np.negative(self.expr(node.operand))
+        if isinstance(node, bir.Not):
+            return np.logical_not(self.expr(node.operand))
+        if isinstance(node, bir.Absolute):
+            return np.abs(self.expr(node.operand))
+        if isinstance(node, bir.Extreme):
+            fold = np.minimum if node.op == "min" else np.maximum
+            result = self.expr(node.values[0])
+            for value in node.values[1:]:
+                result = fold(result, self.expr(value))
             return result
-        if isinstance(node, ast.Subscript):
-            return self.subscript(node)
-        if isinstance(node, ast.Call):
-            args = [self.expr(a) for a in node.args]
-            name = node.func.id
-            if name == "abs":
-                return np.abs(args[0])
-            fold = np.minimum if name == "min" else np.maximum
-            result = args[0]
-            for value in args[1:]:
-                result = fold(result, value)
-            return result
-        if isinstance(node, ast.IfExp):
+        if isinstance(node, bir.Logic):
+            return self.logic(node)
+        if isinstance(node, bir.Choose):
             test = self.expr(node.test)
             if np.ndim(test) == 0:
-                return self.expr(node.body if bool(test) else node.orelse)
+                return self.expr(node.then if bool(test) else node.other)
             test = np.asarray(test, dtype=bool)
-            return np.where(test, self.on_lanes(node.body, test),
-                            self.on_lanes(node.orelse, ~test))
+            return np.where(test, self.on_lanes(node.then, test),
+                            self.on_lanes(node.other, ~test))
         raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
 
-    def boolop(self, node: ast.BoolOp) -> Any:
-        """``and`` / ``or`` short-circuit, as compiled bodies do: a later operand is read
-        only where the earlier ones leave the result open (``p < n and crd[p] == i``
-        must not read ``crd[n]``), lane by lane over arrays."""
-        is_and = isinstance(node.op, ast.And)
+    def logic(self, node: bir.Logic) -> Any:
+        """``and`` / ``or`` short-circuit: a later operand is read only where the
+        earlier ones leave the result open (``p < n and crd[p] == i`` must not read
+        ``crd[n]``), lane by lane over arrays."""
+        is_and = node.op == "and"
         combine = np.logical_and if is_and else np.logical_or
         result = self.expr(node.values[0])
         for value in node.values[1:]:
@@ -102,7 +97,7 @@ class Interpreter:
                 result = combine(result, self.on_lanes(value, open_lanes))
         return result
 
-    def on_lanes(self, node: ast.expr, lanes: np.ndarray) -> Any:
+    def on_lanes(self, node: bir.Expr, lanes: np.ndarray) -> Any:
         """``node`` where only ``lanes`` take it: the others' reads and divisions are
         not checked (``crd[p] if p < n else 0`` must not fail where ``p == n``)."""
         outer = self.active
@@ -112,10 +107,10 @@ class Interpreter:
         finally:
             self.active = outer
 
-    def binop(self, op: type, left: Any, right: Any) -> Any:
+    def arith(self, op: str, left: Any, right: Any) -> Any:
         """A compiled kernel's division by zero gives 0 where Python would raise: an
         index array that leads there is corrupt."""
-        if op in (ast.FloorDiv, ast.Mod):
+        if op in ("//", "%"):
             divisors = np.asarray(right)
             if self.active is not None:  # only lanes that take the division count
                 divisors = divisors[self.active] if divisors.ndim else \
@@ -124,13 +119,12 @@ class Interpreter:
                 raise CorruptTensorError(f"{self.where}: divides by zero (the tensor's "
                                          "arrays or parameters give a zero divisor)")
             with np.errstate(divide="ignore"):  # lanes that do not take the division
-                return _BINOPS[op](left, right)
-        return _BINOPS[op](left, right)
+                return _ARITH[op](left, right)
+        return _ARITH[op](left, right)
 
-    def subscript(self, node: ast.Subscript) -> Any:
-        name = node.value.id
+    def load(self, name: str, index_expr: bir.Expr) -> Any:
         array = self.arrays[name]
-        index = np.asarray(self.expr(node.slice))
+        index = np.asarray(self.expr(index_expr))
         checked = index
         if self.active is not None and index.ndim:
             checked = index[self.active]  # finished lanes keep values no longer read
@@ -144,40 +138,28 @@ class Interpreter:
             index = np.where(self.active, index, checked[0])
         return array[index].astype(np.int64) if index.ndim else int(array[int(index)])
 
-    def run(self, body: tuple[ast.stmt, ...]) -> tuple:
+    def run(self, body: tuple[bir.Stmt, ...]) -> tuple:
         try:
             self.stmts(body)
         except _Return as result:
             return result.values
         return ()
 
-    def stmts(self, body) -> None:
+    def stmts(self, body: tuple[bir.Stmt, ...]) -> None:
         for stmt in body:
             self.stmt(stmt)
 
-    def stmt(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Return):
-            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            raise _Return(tuple(self.expr(v) for v in values))
-        if isinstance(node, ast.Assign):
-            target = node.targets[0]
+    def stmt(self, node: bir.Stmt) -> None:
+        if isinstance(node, bir.Return):
+            raise _Return(tuple(self.expr(v) for v in node.values))
+        if isinstance(node, bir.SetLocal):
+            self.vars[node.name] = self.expr(node.value)
+        elif isinstance(node, bir.Store):
             value = self.expr(node.value)
-            if isinstance(target, ast.Name):
-                self.vars[target.id] = value
-            else:
-                self.arrays[target.value.id][int(self.expr(target.slice))] = value
-        elif isinstance(node, ast.AugAssign):  # a local or an array entry (pos[p] += 1)
-            target = node.target
-            if isinstance(target, ast.Name):
-                self.vars[target.id] = self.binop(type(node.op), self.vars[target.id],
-                                                  self.expr(node.value))
-            else:
-                current = self.subscript(target)
-                self.arrays[target.value.id][int(self.expr(target.slice))] = self.binop(
-                    type(node.op), current, self.expr(node.value))
-        elif isinstance(node, ast.If):
-            self.stmts(node.body if bool(self.expr(node.test)) else node.orelse)
-        elif isinstance(node, ast.While):
+            self.arrays[node.array][int(self.expr(node.index))] = value
+        elif isinstance(node, bir.When):
+            self.stmts(node.then if bool(self.expr(node.test)) else node.other)
+        elif isinstance(node, bir.Repeat):
             test = self.expr(node.test)
             if np.ndim(test):
                 self.masked_while(node, np.asarray(test, bool))
@@ -185,15 +167,14 @@ class Interpreter:
             while bool(test):
                 self.stmts(node.body)
                 test = self.expr(node.test)
-        elif isinstance(node, ast.For):
-            bounds = [int(self.expr(a)) for a in node.iter.args]
-            for q in range(*bounds):
-                self.vars[node.target.id] = q
+        elif isinstance(node, bir.CountUp):
+            for q in range(int(self.expr(node.start)), int(self.expr(node.stop))):
+                self.vars[node.var] = q
                 self.stmts(node.body)
-        elif not isinstance(node, ast.Pass):
+        else:
             raise TypeError(f"{self.where}: cannot interpret {type(node).__name__}")
 
-    def masked_while(self, node: ast.While, active: np.ndarray) -> None:
+    def masked_while(self, node: bir.Repeat, active: np.ndarray) -> None:
         """A while loop over all lanes at once: each pass updates the lanes whose test
         still holds (a hashed level's probing, for every stored entry, in numpy)."""
         outer = self.active
@@ -210,24 +191,21 @@ class Interpreter:
         self.active = outer
 
 
-def straight_line(body: tuple[ast.stmt, ...]) -> bool:
-    """Bodies of assignments to names, while loops over such assignments and a return
+def straight_line(body: tuple[bir.Stmt, ...]) -> bool:
+    """Bodies of assignments to locals, while loops over such assignments and a return
     can run vectorized over arrays."""
-    return all(_assigns_a_name(s) or isinstance(s, ast.Return) or (
-        isinstance(s, ast.While) and not s.orelse and all(map(_assigns_a_name, s.body)))
+    return all(isinstance(s, (bir.SetLocal, bir.Return)) or (
+        isinstance(s, bir.Repeat) and all(isinstance(t, bir.SetLocal) for t in s.body))
         for s in body)
-
-
-def _assigns_a_name(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Pass) or (
-        isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name))
 
 
 def run_function(fn, env: dict[str, Any], arrays: dict[str, np.ndarray], where: str,
                  count: int | None = None) -> tuple:
-    """Run ``fn`` over ``count`` elements of array-valued ``env`` entries (or once)."""
-    if count is None or straight_line(fn.body):
-        results = Interpreter(env, arrays, where).run(fn.body)
+    """Run ``fn`` (a LevelFunction) over ``count`` elements of array-valued ``env``
+    entries (or once)."""
+    body = bir.normalised(tuple(fn.body))
+    if count is None or straight_line(body):
+        results = Interpreter(env, arrays, where).run(body)
         if count is None:
             return results
         return tuple(np.broadcast_to(np.asarray(r), (count,)) for r in results)
@@ -235,7 +213,7 @@ def run_function(fn, env: dict[str, Any], arrays: dict[str, np.ndarray], where: 
     for n in range(count):
         scalar_env = {k: (v[n] if isinstance(v, np.ndarray) and v.ndim else v)
                       for k, v in env.items()}
-        results = Interpreter(scalar_env, arrays, where).run(fn.body)
+        results = Interpreter(scalar_env, arrays, where).run(body)
         columns = columns or [[] for _ in results]
         for column, value in zip(columns, results):
             column.append(value)
@@ -261,7 +239,7 @@ def evaluate_expr(expr: ast.expr, env: dict[str, Any]) -> int:
         return -evaluate_expr(expr.operand, env)
     if isinstance(expr, ast.Call) and expr.func.id in _SCALAR_CALLS:
         return _SCALAR_CALLS[expr.func.id](*(evaluate_expr(a, env) for a in expr.args))
-    return int(Interpreter(env, {}, "length").expr(expr))
+    return int(Interpreter(env, {}, "length").expr(bir.expression(expr)))
 
 
 def length_function(expr: ast.expr, fixed: dict[str, int]) -> Callable[[int, int], int]:

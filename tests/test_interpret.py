@@ -47,9 +47,11 @@ def test_masked_while_checks_bounds_of_running_lanes():
 def _vectorized(text: str, env: dict, arrays: dict):
     import ast
 
+    from llvsparse.formats import body_ir
     from llvsparse.formats.interpret import Interpreter
 
-    return Interpreter(env, arrays, "test").expr(ast.parse(text, mode="eval").body)
+    tree = ast.parse(text, mode="eval").body
+    return Interpreter(env, arrays, "test").expr(body_ir.expression(tree))
 
 
 def test_a_conditional_checks_only_the_lanes_that_take_each_branch():
@@ -121,10 +123,12 @@ def test_an_array_entry_updated_in_place():
     compiled bodies run it) raised AttributeError on the host instead of updating."""
     import ast
 
+    from llvsparse.formats import body_ir
     from llvsparse.formats.interpret import Interpreter
 
     pos = np.array([0, 2, 5], dtype=np.int64)
-    body = ast.parse("pos[p + 1] += n\npos[p] -= 1\nq = 3\nq += pos[p]\nreturn q").body
+    body = body_ir.statements(
+        ast.parse("pos[p + 1] += n\npos[p] -= 1\nq = 3\nq += pos[p]\nreturn q").body)
     result = Interpreter({"p": 1, "n": 4}, {"pos": pos}, "test").run(body)
     assert pos.tolist() == [0, 1, 9]
     assert result == (4,)

@@ -1,4 +1,5 @@
-"""Compile level-function bodies (validated Python ``ast``) straight into llvmlite IR.
+"""Compile level-function bodies into llvmlite IR, from the level language's normalised
+form (formats/body_ir.py), which the host's interpreter (formats/interpret.py) walks too.
 
 A body is inlined at each use site: the caller supplies the environment (positions,
 coordinates, extents, params) as IR values and the level's arrays. Integers are i64,
@@ -8,11 +9,12 @@ checks that can never fail.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from llvmlite import ir
+
+from ...formats import body_ir as bir
 
 I1 = ir.IntType(1)
 I64 = ir.IntType(64)
@@ -76,7 +78,12 @@ def is_true(value: ir.Value) -> bool:
     return isinstance(value, ir.Constant) and value.type == I1 and value.constant in (1, True)
 
 
+_COMPARE_OPS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+
+
 class _BodyCompiler:
+    """Emits one normalised body (formats/body_ir.py) at the builder's position."""
+
     def __init__(self, builder: ir.IRBuilder, env: dict[str, ir.Value],
                  arrays: dict[str, ArrayRef], name: str):
         self.b = builder
@@ -97,49 +104,46 @@ class _BodyCompiler:
             return value
         return self.b.icmp_signed("!=", value, ir.Constant(I64, 0))
 
-    def expr(self, node: ast.expr) -> ir.Value:
+    def expr(self, node: bir.Expr) -> ir.Value:
         method = getattr(self, "expr_" + type(node).__name__, None)
         if method is None:
             raise BodyCompileError(f"{self.name}: cannot compile {type(node).__name__}")
         return method(node)
 
-    def expr_Constant(self, node: ast.Constant) -> ir.Value:
+    def expr_Const(self, node: bir.Const) -> ir.Value:
         if isinstance(node.value, bool):
             return ir.Constant(I1, int(node.value))
         return ir.Constant(I64, int(node.value))
 
-    def expr_Name(self, node: ast.Name) -> ir.Value:
-        if node.id in self.locals:
-            return self.b.load(self.locals[node.id])
-        if node.id in self.env:
-            return self.env[node.id]
-        raise BodyCompileError(f"{self.name}: {node.id!r} is not available here")
+    def expr_Var(self, node: bir.Var) -> ir.Value:
+        if node.name in self.locals:
+            return self.b.load(self.locals[node.name])
+        if node.name in self.env:
+            return self.env[node.name]
+        raise BodyCompileError(f"{self.name}: {node.name!r} is not available here")
 
-    def expr_Subscript(self, node: ast.Subscript) -> ir.Value:
-        array = self.array(node.value)
-        return array.load(self.b, self.as_int(self.expr(node.slice)))
+    def expr_Load(self, node: bir.Load) -> ir.Value:
+        return self.array(node.array).load(self.b, self.as_int(self.expr(node.index)))
 
-    def array(self, node: ast.expr) -> ArrayRef:
-        assert isinstance(node, ast.Name)
-        if node.id not in self.arrays:
-            raise BodyCompileError(f"{self.name}: array {node.id!r} is not available here")
-        return self.arrays[node.id]
+    def array(self, name: str) -> ArrayRef:
+        if name not in self.arrays:
+            raise BodyCompileError(f"{self.name}: array {name!r} is not available here")
+        return self.arrays[name]
 
-    def expr_BinOp(self, node: ast.BinOp) -> ir.Value:
+    def expr_Arith(self, node: bir.Arith) -> ir.Value:
         left = self.as_int(self.expr(node.left))
         right = self.as_int(self.expr(node.right))
-        op = type(node.op)
-        if op is ast.Add:
+        if node.op == "+":
             return self.b.add(left, right)
-        if op is ast.Sub:
+        if node.op == "-":
             return self.b.sub(left, right)
-        if op is ast.Mult:
+        if node.op == "*":
             return self.b.mul(left, right)
-        if op is ast.FloorDiv:
+        if node.op == "//":
             return self._floordiv(left, right)
-        if op is ast.Mod:
+        if node.op == "%":
             return self._mod(left, right)
-        raise BodyCompileError(f"{self.name}: operator {op.__name__} is not supported")
+        raise BodyCompileError(f"{self.name}: operator {node.op} is not supported")
 
     def _trap_free(self, left: ir.Value, right: ir.Value) -> tuple[ir.Value, ...]:
         """``sdiv`` and ``srem`` of ``left`` by ``right`` that cannot trap (a hardware
@@ -173,19 +177,30 @@ class _BodyCompiler:
         return self.b.select(self._rounds_down(remainder, right),
                              self.b.add(remainder, right), remainder)
 
-    def expr_UnaryOp(self, node: ast.UnaryOp) -> ir.Value:
-        operand = self.expr(node.operand)
-        if isinstance(node.op, ast.USub):
-            return self.b.neg(self.as_int(operand))
-        if isinstance(node.op, ast.Not):
-            return self.b.not_(self.as_bool(operand))
-        raise BodyCompileError(f"{self.name}: unary {type(node.op).__name__} not supported")
+    def expr_Negate(self, node: bir.Negate) -> ir.Value:
+        return self.b.neg(self.as_int(self.expr(node.operand)))
 
-    def expr_BoolOp(self, node: ast.BoolOp) -> ir.Value:
+    def expr_Not(self, node: bir.Not) -> ir.Value:
+        return self.b.not_(self.as_bool(self.expr(node.operand)))
+
+    def expr_Absolute(self, node: bir.Absolute) -> ir.Value:
+        value = self.as_int(self.expr(node.operand))
+        return self.b.select(self.b.icmp_signed("<", value, ir.Constant(I64, 0)),
+                             self.b.neg(value), value)
+
+    def expr_Extreme(self, node: bir.Extreme) -> ir.Value:
+        args = [self.as_int(self.expr(a)) for a in node.values]
+        pick = "<" if node.op == "min" else ">"
+        result = args[0]
+        for value in args[1:]:
+            result = self.b.select(self.b.icmp_signed(pick, value, result), value, result)
+        return result
+
+    def expr_Logic(self, node: bir.Logic) -> ir.Value:
         # Short-circuit, because later operands may read arrays the earlier ones guard.
         result = self.b.alloca(I1)
         done = self.b.append_basic_block("boolop.done")
-        is_and = isinstance(node.op, ast.And)
+        is_and = node.op == "and"
         for value_node in node.values[:-1]:
             value = self.as_bool(self.expr(value_node))
             self.b.store(value, result)
@@ -200,41 +215,39 @@ class _BodyCompiler:
         self.b.position_at_end(done)
         return self.b.load(result)
 
-    def expr_Compare(self, node: ast.Compare) -> ir.Value:
-        ops = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
-               ast.GtE: ">="}
-        left = self.as_int(self.expr(node.left))
-        result: ir.Value | None = None
-        for op, comparator in zip(node.ops, node.comparators):
-            right = self.as_int(self.expr(comparator))
-            cmp = self.b.icmp_signed(ops[type(op)], left, right)
-            result = cmp if result is None else self.b.and_(result, cmp)
-            left = right
-        assert result is not None
-        return result
+    def expr_Compare(self, node: bir.Compare) -> ir.Value:
+        if node.op not in _COMPARE_OPS:
+            raise BodyCompileError(f"{self.name}: comparison {node.op} is not supported")
+        return self.b.icmp_signed(node.op, self.as_int(self.expr(node.left)),
+                                  self.as_int(self.expr(node.right)))
 
-    def expr_Call(self, node: ast.Call) -> ir.Value:
-        assert isinstance(node.func, ast.Name)
-        args = [self.as_int(self.expr(a)) for a in node.args]
-        if node.func.id == "abs":
-            (value,) = args
-            return self.b.select(self.b.icmp_signed("<", value, ir.Constant(I64, 0)),
-                                 self.b.neg(value), value)
-        pick = "<" if node.func.id == "min" else ">"
-        result = args[0]
-        for value in args[1:]:
-            result = self.b.select(self.b.icmp_signed(pick, value, result), value, result)
-        return result
-
-    def expr_IfExp(self, node: ast.IfExp) -> ir.Value:
+    def expr_Choose(self, node: bir.Choose) -> ir.Value:
+        """A select where neither branch reads an array (both run, as cheap arithmetic
+        that cannot trap); branches where one does, so that ``crd[p] if p < n else 0``
+        never reads ``crd[n]``, as on the host."""
         cond = self.as_bool(self.expr(node.test))
-        then, other = self.expr(node.body), self.expr(node.orelse)
-        if then.type != I1 or other.type != I1:  # two conditions stay one
-            then, other = self.as_int(then), self.as_int(other)
-        return self.b.select(cond, then, other)
+        if not (bir.reads_arrays(node.then) or bir.reads_arrays(node.other)):
+            then, other = self.expr(node.then), self.expr(node.other)
+            if then.type != I1 or other.type != I1:  # two conditions stay one
+                then, other = self.as_int(then), self.as_int(other)
+            return self.b.select(cond, then, other)
+        with self.b.if_else(cond) as (taken, otherwise):
+            with taken:
+                then, then_block = self.expr(node.then), self.b.block
+            with otherwise:
+                other, other_block = self.expr(node.other), self.b.block
+        if then.type != I1 or other.type != I1:
+            with self.b.goto_block(then_block):
+                then = self.as_int(then)
+            with self.b.goto_block(other_block):
+                other = self.as_int(other)
+        phi = self.b.phi(then.type)
+        phi.add_incoming(then, then_block)
+        phi.add_incoming(other, other_block)
+        return phi
 
     # -- statements ------------------------------------------------------------------
-    def stmts(self, body: list[ast.stmt]) -> None:
+    def stmts(self, body: tuple[bir.Stmt, ...]) -> None:
         for stmt in body:
             if self.b.block.is_terminated:
                 return
@@ -252,42 +265,28 @@ class _BodyCompiler:
                 self.locals[name] = self.b.alloca(type_, name=name)
         return self.locals[name]
 
-    def stmt_Pass(self, node: ast.Pass) -> None:
-        return None
-
-    def stmt_Assign(self, node: ast.Assign) -> None:
-        (target,) = node.targets
+    def stmt_SetLocal(self, node: bir.SetLocal) -> None:
         value = self.expr(node.value)
-        self.assign(target, value)
-
-    def assign(self, target: ast.expr, value: ir.Value) -> None:
-        if isinstance(target, ast.Subscript):
-            array = self.array(target.value)
-            array.store(self.b, self.as_int(self.expr(target.slice)), self.as_int(value))
-            return
-        assert isinstance(target, ast.Name)
         # A local holds one type (the loader checks it): conditions stay i1, so that
         # ``found = crd[q] == i; return q, found`` returns a condition.
-        slot = self.local(target.id, I1 if value.type == I1 else I64)
+        slot = self.local(node.name, I1 if value.type == I1 else I64)
         self.b.store(self.as_bool(value) if slot.type.pointee == I1 else self.as_int(value),
                      slot)
 
-    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
-        load_target = ast.copy_location(type(node.target)(**{
-            f: getattr(node.target, f) for f in node.target._fields}), node.target)
-        load_target.ctx = ast.Load()
-        value = self.expr_BinOp(ast.BinOp(left=load_target, op=node.op, right=node.value))
-        self.assign(node.target, value)
+    def stmt_Store(self, node: bir.Store) -> None:
+        value = self.expr(node.value)
+        self.array(node.array).store(self.b, self.as_int(self.expr(node.index)),
+                                     self.as_int(value))
 
-    def stmt_If(self, node: ast.If) -> None:
+    def stmt_When(self, node: bir.When) -> None:
         cond = self.as_bool(self.expr(node.test))
         with self.b.if_else(cond) as (then, otherwise):
             with then:
-                self.stmts(node.body)
+                self.stmts(node.then)
             with otherwise:
-                self.stmts(node.orelse)
+                self.stmts(node.other)
 
-    def stmt_While(self, node: ast.While) -> None:
+    def stmt_Repeat(self, node: bir.Repeat) -> None:
         head = self.b.append_basic_block("while.head")
         body = self.b.append_basic_block("while.body")
         done = self.b.append_basic_block("while.done")
@@ -300,11 +299,9 @@ class _BodyCompiler:
             self.b.branch(head)
         self.b.position_at_end(done)
 
-    def stmt_For(self, node: ast.For) -> None:
-        assert isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call)
-        args = [self.as_int(self.expr(a)) for a in node.iter.args]
-        start, stop = (ir.Constant(I64, 0), args[0]) if len(args) == 1 else args
-        counter = self.local(node.target.id, I64)
+    def stmt_CountUp(self, node: bir.CountUp) -> None:
+        start, stop = self.as_int(self.expr(node.start)), self.as_int(self.expr(node.stop))
+        counter = self.local(node.var, I64)
         self.b.store(start, counter)
         head = self.b.append_basic_block("for.head")
         body = self.b.append_basic_block("for.body")
@@ -319,9 +316,8 @@ class _BodyCompiler:
             self.b.branch(head)
         self.b.position_at_end(done)
 
-    def stmt_Return(self, node: ast.Return) -> None:
-        values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-        compiled = [self.expr(v) for v in values]
+    def stmt_Return(self, node: bir.Return) -> None:
+        compiled = [self.expr(v) for v in node.values]
         if not self.results:
             for k, value in enumerate(compiled):
                 self.results.append(self.local(f"{self.name}.ret{k}", value.type))
@@ -346,7 +342,7 @@ def emit_body(builder: ir.IRBuilder, function, env: dict[str, ir.Value],
     A result that is the same constant on every return path is returned as that constant.
     """
     compiler = _BodyCompiler(builder, env, arrays, function.name)
-    compiler.stmts(list(function.body))
+    compiler.stmts(bir.normalised(tuple(function.body)))
     if compiler.exit_block is None:
         return []
     if not builder.block.is_terminated:
