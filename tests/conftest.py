@@ -1,5 +1,6 @@
-"""Each test session gets its own kernel disk cache, so no earlier run can mask a bug.
-Tests that need a system tool (cc, c++, nm, ptxas) ask the ``tool`` fixture for it."""
+"""Each test session gets its own kernel disk cache, so no earlier run can mask a bug;
+the xdist workers of one session share it, so a kernel two workers need is compiled
+once. Tests that need a system tool (cc, c++, nm, ptxas) ask the ``tool`` fixture for it."""
 
 import os
 import shutil
@@ -11,14 +12,19 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-_CACHE_DIR = tempfile.mkdtemp(prefix="llvsparse-test-cache-")
-os.environ["LLVSPARSE_CACHE_DIR"] = _CACHE_DIR
+# The controller makes the folder; its workers, started after it, inherit the variable.
+_SESSION_CACHE = "LLVSPARSE_TEST_SESSION_CACHE"
+_IS_WORKER = _SESSION_CACHE in os.environ and "PYTEST_XDIST_WORKER" in os.environ
+_CACHE_DIR = os.environ[_SESSION_CACHE] if _IS_WORKER else \
+    tempfile.mkdtemp(prefix="llvsparse-test-cache-")
+os.environ[_SESSION_CACHE] = os.environ["LLVSPARSE_CACHE_DIR"] = _CACHE_DIR
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The session's cache goes with it (each xdist worker has its own): runs left
+    """The session's cache goes with it, when the process that made it ends: runs left
     hundreds of folders of compiled kernels in the temporary directory."""
-    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+    if not _IS_WORKER:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

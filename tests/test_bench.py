@@ -32,7 +32,7 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, P
     proc = subprocess.run(
         [sys.executable, "-m", "llvsparse.tools.bench", "--quick", "--json", str(out),
          *chart, "--no-progress", "--llvsparse-threads", "1,2", "--llvsparse-out"],
-        check=False, capture_output=True, text=True, timeout=300)
+        check=False, capture_output=True, text=True, timeout=900)
     assert out.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc.returncode, json.loads(out.read_text()), png
 
