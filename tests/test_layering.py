@@ -21,14 +21,9 @@ LAYERS = ("formats", "ir", "backends", "abi", "notation", "tensors", "caching", 
 
 # Imports that go up a layer, each (importer, imported): what still has to move.
 KNOWN_UPWARD = {
-    # Type checkers only: a workspace policy's emit hooks take the backend's compiler;
-    # the GPU and interpreter calls are given the Kernel they serve.
+    # Type checkers only: a workspace policy's emit hooks take the backend's compiler.
     ("llvsparse.ir.workspace_policy", "llvsparse.backends.llvm.codegen"): "type hint",
     ("llvsparse.ir.workspace_policy", "llvsparse.backends.llvm.workspace_store"): "type hint",
-    ("llvsparse.calls.gpu_call", "llvsparse.kernel.api"): "type hint",
-    ("llvsparse.calls.gpu_device", "llvsparse.kernel.api"): "type hint",
-    ("llvsparse.calls.gpu_launch", "llvsparse.kernel.api"): "type hint",
-    ("llvsparse.calls.interpreted", "llvsparse.kernel.api"): "type hint",
 }
 
 # Imports inside functions that close a cycle of modules (the rest inside functions

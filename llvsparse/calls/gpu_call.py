@@ -27,12 +27,12 @@ from .gpu_launch import Launch, launch_of
 from .instance import Instance
 
 if TYPE_CHECKING:
-    from ..kernel.api import Kernel
+    from .served import ServedKernel
 
 ASSEMBLY_PHASES = ("count", "fill")  # the device's phases of an assembled output
 
 
-def gpu_plan(kernel: Kernel, inst: Instance, schedule: str | None = None) -> GpuPlan:
+def gpu_plan(kernel: ServedKernel, inst: Instance, schedule: str | None = None) -> GpuPlan:
     """The GPU mapping of ``inst`` under ``schedule``, else the kernel's
     ``gpu_schedule`` (GpuMappingError where it has none)."""
     plan = plan_gpu(kernel.program(inst), inst.parallel_mode is not None,
@@ -41,7 +41,7 @@ def gpu_plan(kernel: Kernel, inst: Instance, schedule: str | None = None) -> Gpu
     return plan
 
 
-def call_schedule(kernel: Kernel, bound: BoundCall) -> str | None:
+def call_schedule(kernel: ServedKernel, bound: BoundCall) -> str | None:
     """The GPU schedule of one call: the kernel's where it names one, else the
     autoscheduler's pick for these operands (ir/autoschedule.gpu_schedule; None: the
     rule's). What the pick weighs is planned once per instance."""
@@ -67,7 +67,7 @@ def call_schedule(kernel: Kernel, bound: BoundCall) -> str | None:
     return None if pick == rule.schedule else pick
 
 
-def device_code(kernel: Kernel, inst: Instance, plan: GpuPlan) -> JitKernel:
+def device_code(kernel: ServedKernel, inst: Instance, plan: GpuPlan) -> JitKernel:
     """The translated code ``plan``'s device entries call: the CPU's, or (an assembled
     output the CPU gathers, a position split's atomic writes) built again from the
     loop IR with the plan's tags. GpuMappingError where an assembled output cannot be
@@ -123,7 +123,7 @@ def assemble(code: JitKernel, bound: BoundCall, launch: Launch, run: Any) -> Sto
     return bound.assembled.adopt(holders[0])
 
 
-def emulated_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
+def emulated_call(kernel: ServedKernel, check: bool, tensors: dict[str, Any],
                   cache: dict[int, tuple[Instance, GpuPlan, JitKernel, EmulatedKernel]]
                   ) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed by the emulated device kernels."""

@@ -34,7 +34,7 @@ from .gpu_call import assemble, call_schedule, check_output, device_code, device
 from .gpu_launch import Launch, launch_of
 
 if TYPE_CHECKING:
-    from ..kernel.api import Kernel
+    from .served import ServedKernel
 
 
 def _int64s(holder_array: ctypes.Array, count: int) -> np.ndarray:
@@ -106,7 +106,7 @@ class DeviceTable:
         self.owned, self.copies = [], {}
 
 
-def _plan_and_functions(kernel: Kernel, bound: BoundCall, gpu: Device,
+def _plan_and_functions(kernel: ServedKernel, bound: BoundCall, gpu: Device,
                         cache: dict) -> tuple[GpuPlan, dict[str, Any], JitKernel]:
     """The plan of ``bound``'s instance, its device entries on ``gpu`` by phase
     (loaded once per instance and device) and the translated code they come from."""
@@ -152,7 +152,7 @@ def _launch(gpu: Device, function: Any, launch: Launch, table: DeviceTable, addr
         runtime.check_status(int(failed), holders)
 
 
-def device_call(kernel: Kernel, check: bool, tensors: dict[str, Any],
+def device_call(kernel: ServedKernel, check: bool, tensors: dict[str, Any],
                 cache: dict[tuple[int, int], tuple[Any, ...]], ordinal: int = 0,
                 gpu: Device | None = None) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed on GPU ``ordinal`` (or ``gpu``)."""

@@ -39,7 +39,7 @@ from ..tensors.walk import (
 from .binding import BoundCall
 
 if TYPE_CHECKING:
-    from ..kernel.api import Kernel
+    from .served import ServedKernel
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Launch:
         return 0 if self.windows is None else self.windows.ctypes.data
 
 
-def extent_of(kernel: Kernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
+def extent_of(kernel: ServedKernel, plan: GpuPlan, shape: tuple[int, ...]) -> int:
     """The extent of the loop the grid splits: the output's index it runs over."""
     names = [v.name for v in kernel.assignment.lhs.indices]
     if plan.index not in names:
@@ -113,7 +113,7 @@ def workspace_launch(plan: GpuPlan, extent: int, shape: tuple[int, ...]) -> Laun
     return Launch(threads, plan.grid(threads), plan.block, bounds, arena_slice=piece)
 
 
-def launch_of(kernel: Kernel, plan: GpuPlan, bound: BoundCall) -> Launch:
+def launch_of(kernel: ServedKernel, plan: GpuPlan, bound: BoundCall) -> Launch:
     """The launch of ``plan`` for the binding ``bound``."""
     if plan.windows:
         window = next(loop for loop in loops_of(plan.program.root)

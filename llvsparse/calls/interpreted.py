@@ -12,12 +12,12 @@ from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor
 
 if TYPE_CHECKING:
-    from ..kernel.api import Kernel
+    from .served import ServedKernel
 
 TARGETS = ("cpu", "interpret", "cuda-emulated", "cuda")
 
 
-def interpret_call(kernel: Kernel, check: bool, tensors: dict[str, Any]) -> StoredTensor:
+def interpret_call(kernel: ServedKernel, check: bool, tensors: dict[str, Any]) -> StoredTensor:
     """What ``kernel(**tensors)`` returns, computed by walking its loop IR."""
     bound = kernel.bind(check=check, threads=1, **tensors)
     inst = bound.inst
