@@ -12,16 +12,21 @@ holds the shipped ones and the registry).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .workspace import WorkspaceKind
 
 if TYPE_CHECKING:
-    from llvmlite import ir
-
-    from ..backends.llvm.codegen import KernelCompiler
-    from ..backends.llvm.workspace_store import Store
     from .workspace_schedule import WorkspacePlan
+
+
+class StoreClass(Protocol):
+    """A plugin policy's store, as ir/ sees it: a backend class (a subclass of
+    backends/llvm/workspace_store.Store) that builds itself for one kernel call from the
+    emitter's compiler, the plan and the extents, all opaque here, so that ir/ names
+    nothing of the backend, not even for type checkers."""
+
+    def for_plan(self, kc: object, plan: WorkspacePlan, extents: list) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class WorkspacePolicy:
     output that keeps no order (it needs equal coordinates adjacent to sum them)."""
 
     name: str
-    store: type[Store] | None
+    store: StoreClass | None
     layout: str
     order: str
     clear: str
@@ -64,8 +69,7 @@ class WorkspacePolicy:
     always_sorts: bool = False
     counts: bool = False
 
-    def new_store(self, kc: KernelCompiler, plan: WorkspacePlan,
-                  extents: list[ir.Value]) -> Store:
+    def new_store(self, kc: object, plan: WorkspacePlan, extents: list) -> object:
         """The store of one kernel call, allocated at the builder's position (a plugin's;
         the backend builds the shipped policies' stores)."""
         if self.store is None:
