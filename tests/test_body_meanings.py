@@ -63,7 +63,8 @@ def _bodies(draw) -> str:
     lines: list[str] = []
 
     def assign(indent: str) -> None:
-        target = draw(st.sampled_from([*names[3:], f"t{len(names)}"]))
+        fresh = [] if indent else [f"t{len(names)}"]  # new locals only outside branches
+        target = draw(st.sampled_from([*names[3:], *fresh]))
         value = draw(_expressions(tuple(names)))
         lines.append(f"{indent}{target} = ({value}) % 1000 - 500")
         if target not in names:
@@ -81,9 +82,12 @@ def _bodies(draw) -> str:
             index, value = draw(_expressions(tuple(names))), draw(_expressions(tuple(names)))
             lines.append(f"out[{index} % {OUT_LENGTH}] = ({value}) % 1000")
             lines.append(f"out[{index} % {OUT_LENGTH}] += 1")
-        elif kind == "if":
+        elif kind == "if":  # a local first assigned in one branch would be unbound after
             lines.append(f"if {draw(_expressions(tuple(names)))} > 0:")
-            assign("    ")
+            if len(names) > 3:
+                assign("    ")
+            else:
+                lines.append(f"    out[{draw(st.integers(0, OUT_LENGTH - 1))}] = 3")
             lines.append("else:")
             lines.append(f"    out[{draw(st.integers(0, OUT_LENGTH - 1))}] = 7")
         elif kind == "for":
