@@ -41,6 +41,7 @@ from ...ir.loops import (
     Node,
     Nonempty,
     Touched,
+    show,
 )
 from ...ir.notes import PAIRS
 from ...ir.operators import ADD
@@ -124,7 +125,8 @@ class NodeEmitter:
         b, value = self.b, node.value
         total: ir.Value = ir.Constant(I64, value.offset)
         for term, multiplier in value.terms:
-            total = b.add(total, b.mul(ctx.bound[str(term)], ir.Constant(I64, multiplier)))
+            scaled = b.mul(_bound(ctx, str(term), node), ir.Constant(I64, multiplier))
+            total = b.add(total, scaled)
         if value.divisor != 1:
             divisor = ir.Constant(I64, value.divisor)
             exact = b.icmp_signed("==", b.srem(total, divisor), ZERO)
@@ -142,7 +144,7 @@ class NodeEmitter:
         if resolved < ref.level:
             raise InternalCompilerError(f"locate {ref} before the level above it")
         op = self.operands[ref.uid]
-        i = ctx.bound[node.index]
+        i = _bound(ctx, node.index, node)
         pos, found = self.tensors[op.tensor].call(ref.level, "locate", i=i,
                                                   **self.parent_env(op, ref.level, ctx))
         ctx = ctx.resolve(ref.uid, LevelPos(pos, i))
@@ -244,7 +246,7 @@ class NodeEmitter:
             with b.if_then(jam.all_nonempty(self, cond.indices)):
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, InRange):  # an affine subscript's guard (ir/affine.py)
-            with b.if_then(self.in_range(cond, ctx.bound[cond.index])):
+            with b.if_then(self.in_range(cond, _bound(ctx, cond.index, node))):
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, Missed) and isinstance(node.then, Accumulate):
             temp = self.temps[cond.name]  # folded by a select: no branch
@@ -285,6 +287,15 @@ class NodeEmitter:
                for w in writes):
             raise InternalCompilerError("selected cases that do not end in one write")
         return lambda value, ctx: self.emit_write(writes[0], value, ctx)
+
+
+def _bound(ctx: Ctx, index: str, node: Node) -> ir.Value:
+    """The value ``index`` is bound to where ``node`` reads it (a program that reads an
+    index before its loop or ``let`` is refused by name)."""
+    if index not in ctx.bound:
+        raise InternalCompilerError(f"{show(node).splitlines()[0].strip()}: {index} is not "
+                                    "bound there")
+    return ctx.bound[index]
 
 
 def _resumes(item: Node) -> bool:
