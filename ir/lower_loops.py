@@ -201,7 +201,10 @@ class NestLowering:
                 k = state.levels(op.uid)
                 while k < len(op.vars) and op.vars[k] in state.bound:
                     ref = self.ref(Iter(op.uid, k), state)
-                    if self.level(op.uid, k).can_subsection:  # located by a subsection
+                    # Located by a subsection (a search of an ordered level) only where
+                    # the coordinate has one position: a non-unique level's is a run,
+                    # which one located position would cut to its first entry.
+                    if self.level(op.uid, k).can_subsection and ref.facts.unique:
                         ref = replace(ref, facts=replace(ref.facts, can_locate=True))
                     locates.append(Locate(ref, op.vars[k]))
                     if not ref.facts.locate_always_found:  # a hashed image: it may miss

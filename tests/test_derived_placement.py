@@ -159,3 +159,20 @@ def test_the_interpreter_refuses_a_locate_at_an_unbound_index() -> None:
     program = Program(Block((Locate(Ref("I", 0, 0), "t"),)), "O", (), 1)
     with pytest.raises(InternalCompilerError, match="reads t before a loop or a let"):
         Walker(program, {}, ()).run(program.root)
+
+
+@pytest.mark.parametrize("target", ["cpu", "interpret"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_run_of_duplicates_is_not_located_through_a_derived_index(target, seed) -> None:
+    """``A(i,j) * A(k,j)`` over BCSR: planning tries the second use converted to COO with
+    its modes swapped, whose first level keeps a run of entries per coordinate. Located
+    at the derived j by a search, the run was cut to its first entry and the kernel
+    dropped products (C[0,5] was 0 instead of 3); such a level is iterated, not located,
+    and planning takes another plan."""
+    rng = np.random.default_rng(seed)
+    a = np.where(rng.random((6, 6)) < 0.3, rng.integers(-3, 4, (6, 6)), 0).astype(float)
+    a[0, [0, 3]], a[5, [0, 3]] = (3.0, -2.0), (3.0, 3.0)  # runs of two in columns 0, 3
+    kernel = ls.compile("C(i,k) = A(i,j) * A(k,j)", out_format="dense", A="bcsr2x2",
+                        target=target)
+    got = kernel(A=ls.Tensor.from_numpy(a, format="bcsr2x2")).to_numpy()
+    np.testing.assert_array_equal(got, a @ a.T)
