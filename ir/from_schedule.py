@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
 from .errors import ScheduleError
-from .loops import Bind, InRange, Statement
+from .loops import Statement
 from .operators import ADD, Operator
 from .precompute import Precompute, replaced
 from .schedule import Nest, order_loops
@@ -175,10 +175,5 @@ def statement_facts(nests: list[Nest]) -> tuple[Statement, ...]:
 
 def _facts(nest: Nest) -> Statement:
     assign = nest.assign
-    offsets, divisors = dict(assign.offsets), dict(assign.divisors)
-    derived = tuple(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
-                                       offsets.get(index, 0), divisors.get(index, 1)))
-                    for index, parts in assign.derived)
-    guards = tuple(InRange(index, tensor, level) for index, tensor, level in assign.guards)
-    return Statement(assign.vars, nest.order, tuple(operands(nest.body)), derived, guards,
-                     assign.accumulate, nest.reduce_op, nest.precomputes, nest.workspace)
+    return Statement(assign.vars, nest.order, tuple(operands(nest.body)), assign.accumulate,
+                     nest.reduce_op, nest.precomputes, nest.workspace)

@@ -162,7 +162,9 @@ class Merge:
 @dataclass(frozen=True)
 class Bind:
     """``index`` takes the value of an expression of bound indices (a blocked level's
-    coordinate: ``j = 2*A1_1 + A1_3``), so that operands indexed by it can be located."""
+    coordinate: ``j = 2*A1_1 + A1_3``; an affine subscript's, -1 where a stride's
+    division is inexact), so that the nodes after it in its block can locate the levels
+    it indexes. Lowering places it at the loop whose index completes it."""
 
     index: str
     value: Affine
@@ -327,17 +329,14 @@ LoopNode = Loop | Merge
 class Statement:
     """What one statement of a kernel (a nest; a node's ``Site.nest`` says which) holds
     beside its loops, for code generation: the output's indices and the loop order, the
-    operands it reads, the indices it derives from others (``let`` nodes show where each
-    is bound; code generation binds it as soon as its terms are, so the levels it
-    indexes are located there) with the levels each must lie within, whether it adds to
-    the output and the operator a scattered reduction folds it with, and the plans of
-    the temporaries it writes through (operand precomputes, the output's workspace)."""
+    operands it reads, whether it adds to the output and the operator a scattered
+    reduction folds it with, and the plans of the temporaries it writes through (operand
+    precomputes, the output's workspace). The indices it derives from others are bound
+    by its ``let`` nodes, at the loop that completes each."""
 
     out_vars: tuple[str, ...]
     order: tuple[str, ...]
     operands: tuple[Operand, ...]
-    derived: tuple[Bind, ...] = ()
-    guards: tuple[InRange, ...] = ()
     accumulate: bool = False
     reduce_op: Operator | None = None  # None: the output is written, not folded into
     precomputes: tuple[Precompute, ...] = ()

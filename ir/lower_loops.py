@@ -153,49 +153,58 @@ class NestLowering:
 
     def derived_leaf(self, expr: CinExpr, state: State,
                      finish: Callable[[CinExpr, State], Node]) -> Node:
-        """The leaf under the indices it derives: bound, then within their ranges the
-        levels they index located, then, where a locate may miss, only where found."""
+        """The leaf, under the indices it derives that no loop completed (a workspace
+        producer's, bound where its nest is entered)."""
+        return self.derive(expr, state, lambda inner: self.leaf(
+            expr, inner, lambda value: finish(value, inner)))
+
+    def derive(self, expr: CinExpr, state: State, body: Callable[[State], Node]) -> Node:
+        """``body`` under the indices derived from blocked levels or affine subscripts
+        whose parts ``state`` has just bound all of (at the loop that completes them):
+        bound, then within their ranges the levels they index located, then, where a
+        locate may miss, only where found. Outside a range or at a miss the operand is
+        its fill, which multiplies the rest (schedule._check_blocked_products), so the
+        loops below are skipped: they would compute nothing."""
         binds, locates, state, ranges, misses = self.bind_derived(expr, state)
-        leaf = self.leaf(expr, state, lambda value: finish(value, state))
+        inner = body(state)
         if misses:
-            leaf = If(Found(tuple(misses)), leaf)
-        if not ranges:  # blocked levels' indices: always in range
-            return Block((*binds, *locates, leaf)) if binds else leaf
-        if locates:  # inside the range guards: a level is located only in its range
-            leaf = Block((*locates, leaf))
+            inner = If(Found(tuple(misses)), inner)
+        if locates:
+            inner = Block((*locates, inner))
         for guard in reversed(ranges):
-            leaf = If(guard, leaf)
-        return Block((*binds, leaf))
+            inner = If(guard, inner)
+        return Block((*binds, inner)) if binds else inner
 
     def bind_derived(self, expr: CinExpr, state: State
                      ) -> tuple[list[Node], list[Node], State, list[InRange], list[Ref]]:
         """Indices derived from blocked levels' or affine subscripts' indices that
         operands of ``expr`` or the output read (``x(j)`` under BCSR's loops, ``I(t)``
-        with ``t = h + r``), bound, with the guards that keep them in range, and the
-        levels they index located."""
+        with ``t = h + r``), not bound yet and whose parts are, bound, with the guards
+        that keep them in range, and the levels they index located."""
         nodes: list[Node] = []
         locates: list[Node] = []
         assign = self.nests[self.site.nest].assign
         offsets, divisors = dict(assign.offsets), dict(assign.divisors)
-        guarded_out = set(assign.vars) & {g[0] for g in assign.guards}
         guards: list[InRange] = []
         misses: list[Ref] = []
-        bound = set(state.bound)
         for index, parts in assign.derived:
             readers = [op for op in indexed_operands(expr) if index in op.vars]
-            if not readers and index not in guarded_out:
+            if not readers and index not in assign.vars:  # the output's: its write's
                 continue
-            if any(p not in state.bound for p, _ in parts):  # a nested max's variable:
-                continue  # bound at that sum's leaf (sum_loops)
+            if index in state.bound or any(p not in state.bound for p, _ in parts):
+                continue  # bound at the loop completing it (a nested sum's, too)
+            state = replace(state, bound=(*state.bound, index))
             nodes.append(Bind(index, Affine(tuple((IndexVar(p), m) for p, m in parts),
                                             offsets.get(index, 0), divisors.get(index, 1))))
             guards += [InRange(index, t, k) for i, t, k in assign.guards if i == index]
-            bound |= {*(p for p, _ in parts), index}  # and the indices derived before
             for op in readers:
                 k = state.levels(op.uid)
-                while k < len(op.vars) and op.vars[k] in bound:
+                while k < len(op.vars) and op.vars[k] in state.bound:
                     ref = self.ref(Iter(op.uid, k), state)
-                    if self.level(op.uid, k).can_subsection:  # located by a subsection
+                    # Located by a subsection (a search of an ordered level) only where
+                    # the coordinate has one position: a non-unique level's is a run,
+                    # which one located position would cut to its first entry.
+                    if self.level(op.uid, k).can_subsection and ref.facts.unique:
                         ref = replace(ref, facts=replace(ref.facts, can_locate=True))
                     locates.append(Locate(ref, op.vars[k]))
                     if not ref.facts.locate_always_found:  # a hashed image: it may miss
@@ -380,7 +389,8 @@ class NestLowering:
                         inner = replace(inner, repeats=True)
                     inner, more = self.cascade(it, inner, segments)
                     locates += more
-                inside = body(case_expr, inner)
+                inside = self.derive(case_expr, inner,
+                                     lambda s, e=case_expr: body(e, s))
                 misses = tuple(n.ref for n in locates if not n.ref.facts.locate_always_found)
                 if misses and len(iterated) == 1:  # a loop of one case tests its locates
                     inside = If(Found(misses), inside)

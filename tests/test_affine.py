@@ -299,7 +299,12 @@ def test_strided_loop_count_is_bounded_by_stored_entries(image_format: str,
                                    ss.correlate(image, filt, mode="valid")[::2, ::2],
                                    atol=1e-12)
         counts.append(kernel.loop_count)
-    assert counts[1] <= counts[0] * 1.1
+    # Per stored entry, at most: its levels' loop heads (a row's two and its own), the
+    # filter rows' (3 and the exit), the taps' (3 rows x (3 and the exit)); nothing
+    # grows with the image. A filter row whose output row is off the stride or out of
+    # range skips its taps (the guard sits at the loop over r), so fewer run, and
+    # more of them near a small image's edges.
+    assert max(counts) <= 1 + (3 + 4 + 3 * 4) * 30
 
 
 @pytest.mark.parametrize("image_format", ["dia", "ell", "csc", "dcsc", "coo-unordered",

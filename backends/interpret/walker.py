@@ -189,9 +189,10 @@ class Walker:
         if ref.level > 0 and not self.found.get((ref.uid, ref.level - 1), False):
             self.found[key] = False
             return False
-        p, ok = self.reader(ref).locate(self.parent(ref), self.env[index])
+        at = self.bound(index)
+        p, ok = self.reader(ref).locate(self.parent(ref), at)
         self.position[key], self.found[key] = (p, p), ok
-        self.coordinate[key] = self._base(ref, self.env[index])
+        self.coordinate[key] = self._base(ref, at)
         return ok
 
     def _base(self, ref: Ref, coordinate: int) -> int:
@@ -308,9 +309,16 @@ class Walker:
     def coordinates(self, access: Access) -> tuple[int, ...]:
         return tuple(self.index_value(ix) for ix in access.indices)
 
+    def bound(self, index: str) -> int:
+        """The value of ``index`` here (a loop's coordinate, or a ``let``'s value)."""
+        if index not in self.env:
+            raise InternalCompilerError(f"the loop IR reads {index} before a loop or a let "
+                                        "binds it")
+        return self.env[index]
+
     def index_value(self, ix) -> int:
         if isinstance(ix, IndexVar):
-            return self.env[ix.name]
+            return self.bound(ix.name)
         if isinstance(ix, Affine):
             return ix.value({t: self.index_value(t) for t, _ in ix.terms})
         raise InternalCompilerError(f"no binding of the derived index {ix} in the loop IR")

@@ -23,6 +23,7 @@ from ...ir.loops import (
     Append,
     Block,
     CallingConvention,
+    InRange,
     Insert,
     LoopNode,
     Node,
@@ -47,7 +48,6 @@ from .emit_base import (
     LevelPos,
     RunState,
     emit_counted_loop,
-    unclamped,
 )
 from .emit_nodes import NodeEmitter, Temp
 from .iterators import IteratorEmitter
@@ -163,15 +163,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.b.ret(ir.Constant(I32, STATUS_OK))
         return self.module
 
-    def enter(self, statement: Statement, deriving: tuple[Statement, ...] = ()) -> None:
-        """Make ``statement`` the one whose loops are emitted: the derived indices of
-        ``deriving`` (by default its own) and their guards are bound from here on, each
-        as its terms' indices are (see bind)."""
+    def enter(self, statement: Statement) -> None:
+        """Make ``statement`` the one whose loops are emitted."""
         self.statement = statement
-        sources = deriving or (statement,)
-        self.derived = {b.index: ([(str(t), m) for t, m in b.value.terms], b.value)
-                        for s in sources for b in s.derived}
-        self.guards = {g.index: (g.tensor, g.level) for s in sources for g in s.guards}
 
     def lower_nest(self, statement: Statement, root: Node) -> None:
         """Emit one statement from its loop IR ``root``."""
@@ -240,30 +234,13 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.b.store(total, acc)
 
     def bind(self, ctx: Ctx, var: str, value: ir.Value) -> Ctx:
-        """Bind a loop variable, then every index derived (blocked levels, affine
-        subscripts) it completes."""
-        ctx = ctx.bind(var, value)
-        for index, (parts, affine) in self.derived.items():
-            if index not in ctx.bound and all(v in ctx.bound for v, _ in parts):
-                total = ir.Constant(I64, affine.offset)
-                for part, multiplier in parts:
-                    scaled = self.b.mul(ctx.bound[part], ir.Constant(I64, multiplier))
-                    total = self.b.add(total, scaled)
-                if affine.divisor != 1:  # a stride inverted: -1 where inexact
-                    divisor = ir.Constant(I64, affine.divisor)
-                    exact = self.b.icmp_signed("==", self.b.srem(total, divisor), ZERO)
-                    total = self.b.select(exact, self.b.sdiv(total, divisor),
-                                          ir.Constant(I64, -1))
-                if index in self.guards:  # affine: located in range only (clamped)
-                    ctx = ctx.bind(unclamped(index), total)
-                    total = self.b.select(self.in_range(index, total), total, ZERO)
-                ctx = ctx.bind(index, total)
-        return ctx
+        """Bind a loop variable (an index derived from it is bound where the loop IR's
+        ``let`` says: emit_nodes.emit_bind)."""
+        return ctx.bind(var, value)
 
-    def in_range(self, index: str, value: ir.Value) -> ir.Value:
+    def in_range(self, guard: InRange, value: ir.Value) -> ir.Value:
         """Whether an affine subscript's ``value`` lies within its guard's level."""
-        tensor, level = self.guards[index]
-        extent = self.tensors[tensor].extents[level]
+        extent = self.tensors[guard.tensor].extents[guard.level]
         return self.b.and_(self.b.icmp_signed(">=", value, ZERO),
                            self.b.icmp_signed("<", value, extent))
 

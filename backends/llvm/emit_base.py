@@ -44,7 +44,7 @@ class LevelPos:
 class Ctx:
     bound: dict[str, ir.Value] = field(default_factory=dict)
     levels: dict[int, tuple[LevelPos, ...]] = field(default_factory=dict)
-    found: dict[int, ir.Value] = field(default_factory=dict)  # operands located late
+    found: dict[int, ir.Value] = field(default_factory=dict)  # a derived locate's, untested
 
     def bind(self, var: str, value: ir.Value) -> Ctx:
         return replace(self, bound={**self.bound, var: value})
@@ -139,9 +139,3 @@ def emit_lower_bound(kc: KernelCompiler, begin: ir.Value, end: ir.Value, target:
     b.branch(head)
     b.position_at_end(done)
     return b.load(low)
-
-
-def unclamped(index: str) -> str:
-    """The name a guarded derived index's own value is bound under (``index`` itself is
-    bound clamped into range, so that levels located at it are read in bounds)."""
-    return f"{index}#unclamped"

@@ -4,10 +4,11 @@ A block runs its items in order; a loop (one node per lattice point, the sibling
 from one lattice emitted together) is emitted by PointEmitter, whose cases run their
 bodies here again; a temporary is allocated, cleared and accumulated into as its nodes
 say; a write goes to a temporary, an operand workspace (precompute_lower) or the
-output's levels (assembly.py); an ``if`` tests its condition. A ``locate`` was resolved
-by the loop that reached its index (PointEmitter.resolve_iterated and resolve_located,
-which also fold a locate that may miss into the case's condition, as ``if ... found``
-says), so it emits nothing here.
+output's levels (assembly.py); an ``if`` tests its condition. A ``let`` binds a derived
+index where it stands, and a ``locate`` of a level not yet resolved calls the level's
+locate there; one of a level the loop reached was resolved by the loop
+(PointEmitter.resolve_iterated and resolve_located, which fold a locate that may miss
+into the case's condition).
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ from ...ir.loops import (
     Node,
     Nonempty,
     Touched,
+    show,
 )
 from ...ir.operators import ADD
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
-from .bodies import I1, I64
-from .emit_base import ONE, ZERO, Ctx, unclamped
+from .bodies import I1, I64, is_true
+from .emit_base import ONE, ZERO, Ctx, LevelPos
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -71,8 +73,8 @@ class NodeEmitter:
             self.emit_block(node.items, ctx)
         elif isinstance(node, (Loop, Merge)):
             self.emit_loops([node], ctx)
-        elif isinstance(node, (Locate, Bind)):
-            return  # resolved by the loop that reached its index (point.py: derived ones)
+        elif isinstance(node, (Locate, Bind)):  # what they bind is for the nodes after them
+            raise InternalCompilerError(f"a {type(node).__name__} outside a block binds nothing")
         elif isinstance(node, If):
             self.emit_if(node, ctx)
         elif isinstance(node, Clear):
@@ -108,9 +110,48 @@ class NodeEmitter:
                 continue
             if isinstance(item, Allocate):
                 self.allocate(item, items)
+            elif isinstance(item, Bind):
+                ctx = self.emit_bind(item, ctx)
+            elif isinstance(item, Locate):
+                ctx = self.emit_locate(item, ctx)
             else:
                 self.emit_node(item, ctx)
             k += 1
+
+    def emit_bind(self: KernelCompiler, node: Bind, ctx: Ctx) -> Ctx:
+        """``ctx`` with a derived index bound to its affine value (-1 where a stride's
+        division is inexact: no level holds it, and its guard fails)."""
+        b, value = self.b, node.value
+        total: ir.Value = ir.Constant(I64, value.offset)
+        for term, multiplier in value.terms:
+            scaled = b.mul(_bound(ctx, str(term), node), ir.Constant(I64, multiplier))
+            total = b.add(total, scaled)
+        if value.divisor != 1:
+            divisor = ir.Constant(I64, value.divisor)
+            exact = b.icmp_signed("==", b.srem(total, divisor), ZERO)
+            total = b.select(exact, b.sdiv(total, divisor), ir.Constant(I64, -1))
+        return ctx.bind(node.index, total)
+
+    def emit_locate(self: KernelCompiler, node: Locate, ctx: Ctx) -> Ctx:
+        """``ctx`` with ``node``'s level located at its index: a level the loop reached
+        is resolved already (a case's locate); one a derived index reaches is located
+        here, its found flag kept for the ``if ... found`` that tests it."""
+        ref = node.ref
+        resolved = len(ctx.levels.get(ref.uid, ()))
+        if resolved > ref.level:
+            return ctx
+        if resolved < ref.level:
+            raise InternalCompilerError(f"locate {ref} before the level above it")
+        op = self.operands[ref.uid]
+        i = _bound(ctx, node.index, node)
+        pos, found = self.tensors[op.tensor].call(ref.level, "locate", i=i,
+                                                  **self.parent_env(op, ref.level, ctx))
+        ctx = ctx.resolve(ref.uid, LevelPos(pos, i))
+        if is_true(found):
+            return ctx
+        previous = ctx.found.get(ref.uid)
+        found = found if previous is None else self.b.and_(previous, found)
+        return replace(ctx, found={**ctx.found, ref.uid: found})
 
     def running_write_point(self: KernelCompiler, items: tuple[Node, ...]) -> Allocate | None:
         """The accumulator of the block ``allocate; clear; loops; write it``, where the
@@ -182,8 +223,21 @@ class NodeEmitter:
 
     def emit_if(self: KernelCompiler, node: If, ctx: Ctx) -> None:
         b, cond = self.b, node.condition
-        if isinstance(cond, Found):  # the loop's case tested it (PointEmitter.cases)
-            self.emit_node(node.then, ctx)
+        if isinstance(cond, Found):
+            # A derived locate's flag (emit_locate); a level the loop located was tested
+            # by its case (PointEmitter.dispatch).
+            flags = [ctx.found[uid] for uid in dict.fromkeys(r.uid for r in cond.refs)
+                     if uid in ctx.found]
+            if not flags:
+                self.emit_node(node.then, ctx)
+                return
+            tested = {r.uid for r in cond.refs}
+            inner = replace(ctx, found={u: f for u, f in ctx.found.items() if u not in tested})
+            found = flags[0]
+            for flag in flags[1:]:
+                found = b.and_(found, flag)
+            with b.if_then(found):
+                self.emit_node(node.then, inner)
         elif isinstance(cond, Touched):
             with b.if_then(b.load(self.temps[cond.name].touched)):
                 self.emit_node(node.then, ctx)
@@ -191,7 +245,7 @@ class NodeEmitter:
             with b.if_then(jam.all_nonempty(self, cond.indices)):
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, InRange):  # an affine subscript's guard (ir/affine.py)
-            with b.if_then(self.in_range(cond.index, ctx.bound[unclamped(cond.index)])):
+            with b.if_then(self.in_range(cond, _bound(ctx, cond.index, node))):
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, Missed) and isinstance(node.then, Accumulate):
             temp = self.temps[cond.name]  # folded by a select: no branch
@@ -232,6 +286,15 @@ class NodeEmitter:
                for w in writes):
             raise InternalCompilerError("selected cases that do not end in one write")
         return lambda value, ctx: self.emit_write(writes[0], value, ctx)
+
+
+def _bound(ctx: Ctx, index: str, node: Node) -> ir.Value:
+    """The value ``index`` is bound to where ``node`` reads it (a program that reads an
+    index before its loop or ``let`` is refused by name)."""
+    if index not in ctx.bound:
+        raise InternalCompilerError(f"{show(node).splitlines()[0].strip()}: {index} is not "
+                                    "bound there")
+    return ctx.bound[index]
 
 
 def _resumes(item: Node) -> bool:

@@ -4,12 +4,11 @@ sums, gallop)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Iter, operands
+from ...ir.cin import Iter
 from ...ir.errors import InternalCompilerError
 from ...ir.legality import unordered_refusal
 from ...ir.loops import Loop, LoopNode
@@ -253,13 +252,10 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         for uid, levels in positions.items():
             for level in levels:
                 ctx = ctx.resolve(uid, level)
-        located = self.late_locate(ctx)
-        in_range = self.late_found(ctx, located)
-        ctx = located
+        in_range = None
         clamped = all(self.states[it].clamped for it in self.iterated)
         if split_by_threads(self.node) and not clamped:
-            rows = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
-            in_range = rows if in_range is None else b.and_(rows, in_range)
+            in_range = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
         if in_range is not None:
             skip_to = b.append_basic_block("out_of_range")
             work = b.append_basic_block("in_range")
@@ -340,43 +336,6 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         entry = LevelPos(pos, i)
         ok, deeper = self.kc.cascade(op, it.level + 1, found, ctx.resolve(op.uid, entry))
         return ok, [entry] + deeper
-
-    def late_found(self, before: Ctx, after: Ctx) -> ir.Value | None:
-        """Whether the levels late_locate just located were all found, where a miss
-        skips the whole iteration: in a loop of a summed index (no output write of its
-        own inside), whose leaves the loop IR runs only where they are found (an
-        affine operand multiplies the rest), so a hashed image's missed tap skips its
-        channel loop instead of running it to add nothing. None: nothing to skip."""
-        if self.var in self.node.site.out_vars:
-            return None
-        found = None
-        for uid, ok in after.found.items():
-            if before.found.get(uid) is not ok and not is_true(ok):
-                found = ok if found is None else self.b.and_(found, ok)
-        return found
-
-    def late_locate(self, ctx: Ctx) -> Ctx:
-        """Locate operands whose next level's index was just derived (blocked levels,
-        affine subscripts), and the levels below an affine subscript's whose plain index
-        (``c`` of ``I(h+r, w+s, c)``) this loop binds without the loop IR's lattice
-        reaching them (the loop IR locates them at its leaf)."""
-        reached = {*self.iterated, *self.located}
-        for op in operands(self.expr):
-            resolved = len(ctx.levels.get(op.uid, ()))
-            if resolved == len(op.vars) or op.vars[resolved] not in ctx.bound:
-                continue
-            if op.vars[resolved] not in self.kc.derived and not (
-                    resolved and op.vars[resolved - 1] in self.kc.guards):
-                continue
-            if (found := self.find(op)) is not None and found in reached:
-                continue
-            ok, deeper = self.kc.cascade(op, resolved, TRUE, ctx)
-            for entry in deeper:
-                ctx = ctx.resolve(op.uid, entry)
-            previous = ctx.found.get(op.uid, TRUE)
-            ok = ok if is_true(previous) else self.b.and_(previous, ok)
-            ctx = replace(ctx, found={**ctx.found, op.uid: ok})
-        return ctx
 
     def advance(self, it: Iter, coord: ir.Value, i: ir.Value | None) -> None:
         """Step past coordinate ``i`` (None: the iterator is known to be at it)."""

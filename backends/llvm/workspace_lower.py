@@ -55,11 +55,9 @@ def lower_with_workspace(kc: KernelCompiler, statements: tuple[Statement, ...],
             raise InternalCompilerError("nests of one kernel with different workspaces")
         for op in statement.operands:
             kc.operands[op.uid] = op
-    # The compiler's per-nest state, as for a scattering nest (see lower_nest).
-    # Every nest's derived indices: a term's nest may derive one the first does not
-    # (B(i) + C(i+j): i = x - j in C's nest only); a nest binds only those whose parts
-    # its loops bind.
-    kc.enter(statements[0], statements)
+    # The compiler's per-nest state, as for a scattering nest (see lower_nest); each
+    # nest's derived indices are bound where its loop IR's ``let`` nodes say.
+    kc.enter(statements[0])
     kc.scatter = True
     kc.run_state = None
     kc.workspace = WorkspaceEmitter(kc, plan)
