@@ -24,6 +24,7 @@ from .statements import (
     Forall,
     IndexExpr,
     IndexVar,
+    Source,
     Stmt,
     TensorVar,
     Where,
@@ -77,13 +78,14 @@ class _Builder:
         body = nest.body
         for plan in nest.precomputes:  # read through operand workspaces (precompute.py)
             body = replaced(body, plan)
-        stmt = self.assign(output_access(nest), reduce_op, body, set(nest.order), out)
+        stmt = self.assign(output_access(nest), reduce_op, body, set(nest.order), out,
+                           Source(nest.assign, nest.body))
         summed = {v for p in nest.precomputes for v in p.summed}
         for var in reversed(nest.order):
             sums = [p for p in nest.precomputes if p.at == var and p.expr is not None]
             if sums:  # where(consumer, the sum's loops reducing into the row)
                 stmt = Where(stmt, sequence([_sum_producer(p) for p in sums]),
-                             tuple(p.temporary for p in sums))
+                             tuple(p.declared for p in sums))
             if var in summed:
                 continue
             stmt = Forall(IndexVar(var), stmt)
@@ -91,12 +93,13 @@ class _Builder:
             if plans:  # each temporary filled before the loop its operand is invariant in
                 copies = [Forall(IndexVar(p.var), Assign(Access(p.temporary, (IndexVar(p.var),)),
                                                         None, p.operand)) for p in plans]
-                stmt = Where(stmt, sequence(copies), tuple(p.temporary for p in plans))
+                stmt = Where(stmt, sequence(copies), tuple(p.declared for p in plans))
         return stmt
 
     def assign(self, access: Access, reduce_op: Operator | None, expr: Expr, bound: set[str],
-               like: TensorType) -> Stmt:
-        """``access op= expr``, under a ``where`` for each sum left in ``expr``."""
+               like: TensorType, source: Source | None = None) -> Stmt:
+        """``access op= expr``, under a ``where`` for each sum left in ``expr``
+        (``source``: the scheduled statement it computes, for a nest's assignment)."""
         producers: list[Stmt] = []
         temporaries: list[TensorVar] = []
 
@@ -120,7 +123,7 @@ class _Builder:
             temporaries.append(temp)
             return Access(temp, ())
 
-        stmt: Stmt = Assign(access, reduce_op, lift(expr))
+        stmt: Stmt = Assign(access, reduce_op, lift(expr), source)
         if producers:
             stmt = Where(stmt, sequence(producers), tuple(temporaries))
         return stmt
@@ -152,7 +155,7 @@ def _through_workspace(builder: _Builder, nests: list[Nest], plan: WorkspacePlan
     for nest in nests:
         inner = nest.order[len(plan.hoisted):]
         stmt = builder.assign(ws, ADD, nest.body, set(nest.order), builder.types[
-            nest.assign.tensor])
+            nest.assign.tensor], Source(nest.assign, nest.body))
         for var in reversed(inner):
             stmt = Forall(IndexVar(var), stmt)
         producers.append(stmt)

@@ -28,7 +28,6 @@ from .cin import (
 )
 from .cin import Expr as CinExpr
 from .errors import ScheduleError
-from .from_schedule import statement_facts
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
 from .loops import (
     Accumulate,
@@ -58,7 +57,8 @@ from .loops import (
 from .operators import ADD
 from .producers import assign_of, full_expr
 from .result_fill import NestSums, absent_adds, body_fill
-from .schedule import Nest, order_loops
+from .schedule import order_loops
+from .statement_parts import Part, parts_of, statement_facts
 from .statements import Affine, IndexVar, Stmt, loop_nest, sequence_parts
 from .types import LevelType, TensorType
 
@@ -82,9 +82,9 @@ class State:
 class NestLowering:
     """Lowers loop nests one at a time (workspace_loops extends it to a workspace kernel)."""
 
-    def __init__(self, types: dict[str, TensorType], output: str, nests: list[Nest]) -> None:
+    def __init__(self, types: dict[str, TensorType], output: str, stmt: Stmt) -> None:
         self.types = types
-        self.nests = nests
+        self.parts: list[Part] = parts_of(stmt)  # the statement's nests, as it says them
         self.out = types[output]
         self.all_insert = all(lv.can_insert for lv in self.out.levels)
         self.operands: dict[int, Operand] = {}
@@ -111,12 +111,14 @@ class NestLowering:
         return Ref(self.operands[it.uid].tensor, it.level, it.uid, facts)
 
     # -- statements ---------------------------------------------------------------------
-    def nest(self, number: int, stmt: Stmt, body: CinExpr | None) -> Node:
+    def nest(self, number: int, stmt: Stmt) -> Node:
+        """Nest ``number``'s loops (``stmt``: its statement, without operand workspaces),
+        computing its source's expression, whose sums are as written."""
         loops, inner = loop_nest(stmt)
         order = tuple(f.index.name for f in loops)
         assign = assign_of(inner)
-        expr, temps = full_expr(inner)
-        expr = expr if body is None else body
+        _, temps = full_expr(inner)
+        expr = self.parts[number].body
         for op in indexed_operands(expr):
             self.operands[op.uid] = op
         idx = assign.access.indices
@@ -132,7 +134,8 @@ class NestLowering:
                          derived, bool(temps), 0)
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.target = assign.access
-        self.sums = NestSums.of(self.nests[number], self.nests, self.out)
+        self.sums = NestSums.of(self.parts[number].assign, order, number == 0,
+                                len(self.parts) > 1, self.out)
         op = assign.reduce_op
         self.reduce_op = ADD if op is None else op
         self.reduce_symbol = self.reduce_op.symbol
@@ -183,7 +186,7 @@ class NestLowering:
         that keep them in range, and the levels they index located."""
         nodes: list[Node] = []
         locates: list[Node] = []
-        assign = self.nests[self.site.nest].assign
+        assign = self.parts[self.site.nest].assign
         offsets, divisors = dict(assign.offsets), dict(assign.divisors)
         guards: list[InRange] = []
         misses: list[Ref] = []
@@ -479,15 +482,13 @@ def _peeled(order: tuple[str, ...], indices) -> bool:
     return any(v not in names for v in order)
 
 
-def lower(stmt: Stmt, types: dict[str, TensorType], output: str, nests: list[Nest]
-          ) -> Program:
-    """The loop IR of a kernel's statement (``statement_of(nests)``, a sequence of loop
-    nests), with each nest's expression as the scheduler left it (sums in the order they
-    were written), so that the loop IR's expressions are the ones code generation sees."""
-    lowering = NestLowering(types, output, nests)
-    parts = sequence_parts(stmt)
-    roots = tuple(lowering.nest(k, part, nests[k].body) for k, part in enumerate(parts))
+def lower(stmt: Stmt, types: dict[str, TensorType], output: str) -> Program:
+    """The loop IR of a kernel's statement (a sequence of loop nests), with each nest's
+    expression as its source says (sums in the order they were written), so that the
+    loop IR's expressions are the ones code generation sees."""
+    lowering = NestLowering(types, output, stmt)
+    roots = tuple(lowering.nest(k, part) for k, part in enumerate(sequence_parts(stmt)))
     root = roots[0] if len(roots) == 1 else Block(roots)
     return Program(root, output, types[output].levels, len(roots), types[output].fill,
-                   statements=statement_facts(nests))
+                   statements=statement_facts(lowering.parts))
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .cin import operands
+from .statement_parts import parts_of
+from .statements import Stmt
 from .types import TensorType
-
-if TYPE_CHECKING:
-    from .schedule import Nest
 
 
 def dense_like(out_type: TensorType) -> bool:
@@ -18,7 +15,7 @@ def dense_like(out_type: TensorType) -> bool:
                and lv.definition.sized_by_extent for lv in out_type.levels)
 
 
-def parallel_mode(nests: list[Nest], types: dict[str, TensorType], out: str) -> int | None:
+def parallel_mode(statement: Stmt, types: dict[str, TensorType], out: str) -> int | None:
     """The output mode threads may split: the output's first index (every loop over it is
     clamped to a thread's rows; loops outside it run whole in each thread), into a
     dense-like output, so each thread writes only its own rows and the output can be
@@ -30,6 +27,7 @@ def parallel_mode(nests: list[Nest], types: dict[str, TensorType], out: str) -> 
     bounds (banded SpMV on 2 threads: 1.6x). Under a loop over another index (a
     column-major operand) every thread would walk all of that operand's entries.
     """
+    nests = parts_of(statement)
     if len(nests) != 1 or not nests[0].order or not nests[0].assign.vars:
         return None
     nest = nests[0]

@@ -37,7 +37,7 @@ not choose that yet.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..formats.loader import PROPERTY_NAMES, LevelDef, load_level_text
 from .cin import Apply, Expr, Operand, Sum, nodes, operands
@@ -45,7 +45,7 @@ from .errors import ScheduleError
 from .lattice import substitute_absent
 from .precompute_sums import PLACED, SumShape, product, sum_shape
 from .schedule import Nest
-from .statements import TensorVar
+from .statements import Precompute, TensorVar
 from .types import LevelType, TensorType
 
 # One flag per coordinate: a coordinate is stored when its mark is set.
@@ -105,30 +105,6 @@ def temporary_level() -> LevelDef:
 @functools.cache
 def sum_row_level() -> LevelDef:
     return load_level_text(SUM_ROW_LEVEL, "<sum workspace>")
-
-
-@dataclass(frozen=True)
-class Precompute:
-    """``operand``'s slice over ``var`` scattered into ``temporary`` before the loop over
-    ``at`` (once per coordinate of the loops outside it) and read as ``replacement``
-    (``temporary(var)``) inside.
-
-    A sum workspace (precompute_sums.py) reduces ``expr`` over the ``summed`` loops (from
-    ``at``) and ``var`` into the temporary instead, and the loop over ``var`` computes
-    ``consumer`` from it; ``operand`` is then the factor whose mode sizes the temporary.
-    ``adds``: a value may arrive where one is stored already (a duplicate coordinate, a
-    sum), and is added to it."""
-
-    operand: Operand
-    at: str
-    var: str
-    temporary: TensorVar
-    replacement: Operand
-    reason: str
-    expr: Expr | None = None
-    summed: tuple[str, ...] = ()
-    consumer: Expr | None = None
-    adds: bool = False
 
 
 def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: bool | None,

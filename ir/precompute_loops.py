@@ -20,25 +20,24 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .cin import Expr, operands
-from .from_schedule import statement_facts, statement_of
+from .from_schedule import statement_of
 from .loops import Accumulate, Allocate, Block, Clear, Insert, Node, Program
 from .lower_loops import NestLowering, State
 from .operators import ADD
-from .precompute import Precompute, replaced
-from .schedule import Nest
-from .statements import Access, Forall, IndexVar, Stmt, Where, sequence_parts
+from .precompute import replaced
+from .statement_parts import statement_facts
+from .statements import Access, Forall, IndexVar, Precompute, Stmt, Where, sequence_parts
 from .types import TensorType
 
 
-def lower_precomputed(stmt: Stmt, types: dict[str, TensorType], output: str,
-                      nests: list[Nest]) -> Program:
-    """The loop IR of ``stmt`` (``statement_of(nests)``)."""
-    lowering = _Lowering(types, output, nests)
+def lower_precomputed(stmt: Stmt, types: dict[str, TensorType], output: str) -> Program:
+    """The loop IR of ``stmt``, whose nests read operands through operand workspaces."""
+    lowering = _Lowering(types, output, stmt)
     parts = sequence_parts(stmt)
     roots = tuple(lowering.lower_nest(k, part) for k, part in enumerate(parts))
     root = roots[0] if len(roots) == 1 else Block(roots)
     return Program(root, output, types[output].levels, len(roots), types[output].fill,
-                   statements=statement_facts(nests))
+                   statements=statement_facts(lowering.parts))
 
 
 def without_precomputes(stmt: Stmt, plans: tuple[Precompute, ...]) -> Stmt:
@@ -53,13 +52,13 @@ def without_precomputes(stmt: Stmt, plans: tuple[Precompute, ...]) -> Stmt:
 
 
 class _Lowering(NestLowering):
-    def __init__(self, types: dict[str, TensorType], output: str, nests: list[Nest]) -> None:
-        super().__init__(types, output, nests)
+    def __init__(self, types: dict[str, TensorType], output: str, stmt: Stmt) -> None:
+        super().__init__(types, output, stmt)
         self.plans: tuple[Precompute, ...] = ()
 
     def lower_nest(self, number: int, stmt: Stmt) -> Node:
-        nest = self.nests[number]
-        self.plans = nest.precomputes
+        part = self.parts[number]
+        self.plans = part.precomputes
         for plan in self.plans:
             self.types = {**self.types, plan.temporary.name: plan.temporary.type}
             self.operands[plan.replacement.uid] = plan.replacement
@@ -70,8 +69,8 @@ class _Lowering(NestLowering):
                             for p in self.plans)
         plain = without_precomputes(stmt, self.plans)
         if any(p.expr is not None for p in self.plans):  # the nest's own loops, the sum's too
-            plain = statement_of([replace(nest, precomputes=())], self.types)
-        body = self.nest(number, plain, nest.body)
+            plain = statement_of([replace(part, precomputes=())], self.types)
+        body = self.nest(number, plain)
         return Block((*allocations, body)) if allocations else body
 
     def var(self, var: str, expr: Expr, state: State, depth: int,

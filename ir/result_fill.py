@@ -6,17 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import count
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import notation as nt
 from .algebra import FillOf, expr_fill, same_value
-from .cin import Apply, Const, Expr, Operand, Sum
+from .cin import Apply, Assign, Const, Expr, Operand, Sum
 from .types import TensorType
-
-if TYPE_CHECKING:
-    from .schedule import Nest
 
 
 def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str,
@@ -63,7 +59,7 @@ def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: 
 @dataclass(frozen=True)
 class NestSums:
     """What a nest tells about whether its loops add up the fill of coordinates where
-    their expression is absent (see absent_adds), from the scheduler's nest: the loop IR
+    their expression is absent (see absent_adds), from the nest's source: the loop IR
     builds each loop's lattice and cases with it."""
 
     accumulate: bool  # the statement adds into its output (+=)
@@ -75,15 +71,15 @@ class NestSums:
     several: bool  # later nests add to what the first wrote
 
     @classmethod
-    def of(cls, nest: Nest, nests: list[Nest], out: TensorType,
-           derived: bool = True) -> NestSums:
-        """``derived``: whether the nest's derived output indices count (a workspace's
-        producers scatter, and their parts do not)."""
-        parts = frozenset(part for _, parts in nest.assign.derived for part, _ in parts) \
+    def of(cls, assign: Assign, order: tuple[str, ...], first: bool, several: bool,
+           out: TensorType, derived: bool = True) -> NestSums:
+        """For the nest computing ``assign`` in loop ``order`` (``first`` of the kernel's,
+        ``several`` of them). ``derived``: whether the nest's derived output indices
+        count (a workspace's producers scatter, and their parts do not)."""
+        parts = frozenset(part for _, parts in assign.derived for part, _ in parts) \
             if derived else frozenset()
         background = 0.0 if all(level.full for level in out.levels) else out.fill
-        return cls(nest.assign.accumulate, nest.assign.vars, parts, nest.order,
-                   nest is nests[0], background, len(nests) > 1)
+        return cls(assign.accumulate, assign.vars, parts, order, first, background, several)
 
 
 def absent_adds(sums: NestSums, var: str, expr: Expr, fill_of: FillOf) -> float | None:

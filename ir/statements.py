@@ -9,9 +9,10 @@ for affine terms (``h + r``) and the derived indices of split/fuse/pos.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .cin import Apply, Const, Operand, Sum
+from .cin import Assign as CinAssign
 from .cin import Expr as CinExpr
 from .operators import Operator
 from .types import TensorType
@@ -91,6 +92,10 @@ class TensorVar:
     # How a workspace stores its entries (a WorkspacePolicy's name): the levels
     # say what the producer may do (insert at any coordinate), the policy how it is kept.
     policy: str = ""
+    # An operand workspace's plan: what it copies (or reduces), before which loop, and
+    # what reads it (its ``temporary`` is this variable without the plan). Not compared:
+    # a temporary is the same variable wherever a statement names it.
+    copies: Precompute | None = field(default=None, compare=False, repr=False)
 
     @property
     def dtype(self) -> str:
@@ -120,17 +125,62 @@ class Access:
         return f"{self.name}({comma.join(str(ix) for ix in self.indices)})"
 
 
+@dataclass(frozen=True)
+class Precompute:
+    """``operand``'s slice over ``var`` scattered into ``temporary`` before the loop over
+    ``at`` (once per coordinate of the loops outside it) and read as ``replacement``
+    (``temporary(var)``) inside (ir/precompute.py).
+
+    A sum workspace (precompute_sums.py) reduces ``expr`` over the ``summed`` loops (from
+    ``at``) and ``var`` into the temporary instead, and the loop over ``var`` computes
+    ``consumer`` from it; ``operand`` is then the factor whose mode sizes the temporary.
+    ``adds``: a value may arrive where one is stored already (a duplicate coordinate, a
+    sum), and is added to it."""
+
+    operand: Operand
+    at: str
+    var: str
+    temporary: TensorVar
+    replacement: Operand
+    reason: str
+    expr: CinExpr | None = None
+    summed: tuple[str, ...] = ()
+    consumer: CinExpr | None = None
+    adds: bool = False
+
+    @property
+    def declared(self) -> TensorVar:
+        """The temporary as a ``where`` declares it: carrying this plan."""
+        return replace(self.temporary, copies=self)
+
+
 Expr = CinExpr | Access
+
+
+@dataclass(frozen=True)
+class Source:
+    """What an assignment computes as the scheduler left it, beside its printed form:
+    the statement (or split term) it is, with its derived indices, their guards and
+    whether it adds to what the output holds (``+=``, or a later term of a split), and
+    the expression with its sums in the order they were written (the printed one reads
+    each sum through a temporary whose loops run in the order code generation picks)."""
+
+    assign: CinAssign
+    body: CinExpr
 
 
 @dataclass(frozen=True)
 class Assign:
     """``access = expr``, or ``access op= expr`` with a reduction operator (``+=``: the
-    output or temporary starts at the operator's identity and is reduced into)."""
+    output or temporary starts at the operator's identity and is reduced into).
+    ``source``: set on the assignment of a scheduled statement's loop nest (not on a
+    temporary's producer or a workspace's consumer); not compared, so statements that
+    print alike are equal."""
 
     access: Access
     reduce_op: Operator | None
     expr: Expr
+    source: Source | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from .cin import Apply, Operand, operands
 from .cin import Expr as CinExpr
-from .from_schedule import statement_facts
 from .lattice import Iter, substitute_absent
 from .legality import appends_in_order
 from .loops import (
@@ -34,35 +33,33 @@ from .lower_loops import NestLowering, State
 from .operators import ADD
 from .producers import full_expr
 from .result_fill import NestSums
-from .schedule import Nest
+from .statement_parts import output_workspace, statement_facts
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
 from .types import TensorType
 from .workspace_schedule import WorkspacePlan
 
 
-def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,
-                    plan: WorkspacePlan, nests: list[Nest]) -> Program:
-    """The loop IR of a workspace kernel's statement (``statement_of(nests)``), with
-    each producer's expression as the scheduler left it (the emitter's expressions)."""
-    bodies = [nest.body for nest in nests]
+def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str) -> Program:
+    """The loop IR of a workspace kernel's statement, with each producer's expression
+    as its source says (the emitter's expressions)."""
+    plan = output_workspace(stmt)
     hoisted, where = loop_nest(stmt)
-    if not isinstance(where, Where) or plan.temporary not in where.temporaries:
-        raise ValueError(f"not a statement through workspace {plan.temporary.name}: "
-                         f"expected forall(hoisted, where(consumer, producer))")
-    lowering = _WorkspaceLowering(types, output, plan, where, nests)
+    if plan is None or not isinstance(where, Where):
+        raise ValueError("not a statement through a workspace: expected "
+                         "forall(hoisted, where(consumer, producer))")
+    lowering = _WorkspaceLowering(types, output, plan, where, stmt)
+    bodies = [part.body for part in lowering.parts]
     producers = sequence_parts(where.producer)
-    if len(producers) != len(bodies):
-        raise ValueError(f"{len(producers)} producers for {len(bodies)} expressions")
     root = lowering.kernel(tuple(f.index.name for f in hoisted), producers, bodies)
     return Program(root, output, types[output].levels, len(bodies),
                    producer_runs=2 if plan.policy.counts else 1,
-                   statements=statement_facts(nests))
+                   statements=statement_facts(lowering.parts))
 
 
 class _WorkspaceLowering(NestLowering):
     def __init__(self, types: dict[str, TensorType], output: str, plan: WorkspacePlan,
-                 where: Where, nests: list[Nest]) -> None:
-        super().__init__(types, output, nests)
+                 where: Where, stmt: Stmt) -> None:
+        super().__init__(types, output, stmt)
         self.plan = plan
         self.hoisted: tuple[str, ...] = ()  # the loops outside the workspace (kernel)
         consumer = loop_nest(where.consumer)[1]
@@ -116,7 +113,9 @@ class _WorkspaceLowering(NestLowering):
         self.temps = {name: full for name, (full, _) in temps.items()}
         self.site = _site(number, order, self.consumer, bool(temps))
         # The emitter counts no derived index of a producer's (it scatters).
-        self.sums = NestSums.of(self.nests[number], self.nests, self.out, derived=False)
+        part = self.parts[number]
+        self.sums = NestSums.of(part.assign, part.order, number == 0, len(self.parts) > 1,
+                                self.out, derived=False)
         self.order = order
 
     def hoisted_loops(self, depth: int, expr: CinExpr, state: State) -> Node:

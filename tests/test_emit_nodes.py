@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
+from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import (
     Block,
@@ -37,7 +38,7 @@ def _types(**formats: tuple[str, int]):
 def _program(statement: str, **formats: tuple[str, int]):
     types = _types(**formats)
     nests = schedule(to_concrete(ls.parse(statement), types), types)
-    return loop_ir(nests, types, statement.split("(")[0])
+    return loop_ir(statement_of(nests, types), types, statement.split("(")[0])
 
 
 def _rewrite(node: Node, change) -> Node:
@@ -131,7 +132,7 @@ def test_a_node_code_generation_does_not_know_is_an_internal_error(
     formats = {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}
     types = _types(**formats)
     nests = schedule(to_concrete(ls.parse("y(i) = A(i,j) * x(j)"), types), types)
-    program = loop_ir(nests, types, "y")
+    program = loop_ir(statement_of(nests, types), types, "y")
     with_a_sort = replace(program, root=Block((Sort("w", "radix"), program.root)))
     with pytest.raises(ls.InternalCompilerError, match="Sort"):
         KernelCompiler(with_a_sort, CallingConvention(tuple(formats), types)).compile()

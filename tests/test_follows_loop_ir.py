@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.errors import InternalCompilerError
+from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, CallingConvention, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
@@ -26,7 +27,7 @@ SPADD = "C(i,j) = A(i,j) + B(i,j)"
 def _setup(statement: str, **formats: tuple[str, int]):
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
-    return schedule(to_concrete(ls.parse(statement), types), types), types
+    return statement_of(schedule(to_concrete(ls.parse(statement), types), types), types), types
 
 
 def _compile(nests, types, order) -> KernelCompiler:

@@ -37,9 +37,9 @@ def _types(**formats: tuple[str, int]):
 def _nests(statement: str, types):
     concrete = to_concrete(ls.parse(statement), types)
     try:
-        return schedule(concrete, types)
+        return statement_of(schedule(concrete, types), types)
     except ls.ScheduleError:
-        return schedule(concrete, types, split=True)
+        return statement_of(schedule(concrete, types, split=True), types)
 
 
 def _program(statement: str, fastmath: bool = False, **formats: tuple[str, int]):
@@ -202,7 +202,7 @@ def test_the_emitter_reads_the_forms() -> None:
     formats = {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}
     types = _types(**formats)
     nests = _nests(SPMM, types)
-    bare = lower(statement_of(nests, types), types, "C", nests)
+    bare = lower(nests, types, "C")
 
     def forms(program) -> tuple[bool, bool]:  # (jammed, rows cleared)
         module = KernelCompiler(program, CallingConvention(tuple(formats), types)).compile()
@@ -219,7 +219,7 @@ def test_a_second_form_is_read_off_the_program() -> None:
     union = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert opt.has_other_form(loop_ir(_nests(SPADD, union), union, "C"))
     bare_nests = _nests(SPADD, union)
-    assert not opt.has_other_form(lower(statement_of(bare_nests, union), union, "C", bare_nests))
+    assert not opt.has_other_form(lower(bare_nests, union, "C"))
     spmm = _types(C=("dense", 2), A=("csr", 2), B=("dense", 2))
     assert not opt.has_other_form(loop_ir(_nests(SPMM, spmm), spmm, "C"))
 

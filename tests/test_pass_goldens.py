@@ -26,7 +26,7 @@ def lowered(statement: str, formats: dict[str, tuple[str, int]]) -> Program:
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
     nests = schedule(to_concrete(ls.parse(statement), types), types)
-    return lower(statement_of(nests, types), types, statement.split("(")[0], nests)
+    return lower(statement_of(nests, types), types, statement.split("(")[0])
 
 
 def test_the_thread_rows_pass_in_full() -> None:

@@ -7,32 +7,30 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..assembly_phases import assembly_phases
-from ..from_schedule import statement_of
 from ..loops import Program
 from ..lower_loops import lower
 from ..precompute_loops import lower_precomputed
-from ..schedule import Nest
+from ..statement_parts import output_workspace, precomputes_of
+from ..statements import Stmt
 from ..types import TensorType
 from ..workspace_loops import lower_workspace
 from .passes import Target, gallop, optimize, prefetch, thread_rows
 
 
-def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
+def loop_ir(statement: Stmt, types: dict[str, TensorType], output: str,
             target: Target | None = None) -> Program:
-    """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
+    """A kernel's loop IR from its concrete statement: lowered,
     with every pass run (a workspace kernel's: only the thread rows' tag and the
     prefetch, as its emitter uses no other fast form), and, for the whole kernel, the
     phases threads may assemble its output in."""
-    statement = statement_of(nests, types)
-    plan = nests[0].workspace if nests else None
     target = target or Target()
-    if plan is not None:  # emitted without the other passes' fast forms (workspace_lower)
-        program = optimize(lower_workspace(statement, types, output, plan, nests), target,
-                           (thread_rows, gallop, prefetch))
-    elif any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
-        program = optimize(lower_precomputed(statement, types, output, nests), target)
+    if output_workspace(statement) is not None:  # without the other passes' fast forms
+        program = optimize(lower_workspace(statement, types, output), target,
+                           (thread_rows, gallop, prefetch))  # (workspace_lower uses none)
+    elif precomputes_of(statement):  # operand workspaces (precompute_loops)
+        program = optimize(lower_precomputed(statement, types, output), target)
     else:
-        program = optimize(lower(statement, types, output, nests), target)
+        program = optimize(lower(statement, types, output), target)
     if target.phase != "whole":
         return program
     return replace(program, phases=assembly_phases(program, types))

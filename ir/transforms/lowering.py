@@ -24,6 +24,7 @@ from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..entry_split import entry_split_refusal, entry_window_loop, split_entries
 from ..errors import ScheduleError
+from ..from_schedule import statement_of
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import output_refusal, program_refusal, too_large
@@ -36,17 +37,19 @@ from ..scattered_reduction import scattered_reduction
 from ..schedule import Nest
 from ..schedule_types import SchedulePlan
 from ..scheduled_statements import check_nest_order
+from ..statement_parts import parts_of
+from ..statements import Stmt
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
 
 
 @dataclass
 class Lowered:
-    """A statement lowered: its nests, the backend's compiler that emitted them and its
-    module, the operand types it was lowered for, its loop IR and the operands
-    converted (mode orders)."""
+    """A statement lowered: its concrete statement (as scheduled), the backend's compiler
+    that emitted it and its module, the operand types it was lowered for, its loop IR and
+    the operands converted (mode orders)."""
 
-    nests: list[Nest]
+    statement: Stmt
     builder: Any
     module: Any
     types: dict[str, TensorType]
@@ -312,11 +315,12 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
             return Refused(error)
     nests = plan_precomputes(nests, types, request.precompute, request.dtype,
                              request.plan.sum_workspace if request.plan is not None else None)
+    statement = statement_of(nests, types)
     output = request.order[0]
     if request.emit is None:
         raise TypeError("Request.emit: lowering needs the backend's emitter")
     try:
-        program = loop_ir(nests, types, output, target_of(request))
+        program = loop_ir(statement, types, output, target_of(request))
     except ScheduleError as error:  # a sum's loops that cannot be ordered
         return Refused(error)
     # What the backend cannot emit is known from the loop IR before it is asked
@@ -328,7 +332,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     if (oversize := too_large(program)) is not None:
         return Refused(KernelTooLargeError(oversize))
     reason = output_refusal(types[output]) or \
-        program_refusal(program, types[output], nests[0].assign.vars)
+        program_refusal(program, types[output], parts_of(statement)[0].assign.vars)
     if reason is not None:
         return Refused(ScheduleError(reason))
     if request.plan is not None:
@@ -338,4 +342,4 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     if request.retag is not None:
         program = request.retag(program)
     builder, module = request.emit(program, calling_convention(request, types))
-    return Lowered(nests, builder, module, types, program, dict(converted))
+    return Lowered(statement, builder, module, types, program, dict(converted))

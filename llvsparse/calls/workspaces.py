@@ -18,18 +18,19 @@ import numpy as np
 
 from ..abi.results import physical_memory
 from ..ir.precompute import MARK_BYTES
-from ..ir.schedule import Nest
+from ..ir.statement_parts import output_workspace, parts_of, precomputes_of
+from ..ir.statements import Stmt
 from ..ir.types import TensorType
 
 
-def workspace_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
+def workspace_meta(statement: Stmt, types: dict[str, TensorType]) -> list | None:
     """[name, the output modes covered, bytes per coordinate, [bytes per row, bytes per
     coordinate of the last mode]] of a workspace: the arrays its policy allocates from
     the extents (zeros for those sized by the entries produced)."""
-    plan = nests[0].workspace if nests else None
+    plan = output_workspace(statement)
     if plan is None:
         return None
-    assign = nests[0].assign
+    assign = parts_of(statement)[0].assign
     levels = types[assign.tensor].levels
     modes = [levels[assign.vars.index(v)].mode for v in plan.vars]
     itemsize = max(np.dtype(plan.temporary.dtype).itemsize, 8)  # summed in 64 bits or more
@@ -94,14 +95,14 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int,
                       "or 'sort' for a workspace holding only the entries produced")
 
 
-def precompute_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
+def precompute_meta(statement: Stmt, types: dict[str, TensorType]) -> list | None:
     """[name, the operand, the operand's mode its slice runs over, bytes per coordinate]
     of each operand workspace (ir/precompute.py), or None."""
     entries = [[f"{'operand' if p.expr is None else 'sum'} workspace {p.temporary.name}({p.var})",
                 p.operand.tensor,
                 types[p.operand.tensor].levels[-1].mode,
                 np.dtype(p.temporary.dtype).itemsize + MARK_BYTES]
-               for nest in nests for p in nest.precomputes]
+               for p in precomputes_of(statement)]
     return entries or None
 
 

@@ -14,7 +14,6 @@ from ..backends.llvm.counting import count_loop_heads
 from ..calls.instance import Instance
 from ..calls.workspaces import precompute_meta, workspace_meta
 from ..ir import notation as nt
-from ..ir.from_schedule import statement_of
 from ..ir.lattice_text import lattice_text
 from ..ir.legality import case_count, variants_within_budget
 from ..ir.loops import Program
@@ -23,7 +22,7 @@ from ..ir.opt.passes import has_other_form, other_form, other_form_notes
 from ..ir.output_init import initializes_output
 from ..ir.parallel import parallel_mode
 from ..ir.scheduled_statements import scheduled_statement
-from ..ir.statements import concrete_text
+from ..ir.statements import Stmt, concrete_text
 from ..ir.transforms.lowering import (
     Lowered,
     Refused,
@@ -85,28 +84,26 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
             start: float, lazy: bool = True) -> Instance:
     """The lowered kernel's other phases and form, compiled into an instance computing
     in ``request.dtype`` (its result is of the output's dtype: bool for ``A(i) < 0.5``)."""
-    nests, types, builder, module = lowered.nests, lowered.types, lowered.builder, \
+    statement, types, builder, module = lowered.statement, lowered.types, lowered.builder, \
         lowered.module
     order = request.order  # the output first, then the inputs
-    mode = parallel_mode(nests, types, order[0])
+    mode = parallel_mode(statement, types, order[0])
     phases, other_form = variants_within_budget(case_count(lowered.program),
                                                 lowered.program.phases,
                                                 has_other_form(lowered.program))
     other_form = other_form and not request.counting  # a count is of one form
     abi = calling_convention(request, types)
     for phase in phases:
-        KernelCompiler(_phase_program(nests, types, order, request, phase, lowered.program),
+        KernelCompiler(_phase_program(statement, types, order, request, phase, lowered.program),
                        abi, phase=phase, module=module).compile()
-    other = functools.partial(_other_form, nests, types, order, request, lowered.program,
+    other = functools.partial(_other_form, statement, types, order, request, lowered.program,
                               phases, builder.entry_name)
     if other_form and not lazy:
         other(module)
     if phases:
         mode = types[order[0]].levels[0].mode
-    statement = statement_of(nests, types)
-    if request.plan is not None:
-        statement = scheduled_statement(statement, request.plan)
-    text = concrete_text(statement)
+    shown = statement if request.plan is None else scheduled_statement(statement, request.plan)
+    text = concrete_text(shown)
     seconds = time.perf_counter() - start
     if request.counting:
         count_loop_heads(module)
@@ -118,26 +115,26 @@ def _finish(lowered: Lowered, request: Request, conversions: dict[str, Format],
     emitted = lowered.program  # what the backend translated, rewrites included
     return Instance(types, text, compiled, types[order[0]].dtype, conversions,
                     lattice_text(lowered.program, types), order, mode,
-                    initializes_output(lowered.program), workspace_meta(nests, types), lambda: emitted,
-                    precompute_meta(nests, types), other_form_notes(lowered.program))
+                    initializes_output(lowered.program), workspace_meta(statement, types), lambda: emitted,
+                    precompute_meta(statement, types), other_form_notes(lowered.program))
 
 
-def _phase_program(nests, types: dict[str, TensorType], order: list[str], request: Request,
+def _phase_program(statement: Stmt, types: dict[str, TensorType], order: list[str], request: Request,
                    phase: str, whole: Program) -> Program:
     """The loop IR of one phase of a kernel whose whole program is ``whole`` (a count
     phase has no output hooks, so its passes may choose other forms)."""
     if phase == "whole":
         return whole
-    return loop_ir(nests, types, order[0], target_of(request, phase))
+    return loop_ir(statement, types, order[0], target_of(request, phase))
 
 
-def _other_form(nests, types: dict[str, TensorType], order: list[str], request: Request,
+def _other_form(statement: Stmt, types: dict[str, TensorType], order: list[str], request: Request,
                 whole: Program, phases: tuple[str, ...], entry: str,
                 module: LLVMModule | None) -> LLVMModule:
     """A kernel's functions in their other form (each phase's program rewritten by
     ``other_form``), added to ``module`` or a new one."""
     for phase in ("whole", *phases):
-        program = other_form(_phase_program(nests, types, order, request, phase, whole))
+        program = other_form(_phase_program(statement, types, order, request, phase, whole))
         module = KernelCompiler(program, calling_convention(request, types), phase=phase,
                                 module=module, name=entry + OTHER_FORM_SUFFIX).compile()
     return module
