@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable
 
 from . import notation as nt
 from .cin import operands
-from .schedule import Nest
+from .statement_parts import parts_of
+from .statements import Stmt
 from .types import TensorType
 
 # Operands of at most this order are tried converted in every mode order (4! = 24 builds
@@ -47,7 +48,7 @@ def conversion_candidates(assignment: nt.Assignment, types: dict[str, TensorType
         + [along_output, natural]
 
 
-def rescanned(nests: list[Nest], types: dict[str, TensorType],
+def rescanned(statement: Stmt, types: dict[str, TensorType],
               converted: Iterable[str], stored_outer: bool = False) -> str | None:
     """With a transposed copy (an operand of ``converted``) in the loops, what would be
     walked whole for every coordinate of an outer loop, or None: a loop that only
@@ -61,7 +62,7 @@ def rescanned(nests: list[Nest], types: dict[str, TensorType],
     orders = [[level.mode for level in types[n].levels] for n in converted]
     if all(modes == sorted(modes) for modes in orders):
         return None
-    for nest in nests:
+    for nest in parts_of(statement):
         # A full output costs every coordinate anyway: there, full levels may drive.
         dense_out = all(level.full for level in types[nest.assign.tensor].levels)
         users = [o for o in operands(nest.body) if o.vars]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .lattice import Lattice
     from .operators import Operator
     from .precompute import Precompute
-    from .workspace_schedule import WorkspacePlan
+    from .workspace_plan import WorkspacePlan
 
 
 @dataclass(frozen=True)

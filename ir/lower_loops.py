@@ -29,6 +29,7 @@ from .cin import (
 from .cin import Expr as CinExpr
 from .errors import ScheduleError
 from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
+from .loop_order import order_loops
 from .loops import (
     Accumulate,
     Allocate,
@@ -57,7 +58,6 @@ from .loops import (
 from .operators import ADD
 from .producers import assign_of, full_expr
 from .result_fill import NestSums, absent_adds, body_fill
-from .schedule import order_loops
 from .statement_parts import Part, parts_of, statement_facts
 from .statements import Affine, IndexVar, Stmt, loop_nest, sequence_parts
 from .types import LevelType, TensorType

@@ -37,15 +37,15 @@ not choose that yet.
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 from ..formats.loader import PROPERTY_NAMES, LevelDef, load_level_text
-from .cin import Apply, Expr, Operand, Sum, nodes, operands
+from .cin import Operand, Sum, nodes, operands
 from .errors import ScheduleError
+from .from_schedule import with_precomputes
 from .lattice import substitute_absent
 from .precompute_sums import PLACED, SumShape, product, sum_shape
-from .schedule import Nest
-from .statements import Precompute, TensorVar
+from .statement_parts import Part, parts_of
+from .statements import Precompute, Stmt, TensorVar, sequence, sequence_parts
 from .types import LevelType, TensorType
 
 # One flag per coordinate: a coordinate is stored when its mark is set.
@@ -107,18 +107,19 @@ def sum_row_level() -> LevelDef:
     return load_level_text(SUM_ROW_LEVEL, "<sum workspace>")
 
 
-def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: bool | None,
-                     dtype: str, factors: tuple[str, ...] | None = None) -> list[Nest]:
-    """``nests`` with the operand workspaces the rule (or ``force``) chooses; the
+def plan_precomputes(stmt: Stmt, types: dict[str, TensorType], force: bool | None,
+                     dtype: str, factors: tuple[str, ...] | None = None) -> Stmt:
+    """``stmt`` with the operand workspaces the rule (or ``force``) chooses; the
     temporaries hold ``dtype``, the kernel's value type (what the operand is read as).
     ``factors``: the operands whose product a schedule reduces into a row (a
     ScheduleError where a product nest splits otherwise)."""
     if force is False:
-        return nests
+        return stmt
+    nests = parts_of(stmt)
     uids = [op.uid for n in nests for op in operands(n.body)]
     next_uid = max(uids, default=0) + 1
     taken = set(types)
-    result = []
+    result: list[tuple[Precompute, ...]] = []
     for nest in nests:
         shape = sum_shape(nest, types)
         if factors is not None:
@@ -129,7 +130,7 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
                 dtype, types[shape.sizing.tensor], sum_row_level())), next_uid,
                              "forced by the caller")
             next_uid += 1
-            result.append(replace(nest, precomputes=(plan,)))
+            result.append((plan,))
             continue
         plans = []
         for op in operands(nest.body):
@@ -146,8 +147,11 @@ def plan_precomputes(nests: list[Nest], types: dict[str, TensorType], force: boo
                                     why or "forced by the caller",
                                     adds=not types[op.tensor].levels[-1].unique))
             next_uid += 1
-        result.append(replace(nest, precomputes=tuple(plans)) if plans else nest)
-    return result
+        result.append(tuple(plans))
+    if not any(result):
+        return stmt
+    return sequence([with_precomputes(part, plans)
+                     for part, plans in zip(sequence_parts(stmt), result, strict=True)])
 
 
 def _check_factors(shape: SumShape | str, factors: tuple[str, ...]) -> None:
@@ -189,7 +193,7 @@ def _sum_plan(shape: SumShape, temp: TensorVar, uid: int, why: str) -> Precomput
                       adds=True)
 
 
-def _invariant_loop(nest: Nest, op: Operand) -> str | None:
+def _invariant_loop(nest: Part, op: Operand) -> str | None:
     """The first loop between the one binding ``op``'s slice's parents and the one over
     its last index, where the slice can be scattered once for all of them; None where
     there is none or the operand cannot be copied there."""
@@ -207,7 +211,7 @@ def _invariant_loop(nest: Nest, op: Operand) -> str | None:
     return order[start] if start < positions[-1] else None
 
 
-def _pays(nest: Nest, op: Operand, types: dict[str, TensorType]) -> str | None:
+def _pays(nest: Part, op: Operand, types: dict[str, TensorType]) -> str | None:
     """Why the rule chooses to precompute ``op`` (see the module docstring), or None."""
     var = op.vars[-1]
     if types[op.tensor].levels[-1].can_locate:
@@ -227,22 +231,8 @@ def _pays(nest: Nest, op: Operand, types: dict[str, TensorType]) -> str | None:
             f"at {var}, where {drivers[0]} is iterated")
 
 
-def _between(nest: Nest, op: Operand) -> str:
+def _between(nest: Part, op: Operand) -> str:
     order = nest.order
     positions = [order.index(v) for v in op.vars]
     start = positions[-2] + 1 if len(positions) > 1 else 0
     return ", ".join(order[start:positions[-1]])
-
-
-def replaced(expr: Expr, plan: Precompute) -> Expr:
-    """``expr`` reading the temporary where it read the operand (a sum workspace's
-    consumer, for the product it splits)."""
-    if plan.consumer is not None:
-        return plan.consumer
-    if isinstance(expr, Operand):
-        return plan.replacement if expr.uid == plan.operand.uid else expr
-    if isinstance(expr, Apply):
-        return Apply(expr.op, tuple(replaced(a, plan) for a in expr.args))
-    if isinstance(expr, Sum):
-        return Sum(expr.var, replaced(expr.body, plan), expr.op, expr.hidden)
-    return expr

@@ -20,13 +20,21 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .cin import Expr, operands
-from .from_schedule import statement_of
+from .from_schedule import assignment, in_loops
 from .loops import Accumulate, Allocate, Block, Clear, Insert, Node, Program
 from .lower_loops import NestLowering, State
 from .operators import ADD
-from .precompute import replaced
 from .statement_parts import statement_facts
-from .statements import Access, Forall, IndexVar, Precompute, Stmt, Where, sequence_parts
+from .statements import (
+    Access,
+    Forall,
+    IndexVar,
+    Precompute,
+    Stmt,
+    Where,
+    replaced,
+    sequence_parts,
+)
 from .types import TensorType
 
 
@@ -69,7 +77,8 @@ class _Lowering(NestLowering):
                             for p in self.plans)
         plain = without_precomputes(stmt, self.plans)
         if any(p.expr is not None for p in self.plans):  # the nest's own loops, the sum's too
-            plain = statement_of([replace(part, precomputes=())], self.types)
+            plain = in_loops(assignment(part.assign, part.body, part.reduce_op), part.order,
+                             self.types)
         body = self.nest(number, plain)
         return Block((*allocations, body)) if allocations else body
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from .cin import Apply, Expr, Operand, Sum, nodes
 from .operators import ADD, MUL
-from .schedule import Nest
+from .statement_parts import Part
 from .types import TensorType
 
 # Why a nest does not split where a sum the user placed stays inside its product (the
@@ -85,7 +85,7 @@ def product(parts: tuple[Expr, ...]) -> Expr:
     return result
 
 
-def sum_shape(nest: Nest, types: dict[str, TensorType]) -> SumShape | str:
+def sum_shape(nest: Part, types: dict[str, TensorType]) -> SumShape | str:
     """How ``nest`` splits for a sum workspace, or why it does not (see the module
     docstring)."""
     order, assign = nest.order, nest.assign

@@ -17,12 +17,14 @@ from __future__ import annotations
 from .algebra import expr_fill, same_value
 from .cin import Assign, Sum, operands
 from .errors import ScheduleError
+from .from_schedule import assignment, in_loops
+from .loop_order import order_loops
 from .operators import ADD
-from .schedule import Nest, order_loops
+from .statements import Stmt
 from .types import TensorType
 
 
-def scattered_reduction(assign: Assign, types: dict[str, TensorType]) -> Nest | None:
+def scattered_reduction(assign: Assign, types: dict[str, TensorType]) -> Stmt | None:
     """The nest reducing ``assign``'s right-hand side (a reduction by an operator other
     than +) into its dense output from outside the output's loops, or None where the
     rule above does not allow it or no such order exists."""
@@ -48,4 +50,4 @@ def scattered_reduction(assign: Assign, types: dict[str, TensorType]) -> Nest | 
     last_out = max(order.index(v) for v in out_vars)
     if not any(order.index(v) < last_out for v in summed):
         return None  # the output's loops outermost: the fold's nest, refused already
-    return Nest(assign, tuple(order), body, reduce_op=op)
+    return in_loops(assignment(assign, body, op), tuple(order), types)

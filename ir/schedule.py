@@ -1,6 +1,8 @@
-"""Turn an assignment into concrete statements with loop orders.
+"""Turn an assignment into a concrete statement with loop orders.
 
-Loop orders follow storage: a level that cannot ``locate`` can only be reached after all
+The result is concrete notation built by the rewrites of ir/from_schedule.py (the
+assignment under its loops, a sequence for a split); there is no other record of the
+choices. Loop orders follow storage (ir/loop_order.py): a level that cannot ``locate`` can only be reached after all
 its ancestors' variables are bound, so each such level orders its ancestors' variables
 before its own. Outputs assembled by appending additionally need their variables
 outermost and in level order. When no order exists, an additive right-hand side whose
@@ -10,8 +12,7 @@ output can take random inserts is split into a sequence of ``+=`` statements.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from .cin import (
     Apply,
@@ -26,12 +27,11 @@ from .cin import (
     peel_sums,
 )
 from .errors import ScheduleError
-from .operators import ADD, MUL, NEG, SUB, Operator
+from .from_schedule import assignment, declared, in_loops
+from .loop_order import order_loops
+from .operators import ADD, MUL, NEG, SUB
+from .statements import Stmt, sequence
 from .types import TensorType, unordered_append_output
-
-if TYPE_CHECKING:
-    from .precompute import Precompute
-    from .workspace_schedule import WorkspacePlan
 
 
 class ScatteredOutputError(ScheduleError):
@@ -39,92 +39,14 @@ class ScatteredOutputError(ScheduleError):
     the order its appended levels keep: assembling it needs a workspace."""
 
 
-@dataclass(frozen=True)
-class Nest:
-    """One statement ready for lowering: its loop order and the body under the sums."""
-
-    assign: Assign
-    order: tuple[str, ...]
-    body: Expr
-    workspace: WorkspacePlan | None = None  # the output's entries go through a temporary
-    precomputes: tuple[Precompute, ...] = ()  # operands read through a temporary
-    reduce_op: Operator | None = None  # the output reduced by it from outside (scatter_reduce)
-
-
-def order_loops(loop_vars: list[str], exprs_operands: list[Operand],
-                types: dict[str, TensorType], bound: set[str],
-                before: list[tuple[str, str]] = (), prefer: list[str] = (),
-                derived: dict[str, tuple[tuple[str, int], ...]] | None = None,
-                sparse_first: bool = False,
-                soft: list[tuple[str, str]] = ()) -> list[str]:
-    """Topologically order ``loop_vars`` under the storage constraints of the operands.
-
-    An index derived from blocked levels counts as bound once its parts are. Among the
-    orders the constraints allow, indices follow each operand's (and ``soft``'s) storage
-    order where they can, so memory is walked in the order it is laid out (ELL's slots
-    before rows, a row-major dense operand row by row). Then, with ``sparse_first``
-    (outputs that take scattered updates), an index some operand must iterate goes before
-    one only dense levels index: SpMM and MTTKRP get TACO's i,k,j order. A level that
-    can locate may follow a level of a nested sum's index: the sum's loop, run inside,
-    locates it at the index bound outside.
-    """
-    derived = derived or {}
-    edges: set[tuple[str, str]] = set(before)
-    for op in exprs_operands:
-        levels = types[op.tensor].levels
-        for k, var in enumerate(op.vars):
-            if var not in loop_vars:
-                continue
-            for earlier in op.vars[:k]:
-                parts = [p for p, _ in derived.get(earlier, ()) if p in loop_vars]
-                if earlier in derived:
-                    if not levels[k].can_locate:
-                        edges.update((part, var) for part in parts)
-                elif earlier in loop_vars and not levels[k].can_locate:
-                    edges.add((earlier, var))
-                elif earlier not in loop_vars and earlier not in bound \
-                        and not levels[k].can_locate:
-                    raise ScheduleError(
-                        f"{op.tensor}: level {k} (index {var}) is reached only after index "
-                        f"{earlier}, which is bound in an inner loop")
-    iterated = {var for op in exprs_operands
-                for var, level in zip(op.vars, types[op.tensor].levels)
-                if not level.can_locate}
-    preferred = set(soft)
-    for op in exprs_operands:
-        chain = [v for v in op.vars if v in loop_vars]
-        preferred.update((a, b) for a, b in itertools.pairwise(chain) if a != b)
-    rank = {v: (not (sparse_first and v in iterated),
-                prefer.index(v) if v in prefer else len(prefer) + loop_vars.index(v))
-            for v in loop_vars}
-    remaining = list(loop_vars)
-    order: list[str] = []
-    while remaining:
-        ready = [v for v in remaining
-                 if not any(a in remaining and b == v for a, b in edges if a != v)]
-        if not ready:
-            cycle = ", ".join(sorted(remaining))
-            raise ScheduleError(f"the storage orders of the operands conflict over indices "
-                                f"{cycle} (operands whose levels store them in opposite orders: "
-                                "a row-major A(i,j) with a column-major B(i,j), or with a "
-                                "row-major B(j,i)); convert one operand or use an output that "
-                                "takes inserts")
-        def waiting(var: str) -> int:
-            return sum(1 for a, b in preferred if b == var and a in remaining and a != var)
-
-        pick = min(ready, key=lambda v: (waiting(v), rank[v]))
-        order.append(pick)
-        remaining.remove(pick)
-    return order
-
-
 def _needs_ordered_output(out: TensorType) -> bool:
     return any(level.can_append for level in out.levels) and not unordered_append_output(out.levels)
 
 
 def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
-             exact_sums: bool = False) -> list[Nest]:
-    """Loop orders for ``assign``, splitting it into several statements when needed.
+             exact_sums: bool = False) -> Stmt:
+    """``assign`` as concrete notation: under loops in an order its operands' storage
+    allows, split into a sequence of statements when needed.
 
     ``split`` forces the split (used when one nest schedules but cannot be lowered, e.g.
     a union of unordered levels). ``exact_sums``: refuse to move factors into a sum the
@@ -141,7 +63,7 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
         _check_blocked_products(assign.rhs, dict(assign.derived), guarded)
         if split:
             raise ScheduleError("the statement cannot be lowered as one loop nest")
-        return [_schedule_one(assign, types, exact_sums)]
+        return _schedule_one(assign, types, exact_sums)
     except ScheduleError:
         out = types[assign.tensor]
         terms = additive_terms(assign.rhs)
@@ -151,7 +73,7 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
         # every coordinate (``0 + C(i+j)``, a broadcast term replaced by its fill)
         terms = [t for t in terms if not (isinstance(t, Const) and t.value == ADD.identity)
                  ] or terms[:1]
-        nests = []
+        nests: list[Stmt] = []
         hidden = [_hidden_sums(term) for term in terms]
         everywhere = set().union(*hidden)
         for k, term in enumerate(terms):
@@ -169,8 +91,10 @@ def schedule(assign: Assign, types: dict[str, TensorType], split: bool = False,
                            offsets=tuple(o for o in assign.offsets if o[0] in kept),
                            guards=tuple(g for g in assign.guards if g[0] in kept),
                            divisors=tuple(d for d in assign.divisors if d[0] in kept))
-            nests.append(_schedule_one(part, types, exact_sums))
-        return nests
+            # the terms' scalar temporaries are named apart (t, t1, ... across them)
+            taken = set().union(*(declared(n) for n in nests))
+            nests.append(_schedule_one(part, types, exact_sums, taken))
+        return sequence(nests)
 
 
 def _hidden_sums(expr: Expr) -> set[str]:
@@ -193,8 +117,8 @@ def additive_terms(expr: Expr) -> list[Expr]:
     return [expr]
 
 
-def _schedule_one(assign: Assign, types: dict[str, TensorType], exact_sums: bool = False
-                  ) -> Nest:
+def _schedule_one(assign: Assign, types: dict[str, TensorType], exact_sums: bool = False,
+                  taken: set[str] | frozenset[str] = frozenset()) -> Stmt:
     """One loop nest that keeps each sum where the user placed it, so that a factor
     outside ``sum_j(...)`` multiplies the finished sum; if the sum's loops cannot nest
     under the factors' (an operand's storage reaches the sum's index before theirs, as
@@ -203,14 +127,14 @@ def _schedule_one(assign: Assign, types: dict[str, TensorType], exact_sums: bool
     sum over no stored entry is NaN, not 0)."""
     exact = hoist_sums(assign.rhs, exact=True)
     try:
-        return _schedule_rhs(assign, exact, types)
+        return _schedule_rhs(assign, exact, types, taken)
     except ScheduleError:
         hoisted = hoist_sums(assign.rhs)
         if hoisted == exact or exact_sums and any(
                 not all(level.full for level in types[op.tensor].levels)
                 for op in _factors_of_sums(exact)):
             raise
-        return _schedule_rhs(assign, hoisted, types)
+        return _schedule_rhs(assign, hoisted, types, taken)
 
 
 def _factors_of_sums(expr: Expr) -> list[Operand]:
@@ -229,7 +153,9 @@ def _factors_of_sums(expr: Expr) -> list[Operand]:
     return found
 
 
-def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Nest:
+def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType],
+                  taken: set[str] | frozenset[str]) -> Stmt:
+    """``assign`` computing ``rhs`` under its loops, in the order storage allows."""
     summed, body = peel_sums(rhs)
     out_type = types[assign.tensor]
     derived = {index for index, _ in assign.derived}
@@ -271,7 +197,7 @@ def _schedule_rhs(assign: Assign, rhs: Expr, types: dict[str, TensorType]) -> Ne
                 "(not supported yet) or an output whose levels take inserts"
             ) from None
         raise
-    return Nest(assign, tuple(order), body)
+    return in_loops(assignment(assign, body), tuple(order), types, taken)
 
 
 def _orders_without(asked: list[str], loop_vars: list[str], ops: list[Operand],

@@ -28,8 +28,8 @@ from .statements import (
     loop_nest,
     sequence_parts,
 )
+from .workspace_plan import WorkspacePlan
 from .workspace_policies import checked_policy
-from .workspace_schedule import WorkspacePlan
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,20 @@ class Precompute:
 Expr = CinExpr | Access
 
 
+def replaced(expr: Expr, plan: Precompute) -> Expr:
+    """``expr`` reading the temporary where it read the operand (a sum workspace's
+    consumer, for the product it splits)."""
+    if plan.consumer is not None:
+        return plan.consumer
+    if isinstance(expr, Operand):
+        return plan.replacement if expr.uid == plan.operand.uid else expr
+    if isinstance(expr, Apply):
+        return Apply(expr.op, tuple(replaced(a, plan) for a in expr.args))
+    if isinstance(expr, Sum):
+        return Sum(expr.var, replaced(expr.body, plan), expr.op, expr.hidden)
+    return expr
+
+
 @dataclass(frozen=True)
 class Source:
     """What an assignment computes as the scheduler left it, beside its printed form:

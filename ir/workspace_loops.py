@@ -36,7 +36,7 @@ from .result_fill import NestSums
 from .statement_parts import output_workspace, statement_facts
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
 from .types import TensorType
-from .workspace_schedule import WorkspacePlan
+from .workspace_plan import WorkspacePlan
 
 
 def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str) -> Program:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from .workspace import WorkspaceKind
 
 if TYPE_CHECKING:
-    from .workspace_schedule import WorkspacePlan
+    from .workspace_plan import WorkspacePlan
 
 
 class StoreClass(Protocol):

@@ -13,37 +13,23 @@ otherwise (``_sparse_policy``: bucket or sort); a caller may name any registered
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..formats.loader import PROPERTY_NAMES
 from .cin import Assign
 from .errors import ScheduleError
-from .schedule import Nest, ScatteredOutputError, additive_terms, schedule
-from .statements import TensorVar
+from .from_schedule import through_workspace
+from .schedule import ScatteredOutputError, additive_terms, schedule
+from .statement_parts import parts_of
+from .statements import Stmt, TensorVar
 from .types import LevelType, TensorType
 from .workspace import WorkspaceKind, workspace_level
+from .workspace_plan import WorkspacePlan
 from .workspace_policies import BUCKET, DENSE, SORT, checked_policy
 from .workspace_policy import WorkspacePolicy
 
 
-@dataclass(frozen=True)
-class WorkspacePlan:
-    """The temporary between a scattered nest and its output.
-
-    ``hoisted``: the output's leading indices that stay outside (one consumer run per
-    coordinate of them); ``vars``: the output indices the temporary covers, in the
-    output's level order."""
-
-    kind: WorkspaceKind
-    policy: WorkspacePolicy
-    hoisted: tuple[str, ...]
-    vars: tuple[str, ...]
-    temporary: TensorVar
-
-
 def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = False,
                     policy: str | None = None, sparse: bool = True,
-                    exact_sums: bool = False) -> list[Nest]:
+                    exact_sums: bool = False) -> Stmt:
     """``schedule``, with a workspace where the output would be scattered; without
     ``sparse``, the ScatteredOutputError where the rule would choose a sparse one."""
     try:
@@ -66,7 +52,7 @@ def schedule_kernel(assign: Assign, types: dict[str, TensorType], split: bool = 
 
 
 def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: WorkspacePolicy | None,
-                    error: ScheduleError, sparse: bool, exact_sums: bool) -> list[Nest]:
+                    error: ScheduleError, sparse: bool, exact_sums: bool) -> Stmt:
     out = types[assign.tensor]
     if assign.derived and not {g[0] for g in assign.guards} >= set(assign.vars) & {
             index for index, _ in assign.derived}:  # blocked levels' indices
@@ -75,9 +61,10 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Worksp
     if stand_in is None:
         raise error
     try:
-        nests = schedule(assign, {**types, assign.tensor: stand_in}, exact_sums=exact_sums)
+        stmt = schedule(assign, {**types, assign.tensor: stand_in}, exact_sums=exact_sums)
     except ScheduleError:
         raise error from None
+    nests = parts_of(stmt)
     out_vars = assign.vars
     hoisted = 0
     # Nests of several terms that each produce the output in order still meet in a
@@ -107,7 +94,7 @@ def _with_workspace(assign: Assign, types: dict[str, TensorType], policy: Worksp
     temp = TensorVar(name, TensorType(levels, len(ws_vars), out.dtype, out.index_dtype),
                      policy.name)
     plan = WorkspacePlan(kind, policy, tuple(out_vars[:hoisted]), ws_vars, temp)
-    return [Nest(n.assign, n.order, n.body, plan) for n in nests]
+    return through_workspace(stmt, plan)
 
 
 def _sparse_policy(out: TensorType, out_vars: tuple[str, ...], ws_vars: tuple[str, ...]

@@ -12,7 +12,6 @@ import scipy.signal as ss
 from llvsparse.backends.interpret.walker import Walker
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.errors import InternalCompilerError
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Bind, Block, CallingConvention, Locate, Node, Program, Ref
 from llvsparse.ir.opt import loop_ir
@@ -148,7 +147,7 @@ def _without_lets(node: Node) -> Node:
 def test_the_native_backend_binds_no_derived_index_the_program_does_not() -> None:
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32") for n, (f, order)
              in {"O": ("dense", 2), "I": ("dense", 2), "F": ("csr", 2)}.items()}
-    program = loop_ir(statement_of(schedule(to_concrete(ls.parse(CONV), types), types), types), types, "O")
+    program = loop_ir(schedule(to_concrete(ls.parse(CONV), types), types), types, "O")
     abi = CallingConvention(("O", "I", "F"), types)
     KernelCompiler(program, abi).compile()  # as lowered: it compiles
     bare: Program = replace(program, root=_without_lets(program.root))

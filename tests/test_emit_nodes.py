@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import (
     Block,
@@ -37,8 +36,8 @@ def _types(**formats: tuple[str, int]):
 
 def _program(statement: str, **formats: tuple[str, int]):
     types = _types(**formats)
-    nests = schedule(to_concrete(ls.parse(statement), types), types)
-    return loop_ir(statement_of(nests, types), types, statement.split("(")[0])
+    stmt = schedule(to_concrete(ls.parse(statement), types), types)
+    return loop_ir(stmt, types, statement.split("(")[0])
 
 
 def _rewrite(node: Node, change) -> Node:
@@ -131,8 +130,8 @@ def test_a_node_code_generation_does_not_know_is_an_internal_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     formats = {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}
     types = _types(**formats)
-    nests = schedule(to_concrete(ls.parse("y(i) = A(i,j) * x(j)"), types), types)
-    program = loop_ir(statement_of(nests, types), types, "y")
+    stmt = schedule(to_concrete(ls.parse("y(i) = A(i,j) * x(j)"), types), types)
+    program = loop_ir(stmt, types, "y")
     with_a_sort = replace(program, root=Block((Sort("w", "radix"), program.root)))
     with pytest.raises(ls.InternalCompilerError, match="Sort"):
         KernelCompiler(with_a_sort, CallingConvention(tuple(formats), types)).compile()

@@ -11,7 +11,6 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.errors import InternalCompilerError
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, CallingConvention, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
@@ -27,19 +26,19 @@ SPADD = "C(i,j) = A(i,j) + B(i,j)"
 def _setup(statement: str, **formats: tuple[str, int]):
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
-    return statement_of(schedule(to_concrete(ls.parse(statement), types), types), types), types
+    return schedule(to_concrete(ls.parse(statement), types), types), types
 
 
-def _compile(nests, types, order) -> KernelCompiler:
-    compiler = KernelCompiler(loop_ir(nests, types, order[0]), CallingConvention(tuple(order), types))
+def _compile(stmt, types, order) -> KernelCompiler:
+    compiler = KernelCompiler(loop_ir(stmt, types, order[0]), CallingConvention(tuple(order), types))
     compiler.compile()
     return compiler
 
 
 def test_a_loop_missing_from_the_loop_ir_is_an_internal_error() -> None:
     """The emitter does not build a loop the loop IR lacks: it says so."""
-    nests, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    program = replace(loop_ir(nests, types, "C"), root=Block(()))
+    stmt, types = _setup(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
+    program = replace(loop_ir(stmt, types, "C"), root=Block(()))
     with pytest.raises(InternalCompilerError, match="the loop IR has no loop over i in the nest"):
         KernelCompiler(program, CallingConvention(("C", "A", "B"), types)).compile()
 
@@ -70,8 +69,8 @@ def test_the_cases_emitted_are_the_loop_irs(monkeypatch: pytest.MonkeyPatch) -> 
     merge with its one case: the kernel computes what the loop IR says, the sum where
     both operands are stored, so the cases come from the node."""
     statement = "Zc(i,j) = Pc(i,j) + Qc(i,j)"
-    nests, types = _setup(statement, Zc=("csr", 2), Pc=("csr", 2), Qc=("csr", 2))
-    narrowed = loop_ir(nests, types, "Zc")
+    stmt, types = _setup(statement, Zc=("csr", 2), Pc=("csr", 2), Qc=("csr", 2))
+    narrowed = loop_ir(stmt, types, "Zc")
     narrowed = replace(narrowed, root=_intersection_only(narrowed.root))
     assert [n.index for n in loops_of(narrowed.root)] == ["i", "j"]
     monkeypatch.setattr(lowering, "loop_ir", lambda *args: narrowed)
@@ -109,22 +108,22 @@ def test_a_nested_reduction_by_max_folds_one_index_at_a_time() -> None:
         dense[0] = 0.0
         got = kernel(B=ls.Tensor.from_numpy(dense, format="csf")).to_numpy()
         np.testing.assert_allclose(got, dense.max(axis=(1, 2)))
-    inner = [n for n in loops_of(loop_ir(*_max_nests(), "y").root) if n.index == "k"]
+    inner = [n for n in loops_of(loop_ir(*_max_statement(), "y").root) if n.index == "k"]
     assert inner and all(n.expr is not None for n in inner)
 
 
-def _max_nests():
-    nests, types = _setup("y(i) = max(j, max(k, B(i,j,k)))", y=("dense", 1), B=("csf", 3))
-    return nests, types
+def _max_statement():
+    stmt, types = _setup("y(i) = max(j, max(k, B(i,j,k)))", y=("dense", 1), B=("csf", 3))
+    return stmt, types
 
 
 def test_the_pairs_driver_is_the_inner_loops_level() -> None:
     """Paired rows take the level their inner loop iterates from the loop IR."""
     from llvsparse.backends.llvm.pairs import driver_of
 
-    nests, types = _setup("y(i) = A(i,j) * x(j)", y=("dense", 1), A=("csr", 2),
+    stmt, types = _setup("y(i) = A(i,j) * x(j)", y=("dense", 1), A=("csr", 2),
                           x=("dense", 1))
-    (outer,) = [n for n in loops_of(loop_ir(nests, types, "y").root) if n.index == "i"]
+    (outer,) = [n for n in loops_of(loop_ir(stmt, types, "y").root) if n.index == "i"]
     assert outer.other.pairs and not outer.forms.pairs
     driver = driver_of(outer)
     assert (driver.level, driver.uid) == (1, outer.iterator.uid)

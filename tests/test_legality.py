@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from llvsparse.backends.llvm.codegen import emit_kernel
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.legality import loop_refusal, output_refusal
 from llvsparse.ir.opt import loop_ir
@@ -28,7 +27,7 @@ def _never_emits(program, abi):
 
 def test_an_unordered_level_merged_with_another_is_refused_by_the_loop_ir() -> None:
     types = _types(C=("csr", 2), A=("hash", 2), B=("csr", 2))
-    program = loop_ir(statement_of(schedule(to_concrete(ls.parse(SPADD), types), types), types), types, "C")
+    program = loop_ir(schedule(to_concrete(ls.parse(SPADD), types), types), types, "C")
     reason = loop_refusal(program, types["C"], ("i", "j"))
     assert reason == "A: level 1 is unordered and cannot be co-iterated with another operand"
     request = Request(ls.parse(SPADD), list(types), "float64", False, emit=_never_emits)
@@ -40,7 +39,7 @@ def test_an_unordered_level_alone_is_refused_where_the_output_appends_in_order()
     statement = "C(i,j) = 2 * A(i,j)"
     for out, refused in (("csr", True), ("dense", False)):
         types = _types(C=(out, 2), A=("hash", 2))
-        program = loop_ir(statement_of(schedule(to_concrete(ls.parse(statement), types), types), types), types,
+        program = loop_ir(schedule(to_concrete(ls.parse(statement), types), types), types,
                           "C")
         reason = loop_refusal(program, types["C"], ("i", "j"))
         assert (reason == "A: level 1 is unordered, but the output appends index j in "
@@ -60,7 +59,7 @@ def test_an_output_format_that_cannot_be_assembled_is_refused_before_emission() 
 
 def test_what_the_loop_ir_allows_is_emitted() -> None:
     types = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    program = loop_ir(statement_of(schedule(to_concrete(ls.parse(SPADD), types), types), types), types, "C")
+    program = loop_ir(schedule(to_concrete(ls.parse(SPADD), types), types), types, "C")
     assert loop_refusal(program, types["C"], ("i", "j")) is None
     assert output_refusal(types["C"]) is None
     request = Request(ls.parse(SPADD), list(types), "float64", False, emit=emit_kernel)

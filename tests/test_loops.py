@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Block, CallingConvention, Case, Loop, Merge, loops_of, show
 from llvsparse.ir.lower_loops import lower
@@ -34,17 +33,17 @@ def _types(**formats: tuple[str, int]):
             for n, (f, order) in formats.items()}
 
 
-def _nests(statement: str, types):
+def _statement(statement: str, types):
     concrete = to_concrete(ls.parse(statement), types)
     try:
-        return statement_of(schedule(concrete, types), types)
+        return schedule(concrete, types)
     except ls.ScheduleError:
-        return statement_of(schedule(concrete, types, split=True), types)
+        return schedule(concrete, types, split=True)
 
 
 def _program(statement: str, fastmath: bool = False, **formats: tuple[str, int]):
     types = _types(**formats)
-    return loop_ir(_nests(statement, types), types, statement.split("(")[0],
+    return loop_ir(_statement(statement, types), types, statement.split("(")[0],
                    opt.Target(fastmath=fastmath))
 
 
@@ -186,9 +185,9 @@ def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
     the passes chose it, and no more (the emitter names those loops' blocks after their
     form)."""
     types = _types(**formats)
-    nests = _nests(statement, types)
+    stmt = _statement(statement, types)
     order = list(formats)
-    program = loop_ir(nests, types, order[0])
+    program = loop_ir(stmt, types, order[0])
     noted = {note for notes in _notes(program).values() for note in notes}
     other = KernelCompiler(opt.other_form(program), CallingConvention(tuple(order), types))
     code = str(other.compile())
@@ -201,15 +200,15 @@ def test_the_emitter_reads_the_forms() -> None:
     instead of deciding itself."""
     formats = {"C": ("dense", 2), "A": ("csr", 2), "B": ("dense", 2)}
     types = _types(**formats)
-    nests = _nests(SPMM, types)
-    bare = lower(nests, types, "C")
+    stmt = _statement(SPMM, types)
+    bare = lower(stmt, types, "C")
 
     def forms(program) -> tuple[bool, bool]:  # (jammed, rows cleared)
         module = KernelCompiler(program, CallingConvention(tuple(formats), types)).compile()
         code = str(module.get_global("llvsparse_kernel_range"))
         return ".jam8.head" in code, 'call void @"llvm.memset' in code
 
-    assert forms(loop_ir(nests, types, "C")) == (True, True)
+    assert forms(loop_ir(stmt, types, "C")) == (True, True)
     assert forms(bare) == (False, False)
 
 
@@ -217,11 +216,11 @@ def test_a_second_form_is_read_off_the_program() -> None:
     """Whether a kernel is compiled in two forms (timed against each other) is a fact
     of its program: a union's case selection has one, a row-wise SpMM none."""
     union = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    assert opt.has_other_form(loop_ir(_nests(SPADD, union), union, "C"))
-    bare_nests = _nests(SPADD, union)
-    assert not opt.has_other_form(lower(bare_nests, union, "C"))
+    assert opt.has_other_form(loop_ir(_statement(SPADD, union), union, "C"))
+    bare_stmt = _statement(SPADD, union)
+    assert not opt.has_other_form(lower(bare_stmt, union, "C"))
     spmm = _types(C=("dense", 2), A=("csr", 2), B=("dense", 2))
-    assert not opt.has_other_form(loop_ir(_nests(SPMM, spmm), spmm, "C"))
+    assert not opt.has_other_form(loop_ir(_statement(SPMM, spmm), spmm, "C"))
 
 
 def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:
@@ -257,7 +256,7 @@ def test_the_emitter_clamps_only_tagged_loops() -> None:
 
     formats = {"y": ("dense", 1), "A": ("csr", 2), "x": ("dense", 1)}
     types = _types(**formats)
-    nests = _nests(SPMV, types)
+    stmt = _statement(SPMV, types)
 
     def bounds_read(program) -> int:
         module = KernelCompiler(program, CallingConvention(tuple(formats), types)).compile()
@@ -276,7 +275,7 @@ def test_the_emitter_clamps_only_tagged_loops() -> None:
                                                       for c in node.cases))
         return node
 
-    program = loop_ir(nests, types, "y")
+    program = loop_ir(stmt, types, "y")
     assert bounds_read(program) > 0
     assert bounds_read(replace(program, root=untagged(program.root))) == 0
 
@@ -365,11 +364,11 @@ def test_the_lattice_stage_is_printed_from_the_program() -> None:
     from llvsparse.ir.lattice_text import lattice_text
 
     union = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    assert lattice_text(loop_ir(_nests(SPADD, union), union, "C"), union).splitlines() == [
+    assert lattice_text(loop_ir(_statement(SPADD, union), union, "C"), union).splitlines() == [
         "i: {A.0, B.0}    over (A(i,j) + B(i,j))    region A ∪ B",
         "j: {A.1, B.1} > {A.1} > {B.1}    over (A(i,j) + B(i,j))    region A ∪ B"]
     spmm = _types(C=("dense", 2), A=("csr", 2), B=("dense", 2))
-    assert lattice_text(loop_ir(_nests(SPMM, spmm), spmm, "C"), spmm).splitlines()[1:3] == [
+    assert lattice_text(loop_ir(_statement(SPMM, spmm), spmm, "C"), spmm).splitlines()[1:3] == [
         "j: {A.1, B.0}    over (A(i,j) * B(j,k))    region A ∩ B",
         "j: 8, then 4 positions per step (jammed)"]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import difflib
 
 import pytest
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import Program, show
 from llvsparse.ir.lower_loops import lower
@@ -25,8 +24,8 @@ def lowered(statement: str, formats: dict[str, tuple[str, int]]) -> Program:
     """The program loop lowering builds, before any pass."""
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
-    nests = schedule(to_concrete(ls.parse(statement), types), types)
-    return lower(statement_of(nests, types), types, statement.split("(")[0])
+    stmt = schedule(to_concrete(ls.parse(statement), types), types)
+    return lower(stmt, types, statement.split("(")[0])
 
 
 def test_the_thread_rows_pass_in_full() -> None:

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.cpu import OTHER_FORM_SUFFIX
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.loops import loops_of
 from llvsparse.ir.opt import loop_ir
@@ -27,7 +26,7 @@ def _noted(statement: str, **formats: tuple[str, int]) -> dict[str, tuple[int, i
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
     concrete = to_concrete(ls.parse(statement), types)
-    program = loop_ir(statement_of(schedule_kernel(concrete, types), types), types, statement.split("(")[0])
+    program = loop_ir(schedule_kernel(concrete, types), types, statement.split("(")[0])
     return {node.index: (node.forms.prefetch, (node.other or node.forms).prefetch)
             for node in loops_of(program.root)}
 

@@ -1,5 +1,5 @@
-"""Concrete index notation statements: construction, printing, building them from the
-scheduler's nests, and paper 002's workspace rule as a rewrite of them."""
+"""Concrete index notation statements: construction, printing, the scheduler building
+them, and paper 002's workspace rule as a rewrite of them."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import dataclasses
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.cin import Apply, Operand, hoist_sums, peel_sums
-from llvsparse.ir.from_schedule import statement_of
+from llvsparse.ir.cin import Apply, Operand
 from llvsparse.ir.frontend import to_concrete
 from llvsparse.ir.operators import ADD, MUL
-from llvsparse.ir.schedule import Nest, schedule
+from llvsparse.ir.schedule import schedule
+from llvsparse.ir.statement_parts import Part, parts_of
 from llvsparse.ir.statements import (
     Access,
     Affine,
@@ -21,6 +21,7 @@ from llvsparse.ir.statements import (
     Forall,
     IndexVar,
     Sequence,
+    Stmt,
     TensorVar,
     Where,
     concrete_text,
@@ -41,18 +42,12 @@ def _types(dtype: str = "float64", **formats: tuple[str, int]):
             for n, (f, order) in formats.items()}
 
 
-def _scheduled(statement: str, types) -> list[Nest]:
+def _scheduled(statement: str, types) -> Stmt:
     concrete = to_concrete(ls.parse(statement), types)
     try:
         return schedule(concrete, types)
     except ls.ScheduleError:
         return schedule(concrete, types, split=True)
-
-
-def _nest(statement: str, order: str, types) -> Nest:
-    """A nest in a loop order the scheduler would refuse (it needs a workspace)."""
-    concrete = to_concrete(ls.parse(statement), types)
-    return Nest(concrete, tuple(order), peel_sums(hoist_sums(concrete.rhs))[1])
 
 
 def _matrix(rows: int, cols: int, seed: int, fmt: str) -> sp.spmatrix:
@@ -98,21 +93,21 @@ def test_sequences_fold_and_unfold():
 
 def test_spmv_prints_its_loop_nest():
     types = _types(y=("dense", 1), A=("csr", 2), x=("dense", 1))
-    stmt = statement_of(_scheduled("y(i) = A(i,j) * x(j)", types), types)
+    stmt = _scheduled("y(i) = A(i,j) * x(j)", types)
     assert show(stmt) == "forall(i, forall(j, y(i) += A(i,j) * x(j)))"
     assert show_indented(stmt) == "forall i:\n  forall j:\n    y(i) += A(i,j) * x(j)"
 
 
 def test_spadd_assigns_without_reduction():
     types = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types), types)
+    stmt = _scheduled("C(i,j) = A(i,j) + B(i,j)", types)
     assert show(stmt) == "forall(i, forall(j, C(i,j) = A(i,j) + B(i,j)))"
 
 
 def test_split_additive_statement_is_a_sequence():
     """CSR + CSC into a dense output: one nest per storage order, the second adding."""
     types = _types(C=("dense", 2), A=("csr", 2), B=("csc", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) + B(i,j)", types), types)
+    stmt = _scheduled("C(i,j) = A(i,j) + B(i,j)", types)
     assert isinstance(stmt, Sequence)
     assert concrete_text(stmt) == ("forall(i, forall(j, C(i,j) = A(i,j)))\n"
                                    "forall(j, forall(i, C(i,j) += B(j,i)))")
@@ -120,7 +115,7 @@ def test_split_additive_statement_is_a_sequence():
 
 def test_blocked_output_index_prints_its_derivation():
     types = _types(C=("dense", 2), A=("bcsr2x2", 2))
-    stmt = statement_of(_scheduled("C(i,j) = A(i,j) * 2", types), types)
+    stmt = _scheduled("C(i,j) = A(i,j) * 2", types)
     _, inner = loop_nest(stmt)
     assert str(inner.access) == "C(2*A_0__1 + A_2__1, 2*A_1__1 + A_3__1)"
 
@@ -137,7 +132,7 @@ def test_inner_sum_becomes_a_scalar_temporary():
                                "forall(j, t() += A(i,j) * x(j))) with t: float64 scalar)")
     types = _types("float32", y=("dense", 1), A=("csr", 2), x=("dense", 1), z=("dense", 1),
                    t=("dense", 1))
-    stmt = statement_of(_scheduled("y(i) = A(i,j) * x(j) + z(i)", types), types)
+    stmt = _scheduled("y(i) = A(i,j) * x(j) + z(i)", types)
     where = stmt.body
     assert isinstance(where, Where) and where.temporaries[0].name == "t1"
     assert where.temporaries[0].dtype == "float32" and where.temporaries[0].type.order == 0
@@ -170,11 +165,11 @@ def test_kernel_concrete_is_the_statement_tree():
 
 # ----------------------------------------------------------------------------- workspaces
 
-def _through_rule(statement: str, types, **options) -> tuple[list[Nest], str]:
-    """The nests the scheduler makes with paper 002's workspace rule, and the concrete
-    notation they print as."""
-    nests = schedule_kernel(to_concrete(ls.parse(statement), types), types, **options)
-    return nests, show(statement_of(nests, types))
+def _through_rule(statement: str, types, **options) -> tuple[list[Part], str]:
+    """The nests of the statement the scheduler makes with paper 002's workspace rule,
+    and the concrete notation it prints as."""
+    stmt = schedule_kernel(to_concrete(ls.parse(statement), types), types, **options)
+    return parts_of(stmt), show(stmt)
 
 
 def test_gustavson_spgemm_gets_a_dense_row_workspace():

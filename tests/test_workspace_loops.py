@@ -11,7 +11,6 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.from_schedule import statement_of
 from llvsparse.ir.loops import Allocate, Entries, Sort, walk
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.statements import Where
@@ -118,19 +117,18 @@ def test_loop_ir_nodes_of_a_workspace_kernel():
              for n, f in (("C", "csr"), ("A", "csr"), ("B", "csr"))}
     from llvsparse.ir.frontend import to_concrete
     from llvsparse.ir.workspace_schedule import schedule_kernel
-    nests = schedule_kernel(to_concrete(ls.parse(SPGEMM), types), types)
-    program = loop_ir(statement_of(nests, types), types, "C")
+    stmt = schedule_kernel(to_concrete(ls.parse(SPGEMM), types), types)
+    program = loop_ir(stmt, types, "C")
     nodes = list(walk(program.root))
     assert isinstance(nodes[1], Allocate) and nodes[1].name == "w"
     assert [type(n) for n in nodes].count(Sort) == 1
     (entries,) = [n for n in nodes if isinstance(n, Entries)]
     assert entries.indices == ("j",) and entries.ordered
     with pytest.raises(ValueError, match="not a statement through a workspace"):
-        lower_workspace(to_concrete_stmt(nests, types).consumer, types, "C")
+        lower_workspace(_where(stmt).consumer, types, "C")
 
 
-def to_concrete_stmt(nests, types) -> Where:
-    stmt = statement_of(nests, types)
+def _where(stmt) -> Where:
     while not isinstance(stmt, Where):
         stmt = stmt.body
     return stmt

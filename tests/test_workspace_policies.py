@@ -230,11 +230,12 @@ def test_rule_buckets_rows_the_output_holds_anyway(statement, formats, picked):
     its rows (covered indices but the last) are full, so its count per row costs no more
     than the output; sort elsewhere (a hypersparse COO or DCSR output)."""
     from llvsparse.ir.frontend import to_concrete
+    from llvsparse.ir.statement_parts import output_workspace
     from llvsparse.ir.workspace_schedule import schedule_kernel
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
-    nests = schedule_kernel(to_concrete(ls.parse(statement), types), types)
-    assert nests[0].workspace.policy is ls.workspace_policies()[picked]
+    stmt = schedule_kernel(to_concrete(ls.parse(statement), types), types)
+    assert output_workspace(stmt).policy is ls.workspace_policies()[picked]
 
 
 def test_registered_policy_on_threads_matches_scipy(insertion, monkeypatch):

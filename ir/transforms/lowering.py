@@ -24,7 +24,6 @@ from ..cin import Assign, hoist_sums
 from ..conversions import Modes, conversion_candidates, rescanned
 from ..entry_split import entry_split_refusal, entry_window_loop, split_entries
 from ..errors import ScheduleError
-from ..from_schedule import statement_of
 from ..frontend import to_concrete
 from ..lattice import KernelTooLargeError
 from ..legality import output_refusal, program_refusal, too_large
@@ -34,10 +33,9 @@ from ..opt import loop_ir
 from ..opt.passes import THREAD_RANGE, Target
 from ..precompute import plan_precomputes
 from ..scattered_reduction import scattered_reduction
-from ..schedule import Nest
 from ..schedule_types import SchedulePlan
 from ..scheduled_statements import check_nest_order
-from ..statement_parts import parts_of
+from ..statement_parts import output_workspace, parts_of
 from ..statements import Stmt
 from ..types import TensorType
 from ..workspace_schedule import schedule_kernel
@@ -128,10 +126,10 @@ def lower_kernel(request: Request, types: dict[str, TensorType],
         concrete = replace(concrete, loop_order=request.plan.order)
     if request.finite:  # 0 * x is 0 for finite x: an empty sum annihilates as stored 0s do
         concrete = replace(concrete, rhs=hoist_sums(concrete.rhs))
-    nests = _scheduled(concrete, types, split=False, policy=request.workspace,
-                       sparse=sparse_workspace, exact_sums=exact_sums)
-    first = nests if isinstance(nests, Refused) else _emit(request, nests, types, converted,
-                                                           stored_outer)
+    stmt = _scheduled(concrete, types, split=False, policy=request.workspace,
+                      sparse=sparse_workspace, exact_sums=exact_sums)
+    first = stmt if isinstance(stmt, Refused) else _emit(request, stmt, types, converted,
+                                                         stored_outer)
     if isinstance(first, Lowered):
         return first
     split = _scheduled(concrete, types, split=True, exact_sums=exact_sums)
@@ -282,40 +280,40 @@ def _entries_shared(plan: SchedulePlan, program: Program) -> Program | Refused:
 
 def _scheduled(concrete: Assign, types: dict[str, TensorType], split: bool,
                policy: str | None = None, sparse: bool = True, exact_sums: bool = False
-               ) -> list[Nest] | Refused:
-    """The scheduler's nests (with a workspace where the output would be scattered, a
+               ) -> Stmt | Refused:
+    """The scheduler's statement (with a workspace where the output would be scattered, a
     reduction other than + scattered into its output where folding it is refused), or
     its refusal."""
     try:
-        nests = schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse,
-                                exact_sums=exact_sums)
-        if policy is not None and all(nest.workspace is None for nest in nests):
+        stmt = schedule_kernel(concrete, types, split=split, policy=policy, sparse=sparse,
+                               exact_sums=exact_sums)
+        if policy is not None and output_workspace(stmt) is None:
             raise ScheduleError(f"workspace={policy!r} does not apply: the loops produce "
                                 f"{concrete.tensor}'s entries in the order its levels "
                                 "keep, so nothing is scattered into a workspace; leave "
                                 "workspace out")
-        return nests
+        return stmt
     except ScheduleError as error:
         scattered = None if split else scattered_reduction(concrete, types)
-        return Refused(error) if scattered is None else [scattered]
+        return Refused(error) if scattered is None else scattered
 
 
-def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
+def _emit(request: Request, statement: Stmt, types: dict[str, TensorType],
           converted: dict[str, Modes], stored_outer: bool = False) -> Lowered | Refused:
     """The kernel's module, unless it would walk a converted operand whole for every
     coordinate of an outer loop (``rescanned``) or code generation refuses the nests."""
-    reason = rescanned(nests, types, converted, stored_outer)
+    reason = rescanned(statement, types, converted, stored_outer)
     if reason is not None:
         return Refused(ScheduleError(reason))
     if request.plan is not None:
         try:
-            for nest in nests:
+            for nest in parts_of(statement):
                 check_nest_order(request.plan, nest.order)
         except ScheduleError as error:
             return Refused(error)
-    nests = plan_precomputes(nests, types, request.precompute, request.dtype,
-                             request.plan.sum_workspace if request.plan is not None else None)
-    statement = statement_of(nests, types)
+    statement = plan_precomputes(statement, types, request.precompute, request.dtype,
+                                 request.plan.sum_workspace if request.plan is not None
+                                 else None)
     output = request.order[0]
     if request.emit is None:
         raise TypeError("Request.emit: lowering needs the backend's emitter")
