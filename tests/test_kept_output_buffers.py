@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.abi import runtime
 
 import llvsparse as ls
+from llvsparse.abi import runtime
 
 FORMATS = ["csr", "dcsr", "coo", "hash", ls.Format(["dense", "hashed"])]
 
