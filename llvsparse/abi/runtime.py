@@ -121,9 +121,14 @@ KEEP_BYTES = 16 << 10
 
 
 class DescriptorHolder:
-    """A descriptor plus the buffers it points into, kept alive for the call."""
+    """A descriptor plus the buffers it points into, kept alive for the call (an
+    output's small ones for its next call too: ``copy_out``)."""
 
     def __init__(self, extents, arrays: list[np.ndarray | None], params: list[int]):
+        # Small kernel buffers kept for the next call (``copy_out``), by slot: (address,
+        # capacity, a view of it, the fill a fresh allocation starts with). First: the
+        # finalizer reads it.
+        self.kept: dict[int, tuple[int, int, np.ndarray, int | None]] = {}
         n = len(extents)
         self.extents = (ctypes.c_int64 * max(n, 1))(*extents)
         self.sizes = (ctypes.c_int64 * max(n, 1))()
@@ -136,9 +141,6 @@ class DescriptorHolder:
         self.params = (ctypes.c_int64 * max(len(params), 1))(*params)
         self.struct = Descriptor(n, self.extents, self.sizes, self.pointers, self.caps,
                                  self.params)
-        # Small kernel buffers kept for the next call (``copy_out``), by slot: (address,
-        # capacity, a view of it, the fill a fresh allocation starts with).
-        self.kept: dict[int, tuple[int, int, np.ndarray, int | None]] = {}
 
     def point_to(self, slot: int, array: np.ndarray) -> None:
         """Reuse this descriptor for a new caller-owned, writable, contiguous array in

@@ -2,7 +2,8 @@
 
 Everything that does not change between calls of one binding (which arrays to reserve,
 how long each adopted array is, which levels share it) is worked out once here, so a
-call costs a descriptor, the kernel, and one numpy view per array.
+call costs a descriptor, the kernel, and per array a copy (small ones, whose buffers the
+descriptor keeps for the next call) or a numpy view of the kernel's buffer.
 """
 
 from __future__ import annotations
