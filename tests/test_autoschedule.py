@@ -92,13 +92,23 @@ def test_spgemm_model_keeps_dense_where_it_wins_or_ties_and_leaves_it_when_too_w
     long_rows = {"A": stats(10_000, 20), "B": stats(10_000, 20)}
     choice = autoschedule(info, long_rows)
     assert choice.workspace == "dense" and "estimated cheapest" in choice.reasons[0]
-    # luxembourg_osm's shape: rows of two entries into a wide accumulator, a tie.
+    # luxembourg_osm's shape: even rows of two entries (4.4 products) into a wide
+    # accumulator: the sort workspace's insertion sort (measured 0.8x dense).
     wide = KernelInfo(workspace="dense", product=("A", "B"), columns=114_599)
-    short = {"A": stats(114_599, 2.1), "B": stats(114_599, 2.1)}
+    short = {"A": stats(114_599, 2.1, skew=2.9), "B": stats(114_599, 2.1, skew=2.9)}
     estimates = {e.name: e.ns for e in cm.spgemm_estimates(
         short["A"], short["B"], 114_599, ("dense", "sort"))}
-    assert estimates["dense"] < estimates["sort"] * cm.TIE
-    tie = autoschedule(wide, short)
+    assert estimates["dense"] > estimates["sort"] * cm.TIE
+    short_pick = autoschedule(wide, short)
+    assert short_pick.workspace == "sort" and "estimated cheapest" in short_pick.reasons[0]
+    # The same mean over skewed rows (p2p-Gnutella04: skew 27, sort 2.2-3.7x dense):
+    # long rows take the full sort, dense stays.
+    skewed = {"A": stats(114_599, 2.1, skew=27), "B": stats(114_599, 2.1, skew=27)}
+    assert autoschedule(wide, skewed).workspace == "dense"
+    # olm1000's shape: 16 products a row into 1,000 columns (dense 0.6x sort): a tie.
+    narrow = KernelInfo(workspace="dense", product=("A", "B"), columns=1000)
+    olm = {"A": stats(1000, 4, skew=1.5), "B": stats(1000, 4, skew=1.5)}
+    tie = autoschedule(narrow, olm)
     assert tie.workspace == "dense" and "no estimate beats it" in tie.reasons[0]
     # Few products into a million columns: clearing the dense accumulator dominates.
     hyper = KernelInfo(workspace="dense", product=("A", "B"), columns=1_000_000)

@@ -86,17 +86,18 @@ def _per_call(call: Callable[[], Any], repeat: int,
     return (clock() - start) / repeat
 
 
-def run(base_python: str, names: list[str], rounds: int) -> None:
+def run(base_python: str, names: list[str], rounds: int,
+        kernels: tuple[str, ...] = KERNELS) -> None:
     impls, _, _ = discover((1,))
     peers = [i for i in impls if i.library in PEER_LIBRARIES and i.threads == 1]
     ours = llvsparse_impl(1)
-    ratios: dict[str, dict[str, list[float]]] = {k: {"new": [], "base": []} for k in KERNELS}
+    ratios: dict[str, dict[str, list[float]]] = {k: {"new": [], "base": []} for k in kernels}
     print("| kernel | input | new ms | base ms | fastest peer (ms) | new / peer | "
           "base / peer | new / base | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
         item = load_real_matrix(name)
-        for kernel in KERNELS:
+        for kernel in kernels:
             if skip_reason(kernel, item) is not None:
                 continue
             case = make_case(kernel, item)
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-python", help="the other checkout's interpreter")
     parser.add_argument("--inputs", default="", help="comma-separated real matrix names")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--kernels", default=",".join(KERNELS),
+                        help=f"comma-separated, of {', '.join(KERNELS)}")
     parser.add_argument("--wall", action="store_true", help="wall-clock time, not CPU time")
     parser.add_argument("--worker", nargs=2, metavar=("KERNEL", "INPUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -159,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     global CLOCK
     CLOCK = time.perf_counter if args.wall else time.process_time
     names = args.inputs.split(",") if args.inputs else real_matrix_names(False)
-    run(args.base_python, names, args.rounds)
+    kernels = tuple(args.kernels.split(","))
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown:
+        parser.error(f"unknown kernels {unknown}; known: {', '.join(KERNELS)}")
+    run(args.base_python, names, args.rounds, kernels)
     return 0
 
 

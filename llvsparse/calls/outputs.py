@@ -2,7 +2,8 @@
 
 Everything that does not change between calls of one binding (which arrays to reserve,
 how long each adopted array is, which levels share it) is worked out once here, so a
-call costs a descriptor, the kernel, and one numpy view per array.
+call costs a descriptor, the kernel, and per array a copy (small ones, whose buffers the
+descriptor keeps for the next call) or a numpy view of the kernel's buffer.
 """
 
 from __future__ import annotations
@@ -108,11 +109,23 @@ class AssembledOutput:
                            *self.params[entry.level].items()))
             for entry in self.adopted}
         self.appended_slots = {entry.slot for entry in self.appended}
+        # What a kernel's own allocation of each array starts as (``copy_out`` refills a
+        # kept buffer with it): the level's declared init; values are zeroed where every
+        # level inserts (see OutputAssembler.epilogue), else written before read.
+        self.inits = {entry.slot: ttype.levels[entry.level].definition.arrays[
+            entry.name].init for entry in self.adopted}
+        self.inits[self.values_slot] = 0 if appended is None else None
         check_fits_memory(self._sized_up_front(ttype), "the output's storage sized before "
                           f"any entry is known ({fmt!r}, levels that take inserts)")
         # What the last call adopted, reserved for the next: a binding's calls usually
         # assemble the same number of entries, and then their memory is recycled whole.
         self.last: list[tuple[int, int, int]] | None = None
+        self.last_lengths: list[int] = []  # (the entries ``last`` was made from)
+        # adopt's walk, worked out once: (slot, level, length function, the (level,
+        # name) of each level that names the array, whether it is appended to)
+        self.steps = [(entry.slot, entry.level, self.length_of[entry.slot],
+                       [(k, entry.name) for k in entry.levels],
+                       entry.slot in self.appended_slots) for entry in self.adopted]
 
     def _sized_up_front(self, ttype) -> int:
         """Bytes of the levels a kernel sizes before it inserts (a hash output's W = N
@@ -177,19 +190,23 @@ class AssembledOutput:
         sizes = holder.sizes[:nlevels]
         level_arrays: list[dict[str, np.ndarray]] = [{} for _ in range(nlevels)]
         lengths = []
-        for entry in self.adopted:
-            level, length_of = entry.level, self.length_of[entry.slot]
+        index_dtype, inits = self.index_dtype, self.inits
+        for slot, level, length_of, names, appended in self.steps:
             length = 0 if length_of is None else length_of(
                 sizes[level], sizes[level - 1] if level else 1)
-            array = holder.take(entry.slot, self.index_dtype, length, writeable=False)
-            for k in entry.levels:
-                level_arrays[k][entry.name] = array
-            if entry.slot in self.appended_slots:
-                lengths.append((entry.slot, length, self.index_dtype.itemsize))
-        values = holder.take(self.values_slot, self.dtype, sizes[-1] if sizes else 1)
+            array = holder.copy_out(slot, index_dtype, length, False, inits[slot])
+            for k, name in names:
+                level_arrays[k][name] = array
+            if appended:
+                lengths.append(length)
+        values = holder.copy_out(self.values_slot, self.dtype, sizes[-1] if sizes else 1,
+                                 True, inits[self.values_slot])
         if self.reservations:
-            lengths.append((self.values_slot, len(values), self.dtype.itemsize))
-            self.last = [(slot, with_spare(n), size) for slot, n, size in lengths]
+            lengths.append(len(values))
+            if lengths != self.last_lengths:
+                self.last_lengths = lengths
+                self.last = [(slot, with_spare(n), size)
+                             for (slot, size), n in zip(self.moved_slots(), lengths)]
         made = tensor_class()
         tensor = made.__new__(made)
         tensor.__dict__.update(shape=self.shape, format=self.format, dtype=self.dtype,
