@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .loops import LoopNode
+    from .loops import LoopNode, Ref
 
 JAM_LANES = (8, 4)  # positions per step of a jammed loop, in the order they run
 JAM = "jam 8, 4"  # how the loop IR prints those lanes (Loop.jam)
@@ -40,6 +40,20 @@ class Gallop:
 
 
 @dataclass(frozen=True)
+class Prefetch:
+    """Which rows a loop over one level's positions prefetches, ``ahead`` positions
+    further on: each of ``rows`` is a level iterated by position under levels located at
+    the loop's coordinate (B.1 under A(i,k) * B(k,j)), whose bounds and first entry there
+    are read ahead (backends/llvm/prefetch.py)."""
+
+    ahead: int
+    rows: tuple[Ref, ...]
+
+    def __str__(self) -> str:
+        return f"prefetch {', '.join(map(str, self.rows))} rows {self.ahead} ahead"
+
+
+@dataclass(frozen=True)
 class Forms:
     """The fast forms passes chose for a loop; the backend translates each as given."""
 
@@ -47,9 +61,15 @@ class Forms:
     gallop: Gallop | None = None  # a merge's iterators search past mismatches
     lockstep: bool = False  # a merge first tests whether its ranges hold equal coordinates
     running_sums: bool = False  # a sorted run of duplicates summed as it comes
+    # the temporary whose block is the run's body, kept in a register as the open run's
+    # sum (its block's last item writes a finished run); "": the body has none
+    run_sum: str = ""
+    # a branching merge advances its iterators inside each case (a constant step per
+    # case, not a select after the cases: the next positions do not wait on the compare)
+    case_steps: bool = False
     select: bool = False  # a merge's cases all computed, the value picked by selects
     clear_rows: bool = False  # the kernel zeroes each output row before scattering into it
-    prefetch: int = 0  # rows of the position this many ahead prefetched (0: none)
+    prefetch: Prefetch | None = None  # rows of a later position prefetched
 
 
 NO_FORMS = Forms()
@@ -60,10 +80,12 @@ def forms_text(forms: Forms) -> list[str]:
     shown = ["pairs"] if forms.pairs else []
     shown += [str(forms.gallop)] if forms.gallop is not None else []
     shown += ["lockstep when equal"] if forms.lockstep else []
-    shown += ["running sums"] if forms.running_sums else []
+    shown += ["running sums" + (f" of {forms.run_sum}" if forms.run_sum else "")] \
+        if forms.running_sums else []
+    shown += ["advance per case"] if forms.case_steps else []
     shown += ["select cases"] if forms.select else []
     shown += ["clear rows"] if forms.clear_rows else []
-    return shown + ([f"prefetch {forms.prefetch} ahead"] if forms.prefetch else [])
+    return shown + ([str(forms.prefetch)] if forms.prefetch else [])
 
 
 def changed(first: Forms, other: Forms) -> Forms:
@@ -75,9 +97,11 @@ def changed(first: Forms, other: Forms) -> Forms:
 def without_forms(node: LoopNode) -> LoopNode:
     """``node`` with its fast forms (jam included) dropped, in either form: threads (or a
     warp's lanes) share its range, which a jammed, paired or cleared row would cross (a
-    running-sum loop's unroll count goes with its form)."""
+    running-sum loop's unroll count goes with its form). A merge's steps inside its
+    cases stay: they cross no row."""
     unroll = 1 if node.forms.running_sums else node.unroll
-    return replace(node, forms=NO_FORMS, other=None, jam=(), unroll=unroll)
+    forms = Forms(case_steps=node.forms.case_steps)
+    return replace(node, forms=forms, other=None, jam=(), unroll=unroll)
 
 
 def jam_text(lanes: tuple[int, ...]) -> str:

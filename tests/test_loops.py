@@ -74,7 +74,7 @@ def test_spadd_is_a_merge_with_cases() -> None:
     assert show(program.root).splitlines() == [
         "for i in coordinates of A.0:  {thread rows}",
         "  locate B.0 at i",
-        "  merge j over A.1, B.1:  [other form: select cases]",
+        "  merge j over A.1, B.1:  [advance per case; other form: select cases]",
         "    case A.1, B.1:",
         "      append C(i,j) = A(i,j) + B(i,j)",
         "    case A.1:",
@@ -125,7 +125,7 @@ def test_pairs_fire_on_row_wise_spmv_only() -> None:
 
 def test_gallop_fires_on_an_intersection_not_a_union() -> None:
     product = _notes(_program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2)))
-    assert product["j"] == ("gallop when skewed 8x", "lockstep when equal",
+    assert product["j"] == ("gallop when skewed 8x", "lockstep when equal", "advance per case",
                             "other: gallop always")
     union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert all(n.forms.gallop is None and (n.other is None or n.other.gallop is None)
@@ -137,12 +137,13 @@ def test_no_lockstep_test_on_a_loop_threads_split() -> None:
     thread-range test the lockstep form would skip; it gallops all the same."""
     product = _notes(_program("z(i) = x(i) * w(i)", z=("dense", 1), x=("coo", 1),
                               w=("coo", 1)))
-    assert product["i"] == ("gallop when skewed 8x", "other: gallop always")
+    assert product["i"] == ("gallop when skewed 8x", "advance per case",
+                            "other: gallop always")
 
 
 def test_running_sums_fire_on_coordinate_lists_only() -> None:
     coo = _program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1))
-    assert _notes(coo)["i"] == ("running sums",)
+    assert _notes(coo)["i"] == ("running sums of acc",)
     assert [n.unroll for n in loops_of(coo.root)] == [opt.RUN_UNROLL, 1]  # its own count
     csr = _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
     assert all("running sums" not in notes for notes in csr.values())
@@ -151,7 +152,8 @@ def test_running_sums_fire_on_coordinate_lists_only() -> None:
 def test_case_selection_fires_on_a_union_not_an_intersection() -> None:
     union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert [(n.forms, n.other) for n in loops_of(union.root) if isinstance(n, Merge)] == \
-        [(Forms(), Forms(select=True))]  # the other form selects; the first branches
+        [(Forms(case_steps=True), Forms(case_steps=True, select=True))]  # the other form
+    # selects; the first branches, stepping its iterators inside each case
     product = _program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert all(not n.forms.select and (n.other is None or not n.other.select)
                for n in loops_of(product.root))
@@ -287,7 +289,7 @@ def test_duplicate_runs_and_merge_tails_are_written_out() -> None:
     both, and neither was in the program before."""
     program = _program("C(i,j) = A(i,j) + B(i,j)", C=("coo", 2), A=("coo", 2), B=("coo", 2))
     text = show(program.root).splitlines()
-    assert text[0] == "merge i over A.0 runs, B.0 runs:  {thread rows}"
+    assert text[0] == "merge i over A.0 runs, B.0 runs:  [advance per case]  {thread rows}"
     assert "for i in runs of positions of A.0, resuming:  {thread rows}" in text
     assert "    for j in positions of A.1, resuming:" in text
     spmv = _program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1))

@@ -61,6 +61,7 @@ class RunState:
     and the loop IR's write of the sum (known once the loop's body reaches it)."""
 
     var: str
+    name: str  # the temporary the loop IR sums a run into (Forms.run_sum)
     coord: ir.AllocaInstr
     total: ir.AllocaInstr
     outer: Ctx

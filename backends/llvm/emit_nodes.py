@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Operand
 from ...ir.errors import InternalCompilerError
 from ...ir.loops import (
     Accumulate,
@@ -85,10 +84,12 @@ class NodeEmitter:
             raise InternalCompilerError(f"no code generation for {type(node).__name__} here")
 
     def emit_block(self: KernelCompiler, items: tuple[Node, ...], ctx: Ctx) -> None:
-        if (run := self.running_write_point(items)) is not None:
-            self.run_state = replace(self.run_state, write=items[-1])
-            self.continue_run(self.run_state, ctx.bound[self.run_state.var])
-            self.temps[run.name] = Temp(self.run_state.total)
+        run = self.run_state
+        if run is not None and items and isinstance(items[0], Allocate) \
+                and items[0].name == run.name:  # the running sum's block (ir/notes.Forms)
+            self.run_state = replace(run, write=items[-1])
+            self.continue_run(self.run_state, ctx.bound[run.var])
+            self.temps[run.name] = Temp(run.total)
             for item in items[2:-1]:  # its sum goes on; the run's end writes it
                 self.emit_node(item, ctx)
             return
@@ -152,16 +153,6 @@ class NodeEmitter:
         previous = ctx.found.get(ref.uid)
         found = found if previous is None else self.b.and_(previous, found)
         return replace(ctx, found={**ctx.found, ref.uid: found})
-
-    def running_write_point(self: KernelCompiler, items: tuple[Node, ...]) -> Allocate | None:
-        """The accumulator of the block ``allocate; clear; loops; write it``, where the
-        loop around it sums runs of duplicates as they come (the running-sums pass): the
-        run's sum then takes its place."""
-        if self.run_state is None or len(items) < 4 or not isinstance(items[0], Allocate) \
-                or not isinstance(items[1], Clear) or not isinstance(items[-1], (Insert, Append)):
-            return None
-        name = items[0].name
-        return items[0] if items[-1].value == Operand(name, (), -1) else None
 
     def allocate(self: KernelCompiler, node: Allocate, block: tuple[Node, ...]) -> None:
         """A scalar temporary (with the flag or count its block's conditions read), or an

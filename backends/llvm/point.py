@@ -83,7 +83,8 @@ class PointEmitter(CaseDispatch, GallopEmitter):
             run_coord = self.kc.alloca(I64, "run.coord")
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
             b.store(ir.Constant(I64, -1), run_coord)
-            self.kc.run_state = RunState(self.var, run_coord, run_sum, self.ctx)
+            self.kc.run_state = RunState(self.var, self.forms.run_sum, run_coord, run_sum,
+                                         self.ctx)
         if self.may_step_together():
             with b.if_else(self.same_coordinates()) as (same, different):
                 with same:
@@ -262,8 +263,12 @@ class PointEmitter(CaseDispatch, GallopEmitter):
             b.cbranch(in_range, work, skip_to)
             b.position_at_end(work)
         saved = self.hooks[0](ctx) if self.hooks else None
-        split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
-            else (coords, i)
+        # The merge's iterators step inside its cases where the pass chose it (not in
+        # the version that steps them all together).
+        split = (coords, i) if self.forms.case_steps and not self.lockstep else None
+        if split is not None and (in_range is not None or self.hooks):
+            raise InternalCompilerError("steps inside the cases of a merge that tests a "
+                                        "thread's range or closes output segments")
         chosen = None if straight else self.selected_cases(ctx, present)
         if chosen:  # the cases computed and selected (the case-selection pass chose it)
             self.emit_selected(chosen, ctx)

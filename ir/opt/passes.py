@@ -12,14 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..cin import linear_in
+from ..cin import Operand, linear_in
+from ..legality import block_suffix, inserted_prefix
 from ..loops import (
     Allocate,
+    Append,
     Block,
     Case,
+    Clear,
+    Entries,
     Found,
     If,
     InRange,
+    Insert,
     Locate,
     Loop,
     LoopNode,
@@ -42,6 +47,7 @@ from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ..
     THREAD_ROWS,
     Forms,
     Gallop,
+    Prefetch,
     split_by_threads,
 )
 from ..types import unordered_append_output
@@ -75,24 +81,33 @@ class _Where:
     program: Program
     target: Target
     path: tuple[LoopNode, ...]  # the enclosing loops, outermost first
+    producer: bool = False  # it fills a workspace whose entries a later node reads
 
     @property
     def bound(self) -> set[str]:
         return {loop.index for loop in self.path}
 
 
-def _map(node: Node, visit: Callable[[LoopNode, tuple[LoopNode, ...]], LoopNode],
-         path: tuple[LoopNode, ...] = ()) -> Node:
-    """``node`` with ``visit`` applied to every loop, innermost first."""
+Visit = Callable[[LoopNode, tuple[LoopNode, ...], bool], LoopNode]
+
+
+def _map(node: Node, visit: Visit, path: tuple[LoopNode, ...] = (),
+         producer: bool = False) -> Node:
+    """``node`` with ``visit`` applied to every loop, innermost first (``producer``: the
+    loop fills a workspace, before the ``Entries`` of its block read it)."""
     if isinstance(node, Block):
-        return Block(tuple(_map(item, visit, path) for item in node.items))
+        reads = next((k for k, n in enumerate(node.items) if isinstance(n, Entries)), -1)
+        return Block(tuple(_map(item, visit, path, producer or k < reads)
+                           for k, item in enumerate(node.items)))
     if isinstance(node, If):
-        return If(node.condition, _map(node.then, visit, path))
+        return If(node.condition, _map(node.then, visit, path, producer))
     if isinstance(node, Loop):
-        return visit(replace(node, body=_map(node.body, visit, (*path, node))), path)
+        body = _map(node.body, visit, (*path, node), producer)
+        return visit(replace(node, body=body), path, producer)
     if isinstance(node, Merge):
-        cases = tuple(Case(c.present, _map(c.body, visit, (*path, node))) for c in node.cases)
-        return visit(replace(node, cases=cases), path)
+        cases = tuple(Case(c.present, _map(c.body, visit, (*path, node), producer))
+                      for c in node.cases)
+        return visit(replace(node, cases=cases), path, producer)
     return node
 
 
@@ -108,15 +123,17 @@ def _guards(node: LoopNode) -> bool:
 
 
 def _hooks(where: _Where, index: str) -> bool:
-    """Whether the output closes a segment of appended entries around loops over
-    ``index`` (assembly.OutputAssembler.hooks_for)."""
+    """Whether the output closes a segment of appended entries (or a block) around loops
+    over ``index`` (assembly.OutputAssembler.hooks_for); a workspace's producers write
+    none."""
     levels = where.program.output_levels
     site = _site(where.program)
     unordered = unordered_append_output(levels)
-    if where.target.phase == "count" or site is None or unordered:
+    if where.target.phase == "count" or site is None or unordered or where.producer:
         return False
-    prefix = next((k for k, lv in enumerate(levels) if not lv.can_insert), len(levels))
-    heads = [k for k in range(prefix, len(levels)) if k == prefix or not levels[k].branchless]
+    prefix, blocks = inserted_prefix(levels), block_suffix(levels)
+    heads = [k for k in range(prefix, blocks) if k == prefix or not levels[k].branchless]
+    heads += [blocks] if blocks < len(levels) else []
     names = site.out_vars
     return any(0 < h <= len(names) and names[h - 1] == index for h in heads)
 
@@ -268,8 +285,22 @@ def running_sums(where: _Where, node: LoopNode) -> LoopNode:
                         _hooks(where, node.index), writes_next,
                         linear_in(node.expr, node.iterator.uid), full, site.accumulate,
                         site.scatter, all_insert):
-        return replace(_choose(node, running_sums=True), unroll=RUN_UNROLL)
+        node = _choose(node, running_sums=True, run_sum=_run_sum(node))
+        return replace(node, unroll=RUN_UNROLL)
     return node
+
+
+def _run_sum(node: LoopNode) -> str:
+    """The temporary a running-sum loop keeps as its open run's sum: the first block
+    inside it that allocates a temporary, clears it, sums into it and ends by writing
+    it to the output ("": none; the body writes each position's value itself)."""
+    for block in _inside(node):
+        items = block.items if isinstance(block, Block) else ()
+        if len(items) >= 4 and isinstance(items[0], Allocate) and isinstance(items[1], Clear) \
+                and isinstance(items[-1], (Insert, Append)) \
+                and items[-1].value == Operand(items[0].name, (), -1):
+            return items[0].name
+    return ""
 
 
 def select_cases(where: _Where, node: LoopNode) -> LoopNode:
@@ -320,6 +351,7 @@ def prefetch(where: _Where, node: LoopNode) -> LoopNode:
         return node
     items = node.body.items if isinstance(node.body, Block) else (node.body,)
     located: dict[int, Ref] = {}
+    rows: list[Ref] = []
     for item in items:
         if isinstance(item, Locate) and item.index == node.index \
                 and item.ref.uid != node.iterator.uid:
@@ -329,8 +361,22 @@ def prefetch(where: _Where, node: LoopNode) -> LoopNode:
                 and parent.level + 1 == item.iterator.level \
                 and checks.prefetches(node.iterator.facts, node.over == "positions",
                                       parent.facts, item.over == "positions"):
-            return _other(node, prefetch=AHEAD)
-    return node
+            rows.append(item.iterator)
+    return _other(node, prefetch=Prefetch(AHEAD, tuple(rows))) if rows else node
+
+
+def case_steps(where: _Where, node: LoopNode) -> LoopNode:
+    """Steps inside the cases: a merge of several iterators whose cases branch advances,
+    in each case's branch, the iterators it knows about by a constant step, so that the
+    next positions do not wait on the coordinates just compared (backends/llvm/cases.py
+    measures it). Not where the output's hooks or a thread-range test run around the
+    cases (they need the step after them)."""
+    if not isinstance(node, Merge) or len(node.iterators) < 2:
+        return node
+    unclamped = _range_loop(where, node) and not all(
+        r.universe or not r.facts.by_position or r.facts.ordered for r in node.iterators)
+    hooks = node.site.depth >= 0 and _hooks(where, node.index)
+    return node if hooks or unclamped else _choose(node, case_steps=True)
 
 
 def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
@@ -343,8 +389,8 @@ def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
     return replace(node, unroll=factor) if factor > 1 else node
 
 
-PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, clear_rows, prefetch,
-          unroll_loops)
+PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, case_steps, clear_rows,
+          prefetch, unroll_loops)
 
 
 def optimize(program: Program, target: Target | None = None,
@@ -353,10 +399,11 @@ def optimize(program: Program, target: Target | None = None,
     copies an operand into a temporary, only thread_rows: it has no fast form)."""
     root, target = program.root, target or Target()
     for run in passes:
-        def visit(node: LoopNode, path: tuple[LoopNode, ...], run=run) -> LoopNode:
+        def visit(node: LoopNode, path: tuple[LoopNode, ...], producer: bool,
+                  run=run) -> LoopNode:
             if (node.site.copies or _guards(node)) and run is not thread_rows:
                 return node
-            return run(_Where(program, target, path), node)
+            return run(_Where(program, target, path, producer), node)
         root = _map(root, visit)
     return replace(program, root=root, dtype=target.dtype)
 
@@ -377,7 +424,7 @@ def other_form(program: Program) -> Program:
     union computes every case and selects, an intersection searches past every
     mismatch, two rows' sums run side by side, the rows of later positions are
     prefetched."""
-    def swap(node: LoopNode, path: tuple[LoopNode, ...]) -> LoopNode:
+    def swap(node: LoopNode, path: tuple[LoopNode, ...], producer: bool) -> LoopNode:
         return node if node.other is None else replace(node, forms=node.other, other=None)
     return replace(program, root=_map(program.root, swap))
 
