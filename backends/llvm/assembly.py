@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ...ir.assembly_phases import grows_with_entries
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import appends_in_order, block_suffix, inserted_prefix, output_refusal
+from ...ir.legality import appends_in_order, block_suffix, inserted_prefix
 from ...ir.operators import ADD
 from ...ir.types import TensorType, unordered_append_output
 from . import gpu_hooks, scalars
@@ -57,9 +57,6 @@ class OutputAssembler:
         self.unordered = unordered_append_output(ttype.levels)
         self.all_insert = all(lv.can_insert for lv in self.levels)
         self.prefix = inserted_prefix(ttype.levels)
-        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
-        if (reason := output_refusal(ttype)) is not None:
-            raise InternalCompilerError(reason)
         self.blocks = block_suffix(ttype.levels)
         self.heads = [k for k in range(self.prefix, self.blocks)
                       if k == self.prefix or not self.levels[k].branchless]

@@ -43,9 +43,10 @@ from ...ir.loops import (
     show,
 )
 from ...ir.operators import ADD
-from . import jam, pairs, precompute_lower, scalars, scatter_reduce
+from . import jam, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64, is_true
 from .emit_base import ONE, ZERO, Ctx, LevelPos
+from .point import PointEmitter
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -261,22 +262,17 @@ class NodeEmitter:
         order = site.order
         appends = self.output.appends and in_output and (
             site.depth + 1 == len(order) or (not site.scatter and site.depth + 1 == site.out_depth))
-        jam_body = pair_body = None
-        if node.jam:
-            jam_body = lambda lanes: jam.emit(self, node.body, lanes)
-        if node.forms.pairs:
-            pair_body = lambda lanes: pairs.emit(self, node, lanes)
-        self.emit_point_loops(nodes, ctx, self.emit_node,
-                              hooks, jam_body, appends, pair_body)
+        body = self.clearing_rows(self.emit_node) if node.forms.clear_rows else self.emit_node
+        states = self.iterator_states(node, ctx)  # a merge's tails resume its iterators
+        for each in nodes:
+            PointEmitter(self, node.expr, ctx, each, states, body, hooks, appends).emit()
 
     def leaf_of(self: KernelCompiler, node: Merge) -> Callable[[ir.Value, Ctx], None]:
-        """The write every case of a merge ends in, as a consumer of the value a selected
-        case computed (the case-selection pass chooses only such merges)."""
-        writes = [_final_write(case.body) for case in node.cases]
-        if any(w is None or type(w) is not type(writes[0]) or w.target != writes[0].target
-               for w in writes):
-            raise InternalCompilerError("selected cases that do not end in one write")
-        return lambda value, ctx: self.emit_write(writes[0], value, ctx)
+        """The write every case of a merge ends in (the case-selection pass chose only
+        such merges), as a consumer of the value a selected case computed."""
+        body = node.cases[0].body
+        write = body.items[-1] if isinstance(body, Block) else body
+        return lambda value, ctx: self.emit_write(write, value, ctx)
 
 
 def _bound(ctx: Ctx, index: str, node: Node) -> ir.Value:
@@ -292,11 +288,3 @@ def _resumes(item: Node) -> bool:
     """Whether ``item`` is a tail of the loop before it (another point of its lattice,
     going on where it stopped): emitted with it, over the same iterator states."""
     return isinstance(item, (Loop, Merge)) and item.resumes
-
-
-def _final_write(body: Node) -> Write | None:
-    """A case body's write, after the locates that reach it."""
-    items = body.items if isinstance(body, Block) else (body,)
-    rest = [n for n in items if not isinstance(n, Locate)]
-    return rest[0] if len(rest) == 1 and isinstance(rest[0], (Accumulate, Insert, Append)) \
-        else None

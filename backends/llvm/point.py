@@ -4,19 +4,19 @@ sums, gallop)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
+from ...ir.cin import Expr, Iter
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import unordered_refusal
-from ...ir.loops import Loop, LoopNode
+from ...ir.loops import Loop, LoopNode, Node
 from ...ir.notes import split_by_threads
-from . import jam, prefetch, scalars
+from . import jam, pairs, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .cases import CaseDispatch
-from .emit_base import ONE, ZERO, Ctx, LevelPos, RunState, unroll
+from .emit_base import ONE, ZERO, Ctx, Hooks, IterState, LevelPos, RunState, unroll
 from .gallop import GallopEmitter
 
 if TYPE_CHECKING:
@@ -26,13 +26,12 @@ if TYPE_CHECKING:
 class PointEmitter(CaseDispatch, GallopEmitter):
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
-    def __init__(self, kc: KernelCompiler, var, expr, ctx, node: LoopNode, states, find,
-                 body, hooks, appends=False, jam_body=None, pair_body=None):
+    def __init__(self, kc: KernelCompiler, expr: Expr, ctx: Ctx, node: LoopNode,
+                 states: dict[Iter, IterState], body: Callable[[Node, Ctx], None],
+                 hooks: Hooks | None, appends: bool):
         self.kc, self.b = kc, kc.b
-        self.jam_body = jam_body
-        self.pair_body = pair_body
         self.appends = appends  # an iteration appends at most one entry to the output
-        self.var, self.expr, self.ctx = var, expr, ctx
+        self.var, self.expr, self.ctx = node.index, expr, ctx
         # What the loop IR chose for this loop (lower_loops): its point, the levels
         # iterated and located, and each case's sub-point, expression and body.
         self.node = node
@@ -44,7 +43,7 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         # unless the run is summed as it comes (running sums).
         refs = (node.iterator,) if isinstance(node, Loop) else node.iterators
         self.runs = {it for it, ref in zip(self.iterated, refs, strict=True) if ref.facts.runs}
-        self.states, self.find, self.body, self.hooks = states, find, body, hooks
+        self.states, self.body, self.hooks = states, body, hooks
         self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
         self.running = False  # positions of duplicate coordinates summed as they come
         self.galloping = False  # mismatches skip ahead by search (see seek_common)
@@ -67,15 +66,9 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         for it in self.iterated:
             if it not in self.states:
                 raise InternalCompilerError("an iterator without state")
-        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
-        # (An unordered level may hold its keys in order by chance.)
-        reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
-        if reason is not None:
-            raise InternalCompilerError(reason)
-        if self.jam_body is not None and self.node.jam:
-            for lanes in self.node.jam:  # the loop below then runs the remaining iterations
-                self.jam_loop(lanes)
-        if self.pair_body is not None and self.forms.pairs:
+        for lanes in self.node.jam:  # the loop below then runs the remaining iterations
+            self.jam_loop(lanes)
+        if self.forms.pairs:
             self.pair_loop()  # the loop below then runs the odd last iteration
         reserved = self.reserve_appends()
         self.running = self.forms.running_sums
@@ -150,8 +143,8 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         half = b.sdiv(b.select(b.icmp_signed(">", count, ZERO), count, ZERO),
                       ir.Constant(I64, 2))
         kc.counted_loop(start, b.add(start, half),
-                        lambda cur: self.pair_body([self.lane(cur),
-                                                    self.lane(b.add(cur, half))]),
+                        lambda cur: pairs.emit(kc, self.node, [self.lane(cur),
+                                                               self.lane(b.add(cur, half))]),
                         name=f"{self.var}.pairs")
         b.store(b.add(start, b.add(half, half)), state.cur)
 
@@ -184,8 +177,9 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
         b.position_at_end(loop)
         cur = b.load(state.cur)
-        self.jam_body([kc.at_position(self.ctx, self.var, it, b.add(cur, ir.Constant(I64, u)),
-                                      self.expr) for u in range(width)])
+        jam.emit(kc, self.node.body, [kc.at_position(self.ctx, self.var, it,
+                                                     b.add(cur, ir.Constant(I64, u)), self.expr)
+                                      for u in range(width)])
         b.store(b.add(cur, step), state.cur)
         b.branch(head)
         b.position_at_end(done)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from ..cin import Operand, linear_in
 from ..legality import block_suffix, inserted_prefix
 from ..loops import (
+    Accumulate,
     Allocate,
     Append,
     Block,
@@ -318,6 +319,10 @@ def select_cases(where: _Where, node: LoopNode) -> LoopNode:
         return node  # not innermost, or a case fills a temporary (a sum) first
     if any(isinstance(c.body, Block) and not c.body.items for c in node.cases):
         return node  # a case that computes nothing
+    writes = [_final_write(c.body) for c in node.cases]
+    if any(w is None or type(w) is not type(writes[0]) or w.target != writes[0].target
+           for w in writes):
+        return node  # the cases do not end in one write, which takes the selected value
     if any(not r.facts.locate_always_found for r in node.located) or any(
             isinstance(n, Locate) and not n.ref.facts.full for n in inside):
         return node  # a position that is not valid where its level misses
@@ -325,6 +330,14 @@ def select_cases(where: _Where, node: LoopNode) -> LoopNode:
         r.universe or not r.facts.by_position or r.facts.ordered for r in node.iterators)
     split = not _hooks(where, node.index) and not unclamped
     return _other(node, select=True) if split else _choose(node, select=True)
+
+
+def _final_write(body: Node) -> Accumulate | Insert | Append | None:
+    """A case body's write, where it is its last item and only locates come before it."""
+    items = body.items if isinstance(body, Block) else (body,)
+    rest = [n for n in items if not isinstance(n, Locate)]
+    return rest[0] if len(rest) == 1 and rest[0] is items[-1] \
+        and isinstance(rest[0], (Accumulate, Insert, Append)) else None
 
 
 def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
