@@ -5,11 +5,11 @@ loop by them and never decides them itself, so they live here, below both."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .loops import LoopNode, Ref
+    from .loops import Accumulate, Append, Insert, LoopNode, Ref
 
 JAM_LANES = (8, 4)  # positions per step of a jammed loop, in the order they run
 JAM = "jam 8, 4"  # how the loop IR prints those lanes (Loop.jam)
@@ -40,6 +40,23 @@ class Gallop:
 
 
 @dataclass(frozen=True)
+class Pairs:
+    """Two halves of a row loop side by side (backends/llvm/pairs.py): each half's row
+    sums, over the loop on ``index`` inside it, the positions of ``driver`` into its own
+    copy of the temporary ``total`` (cleared to ``start``), then writes it by ``write``,
+    the row's write of that temporary in the loop IR."""
+
+    index: str
+    driver: Ref
+    total: str
+    start: float
+    write: Accumulate | Insert | Append = field(compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"pairs of {self.total} over {self.driver}"
+
+
+@dataclass(frozen=True)
 class Prefetch:
     """Which rows a loop over one level's positions prefetches, ``ahead`` positions
     further on: each of ``rows`` is a level iterated by position under levels located at
@@ -57,7 +74,7 @@ class Prefetch:
 class Forms:
     """The fast forms passes chose for a loop; the backend translates each as given."""
 
-    pairs: bool = False  # two halves of the loop's range side by side (llvm/pairs.py)
+    pairs: Pairs | None = None  # two halves of the loop's range side by side
     gallop: Gallop | None = None  # a merge's iterators search past mismatches
     lockstep: bool = False  # a merge first tests whether its ranges hold equal coordinates
     running_sums: bool = False  # a sorted run of duplicates summed as it comes
@@ -77,7 +94,7 @@ NO_FORMS = Forms()
 
 def forms_text(forms: Forms) -> list[str]:
     """How the loop IR prints ``forms``, in the order the passes choose them."""
-    shown = ["pairs"] if forms.pairs else []
+    shown = [str(forms.pairs)] if forms.pairs else []
     shown += [str(forms.gallop)] if forms.gallop is not None else []
     shown += ["lockstep when equal"] if forms.lockstep else []
     shown += ["running sums" + (f" of {forms.run_sum}" if forms.run_sum else "")] \

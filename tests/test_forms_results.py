@@ -31,7 +31,7 @@ def _operands(seed: int) -> list[tuple[sp.csr_matrix, sp.csr_matrix]]:
 
 # (the form as --emit loops prints it, statement, formats, output format, reference)
 FORMS = [
-    ("other form: pairs", "y(i) = A(i,j) * x(j)", {"A": "csr"}, None,
+    ("other form: pairs of acc over A.1", "y(i) = A(i,j) * x(j)", {"A": "csr"}, None,
      lambda a, b, x: a @ x),
     ("gallop when skewed 8x, lockstep when equal, advance per case; other form: gallop always",
      "C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, "csr",

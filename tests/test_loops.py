@@ -60,7 +60,7 @@ def _notes(program) -> dict[str, tuple[str, ...]]:
 def test_spmv_csr_loops() -> None:
     program = _program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1))
     assert show(program.root).splitlines() == [
-        "for i in coordinates of A.0:  [other form: pairs]  {thread rows}",
+        "for i in coordinates of A.0:  [other form: pairs of acc over A.1]  {thread rows}",
         "  allocate acc: float64",
         "  clear acc = 0.0",
         "  for j in positions of A.1:",
@@ -116,11 +116,12 @@ def test_jam_fires_on_spmm_not_on_spmv() -> None:
 
 def test_pairs_fire_on_row_wise_spmv_only() -> None:
     assert _notes(_program(SPMV, y=("dense", 1), A=("csr", 2), x=("dense", 1)))["i"] == \
-        ("other: pairs",)  # the kernel's other form only
+        ("other: pairs of acc over A.1",)  # the kernel's other form only
     fast = _notes(_program(SPMV, True, y=("dense", 1), A=("csr", 2), x=("dense", 1)))
-    assert all("other: pairs" not in notes for notes in fast.values())  # fastmath reassociates
+    assert not any(n.startswith("other: pairs") for notes in fast.values() for n in notes)
+    # (fastmath reassociates)
     coo = _notes(_program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1)))
-    assert all("other: pairs" not in notes for notes in coo.values())
+    assert not any(n.startswith("other: pairs") for notes in coo.values() for n in notes)
 
 
 def test_gallop_fires_on_an_intersection_not_a_union() -> None:
@@ -195,7 +196,7 @@ def test_emitter_forms_agree_with_the_passes(statement: str, formats) -> None:
     other = KernelCompiler(opt.other_form(program), CallingConvention(tuple(order), types))
     code = str(other.compile())
     assert (".jam8.head" in code) == (JAM in noted)
-    assert (".pairs" in code) == ("other: pairs" in noted)
+    assert (".pairs" in code) == any(n.startswith("other: pairs") for n in noted)
 
 
 def test_the_emitter_reads_the_forms() -> None:
@@ -232,7 +233,7 @@ def test_kernel_loops_and_dump(capsys: pytest.CaptureFixture[str]) -> None:
     x = np.arange(5.0)
     np.testing.assert_allclose(kernel(A=a, x=x).to_numpy(), a @ x)
     assert kernel.loops.splitlines()[0] == \
-        "for i in coordinates of A.0:  [other form: pairs]  {thread rows}"
+        "for i in coordinates of A.0:  [other form: pairs of acc over A.1]  {thread rows}"
     assert main(["dump", SPMV, "-f", "A:csr", "--emit", "loops", "--no-color"]) == 0
     assert kernel.loops in capsys.readouterr().out
 

@@ -52,7 +52,7 @@ for i in coordinates of A.0:
      "  for j in positions of A.1:", "  for j in positions of A.1:  [jam 16]"),
     ("pairs", "y(i) = A(i,j) * x(j)", SPMV_CSR, passes.Target(),
      "for i in coordinates of A.0:  {thread rows}",
-     "for i in coordinates of A.0:  [other form: pairs]  {thread rows}"),
+     "for i in coordinates of A.0:  [other form: pairs of acc over A.1]  {thread rows}"),
     ("gallop", "y(i) = A(i,j) * B(i,j)", {**SPMV_CSR, "B": ("csr", 2)}, passes.Target(),
      "  merge j over A.1, B.1:",
      ("  merge j over A.1, B.1:  [gallop when skewed 8x, lockstep when equal; other form: "
@@ -88,8 +88,8 @@ def test_a_pass_changes_only_the_line_of_its_loop(name, statement, formats, targ
 
 @pytest.mark.parametrize("statement, formats, was, becomes", [
     ("y(i) = A(i,j) * x(j)", SPMV_CSR,
-     "for i in coordinates of A.0:  [other form: pairs]  {thread rows}",
-     "for i in coordinates of A.0:  [pairs]  {thread rows}"),
+     "for i in coordinates of A.0:  [other form: pairs of acc over A.1]  {thread rows}",
+     "for i in coordinates of A.0:  [pairs of acc over A.1]  {thread rows}"),
     ("y(i) = A(i,j) * B(i,j)", {**SPMV_CSR, "B": ("csr", 2)},
      ("  merge j over A.1, B.1:  [gallop when skewed 8x, lockstep when equal, advance per "
       "case; other form: gallop always]"),

@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ...ir.assembly_phases import grows_with_entries
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import appends_in_order, block_suffix, inserted_prefix
+from ...ir.legality import block_suffix, inserted_prefix
 from ...ir.operators import ADD
 from ...ir.types import TensorType, unordered_append_output
 from . import gpu_hooks, scalars
@@ -62,10 +62,6 @@ class OutputAssembler:
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)
         self.open_block: ir.AllocaInstr | None = None  # the entry whose block is written
-
-    def appends_in_order(self, var: str) -> bool:
-        """Whether ``var``'s coordinates are appended to a level that keeps them ordered."""
-        return appends_in_order(self.tensor.type, tuple(self.vars), var)
 
     def head_of(self, level: int) -> int:
         return max(h for h in self.heads if h <= level)

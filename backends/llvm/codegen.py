@@ -171,8 +171,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         site = next((node.site for node in loops_of(root) if not node.site.copies), None)
         self.scatter = site.scatter if site else False
         self.run_state: RunState | None = None  # see running_sums
-        if self.scatter and not (self.output.all_insert or self.output.unordered):
-            raise InternalCompilerError(f"output {self.out_name} cannot be scattered into")
         free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
         for plan in statement.precomputes:
             self.operands[plan.replacement.uid] = plan.replacement

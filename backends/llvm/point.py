@@ -14,7 +14,7 @@ from ...ir.errors import InternalCompilerError
 from ...ir.loops import Loop, LoopNode, Node
 from ...ir.notes import split_by_threads
 from . import jam, pairs, prefetch, scalars
-from .bodies import I64, TRUE, is_true
+from .bodies import I64, TRUE, is_true, while_loop
 from .cases import CaseDispatch
 from .emit_base import ONE, ZERO, Ctx, Hooks, IterState, LevelPos, RunState, unroll
 from .gallop import GallopEmitter
@@ -112,26 +112,23 @@ class PointEmitter(CaseDispatch, GallopEmitter):
 
     def emit_loop(self) -> None:
         b = self.b
-        head = b.append_basic_block(f"{self.var}.head")
-        loop = b.append_basic_block(f"{self.var}.body")
-        done = b.append_basic_block(f"{self.var}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        cond = TRUE
+        with while_loop(b, self.var, self.entries_left) as head:
+            self.latch = head
+            prefetch.ahead(self)  # the rows of later positions, where the prefetch pass noted
+            self.iteration(straight=False)
+            if not b.block.is_terminated:
+                back = b.branch(head)
+                if self.node.unroll > 1:  # a user's schedule, or running sums (the loop IR)
+                    unroll(back, self.node.unroll)
+
+    def entries_left(self) -> ir.Value:
+        """Whether every iterator has entries left."""
+        b, cond = self.b, TRUE
         for it in self.iterated:
             st = self.states[it]
             cmp = b.icmp_signed("<", b.load(st.cur), st.end)
             cond = cmp if cond is TRUE else b.and_(cond, cmp)
-        b.cbranch(cond, loop, done)
-        b.position_at_end(loop)
-        self.latch = head
-        prefetch.ahead(self)  # the rows of later positions, where the prefetch pass noted
-        self.iteration(straight=False)
-        if not b.block.is_terminated:
-            back = b.branch(head)
-            if self.node.unroll > 1:  # a user's schedule, or running sums (the loop IR says)
-                unroll(back, self.node.unroll)
-        b.position_at_end(done)
+        return cond
 
     def pair_loop(self) -> None:
         """The first and the second half of the iterations side by side, one from each
@@ -169,20 +166,13 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         it = self.iterated[0]
         state = self.states[it]
         step = ir.Constant(I64, width)
-        head = b.append_basic_block(f"{self.var}.jam{width}.head")
-        loop = b.append_basic_block(f"{self.var}.jam{width}.body")
-        done = b.append_basic_block(f"{self.var}.jam{width}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
-        b.position_at_end(loop)
-        cur = b.load(state.cur)
-        jam.emit(kc, self.node.body, [kc.at_position(self.ctx, self.var, it,
-                                                     b.add(cur, ir.Constant(I64, u)), self.expr)
-                                      for u in range(width)])
-        b.store(b.add(cur, step), state.cur)
-        b.branch(head)
-        b.position_at_end(done)
+        with while_loop(b, f"{self.var}.jam{width}",
+                        lambda: b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end)):
+            cur = b.load(state.cur)
+            jam.emit(kc, self.node.body, [kc.at_position(
+                self.ctx, self.var, it, b.add(cur, ir.Constant(I64, u)), self.expr)
+                for u in range(width)])
+            b.store(b.add(cur, step), state.cur)
 
     def reserve_appends(self) -> set[int]:
         """Before a loop whose every iteration appends at most one output entry, make

@@ -36,6 +36,7 @@ from ..loops import (
     leading_locates,
     loops_of,
     tag,
+    target_name,
     walk,
 )
 from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ...)
@@ -48,6 +49,7 @@ from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ..
     THREAD_ROWS,
     Forms,
     Gallop,
+    Pairs,
     Prefetch,
     split_by_threads,
 )
@@ -251,7 +253,13 @@ def pairs(where: _Where, node: LoopNode) -> LoopNode:
                            _hooks(where, node.index), unclamped,
                            [r.facts for r in leading_locates(node)]):
         return node
-    return _other(node, pairs=True)
+    clears = [n for n in _inside(node) if isinstance(n, Clear)]
+    writes = [n for n in _inside(node) if isinstance(n, (Accumulate, Insert, Append))
+              and len(clears) == 1 and n.target != clears[0].name]
+    if len(clears) != 1 or len(writes) != 1:
+        return node  # not one sum written once
+    return _other(node, pairs=Pairs(driver.index, driver.iterator, target_name(clears[0].name),
+                                    clears[0].value, writes[0]))
 
 
 def _gallops(node: LoopNode) -> bool:
