@@ -85,6 +85,9 @@ class Forms:
     # case, not a select after the cases: the next positions do not wait on the compare)
     case_steps: bool = False
     select: bool = False  # a merge's cases all computed, the value picked by selects
+    # room made before the loop for an entry per iteration, each of which appends at
+    # most one entry to the output: no capacity test inside it
+    reserve: bool = False
     clear_rows: bool = False  # the kernel zeroes each output row before scattering into it
     prefetch: Prefetch | None = None  # rows of a later position prefetched
 
@@ -102,6 +105,7 @@ def forms_text(forms: Forms) -> list[str]:
     shown += ["advance per case"] if forms.case_steps else []
     shown += ["select cases"] if forms.select else []
     shown += ["clear rows"] if forms.clear_rows else []
+    shown += ["reserve appends"] if forms.reserve else []
     return shown + ([str(forms.prefetch)] if forms.prefetch else [])
 
 
@@ -115,9 +119,9 @@ def without_forms(node: LoopNode) -> LoopNode:
     """``node`` with its fast forms (jam included) dropped, in either form: threads (or a
     warp's lanes) share its range, which a jammed, paired or cleared row would cross (a
     running-sum loop's unroll count goes with its form). A merge's steps inside its
-    cases stay: they cross no row."""
+    cases and the room reserved for a thread's appends stay: they cross no row."""
     unroll = 1 if node.forms.running_sums else node.unroll
-    forms = Forms(case_steps=node.forms.case_steps)
+    forms = Forms(case_steps=node.forms.case_steps, reserve=node.forms.reserve)
     return replace(node, forms=forms, other=None, jam=(), unroll=unroll)
 
 

@@ -33,7 +33,8 @@ def _operands(seed: int) -> list[tuple[sp.csr_matrix, sp.csr_matrix]]:
 FORMS = [
     ("other form: pairs of acc over A.1", "y(i) = A(i,j) * x(j)", {"A": "csr"}, None,
      lambda a, b, x: a @ x),
-    ("gallop when skewed 8x, lockstep when equal, advance per case; other form: gallop always",
+    ("gallop when skewed 8x, lockstep when equal, advance per case, reserve appends; other "
+     "form: gallop always",
      "C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, "csr",
      lambda a, b, x: a.multiply(b).toarray()),
     ("running sums of acc, unroll 8", "y(i) = A(i,j) * x(j)", {"A": "coo"}, None, lambda a, b, x: a @ x),

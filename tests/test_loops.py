@@ -74,16 +74,17 @@ def test_spadd_is_a_merge_with_cases() -> None:
     assert show(program.root).splitlines() == [
         "for i in coordinates of A.0:  {thread rows}",
         "  locate B.0 at i",
-        "  merge j over A.1, B.1:  [advance per case; other form: select cases]",
+        "  merge j over A.1, B.1:  [advance per case, reserve appends; other form: select "
+        "cases]",
         "    case A.1, B.1:",
         "      append C(i,j) = A(i,j) + B(i,j)",
         "    case A.1:",
         "      append C(i,j) = A(i,j)",
         "    case B.1:",
         "      append C(i,j) = B(i,j)",
-        "  for j in positions of A.1, resuming:",
+        "  for j in positions of A.1, resuming:  [reserve appends]",
         "    append C(i,j) = A(i,j)",
-        "  for j in positions of B.1, resuming:",
+        "  for j in positions of B.1, resuming:  [reserve appends]",
         "    append C(i,j) = B(i,j)"]
     merge = next(n for n in loops_of(program.root) if isinstance(n, Merge))
     assert [str(r) for r in merge.iterators] == ["A.1", "B.1"]
@@ -127,7 +128,7 @@ def test_pairs_fire_on_row_wise_spmv_only() -> None:
 def test_gallop_fires_on_an_intersection_not_a_union() -> None:
     product = _notes(_program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2)))
     assert product["j"] == ("gallop when skewed 8x", "lockstep when equal", "advance per case",
-                            "other: gallop always")
+                            "reserve appends", "other: gallop always")
     union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert all(n.forms.gallop is None and (n.other is None or n.other.gallop is None)
                for n in loops_of(union.root))
@@ -153,7 +154,8 @@ def test_running_sums_fire_on_coordinate_lists_only() -> None:
 def test_case_selection_fires_on_a_union_not_an_intersection() -> None:
     union = _program(SPADD, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert [(n.forms, n.other) for n in loops_of(union.root) if isinstance(n, Merge)] == \
-        [(Forms(case_steps=True), Forms(case_steps=True, select=True))]  # the other form
+        [(Forms(case_steps=True, reserve=True), Forms(case_steps=True, select=True,
+                                                      reserve=True))]  # the other form
     # selects; the first branches, stepping its iterators inside each case
     product = _program(SPMUL, C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert all(not n.forms.select and (n.other is None or not n.other.select)
@@ -292,7 +294,7 @@ def test_duplicate_runs_and_merge_tails_are_written_out() -> None:
     text = show(program.root).splitlines()
     assert text[0] == "merge i over A.0 runs, B.0 runs:  [advance per case]  {thread rows}"
     assert "for i in runs of positions of A.0, resuming:  {thread rows}" in text
-    assert "    for j in positions of A.1, resuming:" in text
+    assert "    for j in positions of A.1, resuming:  [reserve appends]" in text
     spmv = _program(SPMV, y=("dense", 1), A=("coo", 2), x=("dense", 1))
     assert show(spmv.root).splitlines()[0].startswith("for i in runs of positions of A.0:")
 

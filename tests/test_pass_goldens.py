@@ -153,3 +153,23 @@ def test_the_running_sum_and_the_prefetched_rows_are_named_in_the_program() -> N
     assert [(r.tensor, r.level) for r in fetch.rows] == [("B", 1)]
     assert [(r.tensor, r.level) for r in fetch.rows] == \
         [(n.iterator.tensor, n.iterator.level) for n in loops_of(middle.body)]
+
+
+def test_room_is_reserved_for_the_appends_of_the_loops_that_append_one_entry_each() -> None:
+    """A union into CSR: the merge over a row's entries and its two tails append one
+    entry per iteration, so room for them is made before each (the emitter then tests
+    no capacity inside); the loop over rows appends none itself."""
+    csr = {"C": ("csr", 2), "A": ("csr", 2), "B": ("csr", 2)}
+    program = lowered("C(i,j) = A(i,j) + B(i,j)", csr)
+    before = show(passes.optimize(program, passes.Target(), ()).root)
+    after = show(passes.optimize(program, passes.Target(), (passes.reserve_appends,)).root)
+    changed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines())
+               if line[:2] in ("- ", "+ ")]
+    assert changed == [
+        "-   merge j over A.1, B.1:", "+   merge j over A.1, B.1:  [reserve appends]",
+        "-   for j in positions of A.1, resuming:",
+        "+   for j in positions of A.1, resuming:  [reserve appends]",
+        "-   for j in positions of B.1, resuming:",
+        "+   for j in positions of B.1, resuming:  [reserve appends]"]
+    dense = passes.optimize(lowered("C(i,j) = A(i,j) + B(i,j)", {**csr, "C": ("dense", 2)}))
+    assert not any(n.forms.reserve for n in loops_of(dense.root))  # it inserts

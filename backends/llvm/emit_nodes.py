@@ -259,13 +259,10 @@ class NodeEmitter:
         # A loop of the output's nest: not a sum's, nor a workspace producer's.
         in_output = site.depth >= 0 and not (self.workspace and self.workspace.producing)
         hooks = self.output.hooks_for(var) if in_output else None
-        order = site.order
-        appends = self.output.appends and in_output and (
-            site.depth + 1 == len(order) or (not site.scatter and site.depth + 1 == site.out_depth))
         body = self.clearing_rows(self.emit_node) if node.forms.clear_rows else self.emit_node
         states = self.iterator_states(node, ctx)  # a merge's tails resume its iterators
         for each in nodes:
-            PointEmitter(self, node.expr, ctx, each, states, body, hooks, appends).emit()
+            PointEmitter(self, node.expr, ctx, each, states, body, hooks).emit()
 
     def leaf_of(self: KernelCompiler, node: Merge) -> Callable[[ir.Value, Ctx], None]:
         """The write every case of a merge ends in (the case-selection pass chose only

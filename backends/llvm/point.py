@@ -28,9 +28,8 @@ class PointEmitter(CaseDispatch, GallopEmitter):
 
     def __init__(self, kc: KernelCompiler, expr: Expr, ctx: Ctx, node: LoopNode,
                  states: dict[Iter, IterState], body: Callable[[Node, Ctx], None],
-                 hooks: Hooks | None, appends: bool):
+                 hooks: Hooks | None):
         self.kc, self.b = kc, kc.b
-        self.appends = appends  # an iteration appends at most one entry to the output
         self.var, self.expr, self.ctx = node.index, expr, ctx
         # What the loop IR chose for this loop (lower_loops): its point, the levels
         # iterated and located, and each case's sub-point, expression and body.
@@ -175,13 +174,13 @@ class PointEmitter(CaseDispatch, GallopEmitter):
             b.store(b.add(cur, step), state.cur)
 
     def reserve_appends(self) -> set[int]:
-        """Before a loop whose every iteration appends at most one output entry, make
-        room for as many entries as it can iterate (each iteration advances an iterator)
-        and return the output slots its stores then need not check: no capacity test
-        and no call to the grow path inside the loop, so its registers stay in
-        registers."""
+        """Before a loop whose every iteration appends at most one output entry (the
+        reserve pass's form), make room for as many entries as it can iterate (each
+        iteration advances an iterator) and return the output slots its stores then need
+        not check: no capacity test and no call to the grow path inside the loop, so its
+        registers stay in registers. Only the phases that append have the arrays."""
         kc, b = self.kc, self.b
-        if not self.appends or kc.phase not in ("whole", "append"):
+        if not self.forms.reserve or kc.phase not in ("whole", "append"):
             return set()
         bound = ZERO
         for it in self.iterated:

@@ -400,6 +400,22 @@ def case_steps(where: _Where, node: LoopNode) -> LoopNode:
     return node if hooks or unclamped else _choose(node, case_steps=True)
 
 
+def reserve_appends(where: _Where, node: LoopNode) -> LoopNode:
+    """Room for the loop's appends made before it: where the output appends an entry to
+    its last level per write (no block levels below) and the loop is the last of the
+    output's nest, or completes the output's indices without scattering, so each
+    iteration appends at most one entry (a workspace's producers and a sum's loops
+    write none); the emitter then tests no capacity inside the loop. Loops that copy an
+    operand or sit under a guard take it too (their appends are the output's alike)."""
+    site, levels = node.site, where.program.output_levels
+    appends = inserted_prefix(levels) < len(levels) and block_suffix(levels) == len(levels)
+    last = site.depth + 1 == len(site.order) or (not site.scatter
+                                                 and site.depth + 1 == site.out_depth)
+    if appends and last and site.depth >= 0 and not where.producer:
+        return _choose(node, reserve=True)
+    return node
+
+
 def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
     """A user's ``unroll(i, n)``: the loop over ``i`` runs ``n`` iterations per step of
     LLVM's unroller (the backend attaches the count to the loop's back edge); a
@@ -411,7 +427,7 @@ def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
 
 
 PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, case_steps, clear_rows,
-          prefetch, unroll_loops)
+          prefetch, reserve_appends, unroll_loops)
 
 
 def optimize(program: Program, target: Target | None = None,
@@ -422,7 +438,8 @@ def optimize(program: Program, target: Target | None = None,
     for run in passes:
         def visit(node: LoopNode, path: tuple[LoopNode, ...], producer: bool,
                   run=run) -> LoopNode:
-            if (node.site.copies or _guards(node)) and run is not thread_rows:
+            if (node.site.copies or _guards(node)) and run not in (thread_rows,
+                                                                   reserve_appends):
                 return node
             return run(_Where(program, target, path, producer), node)
         root = _map(root, visit)
