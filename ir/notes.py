@@ -17,6 +17,9 @@ THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
 # A tag: threads split this loop's range, over an index the output does not have (a
 # user's schedule), each into a private output: no rows of the output are theirs.
 THREAD_RANGE = "thread range"
+# A tag beside either: the loop's range cannot be clamped to the thread's coordinates (a
+# level's positions in no coordinate order), so each coordinate is tested against them.
+RANGE_TEST = "range test"
 
 # The names of the forms a kernel's other form adds (kept in a kernel's metadata, read by
 # ir/autoschedule.py's cost model): paired rows, galloping past every mismatch, selected
@@ -74,6 +77,7 @@ class Prefetch:
 class Forms:
     """The fast forms passes chose for a loop; the backend translates each as given."""
 
+    straight: bool = False  # no loop: the one position of a branchless level, read as is
     pairs: Pairs | None = None  # two halves of the loop's range side by side
     gallop: Gallop | None = None  # a merge's iterators search past mismatches
     lockstep: bool = False  # a merge first tests whether its ranges hold equal coordinates
@@ -97,7 +101,8 @@ NO_FORMS = Forms()
 
 def forms_text(forms: Forms) -> list[str]:
     """How the loop IR prints ``forms``, in the order the passes choose them."""
-    shown = [str(forms.pairs)] if forms.pairs else []
+    shown = ["straight-line"] if forms.straight else []
+    shown += [str(forms.pairs)] if forms.pairs else []
     shown += [str(forms.gallop)] if forms.gallop is not None else []
     shown += ["lockstep when equal"] if forms.lockstep else []
     shown += ["running sums" + (f" of {forms.run_sum}" if forms.run_sum else "")] \

@@ -173,3 +173,37 @@ def test_room_is_reserved_for_the_appends_of_the_loops_that_append_one_entry_eac
         "+   for j in positions of B.1, resuming:  [reserve appends]"]
     dense = passes.optimize(lowered("C(i,j) = A(i,j) + B(i,j)", {**csr, "C": ("dense", 2)}))
     assert not any(n.forms.reserve for n in loops_of(dense.root))  # it inserts
+
+
+def test_straight_line_code_where_a_loop_would_run_once() -> None:
+    """COO SpMV: the loop over a row's singleton level (one child per position) runs
+    once per position of its parent, whose runs are summed as they come (one position
+    at a time), so it is no loop; where the parent's runs are segments (no running
+    sums: the range spans the run) it stays a loop."""
+    coo = {**SPMV_CSR, "A": ("coo", 2)}
+    program = lowered("y(i) = A(i,j) * x(j)", coo)
+    runs = (passes.thread_rows, passes.running_sums)
+    before = show(passes.optimize(program, passes.Target(), runs).root)
+    after = show(passes.optimize(program, passes.Target(), (*runs, passes.straight_line)).root)
+    changed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines())
+               if line[:2] in ("- ", "+ ")]
+    assert changed == ["-   for j in positions of A.1:",
+                       "+   for j in positions of A.1:  [straight-line]"]
+    segments = passes.optimize(program, passes.Target(), (passes.straight_line,))
+    assert not any(n.forms.straight for n in loops_of(segments.root))
+    csr = passes.optimize(lowered("y(i) = A(i,j) * x(j)", SPMV_CSR))
+    assert not any(n.forms.straight for n in loops_of(csr.root))  # compressed: a loop
+
+
+def test_a_loop_threads_split_tests_its_range_where_its_level_is_unordered() -> None:
+    """A hashed vector's positions hold its coordinates in no order: a thread's range
+    cannot be found by a search, so the loop threads split tests each coordinate (the
+    ``range test`` tag, which the emitter translates); an ordered level is clamped."""
+    hashed = {"z": ("dense", 1), "x": ("hash", 1)}
+    program = lowered("z(i) = x(i) * 2", hashed)
+    before = show(passes.optimize(program, passes.Target(), ()).root)
+    after = show(passes.optimize(program, passes.Target(), (passes.thread_rows,)).root)
+    assert before.splitlines()[0] == "for i in positions of x.0:"
+    assert after.splitlines()[0] == "for i in positions of x.0:  {thread rows, range test}"
+    ordered = passes.optimize(lowered("z(i) = x(i) * 2", {**hashed, "x": ("coo", 1)}))
+    assert show(ordered.root).splitlines()[0].endswith("{thread rows}")

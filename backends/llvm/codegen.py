@@ -243,9 +243,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         """The value of ``op``'s entries that are not stored."""
         return self.types[op.tensor].fill
 
-    def level_type(self, it: Iter):
-        return self.types[self.operands[it.uid].tensor].levels[it.level]
-
     def extent(self, var: str) -> ir.Value:
         candidates = [(op.tensor, k) for op in self.operands.values()
                       for k, v in enumerate(op.vars) if v == var]

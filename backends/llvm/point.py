@@ -12,7 +12,7 @@ from llvmlite import ir
 from ...ir.cin import Expr, Iter
 from ...ir.errors import InternalCompilerError
 from ...ir.loops import Loop, LoopNode, Node
-from ...ir.notes import split_by_threads
+from ...ir.notes import RANGE_TEST, split_by_threads
 from . import jam, pairs, prefetch, scalars
 from .bodies import I64, TRUE, is_true, while_loop
 from .cases import CaseDispatch
@@ -53,13 +53,11 @@ class PointEmitter(CaseDispatch, GallopEmitter):
 
     def emit(self) -> None:
         b = self.b
-        single = len(self.iterated) == 1
-        state = self.states[self.iterated[0]]
-        # Straight-line code reads the one position of a branchless level without a
-        # bound test: not where a thread's range clamped it, which may leave it empty.
-        if (single and self.chosen.points == 1 and state.kind == "position"
-                and self.kc.level_type(state.it).branchless and not state.clamped
-                and (state.parent is None or state.parent.seg_end is None)):
+        if self.forms.straight:  # the one position of a branchless level, read as is
+            state = self.states[self.iterated[0]]
+            if state.clamped or (state.parent is not None and state.parent.seg_end is not None):
+                raise InternalCompilerError("straight-line code over a range a thread's "
+                                            "split or a run of duplicates bounds")
             self.iteration(straight=True)
             return
         for it in self.iterated:
@@ -237,9 +235,12 @@ class PointEmitter(CaseDispatch, GallopEmitter):
             for level in levels:
                 ctx = ctx.resolve(uid, level)
         in_range = None
-        clamped = all(self.states[it].clamped for it in self.iterated)
-        if split_by_threads(self.node) and not clamped:
+        if RANGE_TEST in self.node.tags:  # (thread_rows tagged it: its levels' order)
             in_range = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
+        elif split_by_threads(self.node) and not all(self.states[it].clamped
+                                                     for it in self.iterated):
+            raise InternalCompilerError("a loop threads split whose range is neither clamped "
+                                        "nor tested")
         if in_range is not None:
             skip_to = b.append_basic_block("out_of_range")
             work = b.append_basic_block("in_range")

@@ -21,6 +21,7 @@ from .passes import (
     optimize,
     prefetch,
     reserve_appends,
+    straight_line,
     thread_rows,
 )
 
@@ -29,15 +30,16 @@ def loop_ir(nests: list[Nest], types: dict[str, TensorType], output: str,
             target: Target | None = None) -> Program:
     """A kernel's loop IR from the scheduler's nests: their concrete notation, lowered,
     with every pass run (a workspace kernel's: only the thread rows' tag, gallop, the
-    steps inside a merge's cases, the prefetch and the room reserved for appends, as
-    its emitter uses no other fast form), and, for the whole kernel, the
+    steps inside a merge's cases, the prefetch, the room reserved for appends and
+    straight-line code, as its emitter uses no other fast form), and, for the whole kernel, the
     phases threads may assemble its output in."""
     statement = statement_of(nests, types)
     plan = nests[0].workspace if nests else None
     target = target or Target()
     if plan is not None:  # emitted without the other passes' fast forms (workspace_lower)
         program = optimize(lower_workspace(statement, types, output, plan, nests), target,
-                           (thread_rows, gallop, case_steps, prefetch, reserve_appends))
+                           (thread_rows, gallop, case_steps, prefetch, reserve_appends,
+                            straight_line))
     elif any(n.precomputes for n in nests):  # operand workspaces (precompute_loops)
         program = optimize(lower_precomputed(statement, types, output, nests), target)
     else:

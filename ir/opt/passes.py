@@ -35,6 +35,7 @@ from ..loops import (
     Ref,
     leading_locates,
     loops_of,
+    named_levels,
     tag,
     target_name,
     walk,
@@ -44,6 +45,7 @@ from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ..
     JAM_LANES,
     PAIRS,
     PREFETCH,
+    RANGE_TEST,
     SELECT_OTHER,
     THREAD_RANGE,
     THREAD_ROWS,
@@ -152,18 +154,33 @@ def _range_loop(where: _Where, node: LoopNode) -> bool:
     return split_by_threads(node)
 
 
+def _range_tested(node: LoopNode) -> bool:
+    """Whether a thread's range cannot clamp the loop (thread_rows tagged it): each
+    coordinate is tested against the range instead, which the fast forms that step
+    past the loop's body cannot skip."""
+    return RANGE_TEST in node.tags
+
+
 def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
     """Threads split the output's first index: its loop, outside any other over it, runs
-    a thread's range [lo, hi) of it (in a kernel of one nest)."""
+    a thread's range [lo, hi) of it (in a kernel of one nest). A level iterated by
+    position in no coordinate order cannot be clamped to the range by a search: the
+    loop then tests each coordinate (a ``range test`` tag)."""
     site = node.site
-    if where.target.threads_over:  # a user's schedule names the loop
-        split = where.target.threads_over
-        return tag(node, THREAD_RANGE) if (where.program.nests == 1 and node.index == split
-                                          and split not in where.bound) else node
-    if (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
+    split = where.target.threads_over  # a user's schedule names the loop
+    if split:
+        mapping = THREAD_RANGE if (where.program.nests == 1 and node.index == split
+                                   and split not in where.bound) else ""
+    elif (where.program.nests == 1 and bool(site.out_vars) and node.index == site.out_vars[0]
             and node.index in site.order and node.index not in where.bound):
-        return tag(node, THREAD_ROWS)
-    return node
+        mapping = THREAD_ROWS
+    else:
+        mapping = ""
+    if not mapping:
+        return node
+    unordered = any(not r.universe and r.facts.by_position and not r.facts.ordered
+                    for r in ((node.iterator,) if isinstance(node, Loop) else node.iterators))
+    return tag(tag(node, mapping), RANGE_TEST) if unordered else tag(node, mapping)
 
 
 def _choose(node: LoopNode, **forms: object) -> LoopNode:
@@ -248,9 +265,8 @@ def pairs(where: _Where, node: LoopNode) -> LoopNode:
     if not checks.pair_driver(driver.iterator.facts, driver.over == "positions", others):
         return node
     it = node.iterator
-    unclamped = _range_loop(where, node) and node.over == "positions" and not it.facts.ordered
     if not checks.pairable(None if it.universe else it.facts, site.lattice_points,
-                           _hooks(where, node.index), unclamped,
+                           _hooks(where, node.index), _range_tested(node),
                            [r.facts for r in leading_locates(node)]):
         return node
     clears = [n for n in _inside(node) if isinstance(n, Clear)]
@@ -334,9 +350,7 @@ def select_cases(where: _Where, node: LoopNode) -> LoopNode:
     if any(not r.facts.locate_always_found for r in node.located) or any(
             isinstance(n, Locate) and not n.ref.facts.full for n in inside):
         return node  # a position that is not valid where its level misses
-    unclamped = _range_loop(where, node) and not all(
-        r.universe or not r.facts.by_position or r.facts.ordered for r in node.iterators)
-    split = not _hooks(where, node.index) and not unclamped
+    split = not _hooks(where, node.index) and not _range_tested(node)
     return _other(node, select=True) if split else _choose(node, select=True)
 
 
@@ -394,10 +408,8 @@ def case_steps(where: _Where, node: LoopNode) -> LoopNode:
     cases (they need the step after them)."""
     if not isinstance(node, Merge) or len(node.iterators) < 2:
         return node
-    unclamped = _range_loop(where, node) and not all(
-        r.universe or not r.facts.by_position or r.facts.ordered for r in node.iterators)
     hooks = node.site.depth >= 0 and _hooks(where, node.index)
-    return node if hooks or unclamped else _choose(node, case_steps=True)
+    return node if hooks or _range_tested(node) else _choose(node, case_steps=True)
 
 
 def reserve_appends(where: _Where, node: LoopNode) -> LoopNode:
@@ -416,6 +428,25 @@ def reserve_appends(where: _Where, node: LoopNode) -> LoopNode:
     return node
 
 
+def straight_line(where: _Where, node: LoopNode) -> LoopNode:
+    """No loop where a loop would run once: over the positions of a branchless level
+    (one child per parent position) in a lattice of one point, its one position read
+    without a bound test. Not where a thread's range clamps it (the range may leave it
+    empty), nor under a parent that steps over runs of duplicates as segments (the
+    range then spans the run); a parent whose runs are summed as they come steps one
+    position at a time."""
+    it = node.iterator if isinstance(node, Loop) else None
+    if it is None or it.universe or node.over != "positions" or not it.facts.branchless \
+            or node.site.lattice_points != 1 or (_range_loop(where, node) and it.facts.ordered):
+        return node
+    for loop in where.path:
+        for ref in named_levels(loop):
+            if (ref.uid, ref.level) == (it.uid, it.level - 1) and ref.facts.runs \
+                    and not loop.forms.running_sums:
+                return node
+    return _choose(node, straight=True)
+
+
 def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
     """A user's ``unroll(i, n)``: the loop over ``i`` runs ``n`` iterations per step of
     LLVM's unroller (the backend attaches the count to the loop's back edge); a
@@ -427,7 +458,7 @@ def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
 
 
 PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, case_steps, clear_rows,
-          prefetch, reserve_appends, unroll_loops)
+          prefetch, reserve_appends, straight_line, unroll_loops)
 
 
 def optimize(program: Program, target: Target | None = None,
@@ -438,8 +469,8 @@ def optimize(program: Program, target: Target | None = None,
     for run in passes:
         def visit(node: LoopNode, path: tuple[LoopNode, ...], producer: bool,
                   run=run) -> LoopNode:
-            if (node.site.copies or _guards(node)) and run not in (thread_rows,
-                                                                   reserve_appends):
+            if (node.site.copies or _guards(node)) and run not in (
+                    thread_rows, reserve_appends, straight_line):
                 return node
             return run(_Where(program, target, path, producer), node)
         root = _map(root, visit)
