@@ -10,7 +10,7 @@ second program the runtime compiles and times against the first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..cin import Operand, linear_in
 from ..legality import block_suffix, inserted_prefix
@@ -19,12 +19,9 @@ from ..loops import (
     Allocate,
     Append,
     Block,
-    Case,
     Clear,
-    Entries,
     Found,
     If,
-    InRange,
     Insert,
     Locate,
     Loop,
@@ -38,7 +35,6 @@ from ..loops import (
     named_levels,
     tag,
     target_name,
-    walk,
 )
 from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ...)
     GALLOP,
@@ -53,10 +49,21 @@ from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ..
     Gallop,
     Pairs,
     Prefetch,
-    split_by_threads,
 )
-from ..types import unordered_append_output
 from . import checks
+from .where import (
+    Target,
+    Where,
+    all_insert_full,
+    choose,
+    guarded,
+    in_other_form,
+    loop_body_nodes,
+    map_loops,
+    output_hooks,
+    range_loop,
+    range_tested,
+)
 
 GALLOP_SKEW = 8  # a merge gallops where one range is over this many times another's
 # (on comparable ranges the branch-free one-step merge is faster: uniform random rows
@@ -65,103 +72,7 @@ RUN_UNROLL = 8  # running-sum loops: coordinate-list SpMV on 4M entries 9.5 -> 7
 AHEAD = 4  # positions ahead whose rows are prefetched (4, 8 and 16 measured: 4 best)
 
 
-@dataclass(frozen=True)
-class Target:
-    """What the passes need beyond the loops: which phase of a split assembly is built
-    (a count phase has no output hooks), whether float operations may reassociate, and
-    the dtype the kernel computes in (which the program then records)."""
-
-    phase: str = "whole"
-    fastmath: bool = False
-    dtype: str = "float64"
-    threads_over: str = ""  # the index a user's schedule splits among threads (not rows)
-    unrolls: tuple[tuple[str, int], ...] = ()  # (index, factor) a user's schedule unrolls
-    # (index, positions) a user's schedule tiles: that many of its positions per step, with
-    # the loops inside it between them (jammed)
-    tiles: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class _Where:
-    program: Program
-    target: Target
-    path: tuple[LoopNode, ...]  # the enclosing loops, outermost first
-    producer: bool = False  # it fills a workspace whose entries a later node reads
-
-    @property
-    def bound(self) -> set[str]:
-        return {loop.index for loop in self.path}
-
-
-Visit = Callable[[LoopNode, tuple[LoopNode, ...], bool], LoopNode]
-
-
-def _map(node: Node, visit: Visit, path: tuple[LoopNode, ...] = (),
-         producer: bool = False) -> Node:
-    """``node`` with ``visit`` applied to every loop, innermost first (``producer``: the
-    loop fills a workspace, before the ``Entries`` of its block read it)."""
-    if isinstance(node, Block):
-        reads = next((k for k, n in enumerate(node.items) if isinstance(n, Entries)), -1)
-        return Block(tuple(_map(item, visit, path, producer or k < reads)
-                           for k, item in enumerate(node.items)))
-    if isinstance(node, If):
-        return If(node.condition, _map(node.then, visit, path, producer))
-    if isinstance(node, Loop):
-        body = _map(node.body, visit, (*path, node), producer)
-        return visit(replace(node, body=body), path, producer)
-    if isinstance(node, Merge):
-        cases = tuple(Case(c.present, _map(c.body, visit, (*path, node), producer))
-                      for c in node.cases)
-        return visit(replace(node, cases=cases), path, producer)
-    return node
-
-
-def _inside(node: LoopNode) -> list[Node]:
-    bodies = [node.body] if isinstance(node, Loop) else [c.body for c in node.cases]
-    return [n for body in bodies for n in walk(body)]
-
-
-def _guards(node: LoopNode) -> bool:
-    """Whether an affine subscript's guard sits inside the loop: the fast forms do not
-    translate guarded bodies (yet)."""
-    return any(isinstance(n, If) and isinstance(n.condition, InRange) for n in walk(node))
-
-
-def _hooks(where: _Where, index: str) -> bool:
-    """Whether the output closes a segment of appended entries (or a block) around loops
-    over ``index`` (assembly.OutputAssembler.hooks_for); a workspace's producers write
-    none."""
-    levels = where.program.output_levels
-    site = _site(where.program)
-    unordered = unordered_append_output(levels)
-    if where.target.phase == "count" or site is None or unordered or where.producer:
-        return False
-    prefix, blocks = inserted_prefix(levels), block_suffix(levels)
-    heads = [k for k in range(prefix, blocks) if k == prefix or not levels[k].branchless]
-    heads += [blocks] if blocks < len(levels) else []
-    names = site.out_vars
-    return any(0 < h <= len(names) and names[h - 1] == index for h in heads)
-
-
-def _site(program: Program):
-    loops = loops_of(program.root)
-    return loops[0].site if loops else None
-
-
-def _range_loop(where: _Where, node: LoopNode) -> bool:
-    """Whether the loop is clamped to a thread's range (the thread_rows pass tags it,
-    and runs first)."""
-    return split_by_threads(node)
-
-
-def _range_tested(node: LoopNode) -> bool:
-    """Whether a thread's range cannot clamp the loop (thread_rows tagged it): each
-    coordinate is tested against the range instead, which the fast forms that step
-    past the loop's body cannot skip."""
-    return RANGE_TEST in node.tags
-
-
-def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
+def thread_rows(where: Where, node: LoopNode) -> LoopNode:
     """Threads split the output's first index: its loop, outside any other over it, runs
     a thread's range [lo, hi) of it (in a kernel of one nest). A level iterated by
     position in no coordinate order cannot be clamped to the range by a search: the
@@ -183,26 +94,10 @@ def thread_rows(where: _Where, node: LoopNode) -> LoopNode:
     return tag(tag(node, mapping), RANGE_TEST) if unordered else tag(node, mapping)
 
 
-def _choose(node: LoopNode, **forms: object) -> LoopNode:
-    """``node`` with ``forms`` chosen, in its first form and its other form alike."""
-    other = None if node.other is None else replace(node.other, **forms)
-    return replace(node, forms=replace(node.forms, **forms), other=other)
-
-
-def _other(node: LoopNode, **forms: object) -> LoopNode:
-    """``node`` whose other form (timed against the first) has ``forms``."""
-    return replace(node, other=replace(node.other or node.forms, **forms))
-
-
-def _all_insert_full(program: Program) -> tuple[bool, bool]:
-    levels = program.output_levels
-    return all(lv.can_insert for lv in levels), all(lv.full for lv in levels)
-
-
 def _only_locates(node: LoopNode) -> bool:
     """Whether the loops inside ``node`` visit every coordinate and reach every level by
     a locate that always finds (jam.only_locate)."""
-    for inner in _inside(node):
+    for inner in loop_body_nodes(node):
         if isinstance(inner, Merge) or (isinstance(inner, If)
                                         and isinstance(inner.condition, Found)):
             return False
@@ -214,7 +109,7 @@ def _only_locates(node: LoopNode) -> bool:
     return True
 
 
-def can_jam(where: _Where, node: LoopNode) -> bool:
+def can_jam(where: Where, node: LoopNode) -> bool:
     """The loop-level check of unroll-and-jam (jam.can_jam), then the point's."""
     site = node.site
     if not isinstance(node, Loop) or site.depth < 0:
@@ -224,19 +119,19 @@ def can_jam(where: _Where, node: LoopNode) -> bool:
             site.out_vars and site.out_vars[0] in inner and where.program.nests == 1) \
             or where.target.threads_over in inner:  # its loops run unclamped
         return False
-    if any(_hooks(where, v) for v in inner) or not _only_locates(node):
+    if any(output_hooks(where, v) for v in inner) or not _only_locates(node):
         return False
-    all_insert, _ = _all_insert_full(where.program)
+    all_insert, _ = all_insert_full(where.program)
     if not ((not site.scatter and site.out_depth == site.depth + 1)
             or (all_insert and set(inner) <= set(site.out_vars))):
         return False
     return checks.jammable(node.iterator.facts, node.over == "positions" and
                            not node.iterator.universe, site.lattice_points,
-                           _hooks(where, node.index), _range_loop(where, node),
+                           output_hooks(where, node.index), range_loop(where, node),
                            [r.facts for r in leading_locates(node)])
 
 
-def jam(where: _Where, node: LoopNode) -> LoopNode:
+def jam(where: Where, node: LoopNode) -> LoopNode:
     """Unroll-and-jam: a sparse loop whose inner loops only locate runs 8, then 4
     positions per step (backends/llvm/jam.py)."""
     if not can_jam(where, node):
@@ -245,36 +140,36 @@ def jam(where: _Where, node: LoopNode) -> LoopNode:
     return replace(node, jam=(tile,) if tile else JAM_LANES)
 
 
-def pairs(where: _Where, node: LoopNode) -> LoopNode:
+def pairs(where: Where, node: LoopNode) -> LoopNode:
     """Paired rows: two halves of a row loop run their sums side by side
     (backends/llvm/pairs.py)."""
     site = node.site
-    all_insert, full = _all_insert_full(where.program)
+    all_insert, full = all_insert_full(where.program)
     if not isinstance(node, Loop) or site.depth < 0 or where.target.fastmath \
             or site.depth + 2 != len(site.order) or site.depth + 1 != site.out_depth \
             or site.scatter or site.derived or site.contains_sum or not (all_insert and full) \
-            or _hooks(where, site.order[site.depth + 1]) or can_jam(where, node) \
+            or output_hooks(where, site.order[site.depth + 1]) or can_jam(where, node) \
             or where.target.threads_over in site.order[site.depth + 1:]:
         return node
-    inner = [n for n in _inside(node) if isinstance(n, (Loop, Merge))]
+    inner = [n for n in loop_body_nodes(node) if isinstance(n, (Loop, Merge))]
     if len(inner) != 1 or not isinstance(inner[0], Loop) or inner[0].iterator.universe \
             or inner[0].site.lattice_points != 1:
         return node
     driver = inner[0]
-    others = [n.ref.facts for n in _inside(driver) if isinstance(n, Locate)]
+    others = [n.ref.facts for n in loop_body_nodes(driver) if isinstance(n, Locate)]
     if not checks.pair_driver(driver.iterator.facts, driver.over == "positions", others):
         return node
     it = node.iterator
     if not checks.pairable(None if it.universe else it.facts, site.lattice_points,
-                           _hooks(where, node.index), _range_tested(node),
+                           output_hooks(where, node.index), range_tested(node),
                            [r.facts for r in leading_locates(node)]):
         return node
-    clears = [n for n in _inside(node) if isinstance(n, Clear)]
-    writes = [n for n in _inside(node) if isinstance(n, (Accumulate, Insert, Append))
+    clears = [n for n in loop_body_nodes(node) if isinstance(n, Clear)]
+    writes = [n for n in loop_body_nodes(node) if isinstance(n, (Accumulate, Insert, Append))
               and len(clears) == 1 and n.target != clears[0].name]
     if len(clears) != 1 or len(writes) != 1:
         return node  # not one sum written once
-    return _other(node, pairs=Pairs(driver.index, driver.iterator, target_name(clears[0].name),
+    return in_other_form(node, pairs=Pairs(driver.index, driver.iterator, target_name(clears[0].name),
                                     clears[0].value, writes[0]))
 
 
@@ -284,7 +179,7 @@ def _gallops(node: LoopNode) -> bool:
         node.site.lattice_points)
 
 
-def gallop(where: _Where, node: LoopNode) -> LoopNode:
+def gallop(where: Where, node: LoopNode) -> LoopNode:
     """Galloping intersection: where one range is far longer than another (the first
     form), or at every mismatch (the other form); and the lockstep test of equal
     ranges it allows, where no per-coordinate hooks or thread-range test intervene (an
@@ -292,25 +187,25 @@ def gallop(where: _Where, node: LoopNode) -> LoopNode:
     a union's merge, which branches on a match first, is left without it)."""
     if not _gallops(node):
         return node
-    node = _choose(node, gallop=Gallop(GALLOP_SKEW))
-    if not _hooks(where, node.index) and not _range_loop(where, node):
-        node = _choose(node, lockstep=True)
-    return _other(node, gallop=Gallop(0))
+    node = choose(node, gallop=Gallop(GALLOP_SKEW))
+    if not output_hooks(where, node.index) and not range_loop(where, node):
+        node = choose(node, lockstep=True)
+    return in_other_form(node, gallop=Gallop(0))
 
 
-def running_sums(where: _Where, node: LoopNode) -> LoopNode:
+def running_sums(where: Where, node: LoopNode) -> LoopNode:
     """A sorted run of duplicate coordinates summed as it comes (coordinate-list SpMV)."""
     site = node.site
     if not isinstance(node, Loop) or node.iterator.universe:
         return node
-    all_insert, full = _all_insert_full(where.program)
+    all_insert, full = all_insert_full(where.program)
     order = site.order
     writes_next = node.index in order and order.index(node.index) + 1 == site.out_depth
     if checks.runs_sums(node.iterator.facts, node.over == "positions", site.lattice_points,
-                        _hooks(where, node.index), writes_next,
+                        output_hooks(where, node.index), writes_next,
                         linear_in(node.expr, node.iterator.uid), full, site.accumulate,
                         site.scatter, all_insert):
-        node = _choose(node, running_sums=True, run_sum=_run_sum(node))
+        node = choose(node, running_sums=True, run_sum=_run_sum(node))
         return replace(node, unroll=RUN_UNROLL)
     return node
 
@@ -319,7 +214,7 @@ def _run_sum(node: LoopNode) -> str:
     """The temporary a running-sum loop keeps as its open run's sum: the first block
     inside it that allocates a temporary, clears it, sums into it and ends by writing
     it to the output ("": none; the body writes each position's value itself)."""
-    for block in _inside(node):
+    for block in loop_body_nodes(node):
         items = block.items if isinstance(block, Block) else ()
         if len(items) >= 4 and isinstance(items[0], Allocate) and isinstance(items[1], Clear) \
                 and isinstance(items[-1], (Insert, Append)) \
@@ -328,7 +223,7 @@ def _run_sum(node: LoopNode) -> str:
     return ""
 
 
-def select_cases(where: _Where, node: LoopNode) -> LoopNode:
+def select_cases(where: Where, node: LoopNode) -> LoopNode:
     """Case selection: the cases of a co-iteration computed unconditionally and picked
     with selects, where each case is a scalar expression (it produces a value) over
     operands at positions valid whether or not the operand is present (iterated
@@ -337,7 +232,7 @@ def select_cases(where: _Where, node: LoopNode) -> LoopNode:
     per coordinate, which on random sparsity patterns mispredicts about every other
     step. Where the cases may also branch (no hooks, no thread-range test), the two are
     timed against each other: selection is then the other form."""
-    inside = _inside(node) if isinstance(node, Merge) else []
+    inside = loop_body_nodes(node) if isinstance(node, Merge) else []
     if not isinstance(node, Merge) or len(node.iterators) < 2 or len(node.cases) < 2 \
             or any(isinstance(n, (Loop, Merge, Allocate)) for n in inside):
         return node  # not innermost, or a case fills a temporary (a sum) first
@@ -350,8 +245,8 @@ def select_cases(where: _Where, node: LoopNode) -> LoopNode:
     if any(not r.facts.locate_always_found for r in node.located) or any(
             isinstance(n, Locate) and not n.ref.facts.full for n in inside):
         return node  # a position that is not valid where its level misses
-    split = not _hooks(where, node.index) and not _range_tested(node)
-    return _other(node, select=True) if split else _choose(node, select=True)
+    split = not output_hooks(where, node.index) and not range_tested(node)
+    return in_other_form(node, select=True) if split else choose(node, select=True)
 
 
 def _final_write(body: Node) -> Accumulate | Insert | Append | None:
@@ -362,23 +257,23 @@ def _final_write(body: Node) -> Accumulate | Insert | Append | None:
         and isinstance(rest[0], (Accumulate, Insert, Append)) else None
 
 
-def clear_rows(where: _Where, node: LoopNode) -> LoopNode:
+def clear_rows(where: Where, node: LoopNode) -> LoopNode:
     """Row clearing: the kernel zeroes each output row just before scattering into it."""
     site = node.site
     if not isinstance(node, Loop) or where.path or where.target.phase != "whole" \
             or site.depth + 1 >= len(site.order) or node.jam:
         return node
-    all_insert, full = _all_insert_full(where.program)
+    all_insert, full = all_insert_full(where.program)
     covers_all = site.lattice_points == 1 and (node.iterator.universe or node.iterator.facts.full) \
         and all(r.facts.full for r in leading_locates(node))
     if where.program.output_fill == 0 and checks.clears_rows(
             covers_all, THREAD_ROWS in node.tags, where.program.nests == 1, site.scatter,
             site.accumulate, all_insert, full):
-        return _choose(node, clear_rows=True)
+        return choose(node, clear_rows=True)
     return node
 
 
-def prefetch(where: _Where, node: LoopNode) -> LoopNode:
+def prefetch(where: Where, node: LoopNode) -> LoopNode:
     """Prefetch, a few positions ahead, the bounds and first entries of the rows the
     loop's body iterates at its next coordinates (backends/llvm/prefetch.py): B(k,:) under
     A(i,k), whose first reads in a random row order otherwise wait on memory."""
@@ -397,10 +292,10 @@ def prefetch(where: _Where, node: LoopNode) -> LoopNode:
                 and checks.prefetches(node.iterator.facts, node.over == "positions",
                                       parent.facts, item.over == "positions"):
             rows.append(item.iterator)
-    return _other(node, prefetch=Prefetch(AHEAD, tuple(rows))) if rows else node
+    return in_other_form(node, prefetch=Prefetch(AHEAD, tuple(rows))) if rows else node
 
 
-def case_steps(where: _Where, node: LoopNode) -> LoopNode:
+def case_steps(where: Where, node: LoopNode) -> LoopNode:
     """Steps inside the cases: a merge of several iterators whose cases branch advances,
     in each case's branch, the iterators it knows about by a constant step, so that the
     next positions do not wait on the coordinates just compared (backends/llvm/cases.py
@@ -408,11 +303,11 @@ def case_steps(where: _Where, node: LoopNode) -> LoopNode:
     cases (they need the step after them)."""
     if not isinstance(node, Merge) or len(node.iterators) < 2:
         return node
-    hooks = node.site.depth >= 0 and _hooks(where, node.index)
-    return node if hooks or _range_tested(node) else _choose(node, case_steps=True)
+    hooks = node.site.depth >= 0 and output_hooks(where, node.index)
+    return node if hooks or range_tested(node) else choose(node, case_steps=True)
 
 
-def reserve_appends(where: _Where, node: LoopNode) -> LoopNode:
+def reserve_appends(where: Where, node: LoopNode) -> LoopNode:
     """Room for the loop's appends made before it: where the output appends an entry to
     its last level per write (no block levels below) and the loop is the last of the
     output's nest, or completes the output's indices without scattering, so each
@@ -424,11 +319,11 @@ def reserve_appends(where: _Where, node: LoopNode) -> LoopNode:
     last = site.depth + 1 == len(site.order) or (not site.scatter
                                                  and site.depth + 1 == site.out_depth)
     if appends and last and site.depth >= 0 and not where.producer:
-        return _choose(node, reserve=True)
+        return choose(node, reserve=True)
     return node
 
 
-def straight_line(where: _Where, node: LoopNode) -> LoopNode:
+def straight_line(where: Where, node: LoopNode) -> LoopNode:
     """No loop where a loop would run once: over the positions of a branchless level
     (one child per parent position) in a lattice of one point, its one position read
     without a bound test. Not where a thread's range clamps it (the range may leave it
@@ -437,17 +332,17 @@ def straight_line(where: _Where, node: LoopNode) -> LoopNode:
     position at a time."""
     it = node.iterator if isinstance(node, Loop) else None
     if it is None or it.universe or node.over != "positions" or not it.facts.branchless \
-            or node.site.lattice_points != 1 or (_range_loop(where, node) and it.facts.ordered):
+            or node.site.lattice_points != 1 or (range_loop(where, node) and it.facts.ordered):
         return node
     for loop in where.path:
         for ref in named_levels(loop):
             if (ref.uid, ref.level) == (it.uid, it.level - 1) and ref.facts.runs \
                     and not loop.forms.running_sums:
                 return node
-    return _choose(node, straight=True)
+    return choose(node, straight=True)
 
 
-def unroll_loops(where: _Where, node: LoopNode) -> LoopNode:
+def unroll_loops(where: Where, node: LoopNode) -> LoopNode:
     """A user's ``unroll(i, n)``: the loop over ``i`` runs ``n`` iterations per step of
     LLVM's unroller (the backend attaches the count to the loop's back edge); a
     running-sum loop keeps its own count."""
@@ -462,18 +357,18 @@ PASSES = (thread_rows, jam, pairs, gallop, running_sums, select_cases, case_step
 
 
 def optimize(program: Program, target: Target | None = None,
-             passes: tuple[Callable[[_Where, LoopNode], LoopNode], ...] = PASSES) -> Program:
+             passes: tuple[Callable[[Where, LoopNode], LoopNode], ...] = PASSES) -> Program:
     """``program`` with each pass run over every loop, in order (over a loop that
     copies an operand into a temporary, only thread_rows: it has no fast form)."""
     root, target = program.root, target or Target()
     for run in passes:
         def visit(node: LoopNode, path: tuple[LoopNode, ...], producer: bool,
                   run=run) -> LoopNode:
-            if (node.site.copies or _guards(node)) and run not in (
+            if (node.site.copies or guarded(node)) and run not in (
                     thread_rows, reserve_appends, straight_line):
                 return node
-            return run(_Where(program, target, path, producer), node)
-        root = _map(root, visit)
+            return run(Where(program, target, path, producer), node)
+        root = map_loops(root, visit)
     return replace(program, root=root, dtype=target.dtype)
 
 
@@ -495,7 +390,7 @@ def other_form(program: Program) -> Program:
     prefetched."""
     def swap(node: LoopNode, path: tuple[LoopNode, ...], producer: bool) -> LoopNode:
         return node if node.other is None else replace(node, forms=node.other, other=None)
-    return replace(program, root=_map(program.root, swap))
+    return replace(program, root=map_loops(program.root, swap))
 
 
 def _other_form_names(first: Forms, other: Forms) -> set[str]:
