@@ -148,8 +148,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             for index, statement in enumerate(statements):
                 for op in statement.operands:
                     self.operands[op.uid] = op
-                root = _nest_root(program.root, len(statements), index)
-                self.lower_nest(statement, root)
+                several = len(statements) > 1 and isinstance(program.root, Block)
+                self.lower_nest(statement, program.root.items[index] if several
+                                else program.root)  # (several nests: a block of them)
         if self.phase in ("count", "append"):
             self.b.store(self.output.entries(), args[-1])
         if self.phase in ("whole", "finish"):
@@ -314,11 +315,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         if level >= 2:
             env["i_grandparent"] = resolved[level - 2].coord
         return env
-
-
-def _nest_root(root: Node, nests: int, index: int) -> Node:
-    """Nest ``index``'s loops in a kernel's loop IR (several nests: a block of them)."""
-    return root.items[index] if nests > 1 and isinstance(root, Block) else root
 
 
 def emit_kernel(program: Program, abi: CallingConvention) -> tuple[KernelCompiler, ir.Module]:

@@ -105,8 +105,9 @@ class NodeEmitter:
             item = items[k]
             if isinstance(item, (Loop, Merge)):
                 group = [item]
-                while k + len(group) < len(items) and _resumes(items[k + len(group)]):
-                    group.append(items[k + len(group)])
+                while k + len(group) < len(items) and isinstance(
+                        items[k + len(group)], (Loop, Merge)) and items[k + len(group)].resumes:
+                    group.append(items[k + len(group)])  # its tails: over the same states
                 self.emit_loops(group, ctx)
                 k += len(group)
                 continue
@@ -281,7 +282,3 @@ def _bound(ctx: Ctx, index: str, node: Node) -> ir.Value:
     return ctx.bound[index]
 
 
-def _resumes(item: Node) -> bool:
-    """Whether ``item`` is a tail of the loop before it (another point of its lattice,
-    going on where it stopped): emitted with it, over the same iterator states."""
-    return isinstance(item, (Loop, Merge)) and item.resumes
