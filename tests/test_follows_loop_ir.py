@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
 from llvsparse.ir.errors import InternalCompilerError
 from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Block, CallingConvention, Loop, Merge, loops_of
+from llvsparse.ir.loops import Block, CallingConvention, Loop, Merge, loops_of, show
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.schedule import schedule
 from llvsparse.ir.transforms import lowering
@@ -118,15 +118,17 @@ def _max_statement():
 
 
 def test_the_pairs_driver_is_the_inner_loops_level() -> None:
-    """Paired rows take the level their inner loop iterates from the loop IR."""
-    from llvsparse.backends.llvm.pairs import driver_of
-
+    """Paired rows take the level their inner loop iterates, the sum and its write from
+    the pairs pass's data (notes.Pairs), which names them in the loop IR."""
     stmt, types = _setup("y(i) = A(i,j) * x(j)", y=("dense", 1), A=("csr", 2),
-                          x=("dense", 1))
-    (outer,) = [n for n in loops_of(loop_ir(stmt, types, "y").root) if n.index == "i"]
-    assert outer.other.pairs and not outer.forms.pairs
-    driver = driver_of(outer)
-    assert (driver.level, driver.uid) == (1, outer.iterator.uid)
+                         x=("dense", 1))
+    (outer, inner) = loops_of(loop_ir(stmt, types, "y").root)
+    pairs = outer.other.pairs
+    assert pairs and not outer.forms.pairs
+    assert (pairs.driver.level, pairs.driver.uid) == (1, outer.iterator.uid)
+    assert pairs.driver == inner.iterator and pairs.index == inner.index == "j"
+    assert (pairs.total, pairs.start) == ("acc", 0.0)
+    assert show(pairs.write) == "insert y(i) = acc()"
 
 
 def test_an_operand_workspaces_copy_loops_take_no_fast_form(

@@ -31,17 +31,18 @@ def _operands(seed: int) -> list[tuple[sp.csr_matrix, sp.csr_matrix]]:
 
 # (the form as --emit loops prints it, statement, formats, output format, reference)
 FORMS = [
-    ("other form: pairs", "y(i) = A(i,j) * x(j)", {"A": "csr"}, None,
+    ("other form: pairs of acc over A.1", "y(i) = A(i,j) * x(j)", {"A": "csr"}, None,
      lambda a, b, x: a @ x),
-    ("gallop when skewed 8x, lockstep when equal; other form: gallop always",
+    (("gallop when skewed 8x, lockstep when equal, advance per case, reserve appends; other "
+     "form: gallop always"),
      "C(i,j) = A(i,j) * B(i,j)", {"A": "csr", "B": "csr"}, "csr",
      lambda a, b, x: a.multiply(b).toarray()),
-    ("running sums, unroll 8", "y(i) = A(i,j) * x(j)", {"A": "coo"}, None, lambda a, b, x: a @ x),
-    ("other form: select cases", "C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"},
+    ("running sums of acc, unroll 8", "y(i) = A(i,j) * x(j)", {"A": "coo"}, None, lambda a, b, x: a @ x),
+    ("advance per case; other form: select cases", "C(i,j) = A(i,j) + B(i,j)", {"A": "csr", "B": "csr"},
      "dense", lambda a, b, x: (a + b).toarray()),
     ("clear rows", "C(i,k) = A(i,j) * D(j,k)", {"A": "csr", "D": "dense"}, "dense",
      lambda a, b, x: a @ b.toarray()),
-    ("other form: prefetch 4 ahead", "C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "csr"},
+    ("other form: prefetch B.1 rows 4 ahead", "C(i,k) = A(i,j) * B(j,k)", {"A": "csr", "B": "csr"},
      "csr", lambda a, b, x: (a @ b).toarray()),
 ]
 

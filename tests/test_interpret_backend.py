@@ -59,6 +59,7 @@ CATALOG = [
     ("y(i) = S(i,i)", {"S": "csr"}, None, None, lambda: np.diag(S)),
     ("C(i,j) = A(i,j) * sum_k(M(j,k))", {"A": "csr", "M": "csr"}, "csr", None,
      lambda: A * M.sum(1)),
+    ("y(j) = x(j) * 2", {"x": "hash"}, None, None, lambda: x * 2),  # a thread's range test
 ]
 ARRAYS = {"A": A, "B": B, "M": M, "x": x, "z": z, "S": S, "T": T, "U": U, "V": V, "Q": Q,
           "q": q}

@@ -22,12 +22,14 @@ SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
 
 
 def _noted(statement: str, **formats: tuple[str, int]) -> dict[str, tuple[int, int]]:
-    """Each loop's prefetch distance: (in the first form, in the other form)."""
+    """Each loop's prefetch distance: (in the first form, in the other form; 0: none)."""
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
     concrete = to_concrete(ls.parse(statement), types)
     program = loop_ir(schedule_kernel(concrete, types), types, statement.split("(")[0])
-    return {node.index: (node.forms.prefetch, (node.other or node.forms).prefetch)
+    def ahead(fetch) -> int:
+        return fetch.ahead if fetch is not None else 0
+    return {node.index: (ahead(node.forms.prefetch), ahead((node.other or node.forms).prefetch))
             for node in loops_of(program.root)}
 
 
@@ -52,7 +54,7 @@ def test_shown_in_emit_loops(capsys: pytest.CaptureFixture[str]) -> None:
     main(["dump", SPGEMM, "-f", "A:csr", "-f", "B:csr", "--out-format", "csr",
           "--emit", "loops", "--no-color"])
     line = next(t for t in capsys.readouterr().out.splitlines() if "for k" in t)
-    assert line.endswith(f"[other form: prefetch {opt.AHEAD} ahead]")
+    assert line.endswith(f"[other form: prefetch B.1 rows {opt.AHEAD} ahead]")
 
 
 def _prefetching_functions(llvm_ir: str) -> dict[str, bool]:

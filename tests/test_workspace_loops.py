@@ -68,7 +68,7 @@ def test_gustavson_dense_workspace_loops():
     assert lines[0].startswith("allocate w: float64 (dense workspace over j")
     assert lines[1] == "for i in coordinates of A.0:  {thread rows}"
     assert lines[2:8] == [
-        "  for k in positions of A.1:  [other form: prefetch 4 ahead]",
+        "  for k in positions of A.1:  [other form: prefetch B.1 rows 4 ahead]",
         "    locate B.0 at k",
         "    for j in positions of B.1:",
         "      w(j) += A(i,k) * B(k,j)",

@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ...ir.assembly_phases import grows_with_entries
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import appends_in_order, block_suffix, inserted_prefix, output_refusal
+from ...ir.legality import block_suffix, inserted_prefix
 from ...ir.operators import ADD
 from ...ir.types import TensorType, unordered_append_output
 from . import gpu_hooks, scalars
@@ -57,18 +57,11 @@ class OutputAssembler:
         self.unordered = unordered_append_output(ttype.levels)
         self.all_insert = all(lv.can_insert for lv in self.levels)
         self.prefix = inserted_prefix(ttype.levels)
-        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
-        if (reason := output_refusal(ttype)) is not None:
-            raise InternalCompilerError(reason)
         self.blocks = block_suffix(ttype.levels)
         self.heads = [k for k in range(self.prefix, self.blocks)
                       if k == self.prefix or not self.levels[k].branchless]
         self.last_head = self.heads[-1] if self.heads else len(self.levels)
         self.open_block: ir.AllocaInstr | None = None  # the entry whose block is written
-
-    def appends_in_order(self, var: str) -> bool:
-        """Whether ``var``'s coordinates are appended to a level that keeps them ordered."""
-        return appends_in_order(self.tensor.type, tuple(self.vars), var)
 
     def head_of(self, level: int) -> int:
         return max(h for h in self.heads if h <= level)

@@ -9,7 +9,8 @@ checks that can never fail.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -71,6 +72,22 @@ def mark_access(access: ir.Instruction, module: ir.Module, is_input: bool) -> No
     domain = module.add_metadata(["llvsparse.arrays"])
     inputs = module.add_metadata([module.add_metadata(["llvsparse.inputs", domain])])
     access.set_metadata("alias.scope" if is_input else "noalias", inputs)
+
+
+@contextmanager
+def while_loop(b: ir.IRBuilder, name: str, test: Callable[[], ir.Value]) -> Iterator[ir.Block]:
+    """``while test(): <the with-block>``, in blocks ``name``.head, .body and .done (the
+    one loop shape every emitter shares); yields the head, which a ``continue`` (or a
+    back edge the block closes itself) branches to."""
+    head, body, done = (b.append_basic_block(f"{name}.{part}") for part in ("head", "body", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    b.cbranch(test(), body, done)
+    b.position_at_end(body)
+    yield head
+    if not b.block.is_terminated:
+        b.branch(head)
+    b.position_at_end(done)
 
 
 def is_true(value: ir.Value) -> bool:
@@ -287,34 +304,18 @@ class _BodyCompiler:
                 self.stmts(node.other)
 
     def stmt_Repeat(self, node: bir.Repeat) -> None:
-        head = self.b.append_basic_block("while.head")
-        body = self.b.append_basic_block("while.body")
-        done = self.b.append_basic_block("while.done")
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        self.b.cbranch(self.as_bool(self.expr(node.test)), body, done)
-        self.b.position_at_end(body)
-        self.stmts(node.body)
-        if not self.b.block.is_terminated:
-            self.b.branch(head)
-        self.b.position_at_end(done)
+        with while_loop(self.b, "while", lambda: self.as_bool(self.expr(node.test))):
+            self.stmts(node.body)
 
     def stmt_CountUp(self, node: bir.CountUp) -> None:
         start, stop = self.as_int(self.expr(node.start)), self.as_int(self.expr(node.stop))
         counter = self.local(node.var, I64)
         self.b.store(start, counter)
-        head = self.b.append_basic_block("for.head")
-        body = self.b.append_basic_block("for.body")
-        done = self.b.append_basic_block("for.done")
-        self.b.branch(head)
-        self.b.position_at_end(head)
-        self.b.cbranch(self.b.icmp_signed("<", self.b.load(counter), stop), body, done)
-        self.b.position_at_end(body)
-        self.stmts(node.body)
-        if not self.b.block.is_terminated:
-            self.b.store(self.b.add(self.b.load(counter), ir.Constant(I64, 1)), counter)
-            self.b.branch(head)
-        self.b.position_at_end(done)
+        with while_loop(self.b, "for", lambda: self.b.icmp_signed("<", self.b.load(counter),
+                                                                  stop)):
+            self.stmts(node.body)
+            if not self.b.block.is_terminated:
+                self.b.store(self.b.add(self.b.load(counter), ir.Constant(I64, 1)), counter)
 
     def stmt_Return(self, node: bir.Return) -> None:
         compiled = [self.expr(v) for v in node.values]

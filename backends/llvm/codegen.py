@@ -15,9 +15,9 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.cin import Expr, Iter, Operand
-from ...ir.entry_split import ATOMIC_TAG, ENTRY_WINDOW_TAG, windowed
+from ...ir.entry_split import ATOMIC_TAG, windowed
 from ...ir.errors import InternalCompilerError
-from ...ir.gpu_plan import POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
+from ...ir.gpu_plan import WARP_SUMS_TAG
 from ...ir.loops import (
     Accumulate,
     Append,
@@ -25,13 +25,11 @@ from ...ir.loops import (
     CallingConvention,
     InRange,
     Insert,
-    LoopNode,
     Node,
     Program,
     Statement,
     loops_of,
 )
-from ...ir.notes import split_by_threads
 from . import jam, precompute_lower, scalars
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -44,7 +42,6 @@ from .emit_base import (
     STATUS_OK,
     ZERO,
     Ctx,
-    Hooks,
     LevelPos,
     RunState,
     emit_counted_loop,
@@ -52,7 +49,6 @@ from .emit_base import (
 from .emit_nodes import NodeEmitter, Temp
 from .iterators import IteratorEmitter
 from .memory import MemoryEmitter
-from .point import PointEmitter
 from .tensor_ir import TensorIR
 from .values import ValueEmitter
 from .workspace_lower import WorkspaceEmitter, lower_with_workspace
@@ -152,8 +148,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             for index, statement in enumerate(statements):
                 for op in statement.operands:
                     self.operands[op.uid] = op
-                root = _nest_root(program.root, len(statements), index)
-                self.lower_nest(statement, root)
+                several = len(statements) > 1 and isinstance(program.root, Block)
+                self.lower_nest(statement, program.root.items[index] if several
+                                else program.root)  # (several nests: a block of them)
         if self.phase in ("count", "append"):
             self.b.store(self.output.entries(), args[-1])
         if self.phase in ("whole", "finish"):
@@ -175,8 +172,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         site = next((node.site for node in loops_of(root) if not node.site.copies), None)
         self.scatter = site.scatter if site else False
         self.run_state: RunState | None = None  # see running_sums
-        if self.scatter and not (self.output.all_insert or self.output.unordered):
-            raise InternalCompilerError(f"output {self.out_name} cannot be scattered into")
         free = precompute_lower.allocate(self)  # operand workspaces (precompute.py)
         for plan in statement.precomputes:
             self.operands[plan.replacement.uid] = plan.replacement
@@ -245,18 +240,9 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
                            self.b.icmp_signed("<", value, extent))
 
     # -- one loop variable ---------------------------------------------------------------
-    def iter_of(self, ctx: Ctx, var: str) -> Callable[[Operand], Iter | None]:
-        def find(op: Operand) -> Iter | None:
-            k = len(ctx.levels.get(op.uid, ()))
-            return Iter(op.uid, k) if k < len(op.vars) and op.vars[k] == var else None
-        return find
-
     def fill_of(self, op: Operand) -> float:
         """The value of ``op``'s entries that are not stored."""
         return self.types[op.tensor].fill
-
-    def level_type(self, it: Iter):
-        return self.types[self.operands[it.uid].tensor].levels[it.level]
 
     def extent(self, var: str) -> ir.Value:
         candidates = [(op.tensor, k) for op in self.operands.values()
@@ -267,32 +253,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
             raise InternalCompilerError(f"no operand gives the extent of index {var}")
         tensor, level = candidates[0]
         return self.tensors[tensor].extents[level]
-
-    def emit_point_loops(self, nodes: list[LoopNode], ctx: Ctx,
-                         body: Callable[[Node, Ctx], None], hooks: Hooks | None,
-                         jam_body: Callable[[list[Ctx]], None] | None = None,
-                         appends: bool = False,
-                         pair_body: Callable[[list[Ctx]], None] | None = None) -> None:
-        """The loops of ``nodes``, one per point of a lattice. ``body`` emits a case's
-        body node at each coordinate; ``jam_body``, when given, is the body for several coordinates at once
-        (see jam); ``appends``: each iteration appends at most one entry to the output;
-        ``pair_body``, when given, is the body for two coordinates side by side, used in
-        the other form (see pairs)."""
-        var, expr = nodes[0].index, nodes[0].expr
-        find = self.iter_of(ctx, var)
-        if nodes[0].forms.clear_rows:  # the pass checked every row is visited
-            body = self.clearing_rows(body)
-        thread_rows = split_by_threads(nodes[0])
-        positions = POSITION_SPLIT_TAG in nodes[0].tags
-        lanes = WARP_LANES_TAG in nodes[0].tags  # (the loop's own iterator: lanes share it)
-        window = ENTRY_WINDOW_TAG in nodes[0].tags  # (likewise: its positions are bounded)
-        shared = getattr(nodes[0], "iterator", None)
-        states = {it: self.iterator_state(it, var, ctx, thread_rows, positions, lanes and (
-            it.uid, it.level) == (shared.uid, shared.level), window and (
-            it.uid, it.level) == (shared.uid, shared.level)) for it in nodes[0].chosen.streams}
-        for node in nodes:
-            PointEmitter(self, var, expr, ctx, node, states, find, body, hooks,
-                         appends, jam_body, pair_body).emit()
 
     def clearing_rows(self, body: Callable[[Node, Ctx], None]) -> Callable[[Node, Ctx], None]:
         """``body``, after zeroing the output's row at the loop's coordinate."""
@@ -355,11 +315,6 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         if level >= 2:
             env["i_grandparent"] = resolved[level - 2].coord
         return env
-
-
-def _nest_root(root: Node, nests: int, index: int) -> Node:
-    """Nest ``index``'s loops in a kernel's loop IR (several nests: a block of them)."""
-    return root.items[index] if nests > 1 and isinstance(root, Block) else root
 
 
 def emit_kernel(program: Program, abi: CallingConvention) -> tuple[KernelCompiler, ir.Module]:

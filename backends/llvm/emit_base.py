@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import Iter
-from .bodies import I64
+from .bodies import I64, while_loop
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -61,6 +61,7 @@ class RunState:
     and the loop IR's write of the sum (known once the loop's body reaches it)."""
 
     var: str
+    name: str  # the temporary the loop IR sums a run into (Forms.run_sum)
     coord: ir.AllocaInstr
     total: ir.AllocaInstr
     outer: Ctx
@@ -88,18 +89,10 @@ def emit_counted_loop(b: ir.IRBuilder, counter: ir.AllocaInstr, start: ir.Value,
     tests tell apart from the loops over index variables).
     """
     b.store(start, counter)
-    head = b.append_basic_block(f"{name}.head")
-    loop = b.append_basic_block(f"{name}.body")
-    done = b.append_basic_block(f"{name}.done")
-    b.branch(head)
-    b.position_at_end(head)
-    b.cbranch(b.icmp_signed("<", b.load(counter), stop), loop, done)
-    b.position_at_end(loop)
-    q = b.load(counter)
-    body(q)
-    b.store(b.add(q, ONE), counter)
-    b.branch(head)
-    b.position_at_end(done)
+    with while_loop(b, name, lambda: b.icmp_signed("<", b.load(counter), stop)):
+        q = b.load(counter)
+        body(q)
+        b.store(b.add(q, ONE), counter)
 
 
 @dataclass
@@ -124,18 +117,10 @@ def emit_lower_bound(kc: KernelCompiler, begin: ir.Value, end: ir.Value, target:
     low, high = kc.alloca(I64, f"{name}.lo"), kc.alloca(I64, f"{name}.hi")
     b.store(begin, low)
     b.store(end, high)
-    head = b.append_basic_block(f"{name}.head")
-    body = b.append_basic_block(f"{name}.body")
-    done = b.append_basic_block(f"{name}.done")
-    b.branch(head)
-    b.position_at_end(head)
-    b.cbranch(b.icmp_signed("<", b.load(low), b.load(high)), body, done)
-    b.position_at_end(body)
-    lo_value, hi_value = b.load(low), b.load(high)
-    mid = b.add(lo_value, b.ashr(b.sub(hi_value, lo_value), ONE))
-    below = b.icmp_signed("<", coord_at(mid), target)
-    b.store(b.select(below, b.add(mid, ONE), lo_value), low)
-    b.store(b.select(below, hi_value, mid), high)
-    b.branch(head)
-    b.position_at_end(done)
+    with while_loop(b, name, lambda: b.icmp_signed("<", b.load(low), b.load(high))):
+        lo_value, hi_value = b.load(low), b.load(high)
+        mid = b.add(lo_value, b.ashr(b.sub(hi_value, lo_value), ONE))
+        below = b.icmp_signed("<", coord_at(mid), target)
+        b.store(b.select(below, b.add(mid, ONE), lo_value), low)
+        b.store(b.select(below, hi_value, mid), high)
     return b.load(low)

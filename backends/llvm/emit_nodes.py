@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Operand
 from ...ir.errors import InternalCompilerError
 from ...ir.loops import (
     Accumulate,
@@ -44,9 +43,10 @@ from ...ir.loops import (
     show,
 )
 from ...ir.operators import ADD
-from . import jam, pairs, precompute_lower, scalars, scatter_reduce
+from . import jam, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64, is_true
 from .emit_base import ONE, ZERO, Ctx, LevelPos
+from .point import PointEmitter
 
 if TYPE_CHECKING:
     from .codegen import KernelCompiler
@@ -85,10 +85,12 @@ class NodeEmitter:
             raise InternalCompilerError(f"no code generation for {type(node).__name__} here")
 
     def emit_block(self: KernelCompiler, items: tuple[Node, ...], ctx: Ctx) -> None:
-        if (run := self.running_write_point(items)) is not None:
-            self.run_state = replace(self.run_state, write=items[-1])
-            self.continue_run(self.run_state, ctx.bound[self.run_state.var])
-            self.temps[run.name] = Temp(self.run_state.total)
+        run = self.run_state
+        if run is not None and items and isinstance(items[0], Allocate) \
+                and items[0].name == run.name:  # the running sum's block (ir/notes.Forms)
+            self.run_state = replace(run, write=items[-1])
+            self.continue_run(self.run_state, ctx.bound[run.var])
+            self.temps[run.name] = Temp(run.total)
             for item in items[2:-1]:  # its sum goes on; the run's end writes it
                 self.emit_node(item, ctx)
             return
@@ -103,8 +105,9 @@ class NodeEmitter:
             item = items[k]
             if isinstance(item, (Loop, Merge)):
                 group = [item]
-                while k + len(group) < len(items) and _resumes(items[k + len(group)]):
-                    group.append(items[k + len(group)])
+                while k + len(group) < len(items) and isinstance(
+                        items[k + len(group)], (Loop, Merge)) and items[k + len(group)].resumes:
+                    group.append(items[k + len(group)])  # its tails: over the same states
                 self.emit_loops(group, ctx)
                 k += len(group)
                 continue
@@ -152,16 +155,6 @@ class NodeEmitter:
         previous = ctx.found.get(ref.uid)
         found = found if previous is None else self.b.and_(previous, found)
         return replace(ctx, found={**ctx.found, ref.uid: found})
-
-    def running_write_point(self: KernelCompiler, items: tuple[Node, ...]) -> Allocate | None:
-        """The accumulator of the block ``allocate; clear; loops; write it``, where the
-        loop around it sums runs of duplicates as they come (the running-sums pass): the
-        run's sum then takes its place."""
-        if self.run_state is None or len(items) < 4 or not isinstance(items[0], Allocate) \
-                or not isinstance(items[1], Clear) or not isinstance(items[-1], (Insert, Append)):
-            return None
-        name = items[0].name
-        return items[0] if items[-1].value == Operand(name, (), -1) else None
 
     def allocate(self: KernelCompiler, node: Allocate, block: tuple[Node, ...]) -> None:
         """A scalar temporary (with the flag or count its block's conditions read), or an
@@ -267,25 +260,17 @@ class NodeEmitter:
         # A loop of the output's nest: not a sum's, nor a workspace producer's.
         in_output = site.depth >= 0 and not (self.workspace and self.workspace.producing)
         hooks = self.output.hooks_for(var) if in_output else None
-        order = site.order
-        appends = self.output.appends and in_output and (
-            site.depth + 1 == len(order) or (not site.scatter and site.depth + 1 == site.out_depth))
-        jam_body = pair_body = None
-        if node.jam:
-            jam_body = lambda lanes: jam.emit(self, node.body, lanes)
-        if node.forms.pairs:
-            pair_body = lambda lanes: pairs.emit(self, node, lanes)
-        self.emit_point_loops(nodes, ctx, self.emit_node,
-                              hooks, jam_body, appends, pair_body)
+        body = self.clearing_rows(self.emit_node) if node.forms.clear_rows else self.emit_node
+        states = self.iterator_states(node, ctx)  # a merge's tails resume its iterators
+        for each in nodes:
+            PointEmitter(self, node.expr, ctx, each, states, body, hooks).emit()
 
     def leaf_of(self: KernelCompiler, node: Merge) -> Callable[[ir.Value, Ctx], None]:
-        """The write every case of a merge ends in, as a consumer of the value a selected
-        case computed (the case-selection pass chooses only such merges)."""
-        writes = [_final_write(case.body) for case in node.cases]
-        if any(w is None or type(w) is not type(writes[0]) or w.target != writes[0].target
-               for w in writes):
-            raise InternalCompilerError("selected cases that do not end in one write")
-        return lambda value, ctx: self.emit_write(writes[0], value, ctx)
+        """The write every case of a merge ends in (the case-selection pass chose only
+        such merges), as a consumer of the value a selected case computed."""
+        body = node.cases[0].body
+        write = body.items[-1] if isinstance(body, Block) else body
+        return lambda value, ctx: self.emit_write(write, value, ctx)
 
 
 def _bound(ctx: Ctx, index: str, node: Node) -> ir.Value:
@@ -297,15 +282,3 @@ def _bound(ctx: Ctx, index: str, node: Node) -> ir.Value:
     return ctx.bound[index]
 
 
-def _resumes(item: Node) -> bool:
-    """Whether ``item`` is a tail of the loop before it (another point of its lattice,
-    going on where it stopped): emitted with it, over the same iterator states."""
-    return isinstance(item, (Loop, Merge)) and item.resumes
-
-
-def _final_write(body: Node) -> Write | None:
-    """A case body's write, after the locates that reach it."""
-    items = body.items if isinstance(body, Block) else (body,)
-    rest = [n for n in items if not isinstance(n, Locate)]
-    return rest[0] if len(rest) == 1 and isinstance(rest[0], (Accumulate, Insert, Append)) \
-        else None

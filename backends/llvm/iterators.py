@@ -7,8 +7,11 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...ir.cin import Iter
+from ...ir.entry_split import ENTRY_WINDOW_TAG
 from ...ir.errors import InternalCompilerError
-from ...ir.gpu_plan import WARP_SIZE
+from ...ir.gpu_plan import POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SIZE
+from ...ir.loops import Loop, LoopNode
+from ...ir.notes import split_by_threads
 from . import gpu_hooks
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound
@@ -26,6 +29,19 @@ class IteratorEmitter:
         begin = b.select(b.icmp_signed(">", lo, begin), lo, begin)
         end = b.select(b.icmp_signed("<", hi, end), hi, end)
         return begin, end
+
+    def iterator_states(self, node: LoopNode, ctx: Ctx) -> dict[Iter, IterState]:
+        """The states of the iterators of ``node`` and of the tails that resume it (the
+        levels its lattice's top point co-iterates), as its tags clamp them."""
+        shared = node.iterator if isinstance(node, Loop) else None
+        thread_rows, tags = split_by_threads(node), node.tags
+
+        def own(it: Iter, mapping: str) -> bool:  # a tag on the loop's own iterator
+            return mapping in tags and (it.uid, it.level) == (shared.uid, shared.level)
+        return {it: self.iterator_state(it, node.index, ctx, thread_rows,
+                                        POSITION_SPLIT_TAG in tags, own(it, WARP_LANES_TAG),
+                                        own(it, ENTRY_WINDOW_TAG))
+                for it in node.chosen.streams}
 
     def iterator_state(self, it: Iter, var: str, ctx: Ctx, thread_rows: bool,
                        positions: bool = False, lanes: bool = False,

@@ -86,8 +86,9 @@ def emit(kc: KernelCompiler, node: Node, lanes: list[Ctx],
     elif isinstance(node, Locate):
         return  # each lane's levels are located as its loops bind them (locate_bound)
     elif isinstance(node, Loop):  # every coordinate: it only locates (passes.can_jam)
-        each_coordinate(kc, node.index, node.expr, lanes,
-                        lambda inner: emit(kc, node.body, inner, temps))
+        kc.counted_loop(ZERO, kc.extent(node.index), lambda k: emit(kc, node.body, [
+            locate_bound(kc, kc.bind(lane, node.index, k), node.expr) for lane in lanes],
+            temps), name=node.index)
     elif isinstance(node, Allocate):
         temps[node.name] = [kc.alloca(scalars.compute_type(kc.dtype), "lane.acc")
                             for _ in lanes]
@@ -108,11 +109,3 @@ def emit(kc: KernelCompiler, node: Node, lanes: list[Ctx],
             kc.emit_write(node, b.load(acc), lane)
     else:  # the jam pass chooses only loops whose inner loops locate surely
         raise InternalCompilerError(f"a jammed loop holds what it cannot jam: {node}")
-
-
-def each_coordinate(kc: KernelCompiler, var: str, expr: Expr, lanes: list[Ctx],
-                    body) -> None:
-    """for var in range(extent): body(lanes with var bound and located)."""
-    kc.counted_loop(ZERO, kc.extent(var),
-                    lambda k: body([locate_bound(kc, kc.bind(lane, var, k), expr)
-                                    for lane in lanes]), name=var)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from ...ir.cin import Iter
-from ...ir.loops import Accumulate, Append, Clear, Insert, Loop, LoopNode, Merge, walk
+from ...ir.loops import Loop
 from . import scalars
 from .bodies import I64
 from .emit_base import Ctx
@@ -44,27 +44,15 @@ if TYPE_CHECKING:
     from .codegen import KernelCompiler
 
 
-def driver_of(node: LoopNode) -> Iter:
-    """The level that drives the innermost loop of a loop the pairs pass noted: the one
-    loop inside it, which iterates one level (passes.pairs)."""
-    (inner,) = [n for n in walk(node.body) if isinstance(n, (Loop, Merge))]
-    (driver,) = inner.chosen.iterated
-    return driver
-
-
 def emit(kc: KernelCompiler, node: Loop, lanes: list[Ctx]) -> None:
-    """Each lane's sum over the index of the loop inside ``node``: together while every
-    lane has entries left, then each lane alone; then each lane's write, in lane order."""
-    b = kc.b
-    (inner,) = [n for n in walk(node.body) if isinstance(n, (Loop, Merge))]
-    var, expr, driver = inner.index, node.expr, driver_of(node)
-    # The sum's start and its write, as the loop IR gives them (lower_loops.write_point).
-    (clear,) = [n for n in walk(node.body) if isinstance(n, Clear)]
-    (write,) = [n for n in walk(node.body) if isinstance(n, (Accumulate, Insert, Append))
-                and n.target != clear.name]
+    """Each lane's sum over the pass's inner index (``node.forms.pairs``): together while
+    every lane has entries left, then each lane alone; then each lane's write, in lane
+    order."""
+    b, pairs = kc.b, node.forms.pairs
+    var, expr, driver = pairs.index, node.expr, Iter(pairs.driver.uid, pairs.driver.level)
     op = kc.operands[driver.uid]
     tensor = kc.tensors[op.tensor]
-    start = scalars.constant(kc.dtype, clear.value)
+    start = scalars.constant(kc.dtype, pairs.start)
     accs, bounds = [], []
     for lane in lanes:
         acc = kc.alloca(scalars.compute_type(kc.dtype), "pair.acc")
@@ -91,5 +79,5 @@ def emit(kc: KernelCompiler, node: Loop, lanes: list[Ctx]) -> None:
         kc.counted_loop(b.add(begin, common), end,
                         lambda p, lane=lane, acc=acc: add_at(lane, p, acc), name=f"{var}.rest")
     for lane, acc in zip(lanes, accs):
-        kc.emit_write(write, b.load(acc), lane)
+        kc.emit_write(pairs.write, b.load(acc), lane)
 

@@ -4,19 +4,19 @@ sums, gallop)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
+from ...ir.cin import Expr, Iter
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import unordered_refusal
-from ...ir.loops import Loop, LoopNode
-from ...ir.notes import split_by_threads
-from . import jam, prefetch, scalars
-from .bodies import I64, TRUE, is_true
+from ...ir.loops import Loop, LoopNode, Node
+from ...ir.notes import RANGE_TEST, split_by_threads
+from . import jam, pairs, prefetch, scalars
+from .bodies import I64, TRUE, is_true, while_loop
 from .cases import CaseDispatch
-from .emit_base import ONE, ZERO, Ctx, LevelPos, RunState, unroll
+from .emit_base import ONE, ZERO, Ctx, Hooks, IterState, LevelPos, RunState, unroll
 from .gallop import GallopEmitter
 
 if TYPE_CHECKING:
@@ -26,13 +26,11 @@ if TYPE_CHECKING:
 class PointEmitter(CaseDispatch, GallopEmitter):
     """The loop (or straight-line code) for one lattice point, with its case dispatch."""
 
-    def __init__(self, kc: KernelCompiler, var, expr, ctx, node: LoopNode, states, find,
-                 body, hooks, appends=False, jam_body=None, pair_body=None):
+    def __init__(self, kc: KernelCompiler, expr: Expr, ctx: Ctx, node: LoopNode,
+                 states: dict[Iter, IterState], body: Callable[[Node, Ctx], None],
+                 hooks: Hooks | None):
         self.kc, self.b = kc, kc.b
-        self.jam_body = jam_body
-        self.pair_body = pair_body
-        self.appends = appends  # an iteration appends at most one entry to the output
-        self.var, self.expr, self.ctx = var, expr, ctx
+        self.var, self.expr, self.ctx = node.index, expr, ctx
         # What the loop IR chose for this loop (lower_loops): its point, the levels
         # iterated and located, and each case's sub-point, expression and body.
         self.node = node
@@ -44,7 +42,7 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         # unless the run is summed as it comes (running sums).
         refs = (node.iterator,) if isinstance(node, Loop) else node.iterators
         self.runs = {it for it, ref in zip(self.iterated, refs, strict=True) if ref.facts.runs}
-        self.states, self.find, self.body, self.hooks = states, find, body, hooks
+        self.states, self.body, self.hooks = states, body, hooks
         self.seg_ends: dict[Iter, ir.Value] = {}  # end of each deduplicated segment
         self.running = False  # positions of duplicate coordinates summed as they come
         self.galloping = False  # mismatches skip ahead by search (see seek_common)
@@ -55,27 +53,19 @@ class PointEmitter(CaseDispatch, GallopEmitter):
 
     def emit(self) -> None:
         b = self.b
-        single = len(self.iterated) == 1
-        state = self.states[self.iterated[0]]
-        # Straight-line code reads the one position of a branchless level without a
-        # bound test: not where a thread's range clamped it, which may leave it empty.
-        if (single and self.chosen.points == 1 and state.kind == "position"
-                and self.kc.level_type(state.it).branchless and not state.clamped
-                and (state.parent is None or state.parent.seg_end is None)):
+        if self.forms.straight:  # the one position of a branchless level, read as is
+            state = self.states[self.iterated[0]]
+            if state.clamped or (state.parent is not None and state.parent.seg_end is not None):
+                raise InternalCompilerError("straight-line code over a range a thread's "
+                                            "split or a run of duplicates bounds")
             self.iteration(straight=True)
             return
         for it in self.iterated:
             if it not in self.states:
                 raise InternalCompilerError("an iterator without state")
-        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
-        # (An unordered level may hold its keys in order by chance.)
-        reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
-        if reason is not None:
-            raise InternalCompilerError(reason)
-        if self.jam_body is not None and self.node.jam:
-            for lanes in self.node.jam:  # the loop below then runs the remaining iterations
-                self.jam_loop(lanes)
-        if self.pair_body is not None and self.forms.pairs:
+        for lanes in self.node.jam:  # the loop below then runs the remaining iterations
+            self.jam_loop(lanes)
+        if self.forms.pairs:
             self.pair_loop()  # the loop below then runs the odd last iteration
         reserved = self.reserve_appends()
         self.running = self.forms.running_sums
@@ -83,7 +73,8 @@ class PointEmitter(CaseDispatch, GallopEmitter):
             run_coord = self.kc.alloca(I64, "run.coord")
             run_sum = self.kc.alloca(scalars.compute_type(self.kc.dtype), "run.sum")
             b.store(ir.Constant(I64, -1), run_coord)
-            self.kc.run_state = RunState(self.var, run_coord, run_sum, self.ctx)
+            self.kc.run_state = RunState(self.var, self.forms.run_sum, run_coord, run_sum,
+                                         self.ctx)
         if self.may_step_together():
             with b.if_else(self.same_coordinates()) as (same, different):
                 with same:
@@ -118,26 +109,23 @@ class PointEmitter(CaseDispatch, GallopEmitter):
 
     def emit_loop(self) -> None:
         b = self.b
-        head = b.append_basic_block(f"{self.var}.head")
-        loop = b.append_basic_block(f"{self.var}.body")
-        done = b.append_basic_block(f"{self.var}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        cond = TRUE
+        with while_loop(b, self.var, self.entries_left) as head:
+            self.latch = head
+            prefetch.ahead(self)  # the rows of later positions, where the prefetch pass noted
+            self.iteration(straight=False)
+            if not b.block.is_terminated:
+                back = b.branch(head)
+                if self.node.unroll > 1:  # a user's schedule, or running sums (the loop IR)
+                    unroll(back, self.node.unroll)
+
+    def entries_left(self) -> ir.Value:
+        """Whether every iterator has entries left."""
+        b, cond = self.b, TRUE
         for it in self.iterated:
             st = self.states[it]
             cmp = b.icmp_signed("<", b.load(st.cur), st.end)
             cond = cmp if cond is TRUE else b.and_(cond, cmp)
-        b.cbranch(cond, loop, done)
-        b.position_at_end(loop)
-        self.latch = head
-        prefetch.ahead(self)  # the rows of later positions, where the prefetch pass noted
-        self.iteration(straight=False)
-        if not b.block.is_terminated:
-            back = b.branch(head)
-            if self.node.unroll > 1:  # a user's schedule, or running sums (the loop IR says)
-                unroll(back, self.node.unroll)
-        b.position_at_end(done)
+        return cond
 
     def pair_loop(self) -> None:
         """The first and the second half of the iterations side by side, one from each
@@ -149,8 +137,8 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         half = b.sdiv(b.select(b.icmp_signed(">", count, ZERO), count, ZERO),
                       ir.Constant(I64, 2))
         kc.counted_loop(start, b.add(start, half),
-                        lambda cur: self.pair_body([self.lane(cur),
-                                                    self.lane(b.add(cur, half))]),
+                        lambda cur: pairs.emit(kc, self.node, [self.lane(cur),
+                                                               self.lane(b.add(cur, half))]),
                         name=f"{self.var}.pairs")
         b.store(b.add(start, b.add(half, half)), state.cur)
 
@@ -175,28 +163,22 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         it = self.iterated[0]
         state = self.states[it]
         step = ir.Constant(I64, width)
-        head = b.append_basic_block(f"{self.var}.jam{width}.head")
-        loop = b.append_basic_block(f"{self.var}.jam{width}.body")
-        done = b.append_basic_block(f"{self.var}.jam{width}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end), loop, done)
-        b.position_at_end(loop)
-        cur = b.load(state.cur)
-        self.jam_body([kc.at_position(self.ctx, self.var, it, b.add(cur, ir.Constant(I64, u)),
-                                      self.expr) for u in range(width)])
-        b.store(b.add(cur, step), state.cur)
-        b.branch(head)
-        b.position_at_end(done)
+        with while_loop(b, f"{self.var}.jam{width}",
+                        lambda: b.icmp_signed("<=", b.add(b.load(state.cur), step), state.end)):
+            cur = b.load(state.cur)
+            jam.emit(kc, self.node.body, [kc.at_position(
+                self.ctx, self.var, it, b.add(cur, ir.Constant(I64, u)), self.expr)
+                for u in range(width)])
+            b.store(b.add(cur, step), state.cur)
 
     def reserve_appends(self) -> set[int]:
-        """Before a loop whose every iteration appends at most one output entry, make
-        room for as many entries as it can iterate (each iteration advances an iterator)
-        and return the output slots its stores then need not check: no capacity test
-        and no call to the grow path inside the loop, so its registers stay in
-        registers."""
+        """Before a loop whose every iteration appends at most one output entry (the
+        reserve pass's form), make room for as many entries as it can iterate (each
+        iteration advances an iterator) and return the output slots its stores then need
+        not check: no capacity test and no call to the grow path inside the loop, so its
+        registers stay in registers. Only the phases that append have the arrays."""
         kc, b = self.kc, self.b
-        if not self.appends or kc.phase not in ("whole", "append"):
+        if not self.forms.reserve or kc.phase not in ("whole", "append"):
             return set()
         bound = ZERO
         for it in self.iterated:
@@ -253,17 +235,24 @@ class PointEmitter(CaseDispatch, GallopEmitter):
             for level in levels:
                 ctx = ctx.resolve(uid, level)
         in_range = None
-        clamped = all(self.states[it].clamped for it in self.iterated)
-        if split_by_threads(self.node) and not clamped:
+        if RANGE_TEST in self.node.tags:  # (thread_rows tagged it: its levels' order)
             in_range = b.and_(b.icmp_signed("<=", kc.lo, i), b.icmp_signed("<", i, kc.hi))
+        elif split_by_threads(self.node) and not all(self.states[it].clamped
+                                                     for it in self.iterated):
+            raise InternalCompilerError("a loop threads split whose range is neither clamped "
+                                        "nor tested")
         if in_range is not None:
             skip_to = b.append_basic_block("out_of_range")
             work = b.append_basic_block("in_range")
             b.cbranch(in_range, work, skip_to)
             b.position_at_end(work)
         saved = self.hooks[0](ctx) if self.hooks else None
-        split = None if (straight or in_range is not None or self.hooks or self.lockstep) \
-            else (coords, i)
+        # The merge's iterators step inside its cases where the pass chose it (not in
+        # the version that steps them all together).
+        split = (coords, i) if self.forms.case_steps and not self.lockstep else None
+        if split is not None and (in_range is not None or self.hooks):
+            raise InternalCompilerError("steps inside the cases of a merge that tests a "
+                                        "thread's range or closes output segments")
         chosen = None if straight else self.selected_cases(ctx, present)
         if chosen:  # the cases computed and selected (the case-selection pass chose it)
             self.emit_selected(chosen, ctx)

@@ -3,10 +3,10 @@ ir/opt/passes.py).
 
 In ``A(i,k) * B(k,j)`` the loop over A's positions visits B's rows in a random order,
 and each row's first reads (its bounds, then its first coordinate and value) wait on
-memory. A few positions further on (the distance the pass chose: ``Loop.forms.prefetch``),
-the loop reads the coordinate it will reach,
-locates the other operand's levels there, reads the bounds of the row it will iterate
-and prefetches that row's first entry. Everything is asked of the levels' own
+memory. A few positions further on, the loop reads the coordinate it will reach, locates
+the other operand's levels there, reads the bounds of the row it will iterate and
+prefetches that row's first entry: the distance and the rows are the prefetch pass's
+(``Loop.forms.prefetch``, ir/notes.Prefetch). Everything is asked of the levels' own
 functions (``pos_access``, ``locate``, ``pos_bounds``), so no format is named.
 
 The position ahead may lie past the loop's range (in the next rows of A, so a short row
@@ -24,13 +24,11 @@ powerlaw-100k A·A: up to 1.18x always on; see tools/BENCHMARKS.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import operands
 from .bodies import ArrayRef, emit_body, mark_access
 from .emit_base import I8P, I32, I64, ONE, ZERO, Ctx, LevelPos
 from .tensor_ir import TensorIR
@@ -97,48 +95,33 @@ def _call(tensor: TensorIR, level: int, function: str, **env: ir.Value) -> list[
 
 
 def ahead(pe: PointEmitter) -> None:
-    """At the top of an iteration of a loop whose forms prefetch (the pass chose it for
-    a loop over one level's positions): the prefetches for the position that many
-    further on."""
-    if not pe.forms.prefetch:
+    """At the top of an iteration of a loop whose forms prefetch: for the position that
+    many further on, each row the pass named (a level iterated by position under levels
+    located at the loop's coordinate) located there, its bounds read and its first
+    entry prefetched."""
+    if pe.forms.prefetch is None:
         return
-    b = pe.b
-    state = pe.states[pe.iterated[0]]
-    at = b.add(b.load(state.cur), ir.Constant(I64, pe.forms.prefetch))
-    for tensor, level, env in _rows(pe, at):
-        begin = _call(tensor, level, "pos_bounds", **env)[0]
-        emit_body(b, tensor.type.levels[level].definition.functions["pos_access"],
-                  tensor.env(level, p=begin, **env), _arrays(tensor, level, fetch=True))
-        if level + 1 == len(tensor.type.levels):
-            _clamped(tensor, tensor.vals_slot, True).load(b, begin)
-
-
-def _rows(pe: PointEmitter, at: ir.Value) -> Iterator[tuple[TensorIR, int, dict]]:
-    """For each other operand located at the loop's coordinate at position ``at``: its
-    tensor, the level below the located ones (iterated by position) and that level's
-    parent environment there."""
-    kc, it = pe.kc, pe.iterated[0]
+    b, kc, it = pe.b, pe.kc, pe.iterated[0]
+    at = b.add(b.load(pe.states[it].cur), ir.Constant(I64, pe.forms.prefetch.ahead))
     driver = kc.operands[it.uid]
     tensor = kc.tensors[driver.tensor]
     if not isinstance(tensor, TensorIR) or it.level in tensor.windows:
-        return  # (a temporary's arrays have no lengths to clamp to)
+        return  # (a temporary's arrays have no lengths to clamp to; a view's are its base's)
     coord = _call(tensor, it.level, "pos_access", p=at,
                   **kc.parent_env(driver, it.level, pe.ctx))[0]
     ctx: Ctx = kc.bind(pe.ctx, pe.var, coord)
-    for op in operands(pe.expr):
-        tensor = kc.tensors[op.tensor]
-        level = len(ctx.levels.get(op.uid, ()))
-        if op.uid == it.uid or not isinstance(tensor, TensorIR) or level >= len(op.vars) \
-                or op.vars[level] != pe.var:
+    for row in pe.forms.prefetch.rows:
+        op, tensor, inner = kc.operands[row.uid], kc.tensors[row.tensor], ctx
+        located = range(len(ctx.levels.get(op.uid, ())), row.level)
+        if not isinstance(tensor, TensorIR) or {*located, row.level} & set(tensor.windows):
             continue
-        inner = ctx
-        while level < len(op.vars) and op.vars[level] in ctx.bound \
-                and level not in tensor.windows \
-                and "locate" in tensor.type.levels[level].definition.functions:
+        for level in located:
             i = ctx.bound[op.vars[level]]
             pos = _call(tensor, level, "locate", i=i, **kc.parent_env(op, level, inner))[0]
-            inner, level = inner.resolve(op.uid, LevelPos(pos, i)), level + 1
-        if level < len(op.vars) and op.vars[level] not in ctx.bound \
-                and level not in tensor.windows \
-                and "pos_bounds" in tensor.type.levels[level].definition.functions:
-            yield tensor, level, kc.parent_env(op, level, inner)
+            inner = inner.resolve(op.uid, LevelPos(pos, i))
+        env = kc.parent_env(op, row.level, inner)
+        begin = _call(tensor, row.level, "pos_bounds", **env)[0]
+        emit_body(b, tensor.type.levels[row.level].definition.functions["pos_access"],
+                  tensor.env(row.level, p=begin, **env), _arrays(tensor, row.level, fetch=True))
+        if row.level + 1 == len(tensor.type.levels):
+            _clamped(tensor, tensor.vals_slot, True).load(b, begin)

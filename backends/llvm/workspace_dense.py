@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from . import scalars
-from .bodies import I1, I64
+from .bodies import I1, I64, while_loop
 from .emit_base import I8, I8P, ONE, ZERO, emit_counted_loop
 from .workspace_sort import SMALL
 from .workspace_store import Store, Write
@@ -194,18 +194,11 @@ class DenseStore(Store):
             b.module, ir.FunctionType(I64, [I64, I1]), "llvm.cttz.i64")
         bits = kc.alloca(I64, "ws.bits.left")
         b.store(word, bits)
-        head, body, done = (b.append_basic_block(f"ws.scan.{x}") for x in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        left = b.load(bits)
-        b.cbranch(b.icmp_unsigned("!=", left, ZERO), body, done)
-        b.position_at_end(body)
-        left = b.load(bits)
-        offset = b.call(cttz, [left, ir.Constant(I1, 1)])
-        b.store(b.and_(left, b.sub(left, ONE)), bits)
-        visit(b.add(base, offset))
-        b.branch(head)
-        b.position_at_end(done)
+        with while_loop(b, "ws.scan", lambda: b.icmp_unsigned("!=", b.load(bits), ZERO)):
+            left = b.load(bits)
+            offset = b.call(cttz, [left, ir.Constant(I1, 1)])
+            b.store(b.and_(left, b.sub(left, ONE)), bits)
+            visit(b.add(base, offset))
 
     def mark(self, at: ir.Value) -> None:
         """Set the coordinate's bit and its word's flag."""

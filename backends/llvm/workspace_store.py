@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from . import scalars
-from .bodies import I1, I64
+from .bodies import I1, I64, while_loop
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, emit_counted_loop
 from .workspace_radix import RADIX_FROM, radix_function
 from .workspace_sort import insertion_function, sort_function
@@ -154,34 +154,28 @@ class PairStore(Store):
             self.sort_pairs(n, keys, vals)
         q_slot, total = kc.alloca(I64, "ws.q"), kc.alloca(self.value_type, "ws.total")
         b.store(ZERO, q_slot)
-        head, body, done = (b.append_basic_block(f"ws.runs.{x}") for x in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<", b.load(q_slot), n), body, done)
-        b.position_at_end(body)
-        q = b.load(q_slot)
-        key = b.load(self.at(keys, q))
-        b.store(b.load(self.at(vals, q)), total)
-        b.store(b.add(q, ONE), q_slot)
-        more, same = b.append_basic_block("ws.run.more"), b.append_basic_block("ws.run.same")
-        finish = b.append_basic_block("ws.run.write")
-        b.branch(more)
-        b.position_at_end(more)
-        r = b.load(q_slot)
-        in_range = b.icmp_signed("<", r, n)
-        b.cbranch(in_range, same, finish)
-        b.position_at_end(same)
-        matches = b.icmp_signed("==", b.load(self.at(keys, r)), key)
-        add_block = b.append_basic_block("ws.run.add")
-        b.cbranch(matches, add_block, finish)
-        b.position_at_end(add_block)
-        b.store(self.plus(b.load(total), b.load(self.at(vals, r))), total)
-        b.store(b.add(r, ONE), q_slot)
-        b.branch(more)
-        b.position_at_end(finish)
-        write(key, b.load(total))
-        b.branch(head)
-        b.position_at_end(done)
+        with while_loop(b, "ws.runs", lambda: b.icmp_signed("<", b.load(q_slot), n)):
+            q = b.load(q_slot)
+            key = b.load(self.at(keys, q))
+            b.store(b.load(self.at(vals, q)), total)
+            b.store(b.add(q, ONE), q_slot)
+            more, same = b.append_basic_block("ws.run.more"), b.append_basic_block("ws.run.same")
+            finish = b.append_basic_block("ws.run.write")
+            b.branch(more)
+            b.position_at_end(more)
+            r = b.load(q_slot)
+            in_range = b.icmp_signed("<", r, n)
+            b.cbranch(in_range, same, finish)
+            b.position_at_end(same)
+            matches = b.icmp_signed("==", b.load(self.at(keys, r)), key)
+            add_block = b.append_basic_block("ws.run.add")
+            b.cbranch(matches, add_block, finish)
+            b.position_at_end(add_block)
+            b.store(self.plus(b.load(total), b.load(self.at(vals, r))), total)
+            b.store(b.add(r, ONE), q_slot)
+            b.branch(more)
+            b.position_at_end(finish)
+            write(key, b.load(total))
 
     def sort_pairs(self, n: ir.Value, keys: ir.AllocaInstr, vals: ir.AllocaInstr) -> None:
         """Order the first ``n`` pairs by coordinate: a radix sort through a spare copy

@@ -14,19 +14,30 @@ from ..statement_parts import output_workspace, precomputes_of
 from ..statements import Stmt
 from ..types import TensorType
 from ..workspace_loops import lower_workspace
-from .passes import Target, gallop, optimize, prefetch, thread_rows
+from .passes import (
+    Target,
+    case_steps,
+    gallop,
+    optimize,
+    prefetch,
+    reserve_appends,
+    straight_line,
+    thread_rows,
+)
 
 
 def loop_ir(statement: Stmt, types: dict[str, TensorType], output: str,
             target: Target | None = None) -> Program:
-    """A kernel's loop IR from its concrete statement: lowered,
-    with every pass run (a workspace kernel's: only the thread rows' tag and the
-    prefetch, as its emitter uses no other fast form), and, for the whole kernel, the
+    """A kernel's loop IR from its concrete statement: lowered, with every pass run (a
+    workspace kernel's: only the thread rows' tag, gallop, the steps inside a merge's
+    cases, the prefetch, the room reserved for appends and straight-line code, as its
+    emitter uses no other fast form), and, for the whole kernel, the
     phases threads may assemble its output in."""
     target = target or Target()
     if output_workspace(statement) is not None:  # without the other passes' fast forms
         program = optimize(lower_workspace(statement, types, output), target,
-                           (thread_rows, gallop, prefetch))  # (workspace_lower uses none)
+                           (thread_rows, gallop, case_steps, prefetch, reserve_appends,
+                            straight_line))
     elif precomputes_of(statement):  # operand workspaces (precompute_loops)
         program = optimize(lower_precomputed(statement, types, output), target)
     else:
