@@ -53,11 +53,12 @@ class PointEmitter(CaseDispatch, GallopEmitter):
 
     def emit(self) -> None:
         b = self.b
-        if self.forms.straight:  # the one position of a branchless level, read as is
-            state = self.states[self.iterated[0]]
-            if state.clamped or (state.parent is not None and state.parent.seg_end is not None):
-                raise InternalCompilerError("straight-line code over a range a thread's "
-                                            "split or a run of duplicates bounds")
+        state = self.states[self.iterated[0]]
+        # The one position of a branchless level, read as is (the pass's form), unless
+        # its range is a thread's or a run's after all (a windowed COO's runs: the pass
+        # does not see those yet), where the loop below runs instead.
+        if self.forms.straight and not state.clamped \
+                and (state.parent is None or state.parent.seg_end is None):
             self.iteration(straight=True)
             return
         for it in self.iterated:
