@@ -58,7 +58,8 @@ from .loops import (
 from .operators import ADD
 from .producers import assign_of, full_expr
 from .result_fill import NestSums, absent_adds, body_fill
-from .statement_parts import Part, parts_of, statement_facts
+from .statement_facts import statement_facts
+from .statement_parts import Part, parts_of
 from .statements import Affine, IndexVar, Stmt, loop_nest, sequence_parts
 from .types import LevelType, TensorType
 
@@ -491,4 +492,3 @@ def lower(stmt: Stmt, types: dict[str, TensorType], output: str) -> Program:
     root = roots[0] if len(roots) == 1 else Block(roots)
     return Program(root, output, types[output].levels, len(roots), types[output].fill,
                    statements=statement_facts(lowering.parts))
-

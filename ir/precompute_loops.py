@@ -24,7 +24,7 @@ from .from_schedule import assignment, in_loops
 from .loops import Accumulate, Allocate, Block, Clear, Insert, Node, Program
 from .lower_loops import NestLowering, State
 from .operators import ADD
-from .statement_parts import statement_facts
+from .statement_facts import statement_facts
 from .statements import (
     Access,
     Forall,

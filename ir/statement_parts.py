@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 from .cin import Assign as CinAssign
 from .cin import Expr as CinExpr
-from .cin import operands
-from .loops import Statement
 from .operators import ADD, Operator
 from .statements import (
     Assign,
@@ -110,10 +108,3 @@ def _assign_of(stmt: Stmt) -> Assign:
 def precomputes_of(stmt: Stmt) -> tuple[Precompute, ...]:
     """Every operand workspace of ``stmt``'s nests, in the order they were planned."""
     return tuple(p for part in parts_of(stmt) for p in part.precomputes)
-
-
-def statement_facts(parts: list[Part]) -> tuple[Statement, ...]:
-    """What code generation needs of each nest beside its loops (loops.Statement)."""
-    return tuple(Statement(p.assign.vars, p.order, tuple(operands(p.body)),
-                           p.assign.accumulate, p.reduce_op, p.precomputes, p.workspace)
-                 for p in parts)

@@ -33,7 +33,8 @@ from .lower_loops import NestLowering, State
 from .operators import ADD
 from .producers import full_expr
 from .result_fill import NestSums
-from .statement_parts import output_workspace, statement_facts
+from .statement_facts import statement_facts
+from .statement_parts import output_workspace
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
 from .types import TensorType
 from .workspace_plan import WorkspacePlan
