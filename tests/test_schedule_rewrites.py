@@ -1,26 +1,26 @@
-"""The scheduler's choices as rewrites of concrete notation (ir/from_schedule.py), each
+"""The scheduler's choices as rewrites of concrete notation (ir/schedule/rewrites.py), each
 checked on the text it prints before and after, without generating code, and the
-statement read back as the nests lowering walks (ir/statement_parts.py)."""
+statement read back as the nests lowering walks (ir/schedule/statement_parts.py)."""
 
 from __future__ import annotations
 
 import pytest
-from llvsparse.ir.cin import peel_sums
-from llvsparse.ir.from_schedule import (
+from llvsparse.ir.concrete.expressions import peel_sums
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.concrete.statements import TensorVar, concrete_text, sequence, show
+from llvsparse.ir.schedule.precompute import plan_precomputes
+from llvsparse.ir.schedule.rewrites import (
     assignment,
     declared,
     in_loops,
     through_workspace,
     with_precomputes,
 )
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.precompute import plan_precomputes
-from llvsparse.ir.schedule import schedule
-from llvsparse.ir.statement_parts import output_workspace, parts_of, precomputes_of
-from llvsparse.ir.statements import TensorVar, concrete_text, sequence, show
+from llvsparse.ir.schedule.scheduler import schedule
+from llvsparse.ir.schedule.statement_parts import output_workspace, parts_of, precomputes_of
+from llvsparse.ir.schedule.workspace_plan import WorkspacePlan
+from llvsparse.ir.schedule.workspace_policies import DENSE
 from llvsparse.ir.types import TensorType
-from llvsparse.ir.workspace_plan import WorkspacePlan
-from llvsparse.ir.workspace_policies import DENSE
 
 import llvsparse as ls
 

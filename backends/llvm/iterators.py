@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
-from ...ir.entry_split import ENTRY_WINDOW_TAG
+from ...ir.concrete.expressions import Iter
 from ...ir.errors import InternalCompilerError
-from ...ir.gpu_plan import POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SIZE
-from ...ir.loops import Loop, LoopNode
-from ...ir.notes import split_by_threads
+from ...ir.loops.entry_split import ENTRY_WINDOW_TAG
+from ...ir.loops.gpu_plan import POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SIZE
+from ...ir.loops.nodes import Loop, LoopNode
+from ...ir.loops.notes import split_by_threads
 from . import gpu_hooks
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Expr, Iter
+from ...ir.concrete.expressions import Expr, Iter
 from ...ir.errors import InternalCompilerError
-from ...ir.loops import Loop, LoopNode, Node
-from ...ir.notes import RANGE_TEST, split_by_threads
+from ...ir.loops.nodes import Loop, LoopNode, Node
+from ...ir.loops.notes import RANGE_TEST, split_by_threads
 from . import jam, pairs, prefetch, scalars
 from .bodies import I64, TRUE, is_true, while_loop
 from .cases import CaseDispatch

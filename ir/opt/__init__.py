@@ -1,19 +1,22 @@
 """Optimization passes over the loop IR: each decides, with its own legality check,
 whether a fast form applies to a loop, and rewrites the loop node with it as data
-(``Loop.forms``; ``Loop.other``: the kernel's other form, see passes.py)."""
+(``Loop.forms``; ``Loop.other``: the kernel's other form, see passes.py).
+
+Layering (stage 5 of ir/): imports only itself, the stages before it (notation, concrete,
+schedule, loops), ir/'s shared top and formats/; backends do not import it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..assembly_phases import assembly_phases
-from ..loops import Program
-from ..lower_loops import lower
-from ..precompute_loops import lower_precomputed
-from ..statement_parts import output_workspace, precomputes_of
-from ..statements import Stmt
+from ..concrete.statements import Stmt
+from ..loops.assembly_phases import assembly_phases
+from ..loops.lower import lower
+from ..loops.lower_precompute import lower_precomputed
+from ..loops.lower_workspace import lower_workspace
+from ..loops.nodes import Program
+from ..schedule.statement_parts import output_workspace, precomputes_of
 from ..types import TensorType
-from ..workspace_loops import lower_workspace
 from .passes import (
     Target,
     case_steps,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..cin import Operand, linear_in
-from ..legality import block_suffix, inserted_prefix
-from ..loops import (
+from ..concrete.expressions import Operand, linear_in
+from ..loops.legality import block_suffix, inserted_prefix
+from ..loops.nodes import (
     Accumulate,
     Allocate,
     Append,
@@ -36,7 +36,7 @@ from ..loops import (
     tag,
     target_name,
 )
-from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ...)
+from ..loops.notes import (
     GALLOP,
     JAM_LANES,
     PAIRS,
@@ -403,6 +403,6 @@ def _other_form_names(first: Forms, other: Forms) -> set[str]:
 
 def other_form_notes(program: Program) -> tuple[str, ...]:
     """The names of the forms ``program``'s other form adds (a kernel's metadata, which
-    ir/autoschedule.py's cost model reads), in order."""
+    ir/plan/autoschedule.py's cost model reads), in order."""
     return tuple(sorted({name for loop in loops_of(program.root) if loop.other is not None
                          for name in _other_form_names(loop.forms, loop.other)}))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..legality import block_suffix, inserted_prefix
-from ..loops import (
+from ..loops.legality import block_suffix, inserted_prefix
+from ..loops.nodes import (
     Block,
     Case,
     Entries,
@@ -25,7 +25,7 @@ from ..loops import (
     loops_of,
     walk,
 )
-from ..notes import RANGE_TEST, split_by_threads
+from ..loops.notes import RANGE_TEST, split_by_threads
 from ..types import unordered_append_output
 
 

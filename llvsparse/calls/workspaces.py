@@ -17,9 +17,9 @@ import math
 import numpy as np
 
 from ..abi.results import physical_memory
-from ..ir.precompute import MARK_BYTES
-from ..ir.statement_parts import output_workspace, parts_of, precomputes_of
-from ..ir.statements import Stmt
+from ..ir.concrete.statements import Stmt
+from ..ir.schedule.precompute import MARK_BYTES
+from ..ir.schedule.statement_parts import output_workspace, parts_of, precomputes_of
 from ..ir.types import TensorType
 
 
@@ -97,7 +97,7 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int,
 
 def precompute_meta(statement: Stmt, types: dict[str, TensorType]) -> list | None:
     """[name, the operand, the operand's mode its slice runs over, bytes per coordinate]
-    of each operand workspace (ir/precompute.py), or None."""
+    of each operand workspace (ir/schedule/precompute.py), or None."""
     entries = [[f"{'operand' if p.expr is None else 'sum'} workspace {p.temporary.name}({p.var})",
                 p.operand.tensor,
                 types[p.operand.tensor].levels[-1].mode,
