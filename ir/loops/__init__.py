@@ -1,0 +1,8 @@
+"""The loop IR (stage 4): its node kinds and ``Program`` (nodes), the passes' vocabulary
+(notes), lowering concrete notation and the scheduler's nests to it (lower,
+lower_workspace, lower_precompute, from_schedule, result_fill), and the decisions read off
+a program before a backend is asked: legality, bound, output initialisation, assembly
+phases, threads' entry windows and the GPU plan.
+
+Layering: imports only itself, the stages above it (notation, concrete, schedule), ir/'s
+shared top and formats/. Backends import from here; nodes imports no lowering module."""

@@ -1,0 +1,7 @@
+"""Scheduling (stage 3): what decides loop orders and temporaries before any loop IR
+exists. The scheduling language (directives) and a user's schedule resolved and checked
+(resolved, user_*), the scheduler's nests, workspaces and their policies, operand
+precompute, conversions of operands, and which mode threads may split.
+
+Layering: imports only itself, the stages above it (notation, concrete), ir/'s shared top
+and formats/."""
