@@ -15,7 +15,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 from llvmlite.binding.newpassmanagers import NewPassManager
 
-from ..ir.assembly_phases import GATHER_PHASES, SPLIT_PHASES
+from ..ir.loops.assembly_phases import GATHER_PHASES, SPLIT_PHASES
 from .llvm.counting import COUNTER
 
 _LOCK = threading.Lock()

@@ -97,7 +97,7 @@ class TensorType:
     dtype: str
     index_dtype: str
     # The value of every entry not stored, as text ("0.0", "inf", "nan") so that types
-    # with a NaN fill compare equal: it changes the code (see ir/lattice.py).
+    # with a NaN fill compare equal: it changes the code (see ir/concrete/lattice.py).
     fill_key: str = "0.0"
 
     @property

@@ -26,10 +26,11 @@ _HOMES = {
     "CorruptTensorError": "formats.interpret",
     "read": "tensors.io", "write": "tensors.io",
     "InternalCompilerError": "ir.errors", "ScheduleError": "ir.errors",
-    "GpuMappingError": "ir.gpu_plan",
+    "GpuMappingError": "ir.loops.gpu_plan",
     "set_kernel_cache_bytes": "caching.memory",
-    "IndexVar": "ir.notation", "NotationError": "ir.notation",
-    "NotationSyntaxError": "ir.notation", "index_vars": "ir.notation", "parse": "notation.parse",
+    "IndexVar": "ir.notation.syntax", "NotationError": "ir.notation.syntax",
+    "NotationSyntaxError": "ir.notation.syntax", "index_vars": "ir.notation.syntax",
+    "parse": "notation.parse",
     "function": "notation.functions", "semiring": "notation.expr_api",
     **dict.fromkeys(("min", "max", "abs", "exp", "log", "sqrt", "pow", "where",
                      "logical_and", "logical_or", "logical_xor", "logical_not"),
@@ -41,7 +42,7 @@ _HOMES = {
     "tensordot": "frontend.numpy_functions",
     "LazyTensor": "frontend.lazy_tensor", "compute": "frontend.lazy_tensor",
     "lazy": "frontend.lazy_tensor",
-    "WorkspacePolicy": "ir.workspace_policy",
+    "WorkspacePolicy": "ir.schedule.workspace_policy",
     "register_workspace_policy": "kernel.policy_registry",
     "unregister_workspace_policy": "kernel.policy_registry",
     "workspace_policies": "kernel.policy_registry",
@@ -111,9 +112,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see
     from .frontend.sorting import sort
     from .frontend.tensor import Tensor
     from .ir.errors import InternalCompilerError, ScheduleError
-    from .ir.gpu_plan import GpuMappingError
-    from .ir.notation import IndexVar, NotationError, NotationSyntaxError, index_vars
-    from .ir.workspace_policy import WorkspacePolicy
+    from .ir.loops.gpu_plan import GpuMappingError
+    from .ir.notation.syntax import IndexVar, NotationError, NotationSyntaxError, index_vars
+    from .ir.schedule.workspace_policy import WorkspacePolicy
     from .kernel.api import Kernel, compile, evaluate
     from .kernel.policy_registry import (
         register_workspace_policy,

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from .formats.interpret import CorruptTensorError
 from .frontend.tensor import Tensor
-from .ir import notation as nt
+from .ir.notation import syntax as nt
 from .kernel.api import compile as compile_kernel
 from .notation.parse import parse
 from .notation.semirings import semiring_assignment

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.signal as ss
 import scipy.sparse as sp
-from llvsparse.ir import notation as nt
+from llvsparse.ir.notation import syntax as nt
 from llvsparse.tools import bench_submanifold
 
 import llvsparse as ls

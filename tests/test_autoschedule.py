@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.cpu import STATS
-from llvsparse.ir import cost_model as cm
-from llvsparse.ir.autoschedule import AutoChoice, KernelInfo, autoschedule
 from llvsparse.ir.opt.passes import GALLOP, PAIRS, PREFETCH, SELECT_OTHER
+from llvsparse.ir.plan import cost_model as cm
+from llvsparse.ir.plan.autoschedule import AutoChoice, KernelInfo, autoschedule
 
 import llvsparse as ls
 from llvsparse.calls import auto_choice, kernel_calls, probe

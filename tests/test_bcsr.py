@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from llvsparse.ir import affine
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.schedule import schedule
+from llvsparse.ir.concrete import affine
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.schedule.scheduler import schedule
 
 import llvsparse as ls
 
@@ -129,7 +129,7 @@ def test_blocked_operand_into_an_appended_output_is_converted():
 
 def test_blocked_indices_are_derived_by_the_affine_plan():
     """BCSR's block coordinates are an instance of paper 000's index inversion
-    (ir/affine.py): the blocked levels are walked and ``i = 2*ib + ii``, ``j = 2*jb + ji``
+    (ir/concrete/affine.py): the blocked levels are walked and ``i = 2*ib + ii``, ``j = 2*jb + ji``
     derived from them, as ``h = x - r`` is from a walked image, with no guard (the
     blocks tile their modes)."""
     types = {"A": ls.named_format("bcsr2x2", 2).tensor_type("float64", "int32"),

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from llvsparse.ir import notation as nt
+from llvsparse.ir.notation import syntax as nt
 
 import llvsparse as ls
 from llvsparse.soak import cases as soakcases

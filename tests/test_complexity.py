@@ -161,7 +161,7 @@ def test_sparse_matrix_sums(fmt: str) -> None:
 def test_a_locating_level_read_against_its_order(out: str) -> None:
     """Into a column-major output, A's locating column level (under compressed rows) was
     looped over every column to locate it in each row: columns x rows. A converted copy
-    of A bounds it (ir/bound.py)."""
+    of A bounds it (ir/loops/bound.py)."""
     fmt = ls.Format(["compressed", "hashmap"])
     kernel = ls.compile("C(i,j) = max(A(i,j), A(i,j))", A=fmt, out_format=out,
                         counting=True)

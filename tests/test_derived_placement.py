@@ -11,11 +11,11 @@ import pytest
 import scipy.signal as ss
 from llvsparse.backends.interpret.walker import Walker
 from llvsparse.backends.llvm.codegen import KernelCompiler
+from llvsparse.ir.concrete.from_notation import to_concrete
 from llvsparse.ir.errors import InternalCompilerError
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Bind, Block, CallingConvention, Locate, Node, Program, Ref
+from llvsparse.ir.loops.nodes import Bind, Block, CallingConvention, Locate, Node, Program, Ref
 from llvsparse.ir.opt import loop_ir
-from llvsparse.ir.schedule import schedule
+from llvsparse.ir.schedule.scheduler import schedule
 
 import llvsparse as ls
 

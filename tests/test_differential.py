@@ -19,7 +19,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from llvsparse.ir.schedule import ScatteredOutputError
+from llvsparse.ir.schedule.scheduler import ScatteredOutputError
 
 import llvsparse as ls
 

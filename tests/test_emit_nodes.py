@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import (
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.loops.nodes import (
     Block,
     CallingConvention,
     Case,
@@ -23,8 +23,8 @@ from llvsparse.ir.loops import (
     show,
 )
 from llvsparse.ir.opt import loop_ir
-from llvsparse.ir.schedule import schedule
-from llvsparse.ir.transforms import lowering
+from llvsparse.ir.plan import lowering
+from llvsparse.ir.schedule.scheduler import schedule
 
 import llvsparse as ls
 

@@ -1,6 +1,6 @@
 """CPU threads that cut rows: ``fuse(i,j,f); pos(f,fp,A(i,j)); split(fp,c,t,N);
 parallelize(c, cpu_thread, atomics)`` gives each thread windows of A's stored entries,
-wherever they fall, so one heavy row is shared (ir/entry_split.py). Checked against
+wherever they fall, so one heavy row is shared (ir/loops/entry_split.py). Checked against
 numpy on skewed rows, empty rows at window edges, every dtype atomic adds take, and
 with ``out=`` arrays that hold garbage; refused by name where it cannot apply."""
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.entry_split import ATOMIC_TAG, ENTRY_SPLIT_TAG, ENTRY_WINDOW_TAG
-from llvsparse.ir.loops import loops_of
-from llvsparse.ir.notes import Forms
-from llvsparse.ir.schedule_types import Chunks
+from llvsparse.ir.loops.entry_split import ATOMIC_TAG, ENTRY_SPLIT_TAG, ENTRY_WINDOW_TAG
+from llvsparse.ir.loops.nodes import loops_of
+from llvsparse.ir.loops.notes import Forms
+from llvsparse.ir.schedule.resolved import Chunks
 
 import llvsparse as ls
 from llvsparse.calls.scheduling import windowed_chunks

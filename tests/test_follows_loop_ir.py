@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
+from llvsparse.ir.concrete.from_notation import to_concrete
 from llvsparse.ir.errors import InternalCompilerError
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Block, CallingConvention, Loop, Merge, loops_of
+from llvsparse.ir.loops.nodes import Block, CallingConvention, Loop, Merge, loops_of
 from llvsparse.ir.opt import loop_ir
-from llvsparse.ir.schedule import schedule
-from llvsparse.ir.transforms import lowering
+from llvsparse.ir.plan import lowering
+from llvsparse.ir.schedule.scheduler import schedule
 
 import llvsparse as ls
 from llvsparse.kernel import build as kernel_build

@@ -1,6 +1,6 @@
 """Sparse outputs gathered by threads: each thread appends its rows into buffers of its
 own from position 0, and the buffers are concatenated. That is only right for levels
-whose append functions are relocatable (ir/relocatable.py); the others keep one thread,
+whose append functions are relocatable (ir/loops/relocatable.py); the others keep one thread,
 and every result equals the serial one and the reference."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 from llvsparse.formats.loader import load_level_text
 from llvsparse.formats.registry import get_level, unregister_level_format
-from llvsparse.ir.relocatable import appends_relocatably
+from llvsparse.ir.loops.relocatable import appends_relocatably
 
 import llvsparse as ls
 from llvsparse.calls.probe import TIMED_CALLS

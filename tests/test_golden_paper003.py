@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.cin import Apply, Operand
-from llvsparse.ir.lattice import Iter, build_lattice, choose_iterated
-from llvsparse.ir.operators import ADD, MUL
+from llvsparse.ir.concrete.expressions import Apply, Operand
+from llvsparse.ir.concrete.lattice import Iter, build_lattice, choose_iterated
+from llvsparse.ir.notation.operators import ADD, MUL
 
 import llvsparse as ls
 

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.cuda import check_ptx, driver
-from llvsparse.ir.autoschedule import ENTRY_SPLIT_ROW_SHARES, gpu_schedule
-from llvsparse.ir.gpu_plan import (
+from llvsparse.ir.loops.gpu_plan import (
     BLOCK_SIZE,
     COUNT_FILL,
     ENTRIES_PER_THREAD,
@@ -24,6 +23,7 @@ from llvsparse.ir.gpu_plan import (
     GpuMappingError,
     plan_gpu,
 )
+from llvsparse.ir.plan.autoschedule import ENTRY_SPLIT_ROW_SHARES, gpu_schedule
 
 import llvsparse as ls
 from llvsparse.calls import gpu_launch
@@ -174,7 +174,7 @@ def test_plan_tags_the_split_loop(name, expression, formats, schedule, reference
     kernel = ls.compile(expression, gpu_schedule=schedule, **formats)
     plan = kernel.gpu_plan()
     assert plan.block == BLOCK_SIZE and plan.schedule == schedule
-    shown = ls.ir.loops.show(plan.program.root)
+    shown = ls.ir.loops.nodes.show(plan.program.root)
     head = next(line for line in shown.splitlines() if "gpu_block" in line)
     assert head.lstrip().startswith(f"for {plan.index}")
     assert ("gpu_warp, warp sums" in head) == (schedule == WARP_PER_ROW)

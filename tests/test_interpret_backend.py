@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from llvsparse.backends.interpret.walker import Walker
-from llvsparse.ir.cin import Const
+from llvsparse.ir.concrete.expressions import Const
 from llvsparse.ir.errors import InternalCompilerError
-from llvsparse.ir.loops import Accumulate, Loop, Program, Ref
-from llvsparse.ir.operators import ADD
+from llvsparse.ir.loops.nodes import Accumulate, Loop, Program, Ref
+from llvsparse.ir.notation.operators import ADD
 
 import llvsparse as ls
 

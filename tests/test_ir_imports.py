@@ -183,10 +183,14 @@ for name in sys.argv[1:]:
     assert hidden == []
 
 
-# Planning: the scheduler, the lattices, loop lowering and the passes. The backend
-# translates the loop IR they produce and never reaches back into them.
-PLANNING = ("llvsparse.ir.schedule", "llvsparse.ir.lattice", "llvsparse.ir.lower_loops",
-            "llvsparse.ir.opt", "llvsparse.ir.transforms", "llvsparse.ir.from_schedule")
+# Planning: the scheduler and a user's schedule, the lattices, loop lowering, the passes
+# and the planning loop. The backend translates the loop IR they produce and never
+# reaches back into them.
+PLANNING = ("llvsparse.ir.schedule.scheduler", "llvsparse.ir.schedule.resolved",
+            "llvsparse.ir.schedule.user_", "llvsparse.ir.concrete.lattice",
+            "llvsparse.ir.loops.lower", "llvsparse.ir.loops.from_schedule", "llvsparse.ir.opt",
+            "llvsparse.ir.plan", "llvsparse.ir.notation.aliases",
+            "llvsparse.ir.notation.diagonals")
 
 
 def test_the_llvm_backend_loads_no_planning_module() -> None:

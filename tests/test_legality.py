@@ -1,15 +1,15 @@
-"""What the backend cannot emit is refused by value before it is asked (ir/legality.py):
+"""What the backend cannot emit is refused by value before it is asked (ir/loops/legality.py):
 lowering asks the loop IR, and the emitter is never called for such nests."""
 
 from __future__ import annotations
 
 import pytest
 from llvsparse.backends.llvm.codegen import emit_kernel
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.legality import loop_refusal, output_refusal
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.loops.legality import loop_refusal, output_refusal
 from llvsparse.ir.opt import loop_ir
-from llvsparse.ir.schedule import schedule
-from llvsparse.ir.transforms.lowering import Lowered, Refused, Request, lower_kernel
+from llvsparse.ir.plan.lowering import Lowered, Refused, Request, lower_kernel
+from llvsparse.ir.schedule.scheduler import schedule
 
 import llvsparse as ls
 

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import KernelCompiler
-from llvsparse.ir.from_schedule import statement_of
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Block, CallingConvention, Case, Loop, Merge, loops_of, show
-from llvsparse.ir.lower_loops import lower
-from llvsparse.ir.notes import JAM, Forms, changed, forms_text, jam_text
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.loops.from_schedule import statement_of
+from llvsparse.ir.loops.lower import lower
+from llvsparse.ir.loops.nodes import Block, CallingConvention, Case, Loop, Merge, loops_of, show
+from llvsparse.ir.loops.notes import JAM, Forms, changed, forms_text, jam_text
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
-from llvsparse.ir.schedule import schedule
+from llvsparse.ir.schedule.scheduler import schedule
 
 import llvsparse as ls
 from llvsparse.commands.main import main
@@ -337,9 +337,9 @@ INITIALIZING_CASES = [  # statement, operands' formats, whether the kernel sets 
 @pytest.mark.parametrize(("statement", "formats", "sets_all"), INITIALIZING_CASES)
 def test_whether_a_kernel_sets_its_whole_output_is_read_off_its_program(
         statement, formats, sets_all):
-    """ir/output_init.py decides on the program whether the caller must zero ``out=``;
+    """ir/loops/output_init.py decides on the program whether the caller must zero ``out=``;
     either way a buffer full of NaN comes back holding exactly numpy's result."""
-    from llvsparse.ir.output_init import initializes_output
+    from llvsparse.ir.loops.output_init import initializes_output
 
     kernel = ls.compile(statement, **formats)
     assert initializes_output(kernel.program(kernel._default())) is sets_all
@@ -362,7 +362,7 @@ def test_whether_a_kernel_sets_its_whole_output_is_read_off_its_program(
 def test_the_lattice_stage_is_printed_from_the_program() -> None:
     """``--emit lattice``: one line per lattice of the program's loop nodes (a merge and
     its tails share one), then the forms that change a step's width; no code emitted."""
-    from llvsparse.ir.lattice_text import lattice_text
+    from llvsparse.ir.loops.lattice_text import lattice_text
 
     union = _types(C=("csr", 2), A=("csr", 2), B=("csr", 2))
     assert lattice_text(loop_ir(_nests(SPADD, union), union, "C"), union).splitlines() == [

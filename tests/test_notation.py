@@ -5,22 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from llvsparse.ir.notation import (
-    Access,
-    Assignment,
-    Call,
-    Expr,
-    IndexVar,
-    Literal,
-    NotationError,
-    NotationSyntaxError,
-    Reduction,
-    format_expr,
-    free_vars,
-    index_vars,
-    place_reductions,
-)
-from llvsparse.ir.operators import (
+from llvsparse.ir.notation.operators import (
     ABS,
     ADD,
     AND,
@@ -37,6 +22,21 @@ from llvsparse.ir.operators import (
     POW,
     SUB,
     WHERE,
+)
+from llvsparse.ir.notation.syntax import (
+    Access,
+    Assignment,
+    Call,
+    Expr,
+    IndexVar,
+    Literal,
+    NotationError,
+    NotationSyntaxError,
+    Reduction,
+    format_expr,
+    free_vars,
+    index_vars,
+    place_reductions,
 )
 
 from llvsparse.notation.expr_api import ExprNode, TensorAccess, access, make_assignment

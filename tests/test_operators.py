@@ -14,9 +14,9 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.algebra import region
-from llvsparse.ir.notation import format_expr
-from llvsparse.ir.operators import BUILTINS
+from llvsparse.ir.concrete.algebra import region
+from llvsparse.ir.notation.operators import BUILTINS
+from llvsparse.ir.notation.syntax import format_expr
 from scipy.sparse.csgraph import shortest_path
 
 import llvsparse as ls

@@ -7,12 +7,12 @@ from __future__ import annotations
 import difflib
 
 import pytest
-from llvsparse.ir.from_schedule import statement_of
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import Program, show
-from llvsparse.ir.lower_loops import lower
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.loops.from_schedule import statement_of
+from llvsparse.ir.loops.lower import lower
+from llvsparse.ir.loops.nodes import Program, show
 from llvsparse.ir.opt import passes
-from llvsparse.ir.schedule import schedule
+from llvsparse.ir.schedule.scheduler import schedule
 
 import llvsparse as ls
 

@@ -1,4 +1,4 @@
-"""Operand workspaces (ir/precompute.py): an operand invariant in a loop nested between
+"""Operand workspaces (ir/schedule/precompute.py): an operand invariant in a loop nested between
 its own loops is scattered into a dense temporary and located there. Results against
 numpy / scipy, where the rule fires and where it must not."""
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from llvsparse.backends.cpu import OTHER_FORM_SUFFIX
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.loops import loops_of
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.loops.nodes import loops_of
 from llvsparse.ir.opt import loop_ir
 from llvsparse.ir.opt import passes as opt
-from llvsparse.ir.workspace_schedule import schedule_kernel
+from llvsparse.ir.schedule.workspace_schedule import schedule_kernel
 
 import llvsparse as ls
 from llvsparse.calls.probe import Way

@@ -9,11 +9,11 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from llvsparse.ir import directives as dv
 from llvsparse.ir.errors import ScheduleError
-from llvsparse.ir.schedule_plan import plan_schedule
-from llvsparse.ir.schedule_types import KernelIndices
-from llvsparse.ir.scheduled_statements import check_nest_order
+from llvsparse.ir.schedule import directives as dv
+from llvsparse.ir.schedule.resolved import KernelIndices
+from llvsparse.ir.schedule.user_plan import plan_schedule
+from llvsparse.ir.schedule.user_statements import check_nest_order
 
 from llvsparse.notation.parse import parse
 

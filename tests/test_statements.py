@@ -8,12 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.cin import Apply, Operand, hoist_sums, peel_sums
-from llvsparse.ir.from_schedule import statement_of
-from llvsparse.ir.frontend import to_concrete
-from llvsparse.ir.operators import ADD, MUL
-from llvsparse.ir.schedule import Nest, schedule
-from llvsparse.ir.statements import (
+from llvsparse.ir.concrete.expressions import Apply, Operand, hoist_sums, peel_sums
+from llvsparse.ir.concrete.from_notation import to_concrete
+from llvsparse.ir.concrete.statements import (
     Access,
     Affine,
     Assign,
@@ -30,8 +27,11 @@ from llvsparse.ir.statements import (
     show,
     show_indented,
 )
-from llvsparse.ir.workspace import WorkspaceKind
-from llvsparse.ir.workspace_schedule import schedule_kernel
+from llvsparse.ir.loops.from_schedule import statement_of
+from llvsparse.ir.notation.operators import ADD, MUL
+from llvsparse.ir.schedule.scheduler import Nest, schedule
+from llvsparse.ir.schedule.workspace import WorkspaceKind
+from llvsparse.ir.schedule.workspace_schedule import schedule_kernel
 
 import llvsparse as ls
 

@@ -1,4 +1,4 @@
-"""Sum workspaces (ir/precompute_sums.py): MTTKRP's factors that use the summed loop
+"""Sum workspaces (ir/schedule/precompute_sums.py): MTTKRP's factors that use the summed loop
 reduced into a dense row per fibre, the rest multiplying the row. Checked against numpy
 on random and edge-case tensors, by loop counts at n and 4n, and by what concrete
 notation and the loop IR print."""

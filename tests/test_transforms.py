@@ -6,15 +6,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from llvsparse.backends.llvm.codegen import emit_kernel
-from llvsparse.ir.transforms.aliases import separate_repeated_uses
-from llvsparse.ir.transforms.diagonals import DiagonalUse, separate_diagonals
-from llvsparse.ir.transforms.lowering import (
-    Lowered,
-    Refused,
-    Request,
-    lower_converting,
-    lower_kernel,
-)
+from llvsparse.ir.notation.aliases import separate_repeated_uses
+from llvsparse.ir.notation.diagonals import DiagonalUse, separate_diagonals
+from llvsparse.ir.plan.lowering import Lowered, Refused, Request, lower_converting, lower_kernel
 
 import llvsparse as ls
 

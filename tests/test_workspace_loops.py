@@ -11,10 +11,10 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from llvsparse.ir.loops import Allocate, Entries, Sort, walk
+from llvsparse.ir.concrete.statements import Where
+from llvsparse.ir.loops.lower_workspace import lower_workspace
+from llvsparse.ir.loops.nodes import Allocate, Entries, Sort, walk
 from llvsparse.ir.opt import loop_ir
-from llvsparse.ir.statements import Where
-from llvsparse.ir.workspace_loops import lower_workspace
 
 import llvsparse as ls
 from llvsparse.commands.main import main
@@ -115,8 +115,8 @@ def test_loop_ir_nodes_of_a_workspace_kernel():
     loop, one sort and one walk over its entries, which appends to the output."""
     types = {n: ls.named_format(f, 2).tensor_type("float64", "int32")
              for n, f in (("C", "csr"), ("A", "csr"), ("B", "csr"))}
-    from llvsparse.ir.frontend import to_concrete
-    from llvsparse.ir.workspace_schedule import schedule_kernel
+    from llvsparse.ir.concrete.from_notation import to_concrete
+    from llvsparse.ir.schedule.workspace_schedule import schedule_kernel
     nests = schedule_kernel(to_concrete(ls.parse(SPGEMM), types), types)
     program = loop_ir(nests, types, "C")
     nodes = list(walk(program.root))
@@ -130,7 +130,7 @@ def test_loop_ir_nodes_of_a_workspace_kernel():
 
 
 def to_concrete_stmt(nests, types) -> Where:
-    from llvsparse.ir.from_schedule import statement_of
+    from llvsparse.ir.loops.from_schedule import statement_of
     stmt = statement_of(nests, types)
     while not isinstance(stmt, Where):
         stmt = stmt.body

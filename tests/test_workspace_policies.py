@@ -15,7 +15,7 @@ from llvmlite import ir
 from llvsparse.backends.llvm.bodies import I1, I64
 from llvsparse.backends.llvm.emit_base import ONE, ZERO, emit_counted_loop
 from llvsparse.backends.llvm.workspace_store import PairStore, SortStore, Write
-from llvsparse.ir.workspace_policy import WorkspaceBytes, WorkspacePolicy
+from llvsparse.ir.schedule.workspace_policy import WorkspaceBytes, WorkspacePolicy
 
 import llvsparse as ls
 import llvsparse.calls.workspaces
@@ -229,8 +229,8 @@ def test_rule_buckets_rows_the_output_holds_anyway(statement, formats, picked):
     """Left to the rule, a sparse workspace is a bucket one where the output's levels of
     its rows (covered indices but the last) are full, so its count per row costs no more
     than the output; sort elsewhere (a hypersparse COO or DCSR output)."""
-    from llvsparse.ir.frontend import to_concrete
-    from llvsparse.ir.workspace_schedule import schedule_kernel
+    from llvsparse.ir.concrete.from_notation import to_concrete
+    from llvsparse.ir.schedule.workspace_schedule import schedule_kernel
     types = {n: ls.named_format(f, order).tensor_type("float64", "int32")
              for n, (f, order) in formats.items()}
     nests = schedule_kernel(to_concrete(ls.parse(statement), types), types)

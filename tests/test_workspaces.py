@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llvsparse.backends.llvm.workspace_dense import SORT_ROWS_UP_TO
-from llvsparse.ir.schedule import ScatteredOutputError
+from llvsparse.ir.schedule.scheduler import ScatteredOutputError
 
 import llvsparse as ls
 import llvsparse.calls.workspaces

@@ -37,7 +37,7 @@ from .bench_timing import MIN_MEASURE_S, pin_threads
 
 SPMV = "y(i) = A(i,j) * x(j)"
 SPGEMM = "C(i,j) = A(i,k) * B(k,j)"
-# Threads take windows of A's entries that cut rows (ir/entry_split.py).
+# Threads take windows of A's entries that cut rows (ir/loops/entry_split.py).
 ENTRY_SPLIT = "fuse(i,j,f); pos(f,fp,A(i,j)); parallelize(fp,cpu_thread,atomics)"
 REAL = ("bcsstk13", "bcsstk33", "bayer10", "cage11", "crack", "fidapex6", "mbeacxc",
         "ca-GrQc", "add32", "soc-sign-bitcoin-otc", "p2p-Gnutella04", "cage10")

@@ -1,4 +1,4 @@
-"""MTTKRP with and without the sum workspace (ir/precompute_sums.py), interleaved.
+"""MTTKRP with and without the sum workspace (ir/schedule/precompute_sums.py), interleaved.
 
 For each of the bench's tensors (the generated uniform and powerlaw 3-tensors and the
 real FROSTT ones of ../shared/data) and the scaling bench's tensors at n and 4n (10^5

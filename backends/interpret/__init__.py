@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.loops import Program
+from ...ir.loops.nodes import Program
 from .walker import Walker
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.cin import Apply, Const, Operand, operands
+from ...ir.concrete.expressions import Apply, Const, Operand, operands
+from ...ir.concrete.statements import Access, Affine, IndexVar
 from ...ir.errors import InternalCompilerError
-from ...ir.loops import (
+from ...ir.loops.nodes import (
     Accumulate,
     Allocate,
     Append,
@@ -45,7 +46,6 @@ from ...ir.loops import (
     named_levels,
     walk,
 )
-from ...ir.statements import Access, Affine, IndexVar
 from .levels import LevelReader, Parent
 
 Key = tuple[int, int]  # (operand use, level)

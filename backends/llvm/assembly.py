@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.assembly_phases import grows_with_entries
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import appends_in_order, block_suffix, inserted_prefix, output_refusal
-from ...ir.operators import ADD
+from ...ir.loops.assembly_phases import grows_with_entries
+from ...ir.loops.legality import appends_in_order, block_suffix, inserted_prefix, output_refusal
+from ...ir.notation.operators import ADD
 from ...ir.types import TensorType, unordered_append_output
 from . import gpu_hooks, scalars
 from .bodies import I1, I64, emit_body, is_true, mark_access
@@ -46,7 +46,7 @@ class OutputAssembler:
         # A warp's lanes hold partial sums of each entry (warp sums): summed by the warp,
         # written by lane 0.
         self.atomic, self.warp = atomic, warp
-        # A threaded assembly's phases (ir/assembly_phases.py): only setup
+        # A threaded assembly's phases (ir/loops/assembly_phases.py): only setup
         # and whole touch the arrays up front; count only counts; fill and finish start
         # the last group's count at ``start`` (the thread's offset, or the total);
         # append starts it at 0 in a thread's private buffers (the gather phases).
@@ -57,7 +57,7 @@ class OutputAssembler:
         self.unordered = unordered_append_output(ttype.levels)
         self.all_insert = all(lv.can_insert for lv in self.levels)
         self.prefix = inserted_prefix(ttype.levels)
-        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
+        # Lowering asked the same before (ir/loops/legality.py); a direct compile asks here.
         if (reason := output_refusal(ttype)) is not None:
             raise InternalCompilerError(reason)
         self.blocks = block_suffix(ttype.levels)

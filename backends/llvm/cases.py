@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
-from ...ir.loops import Loop
+from ...ir.concrete.expressions import Iter
+from ...ir.loops.nodes import Loop
 from .bodies import TRUE, is_true
 from .emit_base import Ctx
 

@@ -14,11 +14,11 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from ...ir.cin import Expr, Iter, Operand
-from ...ir.entry_split import ATOMIC_TAG, ENTRY_WINDOW_TAG, windowed
+from ...ir.concrete.expressions import Expr, Iter, Operand
 from ...ir.errors import InternalCompilerError
-from ...ir.gpu_plan import POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
-from ...ir.loops import (
+from ...ir.loops.entry_split import ATOMIC_TAG, ENTRY_WINDOW_TAG, windowed
+from ...ir.loops.gpu_plan import POSITION_SPLIT_TAG, WARP_LANES_TAG, WARP_SUMS_TAG
+from ...ir.loops.nodes import (
     Accumulate,
     Append,
     Block,
@@ -31,7 +31,7 @@ from ...ir.loops import (
     Statement,
     loops_of,
 )
-from ...ir.notes import split_by_threads
+from ...ir.loops.notes import split_by_threads
 from . import jam, precompute_lower, scalars
 from .assembly import OutputAssembler
 from .bodies import I1, I64, is_true
@@ -74,7 +74,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         self.entry_name, self.range_name = name, f"{name}_range"
         table = DESCRIPTOR.as_pointer().as_pointer()
         everything = ir.Constant(I64, 2**63 - 1)
-        # An entry split (ir/entry_split.py) also bounds the positions of the loop tagged
+        # An entry split (ir/loops/entry_split.py) also bounds the positions of the loop tagged
         # ``entry window``: two more arguments [window_lo, window_hi).
         windows = windowed(program)
         self.window: tuple[ir.Value, ir.Value] | None = None
@@ -132,7 +132,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
     # -- driver ------------------------------------------------------------------------
     def compile(self) -> ir.Module:
         """Emit this compiler's function: the whole kernel, or one phase of a threaded
-        assembly (ir/assembly_phases.py)."""
+        assembly (ir/loops/assembly_phases.py)."""
         # The loop IR, with the fast forms its passes chose, walked node by node.
         program = self.program
         out_type = self.types[self.out_name]
@@ -171,7 +171,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
         """Emit one statement from its loop IR ``root``."""
         self.enter(statement)
         # Whether a reduction loop runs outside one of the output's indices (scattering
-        # into it), as lowering decided (ir/lower_loops.py).
+        # into it), as lowering decided (ir/loops/lower.py).
         site = next((node.site for node in loops_of(root) if not node.site.copies), None)
         self.scatter = site.scatter if site else False
         self.run_state: RunState | None = None  # see running_sums

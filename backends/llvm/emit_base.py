@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
+from ...ir.concrete.expressions import Iter
 from .bodies import I64
 
 if TYPE_CHECKING:

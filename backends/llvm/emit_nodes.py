@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Operand
+from ...ir.concrete.expressions import Operand
 from ...ir.errors import InternalCompilerError
-from ...ir.loops import (
+from ...ir.loops.nodes import (
     Accumulate,
     Allocate,
     Append,
@@ -43,7 +43,7 @@ from ...ir.loops import (
     Touched,
     show,
 )
-from ...ir.operators import ADD
+from ...ir.notation.operators import ADD
 from . import jam, pairs, precompute_lower, scalars, scatter_reduce
 from .bodies import I1, I64, is_true
 from .emit_base import ONE, ZERO, Ctx, LevelPos
@@ -244,7 +244,7 @@ class NodeEmitter:
         elif isinstance(cond, Nonempty):
             with b.if_then(jam.all_nonempty(self, cond.indices)):
                 self.emit_node(node.then, ctx)
-        elif isinstance(cond, InRange):  # an affine subscript's guard (ir/affine.py)
+        elif isinstance(cond, InRange):  # an affine subscript's guard (ir/concrete/affine.py)
             with b.if_then(self.in_range(cond, _bound(ctx, cond.index, node))):
                 self.emit_node(node.then, ctx)
         elif isinstance(cond, Missed) and isinstance(node.then, Accumulate):

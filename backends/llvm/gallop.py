@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
+from ...ir.concrete.expressions import Iter
 from .bodies import I1, I64, TRUE, is_true
 from .emit_base import ONE, ZERO, emit_counted_loop
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
+from ...ir.concrete.expressions import Iter
 from ...ir.errors import InternalCompilerError
-from ...ir.gpu_plan import WARP_SIZE
+from ...ir.loops.gpu_plan import WARP_SIZE
 from . import gpu_hooks
 from .bodies import I64
 from .emit_base import ONE, ZERO, Ctx, IterState, emit_lower_bound

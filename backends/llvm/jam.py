@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Expr, operands
+from ...ir.concrete.expressions import Expr, operands
 from ...ir.errors import InternalCompilerError
-from ...ir.loops import (
+from ...ir.loops.nodes import (
     Accumulate,
     Allocate,
     Append,

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
-from ...ir.loops import Accumulate, Append, Clear, Insert, Loop, LoopNode, Merge, walk
+from ...ir.concrete.expressions import Iter
+from ...ir.loops.nodes import Accumulate, Append, Clear, Insert, Loop, LoopNode, Merge, walk
 from . import scalars
 from .bodies import I64
 from .emit_base import Ctx

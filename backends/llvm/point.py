@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import Iter
+from ...ir.concrete.expressions import Iter
 from ...ir.errors import InternalCompilerError
-from ...ir.legality import unordered_refusal
-from ...ir.loops import Loop, LoopNode
-from ...ir.notes import split_by_threads
+from ...ir.loops.legality import unordered_refusal
+from ...ir.loops.nodes import Loop, LoopNode
+from ...ir.loops.notes import split_by_threads
 from . import jam, prefetch, scalars
 from .bodies import I64, TRUE, is_true
 from .cases import CaseDispatch
@@ -67,7 +67,7 @@ class PointEmitter(CaseDispatch, GallopEmitter):
         for it in self.iterated:
             if it not in self.states:
                 raise InternalCompilerError("an iterator without state")
-        # Lowering asked the same before (ir/legality.py); a direct compile asks here.
+        # Lowering asked the same before (ir/loops/legality.py); a direct compile asks here.
         # (An unordered level may hold its keys in order by chance.)
         reason = unordered_refusal(self.node, self.kc.output.appends_in_order(self.var), False)
         if reason is not None:

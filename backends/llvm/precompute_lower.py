@@ -1,4 +1,4 @@
-"""Lowering of operand workspaces (ir/precompute.py).
+"""Lowering of operand workspaces (ir/schedule/precompute.py).
 
 The temporaries are allocated once per kernel call (so each thread running a range of
 the kernel has its own), their marks zeroed, and freed at the end and on every failure
@@ -22,7 +22,7 @@ from .bodies import I1, I64, ArrayRef, emit_body
 from .emit_base import I8, I8P, ONE, STATUS_NO_MEMORY, ZERO, Ctx
 
 if TYPE_CHECKING:
-    from ...ir.precompute import Precompute
+    from ...ir.schedule.precompute import Precompute
     from .codegen import KernelCompiler
 
 

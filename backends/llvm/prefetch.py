@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from ...ir.cin import operands
+from ...ir.concrete.expressions import operands
 from .bodies import ArrayRef, emit_body, mark_access
 from .emit_base import I8P, I32, I64, ONE, ZERO, Ctx, LevelPos
 from .tensor_ir import TensorIR

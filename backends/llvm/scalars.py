@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
-from ...ir.operators import Node, Operator, Param, Template
+from ...ir.notation.operators import Node, Operator, Param, Template
 
 _ELEMENT = {
     "float64": ir.DoubleType(), "float32": ir.FloatType(), "int64": ir.IntType(64),

@@ -1,5 +1,5 @@
 """The start of a reduction other than + scattered into a dense output
-(ir/scattered_reduction.py): every entry set to the operator's identity, as the loop
+(ir/schedule/scattered_reduction.py): every entry set to the operator's identity, as the loop
 IR's ``clear`` of the output says."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def initialize(kc: KernelCompiler, start: float) -> None:
     """Set every entry of the dense output to ``start``, the reduction's identity the
     loop IR's ``clear`` names (the kernel then sets every entry itself, so the caller
-    need not zero it: ir/output_init.py)."""
+    need not zero it: ir/loops/output_init.py)."""
     if kc.phase != "whole":
         return
     b, tensor = kc.b, kc.tensors[kc.out_name]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...ir.cin import Apply, Const, Expr, Operand, Sum
+from ...ir.concrete.expressions import Apply, Const, Expr, Operand, Sum
 from ...ir.errors import InternalCompilerError
 from . import scalars
 from .bodies import ArrayRef, is_true

@@ -33,7 +33,7 @@ from .workspace_dense import DenseStore
 from .workspace_store import Store, Write, _width
 
 if TYPE_CHECKING:
-    from ...ir.workspace_schedule import WorkspacePlan
+    from ...ir.schedule.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
 
 # Records ahead of the one written that are prefetched for writing: the row's next run

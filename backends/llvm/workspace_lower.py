@@ -1,7 +1,7 @@
 """Lowering of a kernel whose output entries pass through a workspace (see
 workspace_schedule): ``forall(hoisted, where(consumer, producer))``.
 
-The kernel's loop IR (ir/workspace_loops.py) is walked node by node like any nest's
+The kernel's loop IR (ir/loops/lower_workspace.py) is walked node by node like any nest's
 (emit_nodes): the workspace's ``allocate`` makes its store (its policy's, one per
 kernel call, so each thread of a split assembly has its own); the hoisted and producer
 loops are the kernel compiler's own (lattices, locate, co-iteration); a producer's write
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from ...ir.concrete.statements import Access
 from ...ir.errors import InternalCompilerError
-from ...ir.loops import (
+from ...ir.loops.nodes import (
     Accumulate,
     Append,
     Entries,
@@ -30,18 +31,17 @@ from ...ir.loops import (
     Target,
     target_name,
 )
-from ...ir.statements import Access
-from ...ir.workspace_policies import BUCKET, DENSE, HASH, SORT
+from ...ir.schedule.workspace_policies import BUCKET, DENSE, HASH, SORT
 from .emit_base import ZERO, Ctx
 from .workspace_bucket import BucketStore
 from .workspace_dense import DenseStore
 from .workspace_store import HashStore, SortStore, Store
 
-# The shipped policies' stores (ir/workspace_policies.py names none).
+# The shipped policies' stores (ir/schedule/workspace_policies.py names none).
 SHIPPED_STORES = {DENSE: DenseStore, HASH: HashStore, SORT: SortStore, BUCKET: BucketStore}
 
 if TYPE_CHECKING:
-    from ...ir.workspace_schedule import WorkspacePlan
+    from ...ir.schedule.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
 
 

@@ -27,7 +27,7 @@ from .workspace_radix import RADIX_FROM, radix_function
 from .workspace_sort import insertion_function, sort_function
 
 if TYPE_CHECKING:
-    from ...ir.workspace_schedule import WorkspacePlan
+    from ...ir.schedule.workspace_schedule import WorkspacePlan
     from .codegen import KernelCompiler
 
 Write = Callable[[ir.Value, ir.Value], None]

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import notation as nt
-from .errors import ScheduleError
-from .operators import ADD, MUL, NEG, SUB
-from .types import TensorType
+from ..errors import ScheduleError
+from ..notation import syntax as nt
+from ..notation.operators import ADD, MUL, NEG, SUB
+from ..types import TensorType
 
 Parts = tuple[tuple[str, int], ...]
 

@@ -14,7 +14,7 @@ import itertools
 import math
 from collections.abc import Callable
 
-from .cin import Apply, Const, Expr, Operand, Sum
+from .expressions import Apply, Const, Expr, Operand, Sum
 
 # Values a stored operand is tried with, to learn where an operator keeps one value:
 # finite (an absent exact zero annihilates a product even against inf), small and huge

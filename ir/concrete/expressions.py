@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .operators import ADD, MUL, NEG, Operator
+from ..notation.operators import ADD, MUL, NEG, Operator
 
 
 @dataclass(frozen=True)
@@ -116,12 +116,12 @@ class Assign:
     accumulate: bool = False
     # Indices computed from blocked levels' variables: (index, ((var, multiplier), ...)).
     derived: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
-    # Affine subscripts' derived indices (ir/affine.py): their constant terms, and the
+    # Affine subscripts' derived indices (ir/concrete/affine.py): their constant terms, and the
     # level (tensor, level) whose extent each must fall within.
     offsets: tuple[tuple[str, int], ...] = ()
     guards: tuple[tuple[str, str, int], ...] = ()
     divisors: tuple[tuple[str, int], ...] = ()  # strides inverted: h = (x - r) / 2
-    # The loop order a user's schedule asks for (ir/schedule_plan.py), outermost first.
+    # The loop order a user's schedule asks for (ir/schedule/user_plan.py), outermost first.
     loop_order: tuple[str, ...] = ()
 
     def __str__(self) -> str:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from itertools import count
 
+from ..errors import ScheduleError
+from ..notation import syntax as nt
+from ..notation.operators import ADD
+from ..types import TensorType
 from . import affine
-from . import notation as nt
-from .cin import Apply, Assign, Const, Expr, Operand, Sum
-from .errors import ScheduleError
-from .operators import ADD
-from .types import TensorType
+from .expressions import Apply, Assign, Const, Expr, Operand, Sum
 
 
 def storage_vars(tensor: str, indices: tuple[str, ...], ttype: TensorType, uid: int,
                  blocked: dict[int, str] | None = None) -> tuple[tuple[str, ...], list[str]]:
     """One variable per storage level; storage-only levels get fresh variables (returned
     too, to be summed over). Blocked levels take the names ``blocked`` gives them by level
-    (ir/affine.py derives their mode's index from them, and sums them)."""
+    (ir/concrete/affine.py derives their mode's index from them, and sums them)."""
     level_vars, fresh = [], []
     for k, level in enumerate(ttype.levels):
         if level.block:

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import ScheduleError
 from .algebra import (
     FillOf,
     acts_as_identity,
@@ -26,8 +27,7 @@ from .algebra import (
     sum_fill,
     zero_fill,
 )
-from .cin import UNIVERSE_UID, Apply, Const, Expr, Iter, Operand, Sum
-from .errors import ScheduleError
+from .expressions import UNIVERSE_UID, Apply, Const, Expr, Iter, Operand, Sum
 
 # A union of n sparse operands has 2**n points, each a loop case of its own: past this
 # many the kernel takes minutes to build (8 sparse vectors into a sparse sum: 255 points,

@@ -7,8 +7,8 @@ lattice is built from that), and each temporary's producer (lowered on its own).
 
 from __future__ import annotations
 
-from .cin import Apply, Operand, Sum
-from .cin import Expr as CinExpr
+from .expressions import Apply, Operand, Sum
+from .expressions import Expr as CinExpr
 from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
 
 

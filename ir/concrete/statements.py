@@ -1,6 +1,6 @@
 """Concrete index notation statements as data: loops, temporaries and where/sequence.
 
-``ir/cin.py`` holds the expressions; this module holds what surrounds them after
+``ir/concrete/expressions.py`` holds the expressions; this module holds what surrounds them after
 scheduling (TACO-style concrete index notation: ``forall``, ``where``, sequences and
 assignments), so that a schedule can be built, rewritten (workspaces), printed and tested
 without generating code. Index expressions are trees: plain variables today, with room
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .cin import Apply, Const, Operand, Sum
-from .cin import Expr as CinExpr
-from .operators import Operator
-from .types import TensorType
+from ..notation.operators import Operator
+from ..types import TensorType
+from .expressions import Apply, Const, Operand, Sum
+from .expressions import Expr as CinExpr
 
 
 @dataclass(frozen=True)

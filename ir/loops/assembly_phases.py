@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import ast
 
-from .cin import operands
+from ..concrete.expressions import operands
+from ..types import LevelType, TensorType, unordered_append_output
 from .legality import block_suffix, inserted_prefix
-from .loops import Program, loops_of
+from .nodes import Program, loops_of
 from .relocatable import appends_relocatably
-from .types import LevelType, TensorType, unordered_append_output
 
 SPLIT_PHASES = ("setup", "count", "fill", "finish")
 GATHER_PHASES = ("setup", "append", "finish")
@@ -88,7 +88,7 @@ def _splittable(program: Program) -> bool:
 
 
 def _gatherable(levels: tuple[LevelType, ...]) -> bool:
-    """One appended level whose append functions are relocatable (ir/relocatable.py) and
+    """One appended level whose append functions are relocatable (ir/loops/relocatable.py) and
     whose arrays without an initial value hold one element per entry: threads may then
     append their rows into private buffers from position 0."""
     prefix = inserted_prefix(levels)

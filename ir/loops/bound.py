@@ -6,14 +6,14 @@ anyway), but not where the loop runs only because an operand holds the index at 
 below one whose index is not bound yet: the loop then walks the extent once per entry
 of the levels inside it, to locate into that operand (``max(A(i,j), A(i,j))`` over a
 row-major A with a locating column level, into a column-major output: columns x rows).
-Lowering (transforms/lowering.py) then prefers a plan with the operand converted.
+Lowering (plan/lowering.py) then prefers a plan with the operand converted.
 """
 
 from __future__ import annotations
 
-from .cin import operands
-from .loops import Bind, Block, Loop, Merge, Node, Program, children, named_levels
-from .types import TensorType
+from ..concrete.expressions import operands
+from ..types import TensorType
+from .nodes import Bind, Block, Loop, Merge, Node, Program, children, named_levels
 
 
 def unbounded_walk(program: Program, types: dict[str, TensorType]) -> str | None:

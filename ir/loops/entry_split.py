@@ -1,7 +1,7 @@
 """Entry splits: threads take windows of a row loop's stored entries, not whole rows.
 
 A rewrite of the loop IR shared by CPU threads (a user's ``fuse; pos; split;
-parallelize(..., atomics)``) and the GPU grid (ir/gpu_plan.py's ``entry_split``). The
+parallelize(..., atomics)``) and the GPU grid (ir/loops/gpu_plan.py's ``entry_split``). The
 loop over the output's first index (rows) is tagged ``entry split`` and ``atomic adds``;
 the one loop under it that steps over an operand's stored positions is tagged ``entry
 window``: the kernel then takes a window [lo, hi) of those positions beside its range
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .loops import Block, Case, If, Loop, LoopNode, Merge, Node, Program, loops_of, tag, walk
+from ..schedule.parallel import dense_like
+from ..types import TensorType
+from .nodes import Block, Case, If, Loop, LoopNode, Merge, Node, Program, loops_of, tag, walk
 from .notes import without_forms
-from .parallel import dense_like
-from .types import TensorType
 
 ATOMIC_TAG = "atomic adds"  # threads share output entries: writes add atomically
 ENTRY_SPLIT_TAG = "entry split"  # a window of an inner loop's positions a thread

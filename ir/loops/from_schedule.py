@@ -11,13 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .cin import Apply, Expr, Sum, hoist_sums, operands, peel_sums
-from .errors import ScheduleError
-from .loops import Statement
-from .operators import ADD, Operator
-from .precompute import Precompute, replaced
-from .schedule import Nest, order_loops
-from .statements import (
+from ..concrete.expressions import Apply, Expr, Sum, hoist_sums, operands, peel_sums
+from ..concrete.statements import (
     Access,
     Affine,
     Assign,
@@ -29,10 +24,15 @@ from .statements import (
     Where,
     sequence,
 )
-from .types import TensorType
+from ..errors import ScheduleError
+from ..notation.operators import ADD, Operator
+from ..schedule.precompute import Precompute, replaced
+from ..schedule.scheduler import Nest, order_loops
+from ..types import TensorType
+from .nodes import Statement
 
 if TYPE_CHECKING:
-    from .workspace_schedule import WorkspacePlan
+    from ..schedule.workspace_schedule import WorkspacePlan
 
 
 def output_access(nest: Nest) -> Access:

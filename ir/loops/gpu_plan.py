@@ -53,8 +53,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..concrete.expressions import Operand
+from ..notation.operators import ADD
+from ..schedule.parallel import dense_like
+from ..types import TensorType
 from .assembly_phases import SPLIT_PHASES, can_count_and_fill
-from .cin import Operand
 from .entry_split import (
     ATOMIC_TAG,
     ENTRY_SPLIT_TAG,
@@ -65,7 +68,7 @@ from .entry_split import (
     split_entries,
     tagged,
 )
-from .loops import (
+from .nodes import (
     Accumulate,
     Allocate,
     Append,
@@ -81,9 +84,6 @@ from .loops import (
     walk,
 )
 from .notes import THREAD_ROWS
-from .operators import ADD
-from .parallel import dense_like
-from .types import TensorType
 
 GPU_BLOCK = "gpu_block"  # the loop's range is split over the grid's blocks
 GPU_THREAD = "gpu_thread"  # ... and over each block's threads
@@ -275,7 +275,7 @@ def plan_gpu(program: Program, splittable: bool, block: int = BLOCK_SIZE,
              schedule: str | None = None, entries: int = ENTRIES_PER_THREAD) -> GpuPlan:
     """The GPU mapping of ``program``: threads over the loop over the output's first
     index, where CPU threads may split it too (``splittable``: the kernel's parallel
-    mode, ir/parallel.py, so no loop outside it walks an operand's modes, which every
+    mode, ir/schedule/parallel.py, so no loop outside it walks an operand's modes, which every
     thread would then walk whole). ``schedule``: one of SCHEDULES, None for the
     default rule's."""
     if not isinstance(block, int) or not 1 <= block <= 1024 or block % 32:

@@ -9,11 +9,11 @@ step visits.
 
 from __future__ import annotations
 
-from .algebra import region_text
-from .cin import Operand, operands
-from .lattice import Iter, Lattice
-from .loops import Clear, LoopNode, Program, loops_of, named_levels, target_name, walk
-from .types import TensorType
+from ..concrete.algebra import region_text
+from ..concrete.expressions import Operand, operands
+from ..concrete.lattice import Iter, Lattice
+from ..types import TensorType
+from .nodes import Clear, LoopNode, Program, loops_of, named_levels, target_name, walk
 
 
 def lattice_text(program: Program, types: dict[str, TensorType]) -> str:

@@ -1,6 +1,6 @@
 """What a backend cannot emit, decided before it is asked: a reason, or None.
 
-Lowering (transforms/lowering.py) tries nests as written, split, and with operands
+Lowering (plan/lowering.py) tries nests as written, split, and with operands
 converted; it asks these checks of each candidate's loop IR, so that the choice is made
 over values and a backend is only asked for programs it can translate (where one still
 finds it cannot, that is an InternalCompilerError: the checks here missed a case).
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .cin import operands
-from .loops import (
+from ..concrete.expressions import operands
+from ..concrete.statements import Access, IndexVar
+from ..types import LevelType, TensorType, unordered_append_output
+from .nodes import (
     Accumulate,
     Append,
     Block,
@@ -31,8 +33,6 @@ from .loops import (
     named_levels,
     walk,
 )
-from .statements import Access, IndexVar
-from .types import LevelType, TensorType, unordered_append_output
 
 # Each case of an outer loop holds its own copy of the inner loops, so cases multiply
 # across levels: four matrices of two sparse levels each, added into a third such one,

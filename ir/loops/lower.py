@@ -1,4 +1,4 @@
-"""Lower concrete notation (``ir/statements.py``) and iteration lattices to the loop IR.
+"""Lower concrete notation (``ir/concrete/statements.py``) and iteration lattices to the loop IR.
 
 Each ``forall`` becomes, per lattice point, a loop over one range or a merge of several,
 with the levels located at each coordinate and one case per sub-point (the expression
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .cin import (
+from ..concrete.expressions import (
     Const,
     Operand,
     indexed_operands,
@@ -26,11 +26,16 @@ from .cin import (
     summed_vars,
     sums_in,
 )
-from .cin import Expr as CinExpr
-from .errors import ScheduleError
+from ..concrete.expressions import Expr as CinExpr
+from ..concrete.lattice import Iter, build_lattice, choose_iterated, substitute_absent
+from ..concrete.producers import assign_of, full_expr
+from ..concrete.statements import Affine, IndexVar, Stmt, loop_nest, sequence_parts
+from ..errors import ScheduleError
+from ..notation.operators import ADD
+from ..schedule.scheduler import Nest, order_loops
+from ..types import LevelType, TensorType
 from .from_schedule import statement_facts
-from .lattice import Iter, build_lattice, choose_iterated, substitute_absent
-from .loops import (
+from .nodes import (
     Accumulate,
     Allocate,
     Append,
@@ -55,12 +60,7 @@ from .loops import (
     Site,
     Touched,
 )
-from .operators import ADD
-from .producers import assign_of, full_expr
 from .result_fill import NestSums, absent_adds, body_fill
-from .schedule import Nest, order_loops
-from .statements import Affine, IndexVar, Stmt, loop_nest, sequence_parts
-from .types import LevelType, TensorType
 
 
 @dataclass(frozen=True)

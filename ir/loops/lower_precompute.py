@@ -1,4 +1,4 @@
-"""The loop IR of nests that read operands through operand workspaces (ir/precompute.py),
+"""The loop IR of nests that read operands through operand workspaces (ir/schedule/precompute.py),
 as precompute_lower emits them: each temporary allocated before its nest's loops; before
 the loop a plan names, the operand's slice inserted into it by the operand's own loop;
 that loop over the expression reading the temporary; then the slice's coordinates
@@ -19,15 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .cin import Expr, operands
+from ..concrete.expressions import Expr, operands
+from ..concrete.statements import Access, Forall, IndexVar, Stmt, Where, sequence_parts
+from ..notation.operators import ADD
+from ..schedule.precompute import Precompute, replaced
+from ..schedule.scheduler import Nest
+from ..types import TensorType
 from .from_schedule import statement_facts, statement_of
-from .loops import Accumulate, Allocate, Block, Clear, Insert, Node, Program
-from .lower_loops import NestLowering, State
-from .operators import ADD
-from .precompute import Precompute, replaced
-from .schedule import Nest
-from .statements import Access, Forall, IndexVar, Stmt, Where, sequence_parts
-from .types import TensorType
+from .lower import NestLowering, State
+from .nodes import Accumulate, Allocate, Block, Clear, Insert, Node, Program
 
 
 def lower_precomputed(stmt: Stmt, types: dict[str, TensorType], output: str,

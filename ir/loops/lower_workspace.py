@@ -12,12 +12,19 @@ The emitter takes no pass's fast forms for these nests, so none are run on them 
 
 from __future__ import annotations
 
-from .cin import Apply, Operand, operands
-from .cin import Expr as CinExpr
+from ..concrete.expressions import Apply, Operand, operands
+from ..concrete.expressions import Expr as CinExpr
+from ..concrete.lattice import Iter, substitute_absent
+from ..concrete.producers import full_expr
+from ..concrete.statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
+from ..notation.operators import ADD
+from ..schedule.scheduler import Nest
+from ..schedule.workspace_schedule import WorkspacePlan
+from ..types import TensorType
 from .from_schedule import statement_facts
-from .lattice import Iter, substitute_absent
 from .legality import appends_in_order
-from .loops import (
+from .lower import NestLowering, State
+from .nodes import (
     Accumulate,
     Allocate,
     Append,
@@ -30,14 +37,7 @@ from .loops import (
     Site,
     Sort,
 )
-from .lower_loops import NestLowering, State
-from .operators import ADD
-from .producers import full_expr
 from .result_fill import NestSums
-from .schedule import Nest
-from .statements import Access, Assign, Stmt, Where, loop_nest, sequence_parts
-from .types import TensorType
-from .workspace_schedule import WorkspacePlan
 
 
 def lower_workspace(stmt: Stmt, types: dict[str, TensorType], output: str,

@@ -15,16 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from .cin import Iter, Operand
+from ..concrete.expressions import Iter, Operand
+from ..concrete.statements import Access, Affine, Expr, show_expr
+from ..types import LevelType, TensorType
 from .notes import NO_FORMS, Forms, changed, forms_text, jam_text
-from .statements import Access, Affine, Expr, show_expr
-from .types import LevelType, TensorType
 
 if TYPE_CHECKING:
-    from .lattice import Lattice
-    from .operators import Operator
-    from .precompute import Precompute
-    from .workspace_schedule import WorkspacePlan
+    from ..concrete.lattice import Lattice
+    from ..notation.operators import Operator
+    from ..schedule.precompute import Precompute
+    from ..schedule.workspace_schedule import WorkspacePlan
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class Chosen:
     coordinate, each case's sub-point (the levels present) and expression (absent
     operands folded into their fills; None: it computes nothing), the levels the
     lattice's top point co-iterates (whose streams a merge's tails resume) and how many
-    points it has. ``lattice`` itself is kept for the lattice dump (ir/lattice_text.py)."""
+    points it has. ``lattice`` itself is kept for the lattice dump (ir/loops/lattice_text.py)."""
 
     lattice: Lattice = field(compare=False, repr=False)
     point: frozenset[Iter]
@@ -119,7 +119,7 @@ class Loop:
     over: str
     iterator: Ref
     body: Node
-    forms: Forms = NO_FORMS  # the fast forms passes chose (ir/notes.py)
+    forms: Forms = NO_FORMS  # the fast forms passes chose (ir/loops/notes.py)
     other: Forms | None = None  # its forms in the kernel's other form (None: it has none)
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
@@ -148,7 +148,7 @@ class Merge:
     iterators: tuple[Ref, ...]
     located: tuple[Ref, ...]
     cases: tuple[Case, ...]
-    forms: Forms = NO_FORMS  # the fast forms passes chose (ir/notes.py)
+    forms: Forms = NO_FORMS  # the fast forms passes chose (ir/loops/notes.py)
     other: Forms | None = None  # its forms in the kernel's other form (None: it has none)
     site: Site | None = field(default=None, compare=False, repr=False)
     expr: object = field(default=None, compare=False, repr=False)  # what each step computes
@@ -366,7 +366,7 @@ class Program:
     output_fill: float = 0.0  # row clearing writes zeros
     dtype: str = "float64"  # what values are computed in (a comparison's output is bool)
     producer_runs: int = 1  # a workspace whose producers run twice (count, then place)
-    phases: tuple[str, ...] = ()  # how threads assemble the output (ir/assembly_phases.py)
+    phases: tuple[str, ...] = ()  # how threads assemble the output (ir/loops/assembly_phases.py)
     statements: tuple[Statement, ...] = ()  # one per nest, indexed by Site.nest
 
 
@@ -447,7 +447,7 @@ _PHASE_ARGUMENTS = {"count": "count(lo, hi)", "fill": "fill(lo, hi, offset)",
 
 def show_program(program: Program) -> str:
     """A kernel's loop IR as text: its loops, then the phases threads may assemble its
-    output in (ir/assembly_phases.py), where it has them."""
+    output in (ir/loops/assembly_phases.py), where it has them."""
     phases = ", ".join(_PHASE_ARGUMENTS.get(p, p) for p in program.phases)
     return show(program.root) + (f"\nthreads assemble in phases: {phases}" if phases else "")
 

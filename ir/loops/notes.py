@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .loops import LoopNode
+    from .nodes import LoopNode
 
 JAM_LANES = (8, 4)  # positions per step of a jammed loop, in the order they run
 JAM = "jam 8, 4"  # how the loop IR prints those lanes (Loop.jam)
@@ -19,7 +19,7 @@ THREAD_ROWS = "thread rows"  # a tag: threads split this loop's range [lo, hi)
 THREAD_RANGE = "thread range"
 
 # The names of the forms a kernel's other form adds (kept in a kernel's metadata, read by
-# ir/autoschedule.py's cost model): paired rows, galloping past every mismatch, selected
+# ir/plan/autoschedule.py's cost model): paired rows, galloping past every mismatch, selected
 # cases and prefetched rows.
 PAIRS = "pairs (other form)"
 GALLOP = "gallop when skewed, always (other form)"

@@ -12,9 +12,9 @@ ways the program can promise it otherwise:
 
 from __future__ import annotations
 
-from .cin import Operand
+from ..concrete.expressions import Operand
 from .entry_split import ATOMIC_TAG
-from .loops import Clear, Insert, Loop, LoopNode, Program, leading_locates, loops_of, walk
+from .nodes import Clear, Insert, Loop, LoopNode, Program, leading_locates, loops_of, walk
 
 
 def initializes_output(program: Program) -> bool:

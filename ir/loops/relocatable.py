@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from ..formats.loader import LevelDef
+from ...formats.loader import LevelDef
 
 # The positions each append function receives that move with a thread's offset.
 _MOVING = {"append_coord": frozenset({"p"}), "append_edges": frozenset({"p_begin", "p_end"})}

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import notation as nt
-from .algebra import FillOf, expr_fill, same_value
-from .cin import Apply, Const, Expr, Operand, Sum
-from .types import TensorType
+from ..concrete.algebra import FillOf, expr_fill, same_value
+from ..concrete.expressions import Apply, Const, Expr, Operand, Sum
+from ..notation import syntax as nt
+from ..types import TensorType
 
 if TYPE_CHECKING:
-    from .schedule import Nest
+    from ..schedule.scheduler import Nest
 
 
 def result_fill(assignment: nt.Assignment, types: dict[str, TensorType], dtype: str,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import notation as nt
+from . import syntax as nt
 
 
 def separate_repeated_uses(assignment: nt.Assignment) -> tuple[nt.Assignment, dict[str, str]]:

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 from ...formats.registry import get_level
-from .. import notation as nt
 from ..errors import ScheduleError
-from ..operators import ADD, MUL
+from . import syntax as nt
+from .operators import ADD, MUL
 
 
 class StoredLevel(Protocol):

@@ -1,7 +1,7 @@
 """Operators of index notation, described by their algebraic properties.
 
 Nothing in the compiler special-cases ``+`` or ``*``: the iteration algebra is derived
-from how an operator behaves on fill values (see ``llvsparse.ir.lattice``), and code is
+from how an operator behaves on fill values (see ``llvsparse.ir.concrete.lattice``), and code is
 emitted from ``kind`` (``llvsparse.backends.llvm.scalars``). A user-defined function supplies the
 same description, with ``template`` (its body over builtin operators) in place of a kind.
 """
@@ -114,7 +114,7 @@ DIV = Operator("div", "/", 2, "div", _true_divide, float_result=True)
 NEG = Operator("neg", "-", 1, "neg", _op.neg)
 
 # No annihilator: min(-inf, NaN) is NaN in numpy, so an absent -inf decides nothing
-# where a stored value may be NaN (the probes of ir/algebra.py find that out).
+# where a stored value may be NaN (the probes of ir/concrete/algebra.py find that out).
 MIN = Operator("min", "min", 2, "min", _numpy(np.minimum), identity=math.inf,
                commutative=True, associative=True, idempotent=True)
 MAX = Operator("max", "max", 2, "max", _numpy(np.maximum), identity=-math.inf,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from . import notation as nt
+from . import syntax as nt
 from .operators import NE, Operator
 
 # A node's dtype, or a Python number standing for a literal's weak type (NEP 50: a

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..assembly_phases import assembly_phases
-from ..from_schedule import statement_of
-from ..loops import Program
-from ..lower_loops import lower
-from ..precompute_loops import lower_precomputed
-from ..schedule import Nest
+from ..loops.assembly_phases import assembly_phases
+from ..loops.from_schedule import statement_of
+from ..loops.lower import lower
+from ..loops.lower_precompute import lower_precomputed
+from ..loops.lower_workspace import lower_workspace
+from ..loops.nodes import Program
+from ..schedule.scheduler import Nest
 from ..types import TensorType
-from ..workspace_loops import lower_workspace
 from .passes import Target, gallop, optimize, prefetch, thread_rows
 
 

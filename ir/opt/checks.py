@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..loops import Facts
+from ..loops.nodes import Facts
 
 
 def located_surely(facts: Facts) -> bool:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..cin import linear_in
-from ..loops import (
+from ..concrete.expressions import linear_in
+from ..loops.nodes import (
     Allocate,
     Block,
     Case,
@@ -32,7 +32,7 @@ from ..loops import (
     tag,
     walk,
 )
-from ..notes import (  # (the names of other forms re-exported: passes.PAIRS, ...)
+from ..loops.notes import (
     GALLOP,
     JAM_LANES,
     PAIRS,
@@ -392,6 +392,6 @@ def _other_form_names(first: Forms, other: Forms) -> set[str]:
 
 def other_form_notes(program: Program) -> tuple[str, ...]:
     """The names of the forms ``program``'s other form adds (a kernel's metadata, which
-    ir/autoschedule.py's cost model reads), in order."""
+    ir/plan/autoschedule.py's cost model reads), in order."""
     return tuple(sorted({name for loop in loops_of(program.root) if loop.other is not None
                          for name in _other_form_names(loop.forms, loop.other)}))

@@ -2,7 +2,7 @@
 
 ``autoschedule(info, stats)`` is the one entry point: ``info`` says what the compiled
 kernel may vary (a scattered output's workspace policy, loops with an other form, a
-thread split), ``stats`` the operands' statistics (ir/cost_model.py). It returns an
+thread split), ``stats`` the operands' statistics (ir/plan/cost_model.py). It returns an
 ``AutoChoice`` whose ``reasons`` explain each pick in a sentence. Where the model cannot
 decide it says so (``form=None``: the binding's first calls time the forms, probe.py;
 ``workspace`` left to paper 002's rule) rather than guess.
@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..loops.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT
+from ..opt.passes import PAIRS, PREFETCH, SELECT_OTHER
+from ..schedule.workspace_policies import DENSE, HASH, SORT
 from .cost_model import (
     OperandStats,
     cheapest,
@@ -22,9 +25,6 @@ from .cost_model import (
     spgemm_estimates,
     split_kind,
 )
-from .gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT
-from .opt.passes import PAIRS, PREFETCH, SELECT_OTHER
-from .workspace_policies import DENSE, HASH, SORT
 
 # The workspace policies the model has terms for (cost_model.spgemm_estimates).
 MODELLED_POLICIES = (DENSE.name, HASH.name, SORT.name)

@@ -1,6 +1,6 @@
 """Cheap operand statistics and a cost model over the ways a kernel may run today.
 
-The autoscheduler (ir/autoschedule.py) picks among choices that exist without a user's
+The autoscheduler (ir/plan/autoschedule.py) picks among choices that exist without a user's
 schedule: a scattered output's workspace policy, a loop's other form, and how threads
 share the first output index. Each pick compares estimated costs. The asymptotic terms
 come first (iterations of each loop from the operands' statistics); machine constants
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .workspace_policies import DENSE, HASH, SORT
+from ..schedule.workspace_policies import DENSE, HASH, SORT
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def split_kind(rows: OperandStats | None, threads: int = 2) -> tuple[str, str]:
     """'windows', 'entries' or 'rows' for the operand whose rows ``threads`` share, and
     why. Chunks of whole rows take at least the heaviest row's time, so where one row
     holds more than a thread's share, threads take windows of entries that cut rows
-    (an entry split, ir/entry_split.py, where the kernel has one)."""
+    (an entry split, ir/loops/entry_split.py, where the kernel has one)."""
     if rows is None:
         return "rows", "no sparse operand stores the split index: equal row ranges"
     if rows.stored and rows.max_per_row * threads > rows.stored:

@@ -4,7 +4,7 @@ returns (``Lowered`` or ``Refused``), so the choice is made here, over values, a
 API only builds the chosen kernel.
 
 The backend's emitter comes with the request (``Request.emit``; ir/ never imports a
-backend). What it cannot emit is asked of the nests' loop IR first (ir/legality.py:
+backend). What it cannot emit is asked of the nests' loop IR first (ir/loops/legality.py:
 an output format that cannot be assembled, an unordered level co-iterated or appended
 in order, a level located that cannot locate, too many cases, ...), so code generation
 raises no refusal: the backend is only handed programs it can translate. The loop IR's
@@ -18,26 +18,26 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import notation as nt
-from ..bound import merged_tops, unbounded_walk
-from ..cin import Assign, hoist_sums
-from ..conversions import Modes, conversion_candidates, rescanned
-from ..entry_split import entry_split_refusal, entry_window_loop, split_entries
+from ..concrete.expressions import Assign, hoist_sums
+from ..concrete.from_notation import to_concrete
+from ..concrete.lattice import KernelTooLargeError
 from ..errors import ScheduleError
-from ..frontend import to_concrete
-from ..lattice import KernelTooLargeError
-from ..legality import output_refusal, program_refusal, too_large
-from ..loops import CallingConvention, Program, loops_of
-from ..notes import THREAD_ROWS
+from ..loops.bound import merged_tops, unbounded_walk
+from ..loops.entry_split import entry_split_refusal, entry_window_loop, split_entries
+from ..loops.legality import output_refusal, program_refusal, too_large
+from ..loops.nodes import CallingConvention, Program, loops_of
+from ..loops.notes import THREAD_ROWS
+from ..notation import syntax as nt
 from ..opt import loop_ir
 from ..opt.passes import THREAD_RANGE, Target
-from ..precompute import plan_precomputes
-from ..scattered_reduction import scattered_reduction
-from ..schedule import Nest
-from ..schedule_types import SchedulePlan
-from ..scheduled_statements import check_nest_order
+from ..schedule.conversions import Modes, conversion_candidates, rescanned
+from ..schedule.precompute import plan_precomputes
+from ..schedule.resolved import SchedulePlan
+from ..schedule.scattered_reduction import scattered_reduction
+from ..schedule.scheduler import Nest
+from ..schedule.user_statements import check_nest_order
+from ..schedule.workspace_schedule import schedule_kernel
 from ..types import TensorType
-from ..workspace_schedule import schedule_kernel
 
 
 @dataclass
@@ -73,7 +73,7 @@ class Request:
     the kernel computes in (the output's type has its own: bool for a comparison),
     whether float operations may reassociate, the workspace the caller named (None: the
     rule of paper 002 chooses) and whether operands are precomputed into workspaces
-    (ir/precompute.py; None: its rule chooses). ``emit``: the backend's emitter, which
+    (ir/schedule/precompute.py; None: its rule chooses). ``emit``: the backend's emitter, which
     compiles nests to a (compiler, module) pair or raises ScheduleError."""
 
     assignment: nt.Assignment
@@ -86,9 +86,9 @@ class Request:
     finite: bool = False  # operands' values finite: factors move into sums the user placed
     counting: bool = False  # a counting build: every loop head counts (one form only)
     # A planning rule run on the loop IR before the backend translates it (a GPU plan's
-    # tags: ir/gpu_plan.py); None: the program as lowered and optimized.
+    # tags: ir/loops/gpu_plan.py); None: the program as lowered and optimized.
     retag: Callable[[Program], Program] | None = None
-    plan: SchedulePlan | None = None  # a user's schedule (ir/schedule_plan.py)
+    plan: SchedulePlan | None = None  # a user's schedule (ir/schedule/user_plan.py)
 
 
 def calling_convention(request: Request, types: dict[str, TensorType]) -> CallingConvention:
@@ -170,7 +170,7 @@ def lower_converting(request: Request, types: dict[str, TensorType], hidden: Ite
     if isinstance(first, Lowered):
         if unbounded_walk(first.program, types) is None:
             return _with_full_tops(request, first, set(hidden), full_top)
-        # Walks an extent per stored entry (ir/bound.py): a converted operand bounds it.
+        # Walks an extent per stored entry (ir/loops/bound.py): a converted operand bounds it.
         bounded = _converted(request, types, hidden, stored_so, retype, bounded_only=True)
         if bounded is None:  # stored entries walked per stored entry beat an extent per one
             bounded = _converted(request, types, hidden, stored_so, retype,
@@ -210,7 +210,7 @@ def _converted(request: Request, types: dict[str, TensorType], hidden: Iterable[
                retype: Callable[[dict[str, Modes]], dict[str, TensorType]],
                bounded_only: bool = False, stored_outer: bool = False) -> Lowered | None:
     """The first conversion candidate that lowers to a program walking no extent per
-    stored entry (ir/bound.py); failing that, unless ``bounded_only``, the first that
+    stored entry (ir/loops/bound.py); failing that, unless ``bounded_only``, the first that
     lowers; or None. ``stored_outer``: see ``conversions.rescanned``."""
     fallback = None
     for orders in conversion_candidates(request.assignment, types, hidden, stored_so):
@@ -258,7 +258,7 @@ def _unsplit(request: Request, program: Program) -> str | None:
 
 def _entries_shared(plan: SchedulePlan, program: Program) -> Program | Refused:
     """``program`` with CPU threads taking windows of a row's entries where the user's
-    schedule cuts chunks inside coordinates (ir/entry_split.py); refused where the
+    schedule cuts chunks inside coordinates (ir/loops/entry_split.py); refused where the
     kernel has no such split."""
     parallel = plan.parallel
     if parallel is None or not parallel.chunks.within:
@@ -320,7 +320,7 @@ def _emit(request: Request, nests: list[Nest], types: dict[str, TensorType],
     except ScheduleError as error:  # a sum's loops that cannot be ordered
         return Refused(error)
     # What the backend cannot emit is known from the loop IR before it is asked
-    # (ir/legality.py); a backend that still cannot emits an InternalCompilerError.
+    # (ir/loops/legality.py); a backend that still cannot emits an InternalCompilerError.
     if (reason := _not_as_scheduled(request, program)) is not None:
         raise ScheduleError(reason)  # final: converting an operand to unroll would cost more
     if (reason := _unsplit(request, program)) is not None:

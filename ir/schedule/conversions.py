@@ -6,10 +6,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 
-from . import notation as nt
-from .cin import operands
-from .schedule import Nest
-from .types import TensorType
+from ..concrete.expressions import operands
+from ..notation import syntax as nt
+from ..types import TensorType
+from .scheduler import Nest
 
 # Operands of at most this order are tried converted in every mode order (4! = 24 builds
 # that may each fail); higher orders only in their natural one.

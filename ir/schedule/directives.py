@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import ScheduleError
-from .subscripts import is_valid_name
+from ..errors import ScheduleError
+from ..notation.subscripts import is_valid_name
 
 UNITS = ("cpu_thread", "gpu_block", "gpu_warp", "gpu_thread")
 RACES = ("no_races", "atomics", "temporaries", "parallel_reduction")

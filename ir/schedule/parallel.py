@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .cin import operands
-from .types import TensorType
+from ..concrete.expressions import operands
+from ..types import TensorType
 
 if TYPE_CHECKING:
-    from .schedule import Nest
+    from .scheduler import Nest
 
 
 def dense_like(out_type: TensorType) -> bool:

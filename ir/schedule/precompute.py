@@ -39,14 +39,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from ..formats.loader import PROPERTY_NAMES, LevelDef, load_level_text
-from .cin import Apply, Expr, Operand, Sum, nodes, operands
-from .errors import ScheduleError
-from .lattice import substitute_absent
+from ...formats.loader import PROPERTY_NAMES, LevelDef, load_level_text
+from ..concrete.expressions import Apply, Expr, Operand, Sum, nodes, operands
+from ..concrete.lattice import substitute_absent
+from ..concrete.statements import TensorVar
+from ..errors import ScheduleError
+from ..types import LevelType, TensorType
 from .precompute_sums import PLACED, SumShape, product, sum_shape
-from .schedule import Nest
-from .statements import TensorVar
-from .types import LevelType, TensorType
+from .scheduler import Nest
 
 # One flag per coordinate: a coordinate is stored when its mark is set.
 TEMPORARY_LEVEL = """\

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cin import Apply, Expr, Operand, Sum, nodes
-from .operators import ADD, MUL
-from .schedule import Nest
-from .types import TensorType
+from ..concrete.expressions import Apply, Expr, Operand, Sum, nodes
+from ..notation.operators import ADD, MUL
+from ..types import TensorType
+from .scheduler import Nest
 
 # Why a nest does not split where a sum the user placed stays inside its product (the
 # exact plan, for operands holding inf or NaN: finite_sums.py).

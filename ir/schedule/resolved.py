@@ -1,15 +1,15 @@
 """The vocabulary of a resolved schedule: where each derived index comes from, how the
 parallel loop is cut into chunks, the plan itself, and the kernel's indices a schedule is
-checked against. ir/schedule_plan.py builds plans; ir/schedule_loops.py checks the loops
+checked against. ir/schedule/user_plan.py builds plans; ir/schedule/user_loops.py checks the loops
 they run; lowering, the scheduled statement and the runtime read them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import notation as nt
+from ..notation import syntax as nt
+from ..notation.operators import Operator
 from .directives import Bound, Schedule
-from .operators import Operator
 
 CPU_UNITS = ("cpu_thread",)
 
@@ -33,7 +33,7 @@ class Chunks:
     them where ``parts``), or 'balanced' (the runtime's split by stored entries).
     ``within``: entries chunks cut inside coordinates too (the positions of a fusion of
     the loop's index with the next, parallelized with atomics): a coordinate's entries
-    may fall to two threads, which add into the output atomically (ir/entry_split.py)."""
+    may fall to two threads, which add into the output atomically (ir/loops/entry_split.py)."""
 
     by: str = "balanced"
     size: int = 0

@@ -14,12 +14,12 @@ Identity and fill come from the operator's declared properties, never its name.
 
 from __future__ import annotations
 
-from .algebra import expr_fill, same_value
-from .cin import Assign, Sum, operands
-from .errors import ScheduleError
-from .operators import ADD
-from .schedule import Nest, order_loops
-from .types import TensorType
+from ..concrete.algebra import expr_fill, same_value
+from ..concrete.expressions import Assign, Sum, operands
+from ..errors import ScheduleError
+from ..notation.operators import ADD
+from ..types import TensorType
+from .scheduler import Nest, order_loops
 
 
 def scattered_reduction(assign: Assign, types: dict[str, TensorType]) -> Nest | None:

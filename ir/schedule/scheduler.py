@@ -13,7 +13,7 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .cin import (
+from ..concrete.expressions import (
     Apply,
     Assign,
     Const,
@@ -25,9 +25,9 @@ from .cin import (
     operands,
     peel_sums,
 )
-from .errors import ScheduleError
-from .operators import ADD, MUL, NEG, SUB, Operator
-from .types import TensorType, unordered_append_output
+from ..errors import ScheduleError
+from ..notation.operators import ADD, MUL, NEG, SUB, Operator
+from ..types import TensorType, unordered_append_output
 
 if TYPE_CHECKING:
     from .precompute import Precompute

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .errors import ScheduleError
-from .operators import Operator
-from .schedule_types import Chunks, KernelIndices, ParallelLoop, SchedulePlan
+from ..errors import ScheduleError
+from ..notation.operators import Operator
+from .resolved import Chunks, KernelIndices, ParallelLoop, SchedulePlan
 
 
 def unroll(plan: SchedulePlan, index: str, factor: int, text: str) -> None:

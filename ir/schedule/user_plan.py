@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from ..errors import ScheduleError
 from .directives import (
     Bound,
     Coord,
@@ -31,9 +32,8 @@ from .directives import (
     Split,
     Unroll,
 )
-from .errors import ScheduleError
-from .schedule_loops import check_parallel, original_order, unroll
-from .schedule_types import CPU_UNITS, KernelIndices, Origin, ParallelLoop, SchedulePlan
+from .resolved import CPU_UNITS, KernelIndices, Origin, ParallelLoop, SchedulePlan
+from .user_loops import check_parallel, original_order, unroll
 from .workspace_policies import DENSE, workspace_policies
 
 
@@ -198,7 +198,7 @@ def _factors(expr: str, kernel: KernelIndices) -> list[str] | None:
 def _sum_workspace(plan: SchedulePlan, kernel: KernelIndices, d: Precompute, text: str
                    ) -> None:
     """A product of some of the right-hand side's factors, reduced into a dense row over
-    the output's last index (ir/precompute_sums.py), the rest multiplying the row."""
+    the output's last index (ir/schedule/precompute_sums.py), the rest multiplying the row."""
     names = _factors(d.expr, kernel)
     if names is None or not 0 < len(set(names)) < len(kernel.operands):
         raise ScheduleError(f"{text}: a workspace takes the whole right-hand side "

@@ -12,9 +12,9 @@ loop (llvsparse's runtime cuts the coordinates as the plan's ``Chunks`` say).
 
 from __future__ import annotations
 
-from .errors import ScheduleError
-from .schedule_types import SchedulePlan
-from .statements import Derived, Forall, IndexExpr, IndexVar, Sequence, Stmt, Where
+from ..concrete.statements import Derived, Forall, IndexExpr, IndexVar, Sequence, Stmt, Where
+from ..errors import ScheduleError
+from .resolved import SchedulePlan
 
 
 def derived_index(plan: SchedulePlan, name: str) -> IndexExpr:

@@ -2,7 +2,7 @@
 
 A loop nest whose output receives its entries out of storage order ("scattered", e.g.
 Gustavson's SpGEMM runs i,k,j into a row-major compressed C) cannot append to the
-output directly; ``ir/workspace_schedule.py`` puts a temporary between computation and
+output directly; ``ir/schedule/workspace_schedule.py`` puts a temporary between computation and
 assembly, ``where(consumer, producer)``. After hoisting the loops every nest shares
 with the output outermost, the temporary is *dense* when one output index remains (a
 row accumulator) and *sparse* otherwise. The temporary's levels are registered levels
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import enum
 
-from ..formats.loader import LevelDef
-from ..formats.registry import level_formats
+from ...formats.loader import LevelDef
+from ...formats.registry import level_formats
 
 
 class WorkspaceKind(enum.Enum):

@@ -1,6 +1,6 @@
 """The shipped workspace policies and the registry of every policy by name.
 
-The compiler asks a policy object (ir/workspace_policy.py), never its name; these are
+The compiler asks a policy object (ir/schedule/workspace_policy.py), never its name; these are
 the four llvsparse ships (their store emitters are the backend's, which knows them by
 name) and the ones ``llvsparse.register_workspace_policy`` adds (llvsparse/kernel/policy_registry.py
 checks a plugin and records it here). Pure data: ir/ never imports a backend.

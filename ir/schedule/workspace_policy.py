@@ -5,7 +5,7 @@ to the output (a value per coordinate, appended pairs sorted, a hash table, buck
 row): a drain algorithm the YAML level language cannot express, so the extension point
 is Python. The scheduler, the loop IR (workspace_loops), the emitter (workspace_lower)
 and the memory check before a call (llvsparse/calls/workspaces.py) ask the policy object, never
-its name; ``llvsparse.register_workspace_policy`` adds one (ir/workspace_policies.py
+its name; ``llvsparse.register_workspace_policy`` adds one (ir/schedule/workspace_policies.py
 holds the shipped ones and the registry).
 """
 

@@ -6,21 +6,21 @@ statement is scheduled as if the output took inserts. The loops the output share
 every nest, outermost, stay around a ``where``: per coordinate of them, the nests reduce
 into a temporary over the remaining output indices (the producer), and the consumer
 appends the temporary's entries to the output in its storage order. Which temporary
-follows paper 002's rule (ir/workspace.py): dense for one remaining index, sparse
+follows paper 002's rule (ir/schedule/workspace.py): dense for one remaining index, sparse
 otherwise (``_sparse_policy``: bucket or sort); a caller may name any registered policy
-(ir/workspace_policies.py).
+(ir/schedule/workspace_policies.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..formats.loader import PROPERTY_NAMES
-from .cin import Assign
-from .errors import ScheduleError
-from .schedule import Nest, ScatteredOutputError, additive_terms, schedule
-from .statements import TensorVar
-from .types import LevelType, TensorType
+from ...formats.loader import PROPERTY_NAMES
+from ..concrete.expressions import Assign
+from ..concrete.statements import TensorVar
+from ..errors import ScheduleError
+from ..types import LevelType, TensorType
+from .scheduler import Nest, ScatteredOutputError, additive_terms, schedule
 from .workspace import WorkspaceKind, workspace_level
 from .workspace_policies import BUCKET, DENSE, SORT, checked_policy
 from .workspace_policy import WorkspacePolicy

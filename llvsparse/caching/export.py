@@ -19,7 +19,7 @@ from ..backends.cpu import (
     link_runtime,
     optimize,
 )
-from ..ir.entry_split import windowed
+from ..ir.loops.entry_split import windowed
 
 HEADER_STRUCT = """\
 #include <stdint.h>
@@ -91,7 +91,7 @@ def header_text(kernel, inst, name: str) -> str:
 
 def _range_declaration(name: str, windows: bool) -> list[str]:
     """The entry over a range of the output's first index (and, for a kernel whose
-    threads cut rows, a window of positions: ir/entry_split.py)."""
+    threads cut rows, a window of positions: ir/loops/entry_split.py)."""
     if not windows:
         return ["/* Only the output's first index in [lo, hi); the output must be passed",
                 "   allocated and zeroed. Disjoint ranges may run on different threads. */",

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..ir import notation as nt
-from ..ir.autoschedule import AutoChoice, KernelInfo, autoschedule
-from ..ir.cost_model import OperandStats
-from ..ir.notes import SELECT_OTHER
+from ..ir.loops.notes import SELECT_OTHER
+from ..ir.notation import syntax as nt
+from ..ir.plan.autoschedule import AutoChoice, KernelInfo, autoschedule
+from ..ir.plan.cost_model import OperandStats
 from ..tensors.tensor import StoredTensor
 
 # Picks fixed instead of modelled: {"off": True} makes every binding keep the rule's

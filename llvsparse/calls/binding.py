@@ -16,7 +16,7 @@ from ..abi import runtime, thread_calls
 from ..abi.results import MIN_BYTES, RESULTS, check_fits_memory
 from ..backends.cpu import JitKernel
 from ..formats.registry import changed_since
-from ..ir.parallel import dense_like
+from ..ir.schedule.parallel import dense_like
 from ..tensors import made_as
 from ..tensors.coerce import foreign_tensor, is_foreign_sparse
 from ..tensors.describe import bound_summary

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import notation as nt
 from ..ir.errors import ScheduleError
-from ..ir.operators import Operator
-from ..ir.subscripts import IndexVar, NotationError
+from ..ir.notation import syntax as nt
+from ..ir.notation.operators import Operator
+from ..ir.notation.subscripts import IndexVar, NotationError
 from ..tensors.format import Format, FormatError, as_format
 
 # What a kernel factory is asked for: a statement, its inputs' formats, the output's,

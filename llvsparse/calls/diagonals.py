@@ -1,6 +1,6 @@
 """The hidden diagonal pattern operands of diagonal uses (``A(i,i)``): their format, and
 building one from a tensor's stored entries (the rewrite that introduces them is
-``ir/transforms/diagonals.py``). For the same reason as the rewrite says, a pattern
+``ir/notation/diagonals.py``). For the same reason as the rewrite says, a pattern
 needs only the (i, i) that A stores: it is built from A's stored entries, O(stored
 entries) rather than O(rows) (a trace of a 2**31-row matrix with 3 entries built 2**31
 coordinates, and ended in numpy's MemoryError after minutes).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.transforms.diagonals import DiagonalUse
+from ..ir.notation.diagonals import DiagonalUse
 from ..tensors.format import named_format
 from ..tensors.made_as import tensor_class
 

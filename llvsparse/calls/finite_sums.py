@@ -17,10 +17,10 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..ir import notation as nt
-from ..ir.cin import Apply, Sum, expr_vars
-from ..ir.frontend import to_concrete
-from ..ir.operators import ADD, MUL
+from ..ir.concrete.expressions import Apply, Sum, expr_vars
+from ..ir.concrete.from_notation import to_concrete
+from ..ir.notation import syntax as nt
+from ..ir.notation.operators import ADD, MUL
 from ..ir.types import TensorType
 from ..tensors.tensor import StoredTensor
 

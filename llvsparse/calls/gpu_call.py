@@ -18,9 +18,9 @@ import numpy as np
 from ..abi import runtime, thread_calls
 from ..backends.cpu import JitKernel
 from ..backends.cuda.emulator import EmulatedKernel, emulate
-from ..ir.autoschedule import gpu_schedule
-from ..ir.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT, GpuMappingError, GpuPlan, plan_gpu
-from ..ir.loops import Program
+from ..ir.loops.gpu_plan import ENTRY_SPLIT, NONZERO_SPLIT, GpuMappingError, GpuPlan, plan_gpu
+from ..ir.loops.nodes import Program
+from ..ir.plan.autoschedule import gpu_schedule
 from ..tensors.tensor import StoredTensor
 from .binding import BoundCall
 from .gpu_launch import Launch, launch_of

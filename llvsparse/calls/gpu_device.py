@@ -26,7 +26,7 @@ from ..backends.cpu import JitKernel
 from ..backends.cuda import emit_ptx
 from ..backends.cuda.device_ir import ARENA, ARENA_SLICE, device_name
 from ..backends.cuda.driver import Device, device
-from ..ir.gpu_plan import GpuPlan
+from ..ir.loops.gpu_plan import GpuPlan
 from ..tensors.gpu_resident import DeviceTensor
 from ..tensors.tensor import StoredTensor
 from .binding import BoundCall

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..ir.entry_split import ENTRY_WINDOW_TAG
-from ..ir.gpu_plan import NONZERO_SPLIT, POSITION_SPLIT_TAG, GpuMappingError, GpuPlan
-from ..ir.loops import loops_of
+from ..ir.loops.entry_split import ENTRY_WINDOW_TAG
+from ..ir.loops.gpu_plan import NONZERO_SPLIT, POSITION_SPLIT_TAG, GpuMappingError, GpuPlan
+from ..ir.loops.nodes import loops_of
 from ..tensors.walk import (
     entry_windows,
     first_level_positions,

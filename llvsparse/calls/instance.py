@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..backends.cpu import JitKernel
-from ..ir.loops import Program
+from ..ir.loops.nodes import Program
 from ..ir.types import TensorType
 from ..tensors.describe import instance_repr
 from ..tensors.format import Format

@@ -11,11 +11,11 @@ import numpy as np
 
 from ..abi import thread_calls
 from ..formats.registry import generation as registry_generation
-from ..ir import notation as nt
-from ..ir.affine import valid_extent
+from ..ir.concrete.affine import valid_extent
 from ..ir.errors import ScheduleError
-from ..ir.parallel import dense_like
-from ..ir.schedule_types import Chunks
+from ..ir.notation import syntax as nt
+from ..ir.schedule.parallel import dense_like
+from ..ir.schedule.resolved import Chunks
 from ..ir.types import fill_key
 from ..tensors.format import Format
 from ..tensors.tensor import StoredTensor
@@ -374,7 +374,7 @@ class KernelCalls:
                                  f"as {access}")
             for var, size in zip(access.indices, tensor.shape):
                 if isinstance(var, nt.AffineIndex):
-                    continue  # ir/affine.py guards it
+                    continue  # ir/concrete/affine.py guards it
                 if var.name in extents and extents[var.name] != size:
                     raise ShapeError(
                         f"index {var.name} has extent {extents[var.name]} in "

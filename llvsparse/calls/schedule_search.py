@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..caching import disk as disk_cache
-from ..ir.workspace_policies import SHIPPED
+from ..ir.schedule.workspace_policies import SHIPPED
 from . import auto_choice
 from .binding import BoundCall
 

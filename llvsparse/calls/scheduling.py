@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..abi import thread_calls
-from ..ir import directives as dv
-from ..ir import notation as nt
 from ..ir.errors import ScheduleError
-from ..ir.operators import Operator
-from ..ir.schedule_plan import plan_schedule
-from ..ir.schedule_types import Chunks, KernelIndices, SchedulePlan
+from ..ir.notation import syntax as nt
+from ..ir.notation.operators import Operator
+from ..ir.schedule import directives as dv
+from ..ir.schedule.resolved import Chunks, KernelIndices, SchedulePlan
+from ..ir.schedule.user_plan import plan_schedule
 from ..tensors.format import Format
 from ..tensors.walk import entry_windows, second_level_bounds
 
@@ -98,7 +98,7 @@ def resolve(schedule: object, assignment: nt.Assignment, formats: dict[str, Form
 
 
 def gpu_schedule_of(plan: SchedulePlan | None) -> str | None:
-    """The GPU mapping (ir/gpu_plan.py's schedules) the plan's GPU units name."""
+    """The GPU mapping (ir/loops/gpu_plan.py's schedules) the plan's GPU units name."""
     if plan is None or not plan.gpu:
         return None
     units = {loop.unit for loop in plan.gpu}
@@ -177,7 +177,7 @@ def chunked(chunks: Chunks, extent: int, threads: int, inputs: dict[str, StoredT
 
 def windowed_chunks(chunks: Chunks, threads: int, tensor: StoredTensor) -> thread_calls.Split:
     """Windows of ``tensor``'s stored entries under the parallel loop's coordinates, cut
-    anywhere, each with the rows it touches (ir/entry_split.py). Consecutive windows of
+    anywhere, each with the rows it touches (ir/loops/entry_split.py). Consecutive windows of
     the schedule's size are grouped so that each thread draws a few of them (static
     chunking, as an OpenMP schedule of that size: windows still end at multiples of it);
     a thread per window of 256 entries would pay Python's chunk loop per window."""

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..backends.cpu import JitKernel
-    from ..ir import notation as nt
-    from ..ir.loops import Program
+    from ..ir.loops.nodes import Program
+    from ..ir.notation import syntax as nt
     from ..tensors.tensor import StoredTensor
     from .binding import BoundCall
     from .instance import Instance

@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 from ..abi.results import physical_memory
-from ..ir.precompute import MARK_BYTES
-from ..ir.schedule import Nest
+from ..ir.schedule.precompute import MARK_BYTES
+from ..ir.schedule.scheduler import Nest
 from ..ir.types import TensorType
 
 
@@ -96,7 +96,7 @@ def check_workspace(meta: list | None, out_shape: tuple[int, ...], copies: int,
 
 def precompute_meta(nests: list[Nest], types: dict[str, TensorType]) -> list | None:
     """[name, the operand, the operand's mode its slice runs over, bytes per coordinate]
-    of each operand workspace (ir/precompute.py), or None."""
+    of each operand workspace (ir/schedule/precompute.py), or None."""
     entries = [[f"{'operand' if p.expr is None else 'sum'} workspace {p.temporary.name}({p.var})",
                 p.operand.tensor,
                 types[p.operand.tensor].levels[-1].mode,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..ir.notation import Assignment
+    from ..ir.notation.syntax import Assignment
     from ..kernel.api import Kernel
 
 class CliError(Exception):
@@ -40,7 +40,7 @@ def pairs(specs: Sequence[str] | None, option: str) -> dict[str, str]:
 def parse_notation(text: str) -> Assignment:
     """Parse notation; syntax errors keep the library's caret message (exit code 2)."""
     # loaded by the subcommand that runs: `llvsparse --help` loads no compiler
-    from ..ir.notation import NotationError
+    from ..ir.notation.syntax import NotationError
     from ..notation.parse import parse
 
     try:

@@ -19,9 +19,9 @@ import scipy.io
 
 from .. import Tensor, evaluate
 from ..backends.cuda import PtxError, assemble, emit_ptx
-from ..ir.gpu_plan import NONZERO_SPLIT, THREAD_PER_ROW, GpuMappingError
-from ..ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
-from ..ir.loops import show as show_loops
+from ..ir.loops.gpu_plan import NONZERO_SPLIT, THREAD_PER_ROW, GpuMappingError
+from ..ir.loops.gpu_plan import SCHEDULES as GPU_SCHEDULES
+from ..ir.loops.nodes import show as show_loops
 from .common import CliError, build_kernel, bundled_path, lowering_errors, pairs, parse_notation
 from .formats import formats
 from .run import run
@@ -221,7 +221,7 @@ def _emit(kernel: Kernel, stage: str, args: argparse.Namespace,
         return kernel.lattices
     if stage == "loops":
         return kernel.loops
-    if stage == "gpu-loops":  # the loop IR as the GPU plan tagged it (ir/gpu_plan.py)
+    if stage == "gpu-loops":  # the loop IR as the GPU plan tagged it (ir/loops/gpu_plan.py)
         try:
             return show_loops(kernel.gpu_plan().program.root)
         except GpuMappingError as error:
@@ -373,10 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sm", default="sm_80", help="GPU architecture for ptx (default sm_80)")
     p.add_argument("--gpu-schedule", choices=GPU_SCHEDULES,
                    help="how the GPU grid splits the kernel (gpu-loops, ptx, cubin; "
-                        "default: the rule of ir/gpu_plan.py)")
+                        "default: the rule of ir/loops/gpu_plan.py)")
     p.add_argument("--schedule", metavar="DIRECTIVES",
                    help="a schedule, e.g. 'split(i,i0,i1,32); parallelize(i0,cpu_thread,"
-                        "no_races)' (ir/directives.py); GPU units select the GPU kernel")
+                        "no_races)' (ir/schedule/directives.py); GPU units select the GPU kernel")
     p.add_argument("--target", metavar="TRIPLE",
                    help="LLVM target triple for llvm/llvm-opt/asm/obj (default: this host)")
     p.add_argument("--cpu", help="CPU for --target (default: generic; the host CPU on the "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import Tensor
-from ..ir.notation import AffineIndex
+from ..ir.notation.syntax import AffineIndex
 from .common import (
     CliError,
     build_kernel,
@@ -24,7 +24,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..ir.notation import Access, Assignment
+    from ..ir.notation.syntax import Access, Assignment
     from ..kernel.api import Kernel
 
 GENERATED = ("random", "ones", "zeros")

@@ -28,9 +28,9 @@ import numpy as np
 
 from ..calls.binding import ShapeError
 from ..frontend.tensor import Tensor
-from ..ir import notation as nt
-from ..ir import operators as ops
 from ..ir.errors import ScheduleError
+from ..ir.notation import operators as ops
+from ..ir.notation import syntax as nt
 from ..kernel.api import Kernel
 from ..kernel.api import evaluate as evaluate_here
 from ..notation.parse import parse

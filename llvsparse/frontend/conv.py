@@ -4,7 +4,7 @@ with affine subscripts.
 The notation says the whole kernel (``O(i0,i1) = I(i0+r0-1, i1+r1-1) * F(r0,r1)``); this
 helper only turns a padding mode and a stride into the subscripts' constants and the
 output's extents (``ls.compile(..., extents=)``), which depend on the operands' shapes.
-The compiler decides the rest from the operands' levels (ir/affine.py): a sparse image
+The compiler decides the rest from the operands' levels (ir/concrete/affine.py): a sparse image
 is walked and the output index derived from its coordinates, a dense one is located.
 """
 

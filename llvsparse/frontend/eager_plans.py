@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..ir import notation as nt
 from ..ir.errors import ScheduleError
+from ..ir.notation import syntax as nt
 from ..tensors import made_as
 from ..tensors.coerce import natural_format
 from ..tensors.made_as import tensor_class

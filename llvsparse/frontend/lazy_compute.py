@@ -10,8 +10,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ir import notation as nt
 from ..ir.errors import ScheduleError
+from ..ir.notation import syntax as nt
 from ..tensors.format import Format, FormatError, Level, named_format
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import notation as nt
-from ..ir.result_type import result_dtype
+from ..ir.notation import syntax as nt
+from ..ir.notation.result_type import result_dtype
 from ..tensors.coerce import asarray, is_foreign_sparse
 from ..tensors.tensor import StoredTensor
 from ..tensors.value_types import checked_value_dtype

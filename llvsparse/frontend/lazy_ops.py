@@ -11,8 +11,8 @@ from functools import cache
 
 import numpy as np
 
-from ..ir import notation as nt
-from ..ir.operators import ADD, AND, MAX, MIN, MUL, OR
+from ..ir.notation import syntax as nt
+from ..ir.notation.operators import ADD, AND, MAX, MIN, MUL, OR
 from ..notation import elementwise as ew
 from ..tensors.tensor import StoredTensor
 from .lazy_compute import sparse_format, squeeze
@@ -177,7 +177,7 @@ def widened(node: Node, dtype: np.dtype) -> Node:
 
 def _unblocked(node: Node) -> Node:
     """The node with blocked operands (BCSR) converted: their loops only sum (a max over
-    their index is refused, see ir/frontend.py)."""
+    their index is refused, see ir/concrete/from_notation.py)."""
     leaves = {name: tensor.asformat(sparse_format(tensor.ndim))
               if isinstance(tensor, StoredTensor) and any(lv.block for lv in tensor.format.levels)
               else tensor for name, tensor in node.leaves.items()}

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import notation as nt
-from ..ir.operators import ADD, MUL, OR
+from ..ir.notation import syntax as nt
+from ..ir.notation.operators import ADD, MUL, OR
 from ..notation.einsum_forms import expanded
 from .lazy_compute import compute_node
 from .lazy_nodes import Node, fresh, merged, node_dtype, node_of, normalize_axis

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ir import notation as nt
+from ..ir.notation import syntax as nt
 from ..tensors.deferred import Deferred
 from ..tensors.made_as import tensor_class
 from ..tensors.tensor import StoredTensor

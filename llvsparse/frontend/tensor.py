@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..formats.registry import generation as registry_generation
-from ..ir import notation as nt
+from ..ir.notation import syntax as nt
 from ..notation.expr_api import access
 from ..tensors import fancy_index, io
 from ..tensors.format import Format

@@ -19,18 +19,18 @@ from ..calls.kernel_calls import KernelCalls
 from ..calls.scheduling import ScheduleMethods, explain, gpu_schedule_of, gpu_sizes, resolve
 from ..calls.workspaces import checked_precompute_meta, checked_workspace_meta
 from ..formats.registry import generation as registry_generation
-from ..ir import notation as nt
-from ..ir.directives import Schedule
-from ..ir.gpu_plan import SCHEDULES as GPU_SCHEDULES
-from ..ir.gpu_plan import GpuMappingError
-from ..ir.operators import user_operators
-from ..ir.result_fill import result_fill
-from ..ir.result_type import as_computed, compute_dtype, result_dtype
-from ..ir.transforms.aliases import separate_repeated_uses
-from ..ir.transforms.diagonals import separate_diagonals
-from ..ir.transforms.lowering import Request
+from ..ir.loops.gpu_plan import SCHEDULES as GPU_SCHEDULES
+from ..ir.loops.gpu_plan import GpuMappingError
+from ..ir.loops.result_fill import result_fill
+from ..ir.notation import syntax as nt
+from ..ir.notation.aliases import separate_repeated_uses
+from ..ir.notation.diagonals import separate_diagonals
+from ..ir.notation.operators import user_operators
+from ..ir.notation.result_type import as_computed, compute_dtype, result_dtype
+from ..ir.plan.lowering import Request
+from ..ir.schedule.directives import Schedule
+from ..ir.schedule.workspace_policies import checked_policy, policy_key
 from ..ir.types import TensorType, fill_key, type_key
-from ..ir.workspace_policies import checked_policy, policy_key
 from ..notation.parse import parse
 from ..tensors.coerce import natural_format
 from ..tensors.describe import kernel_repr
@@ -66,7 +66,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
         if gpu_schedule is not None and gpu_schedule not in GPU_SCHEDULES:
             raise ValueError(f"gpu_schedule must be one of {', '.join(GPU_SCHEDULES)} or "
-                             f"None (the rule of ir/gpu_plan.py), not {gpu_schedule!r}")
+                             f"None (the rule of ir/loops/gpu_plan.py), not {gpu_schedule!r}")
         self.gpu_schedule = gpu_schedule  # how the GPU grid splits the kernel's work
         self.target = target  # "interpret": calls walk the loop IR in Python (tests)
         # "cuda-emulated": the device kernel run over its grid on the CPU (gpu_call.py);
@@ -76,7 +76,8 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
         self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
-        self.precompute = precompute  # operand workspaces (ir/precompute.py); None: its rule
+        # operand workspaces (ir/schedule/precompute.py); None: its rule
+        self.precompute = precompute
         self.finite = finite  # operands' values finite: factors move into sums (finite_sums)
         self.counting = counting  # a counting build: each call sets loop_count
         self.loop_count: int | None = None  # loop heads the last call ran (counting)
@@ -139,7 +140,7 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
                                  f"into {plan.workspace!r}")
             checked_policy(plan.workspace)
             self.workspace = plan.workspace
-        if plan is not None and plan.sum_workspace is not None:  # ir/precompute_sums.py
+        if plan is not None and plan.sum_workspace is not None:  # ir/schedule/precompute_sums.py
             if self.precompute is False:
                 raise ValueError("precompute=False but the schedule precomputes the product "
                                  f"of {', '.join(plan.sum_workspace)} into a row")
@@ -366,7 +367,7 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     rule picks). ``precompute``: True copies each operand
     whose access is invariant in a loop nested inside its own into a dense temporary
     that the inner loop locates into (triangle counting's L(i,j) under loops i, k, j),
-    False never does, None leaves it to the rule of ir/precompute.py. ``counting``: a
+    False never does, None leaves it to the rule of ir/schedule/precompute.py. ``counting``: a
     counting build, whose calls set ``kernel.loop_count`` (loop heads run: iterations
     and loop entries; backends/llvm/counting.py), for complexity checks. ``target``:
     "cpu" (native code), or "interpret": each call walks the kernel's loop IR in Python
@@ -374,12 +375,12 @@ def compile(assignment: str | nt.Assignment, out_format: object = None, fastmath
     "cuda" (the planned device kernel on a GPU, through cuda-python: the ``cuda`` extra)
     or "cuda-emulated" (the same device kernel run over its grid on the CPU).
     ``gpu_schedule``: how a GPU grid splits the work ("thread_per_row", "nonzero_split",
-    "count_fill"; None: the rule of ir/gpu_plan.py picks per kernel class).
+    "count_fill"; None: the rule of ir/loops/gpu_plan.py picks per kernel class).
     ``extents``: the extents of output indices that only affine subscripts use
     (``y(i) = x(i+r-1) * w(r)`` padded 'same': ``{"i": len(x)}``); without, 'valid'.
     ``schedule``: a Schedule, its text (``"split(i, i0, i1, 64); parallelize(i0,
-    cpu_thread, no_races)"``, see ir/directives.py), None/"auto" (the rules and the cost
-    model choose per call: ir/autoschedule.py) or "search" (each binding times the
+    cpu_thread, no_races)"``, see ir/schedule/directives.py), None/"auto" (the rules and the cost
+    model choose per call: ir/plan/autoschedule.py) or "search" (each binding times the
     model's candidates once and keeps the winner on disk: schedule_search.py)."""
     return Kernel(assignment, formats, out_format, fastmath, workspace=workspace,
                   precompute=precompute, counting=counting, target=target,

@@ -13,18 +13,16 @@ from ..backends.llvm.codegen import KernelCompiler
 from ..backends.llvm.counting import count_loop_heads
 from ..calls.instance import Instance
 from ..calls.workspaces import precompute_meta, workspace_meta
-from ..ir import notation as nt
-from ..ir.from_schedule import statement_of
-from ..ir.lattice_text import lattice_text
-from ..ir.legality import case_count, variants_within_budget
-from ..ir.loops import Program
+from ..ir.concrete.statements import concrete_text
+from ..ir.loops.from_schedule import statement_of
+from ..ir.loops.lattice_text import lattice_text
+from ..ir.loops.legality import case_count, variants_within_budget
+from ..ir.loops.nodes import Program
+from ..ir.loops.output_init import initializes_output
+from ..ir.notation import syntax as nt
 from ..ir.opt import loop_ir
 from ..ir.opt.passes import has_other_form, other_form, other_form_notes
-from ..ir.output_init import initializes_output
-from ..ir.parallel import parallel_mode
-from ..ir.scheduled_statements import scheduled_statement
-from ..ir.statements import concrete_text
-from ..ir.transforms.lowering import (
+from ..ir.plan.lowering import (
     Lowered,
     Refused,
     Request,
@@ -34,6 +32,8 @@ from ..ir.transforms.lowering import (
     lower_kernel,
     target_of,
 )
+from ..ir.schedule.parallel import parallel_mode
+from ..ir.schedule.user_statements import scheduled_statement
 from ..ir.types import TensorType
 from ..tensors.format import Format, Level, named_format
 from .refusals import advised

@@ -13,8 +13,8 @@ from ..backends.cuda import emit_ptx
 from ..caching.export import export_kernel
 from ..calls.gpu_call import device_code, device_phases, gpu_plan
 from ..calls.instance import Instance
-from ..ir.gpu_plan import GpuPlan
-from ..ir.loops import Program, show_program
+from ..ir.loops.gpu_plan import GpuPlan
+from ..ir.loops.nodes import Program, show_program
 from .build import build
 
 
@@ -68,7 +68,7 @@ class KernelInspection:
         return self._default().lattices
 
     def gpu_plan(self) -> GpuPlan:
-        """How the kernel maps onto a GPU grid (ir/gpu_plan.py); GpuMappingError where
+        """How the kernel maps onto a GPU grid (ir/loops/gpu_plan.py); GpuMappingError where
         it has no GPU mapping yet."""
         return gpu_plan(self, self._with_code())
 

@@ -1,9 +1,10 @@
 """Registering workspace policies from Python (``register_workspace_policy``): the
-registry itself and the four shipped policies are ir/workspace_policies.py's.
+registry itself and the four shipped policies are ir/schedule/workspace_policies.py's.
 
 A policy is a drain algorithm the YAML level language cannot express (a sort, bucket
 counts, a bitmap scan), so a plugin author adds one as a ``WorkspacePolicy`` object
-(ir/workspace_policy.py) with a store emitter built on ``backends/llvm/workspace_store.Store``.
+(ir/schedule/workspace_policy.py) with a store emitter built on
+``backends/llvm/workspace_store.Store``.
 The compiler asks the object, never its name. Compiled kernels are cached (in memory
 and on disk) under ``policy_key``: a plugin's includes the source of the modules that
 define its classes, so an edited policy is compiled again, not served from the cache.
@@ -16,9 +17,15 @@ import inspect
 import uuid
 
 from ..backends.llvm.workspace_store import Store
-from ..ir.workspace import WorkspaceKind
-from ..ir.workspace_policies import PLUGINS, SHIPPED, checked_policy, policy_key, workspace_policies
-from ..ir.workspace_policy import WorkspacePolicy
+from ..ir.schedule.workspace import WorkspaceKind
+from ..ir.schedule.workspace_policies import (
+    PLUGINS,
+    SHIPPED,
+    checked_policy,
+    policy_key,
+    workspace_policies,
+)
+from ..ir.schedule.workspace_policy import WorkspacePolicy
 
 __all__ = ["checked_policy", "policy_key", "register_workspace_policy",
            "unregister_workspace_policy", "workspace_policies"]

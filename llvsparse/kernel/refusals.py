@@ -4,7 +4,7 @@ what is structurally missing, and only here are formats named that work around i
 from __future__ import annotations
 
 from ..ir.errors import ScheduleError
-from ..ir.schedule import ScatteredOutputError
+from ..ir.schedule.scheduler import ScatteredOutputError
 
 
 def advised(error: ScheduleError) -> ScheduleError:

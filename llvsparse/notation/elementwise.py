@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ir import notation as nt
-from ..ir.operators import ADD, DIV, MUL, SUB
+from ..ir.notation import syntax as nt
+from ..ir.notation.operators import ADD, DIV, MUL, SUB
 from .parse import parse_expr
 
 # numpy ufunc name -> candidate notation texts over placeholders p0, p1, p2 (the first

@@ -12,7 +12,26 @@ import itertools
 import numbers
 from collections.abc import Mapping
 
-from llvsparse.ir.notation import (
+from llvsparse.ir.notation.operators import (
+    ADD,
+    BINARY_BY_SYMBOL,
+    BUILTINS,
+    DIV,
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    MUL,
+    NE,
+    REDUCTION_ALIASES,
+    SUB,
+    Operator,
+    lookup,
+)
+from llvsparse.ir.notation.operators import semiring as _semiring
+from llvsparse.ir.notation.subscripts import is_valid_name
+from llvsparse.ir.notation.syntax import (
     REDUCTION_PREFIX,
     Access,
     AffineIndex,
@@ -30,25 +49,6 @@ from llvsparse.ir.notation import (
     rename_tensors,
     validate,
 )
-from llvsparse.ir.operators import (
-    ADD,
-    BINARY_BY_SYMBOL,
-    BUILTINS,
-    DIV,
-    EQ,
-    GE,
-    GT,
-    LE,
-    LT,
-    MUL,
-    NE,
-    REDUCTION_ALIASES,
-    SUB,
-    Operator,
-    lookup,
-)
-from llvsparse.ir.operators import semiring as _semiring
-from llvsparse.ir.subscripts import is_valid_name
 
 __all__ = [
     "ExprNode",

@@ -17,8 +17,7 @@ from collections.abc import Callable, Sequence
 from llvsparse.formats.body_check import BodyChecker
 from llvsparse.formats.vocabulary import FormatFileError
 from llvsparse.formats.yaml_reader import Reader
-from llvsparse.ir.notation import REDUCTION_PREFIX, NotationError
-from llvsparse.ir.operators import (
+from llvsparse.ir.notation.operators import (
     ADD,
     AND,
     COMPARISONS,
@@ -37,7 +36,8 @@ from llvsparse.ir.operators import (
     lookup,
     register,
 )
-from llvsparse.ir.subscripts import is_valid_name
+from llvsparse.ir.notation.subscripts import is_valid_name
+from llvsparse.ir.notation.syntax import REDUCTION_PREFIX, NotationError
 from llvsparse.notation.expr_api import apply
 
 _BINARY = {ast.Add: ADD, ast.Sub: SUB, ast.Mult: MUL, ast.Div: DIV}

@@ -1,6 +1,6 @@
 """The text form of index notation: tokenizer and recursive-descent parser.
 
-``parse`` reads ``y(i) = A(i,j) * x(j)`` into the AST of ``llvsparse.ir.notation``, places
+``parse`` reads ``y(i) = A(i,j) * x(j)`` into the AST of ``llvsparse.ir.notation.syntax``, places
 reductions and validates; ``format_expr`` there prints every AST this reads back.
 Functions are the operator table's (``min(a, b)``, ``where(c, a, b)``, user functions
 from ``ls.function``); ``min(j, body)`` with an index variable first reduces over it.
@@ -12,7 +12,17 @@ import math
 import re
 from dataclasses import dataclass
 
-from llvsparse.ir.notation import (
+from llvsparse.ir.notation.operators import (
+    ADD,
+    BINARY_BY_SYMBOL,
+    BUILTINS,
+    COMPARISONS,
+    REDUCTION_ALIASES,
+    Operator,
+    lookup,
+)
+from llvsparse.ir.notation.subscripts import is_valid_name
+from llvsparse.ir.notation.syntax import (
     REDUCTION_PREFIX,
     Access,
     AffineIndex,
@@ -30,16 +40,6 @@ from llvsparse.ir.notation import (
     place_reductions,
     validate,
 )
-from llvsparse.ir.operators import (
-    ADD,
-    BINARY_BY_SYMBOL,
-    BUILTINS,
-    COMPARISONS,
-    REDUCTION_ALIASES,
-    Operator,
-    lookup,
-)
-from llvsparse.ir.subscripts import is_valid_name
 
 # ----------------------------------------------------------------------------- tokenizer
 

@@ -8,8 +8,8 @@ than 0 (see ``operators.semiring``).
 
 from __future__ import annotations
 
-from llvsparse.ir import notation as nt
-from llvsparse.ir.operators import ADD, MUL
+from llvsparse.ir.notation import syntax as nt
+from llvsparse.ir.notation.operators import ADD, MUL
 from llvsparse.notation.expr_api import semiring
 
 

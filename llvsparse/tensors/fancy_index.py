@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..ir.notation import AffineIndex, IndexVar
+from ..ir.notation.syntax import AffineIndex, IndexVar
 from .made_as import tensor_class
 from .tensor import StoredTensor
 
