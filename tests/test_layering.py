@@ -108,6 +108,64 @@ def test_imports_go_down_the_layers() -> None:
     assert sorted(set(KNOWN_UPWARD) - upward) == [], "gone: take them off KNOWN_UPWARD"
 
 
+# ir/'s folders in pipeline order (issue 31 item 6); beneath them its shared top
+# (errors.py, types.py), which every stage may import and which imports none.
+IR_STAGES = ("notation", "concrete", "schedule", "loops", "opt", "plan")
+IR_SHARED = {"errors", "types"}
+
+
+def _ir_stage(module: str) -> int | None:
+    """A module's place in ir/'s pipeline: 0 for the shared top (and the package),
+    1 + its folder's index for a folder's modules; None outside ir/."""
+    parts = module.split(".")
+    if parts[:2] != ["llvsparse", "ir"]:
+        return None
+    if len(parts) == 2 or parts[2] in IR_SHARED:
+        return 0
+    return IR_STAGES.index(parts[2]) + 1 if parts[2] in IR_STAGES else -1
+
+
+def _ir_upward(imports: list[Import]) -> list[str]:
+    """Imports of ir/ that go up its pipeline (into a later folder, or from the shared top
+    into a folder), of any kind: at the top, inside functions, for type checkers."""
+    return sorted(f"{i.importer}:{i.line} imports {i.imported}" for i in imports
+                  if None not in (_ir_stage(i.importer), _ir_stage(i.imported))
+                  and _ir_stage(i.importer) < _ir_stage(i.imported))
+
+
+def test_every_ir_module_has_a_stage() -> None:
+    """Each module of ir/ sits in one of the pipeline's folders or is shared vocabulary: a
+    module a branch added flat under ir/ needs a home (/work/briefs/irlayout_apply.py
+    NAME=folder.NAME moves it and rewrites its importers)."""
+    homeless = sorted(m for m in MODULES if _ir_stage(m) == -1)
+    assert homeless == []
+    assert {m.split(".")[2] for m in MODULES
+            if _ir_stage(m) is not None and m.count(".") >= 2} == set(IR_STAGES) | IR_SHARED
+
+
+def test_ir_folders_read_downwards() -> None:
+    """notation -> concrete -> schedule -> loops -> opt -> plan: a module of ir/ imports
+    only its own folder, the folders before it and the shared top, by any kind of import
+    (module level, inside a function, for type checkers)."""
+    assert _ir_upward(IMPORTS) == []
+
+
+def test_ir_folder_docstrings_say_their_layering() -> None:
+    for stage in IR_STAGES:
+        doc = ast.get_docstring(ast.parse(MODULES[f"llvsparse.ir.{stage}"].read_text()))
+        assert doc and "Layering" in doc, stage
+
+
+def test_the_stage_check_sees_every_kind_of_upward_import() -> None:
+    imports = [Import("llvsparse.ir.concrete.lattice", "llvsparse.ir.loops.nodes", False, False, 1),
+               Import("llvsparse.ir.loops.nodes", "llvsparse.ir.plan.lowering", True, False, 2),
+               Import("llvsparse.ir.errors", "llvsparse.ir.notation.syntax", False, True, 3),
+               Import("llvsparse.ir.loops.lower", "llvsparse.ir.schedule.scheduler", True, True, 4),
+               Import("llvsparse.ir.opt", "llvsparse.ir.opt.passes", False, False, 5),
+               Import("llvsparse.ir.plan.lowering", "llvsparse.ir.types", False, False, 6)]
+    assert [u.split(":")[1].split()[0] for u in _ir_upward(imports)] == ["1", "3", "2"]
+
+
 def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
     seen, todo = {start}, [start]
     while todo:

@@ -4,5 +4,5 @@ lower_workspace, lower_precompute, from_schedule, result_fill), and the decision
 a program before a backend is asked: legality, bound, output initialisation, assembly
 phases, threads' entry windows and the GPU plan.
 
-Layering: imports only itself, the stages above it (notation, concrete, schedule), ir/'s
+Layering: imports only itself, the stages before it (notation, concrete, schedule), ir/'s
 shared top and formats/. Backends import from here; nodes imports no lowering module."""

@@ -1,6 +1,9 @@
 """Optimization passes over the loop IR: each decides, with its own legality check,
 whether a fast form applies to a loop, and rewrites the loop node with it as data
-(``Loop.forms``; ``Loop.other``: the kernel's other form, see passes.py)."""
+(``Loop.forms``; ``Loop.other``: the kernel's other form, see passes.py).
+
+Layering (stage 5 of ir/): imports only itself, the stages before it (notation, concrete,
+schedule, loops), ir/'s shared top and formats/; backends do not import it."""
 
 from __future__ import annotations
 

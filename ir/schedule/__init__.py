@@ -3,5 +3,5 @@ exists. The scheduling language (directives) and a user's schedule resolved and 
 (resolved, user_*), the scheduler's nests, workspaces and their policies, operand
 precompute, conversions of operands, and which mode threads may split.
 
-Layering: imports only itself, the stages above it (notation, concrete), ir/'s shared top
+Layering: imports only itself, the stages before it (notation, concrete), ir/'s shared top
 and formats/."""
