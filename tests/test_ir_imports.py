@@ -260,7 +260,8 @@ for name in sys.argv[1:]:
 # and the planning loop. The backend translates the loop IR they produce and never
 # reaches back into them.
 PLANNING = ("llvsparse.ir.schedule.scheduler", "llvsparse.ir.schedule.resolved",
-            "llvsparse.ir.schedule.user_", "llvsparse.ir.concrete.lattice",
+            "llvsparse.ir.schedule.user_loops", "llvsparse.ir.schedule.user_plan",
+            "llvsparse.ir.schedule.user_statements", "llvsparse.ir.concrete.lattice",
             "llvsparse.ir.loops.lower", "llvsparse.ir.loops.from_schedule", "llvsparse.ir.opt",
             "llvsparse.ir.plan", "llvsparse.ir.notation.aliases",
             "llvsparse.ir.notation.diagonals")
