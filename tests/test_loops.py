@@ -294,7 +294,7 @@ def test_duplicate_runs_and_merge_tails_are_written_out() -> None:
     assert show(spmv.root).splitlines()[0].startswith("for i in runs of positions of A.0:")
 
 
-ASSEMBLY_CASES = [  # statement, operands' formats, output format, phases (ir/assembly_phases)
+ASSEMBLY_CASES = [  # statement, operands' formats, output format, phases (loops/assembly_phases)
     ("C(i,j) = A(i,j) * U(i,k) * V(j,k)", {"A": "csr", "U": "dense", "V": "dense"}, "csr",
      ("setup", "count", "fill", "finish")),
     (SPADD, {"A": "csr", "B": "csr"}, "csr", ("setup", "append", "finish")),
