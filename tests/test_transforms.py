@@ -1,5 +1,5 @@
-"""Passes before the loop IR (ir/transforms/): each says by its return value whether it
-applies, and the API builds what they chose."""
+"""Passes before the loop IR (ir/notation/aliases.py, diagonals.py): each says by its
+return value whether it applies, and the API builds what they chose."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """User schedules on kernels: the directive methods, the GPU schedule they name, the
 threads' chunks they ask for, and ``kernel.schedule``'s account of what runs.
 
-The language and its checks are in ir/ (directives.py; schedule_plan.py with
-schedule_types.py and schedule_loops.py); this module connects them to a compiled
+The language and its checks are in ir/schedule/ (directives.py; user_plan.py with
+resolved.py and user_loops.py); this module connects them to a compiled
 kernel: a directive method returns a new kernel with the directive appended, and a call
 cuts the parallel loop's coordinates as the plan says.
 """

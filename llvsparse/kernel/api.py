@@ -76,7 +76,8 @@ class Kernel(ScheduleMethods, KernelInspection, KernelCalls):
             raise ValueError(f"precompute must be True, False or None (the rule chooses), "
                              f"not {precompute!r}")
         self.workspace = workspace  # a workspace policy's name; None: paper 002's rule picks
-        self.precompute = precompute  # operand workspaces (ir/schedule/precompute.py); None: its rule
+        # operand workspaces (ir/schedule/precompute.py); None: its rule
+        self.precompute = precompute
         self.finite = finite  # operands' values finite: factors move into sums (finite_sums)
         self.counting = counting  # a counting build: each call sets loop_count
         self.loop_count: int | None = None  # loop heads the last call ran (counting)

@@ -3,7 +3,8 @@ registry itself and the four shipped policies are ir/schedule/workspace_policies
 
 A policy is a drain algorithm the YAML level language cannot express (a sort, bucket
 counts, a bitmap scan), so a plugin author adds one as a ``WorkspacePolicy`` object
-(ir/schedule/workspace_policy.py) with a store emitter built on ``backends/llvm/workspace_store.Store``.
+(ir/schedule/workspace_policy.py) with a store emitter built on
+``backends/llvm/workspace_store.Store``.
 The compiler asks the object, never its name. Compiled kernels are cached (in memory
 and on disk) under ``policy_key``: a plugin's includes the source of the modules that
 define its classes, so an edited policy is compiled again, not served from the cache.
