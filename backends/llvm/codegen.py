@@ -318,7 +318,7 @@ class KernelCompiler(NodeEmitter, MemoryEmitter, ValueEmitter, IteratorEmitter):
 
 
 def emit_kernel(program: Program, abi: CallingConvention) -> tuple[KernelCompiler, ir.Module]:
-    """The emitter lowering takes (``ir/transforms/lowering.Request.emit``): the kernel
+    """The emitter lowering takes (``ir/plan/lowering.Request.emit``): the kernel
     compiler emitting ``program`` (whole phase) for the calling convention ``abi``, and
     its module."""
     builder = KernelCompiler(program, abi)

@@ -1,6 +1,6 @@
 """The loop IR (stage 4): its node kinds and ``Program`` (nodes), the passes' vocabulary
-(notes), lowering concrete notation and the scheduler's nests to it (lower,
-lower_workspace, lower_precompute, from_schedule, result_fill), and the decisions read off
+(notes), lowering the scheduled concrete statement to it (lower, lower_workspace,
+lower_precompute, statement_facts, result_fill), and the decisions read off
 a program before a backend is asked: legality, bound, output initialisation, assembly
 phases, threads' entry windows and the GPU plan.
 

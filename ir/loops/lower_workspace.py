@@ -1,7 +1,7 @@
 """The loop IR of a kernel whose output entries pass through a workspace.
 
 Concrete notation says ``forall(hoisted, where(consumer, producers))`` (see
-from_schedule); this says what workspace_lower emits for it: the workspace allocated
+schedule/rewrites.py); this says what workspace_lower emits for it: the workspace allocated
 once, before the hoisted loops (one per kernel call, so each thread of a split assembly
 has its own); per coordinate of the hoisted loops, each producer's loops reducing into
 it, its entries brought into the output's order (the sort or scan of its policy), the
